@@ -1,0 +1,408 @@
+//! `garage_db`: the embedded metadata database under every garage table.
+//!
+//! One small API ([`Db`], [`Tree`], [`Transaction`]) over two engines: LMDB
+//! (through `heed`) and SQLite (through `rusqlite`). A database holds named
+//! trees; each tree is an ordered map from byte keys to byte values, ordered
+//! bytewise. Transactions may span several trees and commit atomically.
+//!
+//! This crate is the bottom of the workspace: it must never depend on any
+//! other garage crate.
+//!
+//! Engines implement the object-safe [`IDb`] and [`ITx`] traits; everything
+//! else (handles, range bounds, batched iteration, key checks) is written once
+//! here so that both engines behave the same way. The conformance suite in
+//! `tests/` runs unchanged against both.
+
+mod engine;
+mod error;
+mod iter;
+pub mod lmdb_adapter;
+pub mod sqlite_adapter;
+
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use engine::{open, Engine, OpenOptions};
+pub use error::{Error, Result, TxError, TxResult};
+pub use iter::RangeIter;
+
+/// A stored value.
+pub type Value = Vec<u8>;
+/// A key and its value, as returned by iteration.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// Largest key accepted, in bytes. LMDB's compiled-in limit is 511 bytes; the
+/// limit is enforced here for both engines so that a database can always be
+/// converted from one engine to the other.
+pub const MAX_KEY_LEN: usize = 511;
+
+/// How many entries an iterator fetches from the engine at a time. Each batch
+/// is read from one consistent snapshot; writes made between two batches may
+/// or may not be seen by the rest of the iteration.
+pub const ITER_BATCH: usize = 256;
+
+/// Direction of a range read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// What an engine must provide. Trees are referred to by the index that
+/// [`IDb::open_tree`] returned.
+pub trait IDb: Send + Sync {
+    fn engine(&self) -> Engine;
+    fn open_tree(&self, name: &str) -> Result<usize>;
+    fn list_trees(&self) -> Result<Vec<String>>;
+    /// Writes a consistent copy of the whole database into `dir`, which must
+    /// exist and be empty.
+    fn snapshot(&self, dir: &Path) -> Result<()>;
+
+    fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Value>>;
+    fn len(&self, tree: usize) -> Result<usize>;
+    fn range_batch(
+        &self,
+        tree: usize,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>>;
+
+    fn insert(&self, tree: usize, key: &[u8], value: &[u8]) -> Result<()>;
+    fn remove(&self, tree: usize, key: &[u8]) -> Result<()>;
+    fn clear(&self, tree: usize) -> Result<()>;
+
+    /// Runs `f` inside one write transaction. `f` returns `Ok(true)` to
+    /// commit, `Ok(false)` to abort; an error aborts too.
+    fn transaction(&self, f: &mut dyn FnMut(&mut dyn ITx) -> Result<bool>) -> Result<()>;
+}
+
+/// Operations available inside a write transaction.
+pub trait ITx {
+    fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Value>>;
+    fn len(&self, tree: usize) -> Result<usize>;
+    fn range_batch(
+        &self,
+        tree: usize,
+        low: Bound<&[u8]>,
+        high: Bound<&[u8]>,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<KeyValue>>;
+
+    fn insert(&mut self, tree: usize, key: &[u8], value: &[u8]) -> Result<()>;
+    fn remove(&mut self, tree: usize, key: &[u8]) -> Result<()>;
+    fn clear(&mut self, tree: usize) -> Result<()>;
+}
+
+static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An open metadata database. Cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    id: u64,
+    inner: Arc<dyn IDb>,
+}
+
+/// A named tree of a [`Db`]. Cheap to clone.
+#[derive(Clone)]
+pub struct Tree {
+    db_id: u64,
+    index: usize,
+    name: Arc<str>,
+    db: Arc<dyn IDb>,
+}
+
+/// The handle given to a transaction's closure.
+pub struct Transaction<'a> {
+    db_id: u64,
+    tx: &'a mut dyn ITx,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        Err(Error::EmptyKey)
+    } else if key.len() > MAX_KEY_LEN {
+        Err(Error::KeyTooLong {
+            len: key.len(),
+            max: MAX_KEY_LEN,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+impl Db {
+    /// Wraps an engine. Most callers use [`open`] instead.
+    pub fn new(inner: Arc<dyn IDb>) -> Self {
+        Self {
+            id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
+            inner,
+        }
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.inner.engine()
+    }
+
+    /// Opens the tree `name`, creating it if it does not exist. Must not be
+    /// called from inside a transaction.
+    pub fn open_tree(&self, name: &str) -> Result<Tree> {
+        if name.is_empty() || name.len() > 200 {
+            return Err(Error::BadTreeName(name.to_string()));
+        }
+        let index = self.inner.open_tree(name)?;
+        Ok(Tree {
+            db_id: self.id,
+            index,
+            name: name.into(),
+            db: self.inner.clone(),
+        })
+    }
+
+    /// Names of all trees, sorted.
+    pub fn list_trees(&self) -> Result<Vec<String>> {
+        let mut trees = self.inner.list_trees()?;
+        trees.sort();
+        Ok(trees)
+    }
+
+    /// Writes a consistent copy of the database into `dir` (created if
+    /// missing; must be empty). The copy opens with [`open`] at the path
+    /// given by [`Engine::snapshot_db_path`].
+    pub fn snapshot(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        if entries.next().is_some() {
+            return Err(Error::SnapshotDirNotEmpty(dir.to_path_buf()));
+        }
+        self.inner.snapshot(dir)
+    }
+
+    /// Runs `f` in one write transaction spanning any trees of this
+    /// database. If `f` returns `Ok`, everything it wrote is committed
+    /// atomically; if it returns [`TxError::Abort`] or fails, nothing is
+    /// written. Inside `f`, use only the [`Transaction`] handle: calling the
+    /// [`Db`] or a [`Tree`] directly would wait for the transaction itself.
+    pub fn transaction<R, E, F>(&self, f: F) -> TxResult<R, E>
+    where
+        F: FnOnce(&mut Transaction<'_>) -> TxResult<R, E>,
+    {
+        let mut f = Some(f);
+        let mut outcome: Option<std::result::Result<R, E>> = None;
+        let db_id = self.id;
+        let res = self.inner.transaction(&mut |tx: &mut dyn ITx| {
+            let f = f.take().ok_or(Error::TransactionRetried)?;
+            let mut t = Transaction { db_id, tx };
+            match f(&mut t) {
+                Ok(r) => {
+                    outcome = Some(Ok(r));
+                    Ok(true)
+                }
+                Err(TxError::Abort(e)) => {
+                    outcome = Some(Err(e));
+                    Ok(false)
+                }
+                Err(TxError::Db(e)) => Err(e),
+            }
+        });
+        res?;
+        match outcome {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(e)) => Err(TxError::Abort(e)),
+            None => Err(TxError::Db(Error::TransactionRetried)),
+        }
+    }
+}
+
+impl Tree {
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
+        self.db.get(self.index, key.as_ref())
+    }
+
+    pub fn len(&self) -> Result<usize> {
+        self.db.len(self.index)
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.first()?.is_none())
+    }
+
+    pub fn insert<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, key: K, value: V) -> Result<()> {
+        check_key(key.as_ref())?;
+        self.db.insert(self.index, key.as_ref(), value.as_ref())
+    }
+
+    /// Removes `key`; removing an absent key is not an error.
+    pub fn remove<K: AsRef<[u8]>>(&self, key: K) -> Result<()> {
+        self.db.remove(self.index, key.as_ref())
+    }
+
+    pub fn clear(&self) -> Result<()> {
+        self.db.clear(self.index)
+    }
+
+    pub fn first(&self) -> Result<Option<KeyValue>> {
+        Ok(self.iter().next().transpose()?)
+    }
+
+    pub fn last(&self) -> Result<Option<KeyValue>> {
+        Ok(self.iter_rev().next().transpose()?)
+    }
+
+    /// All entries, in increasing key order.
+    pub fn iter(&self) -> RangeIter<'static> {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// All entries, in decreasing key order.
+    pub fn iter_rev(&self) -> RangeIter<'static> {
+        self.range_rev::<&[u8], _>(..)
+    }
+
+    /// Entries with keys in `range`, in increasing order.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> RangeIter<'static> {
+        self.range_dir(range, Direction::Forward)
+    }
+
+    /// Entries with keys in `range`, in decreasing order.
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> RangeIter<'static> {
+        self.range_dir(range, Direction::Reverse)
+    }
+
+    fn range_dir<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        dir: Direction,
+    ) -> RangeIter<'static> {
+        let (low, high) = owned_bounds(&range);
+        let db = self.db.clone();
+        let index = self.index;
+        RangeIter::new(
+            low,
+            high,
+            dir,
+            Box::new(move |l, h, d, n| db.range_batch(index, l, h, d, n)),
+        )
+    }
+}
+
+impl Transaction<'_> {
+    fn tree_index(&self, tree: &Tree) -> Result<usize> {
+        if tree.db_id != self.db_id {
+            return Err(Error::ForeignTree(tree.name.to_string()));
+        }
+        Ok(tree.index)
+    }
+
+    pub fn get<K: AsRef<[u8]>>(&self, tree: &Tree, key: K) -> Result<Option<Value>> {
+        self.tx.get(self.tree_index(tree)?, key.as_ref())
+    }
+
+    pub fn len(&self, tree: &Tree) -> Result<usize> {
+        self.tx.len(self.tree_index(tree)?)
+    }
+
+    pub fn insert<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &mut self,
+        tree: &Tree,
+        key: K,
+        value: V,
+    ) -> Result<()> {
+        check_key(key.as_ref())?;
+        let i = self.tree_index(tree)?;
+        self.tx.insert(i, key.as_ref(), value.as_ref())
+    }
+
+    pub fn remove<K: AsRef<[u8]>>(&mut self, tree: &Tree, key: K) -> Result<()> {
+        let i = self.tree_index(tree)?;
+        self.tx.remove(i, key.as_ref())
+    }
+
+    pub fn clear(&mut self, tree: &Tree) -> Result<()> {
+        let i = self.tree_index(tree)?;
+        self.tx.clear(i)
+    }
+
+    /// Entries of `tree` with keys in `range`, as this transaction sees them
+    /// (its own writes included).
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        tree: &Tree,
+        range: R,
+    ) -> Result<RangeIter<'_>> {
+        self.range_dir(tree, range, Direction::Forward)
+    }
+
+    pub fn range_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        tree: &Tree,
+        range: R,
+    ) -> Result<RangeIter<'_>> {
+        self.range_dir(tree, range, Direction::Reverse)
+    }
+
+    fn range_dir<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        tree: &Tree,
+        range: R,
+        dir: Direction,
+    ) -> Result<RangeIter<'_>> {
+        let index = self.tree_index(tree)?;
+        let (low, high) = owned_bounds(&range);
+        let tx: &dyn ITx = &*self.tx;
+        Ok(RangeIter::new(
+            low,
+            high,
+            dir,
+            Box::new(move |l, h, d, n| tx.range_batch(index, l, h, d, n)),
+        ))
+    }
+}
+
+/// Copies every tree of `from` into `to`, in transactions of at most
+/// `batch` entries. Returns the number of trees and entries copied.
+pub fn copy_all(from: &Db, to: &Db, batch: usize) -> Result<(usize, u64)> {
+    let batch = batch.max(1);
+    let trees = from.list_trees()?;
+    let mut entries = 0u64;
+    for name in trees.iter() {
+        let src = from.open_tree(name)?;
+        let dst = to.open_tree(name)?;
+        let mut iter = src.iter();
+        loop {
+            let mut chunk = Vec::with_capacity(batch);
+            for kv in iter.by_ref().take(batch) {
+                chunk.push(kv?);
+            }
+            if chunk.is_empty() {
+                break;
+            }
+            entries += chunk.len() as u64;
+            to.transaction::<_, (), _>(|tx| {
+                for (k, v) in chunk.iter() {
+                    tx.insert(&dst, k, v)?;
+                }
+                Ok(())
+            })
+            .map_err(TxError::into_db_error)?;
+        }
+    }
+    Ok((trees.len(), entries))
+}

@@ -1,0 +1,490 @@
+//! `garage.toml`: the node configuration.
+//!
+//! Keys, types and defaults follow the reference system's configuration
+//! reference (see `doc/configuration.md`), with one deliberate difference:
+//! an unknown or misspelled key is an error naming the key, the file and the
+//! line, not silently ignored. Options the reference removed in earlier
+//! versions are still accepted, with a warning, so old files keep loading.
+
+mod de;
+mod secrets;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+
+pub use de::{check_rpc_secret, parse_duration, parse_size};
+pub use secrets::{SecretOrigin, SecretOverrides, SECRET_FILE_NAME};
+
+/// Where garage looks for its configuration when `-c` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/garage.toml";
+
+/// The configuration `garage server` runs with when there is no config file:
+/// a single node on loopback with everything under `./garage-data`.
+pub const BUILTIN_DEFAULT_TOML: &str = r#"# garage's built-in single-node configuration
+metadata_dir = "garage-data/meta"
+data_dir = "garage-data/data"
+db_engine = "lmdb"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:3901"
+rpc_public_addr = "127.0.0.1:3901"
+
+[s3_api]
+api_bind_addr = "127.0.0.1:3900"
+s3_region = "garage"
+root_domain = ".s3.garage.localhost"
+
+[s3_web]
+bind_addr = "127.0.0.1:3902"
+root_domain = ".web.garage.localhost"
+
+[admin]
+api_bind_addr = "127.0.0.1:3903"
+"#;
+
+/// Name shown as the "file" of the built-in configuration in messages.
+pub const BUILTIN_NAME: &str = "<built-in default configuration>";
+
+/// Keys the reference system accepted once and removed since. They are
+/// ignored with a warning.
+const REMOVED_KEYS: &[&str] = &[
+    "sled_cache_capacity",
+    "sled_flush_every_ms",
+    "block_manager_background_tranquility",
+    "fjall_block_cache_size",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read configuration file {file}: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid configuration file {file}:\n{message}")]
+    Parse { file: PathBuf, message: String },
+    #[error("invalid configuration file {file}: `{key}`: {message}")]
+    Invalid {
+        file: PathBuf,
+        key: String,
+        message: String,
+    },
+}
+
+/// The whole configuration of a node.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where the metadata database, node key and snapshots live.
+    pub metadata_dir: PathBuf,
+    /// Where data blocks live: one directory or several with capacities.
+    pub data_dir: DataDirs,
+    /// Where `garage meta snapshot` and auto-snapshots go; default
+    /// `<metadata_dir>/snapshots`.
+    #[serde(default)]
+    pub metadata_snapshots_dir: Option<PathBuf>,
+    #[serde(default, deserialize_with = "de::opt_duration")]
+    pub metadata_auto_snapshot_interval: Option<Duration>,
+    #[serde(default = "default_db_engine", deserialize_with = "de::db_engine")]
+    pub db_engine: garage_db::Engine,
+    /// Sync every metadata commit to disk before acknowledging it.
+    #[serde(default)]
+    pub metadata_fsync: bool,
+    /// Sync every data block to disk before acknowledging it.
+    #[serde(default)]
+    pub data_fsync: bool,
+    #[serde(default)]
+    pub disable_scrub: bool,
+    #[serde(default)]
+    pub use_local_tz: bool,
+    #[serde(default = "default_block_size", deserialize_with = "de::size")]
+    pub block_size: u64,
+    #[serde(default = "default_block_ram_buffer_max", deserialize_with = "de::size")]
+    pub block_ram_buffer_max: u64,
+    #[serde(default = "default_block_max_concurrent_reads")]
+    pub block_max_concurrent_reads: usize,
+    #[serde(default = "default_block_max_concurrent_writes_per_request")]
+    pub block_max_concurrent_writes_per_request: usize,
+    /// LMDB's map size; 0 or absent means 1 TiB.
+    #[serde(default, deserialize_with = "de::size")]
+    pub lmdb_map_size: u64,
+
+    #[serde(deserialize_with = "de::replication_factor")]
+    pub replication_factor: usize,
+    #[serde(default)]
+    pub consistency_mode: ConsistencyMode,
+    /// Removed in the reference's v2; present only to give a clear error.
+    #[serde(default)]
+    replication_mode: Option<toml::Value>,
+    /// zstd level for data blocks; `None` when set to `"none"`.
+    #[serde(default = "default_compression", deserialize_with = "de::compression")]
+    pub compression_level: Option<i32>,
+
+    #[serde(default, deserialize_with = "de::opt_rpc_secret")]
+    pub rpc_secret: Option<String>,
+    #[serde(default)]
+    pub rpc_secret_file: Option<PathBuf>,
+    pub rpc_bind_addr: SocketAddr,
+    #[serde(default)]
+    pub rpc_bind_outgoing: bool,
+    #[serde(default)]
+    pub rpc_public_addr: Option<String>,
+    #[serde(default)]
+    pub rpc_public_addr_subnet: Option<String>,
+    #[serde(default)]
+    pub rpc_ping_timeout_msec: Option<u64>,
+    #[serde(default)]
+    pub rpc_timeout_msec: Option<u64>,
+    #[serde(default)]
+    pub bootstrap_peers: Vec<String>,
+    #[serde(default)]
+    pub allow_world_readable_secrets: bool,
+    #[serde(default)]
+    pub allow_punycode: bool,
+
+    pub s3_api: S3ApiConfig,
+    #[serde(default)]
+    pub s3_web: Option<WebConfig>,
+    #[serde(default)]
+    pub admin: AdminConfig,
+
+    // Removed options, accepted and ignored (see REMOVED_KEYS).
+    #[serde(default)]
+    sled_cache_capacity: Option<toml::Value>,
+    #[serde(default)]
+    sled_flush_every_ms: Option<toml::Value>,
+    #[serde(default)]
+    block_manager_background_tranquility: Option<toml::Value>,
+    #[serde(default)]
+    fjall_block_cache_size: Option<toml::Value>,
+
+    /// The file this configuration was read from (not a TOML key).
+    #[serde(skip)]
+    pub source: ConfigSource,
+}
+
+/// Where a configuration came from, for messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ConfigSource {
+    File(PathBuf),
+    #[default]
+    BuiltIn,
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigSource::File(p) => write!(f, "{}", p.display()),
+            ConfigSource::BuiltIn => f.write_str(BUILTIN_NAME),
+        }
+    }
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsistencyMode {
+    /// Read and write quorums intersect: read-after-write consistency.
+    #[default]
+    Consistent,
+    /// Reads from one node; writes still need a quorum.
+    Degraded,
+    /// Reads and writes from one node.
+    Dangerous,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct S3ApiConfig {
+    #[serde(default)]
+    pub api_bind_addr: Option<String>,
+    pub s3_region: String,
+    #[serde(default)]
+    pub root_domain: Option<String>,
+}
+
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct WebConfig {
+    pub bind_addr: String,
+    pub root_domain: String,
+    #[serde(default)]
+    pub add_host_to_metrics: bool,
+}
+
+#[derive(Deserialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    #[serde(default)]
+    pub api_bind_addr: Option<String>,
+    #[serde(default)]
+    pub admin_token: Option<String>,
+    #[serde(default)]
+    pub admin_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub metrics_token: Option<String>,
+    #[serde(default)]
+    pub metrics_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub metrics_require_token: bool,
+    #[serde(default)]
+    pub trace_sink: Option<String>,
+}
+
+/// `data_dir`: one directory, or several with a capacity each (or
+/// `read_only`, for a directory that is only drained).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataDirs {
+    Single(PathBuf),
+    Multiple(Vec<DataDir>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataDir {
+    pub path: PathBuf,
+    pub state: DataDirState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataDirState {
+    Active { capacity: u64 },
+    ReadOnly,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDataDir {
+    path: PathBuf,
+    #[serde(default, deserialize_with = "de::opt_size")]
+    capacity: Option<u64>,
+    #[serde(default)]
+    read_only: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDataDirs {
+    Single(PathBuf),
+    Multiple(Vec<RawDataDir>),
+}
+
+impl<'de> Deserialize<'de> for DataDirs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // Parse the list through a toml::Value first so that errors inside an
+        // entry keep their own message instead of "no variant matched".
+        let value = toml::Value::deserialize(d)?;
+        let raw = match value {
+            toml::Value::String(s) => RawDataDirs::Single(PathBuf::from(s)),
+            v @ toml::Value::Array(_) => {
+                RawDataDirs::Multiple(Vec::<RawDataDir>::deserialize(v).map_err(D::Error::custom)?)
+            }
+            _ => {
+                return Err(D::Error::custom(
+                    "data_dir is a path, or a list of { path = \"...\", capacity = \"...\" } or { path = \"...\", read_only = true }",
+                ))
+            }
+        };
+        match raw {
+            RawDataDirs::Single(p) => Ok(DataDirs::Single(p)),
+            RawDataDirs::Multiple(list) => {
+                let mut dirs = Vec::with_capacity(list.len());
+                for d in list {
+                    let state = match (d.capacity, d.read_only) {
+                        (Some(0), false) => {
+                            return Err(D::Error::custom(format!(
+                                "data_dir {}: capacity must be more than 0",
+                                d.path.display()
+                            )))
+                        }
+                        (Some(capacity), false) => DataDirState::Active { capacity },
+                        (None, true) => DataDirState::ReadOnly,
+                        (Some(_), true) => {
+                            return Err(D::Error::custom(format!(
+                                "data_dir {}: a read_only directory takes no capacity",
+                                d.path.display()
+                            )))
+                        }
+                        (None, false) => {
+                            return Err(D::Error::custom(format!(
+                                "data_dir {}: give it a capacity (e.g. capacity = \"2T\") or mark it read_only = true",
+                                d.path.display()
+                            )))
+                        }
+                    };
+                    dirs.push(DataDir {
+                        path: d.path,
+                        state,
+                    });
+                }
+                if !dirs
+                    .iter()
+                    .any(|d| matches!(d.state, DataDirState::Active { .. }))
+                {
+                    return Err(D::Error::custom(
+                        "data_dir needs at least one directory that is not read_only",
+                    ));
+                }
+                Ok(DataDirs::Multiple(dirs))
+            }
+        }
+    }
+}
+
+impl DataDirs {
+    /// Every configured directory, read-only ones included.
+    pub fn paths(&self) -> Vec<&Path> {
+        match self {
+            DataDirs::Single(p) => vec![p.as_path()],
+            DataDirs::Multiple(v) => v.iter().map(|d| d.path.as_path()).collect(),
+        }
+    }
+}
+
+fn default_db_engine() -> garage_db::Engine {
+    garage_db::Engine::Lmdb
+}
+fn default_block_size() -> u64 {
+    1 << 20
+}
+fn default_block_ram_buffer_max() -> u64 {
+    256 << 20
+}
+fn default_block_max_concurrent_reads() -> usize {
+    16
+}
+fn default_block_max_concurrent_writes_per_request() -> usize {
+    10
+}
+fn default_compression() -> Option<i32> {
+    Some(1)
+}
+
+/// Smallest accepted `metadata_auto_snapshot_interval`.
+pub const MIN_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(600);
+
+impl Config {
+    /// Reads and validates the configuration file at `path`. Secrets are not
+    /// resolved yet: see [`Config::resolve_secrets`].
+    pub fn read(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, ConfigSource::File(path.to_path_buf()))
+    }
+
+    /// The built-in single-node configuration, with its relative paths
+    /// resolved against `base` (normally the working directory).
+    pub fn builtin_default(base: &Path) -> Config {
+        let mut c = Self::parse(BUILTIN_DEFAULT_TOML, ConfigSource::BuiltIn)
+            .expect("the built-in configuration is valid (checked by a unit test)");
+        c.metadata_dir = base.join(&c.metadata_dir);
+        c.data_dir = DataDirs::Single(base.join(c.data_dir.paths()[0]));
+        c
+    }
+
+    /// Parses configuration text. `source` names it in error messages.
+    pub fn parse(text: &str, source: ConfigSource) -> Result<Config, ConfigError> {
+        let file = PathBuf::from(source.to_string());
+        let mut config: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.clone(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.source = source;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            file: PathBuf::from(self.source.to_string()),
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.replication_mode.is_some() {
+            return Err(self.invalid(
+                "replication_mode",
+                "this option is no longer supported: set replication_factor (e.g. 3) and, if needed, consistency_mode",
+            ));
+        }
+        if let Some(i) = self.metadata_auto_snapshot_interval {
+            if i < MIN_SNAPSHOT_INTERVAL {
+                return Err(self.invalid(
+                    "metadata_auto_snapshot_interval",
+                    "must be at least 10 minutes (\"10m\")",
+                ));
+            }
+        }
+        if self.block_size < 1024 {
+            return Err(self.invalid("block_size", "must be at least 1 KiB (default: 1 MiB)"));
+        }
+        if self.block_max_concurrent_reads == 0 {
+            return Err(self.invalid("block_max_concurrent_reads", "must be at least 1"));
+        }
+        if self.block_max_concurrent_writes_per_request == 0 {
+            return Err(self.invalid(
+                "block_max_concurrent_writes_per_request",
+                "must be at least 1",
+            ));
+        }
+        if self.rpc_secret.is_some() && self.rpc_secret_file.is_some() {
+            return Err(self.invalid(
+                "rpc_secret_file",
+                "only one of rpc_secret and rpc_secret_file can be set",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Options of the reference system that this file sets and that garage
+    /// ignores; the caller logs them.
+    pub fn ignored_keys(&self) -> Vec<&'static str> {
+        let set = [
+            self.sled_cache_capacity.is_some(),
+            self.sled_flush_every_ms.is_some(),
+            self.block_manager_background_tranquility.is_some(),
+            self.fjall_block_cache_size.is_some(),
+        ];
+        REMOVED_KEYS
+            .iter()
+            .zip(set)
+            .filter(|(_, s)| *s)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// LMDB map size in bytes: the configured one rounded down to a whole
+    /// number of 4 KiB pages, or 1 TiB.
+    pub fn lmdb_map_size(&self) -> u64 {
+        match self.lmdb_map_size {
+            0 => garage_db::lmdb_adapter::DEFAULT_MAP_SIZE,
+            n => (n / 4096 * 4096).max(4096),
+        }
+    }
+
+    pub fn metadata_snapshots_dir(&self) -> PathBuf {
+        self.metadata_snapshots_dir
+            .clone()
+            .unwrap_or_else(|| self.metadata_dir.join("snapshots"))
+    }
+
+    /// Path of the metadata database for the configured engine.
+    pub fn db_path(&self) -> PathBuf {
+        self.db_engine.db_path(&self.metadata_dir)
+    }
+
+    /// Whether this configuration describes a node meant to join others:
+    /// such a node must share an `rpc_secret` with them.
+    pub fn is_multi_node(&self) -> bool {
+        self.replication_factor > 1 || !self.bootstrap_peers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,8 @@
+//! `garage_util`: what every garage layer shares: configuration loading and
+//! validation, and (in later issues) ids, hashes, time and the background
+//! worker framework.
+//!
+//! It may depend on `garage_db` only; it must never depend on the network,
+//! table, block, model or API crates.
+
+pub mod config;
