@@ -31,6 +31,14 @@ impl Engine {
         }
     }
 
+    /// Whether a database of this engine exists at `path`.
+    pub fn exists_at(self, path: &Path) -> bool {
+        match self {
+            Engine::Lmdb => path.join("data.mdb").is_file(),
+            Engine::Sqlite => path.is_file(),
+        }
+    }
+
     /// Where [`Db::snapshot`] puts the database inside a snapshot directory.
     pub fn snapshot_db_path(self, snapshot_dir: &Path) -> PathBuf {
         match self {
@@ -82,7 +90,7 @@ impl Default for OpenOptions {
 
 /// Opens (or creates) the database of `engine` at `path`.
 pub fn open(engine: Engine, path: &Path, opts: &OpenOptions) -> Result<Db> {
-    if !opts.create && !path.exists() {
+    if !opts.create && !engine.exists_at(path) {
         return Err(Error::NotFound {
             engine: engine.to_string(),
             path: path.to_path_buf(),

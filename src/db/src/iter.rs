@@ -44,12 +44,7 @@ impl<'a> RangeIter<'a> {
     }
 
     fn refill(&mut self) -> Result<()> {
-        let batch = (self.fetch)(
-            as_ref(&self.low),
-            as_ref(&self.high),
-            self.dir,
-            ITER_BATCH,
-        )?;
+        let batch = (self.fetch)(as_ref(&self.low), as_ref(&self.high), self.dir, ITER_BATCH)?;
         if batch.len() < ITER_BATCH {
             self.done = true;
         }

@@ -259,11 +259,11 @@ impl Tree {
     }
 
     pub fn first(&self) -> Result<Option<KeyValue>> {
-        Ok(self.iter().next().transpose()?)
+        self.iter().next().transpose()
     }
 
     pub fn last(&self) -> Result<Option<KeyValue>> {
-        Ok(self.iter_rev().next().transpose()?)
+        self.iter_rev().next().transpose()
     }
 
     /// All entries, in increasing key order.

@@ -40,7 +40,11 @@ impl SqliteDb {
         if !mode.eq_ignore_ascii_case("wal") {
             tracing::warn!(path = %path.display(), %mode, "SQLite did not switch to WAL mode");
         }
-        conn.pragma_update(None, "synchronous", if opts.fsync { "FULL" } else { "NORMAL" })?;
+        conn.pragma_update(
+            None,
+            "synchronous",
+            if opts.fsync { "FULL" } else { "NORMAL" },
+        )?;
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         conn.set_prepared_statement_cache_capacity(256);
         Ok(Self {

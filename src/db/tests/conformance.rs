@@ -27,7 +27,9 @@ fn new_db(engine: Engine) -> TestDb {
     }
 }
 
-fn collect(it: impl Iterator<Item = garage_db::Result<(Vec<u8>, Vec<u8>)>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn collect(
+    it: impl Iterator<Item = garage_db::Result<(Vec<u8>, Vec<u8>)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     it.collect::<garage_db::Result<Vec<_>>>().unwrap()
 }
 
@@ -95,7 +97,11 @@ fn trees_are_separate_and_listed(engine: Engine) {
     assert_eq!(a2.get(b"k").unwrap().unwrap(), b"in a");
     assert_eq!(
         t.db.list_trees().unwrap(),
-        vec!["a".to_string(), "b:with:colons".into(), "c \"quoted\"".into()]
+        vec![
+            "a".to_string(),
+            "b:with:colons".into(),
+            "c \"quoted\"".into()
+        ]
     );
 }
 
@@ -138,11 +144,15 @@ fn matches_model(engine: Engine) {
     let t = new_db(engine);
     let tree = t.db.open_tree("model").unwrap();
     let mut model = BTreeMap::<Vec<u8>, Vec<u8>>::new();
-    let mut rng = StdRng::seed_from_u64(0x6a7a_6e);
+    let mut rng = StdRng::seed_from_u64(0x006a_7a6e);
     let rand_key = |rng: &mut StdRng| {
         let len = rng.random_range(1..4);
         (0..len)
-            .map(|_| *[0u8, 1, 0x41, 0x42, 0x7f, 0x80, 0xfe, 0xff].get(rng.random_range(0..8)).unwrap())
+            .map(|_| {
+                *[0u8, 1, 0x41, 0x42, 0x7f, 0x80, 0xfe, 0xff]
+                    .get(rng.random_range(0..8))
+                    .unwrap()
+            })
             .collect::<Vec<u8>>()
     };
     for i in 0..3000u32 {
@@ -158,7 +168,10 @@ fn matches_model(engine: Engine) {
     }
     assert!(model.len() > ITER_BATCH, "model too small: {}", model.len());
     assert_eq!(tree.len().unwrap(), model.len());
-    assert_eq!(collect(tree.iter()), model.clone().into_iter().collect::<Vec<_>>());
+    assert_eq!(
+        collect(tree.iter()),
+        model.clone().into_iter().collect::<Vec<_>>()
+    );
 
     for _ in 0..300 {
         let a = rand_key(&mut rng);
@@ -268,9 +281,7 @@ fn aborted_transactions_write_nothing(engine: Engine) {
 }
 
 fn data_persists_across_reopen(engine: Engine) {
-    let TestDb {
-        _dir, path, db, ..
-    } = new_db(engine);
+    let TestDb { _dir, path, db, .. } = new_db(engine);
     {
         let tree = db.open_tree("persist").unwrap();
         for i in 0..1000u32 {
@@ -287,7 +298,10 @@ fn data_persists_across_reopen(engine: Engine) {
     assert_eq!(db.list_trees().unwrap(), vec!["persist".to_string()]);
     let tree = db.open_tree("persist").unwrap();
     assert_eq!(tree.len().unwrap(), 1001);
-    assert_eq!(tree.get(7u32.to_be_bytes()).unwrap().unwrap(), 7u32.to_le_bytes());
+    assert_eq!(
+        tree.get(7u32.to_be_bytes()).unwrap().unwrap(),
+        7u32.to_le_bytes()
+    );
     assert_eq!(tree.get(b"tx").unwrap().as_deref(), Some(&b"committed"[..]));
 }
 
@@ -319,7 +333,10 @@ fn snapshot_is_a_full_copy(engine: Engine) {
         },
     )
     .unwrap();
-    assert_eq!(copy.list_trees().unwrap(), vec!["a".to_string(), "b".into()]);
+    assert_eq!(
+        copy.list_trees().unwrap(),
+        vec!["a".to_string(), "b".into()]
+    );
     let ca = copy.open_tree("a").unwrap();
     assert_eq!(ca.len().unwrap(), 500);
     assert_eq!(ca.get(b"later").unwrap(), None);
@@ -353,7 +370,8 @@ fn copy_between_engines(engine: Engine) {
         let tree = t.db.open_tree(name).unwrap();
         if name != "empty" {
             for i in 0..2500u32 {
-                tree.insert(format!("{name}{i:05}"), i.to_be_bytes()).unwrap();
+                tree.insert(format!("{name}{i:05}"), i.to_be_bytes())
+                    .unwrap();
             }
         }
     }

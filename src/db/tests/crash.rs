@@ -77,15 +77,25 @@ fn check(db: &Db) -> u64 {
         }
     }
     let seq: Vec<(Vec<u8>, Vec<u8>)> = a.iter().collect::<Result<_, _>>().unwrap();
-    assert_eq!(seq.len() as u64, n, "tree a has {} sequence keys, last={n}", seq.len());
+    assert_eq!(
+        seq.len() as u64,
+        n,
+        "tree a has {} sequence keys, last={n}",
+        seq.len()
+    );
     for (i, (k, v)) in seq.iter().enumerate() {
         let expect = i as u64 + 1;
         assert_eq!(k.as_slice(), be(expect), "hole in tree a at {expect}");
         assert_eq!(v, &value(expect), "bad value in tree a at {expect}");
     }
     let window: Vec<Vec<u8>> = b.iter().map(|kv| kv.unwrap().0).collect();
-    let expect: Vec<Vec<u8>> = (n.saturating_sub(WINDOW) + 1..=n).map(|i| be(i).to_vec()).collect();
-    assert_eq!(window, expect, "tree b does not hold the last {WINDOW} keys at n={n}");
+    let expect: Vec<Vec<u8>> = (n.saturating_sub(WINDOW) + 1..=n)
+        .map(|i| be(i).to_vec())
+        .collect();
+    assert_eq!(
+        window, expect,
+        "tree b does not hold the last {WINDOW} keys at n={n}"
+    );
     n
 }
 
@@ -123,7 +133,13 @@ fn crash_case(engine: Engine) {
     for round in 0..ROUNDS {
         let fsync = round % 2 == 1;
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(ENV_PATH, &path)
             .env(ENV_ENGINE, engine.as_str())
             .env(ENV_FSYNC, if fsync { "1" } else { "0" })
@@ -147,7 +163,10 @@ fn crash_case(engine: Engine) {
             // The harness may print "test crash_child ... " before our line.
             if let Some((_, n)) = line.split_once("started ") {
                 let n: u64 = n.parse().unwrap();
-                assert!(n >= reported, "round {round}: lost commits: started at {n}, had reported {reported}");
+                assert!(
+                    n >= reported,
+                    "round {round}: lost commits: started at {n}, had reported {reported}"
+                );
                 started = Some(n);
             } else if let Some((_, n)) = line.split_once("committed ") {
                 reported = n.parse().unwrap();
@@ -161,7 +180,10 @@ fn crash_case(engine: Engine) {
         // reported may be missing and nothing may be torn.
         let db = open(engine, &path, &OpenOptions::default()).unwrap();
         let n = check(&db);
-        assert!(n >= reported, "round {round}: last={n} but child reported {reported}");
+        assert!(
+            n >= reported,
+            "round {round}: last={n} but child reported {reported}"
+        );
         reported = n;
     }
     assert!(reported >= (0..ROUNDS).map(|r| 40 + r * 37).sum::<u64>());
@@ -189,8 +211,14 @@ fn checker_detects_torn_transactions() {
         }
         assert_eq!(check(&db), 10);
         // Half of a transaction: the sequence key without the group keys.
-        db.open_tree("a").unwrap().insert(be(11), value(11)).unwrap();
-        db.open_tree("meta").unwrap().insert(b"last", be(11)).unwrap();
+        db.open_tree("a")
+            .unwrap()
+            .insert(be(11), value(11))
+            .unwrap();
+        db.open_tree("meta")
+            .unwrap()
+            .insert(b"last", be(11))
+            .unwrap();
         let torn = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&db)));
         assert!(torn.is_err(), "{engine}: torn transaction not detected");
     }

@@ -1,1 +1,54 @@
-fn main(){}
+//! The `garage` binary: the daemon (`garage server`) and its admin CLI.
+//!
+//! This crate sits at the top of the workspace and may depend on every other
+//! garage crate; nothing depends on it.
+
+mod cli;
+mod convert_db;
+mod load_config;
+mod server;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Command, Opt};
+
+fn init_logging(cmd: &Command) {
+    // Operators' logs: one line per event, on stderr. RUST_LOG overrides.
+    let default = match cmd {
+        Command::Server => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let opt = Opt::parse();
+    init_logging(&opt.cmd);
+    let res = match &opt.cmd {
+        Command::Server => server::run(&opt),
+        Command::ConvertDb(c) => convert_db::run(c),
+        other => Err(anyhow::anyhow!(
+            "`garage {}` is not available in this build yet: this version has the configuration, \
+             the metadata database and `garage server`/`garage convert-db` only; the cluster layer \
+             (status, node, layout), the metadata model (bucket, key) and the block manager \
+             (block, repair, stats, worker) come next (see doc/status.md)",
+            other.name()
+        )),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

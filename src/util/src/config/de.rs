@@ -33,7 +33,9 @@ pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
 pub fn parse_size(v: &str) -> Result<u64, String> {
     bytesize::ByteSize::from_str(v.trim())
         .map(|b| b.as_u64())
-        .map_err(|e| format!("invalid size {v:?} ({e}); write e.g. \"1MiB\", \"512K\" or \"10GiB\""))
+        .map_err(|e| {
+            format!("invalid size {v:?} ({e}); write e.g. \"1MiB\", \"512K\" or \"10GiB\"")
+        })
 }
 
 pub fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {

@@ -103,7 +103,10 @@ pub struct Config {
     pub use_local_tz: bool,
     #[serde(default = "default_block_size", deserialize_with = "de::size")]
     pub block_size: u64,
-    #[serde(default = "default_block_ram_buffer_max", deserialize_with = "de::size")]
+    #[serde(
+        default = "default_block_ram_buffer_max",
+        deserialize_with = "de::size"
+    )]
     pub block_ram_buffer_max: u64,
     #[serde(default = "default_block_max_concurrent_reads")]
     pub block_max_concurrent_reads: usize,

@@ -31,7 +31,10 @@ pub struct SecretOverrides {
 pub enum SecretOrigin {
     Configured,
     /// Read from, or just generated into, `metadata_dir/rpc_secret`.
-    Generated { path: PathBuf, new: bool },
+    Generated {
+        path: PathBuf,
+        new: bool,
+    },
 }
 
 impl Config {
@@ -94,7 +97,11 @@ impl Config {
             return Ok(Some(v.trim().to_string()));
         }
         match cli_file.as_ref().or(cfg_file.as_ref()) {
-            Some(path) => Ok(Some(self.read_secret_file(key, path, allow_world_readable)?)),
+            Some(path) => Ok(Some(self.read_secret_file(
+                key,
+                path,
+                allow_world_readable,
+            )?)),
             None => Ok(None),
         }
     }
@@ -106,9 +113,8 @@ impl Config {
         allow_world_readable: bool,
     ) -> Result<String, ConfigError> {
         let file_key = format!("{key}_file");
-        let meta = std::fs::metadata(path).map_err(|e| {
-            self.invalid(&file_key, format!("cannot read {}: {e}", path.display()))
-        })?;
+        let meta = std::fs::metadata(path)
+            .map_err(|e| self.invalid(&file_key, format!("cannot read {}: {e}", path.display())))?;
         if !allow_world_readable {
             use std::os::unix::fs::PermissionsExt;
             let mode = meta.permissions().mode() & 0o777;
@@ -123,9 +129,8 @@ impl Config {
                 ));
             }
         }
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            self.invalid(&file_key, format!("cannot read {}: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| self.invalid(&file_key, format!("cannot read {}: {e}", path.display())))?;
         Ok(text.trim_end().to_string())
     }
 

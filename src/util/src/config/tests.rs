@@ -13,7 +13,10 @@ api_bind_addr = "[::]:3900"
 "#;
 
 fn parse(text: &str) -> Result<Config, ConfigError> {
-    Config::parse(text, ConfigSource::File(PathBuf::from("/etc/test-garage.toml")))
+    Config::parse(
+        text,
+        ConfigSource::File(PathBuf::from("/etc/test-garage.toml")),
+    )
 }
 
 #[test]
@@ -22,7 +25,10 @@ fn builtin_default_is_valid_single_node() {
     assert_eq!(c.replication_factor, 1);
     assert_eq!(c.db_engine, garage_db::Engine::Lmdb);
     assert_eq!(c.metadata_dir, PathBuf::from("/tmp/x/garage-data/meta"));
-    assert_eq!(c.data_dir.paths(), vec![Path::new("/tmp/x/garage-data/data")]);
+    assert_eq!(
+        c.data_dir.paths(),
+        vec![Path::new("/tmp/x/garage-data/data")]
+    );
     assert!(c.rpc_bind_addr.ip().is_loopback());
     assert!(!c.is_multi_node());
     assert_eq!(c.source, ConfigSource::BuiltIn);
@@ -152,12 +158,21 @@ fn misspelled_key_names_key_file_and_line() {
 #[test]
 fn mistyped_values_are_rejected_with_line() {
     let e = err(&MINIMAL.replace("replication_factor = 3", "replication_factor = \"three\""));
-    assert!(e.contains("replication_factor") || e.contains("line 4"), "{e}");
+    assert!(
+        e.contains("replication_factor") || e.contains("line 4"),
+        "{e}"
+    );
     let e = err(&MINIMAL.replace("replication_factor = 3", "replication_factor = 0"));
     assert!(e.contains("at least 1") && e.contains("line 4"), "{e}");
-    let e = err(&MINIMAL.replace("rpc_bind_addr =", "block_size = \"ten megs\"\nrpc_bind_addr ="));
+    let e = err(&MINIMAL.replace(
+        "rpc_bind_addr =",
+        "block_size = \"ten megs\"\nrpc_bind_addr =",
+    ));
     assert!(e.contains("invalid size"), "{e}");
-    let e = err(&MINIMAL.replace("rpc_bind_addr = \"[::]:3901\"", "rpc_bind_addr = \"nowhere\""));
+    let e = err(&MINIMAL.replace(
+        "rpc_bind_addr = \"[::]:3901\"",
+        "rpc_bind_addr = \"nowhere\"",
+    ));
     assert!(e.contains("line 5"), "{e}");
     let e = err(&MINIMAL.replace("rpc_secret = \"0123", "rpc_secret = \"zz23"));
     assert!(e.contains("openssl rand -hex 32"), "{e}");
@@ -165,16 +180,31 @@ fn mistyped_values_are_rejected_with_line() {
 
 #[test]
 fn engine_and_mode_values() {
-    let with = |k: &str| parse(&MINIMAL.replacen("rpc_bind_addr", &format!("{k}\nrpc_bind_addr"), 1));
-    assert!(with("db_engine = \"postgres\"").unwrap_err().to_string().contains("lmdb"));
-    assert!(with("db_engine = \"sled\"").unwrap_err().to_string().contains("convert-db"));
+    let with =
+        |k: &str| parse(&MINIMAL.replacen("rpc_bind_addr", &format!("{k}\nrpc_bind_addr"), 1));
+    assert!(with("db_engine = \"postgres\"")
+        .unwrap_err()
+        .to_string()
+        .contains("lmdb"));
+    assert!(with("db_engine = \"sled\"")
+        .unwrap_err()
+        .to_string()
+        .contains("convert-db"));
     assert!(with("consistency_mode = \"eventual\"").is_err());
     assert!(with("compression_level = 23").is_err());
     assert!(with("compression_level = \"1\"").is_err());
-    assert_eq!(with("compression_level = -5").unwrap().compression_level, Some(-5));
+    assert_eq!(
+        with("compression_level = -5").unwrap().compression_level,
+        Some(-5)
+    );
     let e = with("replication_mode = \"3\"").unwrap_err().to_string();
-    assert!(e.contains("replication_mode") && e.contains("replication_factor"), "{e}");
-    let e = with("metadata_auto_snapshot_interval = \"1m\"").unwrap_err().to_string();
+    assert!(
+        e.contains("replication_mode") && e.contains("replication_factor"),
+        "{e}"
+    );
+    let e = with("metadata_auto_snapshot_interval = \"1m\"")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("10 minutes"), "{e}");
     let c = with("sled_cache_capacity = 1000").unwrap();
     assert_eq!(c.ignored_keys(), vec!["sled_cache_capacity"]);
@@ -183,7 +213,9 @@ fn engine_and_mode_values() {
 #[test]
 fn data_dir_rules() {
     let with = |d: &str| parse(&MINIMAL.replace("data_dir = \"/var/lib/garage/data\"", d));
-    let e = with("data_dir = [{ path = \"/a\" }]").unwrap_err().to_string();
+    let e = with("data_dir = [{ path = \"/a\" }]")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("capacity") && e.contains("read_only"), "{e}");
     let e = with("data_dir = [{ path = \"/a\", read_only = true }]")
         .unwrap_err()
@@ -253,7 +285,10 @@ fn secret_precedence_and_file_permissions() {
         .resolve_secrets(&SecretOverrides::default())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("chmod 600") && e.contains("rpc_secret_file"), "{e}");
+    assert!(
+        e.contains("chmod 600") && e.contains("rpc_secret_file"),
+        "{e}"
+    );
 
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut c = parse(&base).unwrap();
@@ -279,7 +314,10 @@ fn secret_precedence_and_file_permissions() {
         })
         .unwrap_err()
         .to_string();
-    assert!(e.contains("rpc_secret") && e.contains("64 hexadecimal"), "{e}");
+    assert!(
+        e.contains("rpc_secret") && e.contains("64 hexadecimal"),
+        "{e}"
+    );
 
     // Both forms in the file are refused.
     let both = MINIMAL.replace(

@@ -1,0 +1,265 @@
+//! `garage server`: loads the configuration, opens the metadata database and
+//! the data directories, and runs until SIGINT or SIGTERM.
+//!
+//! What runs inside grows with each layer; in this version that is the
+//! metadata database and its auto-snapshot worker. The RPC, S3, web and
+//! admin listeners of the configuration are not started yet, and the first
+//! log lines say so.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use garage_db::Db;
+use garage_util::config::{Config, DataDirState, DataDirs, SecretOrigin, DEFAULT_CONFIG_PATH};
+use tracing::{error, info, warn};
+
+use crate::cli::Opt;
+use crate::load_config::{load, Loaded};
+
+/// Version of the layout of garage's own trees in the metadata database;
+/// bumped whenever a later version changes it, so that an older binary
+/// refuses a database it cannot read instead of damaging it.
+pub const DB_FORMAT_VERSION: u64 = 1;
+const META_TREE: &str = "garage_meta";
+const FORMAT_KEY: &[u8] = b"db_format_version";
+/// How many automatic metadata snapshots are kept.
+const SNAPSHOTS_KEPT: usize = 2;
+
+pub fn run(opt: &Opt) -> anyhow::Result<()> {
+    let (mut config, loaded) = load(opt, true)?;
+    match loaded {
+        Loaded::BuiltIn => info!(
+            "no configuration file (no -c, and {DEFAULT_CONFIG_PATH} does not exist): running a single node \
+             with the built-in default configuration: replication_factor = 1, {} metadata, data under {}",
+            config.db_engine,
+            config
+                .metadata_dir
+                .parent()
+                .unwrap_or(&config.metadata_dir)
+                .display()
+        ),
+        Loaded::File => info!("configuration read from {}", config.source),
+    }
+    for key in config.ignored_keys() {
+        warn!(
+            "configuration key `{key}` in {} is no longer used by garage and is ignored",
+            config.source
+        );
+    }
+    match config.ensure_rpc_secret()? {
+        SecretOrigin::Configured => (),
+        SecretOrigin::Generated { path, new: true } => info!(
+            "no rpc_secret configured for this single node: generated one into {}",
+            path.display()
+        ),
+        SecretOrigin::Generated { path, new: false } => {
+            info!("RPC secret read from {}", path.display())
+        }
+    }
+
+    let db = open_metadata(&config)?;
+    prepare_data_dirs(&config)?;
+    info!(
+        "S3 API ({}), web ({}), admin ({}) and RPC ({}) listeners are not part of this version yet: \
+         nothing is listening",
+        config.s3_api.api_bind_addr.as_deref().unwrap_or("not configured"),
+        config.s3_web.as_ref().map(|w| w.bind_addr.as_str()).unwrap_or("not configured"),
+        config.admin.api_bind_addr.as_deref().unwrap_or("not configured"),
+        config.rpc_bind_addr,
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        if let Some(interval) = config.metadata_auto_snapshot_interval {
+            let dir = config.metadata_snapshots_dir();
+            info!(
+                "metadata auto-snapshots every {}s into {}",
+                interval.as_secs(),
+                dir.display()
+            );
+            tokio::spawn(auto_snapshot(db.clone(), dir, interval));
+        }
+        // Listen for signals before saying we run, so that a signal sent as
+        // soon as the line is seen is never lost to the default handler.
+        let signals = Signals::new()?;
+        info!("garage is running; stop it with Ctrl-C or SIGTERM");
+        let signal = signals.wait().await;
+        info!("received {signal}, shutting down");
+        drop(db);
+        info!("garage stopped");
+        Ok(())
+    })
+}
+
+fn open_metadata(config: &Config) -> anyhow::Result<Db> {
+    std::fs::create_dir_all(&config.metadata_dir).with_context(|| {
+        format!(
+            "cannot create metadata_dir {}",
+            config.metadata_dir.display()
+        )
+    })?;
+    let path = config.db_path();
+    let existed = path.exists();
+    let db = garage_db::open(
+        config.db_engine,
+        &path,
+        &garage_db::OpenOptions {
+            fsync: config.metadata_fsync,
+            lmdb_map_size: config.lmdb_map_size(),
+            create: true,
+        },
+    )
+    .with_context(|| {
+        format!(
+            "cannot open the {} metadata database at {}",
+            config.db_engine,
+            path.display()
+        )
+    })?;
+    check_format(&db, &path)?;
+    info!(
+        "metadata: {} database at {} ({}, metadata_fsync = {})",
+        config.db_engine,
+        path.display(),
+        if existed { "existing" } else { "new" },
+        config.metadata_fsync
+    );
+    if !existed {
+        for other in garage_db::Engine::ALL {
+            let other_path = other.db_path(&config.metadata_dir);
+            if other != config.db_engine && other_path.exists() {
+                warn!(
+                    "{} holds a {other} database, but db_engine is {}: convert it with \
+                     `garage convert-db -a {other} -i {} -b {} -o {}` (with garage stopped) \
+                     if this node's metadata is there",
+                    config.metadata_dir.display(),
+                    config.db_engine,
+                    other_path.display(),
+                    config.db_engine,
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(db)
+}
+
+fn check_format(db: &Db, path: &Path) -> anyhow::Result<()> {
+    let meta = db.open_tree(META_TREE)?;
+    match meta.get(FORMAT_KEY)? {
+        None => meta.insert(FORMAT_KEY, DB_FORMAT_VERSION.to_be_bytes())?,
+        Some(v) => {
+            let v = <[u8; 8]>::try_from(v.as_slice())
+                .map(u64::from_be_bytes)
+                .map_err(|_| anyhow::anyhow!("corrupt format version in {}", path.display()))?;
+            if v > DB_FORMAT_VERSION {
+                bail!(
+                    "the metadata database at {} has format version {v}, written by a newer garage; \
+                     this binary reads version {DB_FORMAT_VERSION} and older: upgrade garage",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prepare_data_dirs(config: &Config) -> anyhow::Result<()> {
+    let dirs: Vec<(PathBuf, String)> = match &config.data_dir {
+        DataDirs::Single(p) => vec![(p.clone(), "all data".into())],
+        DataDirs::Multiple(v) => v
+            .iter()
+            .map(|d| {
+                let what = match d.state {
+                    DataDirState::Active { capacity } => {
+                        format!(
+                            "capacity {}",
+                            bytesize::ByteSize::b(capacity).display().iec()
+                        )
+                    }
+                    DataDirState::ReadOnly => "read-only".into(),
+                };
+                (d.path.clone(), what)
+            })
+            .collect(),
+    };
+    for (path, what) in dirs {
+        if what != "read-only" {
+            std::fs::create_dir_all(&path)
+                .with_context(|| format!("cannot create data_dir {}", path.display()))?;
+        } else if !path.is_dir() {
+            bail!(
+                "data_dir {} is marked read_only but does not exist",
+                path.display()
+            );
+        }
+        info!(
+            "data: {} ({what}, data_fsync = {})",
+            path.display(),
+            config.data_fsync
+        );
+    }
+    Ok(())
+}
+
+/// Takes a snapshot of the metadata database into a new timestamped
+/// directory under `dir`, then removes all but the newest ones.
+pub fn snapshot_metadata(db: &Db, dir: &Path) -> anyhow::Result<PathBuf> {
+    let name = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H%M%S%.3fZ")
+        .to_string();
+    let target = dir.join(name);
+    db.snapshot(&target)
+        .with_context(|| format!("metadata snapshot into {} failed", target.display()))?;
+    let mut existing: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    existing.sort();
+    let excess = existing.len().saturating_sub(SNAPSHOTS_KEPT);
+    for old in existing.into_iter().take(excess) {
+        std::fs::remove_dir_all(&old)
+            .with_context(|| format!("cannot remove old snapshot {}", old.display()))?;
+    }
+    Ok(target)
+}
+
+async fn auto_snapshot(db: Db, dir: PathBuf, interval: Duration) {
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let (db, dir) = (db.clone(), dir.clone());
+        match tokio::task::spawn_blocking(move || snapshot_metadata(&db, &dir)).await {
+            Ok(Ok(path)) => info!("metadata snapshot written to {}", path.display()),
+            Ok(Err(e)) => error!("{e:#}"),
+            Err(e) => error!("metadata snapshot task failed: {e}"),
+        }
+    }
+}
+
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+
+    async fn wait(mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! Shared harness of the end-to-end tests: runs the real `garage` binary as
+//! separate processes, reads their logs, waits for conditions with
+//! deadlines (never fixed sleeps) and cleans up after them.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Default deadline for a process to reach a state; generous for 2 shared
+/// cores, but only ever spent when something is wrong.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub fn garage_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_garage"))
+}
+
+/// A `garage` command run to completion in `dir`.
+pub fn garage(dir: &Path, args: &[&str]) -> Output {
+    base_command(dir)
+        .args(args)
+        .output()
+        .expect("cannot run garage")
+}
+
+fn base_command(dir: &Path) -> Command {
+    let mut cmd = Command::new(garage_bin());
+    cmd.current_dir(dir)
+        .env_remove("GARAGE_CONFIG_FILE")
+        .env_remove("GARAGE_RPC_SECRET")
+        .env_remove("GARAGE_RPC_SECRET_FILE")
+        .env("RUST_LOG", "info");
+    cmd
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+type Lines = Arc<(Mutex<Vec<String>>, Condvar)>;
+
+/// A running `garage` process whose stderr is collected line by line.
+/// Dropping it SIGKILLs the process.
+pub struct Proc {
+    child: Child,
+    lines: Lines,
+    pub dir: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(dir: &Path, args: &[&str]) -> Proc {
+        Self::spawn_with(base_command(dir).args(args))
+    }
+
+    pub fn spawn_with(cmd: &mut Command) -> Proc {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start garage");
+        let lines: Lines = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
+        let err = child.stderr.take().unwrap();
+        let l2 = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[garage] {line}");
+                l2.0.lock().unwrap().push(line);
+                l2.1.notify_all();
+            }
+        });
+        let dir = cmd
+            .get_current_dir()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Proc { child, lines, dir }
+    }
+
+    /// Waits until a log line contains `pattern`; returns that line.
+    pub fn wait_log(&self, pattern: &str) -> String {
+        let deadline = Instant::now() + DEADLINE;
+        let (lock, cv) = &*self.lines;
+        let mut lines = lock.lock().unwrap();
+        loop {
+            if let Some(l) = lines.iter().find(|l| l.contains(pattern)) {
+                return l.clone();
+            }
+            let now = Instant::now();
+            assert!(
+                now < deadline,
+                "no log line containing {pattern:?} within {DEADLINE:?}; log so far:\n{}",
+                lines.join("\n")
+            );
+            lines = cv.wait_timeout(lines, deadline - now).unwrap().0;
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.lines.0.lock().unwrap().join("\n")
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let st = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success(), "kill -{sig} failed");
+    }
+
+    /// Waits for the process to exit, with the default deadline.
+    pub fn wait_exit(&mut self) -> ExitStatus {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "garage did not exit in time");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,217 @@
+//! End to end: the real `garage` binary as an operator runs it.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::{garage, stderr, stdout, Proc};
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+fn write_config(dir: &Path, body: &str) -> std::path::PathBuf {
+    let path = dir.join("garage.toml");
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+fn config_text(dir: &Path, extra_top: &str) -> String {
+    format!(
+        r#"metadata_dir = "{meta}"
+data_dir = "{data}"
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:3901"
+{extra_top}
+[s3_api]
+s3_region = "garage"
+api_bind_addr = "127.0.0.1:3900"
+"#,
+        meta = dir.join("meta").display(),
+        data = dir.join("data").display(),
+    )
+}
+
+#[test]
+fn version_and_help_name_the_verbs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = garage(dir.path(), &["--version"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("garage "), "{}", stdout(&o));
+    let o = garage(dir.path(), &["--help"]);
+    assert!(o.status.success());
+    let help = stdout(&o);
+    for verb in [
+        "server",
+        "status",
+        "node",
+        "layout",
+        "bucket",
+        "key",
+        "repair",
+        "stats",
+        "worker",
+        "block",
+        "convert-db",
+    ] {
+        assert!(
+            help.contains(&format!("\n  {verb} ")),
+            "help lacks {verb}:\n{help}"
+        );
+    }
+    // A verb that this build does not have yet says so instead of pretending.
+    let o = garage(dir.path(), &["layout", "show"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not available in this build yet"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn default_single_node_runs_stops_and_restarts() {
+    assert!(
+        !Path::new("/etc/garage.toml").exists(),
+        "this test checks the built-in configuration and needs a machine without /etc/garage.toml"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Proc::spawn(dir.path(), &["server"]);
+    p.wait_log("built-in default configuration");
+    let line = p.wait_log("metadata: lmdb database at");
+    assert!(
+        line.contains("garage-data/meta/db.lmdb") && line.contains("(new,"),
+        "{line}"
+    );
+    p.wait_log("garage is running");
+    assert!(dir
+        .path()
+        .join("garage-data/meta/db.lmdb/data.mdb")
+        .is_file());
+    assert!(dir.path().join("garage-data/data").is_dir());
+    let secret = dir.path().join("garage-data/meta/rpc_secret");
+    let mode = std::fs::metadata(&secret).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let secret_value = std::fs::read_to_string(&secret).unwrap();
+    assert!(
+        !p.log().contains(secret_value.trim()),
+        "the secret was logged"
+    );
+
+    p.signal("TERM");
+    assert!(p.wait_exit().success());
+    p.wait_log("garage stopped");
+
+    // Second start: same data, same secret.
+    let mut p = Proc::spawn(dir.path(), &["server"]);
+    let line = p.wait_log("metadata: lmdb database at");
+    assert!(line.contains("(existing,"), "{line}");
+    p.wait_log("RPC secret read from");
+    p.wait_log("garage is running");
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), secret_value);
+    p.signal("INT");
+    assert!(p.wait_exit().success());
+}
+
+#[test]
+fn config_file_with_sqlite_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(
+        dir.path(),
+        &config_text(
+            dir.path(),
+            &format!("db_engine = \"sqlite\"\nrpc_secret = \"{SECRET}\"\nmetadata_fsync = true\n"),
+        ),
+    );
+    let mut p = Proc::spawn(dir.path(), &["-c", cfg.to_str().unwrap(), "server"]);
+    p.wait_log(&format!("configuration read from {}", cfg.display()));
+    let line = p.wait_log("metadata: sqlite database at");
+    assert!(line.contains("metadata_fsync = true"), "{line}");
+    p.wait_log("garage is running");
+    assert!(dir.path().join("meta/db.sqlite").is_file());
+    // No secret file is generated when one is configured.
+    assert!(!dir.path().join("meta/rpc_secret").exists());
+    p.signal("TERM");
+    assert!(p.wait_exit().success());
+}
+
+#[test]
+fn misspelled_key_fails_naming_key_and_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = config_text(dir.path(), "metadata_fsnyc = true\n");
+    let cfg = write_config(dir.path(), &text);
+    let o = garage(dir.path(), &["server", "-c", cfg.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("metadata_fsnyc"), "{e}");
+    assert!(e.contains(&cfg.display().to_string()), "{e}");
+    assert!(e.contains("line 5"), "{e}");
+    // Nothing was created for a config that was refused.
+    assert!(!dir.path().join("meta").exists());
+}
+
+#[test]
+fn missing_config_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = garage(dir.path(), &["server", "-c", "/nonexistent/garage.toml"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("/nonexistent/garage.toml"), "{e}");
+}
+
+#[test]
+fn multi_node_without_secret_says_how_to_make_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        config_text(dir.path(), "").replace("replication_factor = 1", "replication_factor = 3");
+    let cfg = write_config(dir.path(), &text);
+    let o = garage(dir.path(), &["server", "-c", cfg.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("rpc_secret"), "{e}");
+    assert!(e.contains("openssl rand -hex 32"), "{e}");
+    assert!(e.contains(&cfg.display().to_string()), "{e}");
+
+    // The same file runs with the secret given through the environment.
+    let p = Proc::spawn_with(
+        std::process::Command::new(common::garage_bin())
+            .current_dir(dir.path())
+            .env("GARAGE_RPC_SECRET", SECRET)
+            .env("RUST_LOG", "info")
+            .args(["server", "-c", cfg.to_str().unwrap()]),
+    );
+    p.wait_log("garage is running");
+    assert!(!p.log().contains(SECRET), "the secret was logged");
+}
+
+#[test]
+fn world_readable_secret_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("rpc_secret");
+    std::fs::write(&secret, SECRET).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = config_text(
+        dir.path(),
+        &format!("rpc_secret_file = \"{}\"\n", secret.display()),
+    );
+    let cfg = write_config(dir.path(), &text);
+    let o = garage(dir.path(), &["server", "-c", cfg.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(
+        e.contains("chmod 600") && e.contains(&secret.display().to_string()),
+        "{e}"
+    );
+
+    // The operator can accept such a file explicitly.
+    let p = Proc::spawn(
+        dir.path(),
+        &[
+            "--allow-world-readable-secrets",
+            "true",
+            "server",
+            "-c",
+            cfg.to_str().unwrap(),
+        ],
+    );
+    p.wait_log("garage is running");
+}
