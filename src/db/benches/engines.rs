@@ -206,7 +206,10 @@ fn main() {
         }
         bench_engine(engine, base.path(), n, &mut rows);
     }
-    println!("\nKeys: {n}, 32-byte keys, {VALUE_LEN}-byte values, files under {}\n", base.path().display());
+    println!(
+        "\nKeys: {n}, 32-byte keys, {VALUE_LEN}-byte values, files under {}\n",
+        base.path().display()
+    );
     println!("| engine | operation | count | time (s) | rate |");
     println!("|---|---|---:|---:|---:|");
     for r in rows {

@@ -20,6 +20,8 @@ pub enum Error {
     BadTreeName(String),
     #[error("tree {0:?} belongs to another database than this transaction's")]
     ForeignTree(String),
+    #[error("this database was used directly inside one of its own transactions: use the transaction's handle")]
+    InsideTransaction,
     #[error("snapshot directory {0} is not empty")]
     SnapshotDirNotEmpty(PathBuf),
     #[error("no {engine} database at {path}")]

@@ -100,6 +100,42 @@ pub trait ITx {
 
 static NEXT_DB_ID: AtomicU64 = AtomicU64::new(1);
 
+thread_local! {
+    /// Databases with a transaction running on this thread. Using such a
+    /// database other than through the transaction's handle would wait for
+    /// the transaction itself: that is refused with an error instead.
+    static ACTIVE_TX: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn not_in_tx(db_id: u64) -> Result<()> {
+    if ACTIVE_TX.with(|a| a.borrow().contains(&db_id)) {
+        Err(Error::InsideTransaction)
+    } else {
+        Ok(())
+    }
+}
+
+/// Marks a database as having a transaction on this thread while alive.
+struct TxMark(u64);
+
+impl TxMark {
+    fn new(db_id: u64) -> Self {
+        ACTIVE_TX.with(|a| a.borrow_mut().push(db_id));
+        TxMark(db_id)
+    }
+}
+
+impl Drop for TxMark {
+    fn drop(&mut self) {
+        ACTIVE_TX.with(|a| {
+            let mut a = a.borrow_mut();
+            if let Some(i) = a.iter().rposition(|id| *id == self.0) {
+                a.remove(i);
+            }
+        });
+    }
+}
+
 /// An open metadata database. Cheap to clone.
 #[derive(Clone)]
 pub struct Db {
@@ -160,6 +196,7 @@ impl Db {
     /// Opens the tree `name`, creating it if it does not exist. Must not be
     /// called from inside a transaction.
     pub fn open_tree(&self, name: &str) -> Result<Tree> {
+        not_in_tx(self.id)?;
         if name.is_empty() || name.len() > 200 {
             return Err(Error::BadTreeName(name.to_string()));
         }
@@ -174,6 +211,7 @@ impl Db {
 
     /// Names of all trees, sorted.
     pub fn list_trees(&self) -> Result<Vec<String>> {
+        not_in_tx(self.id)?;
         let mut trees = self.inner.list_trees()?;
         trees.sort();
         Ok(trees)
@@ -183,6 +221,7 @@ impl Db {
     /// missing; must be empty). The copy opens with [`open`] at the path
     /// given by [`Engine::snapshot_db_path`].
     pub fn snapshot(&self, dir: &Path) -> Result<()> {
+        not_in_tx(self.id)?;
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
         if entries.next().is_some() {
@@ -195,11 +234,14 @@ impl Db {
     /// database. If `f` returns `Ok`, everything it wrote is committed
     /// atomically; if it returns [`TxError::Abort`] or fails, nothing is
     /// written. Inside `f`, use only the [`Transaction`] handle: calling the
-    /// [`Db`] or a [`Tree`] directly would wait for the transaction itself.
+    /// [`Db`] or one of its [`Tree`]s directly fails with
+    /// [`Error::InsideTransaction`] (it would wait for the transaction itself).
     pub fn transaction<R, E, F>(&self, f: F) -> TxResult<R, E>
     where
         F: FnOnce(&mut Transaction<'_>) -> TxResult<R, E>,
     {
+        not_in_tx(self.id)?;
+        let _mark = TxMark::new(self.id);
         let mut f = Some(f);
         let mut outcome: Option<std::result::Result<R, E>> = None;
         let db_id = self.id;
@@ -233,10 +275,12 @@ impl Tree {
     }
 
     pub fn get<K: AsRef<[u8]>>(&self, key: K) -> Result<Option<Value>> {
+        not_in_tx(self.db_id)?;
         self.db.get(self.index, key.as_ref())
     }
 
     pub fn len(&self) -> Result<usize> {
+        not_in_tx(self.db_id)?;
         self.db.len(self.index)
     }
 
@@ -246,15 +290,18 @@ impl Tree {
 
     pub fn insert<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, key: K, value: V) -> Result<()> {
         check_key(key.as_ref())?;
+        not_in_tx(self.db_id)?;
         self.db.insert(self.index, key.as_ref(), value.as_ref())
     }
 
     /// Removes `key`; removing an absent key is not an error.
     pub fn remove<K: AsRef<[u8]>>(&self, key: K) -> Result<()> {
+        not_in_tx(self.db_id)?;
         self.db.remove(self.index, key.as_ref())
     }
 
     pub fn clear(&self) -> Result<()> {
+        not_in_tx(self.db_id)?;
         self.db.clear(self.index)
     }
 
@@ -293,12 +340,15 @@ impl Tree {
     ) -> RangeIter<'static> {
         let (low, high) = owned_bounds(&range);
         let db = self.db.clone();
-        let index = self.index;
+        let (index, db_id) = (self.index, self.db_id);
         RangeIter::new(
             low,
             high,
             dir,
-            Box::new(move |l, h, d, n| db.range_batch(index, l, h, d, n)),
+            Box::new(move |l, h, d, n| {
+                not_in_tx(db_id)?;
+                db.range_batch(index, l, h, d, n)
+            }),
         )
     }
 }

@@ -278,6 +278,29 @@ fn aborted_transactions_write_nothing(engine: Engine) {
     });
     assert!(matches!(r, Err(TxError::Db(Error::ForeignTree(_)))));
     assert_eq!(foreign.len().unwrap(), 0);
+
+    // Using the database itself inside its own transaction is an error, not
+    // a deadlock; other databases stay usable.
+    let r: Result<(), TxError<()>> = t.db.transaction(|tx| {
+        tx.insert(&a, b"inside", b"1")?;
+        assert!(matches!(a.get(b"keep"), Err(Error::InsideTransaction)));
+        assert!(matches!(
+            b.insert(b"k", b"v"),
+            Err(Error::InsideTransaction)
+        ));
+        assert!(matches!(
+            a.iter().next(),
+            Some(Err(Error::InsideTransaction))
+        ));
+        assert!(matches!(t.db.open_tree("c"), Err(Error::InsideTransaction)));
+        foreign.insert(b"other db", b"ok")?;
+        let nested: Result<(), TxError<()>> = t.db.transaction(|_| Ok(()));
+        assert!(matches!(nested, Err(TxError::Db(Error::InsideTransaction))));
+        Ok(())
+    });
+    r.unwrap();
+    assert_eq!(a.get(b"inside").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(foreign.len().unwrap(), 1);
 }
 
 fn data_persists_across_reopen(engine: Engine) {
