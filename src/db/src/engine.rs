@@ -102,3 +102,27 @@ pub fn open(engine: Engine, path: &Path, opts: &OpenOptions) -> Result<Db> {
     };
     Ok(Db::new(inner))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases_parse() {
+        for e in Engine::ALL {
+            assert_eq!(e.as_str().parse::<Engine>().unwrap(), e);
+        }
+        assert_eq!("heed".parse::<Engine>().unwrap(), Engine::Lmdb);
+        assert_eq!("sqlite3".parse::<Engine>().unwrap(), Engine::Sqlite);
+        let e = "sled".parse::<Engine>().unwrap_err().to_string();
+        assert!(e.contains("\"lmdb\" or \"sqlite\""), "{e}");
+    }
+
+    #[test]
+    fn paths_inside_metadata_dir() {
+        let m = Path::new("/meta");
+        assert_eq!(Engine::Lmdb.db_path(m), Path::new("/meta/db.lmdb"));
+        assert_eq!(Engine::Sqlite.db_path(m), Path::new("/meta/db.sqlite"));
+        assert!(!Engine::Lmdb.exists_at(Path::new("/nonexistent")));
+    }
+}

@@ -85,3 +85,108 @@ impl Iterator for RangeIter<'_> {
         self.buf.next().map(Ok)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::Error;
+
+    /// Serves batches from a BTreeMap, as an engine would, counting calls.
+    fn source<'a>(
+        map: &'a BTreeMap<Vec<u8>, Vec<u8>>,
+        calls: &'a Cell<usize>,
+        fail_at: Option<usize>,
+    ) -> FetchFn<'a> {
+        Box::new(move |low, high, dir, limit| {
+            calls.set(calls.get() + 1);
+            if Some(calls.get()) == fail_at {
+                return Err(Error::Aborted("injected".into()));
+            }
+            let range = map.range::<[u8], _>((low, high));
+            let kvs: Vec<KeyValue> = match dir {
+                Direction::Forward => range
+                    .take(limit)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                Direction::Reverse => range
+                    .rev()
+                    .take(limit)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
+            Ok(kvs)
+        })
+    }
+
+    fn map_of(n: u32) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        (0..n).map(|i| (i.to_be_bytes().to_vec(), vec![])).collect()
+    }
+
+    #[test]
+    fn exact_multiple_of_batch_ends_with_one_empty_fetch() {
+        let map = map_of(ITER_BATCH as u32 * 2);
+        let calls = Cell::new(0);
+        let it = RangeIter::new(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+            source(&map, &calls, None),
+        );
+        let keys: Vec<_> = it.map(|kv| kv.unwrap().0).collect();
+        assert_eq!(keys, map.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(calls.get(), 3);
+    }
+
+    #[test]
+    fn reverse_batches_continue_below_the_last_key() {
+        let map = map_of(ITER_BATCH as u32 + 10);
+        let calls = Cell::new(0);
+        let high = 300u32.to_be_bytes().to_vec();
+        let it = RangeIter::new(
+            Bound::Excluded(5u32.to_be_bytes().to_vec()),
+            Bound::Included(high),
+            Direction::Reverse,
+            source(&map, &calls, None),
+        );
+        let keys: Vec<u32> = it
+            .map(|kv| u32::from_be_bytes(kv.unwrap().0.try_into().unwrap()))
+            .collect();
+        let expected: Vec<u32> = (6..ITER_BATCH as u32 + 10).rev().collect();
+        assert_eq!(keys, expected);
+        assert_eq!(calls.get(), 1 + keys.len() / ITER_BATCH);
+    }
+
+    #[test]
+    fn empty_and_inverted_ranges_never_reach_the_engine() {
+        let map = map_of(10);
+        let calls = Cell::new(0);
+        for (low, high) in [
+            (Bound::Included(vec![5]), Bound::Excluded(vec![5])),
+            (Bound::Excluded(vec![5]), Bound::Included(vec![5])),
+            (Bound::Included(vec![6]), Bound::Included(vec![5])),
+        ] {
+            let mut it = RangeIter::new(low, high, Direction::Forward, source(&map, &calls, None));
+            assert!(it.next().is_none());
+        }
+        assert_eq!(calls.get(), 0);
+    }
+
+    #[test]
+    fn an_error_is_returned_once_then_iteration_stops() {
+        let map = map_of(ITER_BATCH as u32 * 3);
+        let calls = Cell::new(0);
+        let it = RangeIter::new(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+            source(&map, &calls, Some(2)),
+        );
+        let items: Vec<_> = it.collect();
+        assert_eq!(items.len(), ITER_BATCH + 1);
+        assert!(items[..ITER_BATCH].iter().all(|r| r.is_ok()));
+        assert!(items[ITER_BATCH].is_err());
+    }
+}
