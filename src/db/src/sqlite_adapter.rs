@@ -103,27 +103,18 @@ fn range_in(
 ) -> Result<Vec<KeyValue>> {
     let mut conds = Vec::new();
     let mut args: Vec<&[u8]> = Vec::new();
-    match low {
-        Bound::Included(k) => {
-            conds.push("k >= ?");
-            args.push(k);
+    for (bound, incl, excl) in [(low, "k >= ?", "k > ?"), (high, "k <= ?", "k < ?")] {
+        match bound {
+            Bound::Included(k) => {
+                conds.push(incl);
+                args.push(k);
+            }
+            Bound::Excluded(k) => {
+                conds.push(excl);
+                args.push(k);
+            }
+            Bound::Unbounded => (),
         }
-        Bound::Excluded(k) => {
-            conds.push("k > ?");
-            args.push(k);
-        }
-        Bound::Unbounded => (),
-    }
-    match high {
-        Bound::Included(k) => {
-            conds.push("k <= ?");
-            args.push(k);
-        }
-        Bound::Excluded(k) => {
-            conds.push("k < ?");
-            args.push(k);
-        }
-        Bound::Unbounded => (),
     }
     let cond = if conds.is_empty() {
         String::new()
