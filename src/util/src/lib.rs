@@ -6,3 +6,5 @@
 //! table, block, model or API crates.
 
 pub mod config;
+pub mod crdt;
+pub mod time;

@@ -1,14 +1,43 @@
-//! The cluster layout: partitions of the key space and the nodes that store
-//! them.
+//! The cluster layout: which nodes store which partitions of the key space.
+//!
+//! - [`assign`]: the optimal assignment of partitions to nodes;
+//! - [`version`]: one applied layout version;
+//! - [`history`]: the versions a node keeps, the staged changes, gossip
+//!   merge and persistence.
 
 pub mod assign;
 mod flow;
+pub mod history;
+pub mod version;
 
 pub use assign::{compute, AssignError, AssignInput, Assignment, NodeSpec};
+pub use history::{LayoutHistory, LayoutStaging};
+pub use version::{ChangeReport, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy};
+
+/// Node identifier (the node's public key).
+pub type NodeId = [u8; 32];
 
 /// Number of partitions of the key space: a key's partition is the first
 /// byte of its hash.
 pub const PARTITIONS: usize = 256;
 
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error(transparent)]
+    Assign(#[from] AssignError),
+    #[error("the next layout version is {expected}, not {given}: run `garage layout show` to review the changes, then `garage layout apply --version {expected}`")]
+    WrongVersion { given: u64, expected: u64 },
+    #[error(
+        "no changes are staged: stage some with `garage layout assign`, `remove` or `config` first"
+    )]
+    NothingStaged,
+    #[error("cannot decode the cluster layout: {0}")]
+    Decode(String),
+    #[error("cluster layout file {0}")]
+    Io(String),
+}
+
+#[cfg(test)]
+mod history_tests;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,167 @@
+//! Staging, applying, reverting, merging and persisting layouts.
+
+use super::*;
+
+fn id(n: u8) -> NodeId {
+    [n; 32]
+}
+
+fn role(zone: &str, gb: u64) -> NodeRole {
+    NodeRole {
+        zone: zone.into(),
+        capacity: Some(gb * 1_000_000_000),
+        tags: vec![],
+    }
+}
+
+fn three_zones() -> LayoutHistory {
+    let mut h = LayoutHistory::new(3);
+    for (i, z) in ["dc1", "dc2", "dc3"].iter().enumerate() {
+        h.stage_role(id(i as u8), Some(role(z, 100)));
+    }
+    h
+}
+
+#[test]
+fn stage_preview_apply() {
+    let mut h = three_zones();
+    assert!(h.has_staged_changes());
+    let (preview, report) = h.preview().unwrap();
+    assert_eq!(preview.version, 1);
+    assert_eq!(report.zone_redundancy, 3);
+    assert_eq!(report.moved, 3 * PARTITIONS);
+    // Applying needs the right version number.
+    let e = h.apply(2).unwrap_err();
+    assert!(e.to_string().contains("--version 1"), "{e}");
+    h.apply(1).unwrap();
+    assert_eq!(h.current().version, 1);
+    assert!(!h.has_staged_changes());
+    assert!(matches!(h.apply(2), Err(LayoutError::NothingStaged)));
+    for p in 0..PARTITIONS {
+        let mut nodes = h.current().nodes_of(p);
+        nodes.sort();
+        assert_eq!(nodes, vec![id(0), id(1), id(2)]);
+    }
+    assert_eq!(h.current().partition_size, 100_000_000_000 / 256);
+}
+
+#[test]
+fn gateways_store_nothing_and_removal_moves_data() {
+    let mut h = three_zones();
+    h.stage_role(id(3), Some(role("dc1", 100)));
+    h.stage_role(
+        id(9),
+        Some(NodeRole {
+            zone: "dc1".into(),
+            capacity: None,
+            tags: vec!["gw".into()],
+        }),
+    );
+    h.apply(1).unwrap();
+    assert_eq!(h.current().roles.len(), 5);
+    assert!(!h.current().storage_nodes.contains(&id(9)));
+    let per = h.current().partitions_per_node();
+    assert_eq!(per[&id(0)] + per[&id(3)], PARTITIONS);
+    // Remove node 3: its partitions go back to node 0, and only those move.
+    h.stage_role(id(3), None);
+    let report = h.apply(2).unwrap();
+    assert_eq!(report.moved, per[&id(3)]);
+    assert_eq!(h.current().partitions_per_node()[&id(0)], PARTITIONS);
+    assert!(!h.current().roles.contains_key(&id(3)));
+}
+
+#[test]
+fn revert_drops_staged_changes() {
+    let mut h = three_zones();
+    h.apply(1).unwrap();
+    h.stage_role(id(0), None);
+    h.stage_parameters(LayoutParameters {
+        zone_redundancy: ZoneRedundancy::AtLeast(2),
+    });
+    assert!(h.has_staged_changes());
+    h.revert();
+    assert!(!h.has_staged_changes());
+    assert_eq!(h.staged_roles(), h.current().roles);
+}
+
+#[test]
+fn impossible_layout_is_not_applied() {
+    let mut h = LayoutHistory::new(3);
+    h.stage_role(id(0), Some(role("dc1", 100)));
+    let e = h.apply(1).unwrap_err();
+    assert!(e.to_string().contains("at least 3 storage nodes"), "{e}");
+    assert_eq!(h.current().version, 0);
+}
+
+#[test]
+fn merge_converges_to_newest_and_unions_staging() {
+    let mut a = three_zones();
+    a.apply(1).unwrap();
+    let mut b = a.clone();
+    // Concurrent staging on two nodes merges.
+    a.stage_role(id(4), Some(role("dc1", 50)));
+    b.stage_role(id(5), Some(role("dc2", 50)));
+    let mut a2 = a.clone();
+    assert!(a2.merge(&b));
+    let mut b2 = b.clone();
+    assert!(b2.merge(&a));
+    assert_eq!(a2, b2);
+    assert_eq!(a2.staged_roles().len(), 5);
+    // A newer version wins over staging on an older one.
+    a2.apply(2).unwrap();
+    let mut c = b.clone();
+    assert!(c.merge(&a2));
+    assert_eq!(c, a2);
+    assert!(
+        !c.merge(&a2),
+        "merging the same layout again changes nothing"
+    );
+    // An older layout does not take anything back.
+    assert!(!c.merge(&b));
+    assert_eq!(c.current().version, 2);
+}
+
+#[test]
+fn concurrent_applies_of_one_version_resolve_the_same_everywhere() {
+    let base = three_zones();
+    let mut a = base.clone();
+    let mut b = base.clone();
+    a.stage_role(id(7), Some(role("dc1", 10)));
+    b.stage_role(id(8), Some(role("dc2", 10)));
+    a.apply(1).unwrap();
+    b.apply(1).unwrap();
+    let mut ab = a.clone();
+    ab.merge(&b);
+    let mut ba = b.clone();
+    ba.merge(&a);
+    assert_eq!(ab.current(), ba.current());
+}
+
+#[test]
+fn persistence_round_trips_and_rejects_garbage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster_layout");
+    assert_eq!(LayoutHistory::load(&path).unwrap(), None);
+    let mut h = three_zones();
+    h.apply(1).unwrap();
+    h.stage_role(id(0), None);
+    h.save(&path).unwrap();
+    assert_eq!(LayoutHistory::load(&path).unwrap(), Some(h));
+    std::fs::write(&path, b"not a layout").unwrap();
+    let e = LayoutHistory::load(&path).unwrap_err().to_string();
+    assert!(e.contains("cluster_layout"), "{e}");
+}
+
+#[test]
+fn zone_redundancy_parses() {
+    assert_eq!(
+        "maximum".parse::<ZoneRedundancy>(),
+        Ok(ZoneRedundancy::Maximum)
+    );
+    assert_eq!(
+        "2".parse::<ZoneRedundancy>(),
+        Ok(ZoneRedundancy::AtLeast(2))
+    );
+    assert!("0".parse::<ZoneRedundancy>().is_err());
+    assert!("lots".parse::<ZoneRedundancy>().is_err());
+}
