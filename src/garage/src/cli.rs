@@ -86,12 +86,14 @@ pub struct SecretOpt {
 pub enum Command {
     /// Run the garage daemon
     Server,
-    /// Show the nodes of the cluster and their health [not available yet]
-    Status(Pending),
-    /// Node identity and connections: id, connect [not available yet]
-    Node(Pending),
-    /// Cluster layout: show, assign, remove, apply, revert, history, config [not available yet]
-    Layout(Pending),
+    /// Show the nodes of the cluster and their health
+    Status,
+    /// Node identity and connections
+    #[command(subcommand)]
+    Node(NodeOperation),
+    /// Cluster layout: which nodes store data, in which zones
+    #[command(subcommand)]
+    Layout(LayoutOperation),
     /// Buckets: create, list, info, delete, alias, allow, deny, website, set-quotas [not available yet]
     Bucket(Pending),
     /// Access keys: create, list, info, delete, allow, deny, import, rename [not available yet]
@@ -112,7 +114,7 @@ impl Command {
     pub fn name(&self) -> &'static str {
         match self {
             Command::Server => "server",
-            Command::Status(_) => "status",
+            Command::Status => "status",
             Command::Node(_) => "node",
             Command::Layout(_) => "layout",
             Command::Bucket(_) => "bucket",
@@ -124,6 +126,76 @@ impl Command {
             Command::ConvertDb(_) => "convert-db",
         }
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum NodeOperation {
+    /// Print the id of the node, as <id>@<address> to give to `node connect`
+    Id {
+        /// Print only <id>@<address>
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
+    /// Connect the node to another one: <node_id>@<host>:<port>
+    Connect {
+        /// The other node, as printed by its `garage node id`
+        node: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LayoutOperation {
+    /// Show the current layout, the staged changes and what applying them would do
+    Show,
+    /// Stage a role (zone, capacity or gateway, tags) for one or several nodes
+    Assign(AssignRoleOpt),
+    /// Stage the removal of a node from the layout
+    Remove {
+        /// Node id, or a unique prefix of it
+        node_id: String,
+    },
+    /// Stage a change of the layout parameters
+    Config {
+        /// Zone redundancy: the number of distinct zones each partition spans, or "maximum"
+        #[arg(short = 'r', long)]
+        redundancy: Option<String>,
+    },
+    /// Apply the staged changes as the next layout version
+    Apply {
+        /// The new version number, as shown by `garage layout show` (guards against applying unreviewed changes)
+        #[arg(long)]
+        version: Option<u64>,
+    },
+    /// Drop all staged changes
+    Revert {
+        /// Confirm
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List the applied layout versions
+    History,
+}
+
+#[derive(Args, Debug)]
+pub struct AssignRoleOpt {
+    /// Node ids, or unique prefixes of them
+    #[arg(required = true)]
+    pub node_ids: Vec<String>,
+    /// Zone (a site, a datacenter) the nodes are in
+    #[arg(short = 'z', long)]
+    pub zone: Option<String>,
+    /// Storage capacity, e.g. 100G or 2TiB
+    #[arg(short = 'c', long)]
+    pub capacity: Option<String>,
+    /// Make the nodes gateways: they route requests and store nothing
+    #[arg(short = 'g', long)]
+    pub gateway: bool,
+    /// Tags (repeat the option for several)
+    #[arg(short = 't', long = "tag")]
+    pub tags: Vec<String>,
+    /// Nodes to remove from the layout at the same time
+    #[arg(long)]
+    pub replace: Vec<String>,
 }
 
 /// Arguments of a verb this build does not provide yet.

@@ -3,9 +3,11 @@
 //! This crate sits at the top of the workspace and may depend on every other
 //! garage crate; nothing depends on it.
 
+mod admin;
 mod cli;
 mod convert_db;
 mod load_config;
+mod rpc_addr;
 mod server;
 
 use std::process::ExitCode;
@@ -30,17 +32,25 @@ fn init_logging(cmd: &Command) {
         .init();
 }
 
+fn run_admin(opt: &Opt) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(admin::run(opt))
+}
+
 fn main() -> ExitCode {
     let opt = Opt::parse();
     init_logging(&opt.cmd);
     let res = match &opt.cmd {
         Command::Server => server::run(&opt),
         Command::ConvertDb(c) => convert_db::run(c),
+        Command::Status | Command::Node(_) | Command::Layout(_) => run_admin(&opt),
         other => Err(anyhow::anyhow!(
             "`garage {}` is not available in this build yet: this version has the configuration, \
-             the metadata database and `garage server`/`garage convert-db` only; the cluster layer \
-             (status, node, layout), the metadata model (bucket, key) and the block manager \
-             (block, repair, stats, worker) come next (see doc/status.md)",
+             the metadata database, the cluster layer (server, status, node, layout) and convert-db; \
+             the metadata model (bucket, key) and the block manager (block, repair, stats, worker) \
+             come next (see doc/status.md)",
             other.name()
         )),
     };

@@ -61,12 +61,22 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let db = open_metadata(&config)?;
     prepare_data_dirs(&config)?;
     info!(
-        "S3 API ({}), web ({}), admin ({}) and RPC ({}) listeners are not part of this version yet: \
-         nothing is listening",
-        config.s3_api.api_bind_addr.as_deref().unwrap_or("not configured"),
-        config.s3_web.as_ref().map(|w| w.bind_addr.as_str()).unwrap_or("not configured"),
-        config.admin.api_bind_addr.as_deref().unwrap_or("not configured"),
-        config.rpc_bind_addr,
+        "S3 API ({}), web ({}) and admin ({}) listeners are not part of this version yet",
+        config
+            .s3_api
+            .api_bind_addr
+            .as_deref()
+            .unwrap_or("not configured"),
+        config
+            .s3_web
+            .as_ref()
+            .map(|w| w.bind_addr.as_str())
+            .unwrap_or("not configured"),
+        config
+            .admin
+            .api_bind_addr
+            .as_deref()
+            .unwrap_or("not configured"),
     );
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -74,6 +84,8 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
+        let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
+        let cluster = start_cluster(&config, exit_rx.clone()).await?;
         if let Some(interval) = config.metadata_auto_snapshot_interval {
             let dir = config.metadata_snapshots_dir();
             info!(
@@ -89,10 +101,84 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         info!("garage is running; stop it with Ctrl-C or SIGTERM");
         let signal = signals.wait().await;
         info!("received {signal}, shutting down");
+        let _ = exit_tx.send(true);
+        for task in cluster {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
         drop(db);
         info!("garage stopped");
         Ok(())
     })
+}
+
+/// Starts the RPC listener and the membership loops; returns their tasks.
+async fn start_cluster(
+    config: &Config,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let node_key = garage_net::NodeKey::load_or_generate(&config.metadata_dir)
+        .with_context(|| format!("node key in {}", config.metadata_dir.display()))?;
+    let secret = config
+        .rpc_secret
+        .as_deref()
+        .expect("ensure_rpc_secret ran before");
+    let network_key =
+        garage_net::NetworkKey::from_hex(secret).map_err(|e| anyhow::anyhow!("rpc_secret: {e}"))?;
+    let mut net_config = garage_net::NetConfig::default();
+    if let Some(ms) = config.rpc_timeout_msec {
+        net_config.rpc_timeout = Duration::from_millis(ms);
+    }
+    if config.rpc_bind_outgoing {
+        net_config.bind_outgoing = Some(config.rpc_bind_addr.ip());
+    }
+    let netapp = garage_net::NetApp::new(network_key, node_key, net_config);
+    let public = crate::rpc_addr::public_addr(config)?;
+    let system = garage_rpc::system::System::new(
+        netapp.clone(),
+        garage_rpc::system::SystemConfig {
+            replication_factor: config.replication_factor,
+            metadata_dir: config.metadata_dir.clone(),
+            data_dirs: config
+                .data_dir
+                .paths()
+                .iter()
+                .map(|p| p.to_path_buf())
+                .collect(),
+            rpc_public_addr: public,
+            bootstrap_peers: config.bootstrap_peers.clone(),
+        },
+    )?;
+    let id = netapp.id();
+    let layout = system.layout();
+    info!(
+        "node id {id}; cluster layout version {} with {} node(s)",
+        layout.current().version,
+        layout.current().roles.len()
+    );
+    match public {
+        Some(a) => info!("other nodes reach this one as {id}@{a}"),
+        None => warn!(
+            "rpc_bind_addr {} is not a specific address and rpc_public_addr is not set: \
+             set rpc_public_addr so that other nodes can reach this one",
+            config.rpc_bind_addr
+        ),
+    }
+    let bind = config.rpc_bind_addr;
+    // Bind before saying we run, so that a failure to bind stops startup.
+    let listener = netapp.clone().bind(bind).await.with_context(|| {
+        format!("cannot listen for RPC on rpc_bind_addr {bind} (is another garage running?)")
+    })?;
+    info!("RPC listening on {bind}");
+    let listen_task = tokio::spawn({
+        let must_exit = must_exit.clone();
+        async move {
+            if let Err(e) = listener.run(must_exit).await {
+                error!("RPC listener stopped: {e}");
+            }
+        }
+    });
+    let system_task = tokio::spawn(system.run(must_exit));
+    Ok(vec![listen_task, system_task])
 }
 
 fn open_metadata(config: &Config) -> anyhow::Result<Db> {

@@ -15,16 +15,18 @@ fn write_config(dir: &Path, body: &str) -> std::path::PathBuf {
     path
 }
 
+/// A single-node configuration on a loopback address of its own.
 fn config_text(dir: &Path, extra_top: &str) -> String {
+    let (a, b) = common::cluster::fresh_subnet();
     format!(
         r#"metadata_dir = "{meta}"
 data_dir = "{data}"
 replication_factor = 1
-rpc_bind_addr = "127.0.0.1:3901"
+rpc_bind_addr = "127.{a}.{b}.1:3901"
 {extra_top}
 [s3_api]
 s3_region = "garage"
-api_bind_addr = "127.0.0.1:3900"
+api_bind_addr = "127.{a}.{b}.1:3900"
 "#,
         meta = dir.join("meta").display(),
         data = dir.join("data").display(),

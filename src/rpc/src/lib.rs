@@ -5,3 +5,7 @@
 //! never on the table, block, model or API crates.
 
 pub mod layout;
+pub mod quorum;
+pub mod system;
+
+pub use garage_net::NodeId;

@@ -3,6 +3,8 @@
 //! deadlines (never fixed sleeps) and cleans up after them.
 #![allow(dead_code)]
 
+pub mod cluster;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};

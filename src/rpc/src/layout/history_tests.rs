@@ -3,7 +3,7 @@
 use super::*;
 
 fn id(n: u8) -> NodeId {
-    [n; 32]
+    NodeId::from([n; 32])
 }
 
 fn role(zone: &str, gb: u64) -> NodeRole {

@@ -14,8 +14,7 @@ pub use assign::{compute, AssignError, AssignInput, Assignment, NodeSpec};
 pub use history::{LayoutHistory, LayoutStaging};
 pub use version::{ChangeReport, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy};
 
-/// Node identifier (the node's public key).
-pub type NodeId = [u8; 32];
+pub use crate::NodeId;
 
 /// Number of partitions of the key space: a key's partition is the first
 /// byte of its hash.

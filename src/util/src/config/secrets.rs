@@ -139,6 +139,16 @@ impl Config {
     /// without one uses `metadata_dir/rpc_secret`, generating it (mode 0600)
     /// on first start.
     pub fn ensure_rpc_secret(&mut self) -> Result<SecretOrigin, ConfigError> {
+        self.rpc_secret_or(true)
+    }
+
+    /// For admin commands: like [`Config::ensure_rpc_secret`], but never
+    /// generates a secret; a single node's generated one must exist.
+    pub fn client_rpc_secret(&mut self) -> Result<SecretOrigin, ConfigError> {
+        self.rpc_secret_or(false)
+    }
+
+    fn rpc_secret_or(&mut self, generate: bool) -> Result<SecretOrigin, ConfigError> {
         if self.rpc_secret.is_some() {
             return Ok(SecretOrigin::Configured);
         }
@@ -160,6 +170,16 @@ impl Config {
         }
         let path = self.metadata_dir.join(SECRET_FILE_NAME);
         let new = !path.exists();
+        if new && !generate {
+            return Err(self.invalid(
+                "rpc_secret",
+                format!(
+                    "not set, and {} does not exist: start the node with `garage server` first (it generates that file), \
+                     or give the secret with -s or GARAGE_RPC_SECRET",
+                    path.display()
+                ),
+            ));
+        }
         if new {
             std::fs::create_dir_all(&self.metadata_dir).map_err(|e| {
                 self.invalid(

@@ -1,0 +1,302 @@
+//! `garage layout ...`.
+
+use anyhow::{anyhow, bail};
+use garage_net::NodeId;
+use garage_rpc::layout::{
+    LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy,
+};
+use garage_rpc::system::{LayoutUpdate, SystemRpc};
+use garage_util::config::parse_size;
+
+use super::status::{capacity_string, get};
+use super::{table, Admin};
+use crate::cli::{AssignRoleOpt, LayoutOperation};
+
+pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
+    match op {
+        LayoutOperation::Show => show(admin).await,
+        LayoutOperation::Assign(opt) => assign(admin, opt).await,
+        LayoutOperation::Remove { node_id } => {
+            let status = get(admin).await?;
+            let id = find_node(&status, node_id)?;
+            update(admin, LayoutUpdate::StageRoles(vec![(id, None)])).await?;
+            println!("Role removal is staged but not yet committed.");
+            println!("Use `garage layout show` to view staged role changes,");
+            println!("and `garage layout apply` to enact staged changes.");
+            Ok(())
+        }
+        LayoutOperation::Config { redundancy } => {
+            let Some(r) = redundancy else {
+                bail!("nothing to configure: give -r <zone redundancy> (a number of zones, or \"maximum\")");
+            };
+            let zone_redundancy: ZoneRedundancy = r.parse().map_err(|e: String| anyhow!(e))?;
+            update(
+                admin,
+                LayoutUpdate::StageParameters(LayoutParameters { zone_redundancy }),
+            )
+            .await?;
+            println!("The zone redundancy parameter has been set to '{zone_redundancy}'.");
+            Ok(())
+        }
+        LayoutOperation::Apply { version } => {
+            let Some(version) = version else {
+                bail!(
+                    "give the new layout version with --version, to make sure you apply the changes you reviewed: \
+                     `garage layout show` prints it"
+                );
+            };
+            update(admin, LayoutUpdate::Apply { version: *version }).await?;
+            println!(
+                "New cluster layout with updated role assignment has been applied in cluster."
+            );
+            println!("Data will now be moved around between nodes accordingly.");
+            Ok(())
+        }
+        LayoutOperation::Revert { yes } => {
+            if !yes {
+                bail!("add the --yes flag to drop all staged layout changes");
+            }
+            update(admin, LayoutUpdate::Revert).await?;
+            println!("All proposed role changes in cluster layout have been canceled.");
+            Ok(())
+        }
+        LayoutOperation::History => history(admin).await,
+    }
+}
+
+async fn update(admin: &Admin, u: LayoutUpdate) -> anyhow::Result<()> {
+    match admin.call(SystemRpc::UpdateLayout(u)).await? {
+        SystemRpc::Ok => Ok(()),
+        other => bail!("unexpected answer from the node: {other:?}"),
+    }
+}
+
+/// The node whose id starts with `prefix`, among known nodes and nodes with
+/// a (current or staged) role.
+fn find_node(status: &garage_rpc::system::ClusterStatus, prefix: &str) -> anyhow::Result<NodeId> {
+    let prefix = prefix.to_ascii_lowercase();
+    let mut found: Vec<NodeId> = status
+        .nodes
+        .iter()
+        .map(|n| n.id)
+        .chain(status.layout.staged_roles().into_keys())
+        .chain(status.layout.current().roles.keys().copied())
+        .filter(|id| id.to_string().starts_with(&prefix))
+        .collect();
+    found.sort();
+    found.dedup();
+    match found.as_slice() {
+        [id] => Ok(*id),
+        [] => bail!("no node id starts with {prefix:?}: see `garage status` for the nodes"),
+        many => bail!(
+            "{} nodes match {prefix:?}: give more characters of the id",
+            many.len()
+        ),
+    }
+}
+
+async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
+    let status = get(admin).await?;
+    let staged = status.layout.staged_roles();
+    let mut changes = Vec::new();
+    for r in opt.replace.iter() {
+        changes.push((find_node(&status, r)?, None));
+    }
+    if opt.gateway && opt.capacity.is_some() {
+        bail!("give either -c <capacity> or -g (gateway), not both");
+    }
+    let capacity = match &opt.capacity {
+        Some(c) => {
+            let c = parse_size(c).map_err(|e| anyhow!("-c: {e}"))?;
+            if c == 0 {
+                bail!("-c: a capacity must be more than 0 (use -g for a gateway node)");
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    for n in opt.node_ids.iter() {
+        let id = find_node(&status, n)?;
+        let current = staged.get(&id);
+        let zone = opt
+            .zone
+            .clone()
+            .or_else(|| current.map(|r| r.zone.clone()))
+            .ok_or_else(|| anyhow!("give the zone of node {:.16} with -z", id.to_string()))?;
+        let capacity = if opt.gateway {
+            None
+        } else if capacity.is_some() {
+            capacity
+        } else {
+            current
+                .ok_or_else(|| {
+                    anyhow!(
+                        "give a capacity with -c, or make node {:.16} a gateway with -g",
+                        id.to_string()
+                    )
+                })?
+                .capacity
+        };
+        let tags = if opt.tags.is_empty() {
+            current.map(|r| r.tags.clone()).unwrap_or_default()
+        } else {
+            opt.tags.clone()
+        };
+        changes.push((
+            id,
+            Some(NodeRole {
+                zone,
+                capacity,
+                tags,
+            }),
+        ));
+    }
+    update(admin, LayoutUpdate::StageRoles(changes)).await?;
+    println!("Role changes are staged but not yet committed.");
+    println!("Use `garage layout show` to view staged role changes,");
+    println!("and `garage layout apply` to enact staged changes.");
+    Ok(())
+}
+
+fn print_layout(v: &LayoutVersion, empty: &str) {
+    let per_node = v.partitions_per_node();
+    let mut rows = vec!["ID\tTags\tZone\tCapacity\tUsable capacity".to_string()];
+    for (id, role) in v.roles.iter() {
+        let base = format!(
+            "{:.16}\t{}\t{}\t{}",
+            id.to_string(),
+            role.tags.join(","),
+            role.zone,
+            capacity_string(role.capacity)
+        );
+        match role.capacity {
+            Some(cap) if cap > 0 => {
+                let usable = per_node.get(id).copied().unwrap_or(0) as u64 * v.partition_size;
+                rows.push(format!(
+                    "{base}\t{} ({:.1}%)",
+                    bytesize::ByteSize::b(usable).display().si(),
+                    usable as f64 * 100.0 / cap as f64
+                ));
+            }
+            _ => rows.push(base),
+        }
+    }
+    if rows.len() > 1 {
+        table::print(&rows);
+        println!();
+        println!("Zone redundancy: {}", v.parameters.zone_redundancy);
+    } else {
+        println!("{empty}");
+    }
+}
+
+/// Prints the staged changes, if any; returns whether there were some.
+pub fn print_staged_changes(layout: &LayoutHistory) -> bool {
+    if !layout.has_staged_changes() {
+        return false;
+    }
+    let current = layout.current();
+    println!();
+    println!("==== STAGED ROLE CHANGES ====");
+    let mut rows = vec!["ID\tTags\tZone\tCapacity".to_string()];
+    for (id, _, role) in layout.staging.roles.items() {
+        if current.roles.get(id) == role.as_ref() {
+            continue;
+        }
+        match role {
+            Some(r) => rows.push(format!(
+                "{:.16}\t{}\t{}\t{}",
+                id.to_string(),
+                r.tags.join(","),
+                r.zone,
+                capacity_string(r.capacity)
+            )),
+            None => rows.push(format!("{:.16}\tREMOVED", id.to_string())),
+        }
+    }
+    if rows.len() > 1 {
+        table::print(&rows);
+    }
+    if *layout.staging.parameters.get() != current.parameters {
+        println!(
+            "Zone redundancy: {}",
+            layout.staging.parameters.get().zone_redundancy
+        );
+    }
+    true
+}
+
+async fn show(admin: &Admin) -> anyhow::Result<()> {
+    let status = get(admin).await?;
+    let layout = &status.layout;
+    println!("==== CURRENT CLUSTER LAYOUT ====");
+    print_layout(
+        layout.current(),
+        "No nodes currently have a role in the cluster.\nSee `garage status` to view available nodes.",
+    );
+    println!();
+    println!(
+        "Current cluster layout version: {}",
+        layout.current().version
+    );
+    if print_staged_changes(layout) {
+        match layout.preview() {
+            Ok((next, report)) => {
+                println!();
+                println!("==== NEW CLUSTER LAYOUT AFTER APPLYING CHANGES ====");
+                print_layout(&next, "No nodes have a role in the new layout.");
+                println!();
+                println!(
+                    "Partitions are replicated over {} distinct zones at least.",
+                    report.zone_redundancy
+                );
+                println!(
+                    "Optimal partition size: {}",
+                    bytesize::ByteSize::b(report.partition_size).display().si()
+                );
+                println!("Partition copies that move to a new node: {}", report.moved);
+                println!();
+                println!("To enact the staged role changes, type:");
+                println!();
+                println!("    garage layout apply --version {}", next.version);
+                println!();
+                println!(
+                    "You can also revert all proposed changes with: garage layout revert --yes"
+                );
+            }
+            Err(e) => {
+                println!();
+                println!("Error while trying to compute the assignment: {e}");
+                println!("This new layout cannot yet be applied.");
+                println!(
+                    "You can also revert all proposed changes with: garage layout revert --yes"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn history(admin: &Admin) -> anyhow::Result<()> {
+    let status = get(admin).await?;
+    let layout = &status.layout;
+    println!("==== LAYOUT HISTORY ====");
+    let mut rows = vec!["Version\tStatus\tStorage nodes\tGateway nodes".to_string()];
+    let current = layout.current().version;
+    for v in layout.versions.iter().rev() {
+        let storage = v.storage_nodes.len();
+        rows.push(format!(
+            "#{}\t{}\t{}\t{}",
+            v.version,
+            if v.version == current {
+                "Current"
+            } else {
+                "Historical"
+            },
+            storage,
+            v.roles.len() - storage
+        ));
+    }
+    table::print(&rows);
+    Ok(())
+}

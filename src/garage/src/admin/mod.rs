@@ -1,0 +1,130 @@
+//! Admin commands (`garage status`, `node`, `layout`): they reach a running
+//! daemon over the cluster RPC, with the same `rpc_secret`, as a client
+//! with a throwaway node key. By default the daemon is the one this
+//! machine's configuration describes; `-h <id>@<host>:<port>` names another.
+
+mod layout;
+mod status;
+mod table;
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context};
+use garage_net::{Endpoint, EndpointHandler, NetApp, NetConfig, NetworkKey, NodeId, NodeKey};
+use garage_rpc::system::{parse_peer, SystemRpc, SYSTEM_ENDPOINT};
+
+use crate::cli::{Command, NodeOperation, Opt};
+use crate::load_config::load;
+use crate::rpc_addr;
+
+/// An admin client has no endpoint of its own to serve; it answers nothing.
+struct ClientHandler;
+
+#[async_trait::async_trait]
+impl EndpointHandler<SystemRpc> for ClientHandler {
+    async fn handle(&self, _msg: SystemRpc, _from: NodeId) -> SystemRpc {
+        SystemRpc::Error("this is an admin client, not a node".into())
+    }
+}
+
+pub struct Admin {
+    _netapp: Arc<NetApp>,
+    endpoint: Arc<Endpoint<SystemRpc, ClientHandler>>,
+    target: NodeId,
+    target_addr: std::net::SocketAddr,
+}
+
+impl Admin {
+    pub async fn connect(opt: &Opt) -> anyhow::Result<Self> {
+        let (mut config, _) = load(opt, true)?;
+        let (target, target_addr) = match &opt.rpc_host {
+            Some(host) => parse_peer(host)?,
+            None => {
+                let id = NodeKey::read_public(&config.metadata_dir).with_context(|| {
+                    format!(
+                        "cannot read the local node's id in {} (is `garage server` running with this configuration? \
+                         otherwise name the node with -h <node_id>@<host>:<port>)",
+                        config.metadata_dir.display()
+                    )
+                })?;
+                (id, rpc_addr::local_target(&config)?)
+            }
+        };
+        config.client_rpc_secret()?;
+        let secret = config
+            .rpc_secret
+            .as_deref()
+            .expect("set by client_rpc_secret");
+        let network_key = NetworkKey::from_hex(secret).map_err(|e| anyhow!("rpc_secret: {e}"))?;
+        let netapp = NetApp::new(network_key, NodeKey::generate(), NetConfig::default());
+        let endpoint = netapp.endpoint::<SystemRpc, ClientHandler>(SYSTEM_ENDPOINT);
+        endpoint.set_handler(Arc::new(ClientHandler));
+        netapp
+            .connect(target_addr, Some(target))
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot reach the garage node {target} at {target_addr}: is `garage server` running there, \
+                     with the same rpc_secret?"
+                )
+            })?;
+        Ok(Self {
+            _netapp: netapp,
+            endpoint,
+            target,
+            target_addr,
+        })
+    }
+
+    /// Sends a request to the daemon; its `Error` answers become errors.
+    pub async fn call(&self, msg: SystemRpc) -> anyhow::Result<SystemRpc> {
+        match self
+            .endpoint
+            .call(&self.target, msg, garage_net::Priority::High)
+            .await?
+        {
+            SystemRpc::Error(e) => bail!("{e}"),
+            r => Ok(r),
+        }
+    }
+}
+
+/// Runs an admin command.
+pub async fn run(opt: &Opt) -> anyhow::Result<()> {
+    let admin = Admin::connect(opt).await?;
+    match &opt.cmd {
+        Command::Status => status::show(&admin).await,
+        Command::Node(NodeOperation::Id { quiet }) => {
+            let status = status::get(&admin).await?;
+            let me = status
+                .nodes
+                .iter()
+                .find(|n| n.id == admin.target)
+                .ok_or_else(|| anyhow!("the node did not list itself"))?;
+            let addr = me
+                .addr
+                .map(|a| a.to_string())
+                .unwrap_or_else(|| admin.target_addr.to_string());
+            println!("{}@{}", admin.target, addr);
+            if !quiet {
+                eprintln!();
+                eprintln!("To instruct a node to connect to this node, run the following command on that node:");
+                eprintln!(
+                    "    garage [-c <config file path>] node connect {}@{}",
+                    admin.target, addr
+                );
+                eprintln!();
+                eprintln!("Or add the following line to the bootstrap_peers list in the configuration file of all nodes of the cluster:");
+                eprintln!("    \"{}@{}\"", admin.target, addr);
+            }
+            Ok(())
+        }
+        Command::Node(NodeOperation::Connect { node }) => {
+            admin.call(SystemRpc::Connect(node.clone())).await?;
+            println!("Success.");
+            Ok(())
+        }
+        Command::Layout(op) => layout::run(&admin, op).await,
+        other => bail!("`garage {}` is not an admin command", other.name()),
+    }
+}

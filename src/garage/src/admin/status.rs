@@ -1,0 +1,109 @@
+//! `garage status`.
+
+use anyhow::bail;
+use garage_rpc::system::{ClusterStatus, SystemRpc};
+
+use super::{layout, table, Admin};
+
+pub async fn get(admin: &Admin) -> anyhow::Result<ClusterStatus> {
+    match admin.call(SystemRpc::GetClusterStatus).await? {
+        SystemRpc::ClusterStatus(s) => Ok(*s),
+        other => bail!("unexpected answer from the node: {other:?}"),
+    }
+}
+
+pub fn capacity_string(c: Option<u64>) -> String {
+    match c {
+        Some(c) => bytesize::ByteSize::b(c).display().si().to_string(),
+        None => "gateway".into(),
+    }
+}
+
+fn ago(secs: Option<u64>) -> String {
+    match secs {
+        None => "never seen".into(),
+        Some(s) if s < 120 => format!("{s} seconds ago"),
+        Some(s) if s < 7200 => format!("{} minutes ago", s / 60),
+        Some(s) => format!("{} hours ago", s / 3600),
+    }
+}
+
+pub async fn show(admin: &Admin) -> anyhow::Result<()> {
+    let status = get(admin).await?;
+    let layout = &status.layout;
+    let current = layout.current();
+    let staged = layout.staged_roles();
+
+    println!("==== HEALTHY NODES ====");
+    let mut rows = vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail".to_string()];
+    for n in status.nodes.iter().filter(|n| n.is_up) {
+        let host = n.hostname.as_deref().unwrap_or("?");
+        let addr = n
+            .addr
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "N/A".into());
+        match current.roles.get(&n.id) {
+            Some(role) => {
+                let avail = match (&n.data_space, role.capacity) {
+                    (_, None) => "N/A".to_string(),
+                    (Some(f), Some(_)) if f.total > 0 => format!(
+                        "{} ({:.1}%)",
+                        bytesize::ByteSize::b(f.available).display().si(),
+                        f.available as f64 * 100.0 / f.total as f64
+                    ),
+                    _ => "?".into(),
+                };
+                rows.push(format!(
+                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}",
+                    n.id.to_string(),
+                    role.tags.join(","),
+                    role.zone,
+                    capacity_string(role.capacity),
+                ));
+            }
+            None => {
+                let what = if staged.contains_key(&n.id) {
+                    "pending..."
+                } else {
+                    "NO ROLE ASSIGNED"
+                };
+                rows.push(format!(
+                    "{:.16}\t{host}\t{addr}\t\t\t{what}",
+                    n.id.to_string()
+                ));
+            }
+        }
+    }
+    table::print(&rows);
+
+    let failed: Vec<_> = status
+        .nodes
+        .iter()
+        .filter(|n| !n.is_up && current.roles.contains_key(&n.id))
+        .collect();
+    if !failed.is_empty() {
+        println!();
+        println!("==== FAILED NODES ====");
+        let mut rows = vec!["ID\tHostname\tTags\tZone\tCapacity\tLast seen".to_string()];
+        for n in failed {
+            let role = &current.roles[&n.id];
+            rows.push(format!(
+                "{:.16}\t{}\t[{}]\t{}\t{}\t{}",
+                n.id.to_string(),
+                n.hostname.as_deref().unwrap_or("?"),
+                role.tags.join(","),
+                role.zone,
+                capacity_string(role.capacity),
+                ago(n.last_seen_secs_ago),
+            ));
+        }
+        table::print(&rows);
+    }
+
+    if layout::print_staged_changes(layout) {
+        println!();
+        println!("Please use `garage layout show` to check the proposed new layout and apply it.");
+        println!();
+    }
+    Ok(())
+}

@@ -1,0 +1,159 @@
+//! End to end: real `garage server` processes forming a cluster over TCP.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::{stderr, stdout};
+
+fn status(c: &Cluster, i: usize) -> (Vec<String>, Vec<String>) {
+    let o = c.garage(i, &["status"]);
+    if !o.status.success() {
+        return (vec![], vec![]);
+    }
+    parse_status(&stdout(&o))
+}
+
+fn layout_version(c: &Cluster, i: usize) -> Option<u64> {
+    let o = c.garage(i, &["layout", "show"]);
+    stdout(&o)
+        .lines()
+        .find_map(|l| l.strip_prefix("Current cluster layout version: "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn five_nodes_in_three_zones() {
+    let mut c = Cluster::new(5, 3);
+    c.start_all();
+    let short = |c: &Cluster, i: usize| c.nodes[i].id()[..16].to_string();
+
+    // Everyone finds everyone through the one bootstrap peer.
+    wait_until("node 0 sees 5 healthy nodes", CLUSTER_DEADLINE, || {
+        status(&c, 0).0.len() == 5
+    });
+
+    c.apply_layout(&["dc1", "dc2", "dc3", "dc1", "dc2"], "1G");
+    for i in 0..5 {
+        wait_until(
+            &format!("node {i} has layout version 1 and sees 5 healthy nodes"),
+            CLUSTER_DEADLINE,
+            || layout_version(&c, i) == Some(1) && status(&c, i).0.len() == 5,
+        );
+    }
+    let show = c.garage_ok(3, &["layout", "show"]);
+    assert!(show.contains("Zone redundancy: maximum"), "{show}");
+    for i in 0..5 {
+        assert!(
+            show.contains(&short(&c, i)),
+            "node {i} missing from layout:\n{show}"
+        );
+    }
+    let history = c.garage_ok(4, &["layout", "history"]);
+    assert!(
+        history.contains("#1") && history.contains("Current"),
+        "{history}"
+    );
+
+    // SIGKILL node 4: every other node reports it failed within 15 s and
+    // keeps answering.
+    let dead = short(&c, 4);
+    c.kill(4);
+    for i in 0..4 {
+        let t = wait_until(
+            &format!("node {i} reports node 4 failed"),
+            Duration::from_secs(15),
+            || {
+                let (healthy, failed) = status(&c, i);
+                failed.contains(&dead) && healthy.len() == 4
+            },
+        );
+        eprintln!("node {i} reported node 4 failed after {t:?}");
+    }
+
+    // Restarted, it is healthy again everywhere, with the same id.
+    c.start(4);
+    for i in 0..5 {
+        wait_until(
+            &format!("node {i} sees node 4 healthy again"),
+            CLUSTER_DEADLINE,
+            || {
+                let (healthy, failed) = status(&c, i);
+                healthy.contains(&dead) && failed.is_empty() && healthy.len() == 5
+            },
+        );
+    }
+    assert_eq!(
+        layout_version(&c, 4),
+        Some(1),
+        "the layout survived the restart"
+    );
+
+    // A peer that connects and sends garbage is dropped without harm.
+    let mut s = std::net::TcpStream::connect(c.nodes[0].rpc_addr()).unwrap();
+    let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
+    let _ = s.write_all(&junk);
+    drop(s);
+    c.nodes[0].proc().wait_log("handshake failed");
+    assert_eq!(status(&c, 0).0.len(), 5);
+}
+
+#[test]
+fn node_with_another_secret_cannot_join() {
+    let mut c = Cluster::new(2, 1);
+    c.start(0);
+    let boot = vec![format!("{}@{}", c.nodes[0].id(), c.nodes[0].rpc_addr())];
+    let other_secret = common::cluster::random_secret();
+    c.write_config(1, &other_secret, &boot);
+    c.start(1);
+    // Both sides say why in their logs.
+    c.nodes[0].proc().wait_log("handshake failed");
+    c.nodes[1].proc().wait_log("rpc_secret");
+    let (healthy, _) = status(&c, 0);
+    assert_eq!(healthy, vec![c.nodes[0].id()[..16].to_string()]);
+    // The CLI with the wrong secret cannot talk to node 0 either.
+    let o = c.garage(1, &["-h", &boot[0], "status"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("rpc_secret"), "{}", stderr(&o));
+}
+
+#[test]
+fn layout_commands_explain_mistakes() {
+    let mut c = Cluster::new(1, 1);
+    c.start(0);
+    let id = c.nodes[0].id().to_string();
+    // Apply with nothing staged, or without a version.
+    let o = c.garage(0, &["layout", "apply", "--version", "1"]);
+    assert!(
+        stderr(&o).contains("no changes are staged"),
+        "{}",
+        stderr(&o)
+    );
+    let o = c.garage(0, &["layout", "apply"]);
+    assert!(stderr(&o).contains("--version"), "{}", stderr(&o));
+    // Assign without a zone or capacity.
+    let o = c.garage(0, &["layout", "assign", &id[..8]]);
+    assert!(stderr(&o).contains("-z"), "{}", stderr(&o));
+    let o = c.garage(0, &["layout", "assign", "-z", "dc1", &id[..8]]);
+    assert!(stderr(&o).contains("-c"), "{}", stderr(&o));
+    let o = c.garage(0, &["layout", "assign", "-z", "dc1", "-c", "1G", "ffff"]);
+    assert!(
+        stderr(&o).contains("no node id starts with"),
+        "{}",
+        stderr(&o)
+    );
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-c", "1G", &id[..8]]);
+    let o = c.garage(0, &["layout", "apply", "--version", "5"]);
+    assert!(stderr(&o).contains("--version 1"), "{}", stderr(&o));
+    // Revert needs --yes, then drops the staged change.
+    let o = c.garage(0, &["layout", "revert"]);
+    assert!(stderr(&o).contains("--yes"), "{}", stderr(&o));
+    c.garage_ok(0, &["layout", "revert", "--yes"]);
+    let show = c.garage_ok(0, &["layout", "show"]);
+    assert!(!show.contains("STAGED ROLE CHANGES"), "{show}");
+    // node id prints <id>@<addr>.
+    let out = c.garage_ok(0, &["node", "id", "-q"]);
+    assert_eq!(out.trim(), format!("{id}@{}", c.nodes[0].rpc_addr()));
+}

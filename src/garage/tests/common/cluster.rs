@@ -1,0 +1,246 @@
+//! Clusters of real `garage server` processes for end-to-end tests.
+//!
+//! Each node of each test gets its own loopback address (127.a.b.c, `a`
+//! from the test process, `b` from a per-process counter, `c` the node
+//! index), so that tests running in parallel never compete for ports.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Output;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant};
+
+use super::{garage_bin, stderr, stdout, Proc, DEADLINE};
+
+pub const RPC_PORT: u16 = 3901;
+
+static NEXT_CLUSTER: AtomicU8 = AtomicU8::new(1);
+
+/// A fresh 127.a.b.0 prefix for one cluster.
+pub fn fresh_subnet() -> (u8, u8) {
+    let a = 10 + (std::process::id() % 200) as u8;
+    let b = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+    (a, b)
+}
+
+pub fn random_secret() -> String {
+    (0..32)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+pub struct Node {
+    pub index: usize,
+    pub ip: Ipv4Addr,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub proc: Option<Proc>,
+    /// Full node id, known once the node has started.
+    pub id: Option<String>,
+}
+
+impl Node {
+    pub fn rpc_addr(&self) -> String {
+        format!("{}:{}", self.ip, RPC_PORT)
+    }
+
+    pub fn id(&self) -> &str {
+        self.id.as_deref().expect("node started")
+    }
+
+    pub fn proc(&self) -> &Proc {
+        self.proc.as_ref().expect("node running")
+    }
+}
+
+pub struct Cluster {
+    pub nodes: Vec<Node>,
+    pub secret: String,
+    pub replication_factor: usize,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Writes the configuration of `n` nodes; starts none.
+    pub fn new(n: usize, replication_factor: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = fresh_subnet();
+        let secret = random_secret();
+        let nodes = (0..n)
+            .map(|i| {
+                let ip = Ipv4Addr::new(127, a, b, 1 + i as u8);
+                let ndir = dir.path().join(format!("node{i}"));
+                std::fs::create_dir_all(&ndir).unwrap();
+                Node {
+                    index: i,
+                    ip,
+                    config: ndir.join("garage.toml"),
+                    dir: ndir,
+                    proc: None,
+                    id: None,
+                }
+            })
+            .collect();
+        let c = Self {
+            nodes,
+            secret,
+            replication_factor,
+            _dir: dir,
+        };
+        for i in 0..n {
+            c.write_config(i, &c.secret.clone(), &[]);
+        }
+        c
+    }
+
+    pub fn write_config(&self, i: usize, secret: &str, bootstrap: &[String]) {
+        let n = &self.nodes[i];
+        let peers = bootstrap
+            .iter()
+            .map(|p| format!("\"{p}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = format!(
+            r#"metadata_dir = "{meta}"
+data_dir = "{data}"
+replication_factor = {rf}
+rpc_bind_addr = "{ip}:{RPC_PORT}"
+rpc_public_addr = "{ip}:{RPC_PORT}"
+rpc_secret = "{secret}"
+bootstrap_peers = [{peers}]
+
+[s3_api]
+s3_region = "garage"
+api_bind_addr = "{ip}:3900"
+"#,
+            meta = n.dir.join("meta").display(),
+            data = n.dir.join("data").display(),
+            rf = self.replication_factor,
+            ip = n.ip,
+        );
+        std::fs::write(&n.config, text).unwrap();
+    }
+
+    /// Starts node `i` and waits until it listens; records its id.
+    pub fn start(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let p = Proc::spawn(&node.dir, &["-c", node.config.to_str().unwrap(), "server"]);
+        let line = p.wait_log("node id ");
+        let id = line
+            .split("node id ")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_hexdigit()).next())
+            .unwrap()
+            .to_string();
+        assert_eq!(id.len(), 64, "bad node id in {line:?}");
+        if let Some(old) = &node.id {
+            assert_eq!(old, &id, "node {i} changed id across restarts");
+        }
+        node.id = Some(id);
+        p.wait_log("garage is running");
+        node.proc = Some(p);
+    }
+
+    /// Starts node 0, then every other node with node 0 as its only
+    /// bootstrap peer.
+    pub fn start_all(&mut self) {
+        self.start(0);
+        let boot = vec![format!(
+            "{}@{}",
+            self.nodes[0].id(),
+            self.nodes[0].rpc_addr()
+        )];
+        for i in 1..self.nodes.len() {
+            self.write_config(i, &self.secret.clone(), &boot);
+            self.start(i);
+        }
+    }
+
+    /// Runs `garage -c <node i's config> args...`.
+    pub fn garage(&self, i: usize, args: &[&str]) -> Output {
+        let mut all = vec!["-c", self.nodes[i].config.to_str().unwrap()];
+        all.extend_from_slice(args);
+        super::garage(&self.nodes[i].dir, &all)
+    }
+
+    /// Like [`Cluster::garage`], and the command must succeed.
+    pub fn garage_ok(&self, i: usize, args: &[&str]) -> String {
+        let o = self.garage(i, args);
+        assert!(
+            o.status.success(),
+            "garage {args:?} on node {i} failed:\n{}\n{}",
+            stdout(&o),
+            stderr(&o)
+        );
+        stdout(&o)
+    }
+
+    /// Assigns node i to `zones[i]` with `capacity`, and applies.
+    pub fn apply_layout(&self, zones: &[&str], capacity: &str) {
+        for (i, z) in zones.iter().enumerate() {
+            let id = self.nodes[i].id().to_string();
+            self.garage_ok(0, &["layout", "assign", "-z", z, "-c", capacity, &id[..16]]);
+        }
+        let show = self.garage_ok(0, &["layout", "show"]);
+        let version = show
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("garage layout apply --version "))
+            .unwrap_or_else(|| panic!("no apply line in:\n{show}"))
+            .to_string();
+        self.garage_ok(0, &["layout", "apply", "--version", &version]);
+    }
+
+    pub fn kill(&mut self, i: usize) {
+        // Dropping the process handle SIGKILLs it and waits for it.
+        self.nodes[i].proc = None;
+    }
+
+    pub fn binary() -> PathBuf {
+        garage_bin()
+    }
+}
+
+/// Node ids (16-character prefixes) listed under HEALTHY and FAILED in the
+/// output of `garage status`.
+pub fn parse_status(out: &str) -> (Vec<String>, Vec<String>) {
+    let mut healthy = Vec::new();
+    let mut failed = Vec::new();
+    let mut section = 0;
+    for line in out.lines() {
+        if line.starts_with("==== HEALTHY NODES") {
+            section = 1;
+        } else if line.starts_with("==== FAILED NODES") {
+            section = 2;
+        } else if line.starts_with("====") {
+            section = 0;
+        } else if line.starts_with("ID ") || line.trim().is_empty() {
+            continue;
+        } else if let Some(id) = line.split_whitespace().next() {
+            if id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()) {
+                match section {
+                    1 => healthy.push(id.to_string()),
+                    2 => failed.push(id.to_string()),
+                    _ => (),
+                }
+            }
+        }
+    }
+    (healthy, failed)
+}
+
+/// Polls `check` until it returns true, failing after `deadline`.
+pub fn wait_until(what: &str, deadline: Duration, mut check: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    loop {
+        if check() {
+            return start.elapsed();
+        }
+        assert!(
+            start.elapsed() < deadline,
+            "{what}: not reached within {deadline:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub const CLUSTER_DEADLINE: Duration = DEADLINE;

@@ -1,0 +1,541 @@
+//! The node's view of the cluster: who is there, who answers, and which
+//! layout is current. Peers are found from `bootstrap_peers` and by gossip
+//! (every ping answer carries the answering node's known peers, so one
+//! bootstrap peer is enough to find all); every node pings every connected
+//! peer every [`PING_INTERVAL`], measuring the round-trip time; layouts are
+//! compared by digest on each ping and pulled and merged when they differ.
+
+pub mod peers;
+pub mod status;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use garage_net::{EndpointHandler, Message, NetApp, NetError, NodeId, Priority};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::layout::{LayoutError, LayoutHistory, LayoutParameters, NodeRole};
+use peers::Peers;
+use status::{free_space, free_space_of_all, hostname, FreeSpace, LayoutDigest, NodeStatus};
+
+/// How often each connected peer is pinged.
+pub const PING_INTERVAL: Duration = Duration::from_secs(2);
+/// How long a ping may take before it counts as missed.
+pub const PING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often unconnected known peers are (re)tried, within their backoff.
+pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
+/// File in `metadata_dir` that holds the layout.
+pub const LAYOUT_FILE: &str = "cluster_layout";
+/// Name of the endpoint carrying [`SystemRpc`]; the admin CLI talks to it too.
+pub const SYSTEM_ENDPOINT: &str = "garage_rpc/system";
+
+/// Messages of the system endpoint; requests and answers share the type.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum SystemRpc {
+    /// A ping carrying the sender's status; answered by `Pong`.
+    Ping(NodeStatus),
+    Pong(NodeStatus, Vec<(NodeId, SocketAddr)>),
+    PullLayout,
+    /// A layout, sent as an answer to `PullLayout` or pushed after a change.
+    Layout(Box<LayoutHistory>),
+    Ok,
+    Error(String),
+    // Administration, from the CLI.
+    GetClusterStatus,
+    ClusterStatus(Box<ClusterStatus>),
+    /// Connect to `<node_id>@<host>:<port>`.
+    Connect(String),
+    UpdateLayout(LayoutUpdate),
+}
+
+impl Message for SystemRpc {
+    type Response = SystemRpc;
+}
+
+/// A change to the layout, asked by an administrator.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum LayoutUpdate {
+    StageRoles(Vec<(NodeId, Option<NodeRole>)>),
+    StageParameters(LayoutParameters),
+    Apply { version: u64 },
+    Revert,
+}
+
+/// What `garage status` shows.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub nodes: Vec<KnownNode>,
+    pub layout: LayoutHistory,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KnownNode {
+    pub id: NodeId,
+    pub addr: Option<SocketAddr>,
+    pub is_up: bool,
+    pub last_seen_secs_ago: Option<u64>,
+    pub rtt_ms: Option<f64>,
+    pub hostname: Option<String>,
+    pub layout_version: Option<u64>,
+    pub metadata_space: Option<FreeSpace>,
+    pub data_space: Option<FreeSpace>,
+}
+
+/// Settings the system needs from the node configuration.
+#[derive(Clone, Debug)]
+pub struct SystemConfig {
+    pub replication_factor: usize,
+    pub metadata_dir: PathBuf,
+    pub data_dirs: Vec<PathBuf>,
+    pub rpc_public_addr: Option<SocketAddr>,
+    /// `<node_id>@<host>:<port>` strings.
+    pub bootstrap_peers: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SystemError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("invalid peer {0:?}: expected <node_id>@<host>:<port>, with the 64-hex-character node id shown by `garage node id`")]
+    BadPeer(String),
+    #[error("cannot resolve {addr}: {msg}")]
+    Resolve { addr: String, msg: String },
+    #[error("the cluster layout has replication factor {layout}, but this node's configuration says replication_factor = {config}: the replication factor of a cluster cannot be changed this way")]
+    ReplicationMismatch { layout: usize, config: usize },
+}
+
+pub struct System {
+    pub netapp: Arc<NetApp>,
+    config: SystemConfig,
+    layout_path: PathBuf,
+    layout: RwLock<LayoutHistory>,
+    peers: Mutex<Peers>,
+    hostname: String,
+    endpoint: Arc<garage_net::Endpoint<SystemRpc, System>>,
+}
+
+/// Parses `<node_id>@<host>:<port>`, resolving the host.
+pub fn parse_peer(s: &str) -> Result<(NodeId, SocketAddr), SystemError> {
+    let (id, addr) = s
+        .split_once('@')
+        .ok_or_else(|| SystemError::BadPeer(s.to_string()))?;
+    let id: NodeId = id
+        .parse()
+        .map_err(|_| SystemError::BadPeer(s.to_string()))?;
+    use std::net::ToSocketAddrs;
+    let addr = addr
+        .to_socket_addrs()
+        .map_err(|e| SystemError::Resolve {
+            addr: addr.to_string(),
+            msg: e.to_string(),
+        })?
+        .next()
+        .ok_or_else(|| SystemError::Resolve {
+            addr: addr.to_string(),
+            msg: "no address".into(),
+        })?;
+    Ok((id, addr))
+}
+
+fn digest(layout: &LayoutHistory) -> LayoutDigest {
+    let bytes = layout.to_bytes();
+    let hash = blake2_256(&bytes);
+    LayoutDigest {
+        version: layout.current().version,
+        hash,
+    }
+}
+
+fn blake2_256(data: &[u8]) -> [u8; 32] {
+    use blake2::digest::{Update, VariableOutput};
+    let mut h = blake2::Blake2bVar::new(32).expect("32 is a valid output size");
+    h.update(data);
+    let mut out = [0u8; 32];
+    h.finalize_variable(&mut out)
+        .expect("the buffer has the output size");
+    out
+}
+
+impl System {
+    /// Loads the layout from `metadata_dir` (or starts an empty one) and
+    /// registers the system endpoint on `netapp`.
+    pub fn new(netapp: Arc<NetApp>, config: SystemConfig) -> Result<Arc<Self>, SystemError> {
+        let layout_path = config.metadata_dir.join(LAYOUT_FILE);
+        let layout = match LayoutHistory::load(&layout_path)? {
+            Some(l) => {
+                if l.current().replication_factor != config.replication_factor {
+                    return Err(SystemError::ReplicationMismatch {
+                        layout: l.current().replication_factor,
+                        config: config.replication_factor,
+                    });
+                }
+                l
+            }
+            None => LayoutHistory::new(config.replication_factor),
+        };
+        let endpoint = netapp.endpoint::<SystemRpc, System>(SYSTEM_ENDPOINT);
+        let sys = Arc::new(Self {
+            netapp: netapp.clone(),
+            config,
+            layout_path,
+            layout: RwLock::new(layout),
+            peers: Mutex::new(Peers::default()),
+            hostname: hostname(),
+            endpoint,
+        });
+        sys.endpoint.set_handler(sys.clone());
+        let weak = Arc::downgrade(&sys);
+        netapp.on_connected(move |id, addr, incoming| {
+            if let Some(sys) = weak.upgrade() {
+                // An incoming connection may be an admin client, and its
+                // source port is ephemeral: such a peer counts once it pings
+                // us with its status and address.
+                if incoming {
+                    sys.peers().mark_connected_if_known(&id, Instant::now());
+                } else {
+                    sys.peers().connected(id, Some(addr), Instant::now());
+                    info!(peer = ?id, %addr, "connected to peer");
+                }
+            }
+        });
+        let weak = Arc::downgrade(&sys);
+        netapp.on_disconnected(move |id, _incoming| {
+            if let Some(sys) = weak.upgrade() {
+                let known = sys.peers().get(&id).is_some();
+                sys.peers().disconnected(&id, Instant::now());
+                if known {
+                    warn!(peer = ?id, "peer disconnected");
+                }
+            }
+        });
+        Ok(sys)
+    }
+
+    pub fn id(&self) -> NodeId {
+        self.netapp.id()
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, Peers> {
+        self.peers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current layout.
+    pub fn layout(&self) -> LayoutHistory {
+        self.layout
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn local_status(&self) -> NodeStatus {
+        NodeStatus {
+            hostname: self.hostname.clone(),
+            replication_factor: self.config.replication_factor,
+            rpc_public_addr: self.config.rpc_public_addr,
+            layout: digest(&self.layout.read().unwrap_or_else(|e| e.into_inner())),
+            metadata_space: free_space(&self.config.metadata_dir),
+            data_space: free_space_of_all(&self.config.data_dirs),
+        }
+    }
+
+    /// Runs discovery, pings and layout gossip until `must_exit` is true.
+    pub async fn run(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+        let now = Instant::now();
+        for p in self.config.bootstrap_peers.iter() {
+            match parse_peer(p) {
+                Ok((id, addr)) => self.peers().learn(id, Some(addr), now),
+                Err(e) => warn!("bootstrap_peers: {e}"),
+            }
+        }
+        tokio::join!(
+            self.clone().discovery_loop(must_exit.clone()),
+            self.clone().ping_loop(must_exit.clone()),
+        );
+    }
+
+    async fn discovery_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        while !*must_exit.borrow() {
+            let targets = self.peers().to_connect(&self.id(), Instant::now());
+            for (id, addr) in targets {
+                let sys = self.clone();
+                tokio::spawn(async move {
+                    match sys.netapp.connect(addr, Some(id)).await {
+                        Ok(_) => debug!(peer = ?id, %addr, "connected"),
+                        Err(e) => {
+                            debug!(peer = ?id, %addr, "cannot connect: {e}");
+                            sys.peers().connect_failed(&id, Instant::now());
+                        }
+                    }
+                });
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(DISCOVERY_INTERVAL) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+
+    async fn ping_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        while !*must_exit.borrow() {
+            let connected = self.peers().connected_ids();
+            for id in connected {
+                tokio::spawn(self.clone().ping(id));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(PING_INTERVAL) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+
+    async fn ping(self: Arc<Self>, id: NodeId) {
+        let start = Instant::now();
+        let msg = SystemRpc::Ping(self.local_status());
+        let res =
+            tokio::time::timeout(PING_TIMEOUT, self.endpoint.call(&id, msg, Priority::High)).await;
+        match res {
+            Ok(Ok(SystemRpc::Pong(status, known))) => {
+                let rtt = start.elapsed();
+                self.on_peer_status(id, &status, &known, Some(rtt)).await;
+            }
+            Ok(Ok(other)) => warn!(peer = ?id, "unexpected answer to ping: {other:?}"),
+            Ok(Err(e)) => self.ping_failed(id, &e.to_string()),
+            Err(_) => self.ping_failed(id, "timeout"),
+        }
+    }
+
+    fn ping_failed(&self, id: NodeId, why: &str) {
+        if self.peers().ping_failed(&id) {
+            warn!(peer = ?id, "peer is down: {} pings missed (last: {why})", peers::MAX_FAILED_PINGS);
+        }
+    }
+
+    /// Records what a peer said about itself and the peers it knows, and
+    /// pulls its layout if it differs from ours.
+    async fn on_peer_status(
+        &self,
+        id: NodeId,
+        status: &NodeStatus,
+        known: &[(NodeId, SocketAddr)],
+        rtt: Option<Duration>,
+    ) {
+        let now = Instant::now();
+        {
+            let mut peers = self.peers();
+            let was_down = peers.get(&id).is_some_and(|p| !p.is_up() && p.connected);
+            peers.heard_from(&id, status.clone(), rtt, now);
+            if was_down {
+                info!(peer = ?id, "peer is up again");
+            }
+            let me = self.id();
+            for (kid, addr) in known {
+                if *kid != me && peers.get(kid).is_none() {
+                    debug!(peer = ?kid, %addr, "learnt of peer by gossip");
+                    peers.learn(*kid, Some(*addr), now);
+                }
+            }
+        }
+        if status.replication_factor != self.config.replication_factor {
+            warn!(peer = ?id, "peer has replication_factor = {} but this node has {}: they cannot form one cluster", status.replication_factor, self.config.replication_factor);
+            return;
+        }
+        let mine = digest(&self.layout.read().unwrap_or_else(|e| e.into_inner()));
+        if status.layout != mine && status.layout.version >= mine.version {
+            match self
+                .endpoint
+                .call(&id, SystemRpc::PullLayout, Priority::High)
+                .await
+            {
+                Ok(SystemRpc::Layout(l)) => self.merge_layout(&l),
+                Ok(other) => warn!(peer = ?id, "unexpected answer to PullLayout: {other:?}"),
+                Err(e) => debug!(peer = ?id, "cannot pull layout: {e}"),
+            }
+        }
+    }
+
+    /// Merges a received layout; saves it and tells every peer when ours
+    /// changed.
+    fn merge_layout(&self, other: &LayoutHistory) {
+        if other.current().replication_factor != self.config.replication_factor {
+            warn!(
+                "ignoring a layout with replication factor {} (this node has {})",
+                other.current().replication_factor,
+                self.config.replication_factor
+            );
+            return;
+        }
+        let changed = {
+            let mut l = self.layout.write().unwrap_or_else(|e| e.into_inner());
+            let before = l.current().version;
+            let changed = l.merge(other);
+            if changed && l.current().version != before {
+                info!("cluster layout is now version {}", l.current().version);
+            }
+            changed
+        };
+        if changed {
+            self.layout_changed();
+        }
+    }
+
+    /// Saves the layout and pushes it to every connected peer.
+    fn layout_changed(&self) {
+        let layout = self.layout();
+        if let Err(e) = layout.save(&self.layout_path) {
+            warn!("cannot save the cluster layout: {e}");
+        }
+        let connected = self.peers().connected_ids();
+        for id in connected {
+            let ep = self.endpoint.clone();
+            let msg = SystemRpc::Layout(Box::new(layout.clone()));
+            tokio::spawn(async move {
+                if let Err(e) = ep.call(&id, msg, Priority::High).await {
+                    debug!(peer = ?id, "cannot push layout: {e}");
+                }
+            });
+        }
+    }
+
+    fn known_peers(&self) -> Vec<(NodeId, SocketAddr)> {
+        let mut v: Vec<(NodeId, SocketAddr)> = self
+            .peers()
+            .iter()
+            .filter(|(_, p)| p.is_up())
+            .filter_map(|(id, p)| p.addr.map(|a| (*id, a)))
+            .collect();
+        if let Some(a) = self.config.rpc_public_addr {
+            v.push((self.id(), a));
+        }
+        v
+    }
+
+    /// Nodes known to this node, itself included, for `garage status`.
+    pub fn cluster_status(&self) -> ClusterStatus {
+        let layout = self.layout();
+        let now = Instant::now();
+        let me = self.local_status();
+        let mut nodes = vec![KnownNode {
+            id: self.id(),
+            addr: self.config.rpc_public_addr,
+            is_up: true,
+            last_seen_secs_ago: Some(0),
+            rtt_ms: Some(0.0),
+            hostname: Some(me.hostname.clone()),
+            layout_version: Some(me.layout.version),
+            metadata_space: me.metadata_space,
+            data_space: me.data_space,
+        }];
+        let peers = self.peers();
+        for (id, p) in peers.iter() {
+            if *id == self.id() {
+                continue;
+            }
+            nodes.push(KnownNode {
+                id: *id,
+                addr: p.addr,
+                is_up: p.is_up(),
+                last_seen_secs_ago: p.last_seen.map(|t| now.duration_since(t).as_secs()),
+                rtt_ms: p.rtt.map(|d| d.as_secs_f64() * 1000.0),
+                hostname: p.status.as_ref().map(|s| s.hostname.clone()),
+                layout_version: p.status.as_ref().map(|s| s.layout.version),
+                metadata_space: p.status.as_ref().and_then(|s| s.metadata_space),
+                data_space: p.status.as_ref().and_then(|s| s.data_space),
+            });
+        }
+        // Nodes with a role that we never heard of are listed as down.
+        for id in layout.current().roles.keys() {
+            if !nodes.iter().any(|n| n.id == *id) {
+                nodes.push(KnownNode {
+                    id: *id,
+                    addr: None,
+                    is_up: false,
+                    last_seen_secs_ago: None,
+                    rtt_ms: None,
+                    hostname: None,
+                    layout_version: None,
+                    metadata_space: None,
+                    data_space: None,
+                });
+            }
+        }
+        nodes.sort_by_key(|n| n.id);
+        ClusterStatus { nodes, layout }
+    }
+
+    fn update_layout(&self, update: LayoutUpdate) -> Result<(), SystemError> {
+        {
+            let mut l = self.layout.write().unwrap_or_else(|e| e.into_inner());
+            match update {
+                LayoutUpdate::StageRoles(roles) => {
+                    for (id, role) in roles {
+                        l.stage_role(id, role);
+                    }
+                }
+                LayoutUpdate::StageParameters(p) => l.stage_parameters(p),
+                LayoutUpdate::Apply { version } => {
+                    let report = l.apply(version)?;
+                    info!(
+                        "applied cluster layout version {version}: partition size {} bytes, {} partition copies moved",
+                        report.partition_size, report.moved
+                    );
+                }
+                LayoutUpdate::Revert => l.revert(),
+            }
+        }
+        self.layout_changed();
+        Ok(())
+    }
+
+    /// Connects to `<id>@<host>:<port>` now.
+    pub async fn connect(&self, peer: &str) -> Result<(), SystemError> {
+        let (id, addr) = parse_peer(peer)?;
+        self.peers().learn(id, Some(addr), Instant::now());
+        self.netapp.connect(addr, Some(id)).await?;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl EndpointHandler<SystemRpc> for System {
+    async fn handle(&self, msg: SystemRpc, from: NodeId) -> SystemRpc {
+        match msg {
+            SystemRpc::Ping(status) => {
+                // Only nodes ping: this one is a peer, reachable at the
+                // address it advertises.
+                {
+                    let mut peers = self.peers();
+                    peers.learn(from, status.rpc_public_addr, Instant::now());
+                    peers.mark_connected_if_known(&from, Instant::now());
+                }
+                self.on_peer_status(from, &status, &[], None).await;
+                SystemRpc::Pong(self.local_status(), self.known_peers())
+            }
+            SystemRpc::PullLayout => SystemRpc::Layout(Box::new(self.layout())),
+            SystemRpc::Layout(l) => {
+                self.merge_layout(&l);
+                SystemRpc::Ok
+            }
+            SystemRpc::GetClusterStatus => {
+                SystemRpc::ClusterStatus(Box::new(self.cluster_status()))
+            }
+            SystemRpc::Connect(peer) => match self.connect(&peer).await {
+                Ok(()) => SystemRpc::Ok,
+                Err(e) => SystemRpc::Error(e.to_string()),
+            },
+            SystemRpc::UpdateLayout(u) => match self.update_layout(u) {
+                Ok(()) => SystemRpc::Ok,
+                Err(e) => SystemRpc::Error(e.to_string()),
+            },
+            other @ (SystemRpc::Pong(..)
+            | SystemRpc::Ok
+            | SystemRpc::Error(_)
+            | SystemRpc::ClusterStatus(_)) => SystemRpc::Error(format!("not a request: {other:?}")),
+        }
+    }
+}

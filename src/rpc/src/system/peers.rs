@@ -1,0 +1,254 @@
+//! What a node knows of its peers: where to reach them, whether they
+//! answer, how far they are. Pure bookkeeping, driven by the system loops.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use super::status::NodeStatus;
+use crate::NodeId;
+
+/// Pings missed in a row after which a connected peer is reported down.
+pub const MAX_FAILED_PINGS: u32 = 3;
+/// Delay before the first reconnection attempt; doubles on each failure.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_secs(1);
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Debug)]
+pub struct Peer {
+    pub addr: Option<SocketAddr>,
+    pub connected: bool,
+    pub failed_pings: u32,
+    /// Smoothed round-trip time of pings.
+    pub rtt: Option<Duration>,
+    pub last_seen: Option<Instant>,
+    pub status: Option<NodeStatus>,
+    connect_failures: u32,
+    next_attempt: Instant,
+}
+
+impl Peer {
+    fn new(addr: Option<SocketAddr>, now: Instant) -> Self {
+        Self {
+            addr,
+            connected: false,
+            failed_pings: 0,
+            rtt: None,
+            last_seen: None,
+            status: None,
+            connect_failures: 0,
+            next_attempt: now,
+        }
+    }
+
+    /// Up: connected and answering pings.
+    pub fn is_up(&self) -> bool {
+        self.connected && self.failed_pings < MAX_FAILED_PINGS
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Peers {
+    map: HashMap<NodeId, Peer>,
+}
+
+impl Peers {
+    pub fn get(&self, id: &NodeId) -> Option<&Peer> {
+        self.map.get(id)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&NodeId, &Peer)> {
+        self.map.iter()
+    }
+
+    /// Learns of a peer (from bootstrap, gossip or a connection); a known
+    /// address is replaced only by a newer one.
+    pub fn learn(&mut self, id: NodeId, addr: Option<SocketAddr>, now: Instant) {
+        let p = self.map.entry(id).or_insert_with(|| Peer::new(addr, now));
+        if addr.is_some() {
+            p.addr = addr;
+        }
+    }
+
+    pub fn connected(&mut self, id: NodeId, addr: Option<SocketAddr>, now: Instant) {
+        self.learn(id, addr, now);
+        let p = self.map.get_mut(&id).expect("just learnt");
+        p.connected = true;
+        p.failed_pings = 0;
+        p.connect_failures = 0;
+        p.last_seen = Some(now);
+    }
+
+    /// An incoming connection from `id`: it counts only if `id` is a known
+    /// node (admin clients connect too, and are not peers).
+    pub fn mark_connected_if_known(&mut self, id: &NodeId, now: Instant) {
+        if let Some(p) = self.map.get_mut(id) {
+            p.connected = true;
+            p.last_seen = Some(now);
+        }
+    }
+
+    /// Known peers with a live connection.
+    pub fn connected_ids(&self) -> Vec<NodeId> {
+        self.map
+            .iter()
+            .filter(|(_, p)| p.connected)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    pub fn disconnected(&mut self, id: &NodeId, now: Instant) {
+        if let Some(p) = self.map.get_mut(id) {
+            p.connected = false;
+            p.next_attempt = now + RECONNECT_BACKOFF_MIN;
+        }
+    }
+
+    /// The peer answered a ping (`rtt` is then its round-trip time) or sent
+    /// one: it is alive, and this is its status.
+    pub fn heard_from(
+        &mut self,
+        id: &NodeId,
+        status: NodeStatus,
+        rtt: Option<Duration>,
+        now: Instant,
+    ) {
+        if let Some(p) = self.map.get_mut(id) {
+            p.failed_pings = 0;
+            p.last_seen = Some(now);
+            if let Some(rtt) = rtt {
+                // Exponential smoothing, weight 1/4 to the new sample.
+                p.rtt = Some(match p.rtt {
+                    None => rtt,
+                    Some(old) => (old * 3 + rtt) / 4,
+                });
+            }
+            if let Some(a) = status.rpc_public_addr {
+                p.addr = Some(a);
+            }
+            p.status = Some(status);
+        }
+    }
+
+    /// Returns true when this failure makes the peer count as down.
+    pub fn ping_failed(&mut self, id: &NodeId) -> bool {
+        match self.map.get_mut(id) {
+            Some(p) => {
+                p.failed_pings += 1;
+                p.failed_pings == MAX_FAILED_PINGS
+            }
+            None => false,
+        }
+    }
+
+    pub fn connect_failed(&mut self, id: &NodeId, now: Instant) {
+        if let Some(p) = self.map.get_mut(id) {
+            p.connect_failures += 1;
+            let factor = 1u32 << p.connect_failures.min(5);
+            p.next_attempt = now + (RECONNECT_BACKOFF_MIN * factor).min(RECONNECT_BACKOFF_MAX);
+        }
+    }
+
+    /// Peers to (re)connect to now: known address, not connected, backoff
+    /// elapsed.
+    pub fn to_connect(&self, me: &NodeId, now: Instant) -> Vec<(NodeId, SocketAddr)> {
+        self.map
+            .iter()
+            .filter(|(id, p)| *id != me && !p.connected && p.next_attempt <= now)
+            .filter_map(|(id, p)| p.addr.map(|a| (*id, a)))
+            .collect()
+    }
+
+    /// Ids ordered nearest first (measured RTT; unknown RTT last).
+    pub fn by_distance(&self, ids: &[NodeId]) -> Vec<NodeId> {
+        let mut v = ids.to_vec();
+        v.sort_by_key(|id| {
+            self.map
+                .get(id)
+                .and_then(|p| if p.is_up() { p.rtt } else { None })
+                .unwrap_or(Duration::MAX)
+        });
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status() -> NodeStatus {
+        NodeStatus {
+            hostname: "h".into(),
+            replication_factor: 3,
+            rpc_public_addr: None,
+            layout: super::super::status::LayoutDigest {
+                version: 0,
+                hash: [0; 32],
+            },
+            metadata_space: None,
+            data_space: None,
+        }
+    }
+
+    fn id(n: u8) -> NodeId {
+        NodeId::from([n; 32])
+    }
+
+    #[test]
+    fn down_after_missed_pings_up_after_an_answer() {
+        let now = Instant::now();
+        let mut peers = Peers::default();
+        peers.connected(id(1), Some("127.0.0.1:1".parse().unwrap()), now);
+        assert!(peers.get(&id(1)).unwrap().is_up());
+        assert!(!peers.ping_failed(&id(1)));
+        assert!(!peers.ping_failed(&id(1)));
+        assert!(peers.ping_failed(&id(1)), "third miss reports it down");
+        assert!(!peers.get(&id(1)).unwrap().is_up());
+        peers.heard_from(&id(1), status(), Some(Duration::from_millis(10)), now);
+        assert!(peers.get(&id(1)).unwrap().is_up());
+        peers.disconnected(&id(1), now);
+        assert!(!peers.get(&id(1)).unwrap().is_up());
+    }
+
+    #[test]
+    fn reconnection_backs_off() {
+        let now = Instant::now();
+        let mut peers = Peers::default();
+        let addr = "127.0.0.1:2".parse().unwrap();
+        peers.learn(id(2), Some(addr), now);
+        assert_eq!(peers.to_connect(&id(0), now), vec![(id(2), addr)]);
+        peers.connect_failed(&id(2), now);
+        assert!(peers.to_connect(&id(0), now).is_empty());
+        assert!(peers.to_connect(&id(0), now + Duration::from_secs(2)).len() == 1);
+        for _ in 0..10 {
+            peers.connect_failed(&id(2), now);
+        }
+        assert!(peers
+            .to_connect(&id(0), now + Duration::from_secs(29))
+            .is_empty());
+        assert_eq!(
+            peers.to_connect(&id(0), now + RECONNECT_BACKOFF_MAX).len(),
+            1
+        );
+        // Never ourselves.
+        peers.learn(id(0), Some(addr), now);
+        assert!(peers
+            .to_connect(&id(0), now + RECONNECT_BACKOFF_MAX)
+            .iter()
+            .all(|(i, _)| *i != id(0)));
+    }
+
+    #[test]
+    fn nearest_first() {
+        let now = Instant::now();
+        let mut peers = Peers::default();
+        for (n, ms) in [(1u8, 50u64), (2, 5), (3, 20)] {
+            peers.connected(id(n), None, now);
+            peers.heard_from(&id(n), status(), Some(Duration::from_millis(ms)), now);
+        }
+        assert_eq!(
+            peers.by_distance(&[id(1), id(2), id(3), id(9)]),
+            vec![id(2), id(3), id(1), id(9)]
+        );
+    }
+}
