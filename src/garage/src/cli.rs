@@ -1,10 +1,24 @@
 //! Command-line interface. Verbs, flags and environment variables follow the
-//! reference system's CLI so that operators' scripts keep working; global
-//! options may be given before or after the verb.
+//! reference system's CLI so that operators' scripts keep working. The
+//! secret and host options may be given before or after the verb; `-c` is
+//! the configuration file before the verb (and after `server`), while after
+//! `layout assign` it is the capacity, as in the reference CLI.
 
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
+
+impl Opt {
+    /// The configuration file given with `-c`, before or after `server`.
+    pub fn config_path(&self) -> Option<&PathBuf> {
+        match &self.cmd {
+            Command::Server {
+                config: Some(path), ..
+            } => Some(path),
+            _ => self.config.as_ref(),
+        }
+    }
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -29,8 +43,8 @@ pub struct Opt {
     /// Configuration file [default: /etc/garage.toml; `garage server` falls
     /// back to a built-in single-node configuration when that file does not
     /// exist]
-    #[arg(short = 'c', long, env = "GARAGE_CONFIG_FILE", global = true)]
-    pub config: Option<PathBuf>,
+    #[arg(short = 'c', long, env = "GARAGE_CONFIG_FILE")]
+    config: Option<PathBuf>,
 
     #[command(flatten)]
     pub secrets: SecretOpt,
@@ -85,7 +99,11 @@ pub struct SecretOpt {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the garage daemon
-    Server,
+    Server {
+        /// Configuration file (same as `garage -c FILE server`)
+        #[arg(short = 'c', long)]
+        config: Option<PathBuf>,
+    },
     /// Show the nodes of the cluster and their health
     Status,
     /// Node identity and connections
@@ -113,7 +131,7 @@ pub enum Command {
 impl Command {
     pub fn name(&self) -> &'static str {
         match self {
-            Command::Server => "server",
+            Command::Server { .. } => "server",
             Command::Status => "status",
             Command::Node(_) => "node",
             Command::Layout(_) => "layout",
@@ -222,4 +240,33 @@ pub struct ConvertDbOpt {
     /// LMDB map size of an LMDB output, e.g. "100GiB" [default: 1TiB]
     #[arg(long)]
     pub lmdb_map_size: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Opt::command().debug_assert();
+    }
+
+    #[test]
+    fn dash_c_is_config_before_the_verb_and_capacity_after_assign() {
+        let opt = Opt::try_parse_from([
+            "garage", "-c", "/x.toml", "layout", "assign", "-z", "dc1", "-c", "1G", "abcd",
+        ])
+        .unwrap();
+        assert_eq!(opt.config_path(), Some(&PathBuf::from("/x.toml")));
+        match opt.cmd {
+            Command::Layout(LayoutOperation::Assign(a)) => {
+                assert_eq!(a.capacity.as_deref(), Some("1G"));
+                assert_eq!(a.zone.as_deref(), Some("dc1"));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let opt = Opt::try_parse_from(["garage", "server", "-c", "/y.toml"]).unwrap();
+        assert_eq!(opt.config_path(), Some(&PathBuf::from("/y.toml")));
+    }
 }

@@ -19,7 +19,7 @@ pub enum Loaded {
 /// uses the built-in single-node configuration under the working directory.
 /// Secrets from the command line and environment are applied.
 pub fn load(opt: &Opt, builtin_fallback: bool) -> anyhow::Result<(Config, Loaded)> {
-    let (mut config, loaded) = match &opt.config {
+    let (mut config, loaded) = match opt.config_path() {
         Some(path) => (Config::read(path)?, Loaded::File),
         None if Path::new(DEFAULT_CONFIG_PATH).exists() || !builtin_fallback => {
             (Config::read(Path::new(DEFAULT_CONFIG_PATH))?, Loaded::File)

@@ -19,7 +19,7 @@ use cli::{Command, Opt};
 fn init_logging(cmd: &Command) {
     // Operators' logs: one line per event, on stderr. RUST_LOG overrides.
     let default = match cmd {
-        Command::Server => "info",
+        Command::Server { .. } => "info",
         _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
     let opt = Opt::parse();
     init_logging(&opt.cmd);
     let res = match &opt.cmd {
-        Command::Server => server::run(&opt),
+        Command::Server { .. } => server::run(&opt),
         Command::ConvertDb(c) => convert_db::run(c),
         Command::Status | Command::Node(_) | Command::Layout(_) => run_admin(&opt),
         other => Err(anyhow::anyhow!(

@@ -302,7 +302,9 @@ impl System {
         match res {
             Ok(Ok(SystemRpc::Pong(status, known))) => {
                 let rtt = start.elapsed();
-                self.on_peer_status(id, &status, &known, Some(rtt)).await;
+                if self.record_peer_status(id, &status, &known, Some(rtt)) {
+                    self.pull_layout(id).await;
+                }
             }
             Ok(Ok(other)) => warn!(peer = ?id, "unexpected answer to ping: {other:?}"),
             Ok(Err(e)) => self.ping_failed(id, &e.to_string()),
@@ -316,15 +318,16 @@ impl System {
         }
     }
 
-    /// Records what a peer said about itself and the peers it knows, and
-    /// pulls its layout if it differs from ours.
-    async fn on_peer_status(
+    /// Records what a peer said about itself and the peers it knows.
+    /// Returns true when the peer's layout differs from ours and is not
+    /// older, so ours should be merged with it.
+    fn record_peer_status(
         &self,
         id: NodeId,
         status: &NodeStatus,
         known: &[(NodeId, SocketAddr)],
         rtt: Option<Duration>,
-    ) {
+    ) -> bool {
         let now = Instant::now();
         {
             let mut peers = self.peers();
@@ -343,19 +346,21 @@ impl System {
         }
         if status.replication_factor != self.config.replication_factor {
             warn!(peer = ?id, "peer has replication_factor = {} but this node has {}: they cannot form one cluster", status.replication_factor, self.config.replication_factor);
-            return;
+            return false;
         }
         let mine = digest(&self.layout.read().unwrap_or_else(|e| e.into_inner()));
-        if status.layout != mine && status.layout.version >= mine.version {
-            match self
-                .endpoint
-                .call(&id, SystemRpc::PullLayout, Priority::High)
-                .await
-            {
-                Ok(SystemRpc::Layout(l)) => self.merge_layout(&l),
-                Ok(other) => warn!(peer = ?id, "unexpected answer to PullLayout: {other:?}"),
-                Err(e) => debug!(peer = ?id, "cannot pull layout: {e}"),
-            }
+        status.layout != mine && status.layout.version >= mine.version
+    }
+
+    async fn pull_layout(&self, id: NodeId) {
+        match self
+            .endpoint
+            .call(&id, SystemRpc::PullLayout, Priority::High)
+            .await
+        {
+            Ok(SystemRpc::Layout(l)) => self.merge_layout(&l),
+            Ok(other) => warn!(peer = ?id, "unexpected answer to PullLayout: {other:?}"),
+            Err(e) => debug!(peer = ?id, "cannot pull layout: {e}"),
         }
     }
 
@@ -513,7 +518,9 @@ impl EndpointHandler<SystemRpc> for System {
                     peers.learn(from, status.rpc_public_addr, Instant::now());
                     peers.mark_connected_if_known(&from, Instant::now());
                 }
-                self.on_peer_status(from, &status, &[], None).await;
+                // The answer must not wait on anything: a newer layout on
+                // the pinging side is pulled when our own ping to it sees it.
+                self.record_peer_status(from, &status, &[], None);
                 SystemRpc::Pong(self.local_status(), self.known_peers())
             }
             SystemRpc::PullLayout => SystemRpc::Layout(Box::new(self.layout())),
