@@ -1,6 +1,6 @@
 //! Which addresses the RPC layer binds to and advertises.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 
 use anyhow::{anyhow, Context};
 use garage_util::config::Config;
@@ -30,11 +30,19 @@ pub fn public_addr(config: &Config) -> anyhow::Result<Option<SocketAddr>> {
     }
 }
 
-/// Where an admin command reaches the node this configuration describes:
-/// its public address, else loopback on the RPC port.
-pub fn local_target(config: &Config) -> anyhow::Result<SocketAddr> {
-    Ok(match public_addr(config)? {
-        Some(a) => a,
-        None => SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), config.rpc_bind_addr.port()),
-    })
+/// Where an admin command reaches the node this configuration describes.
+/// The command runs on that node's machine, so it dials `rpc_bind_addr`
+/// (loopback on the RPC port when bound to all interfaces) rather than the
+/// public address, which may only be reachable from outside (NAT, proxies).
+pub fn local_target(config: &Config) -> SocketAddr {
+    let bind = config.rpc_bind_addr;
+    if bind.ip().is_unspecified() {
+        let loopback = match bind.ip() {
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        };
+        SocketAddr::new(loopback, bind.port())
+    } else {
+        bind
+    }
 }

@@ -91,6 +91,35 @@ fn five_nodes_in_three_zones() {
         "the layout survived the restart"
     );
 
+    // Cut node 2 off without closing any connection, as when a site's link
+    // fails: only missed pings tell. Both sides notice.
+    let cut = short(&c, 2);
+    c.set_isolated(2, true);
+    for i in [0, 1, 3, 4] {
+        let t = wait_until(
+            &format!("node {i} reports isolated node 2 failed"),
+            Duration::from_secs(15),
+            || status(&c, i).1.contains(&cut),
+        );
+        eprintln!("node {i} reported isolated node 2 failed after {t:?}");
+    }
+    wait_until(
+        "isolated node 2 reports the 4 others failed",
+        Duration::from_secs(15),
+        || status(&c, 2).1.len() == 4,
+    );
+    c.set_isolated(2, false);
+    for i in 0..5 {
+        wait_until(
+            &format!("node {i} sees 5 healthy nodes after the link is back"),
+            CLUSTER_DEADLINE,
+            || {
+                let (healthy, failed) = status(&c, i);
+                healthy.len() == 5 && failed.is_empty()
+            },
+        );
+    }
+
     // A peer that connects and sends garbage is dropped without harm.
     let mut s = std::net::TcpStream::connect(c.nodes[0].rpc_addr()).unwrap();
     let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
@@ -155,5 +184,5 @@ fn layout_commands_explain_mistakes() {
     assert!(!show.contains("STAGED ROLE CHANGES"), "{show}");
     // node id prints <id>@<addr>.
     let out = c.garage_ok(0, &["node", "id", "-q"]);
-    assert_eq!(out.trim(), format!("{id}@{}", c.nodes[0].rpc_addr()));
+    assert_eq!(out.trim(), format!("{id}@{}", c.nodes[0].public_addr()));
 }

@@ -3,16 +3,22 @@
 //! Each node of each test gets its own loopback address (127.a.b.c, `a`
 //! from the test process, `b` from a per-process counter, `c` the node
 //! index), so that tests running in parallel never compete for ports.
+//! Nodes reach each other through a [`Proxy`] per node (see `proxy.rs`), so
+//! a test can isolate a node or add latency between nodes.
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::proxy::{Net, Proxy};
 use super::{garage_bin, stderr, stdout, Proc, DEADLINE};
 
 pub const RPC_PORT: u16 = 3901;
+/// Port of the proxy in front of each node: its advertised address.
+pub const PROXY_PORT: u16 = 3911;
 
 static NEXT_CLUSTER: AtomicU8 = AtomicU8::new(1);
 
@@ -37,11 +43,18 @@ pub struct Node {
     pub proc: Option<Proc>,
     /// Full node id, known once the node has started.
     pub id: Option<String>,
+    _proxy: Proxy,
 }
 
 impl Node {
+    /// Where the node listens.
     pub fn rpc_addr(&self) -> String {
         format!("{}:{}", self.ip, RPC_PORT)
+    }
+
+    /// Where other nodes reach it (through its proxy): its `rpc_public_addr`.
+    pub fn public_addr(&self) -> String {
+        format!("{}:{}", self.ip, PROXY_PORT)
     }
 
     pub fn id(&self) -> &str {
@@ -57,7 +70,19 @@ pub struct Cluster {
     pub nodes: Vec<Node>,
     pub secret: String,
     pub replication_factor: usize,
+    /// The links between nodes.
+    pub net: Arc<Net>,
     _dir: tempfile::TempDir,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Processes first (dropping a Proc kills it), then the proxies.
+        for n in self.nodes.iter_mut() {
+            n.proc = None;
+        }
+        self.net.shutdown();
+    }
 }
 
 impl Cluster {
@@ -66,11 +91,17 @@ impl Cluster {
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = fresh_subnet();
         let secret = random_secret();
+        let net = Net::new();
         let nodes = (0..n)
             .map(|i| {
                 let ip = Ipv4Addr::new(127, a, b, 1 + i as u8);
                 let ndir = dir.path().join(format!("node{i}"));
                 std::fs::create_dir_all(&ndir).unwrap();
+                let proxy = Proxy::start(
+                    net.clone(),
+                    SocketAddr::new(ip.into(), PROXY_PORT),
+                    SocketAddr::new(ip.into(), RPC_PORT),
+                );
                 Node {
                     index: i,
                     ip,
@@ -78,6 +109,7 @@ impl Cluster {
                     dir: ndir,
                     proc: None,
                     id: None,
+                    _proxy: proxy,
                 }
             })
             .collect();
@@ -85,6 +117,7 @@ impl Cluster {
             nodes,
             secret,
             replication_factor,
+            net,
             _dir: dir,
         };
         for i in 0..n {
@@ -105,7 +138,8 @@ impl Cluster {
 data_dir = "{data}"
 replication_factor = {rf}
 rpc_bind_addr = "{ip}:{RPC_PORT}"
-rpc_public_addr = "{ip}:{RPC_PORT}"
+rpc_public_addr = "{ip}:{PROXY_PORT}"
+rpc_bind_outgoing = true
 rpc_secret = "{secret}"
 bootstrap_peers = [{peers}]
 
@@ -148,7 +182,7 @@ api_bind_addr = "{ip}:3900"
         let boot = vec![format!(
             "{}@{}",
             self.nodes[0].id(),
-            self.nodes[0].rpc_addr()
+            self.nodes[0].public_addr()
         )];
         for i in 1..self.nodes.len() {
             self.write_config(i, &self.secret.clone(), &boot);
@@ -193,6 +227,19 @@ api_bind_addr = "{ip}:3900"
     pub fn kill(&mut self, i: usize) {
         // Dropping the process handle SIGKILLs it and waits for it.
         self.nodes[i].proc = None;
+    }
+
+    /// Cuts node `i` off from the other nodes (or reconnects it): its
+    /// connections stay open but carry nothing, as when a site's link
+    /// fails. Its own admin CLI still reaches it.
+    pub fn set_isolated(&self, i: usize, isolated: bool) {
+        self.net
+            .set_isolated(IpAddr::V4(self.nodes[i].ip), isolated);
+    }
+
+    /// One-way latency added between every pair of nodes.
+    pub fn set_latency(&self, one_way: Duration) {
+        self.net.set_delay(one_way);
     }
 
     pub fn binary() -> PathBuf {

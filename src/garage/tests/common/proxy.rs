@@ -1,0 +1,185 @@
+//! A user-space TCP proxy standing for the network between test nodes.
+//!
+//! Every node of a [`super::cluster::Cluster`] advertises a proxy address as
+//! its `rpc_public_addr`, so all node-to-node traffic crosses a [`Proxy`].
+//! Nodes dial out from their own loopback address (`rpc_bind_outgoing`), so
+//! a proxy knows both ends of each connection. Through the shared [`Net`],
+//! a test can:
+//! - isolate a node: bytes to and from it stop flowing, but no connection is
+//!   closed, as when a site's link goes down (only pings can notice);
+//! - add one-way latency to every link (`tc netem` is not available).
+//!
+//! Threads only, bounded by timeouts so that dropping the proxy stops them.
+
+use std::collections::HashSet;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How often blocked or idle threads look at the shared state.
+const POLL: Duration = Duration::from_millis(20);
+/// Chunks in flight per direction before the reader waits (back-pressure).
+const IN_FLIGHT: usize = 256;
+
+#[derive(Default)]
+struct NetState {
+    isolated: HashSet<IpAddr>,
+    delay: Duration,
+}
+
+/// What all proxies of one cluster share: which nodes are cut off, and the
+/// one-way latency of every link.
+#[derive(Default)]
+pub struct Net {
+    state: Mutex<NetState>,
+    stop: AtomicBool,
+}
+
+impl Net {
+    pub fn new() -> Arc<Net> {
+        Arc::new(Net::default())
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, NetState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Cuts every link to and from `ip` (or restores them).
+    pub fn set_isolated(&self, ip: IpAddr, isolated: bool) {
+        let mut s = self.state();
+        if isolated {
+            s.isolated.insert(ip);
+        } else {
+            s.isolated.remove(&ip);
+        }
+    }
+
+    /// One-way latency added to every byte crossing any link.
+    pub fn set_delay(&self, delay: Duration) {
+        self.state().delay = delay;
+    }
+
+    fn blocked(&self, a: IpAddr, b: IpAddr) -> bool {
+        let s = self.state();
+        s.isolated.contains(&a) || s.isolated.contains(&b)
+    }
+
+    fn delay(&self) -> Duration {
+        self.state().delay
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Stops every proxy thread (they exit within a poll interval).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Listens on `listen` and forwards each connection to `target`.
+pub struct Proxy {
+    pub listen: SocketAddr,
+}
+
+impl Proxy {
+    pub fn start(net: Arc<Net>, listen: SocketAddr, target: SocketAddr) -> Proxy {
+        let listener = TcpListener::bind(listen)
+            .unwrap_or_else(|e| panic!("proxy cannot listen on {listen}: {e}"));
+        listener.set_nonblocking(true).unwrap();
+        thread::spawn(move || accept_loop(net, listener, target));
+        Proxy { listen }
+    }
+}
+
+fn accept_loop(net: Arc<Net>, listener: TcpListener, target: SocketAddr) {
+    while !net.stopped() {
+        match listener.accept() {
+            Ok((client, from)) => {
+                let net = net.clone();
+                thread::spawn(move || {
+                    // The node behind the proxy sees the proxy as the peer;
+                    // a refused connection just closes the client's side.
+                    if let Ok(server) = TcpStream::connect_timeout(&target, Duration::from_secs(5))
+                    {
+                        link(net, client, from.ip(), server, target.ip());
+                    }
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
+            Err(_) => thread::sleep(POLL),
+        }
+    }
+}
+
+/// Forwards both directions between `a` (from address `a_ip`) and `b`.
+fn link(net: Arc<Net>, a: TcpStream, a_ip: IpAddr, b: TcpStream, b_ip: IpAddr) {
+    a.set_nonblocking(false).unwrap();
+    let (a2, b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+    let n2 = net.clone();
+    thread::spawn(move || pipe(n2, a, b2, (a_ip, b_ip)));
+    pipe(net, b, a2, (a_ip, b_ip));
+}
+
+/// Copies `from` into `to`, each chunk delayed by the current latency and
+/// held while either end is isolated. EOF is passed on as a half-close.
+fn pipe(net: Arc<Net>, mut from: TcpStream, mut to: TcpStream, ends: (IpAddr, IpAddr)) {
+    let (tx, rx) = sync_channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
+    let writer_net = net.clone();
+    let mut to_w = to.try_clone().unwrap();
+    let writer = thread::spawn(move || write_side(writer_net, rx, &mut to_w, ends));
+    read_side(&net, &mut from, tx);
+    let _ = writer.join();
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+fn read_side(net: &Net, from: &mut TcpStream, tx: SyncSender<(Instant, Vec<u8>)>) {
+    from.set_read_timeout(Some(POLL * 5)).unwrap();
+    let mut buf = vec![0u8; 64 * 1024];
+    while !net.stopped() {
+        match from.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                if tx.send((Instant::now(), buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => (),
+            Err(_) => return,
+        }
+    }
+}
+
+fn write_side(
+    net: Arc<Net>,
+    rx: Receiver<(Instant, Vec<u8>)>,
+    to: &mut TcpStream,
+    (a, b): (IpAddr, IpAddr),
+) {
+    while !net.stopped() {
+        let (at, chunk) = match rx.recv_timeout(POLL * 5) {
+            Ok(c) => c,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let due = at + net.delay();
+        let now = Instant::now();
+        if due > now {
+            thread::sleep(due - now);
+        }
+        while net.blocked(a, b) {
+            if net.stopped() {
+                return;
+            }
+            thread::sleep(POLL);
+        }
+        if to.write_all(&chunk).is_err() {
+            return;
+        }
+    }
+}
