@@ -7,6 +7,7 @@ mod admin;
 mod cli;
 mod convert_db;
 mod load_config;
+mod logging;
 mod rpc_addr;
 mod server;
 
@@ -17,19 +18,11 @@ use clap::Parser;
 use cli::{Command, Opt};
 
 fn init_logging(cmd: &Command) {
-    // Operators' logs: one line per event, on stderr. RUST_LOG overrides.
     let default = match cmd {
         Command::Server { .. } => "info",
         _ => "warn",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
+    logging::init(default);
 }
 
 fn run_admin(opt: &Opt) -> anyhow::Result<()> {

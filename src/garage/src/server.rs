@@ -149,6 +149,7 @@ async fn start_cluster(
         },
     )?;
     let id = netapp.id();
+    crate::logging::set_node(id.short());
     let layout = system.layout();
     info!(
         "node id {id}; cluster layout version {} with {} node(s)",
@@ -168,7 +169,6 @@ async fn start_cluster(
     let listener = netapp.clone().bind(bind).await.with_context(|| {
         format!("cannot listen for RPC on rpc_bind_addr {bind} (is another garage running?)")
     })?;
-    info!("RPC listening on {bind}");
     let listen_task = tokio::spawn({
         let must_exit = must_exit.clone();
         async move {

@@ -128,7 +128,7 @@ fn link(net: Arc<Net>, a: TcpStream, a_ip: IpAddr, b: TcpStream, b_ip: IpAddr) {
 
 /// Copies `from` into `to`, each chunk delayed by the current latency and
 /// held while either end is isolated. EOF is passed on as a half-close.
-fn pipe(net: Arc<Net>, mut from: TcpStream, mut to: TcpStream, ends: (IpAddr, IpAddr)) {
+fn pipe(net: Arc<Net>, mut from: TcpStream, to: TcpStream, ends: (IpAddr, IpAddr)) {
     let (tx, rx) = sync_channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
     let writer_net = net.clone();
     let mut to_w = to.try_clone().unwrap();

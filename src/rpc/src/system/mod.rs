@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::layout::{LayoutError, LayoutHistory, LayoutParameters, NodeRole};
-use peers::Peers;
+use peers::{Peers, PingFailure};
 use status::{free_space, free_space_of_all, hostname, FreeSpace, LayoutDigest, NodeStatus};
 
 /// How often each connected peer is pinged.
@@ -313,8 +313,18 @@ impl System {
     }
 
     fn ping_failed(&self, id: NodeId, why: &str) {
-        if self.peers().ping_failed(&id) {
-            warn!(peer = ?id, "peer is down: {} pings missed (last: {why})", peers::MAX_FAILED_PINGS);
+        let outcome = self.peers().ping_failed(&id);
+        match outcome {
+            PingFailure::Counted => debug!(peer = ?id, "ping missed: {why}"),
+            PingFailure::NowDown => warn!(
+                peer = ?id,
+                "peer is down: {} pings missed (last: {why})",
+                peers::MAX_FAILED_PINGS
+            ),
+            PingFailure::DropConnection => {
+                warn!(peer = ?id, "peer silent for {} pings: dropping the connection to dial it again", peers::DROP_AFTER_FAILED_PINGS);
+                self.netapp.disconnect(&id);
+            }
         }
     }
 

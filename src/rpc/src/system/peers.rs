@@ -10,6 +10,23 @@ use crate::NodeId;
 
 /// Pings missed in a row after which a connected peer is reported down.
 pub const MAX_FAILED_PINGS: u32 = 3;
+/// Pings missed in a row after which the connection itself is dropped and
+/// dialled again: a connection through a long partition may be dead without
+/// either side being told. Until then a peer that answers again is up at
+/// once, without waiting for a reconnection.
+pub const DROP_AFTER_FAILED_PINGS: u32 = 10;
+
+/// What a missed ping means for a peer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PingFailure {
+    /// Not enough missed pings yet to change anything.
+    Counted,
+    /// The peer is now reported down.
+    NowDown,
+    /// The peer has been silent so long that its connection should be
+    /// dropped and dialled again.
+    DropConnection,
+}
 /// Delay before the first reconnection attempt; doubles on each failure.
 pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_secs(1);
 pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -130,14 +147,16 @@ impl Peers {
         }
     }
 
-    /// Returns true when this failure makes the peer count as down.
-    pub fn ping_failed(&mut self, id: &NodeId) -> bool {
-        match self.map.get_mut(id) {
-            Some(p) => {
-                p.failed_pings += 1;
-                p.failed_pings == MAX_FAILED_PINGS
-            }
-            None => false,
+    /// Counts a missed ping of `id` and says what it changes.
+    pub fn ping_failed(&mut self, id: &NodeId) -> PingFailure {
+        let Some(p) = self.map.get_mut(id) else {
+            return PingFailure::Counted;
+        };
+        p.failed_pings += 1;
+        match p.failed_pings {
+            MAX_FAILED_PINGS => PingFailure::NowDown,
+            n if n >= DROP_AFTER_FAILED_PINGS => PingFailure::DropConnection,
+            _ => PingFailure::Counted,
         }
     }
 
@@ -200,12 +219,23 @@ mod tests {
         let mut peers = Peers::default();
         peers.connected(id(1), Some("127.0.0.1:1".parse().unwrap()), now);
         assert!(peers.get(&id(1)).unwrap().is_up());
-        assert!(!peers.ping_failed(&id(1)));
-        assert!(!peers.ping_failed(&id(1)));
-        assert!(peers.ping_failed(&id(1)), "third miss reports it down");
+        assert_eq!(peers.ping_failed(&id(1)), PingFailure::Counted);
+        assert_eq!(peers.ping_failed(&id(1)), PingFailure::Counted);
+        assert_eq!(
+            peers.ping_failed(&id(1)),
+            PingFailure::NowDown,
+            "third miss reports it down"
+        );
         assert!(!peers.get(&id(1)).unwrap().is_up());
+        for _ in MAX_FAILED_PINGS + 1..DROP_AFTER_FAILED_PINGS {
+            assert_eq!(peers.ping_failed(&id(1)), PingFailure::Counted);
+        }
+        assert_eq!(peers.ping_failed(&id(1)), PingFailure::DropConnection);
         peers.heard_from(&id(1), status(), Some(Duration::from_millis(10)), now);
-        assert!(peers.get(&id(1)).unwrap().is_up());
+        assert!(
+            peers.get(&id(1)).unwrap().is_up(),
+            "up again as soon as it answers"
+        );
         peers.disconnected(&id(1), now);
         assert!(!peers.get(&id(1)).unwrap().is_up());
     }
