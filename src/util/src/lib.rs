@@ -7,4 +7,5 @@
 
 pub mod config;
 pub mod crdt;
+pub mod data;
 pub mod time;

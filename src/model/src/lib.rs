@@ -1,0 +1,1 @@
+//! `garage_model`: the tables of the metadata model.

@@ -1,0 +1,17 @@
+//! `garage_table`: replicated tables of CRDT entries.
+//!
+//! Each table stores its entries in the metadata database, partitioned by
+//! the hash of their partition key; the cluster layout says which nodes
+//! hold each partition. Writes go to every replica and return after a
+//! write quorum; reads ask a read quorum, merge the answers and write the
+//! merge back to replicas that were behind (read repair). A Merkle tree per
+//! partition lets replicas find and exchange only what differs
+//! (anti-entropy), and a GC removes tombstones once every replica has them.
+
+pub mod schema;
+
+pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};
+pub mod encoding;
+pub mod queue;
+
+pub use queue::InsertQueue;

@@ -1,0 +1,112 @@
+//! What a table is: entries with a partition key (which chooses the
+//! partition, hence the nodes that store the entry), a sort key (the order
+//! inside a partition) and a CRDT value that any two replicas can merge.
+
+use std::fmt::Debug;
+
+use garage_db as db;
+use garage_util::crdt::Crdt;
+use garage_util::data::{blake2sum, FixedBytes32, Hash};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// Chooses the partition of an entry: its `hash`'s first byte is the
+/// partition number.
+pub trait PartitionKey:
+    Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    fn hash(&self) -> Hash;
+}
+
+/// Orders the entries of one partition (bytewise on `sort_key`).
+pub trait SortKey:
+    Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    fn sort_key(&self) -> &[u8];
+}
+
+/// Strings (bucket names, access key ids) are hashed.
+impl PartitionKey for String {
+    fn hash(&self) -> Hash {
+        blake2sum(self.as_bytes())
+    }
+}
+
+/// 32-byte ids are random or hashes already: used as they are.
+impl PartitionKey for FixedBytes32 {
+    fn hash(&self) -> Hash {
+        *self
+    }
+}
+
+impl SortKey for String {
+    fn sort_key(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl SortKey for FixedBytes32 {
+    fn sort_key(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+/// The sort key of tables that have one entry per partition key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmptyKey;
+
+impl SortKey for EmptyKey {
+    fn sort_key(&self) -> &[u8] {
+        &[]
+    }
+}
+
+impl PartitionKey for EmptyKey {
+    fn hash(&self) -> Hash {
+        blake2sum(&[])
+    }
+}
+
+/// One entry of a table. `merge` (from [`Crdt`]) must be commutative,
+/// associative and idempotent, and must never change the keys.
+pub trait Entry<P: PartitionKey, S: SortKey>:
+    Crdt + PartialEq + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    fn partition_key(&self) -> &P;
+    fn sort_key(&self) -> &S;
+    /// A tombstone: the entry only records a deletion. Tombstones are
+    /// removed by the GC once every replica holds them.
+    fn is_tombstone(&self) -> bool {
+        false
+    }
+}
+
+/// A table: its name, key and entry types, range filters, and the hook run
+/// when an entry changes in the local store.
+pub trait TableSchema: Send + Sync + 'static {
+    /// Name of the table, also the prefix of its trees in the metadata
+    /// database and of its RPC endpoint. Never change it.
+    const TABLE_NAME: &'static str;
+
+    type P: PartitionKey;
+    type S: SortKey;
+    type E: Entry<Self::P, Self::S>;
+    /// Condition on entries for range reads (e.g. "objects that have data").
+    type Filter: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static;
+
+    fn matches_filter(entry: &Self::E, filter: &Self::Filter) -> bool;
+
+    /// Runs inside the transaction that turns `old` into `new` in this
+    /// node's store (`None`: absent), so that derived data (counters, block
+    /// references) changes atomically with the entry. It must only derive
+    /// from `old` and `new`: it runs on every replica, and again whenever a
+    /// merge changes the entry.
+    fn updated(
+        &self,
+        _tx: &mut db::Transaction<'_>,
+        _old: Option<&Self::E>,
+        _new: Option<&Self::E>,
+    ) -> db::Result<()> {
+        Ok(())
+    }
+}
