@@ -8,10 +8,13 @@
 //! partition lets replicas find and exchange only what differs
 //! (anti-entropy), and a GC removes tombstones once every replica has them.
 
+pub mod data;
+pub mod encoding;
+pub mod error;
+pub mod merkle;
+pub mod queue;
 pub mod schema;
 
-pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};
-pub mod encoding;
-pub mod queue;
-
+pub use error::{Error, Result};
 pub use queue::InsertQueue;
+pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};

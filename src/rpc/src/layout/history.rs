@@ -33,12 +33,87 @@ impl LayoutStaging {
     }
 }
 
+/// How far each node has moved to newer layout versions. Each map grows
+/// only (merge keeps the maximum), so trackers gossip like any CRDT.
+///
+/// - `ack[n] = v`: node `n` writes to version `v`'s nodes, and every write
+///   it started under an older version has finished.
+/// - `sync[n] = v`: node `n` has pushed every entry it holds to the nodes
+///   of version `v`, in a table sync that started once every node had
+///   acknowledged `v`.
+/// - `sync_ack[n] = v`: node `n` has seen that every node synced `v`, so
+///   it reads from `v` (or newer) only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateTrackers {
+    pub ack: BTreeMap<NodeId, u64>,
+    pub sync: BTreeMap<NodeId, u64>,
+    pub sync_ack: BTreeMap<NodeId, u64>,
+}
+
+/// Which of the three trackers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tracker {
+    Ack,
+    Sync,
+    SyncAck,
+}
+
+impl UpdateTrackers {
+    fn map(&self, t: Tracker) -> &BTreeMap<NodeId, u64> {
+        match t {
+            Tracker::Ack => &self.ack,
+            Tracker::Sync => &self.sync,
+            Tracker::SyncAck => &self.sync_ack,
+        }
+    }
+
+    fn map_mut(&mut self, t: Tracker) -> &mut BTreeMap<NodeId, u64> {
+        match t {
+            Tracker::Ack => &mut self.ack,
+            Tracker::Sync => &mut self.sync,
+            Tracker::SyncAck => &mut self.sync_ack,
+        }
+    }
+
+    /// Raises `node`'s tracker to `v`; returns whether it changed.
+    pub fn raise(&mut self, t: Tracker, node: NodeId, v: u64) -> bool {
+        let e = self.map_mut(t).entry(node).or_insert(0);
+        if v > *e {
+            *e = v;
+            true
+        } else {
+            false
+        }
+    }
+
+    pub fn get(&self, t: Tracker, node: &NodeId) -> u64 {
+        self.map(t).get(node).copied().unwrap_or(0)
+    }
+
+    /// The smallest value of tracker `t` over `nodes` (absent counts as 0).
+    pub fn min_over<'a>(&self, t: Tracker, nodes: impl Iterator<Item = &'a NodeId>) -> u64 {
+        nodes.map(|n| self.get(t, n)).min().unwrap_or(u64::MAX)
+    }
+
+    fn merge(&mut self, other: &UpdateTrackers) {
+        for t in [Tracker::Ack, Tracker::Sync, Tracker::SyncAck] {
+            for (n, v) in other.map(t) {
+                self.raise(t, *n, *v);
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayoutHistory {
-    /// Applied versions, oldest first; never empty.
+    /// Applied versions, oldest first; never empty. The versions from
+    /// [`LayoutHistory::min_live_version`] on are live (written to); older
+    /// ones are kept for `garage layout history` only.
     pub versions: Vec<LayoutVersion>,
     /// Changes staged on top of the newest version.
     pub staging: LayoutStaging,
+    #[serde(default)]
+    pub trackers: UpdateTrackers,
 }
 
 /// The on-disk and on-the-wire form, versioned from the start.
@@ -53,7 +128,115 @@ impl LayoutHistory {
         Self {
             staging: LayoutStaging::for_version(&v0),
             versions: vec![v0],
+            trackers: UpdateTrackers::default(),
         }
+    }
+
+    pub fn version(&self, v: u64) -> Option<&LayoutVersion> {
+        self.versions.iter().find(|l| l.version == v)
+    }
+
+    /// The oldest version still written to: every node has seen that all
+    /// nodes synced it (or a newer one), so no node reads older ones.
+    pub fn min_live_version(&self) -> u64 {
+        let current = self.current().version;
+        // The nodes that count are those of the live versions, which depend
+        // on the result: iterate to the fixed point (it only rises).
+        let mut m = self.versions[0].version;
+        loop {
+            let next = self
+                .trackers
+                .min_over(Tracker::SyncAck, self.tracked_nodes_of(m).iter())
+                .clamp(m, current);
+            if next == m {
+                return m;
+            }
+            m = next;
+        }
+    }
+
+    /// Versions written to: writes must reach a quorum in each of them.
+    pub fn live_versions(&self) -> impl Iterator<Item = &LayoutVersion> {
+        let min = self.min_live_version();
+        self.versions.iter().filter(move |v| v.version >= min)
+    }
+
+    /// Nodes whose trackers count: every node with a role in a version
+    /// from `from` on (a node being removed still coordinates writes until
+    /// it has seen the new version).
+    fn tracked_nodes_of(&self, from: u64) -> std::collections::BTreeSet<NodeId> {
+        self.versions
+            .iter()
+            .filter(|v| v.version >= from)
+            .flat_map(|v| v.roles.keys().copied())
+            .collect()
+    }
+
+    /// Nodes whose trackers decide the live and readable versions.
+    pub fn tracked_nodes(&self) -> std::collections::BTreeSet<NodeId> {
+        self.tracked_nodes_of(self.min_live_version())
+    }
+
+    /// The smallest value of tracker `t` over the tracked nodes.
+    pub fn min_tracker(&self, t: Tracker) -> u64 {
+        let current = self.current().version;
+        self.trackers
+            .min_over(t, self.tracked_nodes().iter())
+            .min(current)
+    }
+
+    /// The version reads use: the newest one that every node has synced.
+    pub fn read_version(&self) -> &LayoutVersion {
+        let v = self.min_tracker(Tracker::Sync).max(self.min_live_version());
+        let chosen = self
+            .live_versions()
+            .filter(|l| l.version <= v)
+            .last()
+            .unwrap_or_else(|| self.current());
+        if chosen.storage_nodes.is_empty() {
+            // A version without storage nodes holds no data: reading the
+            // next one that has nodes loses nothing (the first layout).
+            if let Some(next) = self
+                .live_versions()
+                .find(|l| l.version > chosen.version && !l.storage_nodes.is_empty())
+            {
+                return next;
+            }
+        }
+        chosen
+    }
+
+    /// Nodes to write an entry of `partition` to: one set per live version
+    /// that has storage nodes.
+    pub fn write_sets(&self, partition: usize) -> Vec<Vec<NodeId>> {
+        let mut sets: Vec<Vec<NodeId>> = Vec::new();
+        for v in self.live_versions() {
+            let nodes = v.nodes_of(partition);
+            if !nodes.is_empty() && !sets.contains(&nodes) {
+                sets.push(nodes);
+            }
+        }
+        sets
+    }
+
+    /// Every node holding `partition` in a live version: where anti-entropy
+    /// pushes and the GC must find a tombstone before removing it.
+    pub fn all_storage_nodes_of(&self, partition: usize) -> Vec<NodeId> {
+        let mut all: Vec<NodeId> = Vec::new();
+        for v in self.live_versions() {
+            for n in v.nodes_of(partition) {
+                if !all.contains(&n) {
+                    all.push(n);
+                }
+            }
+        }
+        all
+    }
+
+    /// Raises this node's tracker; returns whether the layout changed.
+    pub fn raise_tracker(&mut self, t: Tracker, node: NodeId, v: u64) -> bool {
+        let v = v.min(self.current().version);
+        self.trackers.raise(t, node, v)
     }
 
     pub fn current(&self) -> &LayoutVersion {
@@ -118,33 +301,56 @@ impl LayoutHistory {
         let (next, report) = self.preview()?;
         self.staging = LayoutStaging::for_version(&next);
         self.versions.push(next);
-        if self.versions.len() > VERSIONS_KEPT {
-            let excess = self.versions.len() - VERSIONS_KEPT;
-            self.versions.drain(..excess);
-        }
+        self.trim();
         Ok(report)
     }
 
+    /// Drops versions that are neither live nor among the last
+    /// [`VERSIONS_KEPT`].
+    fn trim(&mut self) {
+        let min_live = self.min_live_version();
+        while self.versions.len() > VERSIONS_KEPT && self.versions[0].version < min_live {
+            self.versions.remove(0);
+        }
+    }
+
     /// Merges a layout received from another node; returns whether ours
-    /// changed. The newer version wins; on the same version, staged changes
-    /// are merged. Two different versions with the same number (applied
-    /// concurrently on two nodes) are resolved deterministically by their
-    /// encoding, so all nodes pick the same one.
+    /// changed. Versions are united by number; the staging of the newer
+    /// current version wins, and on the same version staged changes are
+    /// merged; trackers keep each node's maximum. Two different versions
+    /// with the same number (applied concurrently on two nodes) are
+    /// resolved deterministically by their encoding, so all nodes pick the
+    /// same one.
     pub fn merge(&mut self, other: &LayoutHistory) -> bool {
         let before = self.clone();
-        let (mine, theirs) = (self.current(), other.current());
-        if theirs.version > mine.version
-            || (theirs.version == mine.version && theirs != mine && encode(theirs) > encode(mine))
-        {
-            *self = other.clone();
-        } else if theirs == mine {
-            self.staging.roles.merge(&other.staging.roles);
-            self.staging.parameters.merge(&other.staging.parameters);
-            // Older versions only serve `layout history`: keep the longest.
-            if other.versions.len() > self.versions.len() {
-                self.versions = other.versions.clone();
+        let (mine, theirs) = (self.current().version, other.current().version);
+        let mut by_number: BTreeMap<u64, LayoutVersion> = self
+            .versions
+            .iter()
+            .map(|v| (v.version, v.clone()))
+            .collect();
+        for v in other.versions.iter() {
+            match by_number.get(&v.version) {
+                Some(m) if m == v || encode(m) >= encode(v) => (),
+                _ => {
+                    by_number.insert(v.version, v.clone());
+                }
             }
         }
+        self.versions = by_number.into_values().collect();
+        if theirs > mine {
+            self.staging = other.staging.clone();
+        } else if theirs == mine {
+            if other.current() == self.current() {
+                self.staging.roles.merge(&other.staging.roles);
+                self.staging.parameters.merge(&other.staging.parameters);
+            } else if before.current() != self.current() {
+                // Their version of this number won.
+                self.staging = other.staging.clone();
+            }
+        }
+        self.trackers.merge(&other.trackers);
+        self.trim();
         *self != before
     }
 

@@ -165,3 +165,97 @@ fn zone_redundancy_parses() {
     assert!("0".parse::<ZoneRedundancy>().is_err());
     assert!("lots".parse::<ZoneRedundancy>().is_err());
 }
+
+mod trackers {
+    use super::*;
+    use crate::layout::{NodeRole, Tracker};
+
+    fn role(zone: &str) -> Option<NodeRole> {
+        Some(NodeRole {
+            zone: zone.into(),
+            capacity: Some(1_000_000_000),
+            tags: vec![],
+        })
+    }
+
+    fn three_nodes() -> LayoutHistory {
+        let mut h = LayoutHistory::new(3);
+        for (i, z) in ["a", "b", "c"].iter().enumerate() {
+            h.stage_role(id(i as u8 + 1), role(z));
+        }
+        h.apply(1).unwrap();
+        h
+    }
+
+    fn raise_all(h: &mut LayoutHistory, t: Tracker, nodes: &[u8], v: u64) {
+        for n in nodes {
+            h.raise_tracker(t, id(*n), v);
+        }
+    }
+
+    #[test]
+    fn first_layout_is_read_at_once_and_old_versions_die_after_sync_ack() {
+        let mut h = three_nodes();
+        // Version 0 has no nodes: reads go to version 1 straight away.
+        assert_eq!(h.read_version().version, 1);
+        assert_eq!(h.write_sets(7).len(), 1);
+
+        // Add a fourth node in zone d: version 2.
+        h.stage_role(id(4), role("d"));
+        h.apply(2).unwrap();
+        let p = (0..256)
+            .find(|&p| h.version(1).unwrap().nodes_of(p) != h.current().nodes_of(p))
+            .expect("some partition moves");
+        // Until every node has synced version 2, reads use version 1 and
+        // writes go to both node sets.
+        assert_eq!(h.read_version().version, 1);
+        assert_eq!(h.write_sets(p).len(), 2);
+        raise_all(&mut h, Tracker::Ack, &[1, 2, 3, 4], 2);
+        raise_all(&mut h, Tracker::Sync, &[1, 2, 3], 2);
+        assert_eq!(h.read_version().version, 1, "node 4 has not synced");
+        raise_all(&mut h, Tracker::Sync, &[4], 2);
+        assert_eq!(h.read_version().version, 2);
+        assert_eq!(h.write_sets(p).len(), 2, "some node may still read v1");
+        raise_all(&mut h, Tracker::SyncAck, &[1, 2, 3, 4], 2);
+        assert_eq!(h.min_live_version(), 2);
+        assert_eq!(h.write_sets(p).len(), 1);
+        assert_eq!(h.all_storage_nodes_of(p), h.current().nodes_of(p));
+    }
+
+    #[test]
+    fn a_removed_node_counts_until_the_old_version_dies() {
+        let mut h = three_nodes();
+        h.stage_role(id(4), role("d"));
+        h.apply(2).unwrap();
+        raise_all(&mut h, Tracker::SyncAck, &[1, 2, 3, 4], 2);
+        h.stage_role(id(1), None);
+        h.apply(3).unwrap();
+        assert!(h.tracked_nodes().contains(&id(1)));
+        raise_all(&mut h, Tracker::Sync, &[2, 3, 4], 3);
+        assert_eq!(h.read_version().version, 2, "node 1 has not synced v3");
+        raise_all(&mut h, Tracker::Sync, &[1], 3);
+        assert_eq!(h.read_version().version, 3);
+        raise_all(&mut h, Tracker::SyncAck, &[1, 2, 3, 4], 3);
+        assert_eq!(h.min_live_version(), 3);
+        assert!(!h.tracked_nodes().contains(&id(1)));
+    }
+
+    #[test]
+    fn trackers_merge_by_maximum_and_versions_by_number() {
+        let mut a = three_nodes();
+        let mut b = a.clone();
+        a.raise_tracker(Tracker::Ack, id(1), 1);
+        b.raise_tracker(Tracker::Sync, id(2), 1);
+        b.stage_role(id(4), role("d"));
+        b.apply(2).unwrap();
+        let mut ab = a.clone();
+        ab.merge(&b);
+        let mut ba = b.clone();
+        ba.merge(&a);
+        assert_eq!(ab, ba);
+        assert_eq!(ab.current().version, 2);
+        assert_eq!(ab.trackers.get(Tracker::Ack, &id(1)), 1);
+        assert_eq!(ab.trackers.get(Tracker::Sync, &id(2)), 1);
+        assert!(!ab.clone().merge(&ab), "idempotent");
+    }
+}

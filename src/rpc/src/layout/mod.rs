@@ -11,7 +11,7 @@ pub mod history;
 pub mod version;
 
 pub use assign::{compute, AssignError, AssignInput, Assignment, NodeSpec};
-pub use history::{LayoutHistory, LayoutStaging};
+pub use history::{LayoutHistory, LayoutStaging, Tracker, UpdateTrackers};
 pub use version::{ChangeReport, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy};
 
 pub use crate::NodeId;

@@ -1,0 +1,193 @@
+//! A table's local store on this node: the entries, and the queues that
+//! every change feeds in the same transaction (Merkle updates, tombstones
+//! for the GC), so that a crash never loses one of them.
+
+use std::sync::Arc;
+
+use garage_db as db;
+use garage_util::crdt::Crdt;
+use garage_util::data::{blake2sum, Hash};
+use tokio::sync::Notify;
+
+use crate::encoding::{self, tree_key, tree_key_raw};
+use crate::error::{Error, Result};
+use crate::queue::queue_tree_name;
+use crate::schema::{Entry, PartitionKey, SortKey, TableSchema};
+
+pub struct TableData<F: TableSchema> {
+    pub schema: F,
+    pub db: db::Db,
+    /// tree key -> encoded entry.
+    pub store: db::Tree,
+    /// tree key -> hash of the value to put in the Merkle tree, or empty
+    /// when the entry was removed.
+    pub merkle_todo: db::Tree,
+    /// Merkle tree nodes (see `merkle.rs`).
+    pub merkle_tree: db::Tree,
+    /// tree key -> hash of a tombstone to collect (see `gc.rs`).
+    pub gc_todo: db::Tree,
+    /// Entries queued by other tables' hooks for insertion here.
+    pub insert_queue: db::Tree,
+    /// Woken when `merkle_todo` gets work.
+    pub merkle_todo_notify: Notify,
+    pub insert_queue_notify: Notify,
+}
+
+/// What a range read returns: encoded entries in tree-key order.
+pub type RawEntries = Vec<Vec<u8>>;
+
+impl<F: TableSchema> TableData<F> {
+    pub fn new(schema: F, db: db::Db) -> Result<Arc<Self>> {
+        let name = F::TABLE_NAME;
+        Ok(Arc::new(Self {
+            store: db.open_tree(&format!("{name}:table"))?,
+            merkle_todo: db.open_tree(&format!("{name}:merkle_todo"))?,
+            merkle_tree: db.open_tree(&format!("{name}:merkle_tree"))?,
+            gc_todo: db.open_tree(&format!("{name}:gc_todo"))?,
+            insert_queue: db.open_tree(&queue_tree_name(name))?,
+            schema,
+            db,
+            merkle_todo_notify: Notify::new(),
+            insert_queue_notify: Notify::new(),
+        }))
+    }
+
+    pub fn read_entry(&self, p: &F::P, s: &F::S) -> Result<Option<Vec<u8>>> {
+        Ok(self.store.get(tree_key(p, s))?)
+    }
+
+    pub fn decode_entry(&self, bytes: &[u8]) -> Result<F::E> {
+        Ok(encoding::decode(bytes)?)
+    }
+
+    /// Up to `limit` entries of partition key `p`, from `start` (included)
+    /// in sort-key order, or down from it when `reverse`. Tombstones are
+    /// included: the caller merges answers from several replicas, and a
+    /// tombstone must win over an older value another replica returns.
+    pub fn read_range(
+        &self,
+        p: &F::P,
+        start: Option<&F::S>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<RawEntries> {
+        let hash = p.hash();
+        let prefix = hash.as_slice().to_vec();
+        let start_key = start.map(|s| tree_key_raw(&prefix, s.sort_key()));
+        let mut out = Vec::new();
+        let iter = match (reverse, &start_key) {
+            (false, Some(k)) => self.store.range(k.clone()..),
+            (false, None) => self.store.range(prefix.clone()..),
+            (true, Some(k)) => self.store.range_rev(..=k.clone()),
+            (true, None) => match prefix_end(&prefix) {
+                Some(end) => self.store.range_rev(..end),
+                None => self.store.iter_rev(),
+            },
+        };
+        for item in iter {
+            let (k, v) = item?;
+            if !k.starts_with(&prefix) || out.len() >= limit {
+                break;
+            }
+            out.push(v);
+        }
+        Ok(out)
+    }
+
+    /// Merges an entry received from a client or another replica into the
+    /// local one. Returns the new entry when it changed.
+    pub fn update_entry(&self, encoded: &[u8]) -> Result<Option<F::E>> {
+        let entry: F::E = encoding::decode(encoded)?;
+        self.update_entry_with(&entry)
+    }
+
+    pub fn update_entry_with(&self, entry: &F::E) -> Result<Option<F::E>> {
+        let key = tree_key(entry.partition_key(), entry.sort_key());
+        let changed = self
+            .db
+            .transaction(|tx| -> db::TxResult<Option<F::E>, Error> {
+                let old_bytes = tx.get(&self.store, &key)?;
+                let old: Option<F::E> = match &old_bytes {
+                    Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
+                    None => None,
+                };
+                let mut new = match &old {
+                    Some(o) => o.clone(),
+                    None => entry.clone(),
+                };
+                new.merge(entry);
+                if old.as_ref() == Some(&new) {
+                    return Ok(None);
+                }
+                let bytes = encoding::encode(&new);
+                let vhash = blake2sum(&bytes);
+                tx.insert(&self.store, &key, &bytes)?;
+                tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
+                if new.is_tombstone() {
+                    tx.insert(&self.gc_todo, &key, vhash.as_slice())?;
+                }
+                self.schema.updated(tx, old.as_ref(), Some(&new))?;
+                Ok(Some(new))
+            })?;
+        if changed.is_some() {
+            self.merkle_todo_notify.notify_one();
+        }
+        Ok(changed)
+    }
+
+    /// Removes the entry at `key` if its encoded value still hashes to
+    /// `vhash` (the GC's delete: a newer write in between is kept).
+    /// Returns whether it was removed.
+    pub fn delete_if_equal_hash(&self, key: &[u8], vhash: &Hash) -> Result<bool> {
+        let removed = self.db.transaction(|tx| -> db::TxResult<bool, Error> {
+            let Some(bytes) = tx.get(&self.store, key)? else {
+                return Ok(false);
+            };
+            if blake2sum(&bytes) != *vhash {
+                return Ok(false);
+            }
+            let old: F::E = encoding::decode(&bytes).map_err(|e| db::TxError::Abort(e.into()))?;
+            tx.remove(&self.store, key)?;
+            tx.insert(&self.merkle_todo, key, [])?;
+            self.schema.updated(tx, Some(&old), None)?;
+            Ok(true)
+        })?;
+        if removed {
+            self.merkle_todo_notify.notify_one();
+        }
+        Ok(removed)
+    }
+
+    /// Entries of partition number `partition` (first byte of the hash of
+    /// their partition key), from tree key `from` (included), at most
+    /// `limit`: for anti-entropy, which sends whole partitions.
+    pub fn partition_items(
+        &self,
+        partition: u8,
+        from: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let start = from.map(|f| f.to_vec()).unwrap_or_else(|| vec![partition]);
+        let mut out = Vec::new();
+        for item in self.store.range(start..) {
+            let (k, v) = item?;
+            if k.first() != Some(&partition) || out.len() >= limit {
+                break;
+            }
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}

@@ -1,0 +1,28 @@
+use garage_db as db;
+use garage_rpc::quorum::QuorumError;
+
+use crate::encoding::DecodeError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("metadata database: {0}")]
+    Db(#[from] db::Error),
+    #[error("corrupt table entry: {0}")]
+    Decode(#[from] DecodeError),
+    #[error(transparent)]
+    Quorum(#[from] QuorumError),
+    #[error("no node stores this partition in the cluster layout (has a layout been applied with `garage layout apply`?)")]
+    NoNodes,
+    #[error("node {node} answered with an error: {msg}")]
+    Remote { node: String, msg: String },
+    #[error("unexpected answer from node {node}: {msg}")]
+    Unexpected { node: String, msg: String },
+}
+
+impl<E: std::fmt::Debug> From<db::TxError<E>> for Error {
+    fn from(e: db::TxError<E>) -> Self {
+        Error::Db(e.into_db_error())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
