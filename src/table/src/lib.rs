@@ -14,6 +14,8 @@ pub mod error;
 pub mod merkle;
 pub mod queue;
 pub mod schema;
+#[cfg(test)]
+mod test_schema;
 
 pub use error::{Error, Result};
 pub use queue::InsertQueue;

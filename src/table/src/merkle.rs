@@ -274,3 +274,117 @@ impl MerkleUpdater {
 pub fn todo_len<F: TableSchema>(data: &TableData<F>) -> Result<usize> {
     Ok(data.merkle_todo.len()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_schema::{temp_db, TestEntry, TestTable};
+
+    fn drain(data: &TableData<TestTable>) {
+        while process_batch(data).unwrap() > 0 {}
+    }
+
+    fn roots(data: &TableData<TestTable>) -> Vec<(u8, MerkleNode)> {
+        (0..=255u8)
+            .map(|p| (p, read_node(&data.merkle_tree, p, &[]).unwrap()))
+            .filter(|(_, n)| *n != MerkleNode::Empty)
+            .collect()
+    }
+
+    /// Every intermediate node's child hashes match the children, no
+    /// intermediate node has a single leaf child, and the leaves are
+    /// exactly the store's entries.
+    fn check_trie(data: &TableData<TestTable>) {
+        let mut leaves = 0;
+        for item in data.merkle_tree.iter() {
+            let (k, v) = item.unwrap();
+            match encoding::decode::<MerkleNode>(&v).unwrap() {
+                MerkleNode::Empty => panic!("empty node stored"),
+                MerkleNode::Leaf(key, vhash) => {
+                    leaves += 1;
+                    let stored = data.store.get(&key).unwrap().expect("leaf of a stored entry");
+                    assert_eq!(blake2sum(&stored), vhash);
+                }
+                MerkleNode::Intermediate(children) => {
+                    assert!(!children.is_empty());
+                    for (b, h) in children.iter() {
+                        let mut ck = k.clone();
+                        ck.push(*b);
+                        let child: MerkleNode =
+                            encoding::decode(&data.merkle_tree.get(&ck).unwrap().unwrap()).unwrap();
+                        assert_eq!(child.hash(), *h);
+                        if children.len() == 1 {
+                            assert!(matches!(child, MerkleNode::Intermediate(_)));
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(leaves, data.store.len().unwrap());
+    }
+
+    #[test]
+    fn same_items_give_same_roots_whatever_the_order() {
+        let (_d1, db1) = temp_db();
+        let (_d2, db2) = temp_db();
+        let a = TableData::new(TestTable, db1).unwrap();
+        let b = TableData::new(TestTable, db2).unwrap();
+        let entries: Vec<TestEntry> = (0..2000)
+            .map(|i| TestEntry::new(&format!("p{}", i % 7), &format!("s{i}"), "v"))
+            .collect();
+        for e in entries.iter() {
+            a.update_entry_with(e).unwrap();
+        }
+        drain(&a);
+        for e in entries.iter().rev() {
+            b.update_entry_with(e).unwrap();
+        }
+        drain(&b);
+        assert_eq!(roots(&a), roots(&b));
+        check_trie(&a);
+
+        // A change shows in the root of its partition only.
+        let before = roots(&a);
+        a.update_entry_with(&TestEntry::raw("p3", "s3", 2, Some("w")))
+            .unwrap();
+        drain(&a);
+        let after = roots(&a);
+        let changed: Vec<u8> = before
+            .iter()
+            .zip(after.iter())
+            .filter(|(x, y)| x != y)
+            .map(|(x, _)| x.0)
+            .collect();
+        assert_eq!(changed.len(), 1);
+        check_trie(&a);
+    }
+
+    #[test]
+    fn removing_items_restores_the_previous_trie() {
+        let (_d, db) = temp_db();
+        let data = TableData::new(TestTable, db).unwrap();
+        for i in 0..300 {
+            data.update_entry_with(&TestEntry::new("p", &format!("a{i}"), "v"))
+                .unwrap();
+        }
+        drain(&data);
+        let before: Vec<_> = data.merkle_tree.iter().map(|i| i.unwrap()).collect();
+        let extra: Vec<TestEntry> = (0..300)
+            .map(|i| TestEntry::raw("p", &format!("b{i}"), 5, None))
+            .collect();
+        for e in extra.iter() {
+            data.update_entry_with(e).unwrap();
+        }
+        drain(&data);
+        check_trie(&data);
+        for e in extra.iter() {
+            let key = crate::encoding::tree_key(&e.p, &e.s);
+            let bytes = data.store.get(&key).unwrap().unwrap();
+            assert!(data.delete_if_equal_hash(&key, &blake2sum(&bytes)).unwrap());
+        }
+        drain(&data);
+        let after: Vec<_> = data.merkle_tree.iter().map(|i| i.unwrap()).collect();
+        assert_eq!(before, after);
+        check_trie(&data);
+    }
+}
