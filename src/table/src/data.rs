@@ -24,7 +24,8 @@ pub struct TableData<F: TableSchema> {
     pub merkle_todo: db::Tree,
     /// Merkle tree nodes (see `merkle.rs`).
     pub merkle_tree: db::Tree,
-    /// tree key -> hash of a tombstone to collect (see `gc.rs`).
+    /// tree key -> hash of a tombstone to collect, then the time (ms,
+    /// big-endian u64) it became one (see `gc.rs`).
     pub gc_todo: db::Tree,
     /// Entries queued by other tables' hooks for insertion here.
     pub insert_queue: db::Tree,
@@ -102,37 +103,69 @@ impl<F: TableSchema> TableData<F> {
     }
 
     pub fn update_entry_with(&self, entry: &F::E) -> Result<Option<F::E>> {
-        let key = tree_key(entry.partition_key(), entry.sort_key());
         let changed = self
             .db
-            .transaction(|tx| -> db::TxResult<Option<F::E>, Error> {
-                let old_bytes = tx.get(&self.store, &key)?;
-                let old: Option<F::E> = match &old_bytes {
-                    Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
-                    None => None,
-                };
-                let mut new = match &old {
-                    Some(o) => o.clone(),
-                    None => entry.clone(),
-                };
-                new.merge(entry);
-                if old.as_ref() == Some(&new) {
-                    return Ok(None);
-                }
-                let bytes = encoding::encode(&new);
-                let vhash = blake2sum(&bytes);
-                tx.insert(&self.store, &key, &bytes)?;
-                tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
-                if new.is_tombstone() {
-                    tx.insert(&self.gc_todo, &key, vhash.as_slice())?;
-                }
-                self.schema.updated(tx, old.as_ref(), Some(&new))?;
-                Ok(Some(new))
-            })?;
+            .transaction(|tx| self.merge_in_tx(tx, entry))?;
         if changed.is_some() {
             self.merkle_todo_notify.notify_one();
         }
         Ok(changed)
+    }
+
+    /// Merges many encoded entries in one transaction (one commit, one
+    /// fsync when `metadata_fsync` is set). Returns how many changed.
+    pub fn update_many(&self, encoded: &[impl AsRef<[u8]>]) -> Result<usize> {
+        let entries = encoded
+            .iter()
+            .map(|b| encoding::decode::<F::E>(b.as_ref()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let changed = self
+            .db
+            .transaction(|tx| -> db::TxResult<usize, Error> {
+                let mut n = 0;
+                for e in entries.iter() {
+                    if self.merge_in_tx(tx, e)?.is_some() {
+                        n += 1;
+                    }
+                }
+                Ok(n)
+            })?;
+        if changed > 0 {
+            self.merkle_todo_notify.notify_one();
+        }
+        Ok(changed)
+    }
+
+    fn merge_in_tx(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        entry: &F::E,
+    ) -> db::TxResult<Option<F::E>, Error> {
+        let key = tree_key(entry.partition_key(), entry.sort_key());
+        let old_bytes = tx.get(&self.store, &key)?;
+        let old: Option<F::E> = match &old_bytes {
+            Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
+            None => None,
+        };
+        let mut new = match &old {
+            Some(o) => o.clone(),
+            None => entry.clone(),
+        };
+        new.merge(entry);
+        if old.as_ref() == Some(&new) {
+            return Ok(None);
+        }
+        let bytes = encoding::encode(&new);
+        let vhash = blake2sum(&bytes);
+        tx.insert(&self.store, &key, &bytes)?;
+        tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
+        if new.is_tombstone() {
+            let mut gc = vhash.as_slice().to_vec();
+            gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
+            tx.insert(&self.gc_todo, &key, gc)?;
+        }
+        self.schema.updated(tx, old.as_ref(), Some(&new))?;
+        Ok(Some(new))
     }
 
     /// Removes the entry at `key` if its encoded value still hashes to

@@ -11,12 +11,18 @@
 pub mod data;
 pub mod encoding;
 pub mod error;
+pub mod gc;
 pub mod merkle;
 pub mod queue;
+pub mod rpc;
 pub mod schema;
+pub mod sync;
+pub mod table;
+pub mod tuning;
 #[cfg(test)]
 mod test_schema;
 
 pub use error::{Error, Result};
 pub use queue::InsertQueue;
 pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};
+pub use table::Table;

@@ -58,3 +58,75 @@ impl<F: TableSchema> InsertQueue<F> {
         self.tree.is_empty()
     }
 }
+
+mod worker {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use garage_db as db;
+    use tokio::sync::watch;
+    use tracing::debug;
+
+    use crate::encoding;
+    use crate::error::{Error, Result};
+    use crate::schema::TableSchema;
+    use crate::table::Table;
+
+    /// Entries inserted per round.
+    const BATCH: usize = 256;
+    /// How often an empty queue is looked at again.
+    const IDLE: Duration = Duration::from_secs(1);
+    const RETRY: Duration = Duration::from_secs(5);
+
+    impl<F: TableSchema> Table<F> {
+        /// Sends queued entries with quorum inserts, and removes them from
+        /// the queue once acknowledged (unless re-queued meanwhile).
+        pub async fn insert_queue_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+            while !*must_exit.borrow() {
+                let delay = match self.insert_queue_round().await {
+                    Ok(0) => IDLE,
+                    Ok(_) => Duration::ZERO,
+                    Err(e) => {
+                        debug!(table = F::TABLE_NAME, "insert queue: {e}");
+                        RETRY
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => (),
+                    _ = must_exit.changed() => (),
+                }
+            }
+        }
+
+        /// One round; returns how many queued entries were inserted.
+        pub async fn insert_queue_round(&self) -> Result<usize> {
+            let tree = &self.data.insert_queue;
+            let mut items = Vec::new();
+            for item in tree.iter() {
+                items.push(item?);
+                if items.len() >= BATCH {
+                    break;
+                }
+            }
+            if items.is_empty() {
+                return Ok(0);
+            }
+            let entries = items
+                .iter()
+                .map(|(_, v)| encoding::decode::<F::E>(v))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            self.insert_many(&entries).await?;
+            self.data
+                .db
+                .transaction(|tx| -> db::TxResult<(), Error> {
+                    for (k, v) in items.iter() {
+                        if tx.get(tree, k)?.as_deref() == Some(v.as_slice()) {
+                            tx.remove(tree, k)?;
+                        }
+                    }
+                    Ok(())
+                })?;
+            Ok(items.len())
+        }
+    }
+}

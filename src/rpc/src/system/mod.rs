@@ -7,6 +7,7 @@
 
 pub mod peers;
 pub mod status;
+pub mod trackers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::layout::{LayoutError, LayoutHistory, LayoutParameters, NodeRole};
+use crate::layout::{LayoutError, LayoutHistory, LayoutParameters, NodeRole, Tracker};
+use garage_util::config::ConsistencyMode;
 use peers::{Peers, PingFailure};
 use status::{free_space, free_space_of_all, hostname, FreeSpace, LayoutDigest, NodeStatus};
 
@@ -94,6 +96,7 @@ pub struct SystemConfig {
     pub rpc_public_addr: Option<SocketAddr>,
     /// `<node_id>@<host>:<port>` strings.
     pub bootstrap_peers: Vec<String>,
+    pub consistency_mode: ConsistencyMode,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,10 +117,17 @@ pub struct System {
     pub netapp: Arc<NetApp>,
     config: SystemConfig,
     layout_path: PathBuf,
-    layout: RwLock<LayoutHistory>,
+    /// The layout and its digest, replaced as a whole on each change so
+    /// readers get a cheap consistent snapshot.
+    layout: RwLock<(Arc<LayoutHistory>, LayoutDigest)>,
     peers: Mutex<Peers>,
+    progress: trackers::Progress,
     hostname: String,
     endpoint: Arc<garage_net::Endpoint<SystemRpc, System>>,
+    /// Every new layout, for the layers above (table sync after a change).
+    layout_notify: watch::Sender<Arc<LayoutHistory>>,
+    /// Bumped each time a peer connects or answers again after being down.
+    peers_up: watch::Sender<u64>,
 }
 
 /// Parses `<node_id>@<host>:<port>`, resolving the host.
@@ -184,10 +194,13 @@ impl System {
             netapp: netapp.clone(),
             config,
             layout_path,
-            layout: RwLock::new(layout),
+            layout: RwLock::new((Arc::new(layout.clone()), digest(&layout))),
             peers: Mutex::new(Peers::default()),
+            progress: trackers::Progress::default(),
             hostname: hostname(),
             endpoint,
+            layout_notify: watch::channel(Arc::new(layout.clone())).0,
+            peers_up: watch::channel(0).0,
         });
         sys.endpoint.set_handler(sys.clone());
         let weak = Arc::downgrade(&sys);
@@ -197,10 +210,15 @@ impl System {
                 // source port is ephemeral: such a peer counts once it pings
                 // us with its status and address.
                 if incoming {
+                    let was_connected = sys.peers().get(&id).map(|p| p.connected);
                     sys.peers().mark_connected_if_known(&id, Instant::now());
+                    if was_connected == Some(false) {
+                        sys.peers_up.send_modify(|n| *n += 1);
+                    }
                 } else {
                     sys.peers().connected(id, Some(addr), Instant::now());
                     info!(peer = ?id, %addr, "connected to peer");
+                    sys.peers_up.send_modify(|n| *n += 1);
                 }
             }
         });
@@ -225,12 +243,40 @@ impl System {
         self.peers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The current layout.
-    pub fn layout(&self) -> LayoutHistory {
-        self.layout
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// A snapshot of the layout.
+    pub fn layout(&self) -> Arc<LayoutHistory> {
+        self.layout.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    fn layout_digest(&self) -> LayoutDigest {
+        self.layout.read().unwrap_or_else(|e| e.into_inner()).1.clone()
+    }
+
+    /// Changes the layout with `f`; if it changed, saves it, pushes it to
+    /// every peer and returns true. `f` returns whether it changed
+    /// anything, and may fail.
+    fn modify_layout<E>(
+        &self,
+        f: impl FnOnce(&mut LayoutHistory) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        let changed = {
+            let mut guard = self.layout.write().unwrap_or_else(|e| e.into_inner());
+            let mut l = (*guard.0).clone();
+            let before = l.current().version;
+            if !f(&mut l)? {
+                return Ok(false);
+            }
+            if l.current().version != before {
+                info!("cluster layout is now version {}", l.current().version);
+            }
+            let d = digest(&l);
+            *guard = (Arc::new(l), d);
+            true
+        };
+        if changed {
+            self.layout_changed();
+        }
+        Ok(changed)
     }
 
     pub fn local_status(&self) -> NodeStatus {
@@ -238,7 +284,7 @@ impl System {
             hostname: self.hostname.clone(),
             replication_factor: self.config.replication_factor,
             rpc_public_addr: self.config.rpc_public_addr,
-            layout: digest(&self.layout.read().unwrap_or_else(|e| e.into_inner())),
+            layout: self.layout_digest(),
             metadata_space: free_space(&self.config.metadata_dir),
             data_space: free_space_of_all(&self.config.data_dirs),
         }
@@ -287,6 +333,7 @@ impl System {
             for id in connected {
                 tokio::spawn(self.clone().ping(id));
             }
+            self.update_trackers();
             tokio::select! {
                 _ = tokio::time::sleep(PING_INTERVAL) => (),
                 _ = must_exit.changed() => (),
@@ -345,6 +392,7 @@ impl System {
             peers.heard_from(&id, status.clone(), rtt, now);
             if was_down {
                 info!(peer = ?id, "peer is up again");
+                self.peers_up.send_modify(|n| *n += 1);
             }
             let me = self.id();
             for (kid, addr) in known {
@@ -358,7 +406,7 @@ impl System {
             warn!(peer = ?id, "peer has replication_factor = {} but this node has {}: they cannot form one cluster", status.replication_factor, self.config.replication_factor);
             return false;
         }
-        let mine = digest(&self.layout.read().unwrap_or_else(|e| e.into_inner()));
+        let mine = self.layout_digest();
         status.layout != mine && status.layout.version >= mine.version
     }
 
@@ -385,30 +433,21 @@ impl System {
             );
             return;
         }
-        let changed = {
-            let mut l = self.layout.write().unwrap_or_else(|e| e.into_inner());
-            let before = l.current().version;
-            let changed = l.merge(other);
-            if changed && l.current().version != before {
-                info!("cluster layout is now version {}", l.current().version);
-            }
-            changed
-        };
-        if changed {
-            self.layout_changed();
-        }
+        let _ = self.modify_layout(|l| Ok::<_, ()>(l.merge(other)));
+        self.update_trackers();
     }
 
     /// Saves the layout and pushes it to every connected peer.
     fn layout_changed(&self) {
         let layout = self.layout();
+        self.layout_notify.send_replace(layout.clone());
         if let Err(e) = layout.save(&self.layout_path) {
             warn!("cannot save the cluster layout: {e}");
         }
         let connected = self.peers().connected_ids();
         for id in connected {
             let ep = self.endpoint.clone();
-            let msg = SystemRpc::Layout(Box::new(layout.clone()));
+            let msg = SystemRpc::Layout(Box::new((*layout).clone()));
             tokio::spawn(async move {
                 if let Err(e) = ep.call(&id, msg, Priority::High).await {
                     debug!(peer = ?id, "cannot push layout: {e}");
@@ -480,12 +519,14 @@ impl System {
             }
         }
         nodes.sort_by_key(|n| n.id);
-        ClusterStatus { nodes, layout }
+        ClusterStatus {
+            nodes,
+            layout: (*layout).clone(),
+        }
     }
 
     fn update_layout(&self, update: LayoutUpdate) -> Result<(), SystemError> {
-        {
-            let mut l = self.layout.write().unwrap_or_else(|e| e.into_inner());
+        self.modify_layout(|l| -> Result<bool, SystemError> {
             match update {
                 LayoutUpdate::StageRoles(roles) => {
                     for (id, role) in roles {
@@ -502,9 +543,96 @@ impl System {
                 }
                 LayoutUpdate::Revert => l.revert(),
             }
-        }
-        self.layout_changed();
+            Ok(true)
+        })?;
+        self.update_trackers();
         Ok(())
+    }
+
+    /// Raises this node's trackers as far as it can: `ack` once no write
+    /// runs under an older version, `sync` once every table synced, and
+    /// `sync_ack` once every node synced.
+    fn update_trackers(&self) {
+        let me = self.id();
+        let _ = self.modify_layout(|l| {
+            let current = l.current().version;
+            let mut changed = l.raise_tracker(Tracker::Ack, me, self.progress.ackable(current));
+            if let Some(v) = self.progress.synced() {
+                changed |= l.raise_tracker(Tracker::Sync, me, v);
+            }
+            let all_synced = l.min_tracker(Tracker::Sync);
+            changed |= l.raise_tracker(Tracker::SyncAck, me, all_synced);
+            Ok::<_, ()>(changed)
+        });
+    }
+
+    /// Starts a write: the returned guard holds the layout to use and keeps
+    /// this node from acknowledging a newer layout until it is dropped.
+    pub fn start_write(&self) -> trackers::WriteGuard {
+        self.progress.start_write(self.layout())
+    }
+
+    /// A table of this node takes part in layout syncs.
+    pub fn register_table(&self, name: &str) {
+        self.progress.register_table(name);
+    }
+
+    /// Table `name` has pushed all its entries to the nodes of `version`.
+    pub fn table_synced(&self, name: &str, version: u64) {
+        self.progress.table_synced(name, version);
+        self.update_trackers();
+    }
+
+    /// Changes each time a peer connects or comes back up.
+    pub fn subscribe_peers_up(&self) -> watch::Receiver<u64> {
+        self.peers_up.subscribe()
+    }
+
+    /// Every new layout, as it is adopted.
+    pub fn subscribe_layout(&self) -> watch::Receiver<Arc<LayoutHistory>> {
+        self.layout_notify.subscribe()
+    }
+
+    /// `nodes` ordered nearest first: this node, then peers by measured
+    /// round-trip time, then peers that are down.
+    pub fn nodes_by_distance(&self, nodes: &[NodeId]) -> Vec<NodeId> {
+        let me = self.id();
+        let mut v = Vec::with_capacity(nodes.len());
+        if nodes.contains(&me) {
+            v.push(me);
+        }
+        let others: Vec<NodeId> = nodes.iter().filter(|n| **n != me).copied().collect();
+        v.extend(self.peers().by_distance(&others));
+        v
+    }
+
+    /// Whether `id` is this node or a peer that answers pings.
+    pub fn is_up(&self, id: &NodeId) -> bool {
+        *id == self.id() || self.peers().get(id).is_some_and(|p| p.is_up())
+    }
+
+    pub fn replication_factor(&self) -> usize {
+        self.config.replication_factor
+    }
+
+    /// Answers needed for a write: a majority of each partition's nodes,
+    /// or one in `dangerous` mode.
+    pub fn write_quorum(&self) -> usize {
+        let rf = self.config.replication_factor;
+        match self.config.consistency_mode {
+            ConsistencyMode::Dangerous => 1,
+            _ => rf / 2 + 1,
+        }
+    }
+
+    /// Answers needed for a read: enough to intersect every write quorum
+    /// in `consistent` mode, one otherwise.
+    pub fn read_quorum(&self) -> usize {
+        let rf = self.config.replication_factor;
+        match self.config.consistency_mode {
+            ConsistencyMode::Consistent => rf + 1 - self.write_quorum(),
+            _ => 1,
+        }
     }
 
     /// Connects to `<id>@<host>:<port>` now.
@@ -533,7 +661,7 @@ impl EndpointHandler<SystemRpc> for System {
                 self.record_peer_status(from, &status, &[], None);
                 SystemRpc::Pong(self.local_status(), self.known_peers())
             }
-            SystemRpc::PullLayout => SystemRpc::Layout(Box::new(self.layout())),
+            SystemRpc::PullLayout => SystemRpc::Layout(Box::new((*self.layout()).clone())),
             SystemRpc::Layout(l) => {
                 self.merge_layout(&l);
                 SystemRpc::Ok

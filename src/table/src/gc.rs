@@ -1,0 +1,168 @@
+//! Tombstone GC. A tombstone is removed only once every node holding its
+//! partition in a live layout version has it: the GC first sends the
+//! tombstone to all of them and needs every one to acknowledge, then asks
+//! each to delete it if unchanged. A node that is down stops the GC of its
+//! partitions (never the other way round), so a deleted entry cannot come
+//! back from a replica that missed the delete.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use garage_db as db;
+use garage_rpc::layout::LayoutVersion;
+use garage_util::data::Hash;
+use serde_bytes::ByteBuf;
+use tokio::sync::watch;
+use tracing::{debug, info};
+
+use crate::error::{Error, Result};
+use crate::rpc::TableRpc;
+use crate::schema::TableSchema;
+use crate::table::Table;
+use crate::tuning;
+
+/// Tombstones handled per round.
+const GC_BATCH: usize = 1024;
+/// Time between rounds when there was nothing due.
+const GC_IDLE: Duration = Duration::from_secs(10);
+
+struct Due {
+    key: Vec<u8>,
+    todo_value: Vec<u8>,
+    vhash: Hash,
+}
+
+impl<F: TableSchema> Table<F> {
+    pub async fn gc_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        while !*must_exit.borrow() {
+            let delay = match self.gc_round().await {
+                Ok(0) => GC_IDLE,
+                Ok(n) => {
+                    info!(table = F::TABLE_NAME, "GC removed {n} tombstones");
+                    Duration::ZERO
+                }
+                Err(e) => {
+                    debug!(table = F::TABLE_NAME, "GC round failed: {e}");
+                    GC_IDLE
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+
+    /// Removes the tombstones that are due and whose every replica is
+    /// reachable; returns how many.
+    pub async fn gc_round(&self) -> Result<usize> {
+        let now = garage_util::time::now_msec();
+        let delay_ms = tuning::gc_delay().as_millis() as u64;
+        let mut by_partition: BTreeMap<u8, Vec<Due>> = BTreeMap::new();
+        let mut seen = 0;
+        for item in self.data.gc_todo.iter() {
+            let (key, value) = item?;
+            seen += 1;
+            if seen > GC_BATCH * 8 {
+                break;
+            }
+            let (Some(vhash), Some(ts)) = (
+                value.get(..32).and_then(Hash::try_from_slice),
+                value.get(32..40).map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+            ) else {
+                // Unreadable todo item: drop it (the entry stays).
+                self.data.gc_todo.remove(&key)?;
+                continue;
+            };
+            if now < ts.saturating_add(delay_ms) {
+                continue;
+            }
+            let p = key[0];
+            by_partition.entry(p).or_default().push(Due {
+                key,
+                todo_value: value,
+                vhash,
+            });
+            if by_partition.values().map(Vec::len).sum::<usize>() >= GC_BATCH {
+                break;
+            }
+        }
+        let layout = self.system.layout();
+        let me = self.system.id();
+        let mut removed = 0;
+        for (p, items) in by_partition {
+            let nodes = layout.all_storage_nodes_of(LayoutVersion::partition_of(&[p]));
+            if !nodes.contains(&me) {
+                // Not ours any more: sync hands it over and drops it.
+                continue;
+            }
+            // Still a tombstone with the same value? (A newer write may
+            // have changed it; then it is no longer ours to remove.)
+            let mut entries = Vec::new();
+            let mut current = Vec::new();
+            for d in items {
+                match self.data.store.get(&d.key)? {
+                    Some(v) if garage_util::data::blake2sum(&v) == d.vhash => {
+                        entries.push(ByteBuf::from(v));
+                        current.push(d);
+                    }
+                    _ => self.remove_todo(&d)?,
+                }
+            }
+            if current.is_empty() {
+                continue;
+            }
+            let others: Vec<_> = nodes.iter().filter(|n| **n != me).copied().collect();
+            // 1. Every replica must hold the tombstone.
+            let mut all_ok = true;
+            for n in others.iter() {
+                if let Err(e) = self.call(n, TableRpc::Update(entries.clone())).await {
+                    debug!(table = F::TABLE_NAME, "GC: {n:?} cannot take tombstones: {e}");
+                    all_ok = false;
+                    break;
+                }
+            }
+            if !all_ok {
+                continue;
+            }
+            // 2. Every replica deletes it if unchanged; then this node.
+            let del: Vec<(ByteBuf, Hash)> = current
+                .iter()
+                .map(|d| (ByteBuf::from(d.key.clone()), d.vhash))
+                .collect();
+            for n in others.iter() {
+                match self.call(n, TableRpc::DeleteIfEqualHash(del.clone())).await {
+                    Ok(TableRpc::Ok) => (),
+                    Ok(other) => {
+                        return Err(Error::Unexpected {
+                            node: format!("{n:?}"),
+                            msg: other.kind().into(),
+                        })
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            for d in current {
+                if self.data.delete_if_equal_hash(&d.key, &d.vhash)? {
+                    removed += 1;
+                }
+                self.remove_todo(&d)?;
+            }
+        }
+        Ok(removed)
+    }
+
+    fn remove_todo(&self, d: &Due) -> Result<()> {
+        let tree = &self.data.gc_todo;
+        self.data
+            .db
+            .transaction(|tx| -> db::TxResult<(), Error> {
+                if tx.get(tree, &d.key)?.as_deref() == Some(d.todo_value.as_slice()) {
+                    tx.remove(tree, &d.key)?;
+                }
+                Ok(())
+            })?;
+        Ok(())
+    }
+}

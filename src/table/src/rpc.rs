@@ -1,0 +1,58 @@
+//! Messages between the replicas of a table.
+
+use garage_net::Message;
+use garage_util::data::Hash;
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+
+use crate::merkle::MerkleNode;
+use crate::schema::TableSchema;
+
+#[derive(Serialize, Deserialize)]
+#[serde(bound = "")]
+pub enum TableRpc<F: TableSchema> {
+    Ok,
+    Error(String),
+    /// Read one entry.
+    ReadEntry(F::P, F::S),
+    ReadEntryResponse(Option<ByteBuf>),
+    /// Read up to `limit` entries of a partition key, tombstones included.
+    ReadRange {
+        partition_key: F::P,
+        start: Option<F::S>,
+        limit: usize,
+        reverse: bool,
+    },
+    /// Encoded entries: the answer to `ReadRange`.
+    Entries(Vec<ByteBuf>),
+    /// Merge these encoded entries into the local store.
+    Update(Vec<ByteBuf>),
+    /// A node of the Merkle tree of a partition (anti-entropy).
+    GetMerkleNode { partition: u8, prefix: ByteBuf },
+    MerkleNode(MerkleNode),
+    /// Remove these entries (by tree key) if they still hash to the given
+    /// value: the tombstone GC's last step.
+    DeleteIfEqualHash(Vec<(ByteBuf, Hash)>),
+}
+
+impl<F: TableSchema> Message for TableRpc<F> {
+    type Response = TableRpc<F>;
+}
+
+impl<F: TableSchema> TableRpc<F> {
+    /// Short name of the variant, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TableRpc::Ok => "Ok",
+            TableRpc::Error(_) => "Error",
+            TableRpc::ReadEntry(..) => "ReadEntry",
+            TableRpc::ReadEntryResponse(_) => "ReadEntryResponse",
+            TableRpc::ReadRange { .. } => "ReadRange",
+            TableRpc::Entries(_) => "Entries",
+            TableRpc::Update(_) => "Update",
+            TableRpc::GetMerkleNode { .. } => "GetMerkleNode",
+            TableRpc::MerkleNode(_) => "MerkleNode",
+            TableRpc::DeleteIfEqualHash(_) => "DeleteIfEqualHash",
+        }
+    }
+}

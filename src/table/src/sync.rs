@@ -1,0 +1,301 @@
+//! Anti-entropy: each node pushes what it holds to the other nodes that
+//! should hold it, comparing Merkle trees to send only what differs.
+//!
+//! Sync is push-only: a node sends the entries the other side lacks or has
+//! in another state, and the other side does the same in its own pass, so
+//! both converge. A pass covers every partition this node holds, towards
+//! every node holding it in a live layout version; when it succeeds, the
+//! node reports the layout version it synced (the `sync` tracker), which is
+//! how a layout change finishes. A node that holds a partition in no live
+//! version pushes it to the nodes that do, then drops its copy.
+//!
+//! A pass runs at start, after every layout change, when a peer comes back,
+//! and every [`tuning::sync_interval`]; a failed pass is retried sooner.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use garage_net::NodeId;
+use garage_rpc::layout::{LayoutHistory, Tracker};
+use garage_util::data::blake2sum;
+use serde_bytes::ByteBuf;
+use tokio::sync::watch;
+use tracing::{debug, info};
+
+use crate::error::{Error, Result};
+use crate::merkle::{self, MerkleNode};
+use crate::rpc::TableRpc;
+use crate::schema::TableSchema;
+use crate::table::Table;
+use crate::tuning;
+
+/// Entries per Update request.
+const PUSH_BATCH: usize = 256;
+/// Wait after a failed pass before the next.
+const RETRY_DELAY: Duration = Duration::from_secs(5);
+/// Wait after a peer comes back, so that a burst of reconnections causes
+/// one pass.
+const DEBOUNCE: Duration = Duration::from_secs(1);
+
+/// What one pass did, for logs and tests.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SyncStats {
+    pub partitions: usize,
+    pub merkle_requests: usize,
+    pub entries_sent: usize,
+    pub entries_offloaded: usize,
+}
+
+impl<F: TableSchema> Table<F> {
+    /// Runs sync passes until `must_exit`.
+    pub async fn sync_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        let mut layouts = self.system.subscribe_layout();
+        let mut peers_up = self.system.subscribe_peers_up();
+        let mut last_synced_layout = 0u64;
+        let mut delay = Duration::ZERO;
+        while !*must_exit.borrow() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => (),
+                r = layouts.changed() => {
+                    if r.is_err() { return; }
+                    // Tracker changes gossip often: a pass only for a new
+                    // version, or for a version all nodes have now acked.
+                    let l = self.system.layout();
+                    if sync_target(&l) <= last_synced_layout && l.current().version <= last_synced_layout {
+                        continue;
+                    }
+                }
+                r = peers_up.changed() => {
+                    if r.is_err() { return; }
+                    tokio::time::sleep(DEBOUNCE).await;
+                }
+                _ = must_exit.changed() => continue,
+            }
+            let layout = self.system.layout();
+            let target = sync_target(&layout);
+            match self.sync_pass(&layout).await {
+                Ok(stats) => {
+                    if stats.entries_sent > 0 || stats.entries_offloaded > 0 {
+                        info!(
+                            table = F::TABLE_NAME,
+                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} offloaded",
+                            stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded
+                        );
+                    }
+                    self.system.table_synced(F::TABLE_NAME, target);
+                    last_synced_layout = target;
+                    delay = if target < layout.current().version {
+                        // Not every node has acked the newest version yet.
+                        RETRY_DELAY
+                    } else {
+                        tuning::sync_interval()
+                    };
+                }
+                Err(e) => {
+                    debug!(table = F::TABLE_NAME, "sync pass failed, retrying in {RETRY_DELAY:?}: {e}");
+                    delay = RETRY_DELAY;
+                }
+            }
+        }
+    }
+
+    /// One full pass; `Ok` only if every partition reached every node.
+    pub async fn sync_pass(&self, layout: &LayoutHistory) -> Result<SyncStats> {
+        // The trees must include everything stored before the pass.
+        let data = self.data.clone();
+        tokio::task::spawn_blocking(move || -> Result<()> {
+            while merkle::process_batch(&data)? > 0 {}
+            Ok(())
+        })
+        .await
+        .map_err(|e| Error::Remote {
+            node: "local".into(),
+            msg: e.to_string(),
+        })??;
+
+        let me = self.system.id();
+        let mut stats = SyncStats::default();
+        let mut first_error = None;
+        for p in 0..=255u8 {
+            let nodes = layout.all_storage_nodes_of(p as usize);
+            let root = merkle::read_node(&self.data.merkle_tree, p, &[])?;
+            if root == MerkleNode::Empty {
+                continue;
+            }
+            stats.partitions += 1;
+            let mut ok = true;
+            for n in nodes.iter().filter(|n| **n != me) {
+                if let Err(e) = self.sync_partition_with(p, *n, &mut stats).await {
+                    ok = false;
+                    first_error.get_or_insert(e);
+                }
+            }
+            if ok && !nodes.contains(&me) && !nodes.is_empty() {
+                stats.entries_offloaded += self.drop_partition(p)?;
+            }
+        }
+        match first_error {
+            None => Ok(stats),
+            Some(e) => Err(e),
+        }
+    }
+
+    async fn sync_partition_with(&self, p: u8, node: NodeId, stats: &mut SyncStats) -> Result<()> {
+        let mut todo: Vec<Vec<u8>> = vec![vec![]];
+        let mut to_send: Vec<Vec<u8>> = Vec::new();
+        while let Some(prefix) = todo.pop() {
+            let local = merkle::read_node(&self.data.merkle_tree, p, &prefix)?;
+            if local == MerkleNode::Empty {
+                continue;
+            }
+            stats.merkle_requests += 1;
+            let remote = match self
+                .call(
+                    &node,
+                    TableRpc::GetMerkleNode {
+                        partition: p,
+                        prefix: ByteBuf::from(prefix.clone()),
+                    },
+                )
+                .await?
+            {
+                TableRpc::MerkleNode(n) => n,
+                other => {
+                    return Err(Error::Unexpected {
+                        node: format!("{node:?}"),
+                        msg: other.kind().into(),
+                    })
+                }
+            };
+            if local == remote {
+                continue;
+            }
+            match (&local, &remote) {
+                (MerkleNode::Leaf(k, _), _) => to_send.push(k.clone()),
+                (MerkleNode::Intermediate(lc), MerkleNode::Intermediate(rc)) => {
+                    for (b, h) in lc {
+                        if !rc.contains(&(*b, *h)) {
+                            let mut child = prefix.clone();
+                            child.push(*b);
+                            todo.push(child);
+                        }
+                    }
+                }
+                (MerkleNode::Intermediate(_), MerkleNode::Empty) if prefix.is_empty() => {
+                    // The other node has nothing of this partition: send it
+                    // all, in store order.
+                    stats.entries_sent += self.push_whole_partition(p, node).await?;
+                }
+                (MerkleNode::Intermediate(_), _) => {
+                    self.collect_leaves(p, &prefix, &mut to_send)?;
+                }
+                (MerkleNode::Empty, _) => (),
+            }
+            if to_send.len() >= PUSH_BATCH {
+                stats.entries_sent += self.push_keys(node, std::mem::take(&mut to_send)).await?;
+            }
+        }
+        if !to_send.is_empty() {
+            stats.entries_sent += self.push_keys(node, to_send).await?;
+        }
+        Ok(())
+    }
+
+    fn collect_leaves(&self, p: u8, prefix: &[u8], out: &mut Vec<Vec<u8>>) -> Result<()> {
+        let mut stack = vec![prefix.to_vec()];
+        while let Some(pre) = stack.pop() {
+            match merkle::read_node(&self.data.merkle_tree, p, &pre)? {
+                MerkleNode::Empty => (),
+                MerkleNode::Leaf(k, _) => out.push(k),
+                MerkleNode::Intermediate(children) => {
+                    for (b, _) in children {
+                        let mut c = pre.clone();
+                        c.push(b);
+                        stack.push(c);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn push_keys(&self, node: NodeId, keys: Vec<Vec<u8>>) -> Result<usize> {
+        let mut batch = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Some(v) = self.data.store.get(&k)? {
+                batch.push(ByteBuf::from(v));
+            }
+        }
+        let n = batch.len();
+        self.send_update(node, batch).await?;
+        Ok(n)
+    }
+
+    async fn send_update(&self, node: NodeId, batch: Vec<ByteBuf>) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        match self.call(&node, TableRpc::Update(batch)).await? {
+            TableRpc::Ok => Ok(()),
+            other => Err(Error::Unexpected {
+                node: format!("{node:?}"),
+                msg: other.kind().into(),
+            }),
+        }
+    }
+
+    async fn push_whole_partition(&self, p: u8, node: NodeId) -> Result<usize> {
+        let mut from: Option<Vec<u8>> = None;
+        let mut sent = 0;
+        // Bounded: each round moves past PUSH_BATCH entries of a finite
+        // partition.
+        loop {
+            let items = self.data.partition_items(p, from.as_deref(), PUSH_BATCH + 1)?;
+            let more = items.len() > PUSH_BATCH;
+            let mut batch = Vec::new();
+            for (k, v) in items.into_iter().take(PUSH_BATCH) {
+                from = Some(k);
+                batch.push(ByteBuf::from(v));
+            }
+            sent += batch.len();
+            self.send_update(node, batch).await?;
+            if !more {
+                return Ok(sent);
+            }
+            // Continue after the last key sent.
+            if let Some(f) = from.as_mut() {
+                f.push(0);
+            }
+        }
+    }
+
+    /// Drops this node's copy of partition `p` once every node holding it
+    /// has it (the caller checked). Returns how many entries went.
+    fn drop_partition(&self, p: u8) -> Result<usize> {
+        let mut dropped = 0;
+        let mut from: Option<Vec<u8>> = None;
+        loop {
+            let items = self.data.partition_items(p, from.as_deref(), PUSH_BATCH)?;
+            if items.is_empty() {
+                return Ok(dropped);
+            }
+            for (k, v) in items {
+                if self.data.delete_if_equal_hash(&k, &blake2sum(&v))? {
+                    dropped += 1;
+                }
+                let mut next = k;
+                next.push(0);
+                from = Some(next);
+            }
+        }
+    }
+}
+
+/// The layout version a pass starting now can report as synced: the
+/// newest one every node has acknowledged (writes from then on reach its
+/// nodes directly).
+pub fn sync_target(layout: &LayoutHistory) -> u64 {
+    layout
+        .min_tracker(Tracker::Ack)
+        .min(layout.current().version)
+}

@@ -1,0 +1,449 @@
+//! A replicated table: quorum writes and reads with read repair, and the
+//! handler that serves the other replicas.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use garage_net::{Endpoint, EndpointHandler, NetError, NodeId, Priority};
+use garage_rpc::layout::LayoutVersion;
+use garage_rpc::quorum::{call_quorum, QuorumError, Strategy};
+use garage_rpc::system::System;
+use garage_util::crdt::Crdt;
+use serde_bytes::ByteBuf;
+use tracing::{debug, warn};
+
+use crate::data::TableData;
+use crate::encoding::{self, tree_key};
+use crate::error::{Error, Result};
+use crate::merkle;
+use crate::rpc::TableRpc;
+use crate::schema::{Entry, PartitionKey, TableSchema};
+
+/// How long a quorum operation waits for its answers.
+pub const TABLE_RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// Entries per range request when `get_range` has to fetch more.
+const RANGE_BATCH: usize = 1000;
+
+pub struct Table<F: TableSchema> {
+    pub system: Arc<System>,
+    pub data: Arc<TableData<F>>,
+    pub(crate) endpoint: Arc<Endpoint<TableRpc<F>, Table<F>>>,
+}
+
+fn node_err(node: &NodeId, e: impl std::fmt::Display) -> String {
+    format!("{node:?}: {e}")
+}
+
+impl<F: TableSchema> Table<F> {
+    /// Opens the table's trees and registers its endpoint. Its workers are
+    /// started by [`Table::spawn_workers`].
+    pub fn new(schema: F, db: garage_db::Db, system: Arc<System>) -> Result<Arc<Self>> {
+        let data = TableData::new(schema, db)?;
+        let endpoint = system
+            .netapp
+            .endpoint::<TableRpc<F>, Table<F>>(&format!("garage_table/{}", F::TABLE_NAME));
+        let table = Arc::new(Self {
+            system: system.clone(),
+            data,
+            endpoint,
+        });
+        table.endpoint.set_handler(table.clone());
+        system.register_table(F::TABLE_NAME);
+        Ok(table)
+    }
+
+    pub(crate) async fn call(&self, node: &NodeId, msg: TableRpc<F>) -> Result<TableRpc<F>> {
+        match self.endpoint.call(node, msg, Priority::Normal).await {
+            Ok(TableRpc::Error(msg)) => Err(Error::Remote {
+                node: format!("{node:?}"),
+                msg,
+            }),
+            Ok(r) => Ok(r),
+            Err(e) => Err(Error::Remote {
+                node: format!("{node:?}"),
+                msg: e.to_string(),
+            }),
+        }
+    }
+
+    // ---- Writes ----
+
+    /// Inserts (merges) `entry`: returns once a write quorum of every live
+    /// layout version's nodes for its partition has it stored.
+    pub async fn insert(&self, entry: &F::E) -> Result<()> {
+        self.insert_many(std::slice::from_ref(entry)).await
+    }
+
+    /// Inserts many entries, in one request per destination node; returns
+    /// once every entry has a write quorum in each of its node sets.
+    pub async fn insert_many(&self, entries: &[F::E]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let guard = self.system.start_write();
+        let quorum = self.system.write_quorum();
+        // For each entry, its node sets; for each node, what to send it.
+        let mut sets_of: Vec<Vec<Vec<NodeId>>> = Vec::with_capacity(entries.len());
+        let mut per_node: BTreeMap<NodeId, Vec<ByteBuf>> = BTreeMap::new();
+        for e in entries {
+            let partition = LayoutVersion::partition_of(e.partition_key().hash().as_slice());
+            let sets = guard.layout.write_sets(partition);
+            if sets.is_empty() {
+                return Err(Error::NoNodes);
+            }
+            let bytes = encoding::encode(e);
+            let mut nodes: Vec<NodeId> = sets.iter().flatten().copied().collect();
+            nodes.sort();
+            nodes.dedup();
+            for n in nodes {
+                per_node
+                    .entry(n)
+                    .or_default()
+                    .push(ByteBuf::from(bytes.clone()));
+            }
+            sets_of.push(sets);
+        }
+
+        // Every call runs to its end even once the quorum is reached, so
+        // that all replicas get the write.
+        let mut pending = FuturesUnordered::new();
+        for (node, batch) in per_node {
+            let endpoint = self.endpoint.clone();
+            let handle = tokio::spawn(async move {
+                let r = endpoint
+                    .call(&node, TableRpc::Update(batch), Priority::Normal)
+                    .await;
+                (node, r)
+            });
+            pending.push(handle);
+        }
+        let mut ok: Vec<NodeId> = Vec::new();
+        let mut errors: Vec<(NodeId, String)> = Vec::new();
+        let satisfied = |ok: &[NodeId]| {
+            sets_of.iter().all(|sets| {
+                sets.iter()
+                    .all(|set| set.iter().filter(|n| ok.contains(n)).count() >= quorum.min(set.len()))
+            })
+        };
+        let deadline = tokio::time::Instant::now() + TABLE_RPC_TIMEOUT;
+        loop {
+            match tokio::time::timeout_at(deadline, pending.next()).await {
+                Err(_) | Ok(None) => {
+                    let timed_out = pending.len() > 0;
+                    return Err(Error::Quorum(QuorumError {
+                        needed: quorum,
+                        ok: ok.len(),
+                        timed_out,
+                        errors,
+                    }));
+                }
+                Ok(Some(Ok((node, Ok(TableRpc::Ok))))) => {
+                    ok.push(node);
+                    if satisfied(&ok) {
+                        return Ok(());
+                    }
+                }
+                Ok(Some(Ok((node, Ok(TableRpc::Error(e)))))) => errors.push((node, e)),
+                Ok(Some(Ok((node, Ok(other))))) => {
+                    errors.push((node, format!("unexpected answer {}", other.kind())))
+                }
+                Ok(Some(Ok((node, Err(e))))) => errors.push((node, e.to_string())),
+                Ok(Some(Err(e))) => warn!(table = F::TABLE_NAME, "write task failed: {e}"),
+            }
+        }
+    }
+
+    // ---- Reads ----
+
+    /// The nodes to read `partition_key` from, nearest first.
+    fn read_nodes(&self, partition_key: &F::P) -> Vec<NodeId> {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(partition_key.hash().as_slice());
+        let nodes = layout.read_version().nodes_of(partition);
+        self.system.nodes_by_distance(&nodes)
+    }
+
+    /// Reads one entry from a read quorum and merges the answers; replicas
+    /// that answered something older get the merge back (read repair).
+    /// Tombstones are returned as they are.
+    pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+        let nodes = self.read_nodes(p);
+        if nodes.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        let answers = call_quorum(
+            &nodes,
+            self.system.read_quorum(),
+            Strategy::NearestFirst,
+            TABLE_RPC_TIMEOUT,
+            |node| {
+                let endpoint = self.endpoint.clone();
+                let msg = TableRpc::ReadEntry(p.clone(), s.clone());
+                async move {
+                    match endpoint.call(&node, msg, Priority::Normal).await {
+                        Ok(TableRpc::ReadEntryResponse(v)) => Ok(v),
+                        Ok(TableRpc::Error(e)) => Err(e),
+                        Ok(other) => Err(format!("unexpected answer {}", other.kind())),
+                        Err(e) => Err(node_err(&node, e)),
+                    }
+                }
+            },
+        )
+        .await?;
+        let mut merged: Option<F::E> = None;
+        let mut decoded: Vec<(NodeId, Option<F::E>)> = Vec::new();
+        for (node, v) in answers {
+            let e = match v {
+                Some(b) => Some(self.data.decode_entry(&b)?),
+                None => None,
+            };
+            if let Some(e) = &e {
+                match &mut merged {
+                    Some(m) => m.merge(e),
+                    None => merged = Some(e.clone()),
+                }
+            }
+            decoded.push((node, e));
+        }
+        if let Some(m) = &merged {
+            let behind: Vec<NodeId> = decoded
+                .iter()
+                .filter(|(_, e)| e.as_ref() != Some(m))
+                .map(|(n, _)| *n)
+                .collect();
+            self.repair(behind, vec![m.clone()]);
+        }
+        Ok(merged)
+    }
+
+    /// Sends `entries` to `nodes` in the background.
+    fn repair(&self, nodes: Vec<NodeId>, entries: Vec<F::E>) {
+        if nodes.is_empty() || entries.is_empty() {
+            return;
+        }
+        let batch: Vec<ByteBuf> = entries
+            .iter()
+            .map(|e| ByteBuf::from(encoding::encode(e)))
+            .collect();
+        for node in nodes {
+            let endpoint = self.endpoint.clone();
+            let batch = batch.clone();
+            tokio::spawn(async move {
+                debug!(table = F::TABLE_NAME, "read repair of {} entries on {node:?}", batch.len());
+                if let Err(e) = endpoint
+                    .call(&node, TableRpc::Update(batch), Priority::Normal)
+                    .await
+                {
+                    debug!(table = F::TABLE_NAME, "read repair on {node:?} failed: {e}");
+                }
+            });
+        }
+    }
+
+    /// One round of a range read: up to `limit` entries of `p` from
+    /// `start`, merged over a read quorum, tombstones included, in order.
+    async fn get_range_round(
+        &self,
+        p: &F::P,
+        start: Option<&F::S>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<F::E>> {
+        let nodes = self.read_nodes(p);
+        if nodes.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        let answers = call_quorum(
+            &nodes,
+            self.system.read_quorum(),
+            Strategy::NearestFirst,
+            TABLE_RPC_TIMEOUT,
+            |node| {
+                let endpoint = self.endpoint.clone();
+                let msg = TableRpc::ReadRange {
+                    partition_key: p.clone(),
+                    start: start.cloned(),
+                    limit,
+                    reverse,
+                };
+                async move {
+                    match endpoint.call(&node, msg, Priority::Normal).await {
+                        Ok(TableRpc::Entries(v)) => Ok(v),
+                        Ok(TableRpc::Error(e)) => Err(e),
+                        Ok(other) => Err(format!("unexpected answer {}", other.kind())),
+                        Err(e) => Err(node_err(&node, e)),
+                    }
+                }
+            },
+        )
+        .await?;
+        // Merge by tree key; remember what each node had.
+        let mut merged: BTreeMap<Vec<u8>, F::E> = BTreeMap::new();
+        let mut had: Vec<(NodeId, BTreeMap<Vec<u8>, F::E>)> = Vec::new();
+        for (node, entries) in answers {
+            let mut mine = BTreeMap::new();
+            for b in entries {
+                let e = self.data.decode_entry(&b)?;
+                let k = tree_key(e.partition_key(), e.sort_key());
+                match merged.get_mut(&k) {
+                    Some(m) => m.merge(&e),
+                    None => {
+                        merged.insert(k.clone(), e.clone());
+                    }
+                }
+                mine.insert(k, e);
+            }
+            had.push((node, mine));
+        }
+        // Only the first `limit` merged keys are certain: a node's answer
+        // stops at its own `limit`-th key.
+        let keys: Vec<Vec<u8>> = if reverse {
+            merged.keys().rev().take(limit).cloned().collect()
+        } else {
+            merged.keys().take(limit).cloned().collect()
+        };
+        for (node, mine) in had {
+            let behind: Vec<F::E> = keys
+                .iter()
+                .filter(|k| mine.get(*k) != merged.get(*k))
+                .filter(|k| {
+                    // A node that stopped before this key did not say it
+                    // lacks it.
+                    let last = if reverse {
+                        mine.keys().next()
+                    } else {
+                        mine.keys().next_back()
+                    };
+                    mine.len() < limit
+                        || last.is_some_and(|l| if reverse { *k >= l } else { *k <= l })
+                })
+                .map(|k| merged[k].clone())
+                .collect();
+            self.repair(vec![node], behind);
+        }
+        Ok(keys.into_iter().map(|k| merged.remove(&k).expect("merged key")).collect())
+    }
+
+    /// Up to `limit` live (non-tombstone) entries of partition key `p` that
+    /// match `filter`, from `start` (included) in sort-key order, or down
+    /// from it when `reverse`. Reads as many rounds as needed.
+    pub async fn get_range(
+        &self,
+        p: &F::P,
+        start: Option<F::S>,
+        filter: Option<F::Filter>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<F::E>> {
+        let mut out = Vec::new();
+        let mut start = start;
+        let mut skip_first = false;
+        let batch = limit.clamp(1, RANGE_BATCH);
+        // Each round moves past at least one entry, and the partition is
+        // finite: the loop ends. The round count bound is a safety net.
+        for _ in 0..1_000_000 {
+            if out.len() >= limit {
+                break;
+            }
+            let round = self
+                .get_range_round(p, start.as_ref(), batch + skip_first as usize, reverse)
+                .await?;
+            let got = round.len();
+            let mut last = None;
+            for (i, e) in round.into_iter().enumerate() {
+                if i == 0 && skip_first && Some(e.sort_key()) == start.as_ref() {
+                    continue;
+                }
+                last = Some(e.sort_key().clone());
+                if e.is_tombstone() || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f)) {
+                    continue;
+                }
+                out.push(e);
+                if out.len() >= limit {
+                    break;
+                }
+            }
+            if got < batch + skip_first as usize || last.is_none() {
+                break;
+            }
+            start = last;
+            skip_first = true;
+        }
+        Ok(out)
+    }
+
+    /// Starts the table's workers: Merkle updater, anti-entropy, GC and
+    /// insert queue.
+    pub fn spawn_workers(
+        self: &Arc<Self>,
+        must_exit: &tokio::sync::watch::Receiver<bool>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        vec![
+            tokio::spawn(merkle::MerkleUpdater::run(self.data.clone(), must_exit.clone())),
+            tokio::spawn(self.clone().sync_loop(must_exit.clone())),
+            tokio::spawn(self.clone().gc_loop(must_exit.clone())),
+            tokio::spawn(self.clone().insert_queue_loop(must_exit.clone())),
+        ]
+    }
+
+    /// Entries waiting to be added to the Merkle trees.
+    pub fn merkle_todo_len(&self) -> Result<usize> {
+        merkle::todo_len(&self.data)
+    }
+}
+
+#[async_trait::async_trait]
+impl<F: TableSchema> EndpointHandler<TableRpc<F>> for Table<F> {
+    async fn handle(&self, msg: TableRpc<F>, _from: NodeId) -> TableRpc<F> {
+        let data = self.data.clone();
+        let res = tokio::task::spawn_blocking(move || handle_local(&data, msg)).await;
+        match res {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => TableRpc::Error(e.to_string()),
+            Err(e) => TableRpc::Error(format!("table handler failed: {e}")),
+        }
+    }
+}
+
+/// Serves a request from the local store (blocking: database calls).
+fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result<TableRpc<F>> {
+    Ok(match msg {
+        TableRpc::ReadEntry(p, s) => TableRpc::ReadEntryResponse(data.read_entry(&p, &s)?.map(ByteBuf::from)),
+        TableRpc::ReadRange {
+            partition_key,
+            start,
+            limit,
+            reverse,
+        } => TableRpc::Entries(
+            data.read_range(&partition_key, start.as_ref(), limit, reverse)?
+                .into_iter()
+                .map(ByteBuf::from)
+                .collect(),
+        ),
+        TableRpc::Update(entries) => {
+            data.update_many(&entries)?;
+            TableRpc::Ok
+        }
+        TableRpc::GetMerkleNode { partition, prefix } => {
+            TableRpc::MerkleNode(merkle::read_node(&data.merkle_tree, partition, &prefix)?)
+        }
+        TableRpc::DeleteIfEqualHash(items) => {
+            for (k, h) in items {
+                data.delete_if_equal_hash(&k, &h)?;
+            }
+            TableRpc::Ok
+        }
+        other => TableRpc::Error(format!("not a request: {}", other.kind())),
+    })
+}
+
+impl From<NetError> for Error {
+    fn from(e: NetError) -> Self {
+        Error::Remote {
+            node: "?".into(),
+            msg: e.to_string(),
+        }
+    }
+}
