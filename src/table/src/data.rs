@@ -103,9 +103,7 @@ impl<F: TableSchema> TableData<F> {
     }
 
     pub fn update_entry_with(&self, entry: &F::E) -> Result<Option<F::E>> {
-        let changed = self
-            .db
-            .transaction(|tx| self.merge_in_tx(tx, entry))?;
+        let changed = self.db.transaction(|tx| self.merge_in_tx(tx, entry))?;
         if changed.is_some() {
             self.merkle_todo_notify.notify_one();
         }
@@ -119,17 +117,15 @@ impl<F: TableSchema> TableData<F> {
             .iter()
             .map(|b| encoding::decode::<F::E>(b.as_ref()))
             .collect::<std::result::Result<Vec<_>, _>>()?;
-        let changed = self
-            .db
-            .transaction(|tx| -> db::TxResult<usize, Error> {
-                let mut n = 0;
-                for e in entries.iter() {
-                    if self.merge_in_tx(tx, e)?.is_some() {
-                        n += 1;
-                    }
+        let changed = self.db.transaction(|tx| -> db::TxResult<usize, Error> {
+            let mut n = 0;
+            for e in entries.iter() {
+                if self.merge_in_tx(tx, e)?.is_some() {
+                    n += 1;
                 }
-                Ok(n)
-            })?;
+            }
+            Ok(n)
+        })?;
         if changed > 0 {
             self.merkle_todo_notify.notify_one();
         }

@@ -20,7 +20,6 @@ use crate::error::{Error, Result};
 use crate::rpc::TableRpc;
 use crate::schema::TableSchema;
 use crate::table::Table;
-use crate::tuning;
 
 /// Tombstones handled per round.
 const GC_BATCH: usize = 1024;
@@ -58,7 +57,7 @@ impl<F: TableSchema> Table<F> {
     /// reachable; returns how many.
     pub async fn gc_round(&self) -> Result<usize> {
         let now = garage_util::time::now_msec();
-        let delay_ms = tuning::gc_delay().as_millis() as u64;
+        let delay_ms = self.tuning.gc_delay.as_millis() as u64;
         let mut by_partition: BTreeMap<u8, Vec<Due>> = BTreeMap::new();
         let mut seen = 0;
         for item in self.data.gc_todo.iter() {
@@ -69,7 +68,9 @@ impl<F: TableSchema> Table<F> {
             }
             let (Some(vhash), Some(ts)) = (
                 value.get(..32).and_then(Hash::try_from_slice),
-                value.get(32..40).map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                value
+                    .get(32..40)
+                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
             ) else {
                 // Unreadable todo item: drop it (the entry stays).
                 self.data.gc_todo.remove(&key)?;
@@ -118,7 +119,10 @@ impl<F: TableSchema> Table<F> {
             let mut all_ok = true;
             for n in others.iter() {
                 if let Err(e) = self.call(n, TableRpc::Update(entries.clone())).await {
-                    debug!(table = F::TABLE_NAME, "GC: {n:?} cannot take tombstones: {e}");
+                    debug!(
+                        table = F::TABLE_NAME,
+                        "GC: {n:?} cannot take tombstones: {e}"
+                    );
                     all_ok = false;
                     break;
                 }
@@ -155,14 +159,12 @@ impl<F: TableSchema> Table<F> {
 
     fn remove_todo(&self, d: &Due) -> Result<()> {
         let tree = &self.data.gc_todo;
-        self.data
-            .db
-            .transaction(|tx| -> db::TxResult<(), Error> {
-                if tx.get(tree, &d.key)?.as_deref() == Some(d.todo_value.as_slice()) {
-                    tx.remove(tree, &d.key)?;
-                }
-                Ok(())
-            })?;
+        self.data.db.transaction(|tx| -> db::TxResult<(), Error> {
+            if tx.get(tree, &d.key)?.as_deref() == Some(d.todo_value.as_slice()) {
+                tx.remove(tree, &d.key)?;
+            }
+            Ok(())
+        })?;
         Ok(())
     }
 }

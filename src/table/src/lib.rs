@@ -14,13 +14,15 @@ pub mod error;
 pub mod gc;
 pub mod merkle;
 pub mod queue;
+#[cfg(test)]
+mod replication_tests;
 pub mod rpc;
 pub mod schema;
 pub mod sync;
 pub mod table;
-pub mod tuning;
 #[cfg(test)]
 mod test_schema;
+pub mod tuning;
 
 pub use error::{Error, Result};
 pub use queue::InsertQueue;

@@ -302,7 +302,11 @@ mod tests {
                 MerkleNode::Empty => panic!("empty node stored"),
                 MerkleNode::Leaf(key, vhash) => {
                     leaves += 1;
-                    let stored = data.store.get(&key).unwrap().expect("leaf of a stored entry");
+                    let stored = data
+                        .store
+                        .get(&key)
+                        .unwrap()
+                        .expect("leaf of a stored entry");
                     assert_eq!(blake2sum(&stored), vhash);
                 }
                 MerkleNode::Intermediate(children) => {

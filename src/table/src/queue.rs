@@ -116,16 +116,14 @@ mod worker {
                 .map(|(_, v)| encoding::decode::<F::E>(v))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             self.insert_many(&entries).await?;
-            self.data
-                .db
-                .transaction(|tx| -> db::TxResult<(), Error> {
-                    for (k, v) in items.iter() {
-                        if tx.get(tree, k)?.as_deref() == Some(v.as_slice()) {
-                            tx.remove(tree, k)?;
-                        }
+            self.data.db.transaction(|tx| -> db::TxResult<(), Error> {
+                for (k, v) in items.iter() {
+                    if tx.get(tree, k)?.as_deref() == Some(v.as_slice()) {
+                        tx.remove(tree, k)?;
                     }
-                    Ok(())
-                })?;
+                }
+                Ok(())
+            })?;
             Ok(items.len())
         }
     }

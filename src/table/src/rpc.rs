@@ -28,7 +28,10 @@ pub enum TableRpc<F: TableSchema> {
     /// Merge these encoded entries into the local store.
     Update(Vec<ByteBuf>),
     /// A node of the Merkle tree of a partition (anti-entropy).
-    GetMerkleNode { partition: u8, prefix: ByteBuf },
+    GetMerkleNode {
+        partition: u8,
+        prefix: ByteBuf,
+    },
     MerkleNode(MerkleNode),
     /// Remove these entries (by tree key) if they still hash to the given
     /// value: the tombstone GC's last step.

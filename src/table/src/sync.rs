@@ -10,7 +10,8 @@
 //! version pushes it to the nodes that do, then drops its copy.
 //!
 //! A pass runs at start, after every layout change, when a peer comes back,
-//! and every [`tuning::sync_interval`]; a failed pass is retried sooner.
+//! and every `sync_interval` (see `tuning.rs`); a failed pass is retried
+//! sooner.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +28,6 @@ use crate::merkle::{self, MerkleNode};
 use crate::rpc::TableRpc;
 use crate::schema::TableSchema;
 use crate::table::Table;
-use crate::tuning;
 
 /// Entries per Update request.
 const PUSH_BATCH: usize = 256;
@@ -88,11 +88,14 @@ impl<F: TableSchema> Table<F> {
                         // Not every node has acked the newest version yet.
                         RETRY_DELAY
                     } else {
-                        tuning::sync_interval()
+                        self.tuning.sync_interval
                     };
                 }
                 Err(e) => {
-                    debug!(table = F::TABLE_NAME, "sync pass failed, retrying in {RETRY_DELAY:?}: {e}");
+                    debug!(
+                        table = F::TABLE_NAME,
+                        "sync pass failed, retrying in {RETRY_DELAY:?}: {e}"
+                    );
                     delay = RETRY_DELAY;
                 }
             }
@@ -250,7 +253,9 @@ impl<F: TableSchema> Table<F> {
         // Bounded: each round moves past PUSH_BATCH entries of a finite
         // partition.
         loop {
-            let items = self.data.partition_items(p, from.as_deref(), PUSH_BATCH + 1)?;
+            let items = self
+                .data
+                .partition_items(p, from.as_deref(), PUSH_BATCH + 1)?;
             let more = items.len() > PUSH_BATCH;
             let mut batch = Vec::new();
             for (k, v) in items.into_iter().take(PUSH_BATCH) {

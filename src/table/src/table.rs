@@ -21,6 +21,9 @@ use crate::merkle;
 use crate::rpc::TableRpc;
 use crate::schema::{Entry, PartitionKey, TableSchema};
 
+/// Entries by tree key.
+type ByKey<E> = BTreeMap<Vec<u8>, E>;
+
 /// How long a quorum operation waits for its answers.
 pub const TABLE_RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Entries per range request when `get_range` has to fetch more.
@@ -29,6 +32,7 @@ const RANGE_BATCH: usize = 1000;
 pub struct Table<F: TableSchema> {
     pub system: Arc<System>,
     pub data: Arc<TableData<F>>,
+    pub tuning: crate::tuning::Tuning,
     pub(crate) endpoint: Arc<Endpoint<TableRpc<F>, Table<F>>>,
 }
 
@@ -40,6 +44,15 @@ impl<F: TableSchema> Table<F> {
     /// Opens the table's trees and registers its endpoint. Its workers are
     /// started by [`Table::spawn_workers`].
     pub fn new(schema: F, db: garage_db::Db, system: Arc<System>) -> Result<Arc<Self>> {
+        Self::with_tuning(schema, db, system, crate::tuning::Tuning::from_env())
+    }
+
+    pub fn with_tuning(
+        schema: F,
+        db: garage_db::Db,
+        system: Arc<System>,
+        tuning: crate::tuning::Tuning,
+    ) -> Result<Arc<Self>> {
         let data = TableData::new(schema, db)?;
         let endpoint = system
             .netapp
@@ -47,6 +60,7 @@ impl<F: TableSchema> Table<F> {
         let table = Arc::new(Self {
             system: system.clone(),
             data,
+            tuning,
             endpoint,
         });
         table.endpoint.set_handler(table.clone());
@@ -123,15 +137,16 @@ impl<F: TableSchema> Table<F> {
         let mut errors: Vec<(NodeId, String)> = Vec::new();
         let satisfied = |ok: &[NodeId]| {
             sets_of.iter().all(|sets| {
-                sets.iter()
-                    .all(|set| set.iter().filter(|n| ok.contains(n)).count() >= quorum.min(set.len()))
+                sets.iter().all(|set| {
+                    set.iter().filter(|n| ok.contains(n)).count() >= quorum.min(set.len())
+                })
             })
         };
         let deadline = tokio::time::Instant::now() + TABLE_RPC_TIMEOUT;
         loop {
             match tokio::time::timeout_at(deadline, pending.next()).await {
                 Err(_) | Ok(None) => {
-                    let timed_out = pending.len() > 0;
+                    let timed_out = !pending.is_empty();
                     return Err(Error::Quorum(QuorumError {
                         needed: quorum,
                         ok: ok.len(),
@@ -231,7 +246,11 @@ impl<F: TableSchema> Table<F> {
             let endpoint = self.endpoint.clone();
             let batch = batch.clone();
             tokio::spawn(async move {
-                debug!(table = F::TABLE_NAME, "read repair of {} entries on {node:?}", batch.len());
+                debug!(
+                    table = F::TABLE_NAME,
+                    "read repair of {} entries on {node:?}",
+                    batch.len()
+                );
                 if let Err(e) = endpoint
                     .call(&node, TableRpc::Update(batch), Priority::Normal)
                     .await
@@ -281,7 +300,7 @@ impl<F: TableSchema> Table<F> {
         .await?;
         // Merge by tree key; remember what each node had.
         let mut merged: BTreeMap<Vec<u8>, F::E> = BTreeMap::new();
-        let mut had: Vec<(NodeId, BTreeMap<Vec<u8>, F::E>)> = Vec::new();
+        let mut had: Vec<(NodeId, ByKey<F::E>)> = Vec::new();
         for (node, entries) in answers {
             let mut mine = BTreeMap::new();
             for b in entries {
@@ -323,7 +342,10 @@ impl<F: TableSchema> Table<F> {
                 .collect();
             self.repair(vec![node], behind);
         }
-        Ok(keys.into_iter().map(|k| merged.remove(&k).expect("merged key")).collect())
+        Ok(keys
+            .into_iter()
+            .map(|k| merged.remove(&k).expect("merged key"))
+            .collect())
     }
 
     /// Up to `limit` live (non-tombstone) entries of partition key `p` that
@@ -381,7 +403,10 @@ impl<F: TableSchema> Table<F> {
         must_exit: &tokio::sync::watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
         vec![
-            tokio::spawn(merkle::MerkleUpdater::run(self.data.clone(), must_exit.clone())),
+            tokio::spawn(merkle::MerkleUpdater::run(
+                self.data.clone(),
+                must_exit.clone(),
+            )),
             tokio::spawn(self.clone().sync_loop(must_exit.clone())),
             tokio::spawn(self.clone().gc_loop(must_exit.clone())),
             tokio::spawn(self.clone().insert_queue_loop(must_exit.clone())),
@@ -410,7 +435,9 @@ impl<F: TableSchema> EndpointHandler<TableRpc<F>> for Table<F> {
 /// Serves a request from the local store (blocking: database calls).
 fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result<TableRpc<F>> {
     Ok(match msg {
-        TableRpc::ReadEntry(p, s) => TableRpc::ReadEntryResponse(data.read_entry(&p, &s)?.map(ByteBuf::from)),
+        TableRpc::ReadEntry(p, s) => {
+            TableRpc::ReadEntryResponse(data.read_entry(&p, &s)?.map(ByteBuf::from))
+        }
         TableRpc::ReadRange {
             partition_key,
             start,

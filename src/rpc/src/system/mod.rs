@@ -245,11 +245,15 @@ impl System {
 
     /// A snapshot of the layout.
     pub fn layout(&self) -> Arc<LayoutHistory> {
-        self.layout.read().unwrap_or_else(|e| e.into_inner()).0.clone()
+        self.layout
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .clone()
     }
 
     fn layout_digest(&self) -> LayoutDigest {
-        self.layout.read().unwrap_or_else(|e| e.into_inner()).1.clone()
+        self.layout.read().unwrap_or_else(|e| e.into_inner()).1
     }
 
     /// Changes the layout with `f`; if it changed, saves it, pushes it to
@@ -525,7 +529,9 @@ impl System {
         }
     }
 
-    fn update_layout(&self, update: LayoutUpdate) -> Result<(), SystemError> {
+    /// Stages, applies or reverts a layout change on this node (it then
+    /// spreads by gossip).
+    pub fn update_layout(&self, update: LayoutUpdate) -> Result<(), SystemError> {
         self.modify_layout(|l| -> Result<bool, SystemError> {
             match update {
                 LayoutUpdate::StageRoles(roles) => {
