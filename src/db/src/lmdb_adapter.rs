@@ -18,6 +18,10 @@ use crate::{Direction, Engine, Error, IDb, ITx, KeyValue, OpenOptions, Result, V
 /// Default map size: 1 TiB of address space (the file grows only as needed).
 pub const DEFAULT_MAP_SIZE: u64 = 1 << 40;
 const MAX_TREES: u32 = 512;
+/// LMDB keeps one reader slot per thread that ever read (126 by default).
+/// Garage reads from tokio's blocking pool (up to 512 threads) and its
+/// runtime threads: leave ample room.
+const MAX_READERS: u32 = 2048;
 
 type Tree = Database<'static, Bytes, Bytes>;
 
@@ -32,7 +36,10 @@ impl LmdbDb {
         std::fs::create_dir_all(path).map_err(|e| Error::io(path, e))?;
         let map_size = usize::try_from(opts.lmdb_map_size).unwrap_or(usize::MAX);
         let mut env_opts = EnvOpenOptions::new();
-        env_opts.map_size(map_size).max_dbs(MAX_TREES);
+        env_opts
+            .map_size(map_size)
+            .max_dbs(MAX_TREES)
+            .max_readers(MAX_READERS);
         let mut flags = EnvFlags::NO_READ_AHEAD;
         if !opts.fsync {
             flags |= EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC;

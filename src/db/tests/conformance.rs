@@ -408,6 +408,32 @@ fn copy_between_engines(engine: Engine) {
     }
 }
 
+/// Many threads reading at once (a server's blocking pool) must not run
+/// out of reader slots.
+fn many_concurrent_reader_threads(engine: Engine) {
+    let t = new_db(engine);
+    let tree = t.db.open_tree("t").unwrap();
+    tree.insert(b"k", b"v").unwrap();
+    let threads = 600;
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(threads));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let tree = tree.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let r = tree.get(b"k");
+                // Keep every thread (and its reader slot) alive until all
+                // have read.
+                barrier.wait();
+                r
+            })
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap().unwrap().as_deref(), Some(&b"v"[..]));
+    }
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod lmdb {
@@ -430,4 +456,5 @@ conformance!(
     snapshot_is_a_full_copy,
     missing_database_is_reported,
     copy_between_engines,
+    many_concurrent_reader_threads,
 );

@@ -146,6 +146,7 @@ async fn start_cluster(
                 .collect(),
             rpc_public_addr: public,
             bootstrap_peers: config.bootstrap_peers.clone(),
+            consistency_mode: config.consistency_mode,
         },
     )?;
     let id = netapp.id();

@@ -20,8 +20,7 @@ pub mod rpc;
 pub mod schema;
 pub mod sync;
 pub mod table;
-#[cfg(test)]
-mod test_schema;
+pub mod testing;
 pub mod tuning;
 
 pub use error::{Error, Result};

@@ -278,7 +278,7 @@ pub fn todo_len<F: TableSchema>(data: &TableData<F>) -> Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::test_schema::{temp_db, TestEntry, TestTable};
+    use crate::testing::{temp_db, TestEntry, TestTable};
 
     fn drain(data: &TableData<TestTable>) {
         while process_batch(data).unwrap() > 0 {}

@@ -27,12 +27,12 @@ pub enum TableRpc<F: TableSchema> {
     Entries(Vec<ByteBuf>),
     /// Merge these encoded entries into the local store.
     Update(Vec<ByteBuf>),
-    /// A node of the Merkle tree of a partition (anti-entropy).
-    GetMerkleNode {
+    /// Nodes of the Merkle tree of a partition (anti-entropy), by prefix.
+    GetMerkleNodes {
         partition: u8,
-        prefix: ByteBuf,
+        prefixes: Vec<ByteBuf>,
     },
-    MerkleNode(MerkleNode),
+    MerkleNodes(Vec<MerkleNode>),
     /// Remove these entries (by tree key) if they still hash to the given
     /// value: the tombstone GC's last step.
     DeleteIfEqualHash(Vec<(ByteBuf, Hash)>),
@@ -53,8 +53,8 @@ impl<F: TableSchema> TableRpc<F> {
             TableRpc::ReadRange { .. } => "ReadRange",
             TableRpc::Entries(_) => "Entries",
             TableRpc::Update(_) => "Update",
-            TableRpc::GetMerkleNode { .. } => "GetMerkleNode",
-            TableRpc::MerkleNode(_) => "MerkleNode",
+            TableRpc::GetMerkleNodes { .. } => "GetMerkleNodes",
+            TableRpc::MerkleNodes(_) => "MerkleNodes",
             TableRpc::DeleteIfEqualHash(_) => "DeleteIfEqualHash",
         }
     }

@@ -31,6 +31,8 @@ use crate::table::Table;
 
 /// Entries per Update request.
 const PUSH_BATCH: usize = 256;
+/// Merkle nodes asked per request.
+const MERKLE_BATCH: usize = 256;
 /// Wait after a failed pass before the next.
 const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// Wait after a peer comes back, so that a burst of reconnections causes
@@ -144,25 +146,42 @@ impl<F: TableSchema> Table<F> {
     }
 
     async fn sync_partition_with(&self, p: u8, node: NodeId, stats: &mut SyncStats) -> Result<()> {
+        // Breadth first, asking the other node for up to MERKLE_BATCH
+        // differing subtrees per request.
         let mut todo: Vec<Vec<u8>> = vec![vec![]];
         let mut to_send: Vec<Vec<u8>> = Vec::new();
-        while let Some(prefix) = todo.pop() {
-            let local = merkle::read_node(&self.data.merkle_tree, p, &prefix)?;
-            if local == MerkleNode::Empty {
+        while !todo.is_empty() {
+            let take = todo.len().min(MERKLE_BATCH);
+            let mut prefixes: Vec<Vec<u8>> = todo.drain(..take).collect();
+            let mut locals = Vec::with_capacity(prefixes.len());
+            prefixes.retain(
+                |pre| match merkle::read_node(&self.data.merkle_tree, p, pre) {
+                    Ok(MerkleNode::Empty) => false,
+                    Ok(n) => {
+                        locals.push(Ok(n));
+                        true
+                    }
+                    Err(e) => {
+                        locals.push(Err(e));
+                        true
+                    }
+                },
+            );
+            if prefixes.is_empty() {
                 continue;
             }
             stats.merkle_requests += 1;
-            let remote = match self
+            let remotes = match self
                 .call(
                     &node,
-                    TableRpc::GetMerkleNode {
+                    TableRpc::GetMerkleNodes {
                         partition: p,
-                        prefix: ByteBuf::from(prefix.clone()),
+                        prefixes: prefixes.iter().cloned().map(ByteBuf::from).collect(),
                     },
                 )
                 .await?
             {
-                TableRpc::MerkleNode(n) => n,
+                TableRpc::MerkleNodes(n) if n.len() == prefixes.len() => n,
                 other => {
                     return Err(Error::Unexpected {
                         node: format!("{node:?}"),
@@ -170,32 +189,36 @@ impl<F: TableSchema> Table<F> {
                     })
                 }
             };
-            if local == remote {
-                continue;
-            }
-            match (&local, &remote) {
-                (MerkleNode::Leaf(k, _), _) => to_send.push(k.clone()),
-                (MerkleNode::Intermediate(lc), MerkleNode::Intermediate(rc)) => {
-                    for (b, h) in lc {
-                        if !rc.contains(&(*b, *h)) {
-                            let mut child = prefix.clone();
-                            child.push(*b);
-                            todo.push(child);
+            for ((prefix, local), remote) in prefixes.into_iter().zip(locals).zip(remotes) {
+                let local = local?;
+                if local == remote {
+                    continue;
+                }
+                match (&local, &remote) {
+                    (MerkleNode::Leaf(k, _), _) => to_send.push(k.clone()),
+                    (MerkleNode::Intermediate(lc), MerkleNode::Intermediate(rc)) => {
+                        for (b, h) in lc {
+                            if !rc.contains(&(*b, *h)) {
+                                let mut child = prefix.clone();
+                                child.push(*b);
+                                todo.push(child);
+                            }
                         }
                     }
+                    (MerkleNode::Intermediate(_), MerkleNode::Empty) if prefix.is_empty() => {
+                        // The other node has nothing of this partition:
+                        // send it all, in store order.
+                        stats.entries_sent += self.push_whole_partition(p, node).await?;
+                    }
+                    (MerkleNode::Intermediate(_), _) => {
+                        self.collect_leaves(p, &prefix, &mut to_send)?;
+                    }
+                    (MerkleNode::Empty, _) => (),
                 }
-                (MerkleNode::Intermediate(_), MerkleNode::Empty) if prefix.is_empty() => {
-                    // The other node has nothing of this partition: send it
-                    // all, in store order.
-                    stats.entries_sent += self.push_whole_partition(p, node).await?;
+                if to_send.len() >= PUSH_BATCH {
+                    stats.entries_sent +=
+                        self.push_keys(node, std::mem::take(&mut to_send)).await?;
                 }
-                (MerkleNode::Intermediate(_), _) => {
-                    self.collect_leaves(p, &prefix, &mut to_send)?;
-                }
-                (MerkleNode::Empty, _) => (),
-            }
-            if to_send.len() >= PUSH_BATCH {
-                stats.entries_sent += self.push_keys(node, std::mem::take(&mut to_send)).await?;
             }
         }
         if !to_send.is_empty() {

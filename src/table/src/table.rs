@@ -453,9 +453,15 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
             data.update_many(&entries)?;
             TableRpc::Ok
         }
-        TableRpc::GetMerkleNode { partition, prefix } => {
-            TableRpc::MerkleNode(merkle::read_node(&data.merkle_tree, partition, &prefix)?)
-        }
+        TableRpc::GetMerkleNodes {
+            partition,
+            prefixes,
+        } => TableRpc::MerkleNodes(
+            prefixes
+                .iter()
+                .map(|p| merkle::read_node(&data.merkle_tree, partition, p))
+                .collect::<Result<Vec<_>>>()?,
+        ),
         TableRpc::DeleteIfEqualHash(items) => {
             for (k, h) in items {
                 data.delete_if_equal_hash(&k, &h)?;
