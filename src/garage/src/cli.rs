@@ -116,10 +116,10 @@ pub enum Command {
     Bucket(Pending),
     /// Access keys: create, list, info, delete, allow, deny, import, rename [not available yet]
     Key(Pending),
-    /// Start repair operations: tables, blocks, rebalance, scrub [not available yet]
-    Repair(Pending),
-    /// Statistics of this node and the cluster [not available yet]
-    Stats(Pending),
+    /// Start repair operations (this version: tables)
+    Repair(RepairOpt),
+    /// Statistics of this node's metadata tables
+    Stats,
     /// Background workers: list, info, get, set [not available yet]
     Worker(Pending),
     /// Data blocks: list-errors, info, retry-now, purge [not available yet]
@@ -138,7 +138,7 @@ impl Command {
             Command::Bucket(_) => "bucket",
             Command::Key(_) => "key",
             Command::Repair(_) => "repair",
-            Command::Stats(_) => "stats",
+            Command::Stats => "stats",
             Command::Worker(_) => "worker",
             Command::Block(_) => "block",
             Command::ConvertDb(_) => "convert-db",
@@ -214,6 +214,21 @@ pub struct AssignRoleOpt {
     /// Nodes to remove from the layout at the same time
     #[arg(long)]
     pub replace: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct RepairOpt {
+    /// Confirm: a repair can load the cluster
+    #[arg(long)]
+    pub yes: bool,
+    #[command(subcommand)]
+    pub what: RepairWhat,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RepairWhat {
+    /// Compare every table with the other replicas now and send what they lack
+    Tables,
 }
 
 /// Arguments of a verb this build does not provide yet.

@@ -4,8 +4,10 @@
 //! garage crate; nothing depends on it.
 
 mod admin;
+mod admin_rpc;
 mod cli;
 mod convert_db;
+mod garage;
 mod load_config;
 mod logging;
 mod rpc_addr;

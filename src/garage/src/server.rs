@@ -7,6 +7,7 @@
 //! log lines say so.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -14,8 +15,11 @@ use garage_db::Db;
 use garage_util::config::{Config, DataDirState, DataDirs, SecretOrigin, DEFAULT_CONFIG_PATH};
 use tracing::{error, info, warn};
 
+use crate::admin_rpc::{AdminRpc, AdminRpcHandler, ADMIN_ENDPOINT};
 use crate::cli::Opt;
+use crate::garage::Garage;
 use crate::load_config::{load, Loaded};
+use garage_rpc::system::System;
 
 /// Version of the layout of garage's own trees in the metadata database;
 /// bumped whenever a later version changes it, so that an older binary
@@ -85,7 +89,17 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
-        let cluster = start_cluster(&config, exit_rx.clone()).await?;
+        let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
+        let garage = Garage::new(&config, db.clone(), system.clone())?;
+        for t in garage.tables.iter() {
+            tasks.extend(t.clone().spawn(&exit_rx));
+        }
+        system
+            .netapp
+            .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)
+            .set_handler(Arc::new(AdminRpcHandler {
+                garage: garage.clone(),
+            }));
         if let Some(interval) = config.metadata_auto_snapshot_interval {
             let dir = config.metadata_snapshots_dir();
             info!(
@@ -102,7 +116,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         let signal = signals.wait().await;
         info!("received {signal}, shutting down");
         let _ = exit_tx.send(true);
-        for task in cluster {
+        for task in tasks {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
         drop(db);
@@ -111,11 +125,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     })
 }
 
-/// Starts the RPC listener and the membership loops; returns their tasks.
+/// Starts the RPC listener and the membership loops; returns the system
+/// and their tasks.
 async fn start_cluster(
     config: &Config,
     must_exit: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+) -> anyhow::Result<(Arc<System>, Vec<tokio::task::JoinHandle<()>>)> {
     let node_key = garage_net::NodeKey::load_or_generate(&config.metadata_dir)
         .with_context(|| format!("node key in {}", config.metadata_dir.display()))?;
     let secret = config
@@ -178,8 +193,8 @@ async fn start_cluster(
             }
         }
     });
-    let system_task = tokio::spawn(system.run(must_exit));
-    Ok(vec![listen_task, system_task])
+    let system_task = tokio::spawn(system.clone().run(must_exit));
+    Ok((system, vec![listen_task, system_task]))
 }
 
 fn open_metadata(config: &Config) -> anyhow::Result<Db> {

@@ -8,6 +8,7 @@
 //! partition lets replicas find and exchange only what differs
 //! (anti-entropy), and a GC removes tombstones once every replica has them.
 
+pub mod any;
 pub mod data;
 pub mod encoding;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod table;
 pub mod testing;
 pub mod tuning;
 
+pub use any::{AnyTable, TableStats};
 pub use error::{Error, Result};
 pub use queue::InsertQueue;
 pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};

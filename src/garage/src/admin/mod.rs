@@ -4,6 +4,7 @@
 //! machine's configuration describes; `-h <id>@<host>:<port>` names another.
 
 mod layout;
+mod stats;
 mod status;
 mod table;
 
@@ -13,6 +14,7 @@ use anyhow::{anyhow, bail, Context};
 use garage_net::{Endpoint, EndpointHandler, NetApp, NetConfig, NetworkKey, NodeId, NodeKey};
 use garage_rpc::system::{parse_peer, SystemRpc, SYSTEM_ENDPOINT};
 
+use crate::admin_rpc::{AdminRpc, ADMIN_ENDPOINT};
 use crate::cli::{Command, NodeOperation, Opt};
 use crate::load_config::load;
 use crate::rpc_addr;
@@ -27,9 +29,17 @@ impl EndpointHandler<SystemRpc> for ClientHandler {
     }
 }
 
+#[async_trait::async_trait]
+impl EndpointHandler<AdminRpc> for ClientHandler {
+    async fn handle(&self, _msg: AdminRpc, _from: NodeId) -> AdminRpc {
+        AdminRpc::Error("this is an admin client, not a node".into())
+    }
+}
+
 pub struct Admin {
     _netapp: Arc<NetApp>,
     endpoint: Arc<Endpoint<SystemRpc, ClientHandler>>,
+    admin_endpoint: Arc<Endpoint<AdminRpc, ClientHandler>>,
     target: NodeId,
     target_addr: std::net::SocketAddr,
 }
@@ -59,6 +69,8 @@ impl Admin {
         let netapp = NetApp::new(network_key, NodeKey::generate(), NetConfig::default());
         let endpoint = netapp.endpoint::<SystemRpc, ClientHandler>(SYSTEM_ENDPOINT);
         endpoint.set_handler(Arc::new(ClientHandler));
+        let admin_endpoint = netapp.endpoint::<AdminRpc, ClientHandler>(ADMIN_ENDPOINT);
+        admin_endpoint.set_handler(Arc::new(ClientHandler));
         netapp
             .connect(target_addr, Some(target))
             .await
@@ -71,6 +83,7 @@ impl Admin {
         Ok(Self {
             _netapp: netapp,
             endpoint,
+            admin_endpoint,
             target,
             target_addr,
         })
@@ -84,6 +97,18 @@ impl Admin {
             .await?
         {
             SystemRpc::Error(e) => bail!("{e}"),
+            r => Ok(r),
+        }
+    }
+
+    /// Sends a request to the daemon's admin endpoint.
+    pub async fn call_admin(&self, msg: AdminRpc) -> anyhow::Result<AdminRpc> {
+        match self
+            .admin_endpoint
+            .call(&self.target, msg, garage_net::Priority::High)
+            .await?
+        {
+            AdminRpc::Error(e) => bail!("{e}"),
             r => Ok(r),
         }
     }
@@ -125,6 +150,8 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Layout(op) => layout::run(&admin, op).await,
+        Command::Stats => stats::show(&admin).await,
+        Command::Repair(opt) => stats::repair(&admin, opt).await,
         other => bail!("`garage {}` is not an admin command", other.name()),
     }
 }

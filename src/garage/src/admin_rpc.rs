@@ -1,0 +1,87 @@
+//! The daemon's admin endpoint, for the admin commands that act on tables
+//! (`garage stats`, `garage repair tables`, and later `key` and `bucket`).
+//! Cluster membership and layout commands use the system endpoint of
+//! `garage_rpc` instead.
+
+use std::sync::Arc;
+
+use garage_net::{EndpointHandler, Message, NodeId};
+use garage_table::TableStats;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use crate::garage::Garage;
+
+pub const ADMIN_ENDPOINT: &str = "garage/admin";
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum AdminRpc {
+    Error(String),
+    /// Statistics of this node's tables.
+    Stats,
+    StatsResponse(NodeStats),
+    /// Run an anti-entropy pass of every table now.
+    RepairTables,
+    RepairLaunched,
+}
+
+impl Message for AdminRpc {
+    type Response = AdminRpc;
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub node: NodeId,
+    pub db_engine: String,
+    pub tables: Vec<TableStats>,
+}
+
+pub struct AdminRpcHandler {
+    pub garage: Arc<Garage>,
+}
+
+#[async_trait::async_trait]
+impl EndpointHandler<AdminRpc> for AdminRpcHandler {
+    async fn handle(&self, msg: AdminRpc, _from: NodeId) -> AdminRpc {
+        match msg {
+            AdminRpc::Stats => {
+                let garage = self.garage.clone();
+                let res = tokio::task::spawn_blocking(move || {
+                    garage
+                        .tables
+                        .iter()
+                        .map(|t| t.stats())
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .await;
+                match res {
+                    Ok(Ok(tables)) => AdminRpc::StatsResponse(NodeStats {
+                        node: self.garage.system.id(),
+                        db_engine: self.garage.db.engine().to_string(),
+                        tables,
+                    }),
+                    Ok(Err(e)) => AdminRpc::Error(format!("cannot read table statistics: {e}")),
+                    Err(e) => AdminRpc::Error(format!("statistics task failed: {e}")),
+                }
+            }
+            AdminRpc::RepairTables => {
+                for t in self.garage.tables.iter().cloned() {
+                    tokio::spawn(async move {
+                        info!(table = t.name(), "repair: table sync requested");
+                        match t.sync_now().await {
+                            Ok(s) => info!(
+                                table = t.name(),
+                                "repair: table sync done: {} partitions, {} entries sent",
+                                s.partitions,
+                                s.entries_sent
+                            ),
+                            Err(e) => warn!(table = t.name(), "repair: table sync failed: {e}"),
+                        }
+                    });
+                }
+                AdminRpc::RepairLaunched
+            }
+            other => AdminRpc::Error(format!("not a request: {other:?}")),
+        }
+    }
+}
