@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod cluster;
+pub mod gateway;
 pub mod proxy;
 
 use std::io::{BufRead, BufReader};

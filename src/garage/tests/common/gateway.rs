@@ -1,0 +1,100 @@
+//! A gateway node inside the test process: the same `System` and `Table`
+//! code as a `garage server`, joined to a test cluster over real TCP with
+//! the cluster's secret, with a gateway role in the layout. Tests use it to
+//! drive table operations at a rate the CLI cannot (one process per call).
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use garage_net::{NetApp, NetConfig, NetworkKey, NodeKey};
+use garage_rpc::system::{System, SystemConfig};
+use garage_util::config::ConsistencyMode;
+use tokio::sync::watch;
+
+use super::cluster::{Cluster, RPC_PORT};
+
+pub struct Gateway {
+    pub system: Arc<System>,
+    pub db: garage_db::Db,
+    pub rt: tokio::runtime::Runtime,
+    pub exit: watch::Receiver<bool>,
+    exit_tx: watch::Sender<bool>,
+    _dir: tempfile::TempDir,
+}
+
+impl Gateway {
+    /// Starts on 127.a.b.200, with node 0 of `cluster` as bootstrap peer.
+    pub fn start(cluster: &Cluster) -> Gateway {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let o = cluster.nodes[0].ip.octets();
+        let ip = Ipv4Addr::new(o[0], o[1], o[2], 200);
+        let engine = garage_db::Engine::Lmdb;
+        let db = garage_db::open(
+            engine,
+            &engine.db_path(dir.path()),
+            &garage_db::OpenOptions::default(),
+        )
+        .unwrap();
+        let (exit_tx, exit) = watch::channel(false);
+        let boot = format!(
+            "{}@{}",
+            cluster.nodes[0].id(),
+            cluster.nodes[0].public_addr()
+        );
+        let system = rt.block_on(async {
+            let netapp = NetApp::new(
+                NetworkKey::from_hex(&cluster.secret).unwrap(),
+                NodeKey::generate(),
+                NetConfig {
+                    bind_outgoing: Some(ip.into()),
+                    ..NetConfig::default()
+                },
+            );
+            let addr = SocketAddr::new(ip.into(), RPC_PORT);
+            let listener = netapp.clone().bind(addr).await.unwrap();
+            let system = System::new(
+                netapp,
+                SystemConfig {
+                    replication_factor: cluster.replication_factor,
+                    metadata_dir: dir.path().to_path_buf(),
+                    data_dirs: vec![],
+                    rpc_public_addr: Some(addr),
+                    bootstrap_peers: vec![boot],
+                    consistency_mode: ConsistencyMode::Consistent,
+                },
+            )
+            .unwrap();
+            tokio::spawn(listener.run(exit.clone()));
+            tokio::spawn(system.clone().run(exit.clone()));
+            system
+        });
+        Gateway {
+            system,
+            db,
+            rt,
+            exit,
+            exit_tx,
+            _dir: dir,
+        }
+    }
+
+    pub fn id(&self) -> String {
+        self.system.id().to_string()
+    }
+
+    pub fn block_on<T>(&self, f: impl Future<Output = T>) -> T {
+        self.rt.block_on(f)
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.exit_tx.send(true);
+    }
+}
