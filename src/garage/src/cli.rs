@@ -190,8 +190,17 @@ pub enum LayoutOperation {
         #[arg(long)]
         yes: bool,
     },
-    /// List the applied layout versions
+    /// List the applied layout versions, and the progress of a layout change
     History,
+    /// Let a layout change finish although some nodes are down for good
+    SkipDeadNodes {
+        /// The layout version to move the dead nodes' trackers to (the current one)
+        #[arg(long)]
+        version: u64,
+        /// Also count the dead nodes as synced: entries only they held are lost
+        #[arg(long)]
+        allow_missing_data: bool,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail};
 use garage_net::NodeId;
 use garage_rpc::layout::{
-    LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy,
+    LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, Tracker, ZoneRedundancy,
 };
 use garage_rpc::system::{LayoutUpdate, SystemRpc};
 use garage_util::config::parse_size;
@@ -61,6 +61,23 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
             Ok(())
         }
         LayoutOperation::History => history(admin).await,
+        LayoutOperation::SkipDeadNodes {
+            version,
+            allow_missing_data,
+        } => {
+            update(
+                admin,
+                LayoutUpdate::SkipDeadNodes {
+                    version: *version,
+                    allow_missing_data: *allow_missing_data,
+                },
+            )
+            .await?;
+            println!(
+                "The trackers of the nodes that are down now count them at version {version}."
+            );
+            Ok(())
+        }
     }
 }
 
@@ -283,6 +300,7 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
     println!("==== LAYOUT HISTORY ====");
     let mut rows = vec!["Version\tStatus\tStorage nodes\tGateway nodes".to_string()];
     let current = layout.current().version;
+    let min_live = layout.min_live_version();
     for v in layout.versions.iter().rev() {
         let storage = v.storage_nodes.len();
         rows.push(format!(
@@ -290,6 +308,8 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
             v.version,
             if v.version == current {
                 "Current"
+            } else if v.version >= min_live {
+                "Draining"
             } else {
                 "Historical"
             },
@@ -298,5 +318,32 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
         ));
     }
     table::print(&rows);
+    println!();
+    if min_live == current && layout.min_tracker(Tracker::Sync) == current {
+        println!("Your cluster is currently in a stable state with a single live layout version.");
+        return Ok(());
+    }
+    println!(
+        "A layout change is in progress: reads use version {}, writes go to versions {min_live} to {current}.",
+        layout.read_version().version
+    );
+    println!();
+    println!("==== UPDATE TRACKERS ====");
+    let mut rows = vec!["Node\tAck\tSync\tSync-ack\tUp".to_string()];
+    for n in layout.tracked_nodes() {
+        let up = status.nodes.iter().any(|k| k.id == n && k.is_up);
+        rows.push(format!(
+            "{}\t#{}\t#{}\t#{}\t{}",
+            &n.to_string()[..16],
+            layout.trackers.get(Tracker::Ack, &n),
+            layout.trackers.get(Tracker::Sync, &n),
+            layout.trackers.get(Tracker::SyncAck, &n),
+            if up { "yes" } else { "NO" }
+        ));
+    }
+    table::print(&rows);
+    println!();
+    println!("The change finishes once every node has synced; a node that is down holds it back.");
+    println!("If a node is gone for good, run: garage layout skip-dead-nodes --version {current}");
     Ok(())
 }

@@ -63,8 +63,15 @@ impl Message for SystemRpc {
 pub enum LayoutUpdate {
     StageRoles(Vec<(NodeId, Option<NodeRole>)>),
     StageParameters(LayoutParameters),
-    Apply { version: u64 },
+    Apply {
+        version: u64,
+    },
     Revert,
+    /// Move the trackers of the nodes that are down to `version`.
+    SkipDeadNodes {
+        version: u64,
+        allow_missing_data: bool,
+    },
 }
 
 /// What `garage status` shows.
@@ -109,6 +116,10 @@ pub enum SystemError {
     BadPeer(String),
     #[error("cannot resolve {addr}: {msg}")]
     Resolve { addr: String, msg: String },
+    #[error("the current layout version is {current}, not {given}: run `garage layout skip-dead-nodes --version {current}`")]
+    SkipVersion { given: u64, current: u64 },
+    #[error("every node of the layout is up: there is no dead node to skip")]
+    NoDeadNodes,
     #[error("the cluster layout has replication factor {layout}, but this node's configuration says replication_factor = {config}: the replication factor of a cluster cannot be changed this way")]
     ReplicationMismatch { layout: usize, config: usize },
 }
@@ -548,6 +559,31 @@ impl System {
                     );
                 }
                 LayoutUpdate::Revert => l.revert(),
+                LayoutUpdate::SkipDeadNodes {
+                    version,
+                    allow_missing_data,
+                } => {
+                    let current = l.current().version;
+                    if version != current {
+                        return Err(SystemError::SkipVersion { given: version, current });
+                    }
+                    let dead: Vec<NodeId> = l
+                        .tracked_nodes()
+                        .into_iter()
+                        .filter(|n| !self.is_up(n))
+                        .collect();
+                    if dead.is_empty() {
+                        return Err(SystemError::NoDeadNodes);
+                    }
+                    for n in dead {
+                        warn!(peer = ?n, "layout trackers of dead node moved to version {version} (allow_missing_data = {allow_missing_data})");
+                        l.raise_tracker(Tracker::Ack, n, version);
+                        l.raise_tracker(Tracker::SyncAck, n, version);
+                        if allow_missing_data {
+                            l.raise_tracker(Tracker::Sync, n, version);
+                        }
+                    }
+                }
             }
             Ok(true)
         })?;
