@@ -152,6 +152,146 @@ impl<T: Crdt + Clone> Crdt for Option<T> {
     }
 }
 
+/// A flag that, once set, stays set (merge is "or").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Bool(bool);
+
+impl Bool {
+    pub fn new(b: bool) -> Self {
+        Self(b)
+    }
+    pub fn set(&mut self) {
+        self.0 = true;
+    }
+    pub fn get(&self) -> bool {
+        self.0
+    }
+}
+
+impl Crdt for Bool {
+    fn merge(&mut self, other: &Self) {
+        self.0 |= other.0;
+    }
+}
+
+/// A value that can be deleted for good: `Deleted` wins over any value,
+/// and present values merge.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Deletable<T> {
+    Present(T),
+    Deleted,
+}
+
+impl<T> Deletable<T> {
+    pub fn get(&self) -> Option<&T> {
+        match self {
+            Deletable::Present(v) => Some(v),
+            Deletable::Deleted => None,
+        }
+    }
+    pub fn get_mut(&mut self) -> Option<&mut T> {
+        match self {
+            Deletable::Present(v) => Some(v),
+            Deletable::Deleted => None,
+        }
+    }
+    pub fn is_deleted(&self) -> bool {
+        matches!(self, Deletable::Deleted)
+    }
+}
+
+impl<T: Crdt + Clone> Crdt for Deletable<T> {
+    fn merge(&mut self, other: &Self) {
+        match (self.get_mut(), other) {
+            (_, Deletable::Deleted) => *self = Deletable::Deleted,
+            (None, _) => (),
+            (Some(a), Deletable::Present(b)) => a.merge(b),
+        }
+    }
+}
+
+/// A grow-only map whose values are CRDTs merged key by key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Map<K, V> {
+    /// Sorted by key, each key once.
+    entries: Vec<(K, V)>,
+}
+
+impl<K: Clone + Ord, V: Crdt + Clone> Default for Map<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: Clone + Ord, V: Crdt + Clone> Map<K, V> {
+    pub fn new() -> Self {
+        Self {
+            entries: Vec::new(),
+        }
+    }
+
+    /// A map with one item.
+    pub fn put_mutator(key: K, value: V) -> Self {
+        Self {
+            entries: vec![(key, value)],
+        }
+    }
+
+    /// Merges `value` into the value at `key`.
+    pub fn put(&mut self, key: K, value: V) {
+        match self.entries.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => self.entries[i].1.merge(&value),
+            Err(i) => self.entries.insert(i, (key, value)),
+        }
+    }
+
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.entries
+            .binary_search_by(|(k, _)| k.cmp(key))
+            .ok()
+            .map(|i| &self.entries[i].1)
+    }
+
+    pub fn items(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Empties the map. Only for state that merging can no longer bring
+    /// back (for example the blocks of a deleted version, whose deletion
+    /// wins over everything).
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
+impl<K: Clone + Ord, V: Crdt + Clone> Crdt for Map<K, V> {
+    fn merge(&mut self, other: &Self) {
+        for (k, v) in other.entries.iter() {
+            self.put(k.clone(), v.clone());
+        }
+    }
+}
+
+/// A value that only grows: merge keeps the larger.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Max<T>(pub T);
+
+impl<T: Ord + Clone> Crdt for Max<T> {
+    fn merge(&mut self, other: &Self) {
+        if other.0 > self.0 {
+            self.0 = other.0.clone();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -195,7 +335,44 @@ mod tests {
         )
     }
 
+    fn deletable() -> impl Strategy<Value = Deletable<Lww<u8>>> {
+        prop_oneof![
+            Just(Deletable::Deleted),
+            lww().prop_map(Deletable::Present),
+        ]
+    }
+
+    fn map() -> impl Strategy<Value = Map<u8, Lww<u8>>> {
+        proptest::collection::vec((0u8..5, lww()), 0..6).prop_map(|items| {
+            let mut m = Map::new();
+            for (k, v) in items {
+                m.put(k, v);
+            }
+            m
+        })
+    }
+
     proptest! {
+        #[test]
+        fn bool_laws(a in any::<bool>(), b in any::<bool>(), c in any::<bool>()) {
+            check_laws(&Bool::new(a), &Bool::new(b), &Bool::new(c));
+        }
+
+        #[test]
+        fn deletable_laws(a in deletable(), b in deletable(), c in deletable()) {
+            check_laws(&a, &b, &c);
+        }
+
+        #[test]
+        fn map_laws(a in map(), b in map(), c in map()) {
+            check_laws(&a, &b, &c);
+        }
+
+        #[test]
+        fn max_laws(a in 0u8..5, b in 0u8..5, c in 0u8..5) {
+            check_laws(&Max(a), &Max(b), &Max(c));
+        }
+
         #[test]
         fn lww_laws(a in lww(), b in lww(), c in lww()) {
             check_laws(&a, &b, &c);
