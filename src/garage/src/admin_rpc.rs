@@ -10,7 +10,9 @@ use garage_table::TableStats;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
+use crate::cli::{BucketOperation, KeyOperation};
 use crate::garage::Garage;
+use garage_model::helper::Metadata;
 
 pub const ADMIN_ENDPOINT: &str = "garage/admin";
 
@@ -23,6 +25,10 @@ pub enum AdminRpc {
     /// Run an anti-entropy pass of every table now.
     RepairTables,
     RepairLaunched,
+    BucketOp(BucketOperation),
+    KeyOp(KeyOperation),
+    /// What the command prints.
+    Text(String),
 }
 
 impl Message for AdminRpc {
@@ -38,6 +44,16 @@ pub struct NodeStats {
 
 pub struct AdminRpcHandler {
     pub garage: Arc<Garage>,
+}
+
+impl AdminRpcHandler {
+    fn metadata(&self) -> Metadata {
+        Metadata {
+            buckets: self.garage.bucket_table.clone(),
+            aliases: self.garage.bucket_alias_table.clone(),
+            keys: self.garage.key_table.clone(),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -81,6 +97,14 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 }
                 AdminRpc::RepairLaunched
             }
+            AdminRpc::BucketOp(op) => match crate::admin_ops::bucket(&self.metadata(), op).await {
+                Ok(t) => AdminRpc::Text(t),
+                Err(e) => AdminRpc::Error(e.to_string()),
+            },
+            AdminRpc::KeyOp(op) => match crate::admin_ops::key(&self.metadata(), op).await {
+                Ok(t) => AdminRpc::Text(t),
+                Err(e) => AdminRpc::Error(e.to_string()),
+            },
             other => AdminRpc::Error(format!("not a request: {other:?}")),
         }
     }

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
+use serde::{Deserialize, Serialize};
 
 impl Opt {
     /// The configuration file given with `-c`, before or after `server`.
@@ -112,10 +113,12 @@ pub enum Command {
     /// Cluster layout: which nodes store data, in which zones
     #[command(subcommand)]
     Layout(LayoutOperation),
-    /// Buckets: create, list, info, delete, alias, allow, deny, website, set-quotas [not available yet]
-    Bucket(Pending),
-    /// Access keys: create, list, info, delete, allow, deny, import, rename [not available yet]
-    Key(Pending),
+    /// Buckets: list, info, create, delete, alias, unalias, allow, deny, set-quotas
+    #[command(subcommand)]
+    Bucket(BucketOperation),
+    /// Access keys: list, info, create, rename, delete, allow, deny, import
+    #[command(subcommand)]
+    Key(KeyOperation),
     /// Start repair operations (this version: tables)
     Repair(RepairOpt),
     /// Statistics of this node's metadata tables
@@ -223,6 +226,137 @@ pub struct AssignRoleOpt {
     /// Nodes to remove from the layout at the same time
     #[arg(long)]
     pub replace: Vec<String>,
+}
+
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+pub enum BucketOperation {
+    /// List the buckets
+    List,
+    /// Information about a bucket
+    Info {
+        /// Global alias, id or unique id prefix
+        name: String,
+    },
+    /// Create a bucket, with a global alias
+    Create {
+        /// Bucket name (3-63 lowercase letters, digits, '-' and '.')
+        name: String,
+    },
+    /// Delete an empty bucket
+    Delete {
+        /// Confirm
+        #[arg(long)]
+        yes: bool,
+        /// Global alias, id or unique id prefix
+        name: String,
+    },
+    /// Give a bucket another name (global, or local to a key with --local)
+    Alias {
+        /// Make the alias local to this access key
+        #[arg(long)]
+        local: Option<String>,
+        /// The bucket: global alias, id or unique id prefix
+        existing_bucket: String,
+        /// The new name
+        new_name: String,
+    },
+    /// Remove a name of a bucket (global, or local to a key with --local)
+    Unalias {
+        /// The alias is local to this access key
+        #[arg(long)]
+        local: Option<String>,
+        name: String,
+    },
+    /// Allow a key to read, write or own a bucket
+    Allow(PermOpt),
+    /// Take rights on a bucket away from a key
+    Deny(PermOpt),
+    /// Set the quotas of a bucket
+    SetQuotas {
+        /// Global alias, id or unique id prefix
+        bucket: String,
+        /// Maximum total size of the objects, e.g. 10GB, or "none"
+        #[arg(long)]
+        max_size: Option<String>,
+        /// Maximum number of objects, or "none"
+        #[arg(long)]
+        max_objects: Option<String>,
+    },
+}
+
+#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+pub struct PermOpt {
+    /// Read objects
+    #[arg(long)]
+    pub read: bool,
+    /// Write objects
+    #[arg(long)]
+    pub write: bool,
+    /// Own the bucket (change its settings, delete it)
+    #[arg(long)]
+    pub owner: bool,
+    /// The access key: id, unique id prefix or name
+    #[arg(long)]
+    pub key: String,
+    /// The bucket: global alias, id or unique id prefix
+    pub bucket: String,
+}
+
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+pub enum KeyOperation {
+    /// List the access keys
+    List,
+    /// Information about a key
+    Info {
+        /// Also print the secret key
+        #[arg(long)]
+        show_secret: bool,
+        /// Key id, unique id prefix or name
+        key_pattern: String,
+    },
+    /// Create an access key
+    Create {
+        /// Name of the key
+        #[arg(default_value = "Unnamed key")]
+        name: String,
+    },
+    /// Rename a key
+    Rename {
+        key_pattern: String,
+        new_name: String,
+    },
+    /// Delete a key, revoking its rights on every bucket
+    Delete {
+        /// Confirm
+        #[arg(long)]
+        yes: bool,
+        key_pattern: String,
+    },
+    /// Give a key rights beyond buckets
+    Allow {
+        /// Let the key create buckets
+        #[arg(long)]
+        create_bucket: bool,
+        key_pattern: String,
+    },
+    /// Take rights beyond buckets away from a key
+    Deny {
+        /// No longer let the key create buckets
+        #[arg(long)]
+        create_bucket: bool,
+        key_pattern: String,
+    },
+    /// Import a key made elsewhere (its id and secret)
+    Import {
+        /// Name of the key
+        #[arg(short = 'n', long, default_value = "Imported key")]
+        name: String,
+        /// Confirm (importing is for migrations: a key must not be in two clusters)
+        #[arg(long)]
+        yes: bool,
+        key_id: String,
+        secret_key: String,
+    },
 }
 
 #[derive(Args, Debug)]

@@ -4,6 +4,7 @@
 //! garage crate; nothing depends on it.
 
 mod admin;
+mod admin_ops;
 mod admin_rpc;
 mod cli;
 mod convert_db;
@@ -40,12 +41,18 @@ fn main() -> ExitCode {
     let res = match &opt.cmd {
         Command::Server { .. } => server::run(&opt),
         Command::ConvertDb(c) => convert_db::run(c),
-        Command::Status | Command::Node(_) | Command::Layout(_) => run_admin(&opt),
+        Command::Status
+        | Command::Node(_)
+        | Command::Layout(_)
+        | Command::Bucket(_)
+        | Command::Key(_)
+        | Command::Stats
+        | Command::Repair(_) => run_admin(&opt),
         other => Err(anyhow::anyhow!(
             "`garage {}` is not available in this build yet: this version has the configuration, \
-             the metadata database, the cluster layer (server, status, node, layout) and convert-db; \
-             the metadata model (bucket, key) and the block manager (block, repair, stats, worker) \
-             come next (see doc/status.md)",
+             the metadata database, the cluster layer (server, status, node, layout), the metadata \
+             tables (bucket, key, stats, repair tables) and convert-db; the block manager (block, \
+             worker) comes next (see doc/status.md)",
             other.name()
         )),
     };

@@ -226,7 +226,16 @@ mod tests {
         for ok in ["abc", "my-bucket.2", "0ab"] {
             assert!(check_bucket_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["ab", "Abc", "a_b", "-ab", "ab-", "a..b", "192.168.1.1", &"a".repeat(64)] {
+        for bad in [
+            "ab",
+            "Abc",
+            "a_b",
+            "-ab",
+            "ab-",
+            "a..b",
+            "192.168.1.1",
+            &"a".repeat(64),
+        ] {
             assert!(check_bucket_name(bad).is_err(), "{bad}");
         }
     }

@@ -57,11 +57,7 @@ impl Key {
     pub fn new(name: &str) -> Self {
         let id: [u8; 12] = rand::random();
         let secret: [u8; 32] = rand::random();
-        Self::with_secret(
-            format!("GK{}", hex::encode(id)),
-            hex::encode(secret),
-            name,
-        )
+        Self::with_secret(format!("GK{}", hex::encode(id)), hex::encode(secret), name)
     }
 
     /// A key with a given id and secret (`garage key import`).

@@ -8,6 +8,7 @@
 
 pub mod bucket_alias_table;
 pub mod bucket_table;
+pub mod helper;
 pub mod key_table;
 pub mod permission;
 

@@ -36,10 +36,6 @@ pub struct Table<F: TableSchema> {
     pub(crate) endpoint: Arc<Endpoint<TableRpc<F>, Table<F>>>,
 }
 
-fn node_err(node: &NodeId, e: impl std::fmt::Display) -> String {
-    format!("{node:?}: {e}")
-}
-
 impl<F: TableSchema> Table<F> {
     /// Opens the table's trees and registers its endpoint. Its workers are
     /// started by [`Table::spawn_workers`].
@@ -201,7 +197,7 @@ impl<F: TableSchema> Table<F> {
                         Ok(TableRpc::ReadEntryResponse(v)) => Ok(v),
                         Ok(TableRpc::Error(e)) => Err(e),
                         Ok(other) => Err(format!("unexpected answer {}", other.kind())),
-                        Err(e) => Err(node_err(&node, e)),
+                        Err(e) => Err(e.to_string()),
                     }
                 }
             },
@@ -292,7 +288,7 @@ impl<F: TableSchema> Table<F> {
                         Ok(TableRpc::Entries(v)) => Ok(v),
                         Ok(TableRpc::Error(e)) => Err(e),
                         Ok(other) => Err(format!("unexpected answer {}", other.kind())),
-                        Err(e) => Err(node_err(&node, e)),
+                        Err(e) => Err(e.to_string()),
                     }
                 }
             },

@@ -336,10 +336,7 @@ mod tests {
     }
 
     fn deletable() -> impl Strategy<Value = Deletable<Lww<u8>>> {
-        prop_oneof![
-            Just(Deletable::Deleted),
-            lww().prop_map(Deletable::Present),
-        ]
+        prop_oneof![Just(Deletable::Deleted), lww().prop_map(Deletable::Present),]
     }
 
     fn map() -> impl Strategy<Value = Map<u8, Lww<u8>>> {

@@ -6,7 +6,7 @@
 mod layout;
 mod stats;
 mod status;
-mod table;
+pub(crate) mod table;
 
 use std::sync::Arc;
 
@@ -114,6 +114,16 @@ impl Admin {
     }
 }
 
+fn print_text(answer: AdminRpc) -> anyhow::Result<()> {
+    match answer {
+        AdminRpc::Text(t) => {
+            print!("{t}");
+            Ok(())
+        }
+        other => bail!("unexpected answer from the node: {other:?}"),
+    }
+}
+
 /// Runs an admin command.
 pub async fn run(opt: &Opt) -> anyhow::Result<()> {
     let admin = Admin::connect(opt).await?;
@@ -151,6 +161,8 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         }
         Command::Layout(op) => layout::run(&admin, op).await,
         Command::Stats => stats::show(&admin).await,
+        Command::Bucket(op) => print_text(admin.call_admin(AdminRpc::BucketOp(op.clone())).await?),
+        Command::Key(op) => print_text(admin.call_admin(AdminRpc::KeyOp(op.clone())).await?),
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         other => bail!("`garage {}` is not an admin command", other.name()),
     }

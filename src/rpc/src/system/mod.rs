@@ -32,6 +32,9 @@ pub const PING_TIMEOUT: Duration = Duration::from_secs(3);
 pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// File in `metadata_dir` that holds the layout.
 pub const LAYOUT_FILE: &str = "cluster_layout";
+/// File in `metadata_dir` that holds the known peers and their addresses,
+/// so that a restarted node finds the cluster without bootstrap peers.
+pub const PEER_LIST_FILE: &str = "peer_list";
 /// Name of the endpoint carrying [`SystemRpc`]; the admin CLI talks to it too.
 pub const SYSTEM_ENDPOINT: &str = "garage_rpc/system";
 
@@ -139,6 +142,8 @@ pub struct System {
     layout_notify: watch::Sender<Arc<LayoutHistory>>,
     /// Bumped each time a peer connects or answers again after being down.
     peers_up: watch::Sender<u64>,
+    /// The peer list last written to [`PEER_LIST_FILE`].
+    saved_peers: Mutex<Vec<(NodeId, SocketAddr)>>,
 }
 
 /// Parses `<node_id>@<host>:<port>`, resolving the host.
@@ -212,6 +217,7 @@ impl System {
             endpoint,
             layout_notify: watch::channel(Arc::new(layout.clone())).0,
             peers_up: watch::channel(0).0,
+            saved_peers: Mutex::new(Vec::new()),
         });
         sys.endpoint.set_handler(sys.clone());
         let weak = Arc::downgrade(&sys);
@@ -305,9 +311,60 @@ impl System {
         }
     }
 
+    fn peer_list_path(&self) -> PathBuf {
+        self.config.metadata_dir.join(PEER_LIST_FILE)
+    }
+
+    /// Peers saved by an earlier run (an unreadable file is ignored, with a
+    /// warning: bootstrap peers and gossip rebuild it).
+    fn load_peer_list(&self) -> Vec<(NodeId, SocketAddr)> {
+        let path = self.peer_list_path();
+        match std::fs::read(&path) {
+            Ok(b) => match rmp_serde::from_slice(&b) {
+                Ok(v) => v,
+                Err(e) => {
+                    warn!("ignoring unreadable peer list {}: {e}", path.display());
+                    Vec::new()
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => {
+                warn!("cannot read peer list {}: {e}", path.display());
+                Vec::new()
+            }
+        }
+    }
+
+    /// Saves the known peers' addresses when they changed.
+    fn save_peer_list(&self) {
+        let mut list: Vec<(NodeId, SocketAddr)> = self
+            .peers()
+            .iter()
+            .filter_map(|(id, p)| p.addr.map(|a| (*id, a)))
+            .collect();
+        list.sort();
+        let mut saved = self.saved_peers.lock().unwrap_or_else(|e| e.into_inner());
+        if *saved == list {
+            return;
+        }
+        let path = self.peer_list_path();
+        let tmp = path.with_extension("tmp");
+        let bytes = rmp_serde::to_vec(&list).expect("a peer list serializes");
+        match std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &path)) {
+            Ok(()) => *saved = list,
+            Err(e) => warn!("cannot save the peer list to {}: {e}", path.display()),
+        }
+    }
+
     /// Runs discovery, pings and layout gossip until `must_exit` is true.
     pub async fn run(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
         let now = Instant::now();
+        let me = self.id();
+        for (id, addr) in self.load_peer_list() {
+            if id != me {
+                self.peers().learn(id, Some(addr), now);
+            }
+        }
         for p in self.config.bootstrap_peers.iter() {
             match parse_peer(p) {
                 Ok((id, addr)) => self.peers().learn(id, Some(addr), now),
@@ -349,6 +406,7 @@ impl System {
                 tokio::spawn(self.clone().ping(id));
             }
             self.update_trackers();
+            self.save_peer_list();
             tokio::select! {
                 _ = tokio::time::sleep(PING_INTERVAL) => (),
                 _ = must_exit.changed() => (),

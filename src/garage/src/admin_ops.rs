@@ -1,0 +1,356 @@
+//! `garage bucket …` and `garage key …`, run by the daemon that the CLI
+//! reached; each returns the text the CLI prints.
+
+use std::fmt::Write;
+
+use garage_model::bucket_table::{Bucket, BucketQuotas};
+use garage_model::helper::{HelperError, Metadata};
+use garage_model::key_table::Key;
+use garage_model::permission::BucketKeyPerm;
+use garage_util::config::parse_size;
+
+use crate::admin::table::format as columns;
+use crate::cli::{BucketOperation, KeyOperation, PermOpt};
+
+type Result<T> = std::result::Result<T, HelperError>;
+
+fn refuse(msg: impl Into<String>) -> HelperError {
+    HelperError::Refused(msg.into())
+}
+
+fn date(ms: u64) -> String {
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
+pub async fn bucket(m: &Metadata, op: BucketOperation) -> Result<String> {
+    match op {
+        BucketOperation::List => {
+            let mut rows = vec!["ID\tCreated\tGlobal aliases\tLocal aliases".to_string()];
+            for b in m.list_buckets().await? {
+                let created = b
+                    .params()
+                    .map(|p| date(p.creation_date))
+                    .unwrap_or_default();
+                let locals: Vec<String> = b
+                    .local_aliases()
+                    .iter()
+                    .map(|(k, n)| format!("{n} ({})", &k[..k.len().min(10)]))
+                    .collect();
+                rows.push(format!(
+                    "{}\t{}\t{}\t{}",
+                    &b.id.hex()[..16],
+                    created,
+                    b.global_aliases().join(", "),
+                    locals.join(", ")
+                ));
+            }
+            Ok(columns(&rows))
+        }
+        BucketOperation::Info { name } => {
+            let b = m.get_bucket(&name).await?;
+            bucket_info(m, &b).await
+        }
+        BucketOperation::Create { name } => {
+            m.create_bucket(&name).await?;
+            Ok(format!("Bucket {name} was created.\n"))
+        }
+        BucketOperation::Delete { yes, name } => {
+            let b = m.get_bucket(&name).await?;
+            if !yes {
+                return Err(refuse(format!(
+                    "add --yes to delete bucket {name} ({})",
+                    b.id.hex()
+                )));
+            }
+            // The object table comes with the S3 API; until then a bucket
+            // holds no object and can always be deleted.
+            m.delete_bucket(&b).await?;
+            Ok(format!("Bucket {name} was deleted.\n"))
+        }
+        BucketOperation::Alias {
+            local,
+            existing_bucket,
+            new_name,
+        } => {
+            let b = m.get_bucket(&existing_bucket).await?;
+            match local {
+                None => {
+                    m.set_global_alias(b.id, &new_name).await?;
+                    Ok(format!(
+                        "Alias {new_name} now points to bucket {}.\n",
+                        b.id.hex()
+                    ))
+                }
+                Some(k) => {
+                    let key = m.get_key(&k).await?;
+                    m.set_local_alias(b.id, &key, &new_name).await?;
+                    Ok(format!(
+                        "Alias {new_name} now points to bucket {} in namespace of key {}.\n",
+                        b.id.hex(),
+                        key.key_id
+                    ))
+                }
+            }
+        }
+        BucketOperation::Unalias { local, name } => match local {
+            None => {
+                m.unset_global_alias(&name).await?;
+                Ok(format!("Alias {name} was removed.\n"))
+            }
+            Some(k) => {
+                let key = m.get_key(&k).await?;
+                m.unset_local_alias(&key, &name).await?;
+                Ok(format!(
+                    "Alias {name} was removed from the namespace of key {}.\n",
+                    key.key_id
+                ))
+            }
+        },
+        BucketOperation::Allow(p) => permissions(m, p, true).await,
+        BucketOperation::Deny(p) => permissions(m, p, false).await,
+        BucketOperation::SetQuotas {
+            bucket,
+            max_size,
+            max_objects,
+        } => {
+            if max_size.is_none() && max_objects.is_none() {
+                return Err(refuse(
+                    "give --max-size and/or --max-objects (a value, or \"none\" to remove the limit)",
+                ));
+            }
+            let b = m.get_bucket(&bucket).await?;
+            let mut q = b
+                .params()
+                .map(|p| *p.quotas.get())
+                .unwrap_or(BucketQuotas::default());
+            if let Some(s) = max_size {
+                q.max_size = match s.as_str() {
+                    "none" => None,
+                    s => Some(parse_size(s).map_err(|e| refuse(format!("--max-size: {e}")))?),
+                };
+            }
+            if let Some(n) = max_objects {
+                q.max_objects = match n.as_str() {
+                    "none" => None,
+                    n => Some(n.parse().map_err(|_| {
+                        refuse(format!(
+                            "--max-objects: {n:?} is not a number (or \"none\")"
+                        ))
+                    })?),
+                };
+            }
+            m.set_quotas(b.id, q).await?;
+            Ok(format!("Quotas of bucket {bucket} were updated.\n"))
+        }
+    }
+}
+
+async fn permissions(m: &Metadata, p: PermOpt, allow: bool) -> Result<String> {
+    if !(p.read || p.write || p.owner) {
+        return Err(refuse("give at least one of --read, --write, --owner"));
+    }
+    let b = m.get_bucket(&p.bucket).await?;
+    let key = m.get_key(&p.key).await?;
+    let mut perm = key.bucket_permissions(&b.id);
+    if p.read {
+        perm.allow_read = allow;
+    }
+    if p.write {
+        perm.allow_write = allow;
+    }
+    if p.owner {
+        perm.allow_owner = allow;
+    }
+    m.set_permissions(b.id, &key.key_id, perm).await?;
+    Ok(format!(
+        "New permissions for {} on {}: read {}, write {}, owner {}.\n",
+        key.key_id, p.bucket, perm.allow_read, perm.allow_write, perm.allow_owner
+    ))
+}
+
+async fn bucket_info(m: &Metadata, b: &Bucket) -> Result<String> {
+    let p = b.params().expect("existing bucket");
+    let mut out = String::new();
+    let _ = writeln!(out, "==== BUCKET INFORMATION ====");
+    let _ = writeln!(out, "Bucket:          {}", b.id.hex());
+    let _ = writeln!(out, "Created:         {}", date(p.creation_date));
+    let q = p.quotas.get();
+    let _ = writeln!(
+        out,
+        "Quotas:          max size {}, max objects {}",
+        q.max_size.map(|s| s.to_string()).unwrap_or("none".into()),
+        q.max_objects
+            .map(|s| s.to_string())
+            .unwrap_or("none".into())
+    );
+    let _ = writeln!(out, "Website access:  {}", p.website_config.get().is_some());
+    let _ = writeln!(out);
+    for a in b.global_aliases() {
+        let _ = writeln!(out, "Global alias:    {a}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "==== KEYS FOR THIS BUCKET ====");
+    let mut rows = vec!["Permissions\tAccess key\t\tLocal aliases".to_string()];
+    for (key_id, _, perm) in p.authorized_keys.items() {
+        if !perm.is_any() {
+            continue;
+        }
+        let name = match m.get_key(key_id).await {
+            Ok(k) => k.name().to_string(),
+            Err(_) => String::new(),
+        };
+        let locals: Vec<String> = b
+            .local_aliases()
+            .into_iter()
+            .filter(|(k, _)| k == key_id)
+            .map(|(_, n)| n)
+            .collect();
+        rows.push(format!(
+            "{}\t{}\t{}\t{}",
+            perm.letters(),
+            key_id,
+            name,
+            locals.join(", ")
+        ));
+    }
+    out.push_str(&columns(&rows));
+    Ok(out)
+}
+
+pub async fn key(m: &Metadata, op: KeyOperation) -> Result<String> {
+    match op {
+        KeyOperation::List => {
+            let mut rows = vec!["ID\tName".to_string()];
+            for k in m.list_keys().await? {
+                rows.push(format!("{}\t{}", k.key_id, k.name()));
+            }
+            Ok(columns(&rows))
+        }
+        KeyOperation::Info {
+            show_secret,
+            key_pattern,
+        } => {
+            let k = m.get_key(&key_pattern).await?;
+            key_info(m, &k, show_secret).await
+        }
+        KeyOperation::Create { name } => {
+            let k = m.create_key(&name).await?;
+            key_info(m, &k, true).await
+        }
+        KeyOperation::Rename {
+            key_pattern,
+            new_name,
+        } => {
+            let k = m.get_key(&key_pattern).await?;
+            let k = m
+                .update_key(&k, |k| {
+                    if let Some(p) = k.params_mut() {
+                        p.name.update(new_name.clone());
+                    }
+                })
+                .await?;
+            key_info(m, &k, false).await
+        }
+        KeyOperation::Delete { yes, key_pattern } => {
+            let k = m.get_key(&key_pattern).await?;
+            if !yes {
+                return Err(refuse(format!(
+                    "add --yes to delete key {} ({})",
+                    k.key_id,
+                    k.name()
+                )));
+            }
+            m.delete_key(&k).await?;
+            Ok(format!("Access key {} has been deleted.\n", k.key_id))
+        }
+        KeyOperation::Allow {
+            create_bucket,
+            key_pattern,
+        }
+        | KeyOperation::Deny {
+            create_bucket,
+            key_pattern,
+        } if !create_bucket => {
+            let _ = key_pattern;
+            Err(refuse("give --create-bucket (the only key-wide right)"))
+        }
+        KeyOperation::Allow { key_pattern, .. } => set_create_bucket(m, &key_pattern, true).await,
+        KeyOperation::Deny { key_pattern, .. } => set_create_bucket(m, &key_pattern, false).await,
+        KeyOperation::Import {
+            name,
+            yes,
+            key_id,
+            secret_key,
+        } => {
+            if !yes {
+                return Err(refuse(
+                    "importing a key is for migrating it from another cluster, where it must not be used any more: add --yes to confirm",
+                ));
+            }
+            let k = m.import_key(&key_id, &secret_key, &name).await?;
+            key_info(m, &k, false).await
+        }
+    }
+}
+
+async fn set_create_bucket(m: &Metadata, pattern: &str, allow: bool) -> Result<String> {
+    let k = m.get_key(pattern).await?;
+    let k = m
+        .update_key(&k, |k| {
+            if let Some(p) = k.params_mut() {
+                p.allow_create_bucket.update(allow);
+            }
+        })
+        .await?;
+    key_info(m, &k, false).await
+}
+
+async fn key_info(m: &Metadata, k: &Key, show_secret: bool) -> Result<String> {
+    let p = k.params().expect("existing key");
+    let mut out = String::new();
+    let _ = writeln!(out, "==== ACCESS KEY INFORMATION ====");
+    let _ = writeln!(out, "Key ID:              {}", k.key_id);
+    let _ = writeln!(out, "Key name:            {}", k.name());
+    if show_secret {
+        let _ = writeln!(out, "Secret key:          {}", p.secret_key);
+    } else {
+        let _ = writeln!(
+            out,
+            "Secret key:          (redacted; --show-secret prints it)"
+        );
+    }
+    let _ = writeln!(out, "Can create buckets:  {}", p.allow_create_bucket.get());
+    let _ = writeln!(out);
+    let _ = writeln!(out, "==== BUCKETS FOR THIS KEY ====");
+    let mut rows = vec!["Permissions\tID\tGlobal aliases\tLocal aliases".to_string()];
+    for (bucket_id, _, perm) in p.authorized_buckets.items() {
+        if *perm == BucketKeyPerm::NONE {
+            continue;
+        }
+        let globals = match m.get_bucket(&bucket_id.hex()).await {
+            Ok(b) => b.global_aliases().join(", "),
+            Err(_) => String::new(),
+        };
+        let locals: Vec<&String> = p
+            .local_aliases
+            .items()
+            .filter(|(_, _, t)| **t == Some(*bucket_id))
+            .map(|(n, _, _)| n)
+            .collect();
+        rows.push(format!(
+            "{}\t{}\t{}\t{}",
+            perm.letters(),
+            &bucket_id.hex()[..16],
+            globals,
+            locals
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    out.push_str(&columns(&rows));
+    Ok(out)
+}
