@@ -343,6 +343,11 @@ impl NetApp {
         Arc::new(endpoint)
     }
 
+    /// Whether a connection to `peer` is up.
+    pub fn is_connected(&self, peer: &NodeId) -> bool {
+        self.conns.lock().unwrap().contains_key(peer)
+    }
+
     pub(crate) fn conn(&self, peer: &NodeId) -> Option<Arc<Conn>> {
         self.conns.lock().unwrap().get(peer).cloned()
     }

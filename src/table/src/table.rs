@@ -65,6 +65,7 @@ impl<F: TableSchema> Table<F> {
     }
 
     pub(crate) async fn call(&self, node: &NodeId, msg: TableRpc<F>) -> Result<TableRpc<F>> {
+        self.system.ensure_connected(node).await;
         match self.endpoint.call(node, msg, Priority::Normal).await {
             Ok(TableRpc::Error(msg)) => Err(Error::Remote {
                 node: format!("{node:?}"),
@@ -121,7 +122,9 @@ impl<F: TableSchema> Table<F> {
         let mut pending = FuturesUnordered::new();
         for (node, batch) in per_node {
             let endpoint = self.endpoint.clone();
+            let system = self.system.clone();
             let handle = tokio::spawn(async move {
+                system.ensure_connected(&node).await;
                 let r = endpoint
                     .call(&node, TableRpc::Update(batch), Priority::Normal)
                     .await;

@@ -72,6 +72,8 @@ pub struct Cluster {
     pub replication_factor: usize,
     /// The links between nodes.
     pub net: Arc<Net>,
+    /// Environment variables given to every `garage server` started.
+    pub env: Vec<(String, String)>,
     _dir: tempfile::TempDir,
 }
 
@@ -118,6 +120,7 @@ impl Cluster {
             secret,
             replication_factor,
             net,
+            env: Vec::new(),
             _dir: dir,
         };
         for i in 0..n {
@@ -158,7 +161,11 @@ api_bind_addr = "{ip}:3900"
     /// Starts node `i` and waits until it listens; records its id.
     pub fn start(&mut self, i: usize) {
         let node = &mut self.nodes[i];
-        let p = Proc::spawn(&node.dir, &["-c", node.config.to_str().unwrap(), "server"]);
+        let p = Proc::spawn_with(
+            super::base_command(&node.dir)
+                .args(["-c", node.config.to_str().unwrap(), "server"])
+                .envs(self.env.iter().map(|(k, v)| (k, v))),
+        );
         let line = p.wait_log("node id ");
         let id = line
             .split("node id ")
@@ -178,6 +185,11 @@ api_bind_addr = "{ip}:3900"
     /// Starts node 0, then every other node with node 0 as its only
     /// bootstrap peer.
     pub fn start_all(&mut self) {
+        self.start_first(self.nodes.len());
+    }
+
+    /// Like [`Cluster::start_all`] for nodes `0..k` only.
+    pub fn start_first(&mut self, k: usize) {
         self.start(0);
         let boot = vec![format!(
             "{}@{}",
@@ -185,8 +197,11 @@ api_bind_addr = "{ip}:3900"
             self.nodes[0].public_addr()
         )];
         for i in 1..self.nodes.len() {
+            // Later nodes get the bootstrap peer too, for when they start.
             self.write_config(i, &self.secret.clone(), &boot);
-            self.start(i);
+            if i < k {
+                self.start(i);
+            }
         }
     }
 
@@ -245,6 +260,31 @@ api_bind_addr = "{ip}:3900"
     pub fn binary() -> PathBuf {
         garage_bin()
     }
+}
+
+/// Per table: (items, Merkle digest), from `garage stats` on node `i`.
+pub fn table_stats(c: &Cluster, i: usize) -> std::collections::BTreeMap<String, (usize, String)> {
+    let o = c.garage(i, &["stats"]);
+    let mut out = std::collections::BTreeMap::new();
+    if !o.status.success() {
+        return out;
+    }
+    let text = stdout(&o);
+    let mut in_table = false;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.first() == Some(&"Table") {
+            in_table = true;
+            continue;
+        }
+        if in_table && f.len() == 7 {
+            out.insert(
+                f[0].to_string(),
+                (f[1].parse().unwrap_or(0), f[6].to_string()),
+            );
+        }
+    }
+    out
 }
 
 /// Node ids (16-character prefixes) listed under HEALTHY and FAILED in the

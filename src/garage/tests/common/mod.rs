@@ -29,7 +29,7 @@ pub fn garage(dir: &Path, args: &[&str]) -> Output {
         .expect("cannot run garage")
 }
 
-fn base_command(dir: &Path) -> Command {
+pub fn base_command(dir: &Path) -> Command {
     let mut cmd = Command::new(garage_bin());
     cmd.current_dir(dir)
         .env_remove("GARAGE_CONFIG_FILE")

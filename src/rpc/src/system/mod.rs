@@ -28,6 +28,8 @@ use status::{free_space, free_space_of_all, hostname, FreeSpace, LayoutDigest, N
 pub const PING_INTERVAL: Duration = Duration::from_secs(2);
 /// How long a ping may take before it counts as missed.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a call waits to connect to a known but unconnected node.
+pub const ENSURE_CONNECTED_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often unconnected known peers are (re)tried, within their backoff.
 pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// File in `metadata_dir` that holds the layout.
@@ -732,6 +734,28 @@ impl System {
         match self.config.consistency_mode {
             ConsistencyMode::Consistent => rf + 1 - self.write_quorum(),
             _ => 1,
+        }
+    }
+
+    /// Connects to `id` now if it is not connected and its address is
+    /// known (a node that just joined the layout, before discovery got to
+    /// it). Failures are left to the call that follows.
+    pub async fn ensure_connected(&self, id: &NodeId) {
+        if *id == self.id() || self.netapp.is_connected(id) {
+            return;
+        }
+        let addr = self.peers().get(id).and_then(|p| p.addr);
+        if let Some(addr) = addr {
+            match tokio::time::timeout(
+                ENSURE_CONNECTED_TIMEOUT,
+                self.netapp.connect(addr, Some(*id)),
+            )
+            .await
+            {
+                Ok(Ok(_)) => debug!(peer = ?id, %addr, "connected on demand"),
+                Ok(Err(e)) => debug!(peer = ?id, %addr, "cannot connect on demand: {e}"),
+                Err(_) => debug!(peer = ?id, %addr, "cannot connect on demand: timeout"),
+            }
         }
     }
 

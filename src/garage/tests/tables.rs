@@ -1,0 +1,274 @@
+//! End to end: the replicated metadata tables, through real `garage`
+//! processes and the `garage key` / `garage bucket` commands.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::cluster::{table_stats, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::gateway::Gateway;
+use common::stdout;
+
+/// Starts `n` of the cluster's nodes in zones dc1.. and applies a layout.
+fn cluster(total: usize, started: usize) -> Cluster {
+    let mut c = Cluster::new(total, 3);
+    c.env
+        .push(("GARAGE_TABLE_GC_DELAY_SECS".into(), "3".into()));
+    c.env
+        .push(("GARAGE_TABLE_SYNC_INTERVAL_SECS".into(), "30".into()));
+    c.start_first(started);
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == started
+    });
+    let zones: Vec<String> = (0..started).map(|i| format!("dc{}", i + 1)).collect();
+    let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
+    c.apply_layout(&zones, "1G");
+    c
+}
+
+fn key_ids(c: &Cluster, i: usize) -> Option<BTreeSet<String>> {
+    let o = c.garage(i, &["key", "list"]);
+    if !o.status.success() {
+        return None;
+    }
+    Some(
+        stdout(&o)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .filter(|id| id.starts_with("GK"))
+            .map(String::from)
+            .collect(),
+    )
+}
+
+fn create_key(c: &Cluster, i: usize, name: &str) -> String {
+    let out = c.garage_ok(i, &["key", "create", name]);
+    out.lines()
+        .find_map(|l| l.strip_prefix("Key ID:"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| panic!("no key id in:\n{out}"))
+}
+
+/// Waits until the given nodes report equal Merkle digests for every table.
+fn wait_converged(c: &Cluster, nodes: &[usize], deadline: Duration) -> Duration {
+    wait_until("Merkle digests equal on every node", deadline, || {
+        let all: Vec<_> = nodes.iter().map(|i| table_stats(c, *i)).collect();
+        !all[0].is_empty() && all.iter().all(|s| *s == all[0])
+    })
+}
+
+#[test]
+fn replicate_survive_a_kill_and_converge_after_restart() {
+    let mut c = cluster(3, 3);
+    let k = create_key(&c, 0, "alice");
+    for i in 1..3 {
+        let info = c.garage_ok(i, &["key", "info", "alice"]);
+        assert!(info.contains(&k), "node {i}:\n{info}");
+    }
+    c.garage_ok(1, &["bucket", "create", "photos"]);
+    c.garage_ok(
+        2,
+        &[
+            "bucket", "allow", "--read", "--write", "photos", "--key", "alice",
+        ],
+    );
+    let info = c.garage_ok(0, &["bucket", "info", "photos"]);
+    assert!(info.contains(&k) && info.contains("RW "), "{info}");
+
+    // One node down: writes and reads still work through the others.
+    c.kill(2);
+    let k2 = create_key(&c, 0, "bob");
+    c.garage_ok(1, &["bucket", "create", "videos"]);
+    let ids = key_ids(&c, 1).unwrap();
+    assert!(ids.contains(&k) && ids.contains(&k2));
+    assert!(c.garage_ok(0, &["bucket", "list"]).contains("videos"));
+
+    // Restarted, it converges without any client touching the data.
+    c.start(2);
+    let t = wait_converged(&c, &[0, 1, 2], Duration::from_secs(60));
+    eprintln!("restarted node converged after {t:?}");
+    let info = c.garage_ok(2, &["key", "info", "bob"]);
+    assert!(info.contains(&k2), "{info}");
+}
+
+#[test]
+fn an_isolated_node_catches_up_after_the_partition_heals() {
+    let c = cluster(3, 3);
+    create_key(&c, 0, "before");
+    c.set_isolated(2, true);
+    wait_until("node 0 sees node 2 failed", Duration::from_secs(20), || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).1.len() == 1
+    });
+    // The majority keeps working.
+    let during: Vec<String> = (0..5)
+        .map(|i| create_key(&c, i % 2, &format!("during{i}")))
+        .collect();
+    c.garage_ok(1, &["bucket", "create", "made-during-partition"]);
+    c.set_isolated(2, false);
+    let t = wait_converged(&c, &[0, 1, 2], Duration::from_secs(60));
+    eprintln!("healed node converged after {t:?}");
+    let ids = key_ids(&c, 2).unwrap();
+    for k in during.iter() {
+        assert!(ids.contains(k), "{k} missing on node 2");
+    }
+    assert!(c
+        .garage_ok(2, &["bucket", "list"])
+        .contains("made-during-partition"));
+}
+
+#[test]
+fn a_deleted_key_never_comes_back_from_a_node_that_missed_the_delete() {
+    let mut c = cluster(3, 3);
+    let k = create_key(&c, 0, "doomed");
+    wait_converged(&c, &[0, 1, 2], Duration::from_secs(30));
+    c.kill(2);
+    c.garage_ok(0, &["key", "delete", "--yes", &k]);
+    // The GC delay (3 s) passes; node 2 lacks the tombstone, so it stays.
+    std::thread::sleep(Duration::from_secs(5));
+    let s = table_stats(&c, 0);
+    assert_eq!(s["key"].0, 1, "the tombstone must wait for node 2: {s:?}");
+    // Node 2 returns with the old key; the tombstone reaches it, then the
+    // GC removes it everywhere, and the key never reappears.
+    c.start(2);
+    wait_until(
+        "tombstone collected on every node",
+        Duration::from_secs(90),
+        || (0..3).all(|i| table_stats(&c, i).get("key").map(|s| s.0) == Some(0)),
+    );
+    for i in 0..3 {
+        assert!(
+            !key_ids(&c, i).unwrap().contains(&k),
+            "key back on node {i}"
+        );
+        let o = c.garage(i, &["key", "info", &k]);
+        assert!(!o.status.success());
+    }
+}
+
+#[test]
+fn layout_changes_under_a_steady_writer_lose_nothing() {
+    let mut c = cluster(5, 3);
+    // A gateway node in this process writes keys without pause.
+    let gw = Gateway::start(&c);
+    let gw_id = gw.id();
+    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+    });
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
+    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
+    let keys = gw.block_on(async {
+        garage_table::Table::new(
+            garage_model::key_table::KeyTable,
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap()
+    });
+    {
+        let _guard = gw.rt.enter();
+        keys.clone().spawn_workers(&gw.exit);
+    }
+    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
+        gw.system.layout().current().version == 2
+    });
+
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let failed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, failed, stop, keys) =
+            (acked.clone(), failed.clone(), stop.clone(), keys.clone());
+        let handle = gw.rt.handle().clone();
+        std::thread::spawn(move || {
+            handle.block_on(async move {
+                use futures::stream::StreamExt;
+                let mut n = 0usize;
+                // At least 10 000 acknowledged entries, and until the layout
+                // changes are done; bounded so a stuck test still ends.
+                while (acked.lock().unwrap().len() < 10_000 || !stop.load(Ordering::Relaxed))
+                    && n < 200_000
+                {
+                    let batch: Vec<_> = (0..50)
+                        .map(|i| garage_model::key_table::Key::new(&format!("w{}", n + i)))
+                        .collect();
+                    n += batch.len();
+                    futures::stream::iter(batch)
+                        .for_each_concurrent(8, |k| {
+                            let keys = keys.clone();
+                            let acked = acked.clone();
+                            let failed = failed.clone();
+                            async move {
+                                match keys.insert(&k).await {
+                                    Ok(()) => acked.lock().unwrap().push(k.key_id.clone()),
+                                    Err(e) => failed.lock().unwrap().push(e.to_string()),
+                                }
+                            }
+                        })
+                        .await;
+                }
+            })
+        })
+    };
+
+    // 3 -> 5 nodes.
+    wait_until("writer under way", CLUSTER_DEADLINE, || {
+        acked.lock().unwrap().len() > 500
+    });
+    c.start(3);
+    c.start(4);
+    wait_until("all nodes up", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 6
+    });
+    for (i, z) in [(3, "dc4"), (4, "dc5")] {
+        let id = c.nodes[i].id().to_string();
+        c.garage_ok(0, &["layout", "assign", "-z", z, "-c", "1G", &id[..16]]);
+    }
+    c.garage_ok(0, &["layout", "apply", "--version", "3"]);
+    let stable = |c: &Cluster| {
+        c.garage_ok(0, &["layout", "history"])
+            .contains("stable state")
+    };
+    wait_until(
+        "layout 3 transition finished",
+        Duration::from_secs(120),
+        || stable(&c),
+    );
+    // 5 -> 4 nodes.
+    let removed = c.nodes[1].id().to_string();
+    c.garage_ok(0, &["layout", "remove", &removed[..16]]);
+    c.garage_ok(0, &["layout", "apply", "--version", "4"]);
+    wait_until(
+        "layout 4 transition finished",
+        Duration::from_secs(120),
+        || stable(&c),
+    );
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+
+    let acked = acked.lock().unwrap().clone();
+    let failed = failed.lock().unwrap().clone();
+    eprintln!(
+        "writer: {} acknowledged, {} failed (first: {:?})",
+        acked.len(),
+        failed.len(),
+        failed.first()
+    );
+    assert!(acked.len() >= 10_000);
+    for i in 0..5 {
+        let ids = key_ids(&c, i).expect("key list works on every node");
+        let missing: Vec<_> = acked.iter().filter(|k| !ids.contains(*k)).collect();
+        assert!(
+            missing.is_empty(),
+            "node {i} lacks {} acknowledged keys, e.g. {:?}",
+            missing.len(),
+            missing.first()
+        );
+    }
+}
