@@ -81,7 +81,7 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 }
             }
             AdminRpc::RepairTables => {
-                for t in self.garage.tables.iter().cloned() {
+                for t in self.garage.tables.clone() {
                     tokio::spawn(async move {
                         info!(table = t.name(), "repair: table sync requested");
                         match t.sync_now().await {

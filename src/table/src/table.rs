@@ -125,9 +125,20 @@ impl<F: TableSchema> Table<F> {
             let system = self.system.clone();
             let handle = tokio::spawn(async move {
                 system.ensure_connected(&node).await;
-                let r = endpoint
-                    .call(&node, TableRpc::Update(batch), Priority::Normal)
+                let mut r = endpoint
+                    .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
                     .await;
+                // A connection replaced under the call (both sides dialed at
+                // once) or not yet up: one more try on the new connection.
+                if matches!(
+                    r,
+                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                ) {
+                    system.ensure_connected(&node).await;
+                    r = endpoint
+                        .call(&node, TableRpc::Update(batch), Priority::Normal)
+                        .await;
+                }
                 (node, r)
             });
             pending.push(handle);

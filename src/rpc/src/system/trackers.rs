@@ -102,7 +102,7 @@ mod tests {
             crate::NodeId::from([1; 32]),
             Some(crate::layout::NodeRole {
                 zone: "a".into(),
-                capacity: Some(1),
+                capacity: Some(1_000_000_000),
                 tags: vec![],
             }),
         );
