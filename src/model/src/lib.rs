@@ -2,15 +2,32 @@
 //!
 //! - `bucket` (id -> parameters: authorized keys, aliases, website, CORS,
 //!   quotas), `bucket_alias` (global name -> id) and `key` (access key id
-//!   -> secret, name, permissions): one partition each, listable;
-//! - `object`, `version`, `block_ref`, `mpu` and the per-bucket counters
-//!   (see their modules) for the data path.
+//!   -> secret, name, permissions): one partition each, listable; kept
+//!   consistent with each other by [`helper::Metadata`].
+//! - `object` ((bucket id, key) -> versions), `version` (version id ->
+//!   blocks), `block_ref` ((block, version) -> deleted flag),
+//!   `multipart_upload` (upload id -> parts) and `bucket_counters`.
+//!
+//! Changes propagate inside the transaction that makes them, through the
+//! next table's insert queue: an object version that goes away deletes its
+//! `version` entry; a deleted version marks its `block_ref`s deleted; a
+//! `block_ref` change calls the block manager's [`block_ref_table::BlockRefHook`];
+//! an aborted multipart upload deletes its parts' versions; and every
+//! object change moves this node's counters of its bucket, which are
+//! published in `bucket_counters`.
 
+pub mod block_ref_table;
 pub mod bucket_alias_table;
 pub mod bucket_table;
+pub mod counter_table;
 pub mod helper;
 pub mod key_table;
+pub mod mpu_table;
+pub mod object_table;
 pub mod permission;
+pub mod version_table;
 
 #[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tests;
