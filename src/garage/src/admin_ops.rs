@@ -9,8 +9,15 @@ use garage_model::key_table::Key;
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
 
+use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::object_table::ObjectFilter;
+use garage_rpc::layout::LayoutVersion;
+use garage_table::EmptyKey;
+use garage_util::data::Uuid;
+
 use crate::admin::table::format as columns;
 use crate::cli::{BucketOperation, KeyOperation, PermOpt};
+use crate::garage::Garage;
 
 type Result<T> = std::result::Result<T, HelperError>;
 
@@ -24,7 +31,8 @@ fn date(ms: u64) -> String {
         .unwrap_or_else(|_| ms.to_string())
 }
 
-pub async fn bucket(m: &Metadata, op: BucketOperation) -> Result<String> {
+pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
+    let m = &g.metadata();
     match op {
         BucketOperation::List => {
             let mut rows = vec!["ID\tCreated\tGlobal aliases\tLocal aliases".to_string()];
@@ -50,7 +58,7 @@ pub async fn bucket(m: &Metadata, op: BucketOperation) -> Result<String> {
         }
         BucketOperation::Info { name } => {
             let b = m.get_bucket(&name).await?;
-            bucket_info(m, &b).await
+            bucket_info(g, m, &b).await
         }
         BucketOperation::Create { name } => {
             m.create_bucket(&name).await?;
@@ -64,8 +72,15 @@ pub async fn bucket(m: &Metadata, op: BucketOperation) -> Result<String> {
                     b.id.hex()
                 )));
             }
-            // The object table comes with the S3 API; until then a bucket
-            // holds no object and can always be deleted.
+            let objects = g
+                .object_table
+                .get_range(&b.id, None, Some(ObjectFilter::IsData), 1, false)
+                .await?;
+            if !objects.is_empty() {
+                return Err(refuse(format!(
+                    "bucket {name} is not empty: delete its objects first"
+                )));
+            }
             m.delete_bucket(&b).await?;
             Ok(format!("Bucket {name} was deleted.\n"))
         }
@@ -170,12 +185,33 @@ async fn permissions(m: &Metadata, p: PermOpt, allow: bool) -> Result<String> {
     ))
 }
 
-async fn bucket_info(m: &Metadata, b: &Bucket) -> Result<String> {
+async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
     let p = b.params().expect("existing bucket");
+    let counts = match g.counter_table.get(&b.id, &EmptyKey).await? {
+        Some(c) => {
+            let partition = LayoutVersion::partition_of(b.id.as_slice());
+            let nodes: Vec<Uuid> = g
+                .system
+                .layout()
+                .current()
+                .nodes_of(partition)
+                .iter()
+                .map(|n| Uuid::from(n.0))
+                .collect();
+            c.total(&nodes)
+        }
+        None => Default::default(),
+    };
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(out, "==== BUCKET INFORMATION ====");
     let _ = writeln!(out, "Bucket:          {}", b.id.hex());
     let _ = writeln!(out, "Created:         {}", date(p.creation_date));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Size:            {} B", count(BYTES));
+    let _ = writeln!(out, "Objects:         {}", count(OBJECTS));
+    let _ = writeln!(out, "Unfinished uploads: {}", count(UNFINISHED_UPLOADS));
+    let _ = writeln!(out);
     let q = p.quotas.get();
     let _ = writeln!(
         out,

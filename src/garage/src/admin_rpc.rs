@@ -48,11 +48,7 @@ pub struct AdminRpcHandler {
 
 impl AdminRpcHandler {
     fn metadata(&self) -> Metadata {
-        Metadata {
-            buckets: self.garage.bucket_table.clone(),
-            aliases: self.garage.bucket_alias_table.clone(),
-            keys: self.garage.key_table.clone(),
-        }
+        self.garage.metadata()
     }
 }
 
@@ -97,7 +93,7 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 }
                 AdminRpc::RepairLaunched
             }
-            AdminRpc::BucketOp(op) => match crate::admin_ops::bucket(&self.metadata(), op).await {
+            AdminRpc::BucketOp(op) => match crate::admin_ops::bucket(&self.garage, op).await {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),
             },

@@ -4,12 +4,19 @@
 use std::sync::Arc;
 
 use garage_db::Db;
+use garage_model::block_ref_table::{BlockRefTable, NoBlockRefHook};
 use garage_model::bucket_alias_table::BucketAliasTable;
 use garage_model::bucket_table::BucketTable;
+use garage_model::counter_table::{CounterTable, LocalCounters};
+use garage_model::helper::Metadata;
 use garage_model::key_table::KeyTable;
+use garage_model::mpu_table::MpuTable;
+use garage_model::object_table::ObjectTable;
+use garage_model::version_table::VersionTable;
 use garage_rpc::system::System;
-use garage_table::{AnyTable, Table};
+use garage_table::{AnyTable, InsertQueue, Table};
 use garage_util::config::Config;
+use garage_util::data::Uuid;
 
 pub struct Garage {
     pub db: Db,
@@ -17,19 +24,60 @@ pub struct Garage {
     pub bucket_table: Arc<Table<BucketTable>>,
     pub bucket_alias_table: Arc<Table<BucketAliasTable>>,
     pub key_table: Arc<Table<KeyTable>>,
+    pub object_table: Arc<Table<ObjectTable>>,
+    pub counter_table: Arc<Table<CounterTable>>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
 }
 
 impl Garage {
     pub fn new(_config: &Config, db: Db, system: Arc<System>) -> anyhow::Result<Arc<Self>> {
+        let node = Uuid::from(system.id().0);
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
+        // The block manager will replace this hook with its reference counts.
+        let block_ref_table = Table::new(
+            BlockRefTable {
+                hook: Arc::new(NoBlockRefHook),
+            },
+            db.clone(),
+            system.clone(),
+        )?;
+        let version_table = Table::new(
+            VersionTable {
+                block_refs: InsertQueue::open(&db)?,
+            },
+            db.clone(),
+            system.clone(),
+        )?;
+        let mpu_table = Table::new(
+            MpuTable {
+                versions: InsertQueue::open(&db)?,
+            },
+            db.clone(),
+            system.clone(),
+        )?;
+        let counter_table = Table::new(CounterTable, db.clone(), system.clone())?;
+        let object_table = Table::new(
+            ObjectTable {
+                node,
+                versions: InsertQueue::open(&db)?,
+                counters: InsertQueue::open(&db)?,
+                local_counters: LocalCounters::open(&db)?,
+            },
+            db.clone(),
+            system.clone(),
+        )?;
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
             key_table.clone(),
+            object_table.clone(),
+            version_table.clone(),
+            block_ref_table.clone(),
+            mpu_table.clone(),
+            counter_table.clone(),
         ];
         Ok(Arc::new(Self {
             db,
@@ -37,7 +85,18 @@ impl Garage {
             bucket_table,
             bucket_alias_table,
             key_table,
+            object_table,
+            counter_table,
             tables,
         }))
+    }
+
+    /// The bucket, alias and key tables, for the admin operations.
+    pub fn metadata(&self) -> Metadata {
+        Metadata {
+            buckets: self.bucket_table.clone(),
+            aliases: self.bucket_alias_table.clone(),
+            keys: self.key_table.clone(),
+        }
     }
 }
