@@ -110,6 +110,10 @@ fn an_isolated_node_catches_up_after_the_partition_heals() {
         .collect();
     c.garage_ok(1, &["bucket", "create", "made-during-partition"]);
     c.set_isolated(2, false);
+    let o = c.garage(0, &["repair", "tables"]);
+    assert!(!o.status.success(), "repair needs --yes");
+    let out = c.garage_ok(0, &["repair", "--yes", "tables"]);
+    assert!(out.contains("Repair launched"), "{out}");
     let t = wait_converged(&c, &[0, 1, 2], Duration::from_secs(60));
     eprintln!("healed node converged after {t:?}");
     let ids = key_ids(&c, 2).unwrap();
