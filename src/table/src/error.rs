@@ -13,6 +13,8 @@ pub enum Error {
     Quorum(#[from] QuorumError),
     #[error("no node stores this partition in the cluster layout (has a layout been applied with `garage layout apply`?)")]
     NoNodes,
+    #[error("cannot reach node {node}: {msg}")]
+    Net { node: String, msg: String },
     #[error("node {node} answered with an error: {msg}")]
     Remote { node: String, msg: String },
     #[error("unexpected answer from node {node}: {msg}")]

@@ -72,7 +72,7 @@ impl<F: TableSchema> Table<F> {
                 msg,
             }),
             Ok(r) => Ok(r),
-            Err(e) => Err(Error::Remote {
+            Err(e) => Err(Error::Net {
                 node: format!("{node:?}"),
                 msg: e.to_string(),
             }),
@@ -190,10 +190,15 @@ impl<F: TableSchema> Table<F> {
         self.system.nodes_by_distance(&nodes)
     }
 
-    /// Reads one entry from a read quorum and merges the answers; replicas
-    /// that answered something older get the merge back (read repair).
-    /// Tombstones are returned as they are.
-    pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+    /// Sends `msg()` to a read quorum of `p`'s replicas, nearest first
+    /// (the next replica for each failure), and returns the answers that
+    /// `extract` accepts.
+    async fn quorum_read<R: Send>(
+        &self,
+        p: &F::P,
+        msg: impl Fn() -> TableRpc<F>,
+        extract: fn(TableRpc<F>) -> std::result::Result<R, TableRpc<F>>,
+    ) -> Result<Vec<(NodeId, R)>> {
         let nodes = self.read_nodes(p);
         if nodes.is_empty() {
             return Err(Error::NoNodes);
@@ -204,19 +209,34 @@ impl<F: TableSchema> Table<F> {
             Strategy::NearestFirst,
             TABLE_RPC_TIMEOUT,
             |node| {
-                let endpoint = self.endpoint.clone();
-                let msg = TableRpc::ReadEntry(p.clone(), s.clone());
+                let msg = msg();
                 async move {
-                    match endpoint.call(&node, msg, Priority::Normal).await {
-                        Ok(TableRpc::ReadEntryResponse(v)) => Ok(v),
-                        Ok(TableRpc::Error(e)) => Err(e),
-                        Ok(other) => Err(format!("unexpected answer {}", other.kind())),
+                    match self.call(&node, msg).await {
+                        Ok(r) => extract(r)
+                            .map_err(|other| format!("unexpected answer {}", other.kind())),
                         Err(e) => Err(e.to_string()),
                     }
                 }
             },
         )
         .await?;
+        Ok(answers)
+    }
+
+    /// Reads one entry from a read quorum and merges the answers; replicas
+    /// that answered something older get the merge back (read repair).
+    /// Tombstones are returned as they are.
+    pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+        let answers = self
+            .quorum_read(
+                p,
+                || TableRpc::ReadEntry(p.clone(), s.clone()),
+                |r| match r {
+                    TableRpc::ReadEntryResponse(v) => Ok(v),
+                    other => Err(other),
+                },
+            )
+            .await?;
         let mut merged: Option<F::E> = None;
         let mut decoded: Vec<(NodeId, Option<F::E>)> = Vec::new();
         for (node, v) in answers {
@@ -280,34 +300,21 @@ impl<F: TableSchema> Table<F> {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<F::E>> {
-        let nodes = self.read_nodes(p);
-        if nodes.is_empty() {
-            return Err(Error::NoNodes);
-        }
-        let answers = call_quorum(
-            &nodes,
-            self.system.read_quorum(),
-            Strategy::NearestFirst,
-            TABLE_RPC_TIMEOUT,
-            |node| {
-                let endpoint = self.endpoint.clone();
-                let msg = TableRpc::ReadRange {
+        let answers = self
+            .quorum_read(
+                p,
+                || TableRpc::ReadRange {
                     partition_key: p.clone(),
                     start: start.cloned(),
                     limit,
                     reverse,
-                };
-                async move {
-                    match endpoint.call(&node, msg, Priority::Normal).await {
-                        Ok(TableRpc::Entries(v)) => Ok(v),
-                        Ok(TableRpc::Error(e)) => Err(e),
-                        Ok(other) => Err(format!("unexpected answer {}", other.kind())),
-                        Err(e) => Err(e.to_string()),
-                    }
-                }
-            },
-        )
-        .await?;
+                },
+                |r| match r {
+                    TableRpc::Entries(v) => Ok(v),
+                    other => Err(other),
+                },
+            )
+            .await?;
         // Merge by tree key; remember what each node had.
         let mut merged: BTreeMap<Vec<u8>, F::E> = BTreeMap::new();
         let mut had: Vec<(NodeId, ByKey<F::E>)> = Vec::new();
@@ -480,13 +487,4 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
         }
         other => TableRpc::Error(format!("not a request: {}", other.kind())),
     })
-}
-
-impl From<NetError> for Error {
-    fn from(e: NetError) -> Self {
-        Error::Remote {
-            node: "?".into(),
-            msg: e.to_string(),
-        }
-    }
 }
