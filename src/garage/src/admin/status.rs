@@ -35,7 +35,8 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     let staged = layout.staged_roles();
 
     println!("==== HEALTHY NODES ====");
-    let mut rows = vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail".to_string()];
+    let mut rows =
+        vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail".to_string()];
     for n in status.nodes.iter().filter(|n| n.is_up) {
         let host = n.hostname.as_deref().unwrap_or("?");
         let addr = n
@@ -44,17 +45,13 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
             .unwrap_or_else(|| "N/A".into());
         match current.roles.get(&n.id) {
             Some(role) => {
-                let avail = match (&n.data_space, role.capacity) {
-                    (_, None) => "N/A".to_string(),
-                    (Some(f), Some(_)) if f.total > 0 => format!(
-                        "{} ({:.1}%)",
-                        bytesize::ByteSize::b(f.available).display().si(),
-                        f.available as f64 * 100.0 / f.total as f64
-                    ),
-                    _ => "?".into(),
+                let avail = match role.capacity {
+                    None => "N/A".to_string(),
+                    Some(_) => free_space_string(n.data_space.as_ref()),
                 };
+                let meta = free_space_string(n.metadata_space.as_ref());
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}",
+                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}",
                     n.id.to_string(),
                     role.tags.join(","),
                     role.zone,
@@ -68,8 +65,9 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                     "NO ROLE ASSIGNED"
                 };
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t\t\t{what}",
-                    n.id.to_string()
+                    "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}",
+                    n.id.to_string(),
+                    free_space_string(n.metadata_space.as_ref())
                 ));
             }
         }
@@ -106,4 +104,16 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// Available space and its share of the total, or "?" when unknown.
+fn free_space_string(f: Option<&garage_rpc::system::status::FreeSpace>) -> String {
+    match f {
+        Some(f) if f.total > 0 => format!(
+            "{} ({:.1}%)",
+            bytesize::ByteSize::b(f.available).display().si(),
+            f.available as f64 * 100.0 / f.total as f64
+        ),
+        _ => "?".into(),
+    }
 }
