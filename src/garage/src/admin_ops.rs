@@ -210,7 +210,7 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
     let _ = writeln!(out);
     let _ = writeln!(out, "Size:            {} B", count(BYTES));
     let _ = writeln!(out, "Objects:         {}", count(OBJECTS));
-    let _ = writeln!(out, "Unfinished uploads: {}", count(UNFINISHED_UPLOADS));
+    let _ = writeln!(out, "Unfinished MPUs: {}", count(UNFINISHED_UPLOADS));
     let _ = writeln!(out);
     let q = p.quotas.get();
     let _ = writeln!(
