@@ -1,0 +1,233 @@
+//! Blocks as files: `<dir>/<hh>/<hh>/<hash hex>` for a plain block, with a
+//! `.zst` suffix for a compressed one. All calls are blocking (file I/O):
+//! the async layers run them with `spawn_blocking`.
+//!
+//! A write goes to a temporary file in the final directory, is synced if
+//! `data_fsync` is set, then renamed into place, and the directory is
+//! synced too: a block file is either absent or whole, and with
+//! `data_fsync` it survives a power loss once the write returns.
+
+use std::fs;
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use garage_util::data::Hash;
+
+use crate::block::{BlockError, DataBlock};
+use crate::dirs::DataDirs;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Block(#[from] BlockError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub struct BlockStore {
+    pub dirs: DataDirs,
+    pub fsync: bool,
+}
+
+impl BlockStore {
+    pub fn new(dirs: DataDirs, fsync: bool) -> Self {
+        Self { dirs, fsync }
+    }
+
+    fn block_dir(dir: &Path, hash: &Hash) -> PathBuf {
+        let h = hash.hex();
+        dir.join(&h[0..2]).join(&h[2..4])
+    }
+
+    fn file_name(hash: &Hash, compressed: bool) -> String {
+        if compressed {
+            format!("{}.zst", hash.hex())
+        } else {
+            hash.hex()
+        }
+    }
+
+    /// Where the block is stored, if it is, and whether compressed.
+    pub fn find(&self, hash: &Hash) -> Option<(PathBuf, bool)> {
+        for d in self.dirs.search_order(hash) {
+            let dir = Self::block_dir(&d.path, hash);
+            for compressed in [true, false] {
+                let p = dir.join(Self::file_name(hash, compressed));
+                if p.exists() {
+                    return Some((p, compressed));
+                }
+            }
+        }
+        None
+    }
+
+    /// Reads the stored bytes, unchecked (the caller verifies them where it
+    /// needs the content; a replica serving a read sends them as they are).
+    pub fn read(&self, hash: &Hash) -> Result<Option<DataBlock>, StoreError> {
+        let Some((path, compressed)) = self.find(hash) else {
+            return Ok(None);
+        };
+        match fs::read(&path) {
+            Ok(b) => Ok(Some(if compressed {
+                DataBlock::Compressed(Bytes::from(b))
+            } else {
+                DataBlock::Plain(Bytes::from(b))
+            })),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// Writes a block in its primary directory (if it is not stored in
+    /// any form already) and removes copies elsewhere.
+    pub fn write(&self, hash: &Hash, block: &DataBlock) -> Result<(), StoreError> {
+        let primary = &self.dirs.primary(hash).path;
+        let dir = Self::block_dir(primary, hash);
+        let path = dir.join(Self::file_name(hash, block.is_compressed()));
+        if path.exists() {
+            return Ok(());
+        }
+        fs::create_dir_all(&dir).map_err(io(&dir))?;
+        let tmp = dir.join(format!(
+            "{}.tmp{}",
+            Self::file_name(hash, block.is_compressed()),
+            rand::random::<u32>()
+        ));
+        let res: Result<(), StoreError> = (|| {
+            let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+            f.write_all(block.bytes()).map_err(io(&tmp))?;
+            if self.fsync {
+                f.sync_all().map_err(io(&tmp))?;
+            }
+            fs::rename(&tmp, &path).map_err(io(&path))?;
+            if self.fsync {
+                fs::File::open(&dir)
+                    .and_then(|d| d.sync_all())
+                    .map_err(io(&dir))?;
+            }
+            Ok(())
+        })();
+        if res.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        res?;
+        // The other form, or a copy in another directory, is now redundant.
+        for d in self.dirs.dirs() {
+            for compressed in [true, false] {
+                let p = Self::block_dir(&d.path, hash).join(Self::file_name(hash, compressed));
+                if p != path && d.capacity.is_some() {
+                    let _ = fs::remove_file(&p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every stored copy of the block.
+    pub fn delete(&self, hash: &Hash) -> Result<(), StoreError> {
+        for d in self.dirs.dirs() {
+            if d.capacity.is_none() {
+                continue;
+            }
+            for compressed in [true, false] {
+                let p = Self::block_dir(&d.path, hash).join(Self::file_name(hash, compressed));
+                match fs::remove_file(&p) {
+                    Ok(()) => (),
+                    Err(e) if e.kind() == ErrorKind::NotFound => (),
+                    Err(e) => return Err(io(&p)(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a corrupted block file aside (`.corrupted` suffix) so that it
+    /// is fetched again and can still be inspected.
+    pub fn move_aside(&self, hash: &Hash) -> Result<Option<PathBuf>, StoreError> {
+        let Some((path, _)) = self.find(hash) else {
+            return Ok(None);
+        };
+        let mut aside = path.clone().into_os_string();
+        aside.push(".corrupted");
+        let aside = PathBuf::from(aside);
+        fs::rename(&path, &aside).map_err(io(&path))?;
+        Ok(Some(aside))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dirs::DataDir;
+    use garage_util::data::blake2sum;
+
+    fn store(dirs: &[(&Path, Option<u64>)], fsync: bool) -> BlockStore {
+        BlockStore::new(
+            DataDirs::new(
+                dirs.iter()
+                    .map(|(p, c)| DataDir {
+                        path: p.to_path_buf(),
+                        capacity: *c,
+                    })
+                    .collect(),
+            )
+            .unwrap(),
+            fsync,
+        )
+    }
+
+    #[test]
+    fn write_read_delete_with_and_without_compression() {
+        let t = tempfile::tempdir().unwrap();
+        for (fsync, level) in [(false, None), (true, Some(3))] {
+            let s = store(&[(t.path(), Some(1))], fsync);
+            let data = Bytes::from(vec![b'x'; 100_000]);
+            let h = blake2sum(&data);
+            let block = DataBlock::from_plain(data.clone(), level);
+            s.write(&h, &block).unwrap();
+            let (path, compressed) = s.find(&h).unwrap();
+            assert_eq!(compressed, level.is_some());
+            assert!(path.starts_with(t.path()));
+            let back = s.read(&h).unwrap().unwrap();
+            assert_eq!(back.verify_and_decode(&h).unwrap(), data);
+            // No temporary file is left behind.
+            let n = fs::read_dir(path.parent().unwrap()).unwrap().count();
+            assert_eq!(n, 1);
+            s.delete(&h).unwrap();
+            assert!(s.read(&h).unwrap().is_none());
+        }
+    }
+
+    #[test]
+    fn blocks_are_found_in_any_dir_and_corrupted_ones_moved_aside() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = store(&[(a.path(), Some(1))], false);
+        let data = Bytes::from_static(b"hello block");
+        let h = blake2sum(&data);
+        one.write(&h, &DataBlock::Plain(data.clone())).unwrap();
+        // The dir becomes read-only next to a new one: still found.
+        let two = store(&[(a.path(), None), (b.path(), Some(1))], false);
+        assert!(two.read(&h).unwrap().is_some());
+        // A flipped byte is detected, and the file moved aside.
+        let (path, _) = two.find(&h).unwrap();
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[0] ^= 0xff;
+        fs::write(&path, bytes).unwrap();
+        let err = two.read(&h).unwrap().unwrap().verify_and_decode(&h);
+        assert!(err.is_err());
+        let aside = two.move_aside(&h).unwrap().unwrap();
+        assert!(aside.exists());
+        assert!(two.read(&h).unwrap().is_none());
+    }
+}
