@@ -8,6 +8,7 @@
 
 pub mod block;
 pub mod dirs;
+pub mod rc;
 pub mod store;
 
 pub use block::DataBlock;

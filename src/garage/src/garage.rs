@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use garage_db::Db;
-use garage_model::block_ref_table::{BlockRefTable, NoBlockRefHook};
+use garage_block::rc::BlockRc;
+use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_alias_table::BucketAliasTable;
 use garage_model::bucket_table::BucketTable;
 use garage_model::counter_table::{CounterTable, LocalCounters};
@@ -18,8 +19,15 @@ use garage_table::{AnyTable, InsertQueue, Table};
 use garage_util::config::Config;
 use garage_util::data::Uuid;
 
+/// How long a block nothing references is kept before it is deleted.
+pub const BLOCK_DELETE_DELAY: std::time::Duration = std::time::Duration::from_secs(600);
+
 pub struct Garage {
     pub db: Db,
+    /// Reference counts and resync queue of the blocks stored here (the
+    /// resync worker that consumes the queue comes with the block manager).
+    #[allow(dead_code)]
+    pub block_rc: BlockRc,
     pub system: Arc<System>,
     pub bucket_table: Arc<Table<BucketTable>>,
     pub bucket_alias_table: Arc<Table<BucketAliasTable>>,
@@ -36,10 +44,10 @@ impl Garage {
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
-        // The block manager will replace this hook with its reference counts.
+        let block_rc = BlockRc::open(&db, BLOCK_DELETE_DELAY.as_millis() as u64)?;
         let block_ref_table = Table::new(
             BlockRefTable {
-                hook: Arc::new(NoBlockRefHook),
+                hook: Arc::new(block_rc.clone()),
             },
             db.clone(),
             system.clone(),
@@ -81,6 +89,7 @@ impl Garage {
         ];
         Ok(Arc::new(Self {
             db,
+            block_rc,
             system,
             bucket_table,
             bucket_alias_table,

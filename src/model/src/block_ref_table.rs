@@ -52,7 +52,17 @@ pub trait BlockRefHook: Send + Sync + 'static {
     fn block_decref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()>;
 }
 
-/// Until the block manager exists: references are only recorded.
+/// The block manager's reference counts.
+impl BlockRefHook for garage_block::rc::BlockRc {
+    fn block_incref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()> {
+        self.incref(tx, block, garage_util::time::now_msec())
+    }
+    fn block_decref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()> {
+        self.decref(tx, block, garage_util::time::now_msec())
+    }
+}
+
+/// References only recorded, no counts (for tests of other tables).
 pub struct NoBlockRefHook;
 
 impl BlockRefHook for NoBlockRefHook {

@@ -1,0 +1,194 @@
+//! Reference counts of the blocks this node stores, kept in the metadata
+//! database and changed inside the `block_ref` table's transactions, so
+//! they never drift from the references. Every change that may require
+//! work on the block (fetch it, or delete it later) also queues the block
+//! for the resync worker, in the same transaction.
+
+use garage_db as db;
+use garage_util::data::Hash;
+use serde::{Deserialize, Serialize};
+
+/// A block's state on this node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RcEntry {
+    /// Referenced `count` times: the block must be stored here.
+    Present { count: u64 },
+    /// No longer referenced: the block may be deleted once
+    /// `deletable_after` (ms since the epoch) has passed, unless it is
+    /// referenced again meanwhile.
+    Deletable { deletable_after: u64 },
+}
+
+impl RcEntry {
+    pub fn count(&self) -> u64 {
+        match self {
+            RcEntry::Present { count } => *count,
+            RcEntry::Deletable { .. } => 0,
+        }
+    }
+}
+
+/// The reference count tree and the resync queue.
+#[derive(Clone)]
+pub struct BlockRc {
+    db: db::Db,
+    pub rc: db::Tree,
+    /// Key: due time (ms, big-endian) ++ hash; value: empty.
+    pub resync_queue: db::Tree,
+    /// How long an unreferenced block is kept (a reference may come back:
+    /// a version being written, a resynced table).
+    pub delete_delay_ms: u64,
+}
+
+fn decode(bytes: Option<Vec<u8>>) -> db::Result<Option<RcEntry>> {
+    bytes
+        .map(|b| {
+            rmp_serde::from_slice(&b)
+                .map_err(|e| db::Error::Aborted(format!("corrupt block reference count: {e}")))
+        })
+        .transpose()
+}
+
+pub fn queue_key(due_ms: u64, hash: &Hash) -> Vec<u8> {
+    let mut k = due_ms.to_be_bytes().to_vec();
+    k.extend_from_slice(hash.as_slice());
+    k
+}
+
+impl BlockRc {
+    pub fn open(db: &db::Db, delete_delay_ms: u64) -> db::Result<Self> {
+        Ok(Self {
+            db: db.clone(),
+            rc: db.open_tree("block_local_rc")?,
+            resync_queue: db.open_tree("block_resync_queue")?,
+            delete_delay_ms,
+        })
+    }
+
+    pub fn get(&self, hash: &Hash) -> db::Result<Option<RcEntry>> {
+        decode(self.rc.get(hash.as_slice())?)
+    }
+
+    fn put(&self, tx: &mut db::Transaction<'_>, hash: &Hash, e: RcEntry) -> db::Result<()> {
+        let bytes = rmp_serde::to_vec(&e).expect("an rc entry serializes");
+        tx.insert(&self.rc, hash.as_slice(), bytes)
+    }
+
+    /// One more reference. The first one queues a resync now (fetch the
+    /// block if it is not here).
+    pub fn incref(&self, tx: &mut db::Transaction<'_>, hash: &Hash, now_ms: u64) -> db::Result<()> {
+        let old = decode(tx.get(&self.rc, hash.as_slice())?)?;
+        let count = old.map(|e| e.count()).unwrap_or(0) + 1;
+        self.put(tx, hash, RcEntry::Present { count })?;
+        if count == 1 {
+            tx.insert(&self.resync_queue, queue_key(now_ms, hash), [])?;
+        }
+        Ok(())
+    }
+
+    /// One reference less. The last one makes the block deletable after
+    /// the delay, and queues a resync for then.
+    pub fn decref(&self, tx: &mut db::Transaction<'_>, hash: &Hash, now_ms: u64) -> db::Result<()> {
+        let old = decode(tx.get(&self.rc, hash.as_slice())?)?;
+        match old.map(|e| e.count()).unwrap_or(0) {
+            0 => Ok(()), // nothing to release (never counted here)
+            1 => {
+                let after = now_ms + self.delete_delay_ms;
+                self.put(
+                    tx,
+                    hash,
+                    RcEntry::Deletable {
+                        deletable_after: after,
+                    },
+                )?;
+                tx.insert(&self.resync_queue, queue_key(after, hash), [])
+            }
+            n => self.put(tx, hash, RcEntry::Present { count: n - 1 }),
+        }
+    }
+
+    /// Forgets a block that was deleted (its entry said deletable).
+    pub fn clear_deleted(&self, hash: &Hash) -> db::Result<()> {
+        let rc = &self.rc;
+        self.db
+            .transaction(|tx| -> db::TxResult<(), ()> {
+                if let Some(RcEntry::Deletable { .. }) = decode(tx.get(rc, hash.as_slice())?)? {
+                    tx.remove(rc, hash.as_slice())?;
+                }
+                Ok(())
+            })
+            .map_err(|e| e.into_db_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use garage_util::data::blake2sum;
+
+    fn open() -> (tempfile::TempDir, db::Db, BlockRc) {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = db::Engine::Lmdb;
+        let d = db::open(
+            engine,
+            &engine.db_path(dir.path()),
+            &db::OpenOptions::default(),
+        )
+        .unwrap();
+        let rc = BlockRc::open(&d, 1000).unwrap();
+        (dir, d, rc)
+    }
+
+    fn queued(rc: &BlockRc) -> Vec<(u64, Hash)> {
+        rc.resync_queue
+            .iter()
+            .map(|i| {
+                let (k, _) = i.unwrap();
+                (
+                    u64::from_be_bytes(k[..8].try_into().unwrap()),
+                    Hash::try_from_slice(&k[8..]).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn counts_follow_references_and_queue_resyncs() {
+        let (_d, db, rc) = open();
+        let h = blake2sum(b"block");
+        let tx = |f: &dyn Fn(&mut db::Transaction<'_>) -> db::Result<()>| {
+            db.transaction(|t| -> db::TxResult<(), ()> { Ok(f(t)?) })
+                .unwrap()
+        };
+        tx(&|t| rc.incref(t, &h, 10));
+        tx(&|t| rc.incref(t, &h, 20));
+        assert_eq!(rc.get(&h).unwrap(), Some(RcEntry::Present { count: 2 }));
+        assert_eq!(
+            queued(&rc),
+            vec![(10, h)],
+            "only the first reference queues a fetch"
+        );
+        tx(&|t| rc.decref(t, &h, 30));
+        assert_eq!(rc.get(&h).unwrap(), Some(RcEntry::Present { count: 1 }));
+        tx(&|t| rc.decref(t, &h, 40));
+        assert_eq!(
+            rc.get(&h).unwrap(),
+            Some(RcEntry::Deletable {
+                deletable_after: 1040
+            })
+        );
+        assert_eq!(queued(&rc), vec![(10, h), (1040, h)]);
+        // Referenced again before the delay: present again.
+        tx(&|t| rc.incref(t, &h, 50));
+        assert_eq!(rc.get(&h).unwrap(), Some(RcEntry::Present { count: 1 }));
+        rc.clear_deleted(&h).unwrap();
+        assert!(
+            rc.get(&h).unwrap().is_some(),
+            "a present block is not cleared"
+        );
+        // A decref of an unknown block changes nothing.
+        let other = blake2sum(b"other");
+        tx(&|t| rc.decref(t, &other, 60));
+        assert_eq!(rc.get(&other).unwrap(), None);
+    }
+}
