@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use garage_db::Db;
 use garage_block::rc::BlockRc;
+use garage_db::Db;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_alias_table::BucketAliasTable;
 use garage_model::bucket_table::BucketTable;
@@ -71,6 +71,7 @@ impl Garage {
             ObjectTable {
                 node,
                 versions: InsertQueue::open(&db)?,
+                mpus: InsertQueue::open(&db)?,
                 counters: InsertQueue::open(&db)?,
                 local_counters: LocalCounters::open(&db)?,
             },

@@ -12,7 +12,9 @@
 //! next table's insert queue: an object version that goes away deletes its
 //! `version` entry; a deleted version marks its `block_ref`s deleted; a
 //! `block_ref` change calls the block manager's [`block_ref_table::BlockRefHook`];
-//! an aborted multipart upload deletes its parts' versions; and every
+//! a multipart upload whose object version stops uploading (completed,
+//! aborted, or pruned by a newer write) is deleted, which deletes its
+//! parts' versions; and every
 //! object change moves this node's counters of its bucket, which are
 //! published in `bucket_counters`.
 

@@ -62,8 +62,18 @@ impl MultipartUpload {
     }
 }
 
+/// `timestamp`, `bucket_id` and `key` are set once by the upload's
+/// creation, and copied by the object table's hook when it deletes the
+/// upload; should two writers ever disagree, the smallest timestamp and the
+/// larger (bucket, key) win, so that replicas still converge (otherwise
+/// their Merkle trees would differ forever).
 impl Crdt for MultipartUpload {
     fn merge(&mut self, other: &Self) {
+        self.timestamp = self.timestamp.min(other.timestamp);
+        if (other.bucket_id, &other.key) > (self.bucket_id, &self.key) {
+            self.bucket_id = other.bucket_id;
+            self.key = other.key.clone();
+        }
         self.deleted.merge(&other.deleted);
         if self.deleted.get() {
             self.parts.clear();
@@ -123,5 +133,55 @@ impl TableSchema for MpuTable {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::testing::check_laws;
+
+    /// Uploads whose fixed fields disagree still merge lawfully.
+    fn mpu() -> impl Strategy<Value = MultipartUpload> {
+        (
+            0u64..3,
+            0u8..2,
+            0u8..2,
+            any::<bool>(),
+            proptest::option::of(0u64..3),
+        )
+            .prop_map(|(ts, b, k, del, size)| {
+                let mut m = MultipartUpload::new(
+                    Uuid::from([4; 32]),
+                    ts,
+                    Uuid::from([b; 32]),
+                    format!("k{k}"),
+                );
+                if del {
+                    m.deleted.set();
+                } else {
+                    m.parts.put(
+                        MpuPartKey {
+                            part_number: 1,
+                            timestamp: ts,
+                        },
+                        MpuPart {
+                            version: Uuid::from([5; 32]),
+                            etag: size.map(|s| s.to_string()),
+                            size,
+                        },
+                    );
+                }
+                m
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn mpu_merge_laws_with_disagreeing_fields(a in mpu(), b in mpu(), c in mpu()) {
+            check_laws(&a, &b, &c);
+        }
     }
 }

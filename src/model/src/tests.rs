@@ -178,6 +178,7 @@ fn object_tables() -> Tables {
         ObjectTable {
             node: id(7),
             versions: versions.clone(),
+            mpus: InsertQueue::open(&db).unwrap(),
             counters: counters.clone(),
             local_counters: local.clone(),
         },
