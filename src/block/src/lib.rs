@@ -4,10 +4,13 @@
 //! directories, placed by a stable capacity-weighted hash, written durably
 //! (temporary file, optional fsync, rename, fsync of the directory), kept
 //! zstd-compressed when that saves space, and checked against their hash on
-//! every read. Replication, reference counts, resync and scrub come next.
+//! every read; reference counts driven by the `block_ref` table; and the
+//! cluster side: quorum writes, nearest-first reads with fallback.
+//! The resync and scrub workers come next.
 
 pub mod block;
 pub mod dirs;
+pub mod manager;
 pub mod rc;
 pub mod store;
 

@@ -1,0 +1,341 @@
+//! Blocks across the cluster: a block is stored on the nodes of its hash's
+//! partition (every live layout version's set, like table entries), and
+//! written with a write quorum; reads go to the nearest replica first and
+//! fall back to the others on error or timeout.
+//!
+//! Compression, hashing and file I/O run on the blocking pool, never on
+//! the async reactor threads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::{FuturesUnordered, StreamExt};
+use garage_net::{ByteStream, Endpoint, EndpointHandler, Message, NetError, NodeId, Priority};
+use garage_rpc::layout::LayoutVersion;
+use garage_rpc::system::System;
+use garage_util::data::Hash;
+use serde::{Deserialize, Serialize};
+use tracing::debug;
+
+use crate::block::{BlockError, DataBlock};
+use crate::rc::BlockRc;
+use crate::store::{BlockStore, StoreError};
+
+/// Bytes per body chunk when sending a block.
+const CHUNK: usize = 64 * 1024;
+/// How long a block write waits for its quorum.
+pub const BLOCK_RPC_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a read waits for one replica before trying the next.
+pub const BLOCK_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest block body accepted (stored blocks are at most `block_size`,
+/// plus compression overhead).
+pub const MAX_BLOCK_BYTES: usize = 64 << 20;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum BlockRpc {
+    Ok,
+    Error(String),
+    /// Store the block sent as the request body.
+    PutBlock {
+        hash: Hash,
+        compressed: bool,
+    },
+    /// Send the block as the response body.
+    GetBlock {
+        hash: Hash,
+    },
+    /// Answer to `GetBlock`; the body follows.
+    BlockHeader {
+        compressed: bool,
+    },
+}
+
+impl Message for BlockRpc {
+    type Response = BlockRpc;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Block(#[from] BlockError),
+    #[error("no node stores this block's partition in the cluster layout")]
+    NoNodes,
+    #[error("block {hash:?} not written: {ok} of {needed} needed copies ({})", .errors.join("; "))]
+    Quorum {
+        hash: Hash,
+        needed: usize,
+        ok: usize,
+        errors: Vec<String>,
+    },
+    #[error("block {hash:?} could not be read from any replica ({})", .errors.join("; "))]
+    Unavailable { hash: Hash, errors: Vec<String> },
+    #[error("background task failed: {0}")]
+    Task(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+pub struct BlockManager {
+    pub system: Arc<System>,
+    pub store: Arc<BlockStore>,
+    pub rc: BlockRc,
+    pub compression_level: Option<i32>,
+    endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
+}
+
+fn body_of(bytes: Bytes) -> ByteStream {
+    let chunks: Vec<std::io::Result<Bytes>> = (0..bytes.len())
+        .step_by(CHUNK)
+        .map(|i| Ok(bytes.slice(i..(i + CHUNK).min(bytes.len()))))
+        .collect();
+    Box::pin(futures::stream::iter(chunks))
+}
+
+async fn read_body(mut body: ByteStream, max: usize) -> std::result::Result<Bytes, String> {
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| format!("block body cut: {e}"))?;
+        if buf.len() + chunk.len() > max {
+            return Err(format!("block body larger than {max} bytes"));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Task(e.to_string()))
+}
+
+impl BlockManager {
+    pub fn new(
+        system: Arc<System>,
+        store: Arc<BlockStore>,
+        rc: BlockRc,
+        compression_level: Option<i32>,
+    ) -> Arc<Self> {
+        let endpoint = system
+            .netapp
+            .endpoint::<BlockRpc, BlockManager>("garage_block/manager");
+        let m = Arc::new(Self {
+            system,
+            store,
+            rc,
+            compression_level,
+            endpoint,
+        });
+        m.endpoint.set_handler(m.clone());
+        m
+    }
+
+    /// Stores `data` (whose blake2 hash is `hash`) on its nodes; returns
+    /// once a write quorum of each live layout version's set has it on disk
+    /// (synced per `data_fsync`).
+    pub async fn put_block(&self, hash: Hash, data: Bytes) -> Result<()> {
+        let level = self.compression_level;
+        let block = blocking(move || DataBlock::from_plain(data, level)).await?;
+        let guard = self.system.start_write();
+        let sets = guard
+            .layout
+            .write_sets(LayoutVersion::partition_of(hash.as_slice()));
+        if sets.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        let quorum = self.system.write_quorum();
+        let mut nodes: Vec<NodeId> = sets.iter().flatten().copied().collect();
+        nodes.sort();
+        nodes.dedup();
+        let mut pending = FuturesUnordered::new();
+        for node in nodes {
+            let endpoint = self.endpoint.clone();
+            let system = self.system.clone();
+            let (compressed, bytes) = (block.is_compressed(), block.bytes().clone());
+            pending.push(tokio::spawn(async move {
+                system.ensure_connected(&node).await;
+                let r = endpoint
+                    .call_streaming(
+                        &node,
+                        BlockRpc::PutBlock { hash, compressed },
+                        Some(body_of(bytes)),
+                        Priority::Background,
+                    )
+                    .await;
+                (node, r)
+            }));
+        }
+        let mut ok: Vec<NodeId> = Vec::new();
+        let mut errors = Vec::new();
+        let deadline = tokio::time::Instant::now() + BLOCK_RPC_TIMEOUT;
+        loop {
+            match tokio::time::timeout_at(deadline, pending.next()).await {
+                Err(_) | Ok(None) => {
+                    return Err(Error::Quorum {
+                        hash,
+                        needed: quorum,
+                        ok: ok.len(),
+                        errors,
+                    })
+                }
+                Ok(Some(Ok((node, Ok((BlockRpc::Ok, _)))))) => {
+                    ok.push(node);
+                    let done = sets.iter().all(|set| {
+                        set.iter().filter(|n| ok.contains(n)).count() >= quorum.min(set.len())
+                    });
+                    if done {
+                        return Ok(());
+                    }
+                }
+                Ok(Some(Ok((node, Ok((BlockRpc::Error(e), _)))))) => {
+                    errors.push(format!("{node:?}: {e}"))
+                }
+                Ok(Some(Ok((node, Ok((other, _)))))) => {
+                    errors.push(format!("{node:?}: unexpected answer {other:?}"))
+                }
+                Ok(Some(Ok((node, Err(e))))) => errors.push(format!("{node:?}: {e}")),
+                Ok(Some(Err(e))) => errors.push(format!("write task failed: {e}")),
+            }
+        }
+    }
+
+    /// Reads a block, nearest replica first, checking its hash; a replica
+    /// that fails, times out or sends bad bytes is skipped.
+    pub async fn get_block(&self, hash: &Hash) -> Result<Bytes> {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(hash.as_slice());
+        let mut candidates: Vec<NodeId> = Vec::new();
+        for n in layout
+            .read_version()
+            .nodes_of(partition)
+            .into_iter()
+            .chain(layout.all_storage_nodes_of(partition))
+        {
+            if !candidates.contains(&n) {
+                candidates.push(n);
+            }
+        }
+        if candidates.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        let mut errors = Vec::new();
+        for node in self.system.nodes_by_distance(&candidates) {
+            match tokio::time::timeout(BLOCK_READ_TIMEOUT, self.get_from(&node, hash)).await {
+                Ok(Ok(b)) => return Ok(b),
+                Ok(Err(e)) => errors.push(format!("{node:?}: {e}")),
+                Err(_) => errors.push(format!("{node:?}: timeout")),
+            }
+        }
+        Err(Error::Unavailable {
+            hash: *hash,
+            errors,
+        })
+    }
+
+    async fn get_from(&self, node: &NodeId, hash: &Hash) -> std::result::Result<Bytes, String> {
+        self.system.ensure_connected(node).await;
+        let (resp, body) = self
+            .endpoint
+            .call_streaming(
+                node,
+                BlockRpc::GetBlock { hash: *hash },
+                None,
+                Priority::Normal,
+            )
+            .await
+            .map_err(|e: NetError| e.to_string())?;
+        let compressed = match resp {
+            BlockRpc::BlockHeader { compressed } => compressed,
+            BlockRpc::Error(e) => return Err(e),
+            other => return Err(format!("unexpected answer {other:?}")),
+        };
+        let bytes = read_body(body.ok_or("no block body")?, MAX_BLOCK_BYTES).await?;
+        let block = if compressed {
+            DataBlock::Compressed(bytes)
+        } else {
+            DataBlock::Plain(bytes)
+        };
+        let hash = *hash;
+        blocking(move || block.verify_and_decode(&hash))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    /// Whether this node stores the block.
+    pub async fn has_block(&self, hash: Hash) -> Result<bool> {
+        let store = self.store.clone();
+        blocking(move || store.find(&hash).is_some()).await
+    }
+
+    async fn handle_put(&self, hash: Hash, compressed: bool, body: Option<ByteStream>) -> BlockRpc {
+        let Some(body) = body else {
+            return BlockRpc::Error("PutBlock without a body".into());
+        };
+        let bytes = match read_body(body, MAX_BLOCK_BYTES).await {
+            Ok(b) => b,
+            Err(e) => return BlockRpc::Error(e),
+        };
+        let block = if compressed {
+            DataBlock::Compressed(bytes)
+        } else {
+            DataBlock::Plain(bytes)
+        };
+        let store = self.store.clone();
+        let res = blocking(move || -> Result<()> {
+            // Never store bytes that are not the block they claim to be.
+            block.verify_and_decode(&hash)?;
+            store.write(&hash, &block)?;
+            Ok(())
+        })
+        .await;
+        match res {
+            Ok(Ok(())) => BlockRpc::Ok,
+            Ok(Err(e)) | Err(e) => BlockRpc::Error(e.to_string()),
+        }
+    }
+
+    async fn handle_get(&self, hash: Hash) -> (BlockRpc, Option<ByteStream>) {
+        let store = self.store.clone();
+        match blocking(move || store.read(&hash)).await {
+            Ok(Ok(Some(block))) => (
+                BlockRpc::BlockHeader {
+                    compressed: block.is_compressed(),
+                },
+                Some(body_of(block.bytes().clone())),
+            ),
+            Ok(Ok(None)) => (
+                BlockRpc::Error(format!("block {hash:?} is not stored here")),
+                None,
+            ),
+            Ok(Err(e)) => (BlockRpc::Error(e.to_string()), None),
+            Err(e) => (BlockRpc::Error(e.to_string()), None),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl EndpointHandler<BlockRpc> for BlockManager {
+    async fn handle(&self, msg: BlockRpc, from: NodeId) -> BlockRpc {
+        self.handle_streaming(msg, None, from).await.0
+    }
+
+    async fn handle_streaming(
+        &self,
+        msg: BlockRpc,
+        body: Option<ByteStream>,
+        from: NodeId,
+    ) -> (BlockRpc, Option<ByteStream>) {
+        match msg {
+            BlockRpc::PutBlock { hash, compressed } => {
+                debug!(peer = ?from, "storing block {hash:?}");
+                (self.handle_put(hash, compressed, body).await, None)
+            }
+            BlockRpc::GetBlock { hash } => self.handle_get(hash).await,
+            other => (BlockRpc::Error(format!("not a request: {other:?}")), None),
+        }
+    }
+}
