@@ -49,6 +49,9 @@ pub enum BlockRpc {
     BlockHeader {
         compressed: bool,
     },
+    /// Does the node reference this block without storing it?
+    NeedBlock(Hash),
+    NeedBlockReply(bool),
 }
 
 impl Message for BlockRpc {
@@ -265,6 +268,60 @@ impl BlockManager {
             .map_err(|e| e.to_string())
     }
 
+    /// Whether `node` references the block but lacks it.
+    pub async fn need_block(&self, node: &NodeId, hash: &Hash) -> Result<bool> {
+        self.system.ensure_connected(node).await;
+        match self
+            .endpoint
+            .call(node, BlockRpc::NeedBlock(*hash), Priority::Background)
+            .await
+        {
+            Ok(BlockRpc::NeedBlockReply(b)) => Ok(b),
+            Ok(other) => Err(Error::Unavailable {
+                hash: *hash,
+                errors: vec![format!("{node:?}: unexpected answer {other:?}")],
+            }),
+            Err(e) => Err(Error::Unavailable {
+                hash: *hash,
+                errors: vec![format!("{node:?}: {e}")],
+            }),
+        }
+    }
+
+    /// Sends a block to one node.
+    pub async fn put_to(&self, node: &NodeId, hash: &Hash, data: Bytes) -> Result<()> {
+        let level = self.compression_level;
+        let block = blocking(move || DataBlock::from_plain(data, level)).await?;
+        self.system.ensure_connected(node).await;
+        let r = self
+            .endpoint
+            .call_streaming(
+                node,
+                BlockRpc::PutBlock {
+                    hash: *hash,
+                    compressed: block.is_compressed(),
+                },
+                Some(body_of(block.bytes().clone())),
+                Priority::Background,
+            )
+            .await;
+        match r {
+            Ok((BlockRpc::Ok, _)) => Ok(()),
+            Ok((other, _)) => Err(Error::Quorum {
+                hash: *hash,
+                needed: 1,
+                ok: 0,
+                errors: vec![format!("{node:?}: {other:?}")],
+            }),
+            Err(e) => Err(Error::Quorum {
+                hash: *hash,
+                needed: 1,
+                ok: 0,
+                errors: vec![format!("{node:?}: {e}")],
+            }),
+        }
+    }
+
     /// Whether this node stores the block.
     pub async fn has_block(&self, hash: Hash) -> Result<bool> {
         let store = self.store.clone();
@@ -335,6 +392,14 @@ impl EndpointHandler<BlockRpc> for BlockManager {
                 (self.handle_put(hash, compressed, body).await, None)
             }
             BlockRpc::GetBlock { hash } => self.handle_get(hash).await,
+            BlockRpc::NeedBlock(hash) => {
+                let referenced = matches!(self.rc.get(&hash), Ok(Some(e)) if e.count() > 0);
+                let need = match self.has_block(hash).await {
+                    Ok(stored) => referenced && !stored,
+                    Err(e) => return (BlockRpc::Error(e.to_string()), None),
+                };
+                (BlockRpc::NeedBlockReply(need), None)
+            }
             other => (BlockRpc::Error(format!("not a request: {other:?}")), None),
         }
     }

@@ -65,6 +65,10 @@ impl BlockRc {
         })
     }
 
+    pub fn db(&self) -> &db::Db {
+        &self.db
+    }
+
     pub fn get(&self, hash: &Hash) -> db::Result<Option<RcEntry>> {
         decode(self.rc.get(hash.as_slice())?)
     }

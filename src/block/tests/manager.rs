@@ -65,3 +65,61 @@ async fn blocks_are_replicated_and_read_with_fallback() {
     assert!(managers[0].put_block(wrong, data.clone()).await.is_err());
     assert!(managers.iter().all(|m| m.store.find(&wrong).is_none()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resync_fetches_referenced_blocks_and_deletes_unreferenced_ones_after_the_delay() {
+    let nodes = cluster(3, 3).await;
+    let mut keep = Vec::new();
+    let mut dbs = Vec::new();
+    let managers: Vec<Arc<BlockManager>> = nodes
+        .iter()
+        .map(|n| {
+            let dir = tempfile::tempdir().unwrap();
+            let (db_dir, db) = temp_db();
+            let store = Arc::new(BlockStore::new(DataDirs::single(dir.path()), false));
+            keep.push((dir, db_dir));
+            dbs.push(db.clone());
+            BlockManager::new(
+                n.system.clone(),
+                store,
+                BlockRc::open(&db, 1000).unwrap(),
+                None,
+            )
+        })
+        .collect();
+    let data = Bytes::from(vec![42u8; 300_000]);
+    let h = blake2sum(&data);
+    managers[0].put_block(h, data.clone()).await.unwrap();
+    wait_for(
+        "every replica has the block",
+        Duration::from_secs(10),
+        || managers.iter().all(|m| m.store.find(&h).is_some()),
+    )
+    .await;
+    let m = &managers[2];
+    let tx = |f: &dyn Fn(&mut garage_db::Transaction<'_>) -> garage_db::Result<()>| {
+        dbs[2]
+            .transaction(|t| -> garage_db::TxResult<(), ()> { Ok(f(t)?) })
+            .unwrap()
+    };
+    // Node 2 gets a reference to a block it lost: resync fetches it.
+    m.store.delete(&h).unwrap();
+    tx(&|t| m.rc.incref(t, &h, 0));
+    assert!(m.resync_next().await.unwrap());
+    assert!(m.store.find(&h).is_some(), "fetched back");
+    // The reference goes: the block stays until the delay, then goes.
+    tx(&|t| m.rc.decref(t, &h, garage_util::time::now_msec()));
+    assert!(!m.resync_next().await.unwrap(), "not due yet");
+    assert!(m.store.find(&h).is_some());
+    let start = std::time::Instant::now();
+    while m.store.find(&h).is_some() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "block not deleted"
+        );
+        m.resync_next().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(m.rc.get(&h).unwrap().is_none(), "its count is forgotten");
+    assert!(m.resync_errors().unwrap().is_empty());
+}

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
+use garage_block::manager::BlockManager;
 use garage_block::rc::BlockRc;
+use garage_block::BlockStore;
 use garage_db::Db;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_alias_table::BucketAliasTable;
@@ -16,7 +18,7 @@ use garage_model::object_table::ObjectTable;
 use garage_model::version_table::VersionTable;
 use garage_rpc::system::System;
 use garage_table::{AnyTable, InsertQueue, Table};
-use garage_util::config::Config;
+use garage_util::config::{Config, DataDirState, DataDirs};
 use garage_util::data::Uuid;
 
 /// How long a block nothing references is kept before it is deleted.
@@ -24,10 +26,8 @@ pub const BLOCK_DELETE_DELAY: std::time::Duration = std::time::Duration::from_se
 
 pub struct Garage {
     pub db: Db,
-    /// Reference counts and resync queue of the blocks stored here (the
-    /// resync worker that consumes the queue comes with the block manager).
-    #[allow(dead_code)]
-    pub block_rc: BlockRc,
+    /// The data blocks stored on this node, and their resync.
+    pub block_manager: Arc<BlockManager>,
     pub system: Arc<System>,
     pub bucket_table: Arc<Table<BucketTable>>,
     pub bucket_alias_table: Arc<Table<BucketAliasTable>>,
@@ -39,12 +39,33 @@ pub struct Garage {
 }
 
 impl Garage {
-    pub fn new(_config: &Config, db: Db, system: Arc<System>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(config: &Config, db: Db, system: Arc<System>) -> anyhow::Result<Arc<Self>> {
         let node = Uuid::from(system.id().0);
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
         let block_rc = BlockRc::open(&db, BLOCK_DELETE_DELAY.as_millis() as u64)?;
+        let dirs = match &config.data_dir {
+            DataDirs::Single(p) => garage_block::dirs::DataDirs::single(p),
+            DataDirs::Multiple(v) => garage_block::dirs::DataDirs::new(
+                v.iter()
+                    .map(|d| garage_block::dirs::DataDir {
+                        path: d.path.clone(),
+                        capacity: match d.state {
+                            DataDirState::Active { capacity } => Some(capacity),
+                            DataDirState::ReadOnly => None,
+                        },
+                    })
+                    .collect(),
+            )
+            .map_err(|e| anyhow::anyhow!("data_dir in {}: {e}", config.source))?,
+        };
+        let block_manager = BlockManager::new(
+            system.clone(),
+            Arc::new(BlockStore::new(dirs, config.data_fsync)),
+            block_rc.clone(),
+            config.compression_level,
+        );
         let block_ref_table = Table::new(
             BlockRefTable {
                 hook: Arc::new(block_rc.clone()),
@@ -90,7 +111,7 @@ impl Garage {
         ];
         Ok(Arc::new(Self {
             db,
-            block_rc,
+            block_manager,
             system,
             bucket_table,
             bucket_alias_table,

@@ -94,6 +94,9 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         for t in garage.tables.iter() {
             tasks.extend(t.clone().spawn(&exit_rx));
         }
+        tasks.push(tokio::spawn(
+            garage.block_manager.clone().resync_loop(exit_rx.clone()),
+        ));
         system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)
