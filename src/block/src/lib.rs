@@ -13,6 +13,7 @@ pub mod dirs;
 pub mod manager;
 pub mod rc;
 pub mod resync;
+pub mod scrub;
 pub mod store;
 
 pub use block::DataBlock;

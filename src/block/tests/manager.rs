@@ -11,25 +11,44 @@ use garage_block::BlockStore;
 use garage_table::testing::{cluster, temp_db, wait_for};
 use garage_util::data::blake2sum;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn blocks_are_replicated_and_read_with_fallback() {
-    let nodes = cluster(3, 3).await;
-    let mut keep = Vec::new();
-    let managers: Vec<Arc<BlockManager>> = nodes
+/// A block manager on each node, with its own data dir and database.
+struct Managers {
+    m: Vec<Arc<BlockManager>>,
+    dbs: Vec<garage_db::Db>,
+    _dirs: Vec<(tempfile::TempDir, tempfile::TempDir)>,
+}
+
+fn managers(nodes: &[garage_table::testing::Node], fsync: bool, level: Option<i32>) -> Managers {
+    let mut dirs = Vec::new();
+    let mut dbs = Vec::new();
+    let m = nodes
         .iter()
         .map(|n| {
             let dir = tempfile::tempdir().unwrap();
             let (db_dir, db) = temp_db();
-            let store = Arc::new(BlockStore::new(DataDirs::single(dir.path()), true));
-            keep.push((dir, db_dir));
+            let store = Arc::new(BlockStore::new(DataDirs::single(dir.path()), fsync));
+            dirs.push((dir, db_dir));
+            dbs.push(db.clone());
             BlockManager::new(
                 n.system.clone(),
                 store,
                 BlockRc::open(&db, 1000).unwrap(),
-                Some(1),
+                level,
             )
         })
         .collect();
+    Managers {
+        m,
+        dbs,
+        _dirs: dirs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_are_replicated_and_read_with_fallback() {
+    let nodes = cluster(3, 3).await;
+    let ms = managers(&nodes, true, Some(1));
+    let managers = &ms.m;
 
     // 1 MiB, half compressible.
     let mut data = vec![0u8; 1 << 20];
@@ -69,24 +88,8 @@ async fn blocks_are_replicated_and_read_with_fallback() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resync_fetches_referenced_blocks_and_deletes_unreferenced_ones_after_the_delay() {
     let nodes = cluster(3, 3).await;
-    let mut keep = Vec::new();
-    let mut dbs = Vec::new();
-    let managers: Vec<Arc<BlockManager>> = nodes
-        .iter()
-        .map(|n| {
-            let dir = tempfile::tempdir().unwrap();
-            let (db_dir, db) = temp_db();
-            let store = Arc::new(BlockStore::new(DataDirs::single(dir.path()), false));
-            keep.push((dir, db_dir));
-            dbs.push(db.clone());
-            BlockManager::new(
-                n.system.clone(),
-                store,
-                BlockRc::open(&db, 1000).unwrap(),
-                None,
-            )
-        })
-        .collect();
+    let ms = managers(&nodes, false, None);
+    let (managers, dbs) = (&ms.m, &ms.dbs);
     let data = Bytes::from(vec![42u8; 300_000]);
     let h = blake2sum(&data);
     managers[0].put_block(h, data.clone()).await.unwrap();
@@ -122,4 +125,54 @@ async fn resync_fetches_referenced_blocks_and_deletes_unreferenced_ones_after_th
     }
     assert!(m.rc.get(&h).unwrap().is_none(), "its count is forgotten");
     assert!(m.resync_errors().unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrub_finds_a_flipped_byte_and_resync_repairs_it() {
+    let nodes = cluster(3, 3).await;
+    let ms = managers(&nodes, false, Some(1));
+    let (managers, dbs) = (&ms.m, &ms.dbs);
+    let mut hashes = Vec::new();
+    for i in 0..5u8 {
+        let data = Bytes::from(vec![i; 50_000 + i as usize]);
+        let h = blake2sum(&data);
+        managers[0].put_block(h, data).await.unwrap();
+        hashes.push(h);
+    }
+    wait_for(
+        "every replica has the blocks",
+        Duration::from_secs(10),
+        || {
+            managers
+                .iter()
+                .all(|m| hashes.iter().all(|h| m.store.find(h).is_some()))
+        },
+    )
+    .await;
+    let m = &managers[2];
+    let bad = hashes[3];
+    dbs[2]
+        .transaction(|t| -> garage_db::TxResult<(), ()> { Ok(m.rc.incref(t, &bad, 0)?) })
+        .unwrap();
+    while m.resync_next().await.unwrap() {}
+    let (path, _) = m.store.find(&bad).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[10] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+
+    m.scrub_start().unwrap();
+    let mut steps = 0;
+    while m.scrub_step().await.unwrap() {
+        steps += 1;
+        assert!(steps <= 5, "the pass covers each block once");
+    }
+    let st = m.scrub_state().unwrap();
+    assert_eq!((st.checked, st.corrupted), (5, 1));
+    assert!(st.last_completed.is_some() && !st.running);
+    assert!(m.store.find(&bad).is_none(), "moved aside");
+    // The resync fetches a good copy.
+    while m.resync_next().await.unwrap() {}
+    let (path, _) = m.store.find(&bad).unwrap();
+    let block = m.store.read(&bad).unwrap().unwrap();
+    assert!(block.verify_and_decode(&bad).is_ok(), "{path:?} repaired");
 }

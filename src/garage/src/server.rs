@@ -97,6 +97,9 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(
             garage.block_manager.clone().resync_loop(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(
+            garage.block_manager.clone().scrub_loop(exit_rx.clone()),
+        ));
         system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)

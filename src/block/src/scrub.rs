@@ -1,0 +1,221 @@
+//! Scrub: a background pass that reads every block file of this node and
+//! checks it against its hash. A corrupted file is moved aside and the
+//! block queued for resync, which fetches a good copy from a replica.
+//!
+//! The pass goes through the files in hash order and records the last hash
+//! checked, so it resumes where it was after a restart. After each block
+//! it sleeps `tranquility` times the time the block took, so that a scrub
+//! uses about 1/(1+tranquility) of the disk. A pass starts every
+//! [`SCRUB_INTERVAL`], or when asked.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use garage_db as db;
+use garage_util::data::Hash;
+use garage_util::time::now_msec;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::manager::{BlockManager, Error, Result};
+use crate::rc::queue_key;
+
+/// Time between the start of two automatic passes.
+pub const SCRUB_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
+pub const DEFAULT_TRANQUILITY: u32 = 4;
+
+/// Persisted scrub state.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScrubState {
+    /// Position of the pass in progress: the last block checked.
+    pub cursor: Option<Hash>,
+    /// Whether a pass is in progress.
+    pub running: bool,
+    pub paused: bool,
+    pub tranquility: u32,
+    /// When the last complete pass finished (ms), and what it found.
+    pub last_completed: Option<u64>,
+    pub checked: u64,
+    pub corrupted: u64,
+}
+
+const STATE_KEY: &[u8] = b"scrub";
+
+fn state_tree(m: &BlockManager) -> db::Result<db::Tree> {
+    m.rc.db().open_tree("block_scrub")
+}
+
+fn db_err(e: db::Error) -> Error {
+    Error::Task(format!("metadata database: {e}"))
+}
+
+impl BlockManager {
+    pub fn scrub_state(&self) -> Result<ScrubState> {
+        let t = state_tree(self).map_err(db_err)?;
+        Ok(match t.get(STATE_KEY).map_err(db_err)? {
+            Some(b) => rmp_serde::from_slice(&b).unwrap_or_default(),
+            None => ScrubState {
+                tranquility: DEFAULT_TRANQUILITY,
+                ..Default::default()
+            },
+        })
+    }
+
+    pub fn set_scrub_state(&self, s: &ScrubState) -> Result<()> {
+        let t = state_tree(self).map_err(db_err)?;
+        t.insert(STATE_KEY, rmp_serde::to_vec(s).expect("serializes"))
+            .map_err(db_err)
+    }
+
+    /// The next block file after `cursor`, in hash order, across all data
+    /// directories.
+    fn next_block_after(&self, cursor: Option<Hash>) -> Option<Hash> {
+        let mut best: Option<Hash> = None;
+        for d in self.store.dirs.dirs() {
+            if let Some(h) = next_in_dir(&d.path, cursor) {
+                if best.is_none_or(|b| h < b) {
+                    best = Some(h);
+                }
+            }
+        }
+        best
+    }
+
+    /// Checks one block; returns false when the pass is over.
+    pub async fn scrub_step(&self) -> Result<bool> {
+        let mut st = self.scrub_state()?;
+        if !st.running || st.paused {
+            return Ok(false);
+        }
+        let store = self.store.clone();
+        let Some(hash) = self.next_block_after(st.cursor) else {
+            st.running = false;
+            st.cursor = None;
+            st.last_completed = Some(now_msec());
+            info!(
+                "scrub pass done: {} blocks checked, {} corrupted",
+                st.checked, st.corrupted
+            );
+            self.set_scrub_state(&st)?;
+            return Ok(false);
+        };
+        let started = Instant::now();
+        let h = hash;
+        let bad = tokio::task::spawn_blocking(move || -> Result<bool> {
+            match store.read(&h)? {
+                Some(block) => Ok(block.verify_and_decode(&h).is_err()),
+                None => Ok(false),
+            }
+        })
+        .await
+        .map_err(|e| Error::Task(e.to_string()))??;
+        st.checked += 1;
+        if bad {
+            st.corrupted += 1;
+            let aside = self.store.move_aside(&hash)?;
+            warn!(
+                "scrub: block {hash:?} is corrupted, moved aside to {aside:?}; fetching it again"
+            );
+            self.rc
+                .resync_queue
+                .insert(queue_key(now_msec(), &hash), [])
+                .map_err(db_err)?;
+        }
+        st.cursor = Some(hash);
+        self.set_scrub_state(&st)?;
+        let pause = started.elapsed() * st.tranquility;
+        tokio::time::sleep(pause).await;
+        Ok(true)
+    }
+
+    /// Starts a pass now (from the beginning).
+    pub fn scrub_start(&self) -> Result<()> {
+        let mut st = self.scrub_state()?;
+        st.running = true;
+        st.paused = false;
+        st.cursor = None;
+        st.checked = 0;
+        st.corrupted = 0;
+        self.set_scrub_state(&st)
+    }
+
+    /// Runs scrub passes until `must_exit`.
+    pub async fn scrub_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        while !*must_exit.borrow() {
+            let delay = match self.scrub_state() {
+                Ok(st) if !st.running => {
+                    let due = st
+                        .last_completed
+                        .is_none_or(|t| now_msec() > t + SCRUB_INTERVAL.as_millis() as u64);
+                    if due {
+                        if let Err(e) = self.scrub_start() {
+                            warn!("scrub: cannot start: {e}");
+                        }
+                        Duration::ZERO
+                    } else {
+                        Duration::from_secs(60)
+                    }
+                }
+                Ok(_) => match self.scrub_step().await {
+                    Ok(true) => Duration::ZERO,
+                    Ok(false) => Duration::from_secs(10),
+                    Err(e) => {
+                        warn!("scrub: {e}");
+                        Duration::from_secs(10)
+                    }
+                },
+                Err(e) => {
+                    warn!("scrub: {e}");
+                    Duration::from_secs(60)
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+}
+
+/// The smallest block hash stored under `dir` that is greater than
+/// `cursor`, walking the two levels of subdirectories in order and skipping
+/// those entirely before the cursor.
+fn next_in_dir(dir: &Path, cursor: Option<Hash>) -> Option<Hash> {
+    let cur = cursor.map(|c| c.hex());
+    let sorted = |p: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|it| {
+                it.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for a in sorted(dir).into_iter().filter(|a| a.len() == 2) {
+        if cur.as_ref().is_some_and(|c| a.as_str() < &c[0..2]) {
+            continue;
+        }
+        for b in sorted(&dir.join(&a)).into_iter().filter(|b| b.len() == 2) {
+            if cur
+                .as_ref()
+                .is_some_and(|c| format!("{a}{b}").as_str() < &c[0..4])
+            {
+                continue;
+            }
+            for f in sorted(&dir.join(&a).join(&b)) {
+                let name = f.strip_suffix(".zst").unwrap_or(&f);
+                let Ok(h) = name.parse::<Hash>() else {
+                    continue; // temporary or moved-aside file
+                };
+                if cursor.is_none_or(|c| h > c) {
+                    return Some(h);
+                }
+            }
+        }
+    }
+    None
+}
