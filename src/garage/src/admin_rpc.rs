@@ -10,7 +10,7 @@ use garage_table::TableStats;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::cli::{BucketOperation, KeyOperation};
+use crate::cli::{BlockOperation, BucketOperation, KeyOperation, RepairWhat};
 use crate::garage::Garage;
 use garage_model::helper::Metadata;
 
@@ -27,6 +27,9 @@ pub enum AdminRpc {
     RepairLaunched,
     BucketOp(BucketOperation),
     KeyOp(KeyOperation),
+    BlockOp(BlockOperation),
+    /// `repair blocks` and `repair scrub …`.
+    RepairBlocks(RepairWhat),
     /// What the command prints.
     Text(String),
 }
@@ -40,6 +43,11 @@ pub struct NodeStats {
     pub node: NodeId,
     pub db_engine: String,
     pub tables: Vec<TableStats>,
+    /// Blocks with a reference count entry, resync queue length, blocks
+    /// whose resync failed.
+    pub block_rc_entries: usize,
+    pub resync_queue: usize,
+    pub resync_errors: usize,
 }
 
 pub struct AdminRpcHandler {
@@ -67,11 +75,17 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 })
                 .await;
                 match res {
-                    Ok(Ok(tables)) => AdminRpc::StatsResponse(NodeStats {
-                        node: self.garage.system.id(),
-                        db_engine: self.garage.db.engine().to_string(),
-                        tables,
-                    }),
+                    Ok(Ok(tables)) => {
+                        let bm = &self.garage.block_manager;
+                        AdminRpc::StatsResponse(NodeStats {
+                            node: self.garage.system.id(),
+                            db_engine: self.garage.db.engine().to_string(),
+                            tables,
+                            block_rc_entries: bm.rc.rc.len().unwrap_or(0),
+                            resync_queue: bm.rc.resync_queue.len().unwrap_or(0),
+                            resync_errors: bm.resync_errors().map(|v| v.len()).unwrap_or(0),
+                        })
+                    }
                     Ok(Err(e)) => AdminRpc::Error(format!("cannot read table statistics: {e}")),
                     Err(e) => AdminRpc::Error(format!("statistics task failed: {e}")),
                 }
@@ -97,6 +111,18 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),
             },
+            AdminRpc::BlockOp(op) => {
+                match crate::admin_blocks::block(&self.garage.block_manager, op).await {
+                    Ok(t) => AdminRpc::Text(t),
+                    Err(e) => AdminRpc::Error(e),
+                }
+            }
+            AdminRpc::RepairBlocks(what) => {
+                match crate::admin_blocks::repair(&self.garage.block_manager, what).await {
+                    Ok(t) => AdminRpc::Text(t),
+                    Err(e) => AdminRpc::Error(e),
+                }
+            }
             AdminRpc::KeyOp(op) => match crate::admin_ops::key(&self.metadata(), op).await {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),

@@ -125,8 +125,9 @@ pub enum Command {
     Stats,
     /// Background workers: list, info, get, set [not available yet]
     Worker(Pending),
-    /// Data blocks: list-errors, info, retry-now, purge [not available yet]
-    Block(Pending),
+    /// Data blocks: list-errors, info, retry-now
+    #[command(subcommand)]
+    Block(BlockOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
 }
@@ -368,10 +369,48 @@ pub struct RepairOpt {
     pub what: RepairWhat,
 }
 
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
 pub enum RepairWhat {
     /// Compare every table with the other replicas now and send what they lack
     Tables,
+    /// Queue every block this node references for a resync check
+    Blocks,
+    /// Check every block file against its hash
+    #[command(subcommand)]
+    Scrub(ScrubCmd),
+}
+
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+pub enum ScrubCmd {
+    /// Start a pass from the beginning
+    Start,
+    /// Pause the pass in progress
+    Pause,
+    /// Resume a paused pass
+    Resume,
+    /// Stop the pass in progress
+    Cancel,
+    /// Sleep this many times the time each block took (higher: gentler)
+    SetTranquility { tranquility: u32 },
+}
+
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+pub enum BlockOperation {
+    /// Blocks whose resync failed, with their retry state
+    ListErrors,
+    /// What this node knows of a block
+    Info {
+        /// Full block hash (64 hex digits)
+        hash: String,
+    },
+    /// Retry failed resyncs now
+    RetryNow {
+        /// Every failed block
+        #[arg(long)]
+        all: bool,
+        /// Block hashes
+        blocks: Vec<String>,
+    },
 }
 
 /// Arguments of a verb this build does not provide yet.

@@ -4,6 +4,7 @@
 //! garage crate; nothing depends on it.
 
 mod admin;
+mod admin_blocks;
 mod admin_ops;
 mod admin_rpc;
 mod cli;
@@ -47,12 +48,13 @@ fn main() -> ExitCode {
         | Command::Bucket(_)
         | Command::Key(_)
         | Command::Stats
-        | Command::Repair(_) => run_admin(&opt),
+        | Command::Repair(_)
+        | Command::Block(_) => run_admin(&opt),
         other => Err(anyhow::anyhow!(
             "`garage {}` is not available in this build yet: this version has the configuration, \
              the metadata database, the cluster layer (server, status, node, layout), the metadata \
-             tables (bucket, key, stats, repair tables) and convert-db; the block manager (block, \
-             worker) comes next (see doc/status.md)",
+             tables (bucket, key, stats, repair) and blocks (block) and convert-db; worker \
+             control comes next (see doc/status.md)",
             other.name()
         )),
     };

@@ -61,7 +61,7 @@ fn version_and_help_name_the_verbs() {
         );
     }
     // A verb that this build does not have yet says so instead of pretending.
-    let o = garage(dir.path(), &["block", "list-errors"]);
+    let o = garage(dir.path(), &["worker", "list"]);
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("not available in this build yet"),

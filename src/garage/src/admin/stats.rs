@@ -30,6 +30,14 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         ));
     }
     table::print(&rows);
+    println!();
+    println!("Block manager stats:");
+    println!(
+        "  number of referenced blocks (RC): {}",
+        stats.block_rc_entries
+    );
+    println!("  resync queue length: {}", stats.resync_queue);
+    println!("  blocks with resync errors: {}", stats.resync_errors);
     Ok(())
 }
 
@@ -37,7 +45,16 @@ pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {
     if !opt.yes {
         bail!("a repair can put load on the cluster: add --yes to confirm (garage repair --yes tables)");
     }
-    match opt.what {
+    match &opt.what {
+        RepairWhat::Blocks | RepairWhat::Scrub(_) => {
+            match admin
+                .call_admin(AdminRpc::RepairBlocks(opt.what.clone()))
+                .await?
+            {
+                AdminRpc::Text(t) => print!("{t}"),
+                other => bail!("unexpected answer from the node: {other:?}"),
+            }
+        }
         RepairWhat::Tables => {
             admin
                 .call_admin(AdminRpc::RepairTables)
