@@ -109,6 +109,53 @@ async fn read_body(mut body: ByteStream, max: usize) -> std::result::Result<Byte
     Ok(buf.freeze())
 }
 
+/// Forwards `body` chunk by chunk, hashing it on the blocking pool; ends
+/// with an error if the content does not hash to `hash`.
+fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
+    use blake2::digest::{Update, VariableOutput};
+    let hasher = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b output size");
+    let stream =
+        futures::stream::unfold((body, Some(hasher)), move |(mut body, hasher)| async move {
+            let mut hasher = hasher?;
+            match body.next().await {
+                Some(Ok(chunk)) => {
+                    let c = chunk.clone();
+                    let hasher = tokio::task::spawn_blocking(move || {
+                        hasher.update(&c);
+                        hasher
+                    })
+                    .await
+                    .ok();
+                    match hasher {
+                        Some(h) => Some((Ok(chunk), (body, Some(h)))),
+                        None => Some((
+                            Err(std::io::Error::other("block hashing task failed")),
+                            (body, None),
+                        )),
+                    }
+                }
+                Some(Err(e)) => Some((Err(e), (body, None))),
+                None => {
+                    let mut out = [0u8; 32];
+                    hasher
+                        .finalize_variable(&mut out)
+                        .expect("the buffer has the output size");
+                    if Hash::from(out) == hash {
+                        None
+                    } else {
+                        Some((
+                            Err(std::io::Error::other(format!(
+                                "block {hash:?} is corrupted on the replica that sent it"
+                            ))),
+                            (body, None),
+                        ))
+                    }
+                }
+            }
+        });
+    Box::pin(stream)
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
@@ -208,24 +255,8 @@ impl BlockManager {
     /// Reads a block, nearest replica first, checking its hash; a replica
     /// that fails, times out or sends bad bytes is skipped.
     pub async fn get_block(&self, hash: &Hash) -> Result<Bytes> {
-        let layout = self.system.layout();
-        let partition = LayoutVersion::partition_of(hash.as_slice());
-        let mut candidates: Vec<NodeId> = Vec::new();
-        for n in layout
-            .read_version()
-            .nodes_of(partition)
-            .into_iter()
-            .chain(layout.all_storage_nodes_of(partition))
-        {
-            if !candidates.contains(&n) {
-                candidates.push(n);
-            }
-        }
-        if candidates.is_empty() {
-            return Err(Error::NoNodes);
-        }
         let mut errors = Vec::new();
-        for node in self.system.nodes_by_distance(&candidates) {
+        for node in self.read_candidates(hash)? {
             match tokio::time::timeout(BLOCK_READ_TIMEOUT, self.get_from(&node, hash)).await {
                 Ok(Ok(b)) => return Ok(b),
                 Ok(Err(e)) => errors.push(format!("{node:?}: {e}")),
@@ -266,6 +297,86 @@ impl BlockManager {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())
+    }
+
+    /// Reads a block as a stream of its content, nearest replica first. A
+    /// plain block is forwarded chunk by chunk as it arrives (a gateway
+    /// never holds it whole), hashed on the blocking pool along the way; if
+    /// the hash does not match, the stream ends with an error instead of
+    /// its last chunk. A compressed block is decompressed whole first.
+    pub async fn get_block_stream(&self, hash: &Hash) -> Result<ByteStream> {
+        let mut errors = Vec::new();
+        for node in self.read_candidates(hash)? {
+            self.system.ensure_connected(&node).await;
+            let call = self.endpoint.call_streaming(
+                &node,
+                BlockRpc::GetBlock { hash: *hash },
+                None,
+                Priority::Normal,
+            );
+            let (resp, body) = match tokio::time::timeout(BLOCK_READ_TIMEOUT, call).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    errors.push(format!("{node:?}: {e}"));
+                    continue;
+                }
+                Err(_) => {
+                    errors.push(format!("{node:?}: timeout"));
+                    continue;
+                }
+            };
+            let Some(body) = body else {
+                errors.push(format!("{node:?}: {resp:?}"));
+                continue;
+            };
+            match resp {
+                BlockRpc::BlockHeader { compressed: false } => {
+                    return Ok(verified_stream(body, *hash));
+                }
+                BlockRpc::BlockHeader { compressed: true } => {
+                    let bytes = match read_body(body, MAX_BLOCK_BYTES).await {
+                        Ok(b) => b,
+                        Err(e) => {
+                            errors.push(format!("{node:?}: {e}"));
+                            continue;
+                        }
+                    };
+                    let h = *hash;
+                    match blocking(move || DataBlock::Compressed(bytes).verify_and_decode(&h))
+                        .await?
+                    {
+                        Ok(plain) => return Ok(body_of(plain)),
+                        Err(e) => errors.push(format!("{node:?}: {e}")),
+                    }
+                }
+                other => errors.push(format!("{node:?}: {other:?}")),
+            }
+        }
+        Err(Error::Unavailable {
+            hash: *hash,
+            errors,
+        })
+    }
+
+    /// Nodes that may hold the block, nearest first.
+    fn read_candidates(&self, hash: &Hash) -> Result<Vec<NodeId>> {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(hash.as_slice());
+        let mut candidates: Vec<NodeId> = Vec::new();
+        for n in layout
+            .read_version()
+            .nodes_of(partition)
+            .into_iter()
+            .chain(layout.all_storage_nodes_of(partition))
+        {
+            if !candidates.contains(&n) {
+                candidates.push(n);
+            }
+        }
+        if candidates.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        Ok(self.system.nodes_by_distance(&candidates))
     }
 
     /// Whether `node` references the block but lacks it.

@@ -176,3 +176,41 @@ async fn scrub_finds_a_flipped_byte_and_resync_repairs_it() {
     let block = m.store.read(&bad).unwrap().unwrap();
     assert!(block.verify_and_decode(&bad).is_ok(), "{path:?} repaired");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_stream_chunk_by_chunk_and_corruption_ends_the_stream_with_an_error() {
+    use futures::StreamExt;
+    let nodes = cluster(3, 3).await;
+    let ms = managers(&nodes, false, None);
+    let data: Vec<u8> = (0..1_000_000u64).map(|i| (i * 7919 % 251) as u8).collect();
+    let data = Bytes::from(data);
+    let h = blake2sum(&data);
+    ms.m[0].put_block(h, data.clone()).await.unwrap();
+    wait_for(
+        "every replica has the block",
+        Duration::from_secs(10),
+        || ms.m.iter().all(|m| m.store.find(&h).is_some()),
+    )
+    .await;
+    let mut s = ms.m[1].get_block_stream(&h).await.unwrap();
+    let mut got = Vec::new();
+    let mut chunks = 0;
+    while let Some(c) = s.next().await {
+        got.extend_from_slice(&c.unwrap());
+        chunks += 1;
+    }
+    assert_eq!(Bytes::from(got), data);
+    assert!(chunks > 1, "streamed in chunks");
+
+    // Node 1 reads its own copy first: corrupt it.
+    let (path, _) = ms.m[1].store.find(&h).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[500_000] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let mut s = ms.m[1].get_block_stream(&h).await.unwrap();
+    let mut last = None;
+    while let Some(c) = s.next().await {
+        last = Some(c.map(|_| ()));
+    }
+    assert!(last.unwrap().is_err(), "the stream ends with an error");
+}
