@@ -12,6 +12,7 @@ pub mod block;
 pub mod dirs;
 pub mod manager;
 pub mod rc;
+pub mod rebalance;
 pub mod resync;
 pub mod scrub;
 pub mod store;

@@ -8,7 +8,6 @@
 //! uses about 1/(1+tranquility) of the disk. A pass starts every
 //! [`SCRUB_INTERVAL`], or when asked.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -69,20 +68,6 @@ impl BlockManager {
             .map_err(db_err)
     }
 
-    /// The next block file after `cursor`, in hash order, across all data
-    /// directories.
-    fn next_block_after(&self, cursor: Option<Hash>) -> Option<Hash> {
-        let mut best: Option<Hash> = None;
-        for d in self.store.dirs.dirs() {
-            if let Some(h) = next_in_dir(&d.path, cursor) {
-                if best.is_none_or(|b| h < b) {
-                    best = Some(h);
-                }
-            }
-        }
-        best
-    }
-
     /// Checks one block; returns false when the pass is over.
     pub async fn scrub_step(&self) -> Result<bool> {
         let mut st = self.scrub_state()?;
@@ -90,7 +75,7 @@ impl BlockManager {
             return Ok(false);
         }
         let store = self.store.clone();
-        let Some(hash) = self.next_block_after(st.cursor) else {
+        let Some(hash) = self.store.next_block_after(st.cursor) else {
             st.running = false;
             st.cursor = None;
             st.last_completed = Some(now_msec());
@@ -177,45 +162,4 @@ impl BlockManager {
             }
         }
     }
-}
-
-/// The smallest block hash stored under `dir` that is greater than
-/// `cursor`, walking the two levels of subdirectories in order and skipping
-/// those entirely before the cursor.
-fn next_in_dir(dir: &Path, cursor: Option<Hash>) -> Option<Hash> {
-    let cur = cursor.map(|c| c.hex());
-    let sorted = |p: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(p)
-            .map(|it| {
-                it.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().into_string().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
-    for a in sorted(dir).into_iter().filter(|a| a.len() == 2) {
-        if cur.as_ref().is_some_and(|c| a.as_str() < &c[0..2]) {
-            continue;
-        }
-        for b in sorted(&dir.join(&a)).into_iter().filter(|b| b.len() == 2) {
-            if cur
-                .as_ref()
-                .is_some_and(|c| format!("{a}{b}").as_str() < &c[0..4])
-            {
-                continue;
-            }
-            for f in sorted(&dir.join(&a).join(&b)) {
-                let name = f.strip_suffix(".zst").unwrap_or(&f);
-                let Ok(h) = name.parse::<Hash>() else {
-                    continue; // temporary or moved-aside file
-                };
-                if cursor.is_none_or(|c| h > c) {
-                    return Some(h);
-                }
-            }
-        }
-    }
-    None
 }

@@ -152,6 +152,41 @@ impl BlockStore {
         Ok(())
     }
 
+    /// The next block stored after `cursor`, in hash order, across all
+    /// data directories (for scrub and rebalance, which walk every block).
+    pub fn next_block_after(&self, cursor: Option<Hash>) -> Option<Hash> {
+        let mut best: Option<Hash> = None;
+        for d in self.dirs.dirs() {
+            if let Some(h) = next_in_dir(&d.path, cursor) {
+                if best.is_none_or(|b| h < b) {
+                    best = Some(h);
+                }
+            }
+        }
+        best
+    }
+
+    /// Moves the block to its primary directory if it is elsewhere (after a
+    /// change of directories); returns whether it moved. The block is
+    /// checked against its hash first: a corrupted one stays (scrub and
+    /// resync handle it).
+    pub fn relocate(&self, hash: &Hash) -> Result<bool, StoreError> {
+        let Some((path, _)) = self.find(hash) else {
+            return Ok(false);
+        };
+        if path.starts_with(&self.dirs.primary(hash).path) {
+            return Ok(false);
+        }
+        let Some(block) = self.read(hash)? else {
+            return Ok(false);
+        };
+        block.verify_and_decode(hash)?;
+        // `write` places it in its primary dir and removes the copies in
+        // the other writable dirs.
+        self.write(hash, &block)?;
+        Ok(true)
+    }
+
     /// Moves a corrupted block file aside (`.corrupted` suffix) so that it
     /// is fetched again and can still be inspected.
     pub fn move_aside(&self, hash: &Hash) -> Result<Option<PathBuf>, StoreError> {
@@ -164,6 +199,47 @@ impl BlockStore {
         fs::rename(&path, &aside).map_err(io(&path))?;
         Ok(Some(aside))
     }
+}
+
+/// The smallest block hash stored under `dir` that is greater than
+/// `cursor`, walking the two levels of subdirectories in order and skipping
+/// those entirely before the cursor.
+fn next_in_dir(dir: &Path, cursor: Option<Hash>) -> Option<Hash> {
+    let cur = cursor.map(|c| c.hex());
+    let sorted = |p: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|it| {
+                it.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for a in sorted(dir).into_iter().filter(|a| a.len() == 2) {
+        if cur.as_ref().is_some_and(|c| a.as_str() < &c[0..2]) {
+            continue;
+        }
+        for b in sorted(&dir.join(&a)).into_iter().filter(|b| b.len() == 2) {
+            if cur
+                .as_ref()
+                .is_some_and(|c| format!("{a}{b}").as_str() < &c[0..4])
+            {
+                continue;
+            }
+            for f in sorted(&dir.join(&a).join(&b)) {
+                let name = f.strip_suffix(".zst").unwrap_or(&f);
+                let Ok(h) = name.parse::<Hash>() else {
+                    continue; // temporary or moved-aside file
+                };
+                if cursor.is_none_or(|c| h > c) {
+                    return Some(h);
+                }
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -207,6 +283,37 @@ mod tests {
             s.delete(&h).unwrap();
             assert!(s.read(&h).unwrap().is_none());
         }
+    }
+
+    #[test]
+    fn relocation_moves_blocks_to_their_new_primary_dir() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = store(&[(a.path(), Some(1))], false);
+        let mut hashes = Vec::new();
+        for i in 0..60u32 {
+            let data = Bytes::from(i.to_be_bytes().repeat(100));
+            let h = blake2sum(&data);
+            one.write(&h, &DataBlock::Plain(data)).unwrap();
+            hashes.push(h);
+        }
+        let two = store(&[(a.path(), Some(1)), (b.path(), Some(1))], false);
+        let mut cursor = None;
+        let mut moved = 0;
+        while let Some(h) = two.next_block_after(cursor) {
+            moved += two.relocate(&h).unwrap() as usize;
+            cursor = Some(h);
+        }
+        assert!(moved > 15 && moved < 45, "about half move: {moved}");
+        for h in hashes.iter() {
+            let (path, _) = two.find(h).unwrap();
+            assert!(path.starts_with(&two.dirs.primary(h).path));
+            let copies = [a.path(), b.path()]
+                .iter()
+                .filter(|d| BlockStore::block_dir(d, h).join(h.hex()).exists())
+                .count();
+            assert_eq!(copies, 1, "exactly one copy of {h:?}");
+        }
+        assert!(two.next_block_after(None).is_some());
     }
 
     #[test]

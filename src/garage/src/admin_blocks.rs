@@ -108,6 +108,10 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
             }
             Ok(format!("{n} blocks queued for a resync check.\n"))
         }
+        RepairWhat::Rebalance => {
+            let n = m.rebalance().await.map_err(|e| e.to_string())?;
+            Ok(format!("{n} blocks moved to their data directory.\n"))
+        }
         RepairWhat::Scrub(cmd) => {
             let mut st = m.scrub_state().map_err(|e| e.to_string())?;
             let msg = match cmd {

@@ -375,6 +375,8 @@ pub enum RepairWhat {
     Tables,
     /// Queue every block this node references for a resync check
     Blocks,
+    /// Move every block to the data directory the placement gives it
+    Rebalance,
     /// Check every block file against its hash
     #[command(subcommand)]
     Scrub(ScrubCmd),

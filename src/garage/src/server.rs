@@ -100,6 +100,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         tasks.push(tokio::spawn(
             garage.block_manager.clone().scrub_loop(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(
+            garage
+                .block_manager
+                .clone()
+                .rebalance_if_dirs_changed(exit_rx.clone()),
+        ));
         system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)

@@ -46,7 +46,7 @@ pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {
         bail!("a repair can put load on the cluster: add --yes to confirm (garage repair --yes tables)");
     }
     match &opt.what {
-        RepairWhat::Blocks | RepairWhat::Scrub(_) => {
+        RepairWhat::Blocks | RepairWhat::Rebalance | RepairWhat::Scrub(_) => {
             match admin
                 .call_admin(AdminRpc::RepairBlocks(opt.what.clone()))
                 .await?
