@@ -21,8 +21,15 @@ use garage_table::{AnyTable, InsertQueue, Table};
 use garage_util::config::{Config, DataDirState, DataDirs};
 use garage_util::data::Uuid;
 
-/// How long a block nothing references is kept before it is deleted.
-pub const BLOCK_DELETE_DELAY: std::time::Duration = std::time::Duration::from_secs(600);
+/// How long a block nothing references is kept before it is deleted:
+/// 10 minutes, or `GARAGE_BLOCK_DELETE_DELAY_SECS` (for tests).
+fn block_delete_delay() -> std::time::Duration {
+    let secs = std::env::var("GARAGE_BLOCK_DELETE_DELAY_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    std::time::Duration::from_secs(secs)
+}
 
 pub struct Garage {
     pub db: Db,
@@ -44,7 +51,7 @@ impl Garage {
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
-        let block_rc = BlockRc::open(&db, BLOCK_DELETE_DELAY.as_millis() as u64)?;
+        let block_rc = BlockRc::open(&db, block_delete_delay().as_millis() as u64)?;
         let dirs = match &config.data_dir {
             DataDirs::Single(p) => garage_block::dirs::DataDirs::single(p),
             DataDirs::Multiple(v) => garage_block::dirs::DataDirs::new(

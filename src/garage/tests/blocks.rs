@@ -1,0 +1,181 @@
+//! End to end: data blocks on three real `garage` processes, written and
+//! referenced by a gateway node in this process (the S3 API does that
+//! once it exists).
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
+use common::gateway::Gateway;
+use common::stdout;
+use garage_block::dirs::DataDirs;
+use garage_block::manager::BlockManager;
+use garage_block::rc::BlockRc;
+use garage_block::BlockStore;
+use garage_model::block_ref_table::{BlockRef, BlockRefTable, NoBlockRefHook};
+use garage_model::version_table::{
+    Version, VersionBacklink, VersionBlock, VersionBlockKey, VersionTable,
+};
+use garage_table::{InsertQueue, Table};
+use garage_util::data::{blake2sum, gen_uuid, Hash};
+
+fn block_file(c: &Cluster, node: usize, h: &Hash) -> Option<PathBuf> {
+    let hex = h.hex();
+    let dir = c.nodes[node]
+        .dir
+        .join("data")
+        .join(&hex[0..2])
+        .join(&hex[2..4]);
+    [hex.clone(), format!("{hex}.zst")]
+        .into_iter()
+        .map(|f| dir.join(f))
+        .find(|p| p.exists())
+}
+
+fn rc_count(c: &Cluster, node: usize) -> Option<usize> {
+    let o = c.garage(node, &["stats"]);
+    stdout(&o)
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("number of referenced blocks (RC):"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[test]
+fn blocks_are_replicated_repaired_and_collected() {
+    let mut c = Cluster::new(3, 3);
+    for (k, v) in [
+        ("GARAGE_BLOCK_DELETE_DELAY_SECS", "2"),
+        ("GARAGE_TABLE_GC_DELAY_SECS", "3"),
+        ("GARAGE_TABLE_SYNC_INTERVAL_SECS", "30"),
+    ] {
+        c.env.push((k.into(), v.into()));
+    }
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+
+    // The gateway joins with a gateway role.
+    let gw = Gateway::start(&c);
+    let gw_id = gw.id();
+    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+    });
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
+    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
+    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
+        gw.system.layout().current().version == 2
+    });
+    let gw_data = tempfile::tempdir().unwrap();
+    let (versions, refs, blocks) = {
+        let _rt = gw.rt.enter();
+        let versions = Table::new(
+            VersionTable {
+                block_refs: InsertQueue::open(&gw.db).unwrap(),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        let refs = Table::new(
+            BlockRefTable {
+                hook: Arc::new(NoBlockRefHook),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        versions.spawn_workers(&gw.exit);
+        refs.spawn_workers(&gw.exit);
+        let blocks = BlockManager::new(
+            gw.system.clone(),
+            Arc::new(BlockStore::new(DataDirs::single(gw_data.path()), false)),
+            BlockRc::open(&gw.db, 2000).unwrap(),
+            Some(1),
+        );
+        (versions, refs, blocks)
+    };
+
+    // A 20 MiB object: 20 blocks, a version listing them, their refs.
+    let uuid = gen_uuid();
+    let backlink = VersionBacklink::Object {
+        bucket_id: gen_uuid(),
+        key: "big".into(),
+    };
+    let mut version = Version::new(uuid, backlink.clone());
+    let mut hashes = Vec::new();
+    gw.block_on(async {
+        for i in 0..20u64 {
+            let data: Vec<u8> = (0..1 << 20).map(|_| rand::random::<u8>()).collect();
+            let data = Bytes::from(data);
+            let h = blake2sum(&data);
+            blocks.put_block(h, data).await.unwrap();
+            version.blocks.put(
+                VersionBlockKey {
+                    part_number: 1,
+                    offset: i << 20,
+                },
+                VersionBlock {
+                    hash: h,
+                    size: 1 << 20,
+                },
+            );
+            refs.insert(&BlockRef::new(h, uuid, false)).await.unwrap();
+            hashes.push(h);
+        }
+        versions.insert(&version).await.unwrap();
+    });
+    for i in 0..3 {
+        wait_until(
+            &format!("node {i} stores and counts the 20 blocks"),
+            CLUSTER_DEADLINE,
+            || hashes.iter().all(|h| block_file(&c, i, h).is_some()) && rc_count(&c, i) == Some(20),
+        );
+    }
+
+    // A block file deleted on node 2 comes back through resync.
+    let lost = hashes[5];
+    std::fs::remove_file(block_file(&c, 2, &lost).unwrap()).unwrap();
+    c.garage_ok(2, &["repair", "--yes", "blocks"]);
+    wait_until(
+        "the lost block is fetched back",
+        Duration::from_secs(30),
+        || block_file(&c, 2, &lost).is_some(),
+    );
+
+    // A flipped byte on node 1 is found by scrub and repaired.
+    let hit = hashes[7];
+    let path = block_file(&c, 1, &hit).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[1234] ^= 0x20;
+    std::fs::write(&path, bytes).unwrap();
+    c.garage_ok(1, &["repair", "--yes", "scrub", "start"]);
+    wait_until(
+        "scrub and resync repair the block",
+        Duration::from_secs(60),
+        || {
+            block_file(&c, 1, &hit)
+                .and_then(|p| std::fs::read(p).ok())
+                .is_some_and(|b| blake2sum(&b) == hit)
+        },
+    );
+
+    // The version is deleted: refs drop, and after the delay the files go
+    // from every node.
+    gw.block_on(versions.insert(&Version::deleted(uuid, backlink)))
+        .unwrap();
+    for i in 0..3 {
+        wait_until(
+            &format!("node {i} deletes the blocks"),
+            Duration::from_secs(90),
+            || hashes.iter().all(|h| block_file(&c, i, h).is_none()),
+        );
+    }
+}
