@@ -179,3 +179,70 @@ fn blocks_are_replicated_repaired_and_collected() {
         );
     }
 }
+
+/// With 5 Mbit/s between the gateway and the storage nodes, a 1 MiB block
+/// read through the gateway starts arriving long before the 1.6 s the
+/// whole block takes to cross the link.
+#[test]
+fn a_gateway_streams_a_block_as_it_arrives() {
+    use futures::StreamExt;
+    let mut c = Cluster::new(3, 3);
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let gw = Gateway::start(&c);
+    let gw_id = gw.id();
+    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+    });
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
+    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
+    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
+        gw.system.layout().current().version == 2
+    });
+    let gw_data = tempfile::tempdir().unwrap();
+    let blocks = {
+        let _rt = gw.rt.enter();
+        BlockManager::new(
+            gw.system.clone(),
+            Arc::new(BlockStore::new(DataDirs::single(gw_data.path()), false)),
+            BlockRc::open(&gw.db, 2000).unwrap(),
+            None,
+        )
+    };
+    let data: Vec<u8> = (0..1 << 20).map(|_| rand::random::<u8>()).collect();
+    let data = Bytes::from(data);
+    let h = blake2sum(&data);
+    gw.block_on(blocks.put_block(h, data.clone())).unwrap();
+
+    c.set_rate(Some(5_000_000 / 8));
+    let (first, total, got) = gw.block_on(async {
+        let start = std::time::Instant::now();
+        let mut s = blocks.get_block_stream(&h).await.unwrap();
+        let mut first = None;
+        let mut got = Vec::new();
+        while let Some(chunk) = s.next().await {
+            let chunk = chunk.unwrap();
+            if first.is_none() && !chunk.is_empty() {
+                first = Some(start.elapsed());
+            }
+            got.extend_from_slice(&chunk);
+        }
+        (first.unwrap(), start.elapsed(), got)
+    });
+    c.set_rate(None);
+    eprintln!("first byte after {first:?}, whole block after {total:?}");
+    assert_eq!(Bytes::from(got), data);
+    assert!(
+        total > Duration::from_millis(1200),
+        "the link is limited: {total:?}"
+    );
+    assert!(
+        first < Duration::from_millis(100),
+        "first byte after {first:?}: the gateway must forward bytes as they arrive"
+    );
+}

@@ -252,6 +252,11 @@ api_bind_addr = "{ip}:3900"
             .set_isolated(IpAddr::V4(self.nodes[i].ip), isolated);
     }
 
+    /// Bandwidth of every link between nodes, in bytes per second.
+    pub fn set_rate(&self, bytes_per_sec: Option<u64>) {
+        self.net.set_rate(bytes_per_sec);
+    }
+
     /// One-way latency added between every pair of nodes.
     pub fn set_latency(&self, one_way: Duration) {
         self.net.set_delay(one_way);

@@ -7,7 +7,8 @@
 //! a test can:
 //! - isolate a node: bytes to and from it stop flowing, but no connection is
 //!   closed, as when a site's link goes down (only pings can notice);
-//! - add one-way latency to every link (`tc netem` is not available).
+//! - add one-way latency to every link (`tc netem` is not available);
+//! - limit the bandwidth of every link.
 //!
 //! Threads only, bounded by timeouts so that dropping the proxy stops them.
 
@@ -24,11 +25,15 @@ use std::time::{Duration, Instant};
 const POLL: Duration = Duration::from_millis(20);
 /// Chunks in flight per direction before the reader waits (back-pressure).
 const IN_FLIGHT: usize = 256;
+/// Bytes written at once on a rate-limited link.
+const PACE_PIECE: usize = 1500;
 
 #[derive(Default)]
 struct NetState {
     isolated: HashSet<IpAddr>,
     delay: Duration,
+    /// Bytes per second per direction of each connection, if limited.
+    rate: Option<u64>,
 }
 
 /// What all proxies of one cluster share: which nodes are cut off, and the
@@ -61,6 +66,16 @@ impl Net {
     /// One-way latency added to every byte crossing any link.
     pub fn set_delay(&self, delay: Duration) {
         self.state().delay = delay;
+    }
+
+    /// Limits every direction of every link to `bytes_per_sec` (or lifts
+    /// the limit).
+    pub fn set_rate(&self, bytes_per_sec: Option<u64>) {
+        self.state().rate = bytes_per_sec;
+    }
+
+    fn rate(&self) -> Option<u64> {
+        self.state().rate
     }
 
     fn blocked(&self, a: IpAddr, b: IpAddr) -> bool {
@@ -178,8 +193,15 @@ fn write_side(
             }
             thread::sleep(POLL);
         }
-        if to.write_all(&chunk).is_err() {
-            return;
+        // Paced in small pieces when the rate is limited, so that the
+        // first bytes of a large chunk arrive early, as on a slow link.
+        for piece in chunk.chunks(PACE_PIECE) {
+            if to.write_all(piece).is_err() {
+                return;
+            }
+            if let Some(rate) = net.rate() {
+                thread::sleep(Duration::from_secs_f64(piece.len() as f64 / rate as f64));
+            }
         }
     }
 }
