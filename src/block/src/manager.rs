@@ -86,6 +86,10 @@ pub struct BlockManager {
     pub store: Arc<BlockStore>,
     pub rc: BlockRc,
     pub compression_level: Option<i32>,
+    /// Resync settings, changeable at run time (`garage worker set`).
+    pub resync_settings: crate::resync::ResyncSettings,
+    /// Blocks a resync worker is handling now.
+    pub(crate) resync_busy: std::sync::Mutex<std::collections::HashSet<Hash>>,
     endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
 }
 
@@ -172,11 +176,14 @@ impl BlockManager {
         let endpoint = system
             .netapp
             .endpoint::<BlockRpc, BlockManager>("garage_block/manager");
+        let resync_settings = crate::resync::ResyncSettings::load(&rc);
         let m = Arc::new(Self {
             system,
             store,
             rc,
             compression_level,
+            resync_settings,
+            resync_busy: Default::default(),
             endpoint,
         });
         m.endpoint.set_handler(m.clone());

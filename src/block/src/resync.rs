@@ -5,8 +5,9 @@
 //! retried with a doubling backoff, recorded in the database so that they
 //! survive restarts and can be listed.
 
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
@@ -32,6 +33,64 @@ pub struct ResyncError {
     pub failures: u64,
     pub last_try: u64,
     pub next_try: u64,
+}
+
+/// Run-time settings of the resync workers, kept in the metadata DB.
+pub struct ResyncSettings {
+    tree: Option<db::Tree>,
+    /// Sleep this many times the time the last block took.
+    pub tranquility: AtomicU32,
+    /// Number of blocks resynced at once.
+    pub workers: AtomicUsize,
+}
+
+pub const DEFAULT_RESYNC_TRANQUILITY: u32 = 2;
+pub const DEFAULT_RESYNC_WORKERS: usize = 1;
+pub const MAX_RESYNC_WORKERS: usize = 8;
+
+impl ResyncSettings {
+    pub fn load(rc: &crate::rc::BlockRc) -> Self {
+        let tree = rc.db().open_tree("block_resync_settings").ok();
+        let get = |k: &str| -> Option<u64> {
+            let v = tree.as_ref()?.get(k).ok()??;
+            Some(u64::from_be_bytes(v.as_slice().try_into().ok()?))
+        };
+        Self {
+            tranquility: AtomicU32::new(
+                get("tranquility")
+                    .map(|v| v as u32)
+                    .unwrap_or(DEFAULT_RESYNC_TRANQUILITY),
+            ),
+            workers: AtomicUsize::new(
+                get("workers")
+                    .map(|v| (v as usize).clamp(1, MAX_RESYNC_WORKERS))
+                    .unwrap_or(DEFAULT_RESYNC_WORKERS),
+            ),
+            tree,
+        }
+    }
+
+    fn save(&self, k: &str, v: u64) -> Result<()> {
+        if let Some(t) = &self.tree {
+            t.insert(k, v.to_be_bytes()).map_err(to_err)?;
+        }
+        Ok(())
+    }
+
+    pub fn set_tranquility(&self, t: u32) -> Result<()> {
+        self.tranquility.store(t, Ordering::Relaxed);
+        self.save("tranquility", t as u64)
+    }
+
+    pub fn set_workers(&self, n: usize) -> std::result::Result<(), String> {
+        if !(1..=MAX_RESYNC_WORKERS).contains(&n) {
+            return Err(format!(
+                "resync-worker-count must be between 1 and {MAX_RESYNC_WORKERS}"
+            ));
+        }
+        self.workers.store(n, Ordering::Relaxed);
+        self.save("workers", n as u64).map_err(|e| e.to_string())
+    }
 }
 
 /// What one resync step did.
@@ -61,11 +120,38 @@ impl BlockManager {
         Ok(out)
     }
 
-    /// Runs the resync queue until `must_exit`.
-    pub async fn resync_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
-        while !*must_exit.borrow() {
+    /// Runs the resync queue until `must_exit`, with as many workers as
+    /// `resync-worker-count` says (checked again after each block).
+    pub async fn resync_loop(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+        let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+        let mut exit = must_exit.clone();
+        while !*exit.borrow() {
+            workers.retain(|w| !w.is_finished());
+            let wanted = self.resync_settings.workers.load(Ordering::Relaxed);
+            while workers.len() < wanted {
+                let index = workers.len();
+                workers.push(tokio::spawn(
+                    self.clone().resync_worker(index, must_exit.clone()),
+                ));
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs(1)) => (),
+                _ = exit.changed() => (),
+            }
+        }
+        for w in workers {
+            let _ = w.await;
+        }
+    }
+
+    /// One resync worker; worker `index` stops when the count drops below it.
+    async fn resync_worker(self: Arc<Self>, index: usize, mut must_exit: watch::Receiver<bool>) {
+        while !*must_exit.borrow() && index < self.resync_settings.workers.load(Ordering::Relaxed) {
+            let start = Instant::now();
             let delay = match self.resync_next().await {
-                Ok(true) => Duration::ZERO,
+                Ok(true) => {
+                    start.elapsed() * self.resync_settings.tranquility.load(Ordering::Relaxed)
+                }
                 Ok(false) => IDLE,
                 Err(e) => {
                     warn!("block resync: {e}");
@@ -79,21 +165,37 @@ impl BlockManager {
         }
     }
 
+    /// The first due queue item no other worker is handling.
+    fn claim_next(&self, now: u64) -> Result<Option<(Vec<u8>, Hash)>> {
+        let mut busy = self.resync_busy.lock().unwrap_or_else(|e| e.into_inner());
+        for item in self.rc.resync_queue.iter().take(MAX_RESYNC_WORKERS + 1) {
+            let (key, _) = item.map_err(to_err)?;
+            let due = u64::from_be_bytes(key[..8].try_into().expect("queue key"));
+            if due > now {
+                return Ok(None);
+            }
+            let Some(hash) = Hash::try_from_slice(&key[8..]) else {
+                self.rc.resync_queue.remove(&key).map_err(to_err)?;
+                continue;
+            };
+            if busy.insert(hash) {
+                return Ok(Some((key, hash)));
+            }
+        }
+        Ok(None)
+    }
+
     /// Handles the first due item of the queue; false when none is due.
     pub async fn resync_next(&self) -> Result<bool> {
         let now = now_msec();
-        let Some((key, _)) = self.rc.resync_queue.first().map_err(to_err)? else {
+        let Some((key, hash)) = self.claim_next(now)? else {
             return Ok(false);
-        };
-        let due = u64::from_be_bytes(key[..8].try_into().expect("queue key"));
-        if due > now {
-            return Ok(false);
-        }
-        let Some(hash) = Hash::try_from_slice(&key[8..]) else {
-            self.rc.resync_queue.remove(&key).map_err(to_err)?;
-            return Ok(true);
         };
         let res = self.resync_block(&hash).await;
+        self.resync_busy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&hash);
         self.rc.resync_queue.remove(&key).map_err(to_err)?;
         let errors = self.errors_tree().map_err(to_err)?;
         match res {

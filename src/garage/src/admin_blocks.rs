@@ -9,7 +9,7 @@ use garage_util::data::Hash;
 use garage_util::time::now_msec;
 
 use crate::admin::table::format as columns;
-use crate::cli::{BlockOperation, RepairWhat, ScrubCmd};
+use crate::cli::{BlockOperation, RepairWhat, ScrubCmd, WorkerOperation};
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -141,4 +141,103 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
             Ok(format!("{msg}\n"))
         }
     }
+}
+
+/// `garage worker list | get | set`.
+pub async fn worker(g: &crate::garage::Garage, op: WorkerOperation) -> Result<String> {
+    use std::sync::atomic::Ordering;
+    let m = &g.block_manager;
+    match op {
+        WorkerOperation::List => {
+            let mut rows = vec!["Worker\tState\tQueue\tErrors".to_string()];
+            for t in g.tables.iter() {
+                let s = t.stats().map_err(|e| e.to_string())?;
+                for (what, queue) in [
+                    ("Merkle updater", s.merkle_todo),
+                    ("GC", s.gc_todo),
+                    ("insert queue", s.insert_queue),
+                ] {
+                    rows.push(format!(
+                        "{} {what}\t{}\t{queue}\t",
+                        s.name,
+                        if queue > 0 { "busy" } else { "idle" }
+                    ));
+                }
+                rows.push(format!("{} sync\tperiodic\t\t", s.name));
+            }
+            let queue = m.rc.resync_queue.len().map_err(|e| e.to_string())?;
+            let errors = m.resync_errors().map_err(|e| e.to_string())?.len();
+            let workers = m.resync_settings.workers.load(Ordering::Relaxed);
+            for i in 0..workers {
+                rows.push(format!(
+                    "Block resync worker #{}\t{}\t{queue}\t{errors}",
+                    i + 1,
+                    if queue > 0 { "busy" } else { "idle" }
+                ));
+            }
+            let sc = m.scrub_state().map_err(|e| e.to_string())?;
+            let state = match (sc.running, sc.paused) {
+                (true, true) => "paused".to_string(),
+                (true, false) => format!("running ({} checked)", sc.checked),
+                (false, _) => "idle".to_string(),
+            };
+            rows.push(format!("Block scrub worker\t{state}\t\t{}", sc.corrupted));
+            Ok(columns(&rows))
+        }
+        WorkerOperation::Get { variable } => {
+            let sc = m.scrub_state().map_err(|e| e.to_string())?;
+            let vars = [
+                (
+                    "resync-tranquility",
+                    m.resync_settings
+                        .tranquility
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                ),
+                (
+                    "resync-worker-count",
+                    m.resync_settings
+                        .workers
+                        .load(Ordering::Relaxed)
+                        .to_string(),
+                ),
+                ("scrub-tranquility", sc.tranquility.to_string()),
+            ];
+            let mut out = String::new();
+            for (k, v) in vars.iter() {
+                if variable.as_deref().is_none_or(|x| x == *k) {
+                    let _ = writeln!(out, "{k}  {v}");
+                }
+            }
+            if out.is_empty() {
+                return Err(unknown_variable(variable.as_deref().unwrap_or("")));
+            }
+            Ok(out)
+        }
+        WorkerOperation::Set { variable, value } => {
+            let n: u64 = value
+                .parse()
+                .map_err(|_| format!("{variable}: {value:?} is not a number"))?;
+            match variable.as_str() {
+                "resync-tranquility" => m
+                    .resync_settings
+                    .set_tranquility(n as u32)
+                    .map_err(|e| e.to_string())?,
+                "resync-worker-count" => m.resync_settings.set_workers(n as usize)?,
+                "scrub-tranquility" => {
+                    let mut sc = m.scrub_state().map_err(|e| e.to_string())?;
+                    sc.tranquility = n as u32;
+                    m.set_scrub_state(&sc).map_err(|e| e.to_string())?;
+                }
+                other => return Err(unknown_variable(other)),
+            }
+            Ok(format!("{variable} set to {n}.\n"))
+        }
+    }
+}
+
+fn unknown_variable(v: &str) -> String {
+    format!(
+        "unknown worker variable {v:?}: use resync-tranquility, resync-worker-count or scrub-tranquility"
+    )
 }

@@ -10,7 +10,7 @@ use garage_table::TableStats;
 use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
-use crate::cli::{BlockOperation, BucketOperation, KeyOperation, RepairWhat};
+use crate::cli::{BlockOperation, BucketOperation, KeyOperation, RepairWhat, WorkerOperation};
 use crate::garage::Garage;
 use garage_model::helper::Metadata;
 
@@ -28,6 +28,7 @@ pub enum AdminRpc {
     BucketOp(BucketOperation),
     KeyOp(KeyOperation),
     BlockOp(BlockOperation),
+    WorkerOp(WorkerOperation),
     /// `repair blocks` and `repair scrub …`.
     RepairBlocks(RepairWhat),
     /// What the command prints.
@@ -117,6 +118,10 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                     Err(e) => AdminRpc::Error(e),
                 }
             }
+            AdminRpc::WorkerOp(op) => match crate::admin_blocks::worker(&self.garage, op).await {
+                Ok(t) => AdminRpc::Text(t),
+                Err(e) => AdminRpc::Error(e),
+            },
             AdminRpc::RepairBlocks(what) => {
                 match crate::admin_blocks::repair(&self.garage.block_manager, what).await {
                     Ok(t) => AdminRpc::Text(t),

@@ -123,8 +123,9 @@ pub enum Command {
     Repair(RepairOpt),
     /// Statistics of this node's metadata tables
     Stats,
-    /// Background workers: list, info, get, set [not available yet]
-    Worker(Pending),
+    /// Background workers: list, get, set
+    #[command(subcommand)]
+    Worker(WorkerOperation),
     /// Data blocks: list-errors, info, retry-now
     #[command(subcommand)]
     Block(BlockOperation),
@@ -397,6 +398,16 @@ pub enum ScrubCmd {
 }
 
 #[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+pub enum WorkerOperation {
+    /// The background workers of the node and their queues
+    List,
+    /// Show a worker variable (all of them without a name)
+    Get { variable: Option<String> },
+    /// Set a worker variable: resync-tranquility, resync-worker-count, scrub-tranquility
+    Set { variable: String, value: String },
+}
+
+#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
 pub enum BlockOperation {
     /// Blocks whose resync failed, with their retry state
     ListErrors,
@@ -413,13 +424,6 @@ pub enum BlockOperation {
         /// Block hashes
         blocks: Vec<String>,
     },
-}
-
-/// Arguments of a verb this build does not provide yet.
-#[derive(Args, Debug)]
-pub struct Pending {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub args: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -49,14 +49,8 @@ fn main() -> ExitCode {
         | Command::Key(_)
         | Command::Stats
         | Command::Repair(_)
-        | Command::Block(_) => run_admin(&opt),
-        other => Err(anyhow::anyhow!(
-            "`garage {}` is not available in this build yet: this version has the configuration, \
-             the metadata database, the cluster layer (server, status, node, layout), the metadata \
-             tables (bucket, key, stats, repair) and blocks (block) and convert-db; worker \
-             control comes next (see doc/status.md)",
-            other.name()
-        )),
+        | Command::Block(_)
+        | Command::Worker(_) => run_admin(&opt),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -60,11 +60,11 @@ fn version_and_help_name_the_verbs() {
             "help lacks {verb}:\n{help}"
         );
     }
-    // A verb that this build does not have yet says so instead of pretending.
+    // An admin verb with no daemon to talk to says how to fix it.
     let o = garage(dir.path(), &["worker", "list"]);
     assert!(!o.status.success());
     assert!(
-        stderr(&o).contains("not available in this build yet"),
+        stderr(&o).contains("is `garage server` running"),
         "{}",
         stderr(&o)
     );

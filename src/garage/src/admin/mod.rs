@@ -164,6 +164,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Bucket(op) => print_text(admin.call_admin(AdminRpc::BucketOp(op.clone())).await?),
         Command::Key(op) => print_text(admin.call_admin(AdminRpc::KeyOp(op.clone())).await?),
         Command::Block(op) => print_text(admin.call_admin(AdminRpc::BlockOp(op.clone())).await?),
+        Command::Worker(op) => print_text(admin.call_admin(AdminRpc::WorkerOp(op.clone())).await?),
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         other => bail!("`garage {}` is not an admin command", other.name()),
     }
