@@ -140,11 +140,14 @@ impl IDb for SqliteDb {
 
     fn open_tree(&self, name: &str) -> Result<usize> {
         let table = quote_table(name);
+        // Lock order everywhere: the connection, then the tree list (the
+        // other calls take `conn()` and then read the list in `table()`).
+        let conn = self.conn();
         let mut trees = self.trees.write().unwrap_or_else(|e| e.into_inner());
         if let Some(i) = trees.iter().position(|t| *t == table) {
             return Ok(i);
         }
-        self.conn().execute(
+        conn.execute(
             &format!(
                 "CREATE TABLE IF NOT EXISTS {table} (k BLOB PRIMARY KEY NOT NULL, v BLOB NOT NULL) WITHOUT ROWID"
             ),

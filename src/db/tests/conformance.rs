@@ -434,6 +434,42 @@ fn many_concurrent_reader_threads(engine: Engine) {
     }
 }
 
+/// Opening trees while other threads read must not deadlock (it did in
+/// the SQLite adapter: two locks taken in opposite orders).
+fn open_tree_while_others_read(engine: Engine) {
+    let t = new_db(engine);
+    let db = t.db.clone();
+    let tree = db.open_tree("busy").unwrap();
+    for i in 0..300u32 {
+        tree.insert(i.to_be_bytes(), b"v").unwrap();
+    }
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let mut handles = Vec::new();
+    for w in 0..4 {
+        let db = db.clone();
+        let tree = tree.clone();
+        let done = done_tx.clone();
+        handles.push(std::thread::spawn(move || {
+            for i in 0..200 {
+                if w % 2 == 0 {
+                    db.open_tree(&format!("t{w}_{i}")).unwrap();
+                } else {
+                    assert_eq!(tree.iter().count(), 300);
+                }
+            }
+            done.send(()).unwrap();
+        }));
+    }
+    for _ in 0..4 {
+        done_rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("threads deadlocked");
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod lmdb {
@@ -457,4 +493,5 @@ conformance!(
     missing_database_is_reported,
     copy_between_engines,
     many_concurrent_reader_threads,
+    open_tree_while_others_read,
 );
