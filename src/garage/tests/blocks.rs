@@ -44,6 +44,16 @@ fn rc_count(c: &Cluster, node: usize) -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Starts the three nodes and applies a layout over three zones.
+fn start_three(c: &mut Cluster) {
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+}
+
 #[test]
 fn blocks_are_replicated_repaired_and_collected() {
     let mut c = Cluster::new(3, 3);
@@ -54,25 +64,10 @@ fn blocks_are_replicated_repaired_and_collected() {
     ] {
         c.env.push((k.into(), v.into()));
     }
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 3
-    });
-    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    start_three(&mut c);
 
     // The gateway joins with a gateway role.
-    let gw = Gateway::start(&c);
-    let gw_id = gw.id();
-    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 4
-    });
-    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
-    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
-    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
-        gw.system.layout().current().version == 2
-    });
+    let gw = Gateway::join(&c, 4, 2);
     let gw_data = tempfile::tempdir().unwrap();
     let (versions, refs, blocks) = {
         let _rt = gw.rt.enter();
@@ -187,23 +182,8 @@ fn blocks_are_replicated_repaired_and_collected() {
 fn a_gateway_streams_a_block_as_it_arrives() {
     use futures::StreamExt;
     let mut c = Cluster::new(3, 3);
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 3
-    });
-    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
-    let gw = Gateway::start(&c);
-    let gw_id = gw.id();
-    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 4
-    });
-    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
-    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
-    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
-        gw.system.layout().current().version == 2
-    });
+    start_three(&mut c);
+    let gw = Gateway::join(&c, 4, 2);
     let gw_data = tempfile::tempdir().unwrap();
     let blocks = {
         let _rt = gw.rt.enter();

@@ -158,14 +158,7 @@ fn a_deleted_key_never_comes_back_from_a_node_that_missed_the_delete() {
 fn layout_changes_under_a_steady_writer_lose_nothing() {
     let mut c = cluster(5, 3);
     // A gateway node in this process writes keys without pause.
-    let gw = Gateway::start(&c);
-    let gw_id = gw.id();
-    wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 4
-    });
-    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw_id[..16]]);
-    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
+    let gw = Gateway::join(&c, 4, 2);
     let keys = gw.block_on(async {
         garage_table::Table::new(
             garage_model::key_table::KeyTable,
@@ -178,9 +171,6 @@ fn layout_changes_under_a_steady_writer_lose_nothing() {
         let _guard = gw.rt.enter();
         keys.clone().spawn_workers(&gw.exit);
     }
-    wait_until("gateway has layout 2", CLUSTER_DEADLINE, || {
-        gw.system.layout().current().version == 2
-    });
 
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let failed = Arc::new(Mutex::new(Vec::<String>::new()));

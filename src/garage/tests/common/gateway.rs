@@ -12,7 +12,8 @@ use garage_rpc::system::{System, SystemConfig};
 use garage_util::config::ConsistencyMode;
 use tokio::sync::watch;
 
-use super::cluster::{Cluster, RPC_PORT};
+use super::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE, RPC_PORT};
+use super::stdout;
 
 pub struct Gateway {
     pub system: Arc<System>,
@@ -82,6 +83,24 @@ impl Gateway {
             exit_tx,
             _dir: dir,
         }
+    }
+
+    /// Starts, waits until node 0 sees it among `running` healthy nodes
+    /// (the gateway included), gives it a gateway role and applies layout
+    /// `version`, and waits until it has that layout.
+    pub fn join(cluster: &Cluster, running: usize, version: u64) -> Gateway {
+        let gw = Gateway::start(cluster);
+        let id = gw.id();
+        wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
+            let o = cluster.garage(0, &["status"]);
+            parse_status(&stdout(&o)).0.len() == running
+        });
+        cluster.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &id[..16]]);
+        cluster.garage_ok(0, &["layout", "apply", "--version", &version.to_string()]);
+        wait_until("the gateway has the new layout", CLUSTER_DEADLINE, || {
+            gw.system.layout().current().version == version
+        });
+        gw
     }
 
     pub fn id(&self) -> String {
