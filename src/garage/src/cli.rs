@@ -121,8 +121,12 @@ pub enum Command {
     Key(KeyOperation),
     /// Start repair operations (this version: tables)
     Repair(RepairOpt),
-    /// Statistics of this node's metadata tables
-    Stats,
+    /// Statistics of the node's tables and blocks
+    Stats {
+        /// Every node of the cluster, not only the one reached
+        #[arg(short = 'a', long)]
+        all_nodes: bool,
+    },
     /// Background workers: list, get, set
     #[command(subcommand)]
     Worker(WorkerOperation),
@@ -143,7 +147,7 @@ impl Command {
             Command::Bucket(_) => "bucket",
             Command::Key(_) => "key",
             Command::Repair(_) => "repair",
-            Command::Stats => "stats",
+            Command::Stats { .. } => "stats",
             Command::Worker(_) => "worker",
             Command::Block(_) => "block",
             Command::ConvertDb(_) => "convert-db",

@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         | Command::Layout(_)
         | Command::Bucket(_)
         | Command::Key(_)
-        | Command::Stats
+        | Command::Stats { .. }
         | Command::Repair(_)
         | Command::Block(_)
         | Command::Worker(_) => run_admin(&opt),

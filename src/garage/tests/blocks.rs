@@ -135,6 +135,14 @@ fn blocks_are_replicated_repaired_and_collected() {
         );
     }
 
+    // `stats -a` through node 0 shows every node's counts.
+    let all = c.garage_ok(0, &["stats", "-a"]);
+    assert_eq!(
+        all.matches("number of referenced blocks (RC): 20").count(),
+        3,
+        "{all}"
+    );
+
     // A block file deleted on node 2 comes back through resync.
     let lost = hashes[5];
     std::fs::remove_file(block_file(&c, 2, &lost).unwrap()).unwrap();

@@ -37,7 +37,7 @@ impl EndpointHandler<AdminRpc> for ClientHandler {
 }
 
 pub struct Admin {
-    _netapp: Arc<NetApp>,
+    netapp: Arc<NetApp>,
     endpoint: Arc<Endpoint<SystemRpc, ClientHandler>>,
     admin_endpoint: Arc<Endpoint<AdminRpc, ClientHandler>>,
     target: NodeId,
@@ -81,7 +81,7 @@ impl Admin {
                 )
             })?;
         Ok(Self {
-            _netapp: netapp,
+            netapp,
             endpoint,
             admin_endpoint,
             target,
@@ -97,6 +97,27 @@ impl Admin {
             .await?
         {
             SystemRpc::Error(e) => bail!("{e}"),
+            r => Ok(r),
+        }
+    }
+
+    /// Sends an admin request to another node, at `addr`.
+    pub async fn call_admin_on(
+        &self,
+        node: NodeId,
+        addr: std::net::SocketAddr,
+        msg: AdminRpc,
+    ) -> anyhow::Result<AdminRpc> {
+        self.netapp
+            .connect(addr, Some(node))
+            .await
+            .with_context(|| format!("cannot reach node {node} at {addr}"))?;
+        match self
+            .admin_endpoint
+            .call(&node, msg, garage_net::Priority::High)
+            .await?
+        {
+            AdminRpc::Error(e) => bail!("{e}"),
             r => Ok(r),
         }
     }
@@ -160,7 +181,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Layout(op) => layout::run(&admin, op).await,
-        Command::Stats => stats::show(&admin).await,
+        Command::Stats { all_nodes } => stats::show(&admin, *all_nodes).await,
         Command::Bucket(op) => print_text(admin.call_admin(AdminRpc::BucketOp(op.clone())).await?),
         Command::Key(op) => print_text(admin.call_admin(AdminRpc::KeyOp(op.clone())).await?),
         Command::Block(op) => print_text(admin.call_admin(AdminRpc::BlockOp(op.clone())).await?),

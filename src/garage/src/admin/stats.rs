@@ -3,14 +3,47 @@
 use anyhow::{bail, Context};
 
 use super::{table, Admin};
-use crate::admin_rpc::AdminRpc;
+use crate::admin_rpc::{AdminRpc, NodeStats};
 use crate::cli::{RepairOpt, RepairWhat};
 
-pub async fn show(admin: &Admin) -> anyhow::Result<()> {
-    let stats = match admin.call_admin(AdminRpc::Stats).await? {
-        AdminRpc::StatsResponse(s) => s,
-        other => bail!("unexpected answer from the node: {other:?}"),
-    };
+pub async fn show(admin: &Admin, all_nodes: bool) -> anyhow::Result<()> {
+    if !all_nodes {
+        let stats = match admin.call_admin(AdminRpc::Stats).await? {
+            AdminRpc::StatsResponse(s) => s,
+            other => bail!("unexpected answer from the node: {other:?}"),
+        };
+        print_stats(&stats);
+        return Ok(());
+    }
+    // Every node the reached one knows and sees up, each asked directly.
+    let status = super::status::get(admin).await?;
+    let mut failed = Vec::new();
+    for n in status.nodes.iter() {
+        let Some(addr) = n.addr.filter(|_| n.is_up) else {
+            failed.push(format!("{:.16}: down or address unknown", n.id.to_string()));
+            continue;
+        };
+        println!("======================");
+        match admin.call_admin_on(n.id, addr, AdminRpc::Stats).await {
+            Ok(AdminRpc::StatsResponse(s)) => print_stats(&s),
+            Ok(other) => failed.push(format!(
+                "{:.16}: unexpected answer {other:?}",
+                n.id.to_string()
+            )),
+            Err(e) => failed.push(format!("{:.16}: {e:#}", n.id.to_string())),
+        }
+    }
+    if !failed.is_empty() {
+        println!("======================");
+        println!("Nodes without statistics:");
+        for f in failed {
+            println!("  {f}");
+        }
+    }
+    Ok(())
+}
+
+fn print_stats(stats: &NodeStats) {
     println!("Node: {}", stats.node);
     println!("Database engine: {}", stats.db_engine);
     println!();
@@ -38,7 +71,6 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     );
     println!("  resync queue length: {}", stats.resync_queue);
     println!("  blocks with resync errors: {}", stats.resync_errors);
-    Ok(())
 }
 
 pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {
