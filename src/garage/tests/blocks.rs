@@ -184,8 +184,10 @@ fn blocks_are_replicated_repaired_and_collected() {
 }
 
 /// With 5 Mbit/s between the gateway and the storage nodes, a 1 MiB block
-/// read through the gateway starts arriving long before the 1.6 s the
-/// whole block takes to cross the link.
+/// read through the gateway is handed over as it arrives: its first bytes
+/// reach the reader while most of the block has not crossed the link yet.
+/// (This checks the behaviour by bytes, not by time; the timings are
+/// printed, and measured in doc/benchmarks.md.)
 #[test]
 fn a_gateway_streams_a_block_as_it_arrives() {
     use futures::StreamExt;
@@ -208,29 +210,30 @@ fn a_gateway_streams_a_block_as_it_arrives() {
     gw.block_on(blocks.put_block(h, data.clone())).unwrap();
 
     c.set_rate(Some(5_000_000 / 8));
-    let (first, total, got) = gw.block_on(async {
+    let before = c.net.forwarded();
+    let (at_first, first, total, got) = gw.block_on(async {
         let start = std::time::Instant::now();
         let mut s = blocks.get_block_stream(&h).await.unwrap();
+        let mut at_first = None;
         let mut first = None;
         let mut got = Vec::new();
         while let Some(chunk) = s.next().await {
             let chunk = chunk.unwrap();
-            if first.is_none() && !chunk.is_empty() {
+            if at_first.is_none() && !chunk.is_empty() {
+                at_first = Some(c.net.forwarded() - before);
                 first = Some(start.elapsed());
             }
             got.extend_from_slice(&chunk);
         }
-        (first.unwrap(), start.elapsed(), got)
+        (at_first.unwrap(), first.unwrap(), start.elapsed(), got)
     });
     c.set_rate(None);
-    eprintln!("first byte after {first:?}, whole block after {total:?}");
+    eprintln!(
+        "first bytes after {first:?} ({at_first} bytes had crossed the links), whole block after {total:?}"
+    );
     assert_eq!(Bytes::from(got), data);
     assert!(
-        total > Duration::from_millis(1200),
-        "the link is limited: {total:?}"
-    );
-    assert!(
-        first < Duration::from_millis(100),
-        "first byte after {first:?}: the gateway must forward bytes as they arrive"
+        at_first < (1 << 19),
+        "the gateway handed over its first bytes only after {at_first} bytes had crossed: it must forward them as they arrive"
     );
 }

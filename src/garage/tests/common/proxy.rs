@@ -15,7 +15,7 @@
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -42,6 +42,8 @@ struct NetState {
 pub struct Net {
     state: Mutex<NetState>,
     stop: AtomicBool,
+    /// Bytes written to their destination so far, over all links.
+    forwarded: AtomicU64,
 }
 
 impl Net {
@@ -89,6 +91,11 @@ impl Net {
 
     fn stopped(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Bytes forwarded so far, over all links and directions.
+    pub fn forwarded(&self) -> u64 {
+        self.forwarded.load(Ordering::Relaxed)
     }
 
     /// Stops every proxy thread (they exit within a poll interval).
@@ -199,6 +206,8 @@ fn write_side(
             if to.write_all(piece).is_err() {
                 return;
             }
+            net.forwarded
+                .fetch_add(piece.len() as u64, Ordering::Relaxed);
             if let Some(rate) = net.rate() {
                 thread::sleep(Duration::from_secs_f64(piece.len() as f64 / rate as f64));
             }
