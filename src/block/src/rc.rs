@@ -35,6 +35,10 @@ pub struct BlockRc {
     pub rc: db::Tree,
     /// Key: due time (ms, big-endian) ++ hash; value: empty.
     pub resync_queue: db::Tree,
+    /// Blocks whose resync failed (see `resync.rs`).
+    pub resync_errors: db::Tree,
+    /// Scrub progress (see `scrub.rs`).
+    pub scrub: db::Tree,
     /// How long an unreferenced block is kept (a reference may come back:
     /// a version being written, a resynced table).
     pub delete_delay_ms: u64,
@@ -61,6 +65,8 @@ impl BlockRc {
             db: db.clone(),
             rc: db.open_tree("block_local_rc")?,
             resync_queue: db.open_tree("block_resync_queue")?,
+            resync_errors: db.open_tree("block_resync_errors")?,
+            scrub: db.open_tree("block_scrub")?,
             delete_delay_ms,
         })
     }

@@ -103,13 +103,9 @@ pub enum Outcome {
 }
 
 impl BlockManager {
-    fn errors_tree(&self) -> db::Result<db::Tree> {
-        self.rc.db().open_tree("block_resync_errors")
-    }
-
     /// Blocks whose resync failed, with their retry state.
     pub fn resync_errors(&self) -> db::Result<Vec<(Hash, ResyncError)>> {
-        let t = self.errors_tree()?;
+        let t = &self.rc.resync_errors;
         let mut out = Vec::new();
         for item in t.iter() {
             let (k, v) = item?;
@@ -197,7 +193,7 @@ impl BlockManager {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&hash);
         self.rc.resync_queue.remove(&key).map_err(to_err)?;
-        let errors = self.errors_tree().map_err(to_err)?;
+        let errors = &self.rc.resync_errors;
         match res {
             Ok(Outcome::NotYet) => (),
             Ok(o) => {

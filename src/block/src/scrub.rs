@@ -42,17 +42,13 @@ pub struct ScrubState {
 
 const STATE_KEY: &[u8] = b"scrub";
 
-fn state_tree(m: &BlockManager) -> db::Result<db::Tree> {
-    m.rc.db().open_tree("block_scrub")
-}
-
 fn db_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))
 }
 
 impl BlockManager {
     pub fn scrub_state(&self) -> Result<ScrubState> {
-        let t = state_tree(self).map_err(db_err)?;
+        let t = &self.rc.scrub;
         Ok(match t.get(STATE_KEY).map_err(db_err)? {
             Some(b) => rmp_serde::from_slice(&b).unwrap_or_default(),
             None => ScrubState {
@@ -63,7 +59,7 @@ impl BlockManager {
     }
 
     pub fn set_scrub_state(&self, s: &ScrubState) -> Result<()> {
-        let t = state_tree(self).map_err(db_err)?;
+        let t = &self.rc.scrub;
         t.insert(STATE_KEY, rmp_serde::to_vec(s).expect("serializes"))
             .map_err(db_err)
     }
