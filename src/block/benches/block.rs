@@ -148,30 +148,53 @@ async fn small_rpc_under_block_load(nodes: &[Node], n_blocks: usize) {
         }
     };
     let mut idle = sample(500).await;
-    let data = blocks(n_blocks, false);
-    let load = {
-        let m = ms[0].clone();
-        tokio::spawn(async move {
-            for _ in 0..4 {
-                stream::iter(data.iter())
-                    .for_each_concurrent(4, |(h, d)| {
-                        let m = m.clone();
-                        async move { m.put_block(*h, d.clone()).await.unwrap() }
-                    })
-                    .await;
-            }
-        })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut busy = sample(500).await;
-    let still_loading = !load.is_finished();
-    load.await.unwrap();
     println!(
-        "table get on 3 nodes: idle median {:?} p99 {:?}; while streaming 1 MiB blocks{} median {:?} p99 {:?}",
+        "table get on 3 nodes, idle: median {:?} p99 {:?}",
         pct(&mut idle, 0.5),
-        pct(&mut idle, 0.99),
-        if still_loading { "" } else { " (load ended first)" },
-        pct(&mut busy, 0.5),
-        pct(&mut busy, 0.99)
+        pct(&mut idle, 0.99)
     );
+    let data = Arc::new(blocks(n_blocks, false));
+    let peer = nodes[1].system.id();
+    // Two loads on node 0: quorum writes, 4 in flight (each sends 3
+    // encrypted copies, all decrypted and written in this same process), and
+    // one block at a time streamed to one other node.
+    for (what, in_flight, quorum) in [
+        ("4 quorum block writes in flight", 4usize, true),
+        ("1 block streamed to one peer at a time", 1, false),
+    ] {
+        let load = {
+            let m = ms[0].clone();
+            let data = data.clone();
+            tokio::spawn(async move {
+                for _ in 0..4 {
+                    stream::iter(data.iter())
+                        .for_each_concurrent(in_flight, |(h, d)| {
+                            let m = m.clone();
+                            async move {
+                                if quorum {
+                                    m.put_block(*h, d.clone()).await.unwrap()
+                                } else {
+                                    m.put_to(&peer, h, d.clone()).await.unwrap()
+                                }
+                            }
+                        })
+                        .await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut busy = sample(500).await;
+        let still_loading = !load.is_finished();
+        load.await.unwrap();
+        println!(
+            "table get on 3 nodes while node 0 runs {what}{}: median {:?} p99 {:?}",
+            if still_loading {
+                ""
+            } else {
+                " (load ended first)"
+            },
+            pct(&mut busy, 0.5),
+            pct(&mut busy, 0.99)
+        );
+    }
 }

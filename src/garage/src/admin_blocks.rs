@@ -5,11 +5,16 @@ use std::fmt::Write;
 
 use garage_block::manager::BlockManager;
 use garage_block::rc::queue_key;
+use garage_model::purge::{Purge, PurgeCount};
+use garage_model::version_table::VersionBacklink;
+use garage_table::EmptyKey;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
+use tracing::info;
 
 use crate::admin::table::format as columns;
 use crate::cli::{BlockOperation, RepairWhat, ScrubCmd, WorkerOperation};
+use crate::garage::Garage;
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -27,7 +32,8 @@ fn ago(ms: u64) -> String {
     }
 }
 
-pub async fn block(m: &BlockManager, op: BlockOperation) -> Result<String> {
+pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
+    let m = &g.block_manager;
     match op {
         BlockOperation::ListErrors => {
             let mut rows = vec!["Hash\tFailures\tLast try\tNext try".to_string()];
@@ -62,6 +68,40 @@ pub async fn block(m: &BlockManager, op: BlockOperation) -> Result<String> {
                     let _ = writeln!(out, "Stored here:       no");
                 }
             }
+            let refs = g
+                .block_ref_table
+                .get_range(&h, None, None, 1000, false)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut rows = vec!["Version\tBucket\tKey\tState".to_string()];
+            for r in refs {
+                let v = g
+                    .version_table
+                    .get(&r.version, &EmptyKey)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let (bucket, key) = match v.as_ref().map(|v| &v.backlink) {
+                    Some(VersionBacklink::Object { bucket_id, key }) => {
+                        (bucket_id.hex(), key.clone())
+                    }
+                    Some(VersionBacklink::MultipartUpload { upload_id }) => {
+                        ("(multipart upload)".to_string(), upload_id.hex())
+                    }
+                    None => ("?".into(), "?".into()),
+                };
+                let state = match v {
+                    Some(v) if v.deleted.get() => "deleted",
+                    Some(_) => "live",
+                    None => "version not found",
+                };
+                rows.push(format!("{}\t{bucket}\t{key}\t{state}", r.version.hex()));
+            }
+            if rows.len() > 1 {
+                let _ = writeln!(out, "\nReferenced by:");
+                out.push_str(&columns(&rows));
+            } else {
+                let _ = writeln!(out, "Referenced by:     no live reference");
+            }
             Ok(out)
         }
         BlockOperation::RetryNow { all, blocks } => {
@@ -87,6 +127,42 @@ pub async fn block(m: &BlockManager, op: BlockOperation) -> Result<String> {
             Ok(format!(
                 "{} blocks queued for a resync now.\n",
                 hashes.len()
+            ))
+        }
+        BlockOperation::Purge { yes, blocks } => {
+            if !yes {
+                return Err("block purge deletes every object that uses these blocks: \
+                            add --yes to confirm"
+                    .into());
+            }
+            let hashes = blocks
+                .iter()
+                .map(|b| parse_hash(b))
+                .collect::<Result<Vec<_>>>()?;
+            let purge = Purge {
+                objects: g.object_table.clone(),
+                versions: g.version_table.clone(),
+                block_refs: g.block_ref_table.clone(),
+                mpus: g.mpu_table.clone(),
+            };
+            let mut total = PurgeCount::default();
+            for h in hashes.iter() {
+                let c = purge.purge_block(h).await.map_err(|e| e.to_string())?;
+                info!(
+                    block = %h.hex(),
+                    "block purge: {} versions deleted, {} objects deleted, {} uploads aborted",
+                    c.versions, c.objects_deleted, c.uploads_aborted
+                );
+                total.versions += c.versions;
+                total.objects_deleted += c.objects_deleted;
+                total.uploads_aborted += c.uploads_aborted;
+            }
+            Ok(format!(
+                "Purged {} blocks: {} versions deleted, {} objects deleted, {} multipart uploads aborted.\n",
+                hashes.len(),
+                total.versions,
+                total.objects_deleted,
+                total.uploads_aborted
             ))
         }
     }
@@ -144,44 +220,45 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
 }
 
 /// `garage worker list | get | set`.
-pub async fn worker(g: &crate::garage::Garage, op: WorkerOperation) -> Result<String> {
+pub async fn worker(g: &Garage, op: WorkerOperation) -> Result<String> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     match op {
         WorkerOperation::List => {
-            let mut rows = vec!["Worker\tState\tQueue\tErrors".to_string()];
-            for t in g.tables.iter() {
-                let s = t.stats().map_err(|e| e.to_string())?;
-                for (what, queue) in [
-                    ("Merkle updater", s.merkle_todo),
-                    ("GC", s.gc_todo),
-                    ("insert queue", s.insert_queue),
-                ] {
-                    rows.push(format!(
-                        "{} {what}\t{}\t{queue}\t",
-                        s.name,
-                        if queue > 0 { "busy" } else { "idle" }
-                    ));
-                }
-                rows.push(format!("{} sync\tperiodic\t\t", s.name));
-            }
-            let queue = m.rc.resync_queue.len().map_err(|e| e.to_string())?;
-            let errors = m.resync_errors().map_err(|e| e.to_string())?.len();
-            let workers = m.resync_settings.workers.load(Ordering::Relaxed);
-            for i in 0..workers {
+            let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors".to_string()];
+            for (i, w) in workers(g)?.iter().enumerate() {
                 rows.push(format!(
-                    "Block resync worker #{}\t{}\t{queue}\t{errors}",
+                    "{}\t{}\t{}\t{}\t{}",
                     i + 1,
-                    if queue > 0 { "busy" } else { "idle" }
+                    w.name,
+                    w.state,
+                    w.queue.map(|q| q.to_string()).unwrap_or_default(),
+                    w.errors.map(|q| q.to_string()).unwrap_or_default()
                 ));
             }
-            let sc = m.scrub_state().map_err(|e| e.to_string())?;
-            let state = match (sc.running, sc.paused) {
-                (true, true) => "paused".to_string(),
-                (true, false) => format!("running ({} checked)", sc.checked),
-                (false, _) => "idle".to_string(),
+            Ok(columns(&rows))
+        }
+        WorkerOperation::Info { tid } => {
+            let all = workers(g)?;
+            let Some(w) = tid.checked_sub(1).and_then(|i| all.get(i)) else {
+                return Err(format!(
+                    "no worker {tid}: `garage worker list` numbers them from 1 to {}",
+                    all.len()
+                ));
             };
-            rows.push(format!("Block scrub worker\t{state}\t\t{}", sc.corrupted));
+            let mut rows = vec![
+                format!("Worker:\t{}", w.name),
+                format!("State:\t{}", w.state),
+            ];
+            if let Some(q) = w.queue {
+                rows.push(format!("Queue length:\t{q}"));
+            }
+            if let Some(e) = w.errors {
+                rows.push(format!("Errors:\t{e}"));
+            }
+            for (k, v) in w.details.iter() {
+                rows.push(format!("{k}:\t{v}"));
+            }
             Ok(columns(&rows))
         }
         WorkerOperation::Get { variable } => {
@@ -234,6 +311,117 @@ pub async fn worker(g: &crate::garage::Garage, op: WorkerOperation) -> Result<St
             Ok(format!("{variable} set to {n}.\n"))
         }
     }
+}
+
+/// One background worker as `worker list` and `worker info` show it.
+struct WorkerRow {
+    name: String,
+    state: String,
+    queue: Option<usize>,
+    errors: Option<usize>,
+    details: Vec<(&'static str, String)>,
+}
+
+fn busy(queue: usize) -> String {
+    if queue > 0 { "busy" } else { "idle" }.to_string()
+}
+
+/// The node's workers, in a stable order (their TIDs).
+fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
+    use std::sync::atomic::Ordering;
+    let m = &g.block_manager;
+    let mut out = Vec::new();
+    for t in g.tables.iter() {
+        let s = t.stats().map_err(|e| e.to_string())?;
+        for (what, queue, doc) in [
+            (
+                "Merkle updater",
+                s.merkle_todo,
+                "applies entry changes to the table's Merkle tree",
+            ),
+            (
+                "GC",
+                s.gc_todo,
+                "removes tombstones once every replica has them",
+            ),
+            (
+                "insert queue",
+                s.insert_queue,
+                "sends entries queued by other tables' hooks",
+            ),
+        ] {
+            out.push(WorkerRow {
+                name: format!("{} {what}", s.name),
+                state: busy(queue),
+                queue: Some(queue),
+                errors: None,
+                details: vec![
+                    ("Does", doc.to_string()),
+                    ("Table items", s.items.to_string()),
+                ],
+            });
+        }
+        out.push(WorkerRow {
+            name: format!("{} sync", s.name),
+            state: "periodic".into(),
+            queue: None,
+            errors: None,
+            details: vec![
+                (
+                    "Does",
+                    "compares Merkle trees with the other replicas and sends what they lack".into(),
+                ),
+                ("Merkle digest", s.merkle_digest.hex()),
+            ],
+        });
+    }
+    let queue = m.rc.resync_queue.len().map_err(|e| e.to_string())?;
+    let errors = m.resync_errors().map_err(|e| e.to_string())?.len();
+    let n = m.resync_settings.workers.load(Ordering::Relaxed);
+    let tranquility = m.resync_settings.tranquility.load(Ordering::Relaxed);
+    for i in 0..n {
+        out.push(WorkerRow {
+            name: format!("Block resync worker #{}", i + 1),
+            state: busy(queue),
+            queue: Some(queue),
+            errors: Some(errors),
+            details: vec![
+                (
+                    "Does",
+                    "fetches referenced blocks missing here, deletes unreferenced ones".into(),
+                ),
+                ("resync-tranquility", tranquility.to_string()),
+                ("resync-worker-count", n.to_string()),
+            ],
+        });
+    }
+    let sc = m.scrub_state().map_err(|e| e.to_string())?;
+    let state = match (sc.running, sc.paused) {
+        (true, true) => "paused".to_string(),
+        (true, false) => format!("running ({} checked)", sc.checked),
+        (false, _) => "idle".to_string(),
+    };
+    out.push(WorkerRow {
+        name: "Block scrub worker".into(),
+        state,
+        queue: None,
+        errors: Some(sc.corrupted as usize),
+        details: vec![
+            ("Does", "reads every block file and checks its hash".into()),
+            ("scrub-tranquility", sc.tranquility.to_string()),
+            ("Blocks checked in this pass", sc.checked.to_string()),
+            ("Corrupted blocks found", sc.corrupted.to_string()),
+            (
+                "Last complete pass",
+                sc.last_completed.map(ago).unwrap_or_else(|| "never".into()),
+            ),
+            (
+                "Cursor",
+                sc.cursor.map(|c| c.hex()).unwrap_or_else(|| "start".into()),
+            ),
+        ],
+    });
+    Ok(out)
 }
 
 fn unknown_variable(v: &str) -> String {

@@ -112,12 +112,10 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),
             },
-            AdminRpc::BlockOp(op) => {
-                match crate::admin_blocks::block(&self.garage.block_manager, op).await {
-                    Ok(t) => AdminRpc::Text(t),
-                    Err(e) => AdminRpc::Error(e),
-                }
-            }
+            AdminRpc::BlockOp(op) => match crate::admin_blocks::block(&self.garage, op).await {
+                Ok(t) => AdminRpc::Text(t),
+                Err(e) => AdminRpc::Error(e),
+            },
             AdminRpc::WorkerOp(op) => match crate::admin_blocks::worker(&self.garage, op).await {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e),

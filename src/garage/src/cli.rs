@@ -405,6 +405,8 @@ pub enum ScrubCmd {
 pub enum WorkerOperation {
     /// The background workers of the node and their queues
     List,
+    /// Everything about one worker (its number in `worker list`)
+    Info { tid: usize },
     /// Show a worker variable (all of them without a name)
     Get { variable: Option<String> },
     /// Set a worker variable: resync-tranquility, resync-worker-count, scrub-tranquility
@@ -426,6 +428,16 @@ pub enum BlockOperation {
         #[arg(long)]
         all: bool,
         /// Block hashes
+        blocks: Vec<String>,
+    },
+    /// Delete every object, version and upload that references the given
+    /// blocks: for blocks lost on every node, so that reads stop failing
+    Purge {
+        /// Confirm: the objects that use these blocks are deleted
+        #[arg(long)]
+        yes: bool,
+        /// Block hashes
+        #[arg(required = true)]
         blocks: Vec<String>,
     },
 }

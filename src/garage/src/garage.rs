@@ -40,6 +40,9 @@ pub struct Garage {
     pub bucket_alias_table: Arc<Table<BucketAliasTable>>,
     pub key_table: Arc<Table<KeyTable>>,
     pub object_table: Arc<Table<ObjectTable>>,
+    pub version_table: Arc<Table<VersionTable>>,
+    pub block_ref_table: Arc<Table<BlockRefTable>>,
+    pub mpu_table: Arc<Table<MpuTable>>,
     pub counter_table: Arc<Table<CounterTable>>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
@@ -124,6 +127,9 @@ impl Garage {
             bucket_alias_table,
             key_table,
             object_table,
+            version_table,
+            block_ref_table,
+            mpu_table,
             counter_table,
             tables,
         }))

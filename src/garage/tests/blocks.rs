@@ -170,10 +170,34 @@ fn blocks_are_replicated_repaired_and_collected() {
         },
     );
 
-    // The version is deleted: refs drop, and after the delay the files go
-    // from every node.
-    gw.block_on(versions.insert(&Version::deleted(uuid, backlink)))
-        .unwrap();
+    // `block info` names the version that references a block.
+    let info = c.garage_ok(0, &["block", "info", &hashes[3].hex()]);
+    assert!(
+        info.contains(&uuid.hex()) && info.contains("live"),
+        "{info}"
+    );
+    let workers = c.garage_ok(0, &["worker", "list"]);
+    let scrub_tid = workers
+        .lines()
+        .find(|l| l.contains("Block scrub worker"))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no scrub worker in {workers}"))
+        .to_string();
+    let scrub = c.garage_ok(1, &["worker", "info", &scrub_tid]);
+    assert!(scrub.contains("Corrupted blocks found:"), "{scrub}");
+    let o = c.garage(0, &["worker", "info", "9999"]);
+    assert!(!o.status.success());
+
+    // Purging one block without --yes is refused; with it, the version
+    // that uses the block is deleted: the refs of all its blocks drop, and
+    // after the delay the files go from every node.
+    let o = c.garage(0, &["block", "purge", &hashes[0].hex()]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--yes"),
+        "{o:?}"
+    );
+    let out = c.garage_ok(0, &["block", "purge", "--yes", &hashes[0].hex()]);
+    assert!(out.contains("1 versions deleted"), "{out}");
     for i in 0..3 {
         wait_until(
             &format!("node {i} deletes the blocks"),
@@ -181,6 +205,7 @@ fn blocks_are_replicated_repaired_and_collected() {
             || hashes.iter().all(|h| block_file(&c, i, h).is_none()),
         );
     }
+    let _ = backlink;
 }
 
 /// With 5 Mbit/s between the gateway and the storage nodes, a 1 MiB block

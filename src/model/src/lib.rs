@@ -27,6 +27,7 @@ pub mod key_table;
 pub mod mpu_table;
 pub mod object_table;
 pub mod permission;
+pub mod purge;
 pub mod version_table;
 
 #[cfg(test)]
