@@ -14,6 +14,7 @@ mod load_config;
 mod logging;
 mod rpc_addr;
 mod server;
+mod single;
 
 use std::process::ExitCode;
 

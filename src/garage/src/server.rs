@@ -65,12 +65,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let db = open_metadata(&config)?;
     prepare_data_dirs(&config)?;
     info!(
-        "S3 API ({}), web ({}) and admin ({}) listeners are not part of this version yet",
-        config
-            .s3_api
-            .api_bind_addr
-            .as_deref()
-            .unwrap_or("not configured"),
+        "web ({}) and admin ({}) listeners are not part of this version yet",
         config
             .s3_web
             .as_ref()
@@ -82,6 +77,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             .as_deref()
             .unwrap_or("not configured"),
     );
+    let builtin = matches!(loaded, Loaded::BuiltIn);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -90,6 +86,9 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
+        if builtin {
+            crate::single::ensure_layout(&system)?;
+        }
         let garage = Garage::new(&config, db.clone(), system.clone())?;
         for t in garage.tables.iter() {
             tasks.extend(t.clone().spawn(&exit_rx));
@@ -112,6 +111,27 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             .set_handler(Arc::new(AdminRpcHandler {
                 garage: garage.clone(),
             }));
+        let s3 = match &config.s3_api.api_bind_addr {
+            Some(addr) => Some(start_s3(&config, &garage, addr, exit_rx.clone()).await?),
+            None => {
+                info!(
+                    "no s3_api.api_bind_addr in {}: the S3 API is off",
+                    config.source
+                );
+                None
+            }
+        };
+        if let Some((task, endpoint)) = s3 {
+            tasks.push(task);
+            if builtin {
+                crate::single::ensure_key_and_print(
+                    &garage.metadata(),
+                    &endpoint,
+                    &config.s3_api.s3_region,
+                )
+                .await?;
+            }
+        }
         if let Some(interval) = config.metadata_auto_snapshot_interval {
             let dir = config.metadata_snapshots_dir();
             info!(
@@ -135,6 +155,41 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         info!("garage stopped");
         Ok(())
     })
+}
+
+/// Binds the S3 listener and starts serving; returns its task and its
+/// endpoint URL.
+async fn start_s3(
+    config: &Config,
+    garage: &Arc<Garage>,
+    addr: &str,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(tokio::task::JoinHandle<()>, String)> {
+    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
+        format!(
+            "s3_api.api_bind_addr {addr:?} in {} is not an address:port",
+            config.source
+        )
+    })?;
+    let api = garage_api::Api::new(
+        garage.metadata(),
+        garage.object_table.clone(),
+        garage.version_table.clone(),
+        garage.block_ref_table.clone(),
+        garage.mpu_table.clone(),
+        garage.block_manager.clone(),
+        config.s3_api.s3_region.clone(),
+    );
+    let server = garage_api::S3Server::bind(api, sock, config.s3_api.root_domain.as_deref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} (s3_api.api_bind_addr in {})", config.source))?;
+    let local = server.local_addr()?;
+    let endpoint = format!("http://{local}");
+    info!(
+        "S3 API listening on {endpoint} (region {})",
+        config.s3_api.s3_region
+    );
+    Ok((tokio::spawn(server.run(must_exit)), endpoint))
 }
 
 /// Starts the RPC listener and the membership loops; returns the system

@@ -1,0 +1,144 @@
+//! The API's errors, mapped to S3 error codes and HTTP statuses here, at
+//! the edge, and nowhere else.
+
+use s3s::{S3Error, S3ErrorCode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("The specified bucket does not exist")]
+    NoSuchBucket(String),
+    #[error("The specified key does not exist")]
+    NoSuchKey(String),
+    #[error("The specified multipart upload does not exist")]
+    NoSuchUpload(String),
+    #[error("Access denied: {0}")]
+    AccessDenied(String),
+    #[error("The bucket you tried to delete is not empty")]
+    BucketNotEmpty(String),
+    #[error("The requested bucket name is not available")]
+    BucketAlreadyExists(String),
+    #[error("Your previous request to create the named bucket succeeded and you already own it")]
+    BucketAlreadyOwnedByYou(String),
+    #[error("The specified bucket is not valid: {0}")]
+    InvalidBucketName(String),
+    #[error("The {given} location constraint is not this server's region ({region})")]
+    InvalidLocationConstraint { given: String, region: String },
+    #[error("At least one of the preconditions you specified did not hold")]
+    PreconditionFailed,
+    #[error("Not modified")]
+    NotModified,
+    #[error("The Content-MD5 you specified did not match what we received")]
+    BadDigest,
+    #[error("The Content-MD5 you specified is not valid")]
+    InvalidDigest,
+    #[error("The requested range is not satisfiable")]
+    InvalidRange,
+    #[error("One or more of the specified parts could not be found: {0}")]
+    InvalidPart(String),
+    #[error("The list of parts was not in ascending order")]
+    InvalidPartOrder,
+    #[error("Your proposed upload is smaller than the minimum allowed size (part {0})")]
+    EntityTooSmall(i32),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("Your key is too long (at most 1024 bytes)")]
+    KeyTooLong,
+    #[error("You did not provide the number of bytes specified by the Content-Length header")]
+    IncompleteBody,
+    #[error("The bucket's quota does not allow this upload: {0}")]
+    QuotaExceeded(String),
+    #[error("Cannot read the request body: {0}")]
+    Body(String),
+    #[error("Service unavailable: {0}")]
+    Unavailable(String),
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+impl From<garage_table::Error> for ApiError {
+    fn from(e: garage_table::Error) -> Self {
+        match e {
+            garage_table::Error::Quorum(_)
+            | garage_table::Error::NoNodes
+            | garage_table::Error::Net { .. } => ApiError::Unavailable(e.to_string()),
+            e => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<garage_block::manager::Error> for ApiError {
+    fn from(e: garage_block::manager::Error) -> Self {
+        use garage_block::manager::Error as E;
+        match e {
+            E::Quorum { .. } | E::Unavailable { .. } | E::NoNodes => {
+                ApiError::Unavailable(e.to_string())
+            }
+            e => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<garage_model::helper::HelperError> for ApiError {
+    fn from(e: garage_model::helper::HelperError) -> Self {
+        use garage_model::helper::HelperError as H;
+        match e {
+            H::Table(t) => t.into(),
+            H::BadName(n) => ApiError::InvalidBucketName(n),
+            H::NoSuchBucket(b) => ApiError::NoSuchBucket(b),
+            e => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl ApiError {
+    pub fn code(&self) -> S3ErrorCode {
+        use ApiError::*;
+        match self {
+            NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
+            NoSuchKey(_) => S3ErrorCode::NoSuchKey,
+            NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
+            AccessDenied(_) => S3ErrorCode::AccessDenied,
+            BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
+            BucketAlreadyExists(_) => S3ErrorCode::BucketAlreadyExists,
+            BucketAlreadyOwnedByYou(_) => S3ErrorCode::BucketAlreadyOwnedByYou,
+            InvalidBucketName(_) => S3ErrorCode::InvalidBucketName,
+            InvalidLocationConstraint { .. } => S3ErrorCode::InvalidLocationConstraint,
+            PreconditionFailed => S3ErrorCode::PreconditionFailed,
+            NotModified => S3ErrorCode::NotModified,
+            BadDigest => S3ErrorCode::BadDigest,
+            InvalidDigest => S3ErrorCode::InvalidDigest,
+            InvalidRange => S3ErrorCode::InvalidRange,
+            InvalidPart(_) => S3ErrorCode::InvalidPart,
+            InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
+            EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
+            InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+            KeyTooLong => S3ErrorCode::KeyTooLongError,
+            IncompleteBody => S3ErrorCode::IncompleteBody,
+            QuotaExceeded(_) => S3ErrorCode::Custom("QuotaExceeded".into()),
+            Body(_) => S3ErrorCode::IncompleteBody,
+            Unavailable(_) => S3ErrorCode::ServiceUnavailable,
+            Internal(_) => S3ErrorCode::InternalError,
+        }
+    }
+}
+
+impl From<ApiError> for S3Error {
+    fn from(e: ApiError) -> Self {
+        let code = e.code();
+        let status = match &e {
+            ApiError::QuotaExceeded(_) => Some(hyper::StatusCode::FORBIDDEN),
+            ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
+            _ => None,
+        };
+        let mut err = S3Error::with_message(code, e.to_string());
+        if let Some(s) = status {
+            err.set_status_code(s);
+        }
+        if matches!(e, ApiError::Internal(_) | ApiError::Unavailable(_)) {
+            tracing::warn!("S3 request failed: {e}");
+        }
+        err
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;

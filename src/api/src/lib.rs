@@ -1,0 +1,18 @@
+//! `garage_api`: the S3 API. The protocol (routing, SigV4 in headers and
+//! query strings, aws-chunked bodies, XML, error documents) is the `s3s`
+//! crate's; this crate implements its operations over the model tables
+//! and the block manager.
+
+pub mod bucket;
+pub mod ctx;
+pub mod error;
+pub mod list;
+pub mod meta;
+pub mod object;
+pub mod put;
+pub mod s3;
+pub mod server;
+pub mod stream;
+
+pub use ctx::Api;
+pub use server::S3Server;

@@ -1,0 +1,512 @@
+//! PutObject, GetObject, HeadObject, DeleteObject, DeleteObjects.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use garage_model::object_table::{
+    Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+};
+use garage_model::version_table::VersionBacklink;
+use garage_util::data::{gen_uuid, Hash, Uuid};
+use garage_util::time::now_msec;
+use hyper::StatusCode;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+use tracing::warn;
+
+use crate::ctx::{check_key, Api, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, StdHeaders, Stored};
+use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
+
+/// A complete object version with data, and what a reader needs of it.
+pub struct Current {
+    pub uuid: Uuid,
+    pub timestamp: u64,
+    pub meta: ObjectVersionMeta,
+    pub data: CurrentData,
+}
+
+pub enum CurrentData {
+    Inline(Bytes),
+    FirstBlock(Hash),
+}
+
+impl Api {
+    /// The object's current data version, or NoSuchKey.
+    pub async fn current(&self, bucket: Uuid, key: &str) -> ApiResult<Current> {
+        let obj = self.objects.get(&bucket, &key.to_string()).await?;
+        let v = obj
+            .as_ref()
+            .and_then(|o| o.last_data())
+            .ok_or_else(|| ApiError::NoSuchKey(key.into()))?;
+        let (meta, data) = match &v.state {
+            ObjectVersionState::Complete(ObjectVersionData::Inline(m, d)) => {
+                (m.clone(), CurrentData::Inline(Bytes::from(d.clone())))
+            }
+            ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, h)) => {
+                (m.clone(), CurrentData::FirstBlock(*h))
+            }
+            _ => return Err(ApiError::NoSuchKey(key.into())),
+        };
+        Ok(Current {
+            uuid: v.uuid,
+            timestamp: v.timestamp,
+            meta,
+            data,
+        })
+    }
+
+    /// Writes a whole object from a request body: inline when it is at
+    /// most [`INLINE_MAX`] bytes (one quorum write), else as blocks.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn store_object(
+        self: &Arc<Self>,
+        bucket: Uuid,
+        key: &str,
+        headers: Vec<(String, String)>,
+        body: Option<StreamingBlob>,
+        content_md5: Option<[u8; 16]>,
+        content_length: Option<i64>,
+    ) -> ApiResult<(String, u64)> {
+        let uuid = gen_uuid();
+        let timestamp = now_msec();
+        let mut chunker = Chunker::new(body);
+        let first = chunker.next(BLOCK_SIZE).await?.unwrap_or_default();
+        if first.len() <= INLINE_MAX {
+            let md5 = md5_of(&first);
+            check_body(content_md5, content_length, &md5, first.len() as u64)?;
+            let etag = hex::encode(md5);
+            let size = first.len() as u64;
+            let v = ObjectVersion {
+                uuid,
+                timestamp,
+                state: ObjectVersionState::Complete(ObjectVersionData::Inline(
+                    ObjectVersionMeta {
+                        headers,
+                        size,
+                        etag: etag.clone(),
+                    },
+                    first.to_vec(),
+                )),
+            };
+            self.objects
+                .insert(&Object::new(bucket, key.to_string(), vec![v]))
+                .await?;
+            return Ok((etag, size));
+        }
+
+        // The version is registered as uploading (so that an interrupted
+        // upload is cleaned up) while its first block is written.
+        let uploading = Object::new(
+            bucket,
+            key.to_string(),
+            vec![ObjectVersion {
+                uuid,
+                timestamp,
+                state: ObjectVersionState::Uploading {
+                    multipart: false,
+                    headers: headers.clone(),
+                },
+            }],
+        );
+        let objects = self.objects.clone();
+        let mark = tokio::spawn(async move { objects.insert(&uploading).await });
+        let backlink = VersionBacklink::Object {
+            bucket_id: bucket,
+            key: key.to_string(),
+        };
+        let written = write_blocks(self, uuid, backlink, 1, first, &mut chunker).await;
+        let marked = mark
+            .await
+            .map_err(|e| ApiError::Internal(format!("object write task: {e}")))
+            .and_then(|r| r.map_err(ApiError::from));
+        let checked = written.and_then(|w| {
+            marked?;
+            check_body(content_md5, content_length, &w.md5, w.size)?;
+            Ok(w)
+        });
+        let w = match checked {
+            Ok(w) => w,
+            Err(e) => {
+                self.abort_version(bucket, key, uuid, timestamp).await;
+                return Err(e);
+            }
+        };
+        let etag = hex::encode(w.md5);
+        let complete = ObjectVersion {
+            uuid,
+            timestamp,
+            state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+                ObjectVersionMeta {
+                    headers,
+                    size: w.size,
+                    etag: etag.clone(),
+                },
+                w.first_block,
+            )),
+        };
+        self.objects
+            .insert(&Object::new(bucket, key.to_string(), vec![complete]))
+            .await?;
+        Ok((etag, w.size))
+    }
+
+    /// Marks a version aborted (its blocks are then released); an error
+    /// is logged, the anti-entropy and the next write finish the job.
+    pub async fn abort_version(&self, bucket: Uuid, key: &str, uuid: Uuid, timestamp: u64) {
+        let aborted = Object::new(
+            bucket,
+            key.to_string(),
+            vec![ObjectVersion {
+                uuid,
+                timestamp,
+                state: ObjectVersionState::Aborted,
+            }],
+        );
+        if let Err(e) = self.objects.insert(&aborted).await {
+            warn!("cannot mark the failed upload of {key:?} aborted: {e}");
+        }
+    }
+
+    pub async fn put_object(
+        self: Arc<Self>,
+        req: S3Request<PutObjectInput>,
+    ) -> ApiResult<S3Response<PutObjectOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        check_key(&i.key)?;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let md5 = i
+            .content_md5
+            .as_deref()
+            .map(parse_content_md5)
+            .transpose()?;
+        if i.if_none_match.is_some() || i.if_match.is_some() {
+            let cur = match self.current(bucket, &i.key).await {
+                Ok(c) => Some(c),
+                Err(ApiError::NoSuchKey(_)) => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(cond) = &i.if_none_match {
+                if cur
+                    .as_ref()
+                    .is_some_and(|c| etag_matches(cond, &c.meta.etag))
+                {
+                    return Err(ApiError::PreconditionFailed);
+                }
+            }
+            if let Some(cond) = &i.if_match {
+                if !cur
+                    .as_ref()
+                    .is_some_and(|c| etag_matches(cond, &c.meta.etag))
+                {
+                    return Err(ApiError::PreconditionFailed);
+                }
+            }
+        }
+        let headers = StdHeaders {
+            content_type: i.content_type,
+            cache_control: i.cache_control,
+            content_disposition: i.content_disposition,
+            content_encoding: i.content_encoding,
+            content_language: i.content_language,
+            expires: i.expires,
+            metadata: i.metadata,
+        }
+        .into_pairs();
+        let (etag, _) = self
+            .store_object(bucket, &i.key, headers, i.body, md5, i.content_length)
+            .await?;
+        Ok(S3Response::new(PutObjectOutput {
+            e_tag: Some(ETag::Strong(etag)),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn get_object(
+        self: Arc<Self>,
+        req: S3Request<GetObjectInput>,
+    ) -> ApiResult<S3Response<GetObjectOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let cur = self.current(bucket, &i.key).await?;
+        check_conditions(
+            &cur,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        let size = cur.meta.size;
+        let range = match (&i.range, i.part_number) {
+            (Some(_), Some(_)) => {
+                return Err(ApiError::InvalidArgument(
+                    "Range and partNumber cannot both be given".into(),
+                ))
+            }
+            (Some(r), None) => Some(r.check(size).map_err(|_| ApiError::InvalidRange)?),
+            (None, Some(1)) | (None, None) => None,
+            (None, Some(n)) => {
+                return Err(ApiError::InvalidPart(format!(
+                    "part {n}: this object has a single part"
+                )))
+            }
+        };
+        let body_range = range.clone().unwrap_or(0..size);
+        let body = match &cur.data {
+            CurrentData::Inline(d) => {
+                let d = d.slice(body_range.start as usize..body_range.end as usize);
+                StreamingBlob::wrap(futures::stream::once(
+                    async move { Ok::<_, std::io::Error>(d) },
+                ))
+            }
+            CurrentData::FirstBlock(h) => {
+                crate::stream::object_body(self.clone(), cur.uuid, *h, body_range.clone())
+            }
+        };
+        let stored = Stored(&cur.meta.headers);
+        let mut out = GetObjectOutput {
+            body: Some(body),
+            accept_ranges: Some("bytes".into()),
+            content_length: Some((body_range.end - body_range.start) as i64),
+            e_tag: Some(ETag::Strong(cur.meta.etag.clone())),
+            last_modified: Some(meta::timestamp(cur.timestamp)),
+            content_type: i
+                .response_content_type
+                .or_else(|| stored.get(meta::CONTENT_TYPE))
+                .or_else(|| Some("binary/octet-stream".into())),
+            cache_control: i
+                .response_cache_control
+                .or_else(|| stored.get(meta::CACHE_CONTROL)),
+            content_disposition: i
+                .response_content_disposition
+                .or_else(|| stored.get(meta::CONTENT_DISPOSITION)),
+            content_encoding: i
+                .response_content_encoding
+                .or_else(|| stored.get(meta::CONTENT_ENCODING)),
+            content_language: i
+                .response_content_language
+                .or_else(|| stored.get(meta::CONTENT_LANGUAGE)),
+            expires: i.response_expires.or_else(|| stored.expires()),
+            metadata: stored.user(),
+            ..Default::default()
+        };
+        let mut resp = S3Response::new(GetObjectOutput::default());
+        if let Some(r) = &range {
+            out.content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end - 1));
+            resp.status = Some(StatusCode::PARTIAL_CONTENT);
+        }
+        resp.output = out;
+        Ok(resp)
+    }
+
+    pub async fn head_object(
+        self: Arc<Self>,
+        req: S3Request<HeadObjectInput>,
+    ) -> ApiResult<S3Response<HeadObjectOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let cur = self.current(bucket, &i.key).await?;
+        check_conditions(
+            &cur,
+            i.if_match.as_ref(),
+            i.if_none_match.as_ref(),
+            i.if_modified_since.as_ref(),
+            i.if_unmodified_since.as_ref(),
+        )?;
+        let size = cur.meta.size;
+        let mut length = size;
+        let mut content_range = None;
+        if let Some(r) = &i.range {
+            let r = r.check(size).map_err(|_| ApiError::InvalidRange)?;
+            length = r.end - r.start;
+            content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end - 1));
+        }
+        let stored = Stored(&cur.meta.headers);
+        let mut resp = S3Response::new(HeadObjectOutput {
+            accept_ranges: Some("bytes".into()),
+            content_length: Some(length as i64),
+            content_range: content_range.clone(),
+            e_tag: Some(ETag::Strong(cur.meta.etag.clone())),
+            last_modified: Some(meta::timestamp(cur.timestamp)),
+            content_type: stored
+                .get(meta::CONTENT_TYPE)
+                .or_else(|| Some("binary/octet-stream".into())),
+            cache_control: stored.get(meta::CACHE_CONTROL),
+            content_disposition: stored.get(meta::CONTENT_DISPOSITION),
+            content_encoding: stored.get(meta::CONTENT_ENCODING),
+            content_language: stored.get(meta::CONTENT_LANGUAGE),
+            expires: stored.expires(),
+            metadata: stored.user(),
+            ..Default::default()
+        });
+        if content_range.is_some() {
+            resp.status = Some(StatusCode::PARTIAL_CONTENT);
+        }
+        Ok(resp)
+    }
+
+    /// A delete marker newer than anything written so far: one quorum
+    /// write, no read. Deleting a key that does not exist succeeds, as in
+    /// S3.
+    fn delete_marker(bucket: Uuid, key: &str) -> Object {
+        Object::new(
+            bucket,
+            key.to_string(),
+            vec![ObjectVersion {
+                uuid: gen_uuid(),
+                timestamp: now_msec(),
+                state: ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+            }],
+        )
+    }
+
+    pub async fn delete_object(
+        self: Arc<Self>,
+        req: S3Request<DeleteObjectInput>,
+    ) -> ApiResult<S3Response<DeleteObjectOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        check_key(&i.key)?;
+        self.objects
+            .insert(&Self::delete_marker(bucket, &i.key))
+            .await?;
+        let mut resp = S3Response::new(DeleteObjectOutput::default());
+        resp.status = Some(StatusCode::NO_CONTENT);
+        Ok(resp)
+    }
+
+    pub async fn delete_objects(
+        self: Arc<Self>,
+        req: S3Request<DeleteObjectsInput>,
+    ) -> ApiResult<S3Response<DeleteObjectsOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let quiet = i.delete.quiet.unwrap_or(false);
+        let mut markers = Vec::new();
+        let mut errors = Vec::new();
+        let mut deleted = Vec::new();
+        for o in i.delete.objects {
+            match check_key(&o.key) {
+                Ok(()) => {
+                    markers.push(Self::delete_marker(bucket, &o.key));
+                    deleted.push(DeletedObject {
+                        key: Some(o.key),
+                        ..Default::default()
+                    });
+                }
+                Err(e) => errors.push(Error {
+                    code: Some(e.code().as_str().to_string()),
+                    message: Some(e.to_string()),
+                    key: Some(o.key),
+                    version_id: None,
+                }),
+            }
+        }
+        if !markers.is_empty() {
+            if let Err(e) = self.objects.insert_many(&markers).await {
+                let e = ApiError::from(e);
+                for d in deleted.drain(..) {
+                    errors.push(Error {
+                        code: Some(e.code().as_str().to_string()),
+                        message: Some(e.to_string()),
+                        key: d.key,
+                        version_id: None,
+                    });
+                }
+            }
+        }
+        Ok(S3Response::new(DeleteObjectsOutput {
+            deleted: (!quiet).then_some(deleted),
+            errors: Some(errors),
+            ..Default::default()
+        }))
+    }
+}
+
+fn check_body(
+    content_md5: Option<[u8; 16]>,
+    content_length: Option<i64>,
+    md5: &[u8; 16],
+    size: u64,
+) -> ApiResult<()> {
+    if let Some(l) = content_length {
+        if l >= 0 && l as u64 != size {
+            return Err(ApiError::IncompleteBody);
+        }
+    }
+    if content_md5.is_some_and(|m| &m != md5) {
+        return Err(ApiError::BadDigest);
+    }
+    Ok(())
+}
+
+pub fn etag_matches(cond: &ETagCondition, etag: &str) -> bool {
+    match cond {
+        ETagCondition::Any => true,
+        ETagCondition::ETag(e) => e.value() == etag,
+    }
+}
+
+/// The conditional request headers of RFC 9110, in S3's order: If-Match,
+/// then If-Unmodified-Since (ignored when If-Match is given), then
+/// If-None-Match, then If-Modified-Since (ignored when If-None-Match is
+/// given).
+pub fn check_conditions(
+    cur: &Current,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> ApiResult<()> {
+    // HTTP dates have a 1 s resolution.
+    let modified_s = std::time::UNIX_EPOCH + std::time::Duration::from_secs(cur.timestamp / 1000);
+    let as_system = |t: &Timestamp| -> std::time::SystemTime {
+        let odt: time::OffsetDateTime = t.clone().into();
+        odt.into()
+    };
+    if let Some(c) = if_match {
+        if !etag_matches(c, &cur.meta.etag) {
+            return Err(ApiError::PreconditionFailed);
+        }
+    } else if let Some(t) = if_unmodified_since {
+        if modified_s > as_system(t) {
+            return Err(ApiError::PreconditionFailed);
+        }
+    }
+    if let Some(c) = if_none_match {
+        if etag_matches(c, &cur.meta.etag) {
+            return Err(ApiError::NotModified);
+        }
+    } else if let Some(t) = if_modified_since {
+        if modified_s <= as_system(t) {
+            return Err(ApiError::NotModified);
+        }
+    }
+    Ok(())
+}
+
+impl Api {
+    /// Reads an object's whole content into memory (for copies of small
+    /// objects and tests; GET streams instead).
+    pub async fn read_all(self: &Arc<Self>, cur: &Current) -> ApiResult<Bytes> {
+        match &cur.data {
+            CurrentData::Inline(d) => Ok(d.clone()),
+            CurrentData::FirstBlock(h) => {
+                let mut s =
+                    crate::stream::object_body(self.clone(), cur.uuid, *h, 0..cur.meta.size);
+                let mut out = bytes::BytesMut::new();
+                while let Some(c) = s.next().await {
+                    out.extend_from_slice(&c.map_err(|e| ApiError::Internal(e.to_string()))?);
+                }
+                Ok(out.freeze())
+            }
+        }
+    }
+}

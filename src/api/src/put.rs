@@ -1,0 +1,224 @@
+//! Writing object data: the request body is cut into 1 MiB blocks; block n
+//! is written to its replicas (with its `version` and `block_ref` entries)
+//! while block n+1 is read from the client. Hashing (blake2 for the block
+//! address, MD5 for the ETag) runs on the blocking pool.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use garage_model::block_ref_table::BlockRef;
+use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
+use garage_util::data::{blake2sum, Hash, Uuid};
+use md5::{Digest, Md5};
+use s3s::dto::StreamingBlob;
+
+use crate::ctx::Api;
+use crate::error::{ApiError, ApiResult};
+
+/// Size of a data block.
+pub const BLOCK_SIZE: usize = 1 << 20;
+/// Objects up to this size are stored inline in the object table.
+pub const INLINE_MAX: usize = 3072;
+/// Blocks being written to their replicas at once, per request.
+const WRITES_IN_FLIGHT: usize = 2;
+
+/// Reads a request body in pieces of a given size.
+pub struct Chunker {
+    body: Option<StreamingBlob>,
+    buf: BytesMut,
+}
+
+impl Chunker {
+    pub fn new(body: Option<StreamingBlob>) -> Self {
+        Self {
+            body,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The next `size` bytes, fewer at the end of the body, `None` after.
+    pub async fn next(&mut self, size: usize) -> ApiResult<Option<Bytes>> {
+        while self.buf.len() < size {
+            let Some(body) = self.body.as_mut() else {
+                break;
+            };
+            match body.next().await {
+                Some(Ok(b)) => self.buf.extend_from_slice(&b),
+                Some(Err(e)) => {
+                    return Err(ApiError::Body(e.to_string()));
+                }
+                None => self.body = None,
+            }
+        }
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let n = size.min(self.buf.len());
+        Ok(Some(self.buf.split_to(n).freeze()))
+    }
+}
+
+/// What was written.
+pub struct Written {
+    pub size: u64,
+    pub md5: [u8; 16],
+    pub first_block: Hash,
+    pub blocks: usize,
+}
+
+/// Writes `first` and the rest of `body` as the blocks of version `uuid`
+/// (part `part_number`).
+pub async fn write_blocks(
+    api: &Arc<Api>,
+    uuid: Uuid,
+    backlink: VersionBacklink,
+    part_number: u64,
+    first: Bytes,
+    body: &mut Chunker,
+) -> ApiResult<Written> {
+    let mut md5 = Some(Md5::new());
+    let mut offset = 0u64;
+    let mut first_block = None;
+    let mut blocks = 0;
+    let mut inflight: VecDeque<tokio::task::JoinHandle<ApiResult<()>>> = VecDeque::new();
+    let mut next = Some(first);
+    let result: ApiResult<()> = async {
+        while let Some(data) = next.take() {
+            let mut m = md5.take().expect("md5 is put back after each block");
+            let (hash, m) = tokio::task::spawn_blocking(move || {
+                m.update(&data);
+                (blake2sum(&data), m, data)
+            })
+            .await
+            .map(|(h, m, d)| ((h, d), m))
+            .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))?;
+            md5 = Some(m);
+            let (hash, data) = hash;
+            first_block.get_or_insert(hash);
+            let size = data.len() as u64;
+            while inflight.len() >= WRITES_IN_FLIGHT {
+                inflight
+                    .pop_front()
+                    .expect("non-empty")
+                    .await
+                    .map_err(join_err)??;
+            }
+            inflight.push_back(tokio::spawn(write_block(
+                api.clone(),
+                uuid,
+                backlink.clone(),
+                VersionBlockKey {
+                    part_number,
+                    offset,
+                },
+                hash,
+                data,
+            )));
+            offset += size;
+            blocks += 1;
+            next = body.next(BLOCK_SIZE).await?;
+        }
+        Ok(())
+    }
+    .await;
+    // Every write started is waited for, even after an error, so that the
+    // caller's cleanup sees all the block references.
+    let mut first_err = result.err();
+    for h in inflight {
+        if let Err(e) = h.await.map_err(join_err).and_then(|r| r) {
+            first_err.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    Ok(Written {
+        size: offset,
+        md5: md5
+            .expect("md5 is put back after each block")
+            .finalize()
+            .into(),
+        first_block: first_block.expect("at least one block"),
+        blocks,
+    })
+}
+
+fn join_err(e: tokio::task::JoinError) -> ApiError {
+    ApiError::Internal(format!("block write task: {e}"))
+}
+
+/// One block: its data to its replicas, and its entries in `version` and
+/// `block_ref`, all at once.
+async fn write_block(
+    api: Arc<Api>,
+    uuid: Uuid,
+    backlink: VersionBacklink,
+    key: VersionBlockKey,
+    hash: Hash,
+    data: Bytes,
+) -> ApiResult<()> {
+    let size = data.len() as u64;
+    let mut version = Version::new(uuid, backlink);
+    version.blocks.put(key, VersionBlock { hash, size });
+    let block_ref = BlockRef::new(hash, uuid, false);
+    let (a, b, c) = tokio::join!(
+        api.blocks.put_block(hash, data),
+        api.versions.insert(&version),
+        api.block_refs.insert(&block_ref),
+    );
+    a?;
+    b?;
+    c?;
+    Ok(())
+}
+
+/// Parses a Content-MD5 header (base64 of the 16-byte digest).
+pub fn parse_content_md5(v: &str) -> ApiResult<[u8; 16]> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(v.trim())
+        .ok()
+        .and_then(|b| <[u8; 16]>::try_from(b.as_slice()).ok())
+        .ok_or(ApiError::InvalidDigest)
+}
+
+/// MD5 of a small body, off the reactor only when it is not small.
+pub fn md5_of(data: &[u8]) -> [u8; 16] {
+    Md5::digest(data).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blob(parts: Vec<&'static [u8]>) -> StreamingBlob {
+        StreamingBlob::wrap(futures::stream::iter(
+            parts
+                .into_iter()
+                .map(|p| Ok::<_, std::io::Error>(Bytes::from_static(p))),
+        ))
+    }
+
+    #[tokio::test]
+    async fn chunker_regroups_the_body() {
+        let mut c = Chunker::new(Some(blob(vec![b"abc", b"de", b"", b"fghij"])));
+        assert_eq!(c.next(4).await.unwrap().unwrap(), &b"abcd"[..]);
+        assert_eq!(c.next(4).await.unwrap().unwrap(), &b"efgh"[..]);
+        assert_eq!(c.next(4).await.unwrap().unwrap(), &b"ij"[..]);
+        assert!(c.next(4).await.unwrap().is_none());
+        let mut empty = Chunker::new(None);
+        assert!(empty.next(4).await.unwrap().is_none());
+    }
+
+    #[test]
+    fn content_md5_is_checked() {
+        // MD5 of the empty string.
+        assert_eq!(
+            hex::encode(parse_content_md5("1B2M2Y8AsgTpgAmY7PhCfg==").unwrap()),
+            "d41d8cd98f00b204e9800998ecf8427e"
+        );
+        assert!(parse_content_md5("nope").is_err());
+    }
+}

@@ -1,0 +1,62 @@
+//! The s3s trait, implemented by forwarding each operation to [`Api`];
+//! operations not listed here answer NotImplemented (s3s's default).
+
+use std::sync::Arc;
+
+use s3s::dto::*;
+use s3s::{S3Request, S3Response, S3Result, S3};
+
+use crate::ctx::Api;
+
+#[derive(Clone)]
+pub struct GarageS3(pub Arc<Api>);
+
+macro_rules! forward {
+    ($($name:ident: $input:ty => $output:ty;)*) => {
+        #[async_trait::async_trait]
+        impl S3 for GarageS3 {
+            $(
+                async fn $name(&self, req: S3Request<$input>) -> S3Result<S3Response<$output>> {
+                    self.0.clone().$name(req).await.map_err(Into::into)
+                }
+            )*
+        }
+    };
+}
+
+forward! {
+    list_buckets: ListBucketsInput => ListBucketsOutput;
+    create_bucket: CreateBucketInput => CreateBucketOutput;
+    head_bucket: HeadBucketInput => HeadBucketOutput;
+    delete_bucket: DeleteBucketInput => DeleteBucketOutput;
+    get_bucket_location: GetBucketLocationInput => GetBucketLocationOutput;
+    get_bucket_versioning: GetBucketVersioningInput => GetBucketVersioningOutput;
+    put_object: PutObjectInput => PutObjectOutput;
+    get_object: GetObjectInput => GetObjectOutput;
+    head_object: HeadObjectInput => HeadObjectOutput;
+    delete_object: DeleteObjectInput => DeleteObjectOutput;
+    delete_objects: DeleteObjectsInput => DeleteObjectsOutput;
+    list_objects: ListObjectsInput => ListObjectsOutput;
+    list_objects_v2: ListObjectsV2Input => ListObjectsV2Output;
+}
+
+/// Signature checks: the secret of an existing key.
+pub struct KeyAuth(pub Arc<Api>);
+
+#[async_trait::async_trait]
+impl s3s::auth::S3Auth for KeyAuth {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<s3s::auth::SecretKey> {
+        match self.0.fetch_key(access_key).await {
+            Ok(Some(k)) => Ok(k
+                .params()
+                .map(|p| p.secret_key.clone())
+                .unwrap_or_default()
+                .into()),
+            Ok(None) => Err(s3s::s3_error!(
+                InvalidAccessKeyId,
+                "The AWS access key Id you provided does not exist in our records."
+            )),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
