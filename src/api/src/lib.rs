@@ -8,6 +8,7 @@ pub mod ctx;
 pub mod error;
 pub mod list;
 pub mod meta;
+pub mod multipart;
 pub mod object;
 pub mod put;
 pub mod s3;

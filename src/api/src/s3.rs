@@ -38,6 +38,12 @@ forward! {
     delete_objects: DeleteObjectsInput => DeleteObjectsOutput;
     list_objects: ListObjectsInput => ListObjectsOutput;
     list_objects_v2: ListObjectsV2Input => ListObjectsV2Output;
+    create_multipart_upload: CreateMultipartUploadInput => CreateMultipartUploadOutput;
+    upload_part: UploadPartInput => UploadPartOutput;
+    complete_multipart_upload: CompleteMultipartUploadInput => CompleteMultipartUploadOutput;
+    abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput;
+    list_parts: ListPartsInput => ListPartsOutput;
+    list_multipart_uploads: ListMultipartUploadsInput => ListMultipartUploadsOutput;
 }
 
 /// Signature checks: the secret of an existing key.

@@ -1,0 +1,449 @@
+//! Multipart uploads: CreateMultipartUpload, UploadPart,
+//! CompleteMultipartUpload, AbortMultipartUpload, ListParts,
+//! ListMultipartUploads.
+//!
+//! The upload id is the object version's id. Each part is written as its
+//! own version (backlink: the upload), listed in the `multipart_upload`
+//! entry under (part number, timestamp). Completion writes one version
+//! listing every chosen part's blocks by (part number, offset in part), its
+//! block references, then the object version complete; the object table's
+//! hook then deletes the upload and its parts' versions.
+
+use std::sync::Arc;
+
+use garage_model::block_ref_table::BlockRef;
+use garage_model::mpu_table::{MpuPart, MpuPartKey, MultipartUpload};
+use garage_model::object_table::{
+    Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+};
+use garage_model::version_table::{Version, VersionBacklink};
+use garage_table::EmptyKey;
+use garage_util::data::{gen_uuid, Uuid};
+use garage_util::time::now_msec;
+use md5::{Digest, Md5};
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::ctx::{check_key, Api, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, StdHeaders};
+use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
+
+/// Smallest part size, except for the last part.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+pub const MAX_PART_NUMBER: i32 = 10_000;
+const MAX_UPLOADS_LISTED: usize = 1000;
+
+fn parse_upload_id(id: &str) -> ApiResult<Uuid> {
+    id.parse()
+        .map_err(|_| ApiError::NoSuchUpload(format!("{id} is not an upload id")))
+}
+
+/// The parts to use: for each part number, the newest finished write.
+fn finished_parts(mpu: &MultipartUpload) -> Vec<(u64, MpuPartKey, MpuPart)> {
+    let mut out: Vec<(u64, MpuPartKey, MpuPart)> = Vec::new();
+    for (k, p) in mpu.parts.items() {
+        if p.etag.is_none() || p.size.is_none() {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if last.0 == k.part_number => {
+                if k.timestamp >= last.1.timestamp {
+                    *last = (k.part_number, *k, p.clone());
+                }
+            }
+            _ => out.push((k.part_number, *k, p.clone())),
+        }
+    }
+    out
+}
+
+impl Api {
+    /// The live upload `id` of `bucket`/`key`.
+    async fn upload(&self, bucket: Uuid, key: &str, id: &str) -> ApiResult<MultipartUpload> {
+        let upload_id = parse_upload_id(id)?;
+        self.mpus
+            .get(&upload_id, &EmptyKey)
+            .await?
+            .filter(|m| !m.deleted.get() && m.bucket_id == bucket && m.key == key)
+            .ok_or_else(|| ApiError::NoSuchUpload(id.into()))
+    }
+
+    pub async fn create_multipart_upload(
+        self: Arc<Self>,
+        req: S3Request<CreateMultipartUploadInput>,
+    ) -> ApiResult<S3Response<CreateMultipartUploadOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        check_key(&i.key)?;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let headers = StdHeaders {
+            content_type: i.content_type,
+            cache_control: i.cache_control,
+            content_disposition: i.content_disposition,
+            content_encoding: i.content_encoding,
+            content_language: i.content_language,
+            expires: i.expires,
+            metadata: i.metadata,
+        }
+        .into_pairs();
+        let upload_id = gen_uuid();
+        let timestamp = now_msec();
+        let obj = Object::new(
+            bucket,
+            i.key.clone(),
+            vec![ObjectVersion {
+                uuid: upload_id,
+                timestamp,
+                state: ObjectVersionState::Uploading {
+                    multipart: true,
+                    headers,
+                },
+            }],
+        );
+        let mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
+        let (a, b) = tokio::join!(self.objects.insert(&obj), self.mpus.insert(&mpu));
+        a?;
+        b?;
+        Ok(S3Response::new(CreateMultipartUploadOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(upload_id.hex()),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn upload_part(
+        self: Arc<Self>,
+        req: S3Request<UploadPartInput>,
+    ) -> ApiResult<S3Response<UploadPartOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        if !(1..=MAX_PART_NUMBER).contains(&i.part_number) {
+            return Err(ApiError::InvalidArgument(format!(
+                "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
+            )));
+        }
+        let md5_given = i.content_md5.as_deref().map(parse_content_md5).transpose()?;
+        let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let part_number = i.part_number as u64;
+        let version = gen_uuid();
+        let pkey = MpuPartKey {
+            part_number,
+            timestamp: now_msec(),
+        };
+        // The part is listed before its blocks are written, so that an
+        // abort releases them whatever happens to this request.
+        let mut listed = MultipartUpload::new(mpu.upload_id, mpu.timestamp, bucket, i.key.clone());
+        listed.parts.put(
+            pkey,
+            MpuPart {
+                version,
+                etag: None,
+                size: None,
+            },
+        );
+        self.mpus.insert(&listed).await?;
+
+        let mut chunker = Chunker::new(i.body);
+        let (md5, size) = match chunker.next(BLOCK_SIZE).await? {
+            None => (md5_of(&[]), 0),
+            Some(first) => {
+                let w = write_blocks(
+                    &self,
+                    version,
+                    VersionBacklink::MultipartUpload {
+                        upload_id: mpu.upload_id,
+                    },
+                    part_number,
+                    first,
+                    &mut chunker,
+                )
+                .await?;
+                (w.md5, w.size)
+            }
+        };
+        if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
+            return Err(ApiError::IncompleteBody);
+        }
+        if md5_given.is_some_and(|m| m != md5) {
+            return Err(ApiError::BadDigest);
+        }
+        let etag = hex::encode(md5);
+        let mut done = MultipartUpload::new(mpu.upload_id, mpu.timestamp, bucket, i.key.clone());
+        done.parts.put(
+            pkey,
+            MpuPart {
+                version,
+                etag: Some(etag.clone()),
+                size: Some(size),
+            },
+        );
+        self.mpus.insert(&done).await?;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(etag)),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn complete_multipart_upload(
+        self: Arc<Self>,
+        req: S3Request<CompleteMultipartUploadInput>,
+    ) -> ApiResult<S3Response<CompleteMultipartUploadOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let (mpu, obj) = tokio::join!(
+            self.upload(bucket, &i.key, &i.upload_id),
+            self.objects.get(&bucket, &i.key)
+        );
+        let mpu = mpu?;
+        let headers = obj?
+            .and_then(|o| {
+                o.version(mpu.timestamp, mpu.upload_id)
+                    .and_then(|v| match &v.state {
+                        ObjectVersionState::Uploading { headers, .. } => Some(headers.clone()),
+                        _ => None,
+                    })
+            })
+            .ok_or_else(|| ApiError::NoSuchUpload(i.upload_id.clone()))?;
+        let asked = i
+            .multipart_upload
+            .and_then(|m| m.parts)
+            .unwrap_or_default();
+        if asked.is_empty() {
+            return Err(ApiError::InvalidArgument(
+                "You must specify at least one part".into(),
+            ));
+        }
+        let have = finished_parts(&mpu);
+        let mut chosen = Vec::new();
+        let mut prev = 0;
+        for p in asked.iter() {
+            let n = p.part_number.unwrap_or(0);
+            if n <= prev {
+                return Err(ApiError::InvalidPartOrder);
+            }
+            prev = n;
+            let found = have
+                .iter()
+                .find(|(pn, _, _)| *pn == n as u64)
+                .ok_or_else(|| ApiError::InvalidPart(format!("part {n} was not uploaded")))?;
+            let etag = found.2.etag.clone().unwrap_or_default();
+            if let Some(e) = &p.e_tag {
+                if e.value() != etag {
+                    return Err(ApiError::InvalidPart(format!(
+                        "part {n}: the ETag given is not the part's"
+                    )));
+                }
+            }
+            chosen.push(found.clone());
+        }
+        for (idx, (n, _, p)) in chosen.iter().enumerate() {
+            if idx + 1 < chosen.len() && p.size.unwrap_or(0) < MIN_PART_SIZE {
+                return Err(ApiError::EntityTooSmall(*n as i32));
+            }
+        }
+        // The parts' block lists.
+        let versions = futures::future::try_join_all(
+            chosen
+                .iter()
+                .map(|(_, _, p)| self.versions.get(&p.version, &EmptyKey)),
+        )
+        .await?;
+        let mut fin = Version::new(
+            mpu.upload_id,
+            VersionBacklink::Object {
+                bucket_id: bucket,
+                key: i.key.clone(),
+            },
+        );
+        let mut etags = Md5::new();
+        let mut size = 0u64;
+        for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
+            let v = v
+                .as_ref()
+                .filter(|v| !v.deleted.get())
+                .ok_or_else(|| ApiError::InvalidPart(format!("part {n} is gone")))?;
+            let mut part_size = 0;
+            for (k, b) in v.blocks.items() {
+                fin.blocks.put(*k, b.clone());
+                part_size += b.size;
+            }
+            if part_size != p.size.unwrap_or(0) {
+                return Err(ApiError::Internal(format!(
+                    "part {n}: its version lists {part_size} bytes, the upload {}",
+                    p.size.unwrap_or(0)
+                )));
+            }
+            size += part_size;
+            etags.update(hex::decode(p.etag.as_deref().unwrap_or("")).unwrap_or_default());
+        }
+        let etag = format!("{}-{}", hex::encode(etags.finalize()), chosen.len());
+        let meta = ObjectVersionMeta {
+            headers,
+            size,
+            etag: etag.clone(),
+        };
+        let data = match fin.blocks.items().next() {
+            None => ObjectVersionData::Inline(meta, vec![]),
+            Some((_, first)) => {
+                let refs: Vec<BlockRef> = fin
+                    .blocks
+                    .items()
+                    .map(|(_, b)| BlockRef::new(b.hash, mpu.upload_id, false))
+                    .collect();
+                let (a, b) = tokio::join!(self.block_refs.insert_many(&refs), self.versions.insert(&fin));
+                a?;
+                b?;
+                ObjectVersionData::FirstBlock(meta, first.hash)
+            }
+        };
+        self.objects
+            .insert(&Object::new(
+                bucket,
+                i.key.clone(),
+                vec![ObjectVersion {
+                    uuid: mpu.upload_id,
+                    timestamp: mpu.timestamp,
+                    state: ObjectVersionState::Complete(data),
+                }],
+            ))
+            .await?;
+        Ok(S3Response::new(CompleteMultipartUploadOutput {
+            bucket: Some(i.bucket.clone()),
+            key: Some(i.key.clone()),
+            e_tag: Some(ETag::Strong(etag)),
+            location: Some(format!("/{}/{}", i.bucket, i.key)),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn abort_multipart_upload(
+        self: Arc<Self>,
+        req: S3Request<AbortMultipartUploadInput>,
+    ) -> ApiResult<S3Response<AbortMultipartUploadOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let aborted = Object::new(
+            bucket,
+            i.key.clone(),
+            vec![ObjectVersion {
+                uuid: mpu.upload_id,
+                timestamp: mpu.timestamp,
+                state: ObjectVersionState::Aborted,
+            }],
+        );
+        let mut gone = mpu.clone();
+        gone.deleted.set();
+        gone.parts.clear();
+        let (a, b) = tokio::join!(self.objects.insert(&aborted), self.mpus.insert(&gone));
+        a?;
+        b?;
+        let mut resp = S3Response::new(AbortMultipartUploadOutput::default());
+        resp.status = Some(hyper::StatusCode::NO_CONTENT);
+        Ok(resp)
+    }
+
+    pub async fn list_parts(
+        self: Arc<Self>,
+        req: S3Request<ListPartsInput>,
+    ) -> ApiResult<S3Response<ListPartsOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
+        let marker = i.part_number_marker.unwrap_or(0).max(0) as u64;
+        let all: Vec<_> = finished_parts(&mpu)
+            .into_iter()
+            .filter(|(n, _, _)| *n > marker)
+            .collect();
+        let truncated = all.len() > max;
+        let parts: Vec<Part> = all
+            .iter()
+            .take(max)
+            .map(|(n, k, p)| Part {
+                part_number: Some(*n as i32),
+                e_tag: p.etag.clone().map(ETag::Strong),
+                size: p.size.map(|s| s as i64),
+                last_modified: Some(meta::timestamp(k.timestamp)),
+                ..Default::default()
+            })
+            .collect();
+        let next = parts.last().and_then(|p| p.part_number);
+        Ok(S3Response::new(ListPartsOutput {
+            bucket: Some(i.bucket),
+            key: Some(i.key),
+            upload_id: Some(i.upload_id),
+            max_parts: Some(max as i32),
+            part_number_marker: i.part_number_marker,
+            next_part_number_marker: if truncated { next } else { None },
+            is_truncated: Some(truncated),
+            parts: Some(parts),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn list_multipart_uploads(
+        self: Arc<Self>,
+        req: S3Request<ListMultipartUploadsInput>,
+    ) -> ApiResult<S3Response<ListMultipartUploadsOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let prefix = i.prefix.clone().unwrap_or_default();
+        let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
+        let objects = self
+            .objects
+            .get_range(
+                &bucket,
+                Some(prefix.clone()),
+                Some(ObjectFilter::IsUploading {
+                    multipart: Some(true),
+                }),
+                MAX_UPLOADS_LISTED,
+                false,
+            )
+            .await?;
+        let mut uploads = Vec::new();
+        for o in objects.iter().filter(|o| o.key.starts_with(&prefix)) {
+            for v in o.versions().iter().filter(|v| v.is_uploading(Some(true))) {
+                uploads.push(MultipartUpload_ {
+                    key: o.key.clone(),
+                    upload_id: v.uuid.hex(),
+                    initiated: v.timestamp,
+                });
+            }
+        }
+        let truncated = uploads.len() > max;
+        uploads.truncate(max);
+        Ok(S3Response::new(ListMultipartUploadsOutput {
+            bucket: Some(i.bucket),
+            prefix: i.prefix,
+            max_uploads: Some(max as i32),
+            is_truncated: Some(truncated),
+            uploads: Some(
+                uploads
+                    .into_iter()
+                    .map(|u| s3s::dto::MultipartUpload {
+                        key: Some(u.key),
+                        upload_id: Some(u.upload_id),
+                        initiated: Some(meta::timestamp(u.initiated)),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        }))
+    }
+}
+
+struct MultipartUpload_ {
+    key: String,
+    upload_id: String,
+    initiated: u64,
+}
