@@ -1,0 +1,163 @@
+"""S3 round trips and error cases with boto3, run by tests/s3.rs.
+
+Usage: boto3_suite.py KEY_ID SECRET ENDPOINT [ENDPOINT...]
+Writes go through the first endpoint; every read is done through each
+endpoint in turn. Exits non-zero (with the failed assertion) on error.
+"""
+import hashlib
+import os
+import sys
+
+import boto3
+from botocore.client import Config
+from botocore.exceptions import ClientError
+
+key_id, secret, endpoints = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+
+def client(endpoint, key=key_id, sec=secret):
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id=key,
+        aws_secret_access_key=sec,
+        region_name="garage",
+        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+    )
+
+
+w = client(endpoints[0])
+readers = [client(e) for e in endpoints]
+
+
+def expect_error(code, status, f, *a, **kw):
+    try:
+        f(*a, **kw)
+    except ClientError as e:
+        got = (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
+        assert got == (code, status), f"expected {(code, status)}, got {got}: {e}"
+        return
+    raise AssertionError(f"expected {code} {status}, the call succeeded")
+
+
+bucket = "suite"
+w.create_bucket(Bucket=bucket)
+expect_error("BucketAlreadyOwnedByYou", 409, w.create_bucket, Bucket=bucket)
+names = [b["Name"] for b in w.list_buckets()["Buckets"]]
+assert bucket in names, names
+for r in readers:
+    r.head_bucket(Bucket=bucket)
+expect_error("NoSuchBucket", 404, w.list_objects_v2, Bucket="no-such-bucket")
+expect_error(
+    "InvalidLocationConstraint", 400, w.create_bucket, Bucket="elsewhere",
+    CreateBucketConfiguration={"LocationConstraint": "mars-1"},
+)
+
+# Sizes around the inline limit and the block size, and a 17 MiB object.
+MIB = 1 << 20
+sizes = [0, 1, 3071, 3072, 3073, MIB - 1, MIB, MIB + 1, 17 * MIB]
+for size in sizes:
+    data = os.urandom(size)
+    key = f"sizes/{size}"
+    put = w.put_object(Bucket=bucket, Key=key, Body=data, ContentType="application/x-test",
+                       Metadata={"origin": "suite"})
+    assert put["ETag"].strip('"') == hashlib.md5(data).hexdigest(), put
+    for r in readers:
+        got = r.get_object(Bucket=bucket, Key=key)
+        body = got["Body"].read()
+        assert hashlib.sha256(body).digest() == hashlib.sha256(data).digest(), (size, len(body))
+        assert got["ContentLength"] == size
+        assert got["ContentType"] == "application/x-test"
+        assert got["Metadata"] == {"origin": "suite"}, got["Metadata"]
+    if size > 10:
+        part = readers[-1].get_object(Bucket=bucket, Key=key, Range="bytes=3-9")
+        assert part["Body"].read() == data[3:10]
+        assert part["ContentRange"] == f"bytes 3-9/{size}", part["ContentRange"]
+        tail = readers[0].get_object(Bucket=bucket, Key=key, Range=f"bytes={size - 5}-")
+        assert tail["Body"].read() == data[-5:]
+    print(f"size {size}: ok", flush=True)
+
+expect_error("InvalidRange", 416, w.get_object, Bucket=bucket, Key="sizes/1", Range="bytes=5-9")
+expect_error("NoSuchKey", 404, w.get_object, Bucket=bucket, Key="nope")
+etag = w.head_object(Bucket=bucket, Key="sizes/3073")["ETag"]
+expect_error("304", 304, w.get_object, Bucket=bucket, Key="sizes/3073", IfNoneMatch=etag)
+expect_error("PreconditionFailed", 412, w.get_object, Bucket=bucket, Key="sizes/3073", IfMatch='"abc"')
+expect_error("BadDigest", 400, w.put_object, Bucket=bucket, Key="bad", Body=b"hello",
+             ContentMD5="1B2M2Y8AsgTpgAmY7PhCfg==")
+
+# Listing: prefixes, delimiter, pagination.
+for k in ["l/a", "l/b/1", "l/b/2", "l/c", "l/d/x", "l/e"]:
+    w.put_object(Bucket=bucket, Key=k, Body=b"x")
+for r in readers:
+    res = r.list_objects_v2(Bucket=bucket, Prefix="l/", Delimiter="/")
+    assert [o["Key"] for o in res["Contents"]] == ["l/a", "l/c", "l/e"], res
+    assert [p["Prefix"] for p in res["CommonPrefixes"]] == ["l/b/", "l/d/"], res
+    assert res["KeyCount"] == 5
+seen, token = [], None
+for _ in range(10):
+    kw = {"ContinuationToken": token} if token else {}
+    res = w.list_objects_v2(Bucket=bucket, Prefix="l/", Delimiter="/", MaxKeys=2, **kw)
+    seen += [o["Key"] for o in res.get("Contents", [])] + [p["Prefix"] for p in res.get("CommonPrefixes", [])]
+    if not res["IsTruncated"]:
+        break
+    token = res["NextContinuationToken"]
+assert sorted(seen) == ["l/a", "l/b/", "l/c", "l/d/", "l/e"], seen
+v1 = w.list_objects(Bucket=bucket, Prefix="l/", MaxKeys=3)
+assert [o["Key"] for o in v1["Contents"]] == ["l/a", "l/b/1", "l/b/2"] and v1["IsTruncated"]
+v1 = w.list_objects(Bucket=bucket, Prefix="l/", Marker="l/b/2")
+assert [o["Key"] for o in v1["Contents"]] == ["l/c", "l/d/x", "l/e"], v1
+after = w.list_objects_v2(Bucket=bucket, Prefix="l/", StartAfter="l/c")
+assert [o["Key"] for o in after["Contents"]] == ["l/d/x", "l/e"]
+
+# Multipart: 5 MiB + 5 MiB + 1 byte.
+parts_data = [os.urandom(5 * MIB), os.urandom(5 * MIB), b"z"]
+up = w.create_multipart_upload(Bucket=bucket, Key="mp", ContentType="video/x-test")
+uid = up["UploadId"]
+assert any(u["UploadId"] == uid for u in w.list_multipart_uploads(Bucket=bucket)["Uploads"])
+etags = []
+for i, d in enumerate(parts_data):
+    etags.append(w.upload_part(Bucket=bucket, Key="mp", UploadId=uid, PartNumber=i + 1, Body=d)["ETag"])
+listed = w.list_parts(Bucket=bucket, Key="mp", UploadId=uid)["Parts"]
+assert [p["PartNumber"] for p in listed] == [1, 2, 3]
+parts = [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]
+expect_error("InvalidPartOrder", 400, w.complete_multipart_upload, Bucket=bucket, Key="mp",
+             UploadId=uid, MultipartUpload={"Parts": [parts[1], parts[0]]})
+expect_error("InvalidPart", 400, w.complete_multipart_upload, Bucket=bucket, Key="mp",
+             UploadId=uid, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": '"00"'}]})
+done = w.complete_multipart_upload(Bucket=bucket, Key="mp", UploadId=uid, MultipartUpload={"Parts": parts})
+md5s = b"".join(hashlib.md5(d).digest() for d in parts_data)
+assert done["ETag"].strip('"') == hashlib.md5(md5s).hexdigest() + "-3", done["ETag"]
+whole = b"".join(parts_data)
+for r in readers:
+    got = r.get_object(Bucket=bucket, Key="mp")
+    assert got["Body"].read() == whole
+    assert got["ContentType"] == "video/x-test"
+    mid = r.get_object(Bucket=bucket, Key="mp", Range=f"bytes={5 * MIB - 2}-{5 * MIB + 1}")
+    assert mid["Body"].read() == whole[5 * MIB - 2:5 * MIB + 2]
+
+# A part under 5 MiB that is not the last is refused.
+up = w.create_multipart_upload(Bucket=bucket, Key="small-parts")
+uid2 = up["UploadId"]
+e1 = w.upload_part(Bucket=bucket, Key="small-parts", UploadId=uid2, PartNumber=1, Body=b"a" * 100)["ETag"]
+e2 = w.upload_part(Bucket=bucket, Key="small-parts", UploadId=uid2, PartNumber=2, Body=b"b")["ETag"]
+expect_error("EntityTooSmall", 400, w.complete_multipart_upload, Bucket=bucket, Key="small-parts",
+             UploadId=uid2, MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})
+w.abort_multipart_upload(Bucket=bucket, Key="small-parts", UploadId=uid2)
+expect_error("NoSuchUpload", 404, w.list_parts, Bucket=bucket, Key="small-parts", UploadId=uid2)
+
+# Deletes.
+expect_error("BucketNotEmpty", 409, w.delete_bucket, Bucket=bucket)
+w.delete_object(Bucket=bucket, Key="sizes/1")
+expect_error("NoSuchKey", 404, readers[-1].get_object, Bucket=bucket, Key="sizes/1")
+res = w.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "l/a"}, {"Key": "l/c"}]})
+assert sorted(d["Key"] for d in res["Deleted"]) == ["l/a", "l/c"], res
+quiet = w.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "l/e"}], "Quiet": True})
+assert not quiet.get("Deleted"), quiet
+
+# Authentication.
+expect_error("InvalidAccessKeyId", 403, client(endpoints[0], key="GK000000000000000000000000").list_buckets)
+expect_error("SignatureDoesNotMatch", 403, client(endpoints[0], sec="0" * 64).list_buckets)
+anon = boto3.client("s3", endpoint_url=endpoints[0], region_name="garage",
+                    config=Config(signature_version=__import__("botocore").UNSIGNED))
+expect_error("AccessDenied", 403, anon.list_objects_v2, Bucket=bucket)
+print("boto3 suite: all checks passed")
