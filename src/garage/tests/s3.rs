@@ -1,0 +1,142 @@
+//! The S3 API with real clients against real `garage` processes: the boto3
+//! suite (tests/s3/boto3_suite.py) on one node and on three nodes in three
+//! zones (writes through one node, reads through each), aws-cli's
+//! high-level commands, and uploads and downloads with a node SIGKILLed.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::{stderr, stdout};
+
+/// An access key allowed to create buckets, made with the CLI.
+fn make_key(c: &Cluster, name: &str) -> (String, String) {
+    let out = c.garage_ok(0, &["key", "create", name]);
+    let field = |label: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(label))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no {label} in {out}"))
+    };
+    let (id, secret) = (field("Key ID:"), field("Secret key:"));
+    c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
+    (id, secret)
+}
+
+fn endpoint(c: &Cluster, i: usize) -> String {
+    format!("http://{}:3900", c.nodes[i].ip)
+}
+
+fn boto3_suite(key: &(String, String), endpoints: &[String]) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/boto3_suite.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&key.0)
+        .arg(&key.1)
+        .args(endpoints)
+        .output()
+        .expect("python3 runs (CI installs it with boto3)");
+    assert!(
+        out.status.success(),
+        "boto3 suite failed:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("all checks passed"), "{}", stdout(&out));
+}
+
+/// Runs aws-cli against `endpoint` with `key`, in `dir`.
+fn aws(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> Output {
+    Command::new("aws")
+        .current_dir(dir)
+        .env("AWS_ACCESS_KEY_ID", &key.0)
+        .env("AWS_SECRET_ACCESS_KEY", &key.1)
+        .env("AWS_DEFAULT_REGION", "garage")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .arg("--endpoint-url")
+        .arg(endpoint)
+        .args(args)
+        .output()
+        .expect("aws-cli runs (CI installs it)")
+}
+
+fn aws_ok(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> String {
+    let o = aws(key, endpoint, dir, args);
+    assert!(
+        o.status.success(),
+        "aws {args:?} failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+fn random_file(path: &Path, size: usize) -> Vec<u8> {
+    let data: Vec<u8> = (0..size).map(|_| rand::random::<u8>()).collect();
+    std::fs::write(path, &data).unwrap();
+    data
+}
+
+#[test]
+fn s3_on_one_node() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "suite");
+    boto3_suite(&key, &[endpoint(&c, 0)]);
+}
+
+#[test]
+fn s3_on_three_nodes_in_three_zones() {
+    let mut c = Cluster::new(3, 3);
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = make_key(&c, "suite");
+    let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
+    boto3_suite(&key, &eps);
+
+    // aws-cli's high-level commands: multipart cp (17 MiB), sync, ls,
+    // presign, rm.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    aws_ok(&key, &eps[0], d, &["s3", "mb", "s3://cli"]);
+    std::fs::create_dir(d.join("site")).unwrap();
+    let big = random_file(&d.join("big"), 17 << 20);
+    random_file(&d.join("site/a.txt"), 10);
+    random_file(&d.join("site/b.bin"), 5000);
+    aws_ok(&key, &eps[0], d, &["s3", "cp", "big", "s3://cli/big", "--only-show-errors"]);
+    aws_ok(&key, &eps[1], d, &["s3", "sync", "site", "s3://cli/site", "--only-show-errors"]);
+    let ls = aws_ok(&key, &eps[2], d, &["s3", "ls", "--recursive", "s3://cli"]);
+    for k in ["big", "site/a.txt", "site/b.bin"] {
+        assert!(ls.contains(k), "{ls}");
+    }
+    aws_ok(&key, &eps[2], d, &["s3", "cp", "s3://cli/big", "big.back", "--only-show-errors"]);
+    assert!(std::fs::read(d.join("big.back")).unwrap() == big, "17 MiB round trip differs");
+    let url = aws_ok(&key, &eps[1], d, &["s3", "presign", "s3://cli/site/a.txt"]);
+    let fetched = Command::new("curl")
+        .args(["-sf", url.trim()])
+        .output()
+        .expect("curl runs");
+    assert!(fetched.status.success(), "presigned GET failed: {}", stderr(&fetched));
+    assert_eq!(fetched.stdout, std::fs::read(d.join("site/a.txt")).unwrap());
+    aws_ok(&key, &eps[0], d, &["s3", "rm", "--recursive", "s3://cli/site", "--only-show-errors"]);
+    let ls = aws_ok(&key, &eps[1], d, &["s3", "ls", "--recursive", "s3://cli"]);
+    assert!(!ls.contains("site/"), "{ls}");
+
+    // One node SIGKILLed: writes and reads through the others still work,
+    // and what was acknowledged before is all there.
+    c.kill(2);
+    let after = random_file(&d.join("after"), 3 << 20);
+    aws_ok(&key, &eps[0], d, &["s3", "cp", "after", "s3://cli/after", "--only-show-errors"]);
+    aws_ok(&key, &eps[1], d, &["s3", "cp", "s3://cli/after", "after.back", "--only-show-errors"]);
+    assert!(std::fs::read(d.join("after.back")).unwrap() == after);
+    aws_ok(&key, &eps[1], d, &["s3", "cp", "s3://cli/big", "big.back2", "--only-show-errors"]);
+    assert!(std::fs::read(d.join("big.back2")).unwrap() == big);
+}
