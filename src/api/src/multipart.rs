@@ -125,7 +125,11 @@ impl Api {
                 "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
             )));
         }
-        let md5_given = i.content_md5.as_deref().map(parse_content_md5).transpose()?;
+        let md5_given = i
+            .content_md5
+            .as_deref()
+            .map(parse_content_md5)
+            .transpose()?;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         let part_number = i.part_number as u64;
         let version = gen_uuid();
@@ -208,10 +212,7 @@ impl Api {
                     })
             })
             .ok_or_else(|| ApiError::NoSuchUpload(i.upload_id.clone()))?;
-        let asked = i
-            .multipart_upload
-            .and_then(|m| m.parts)
-            .unwrap_or_default();
+        let asked = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
         if asked.is_empty() {
             return Err(ApiError::InvalidArgument(
                 "You must specify at least one part".into(),
@@ -268,7 +269,7 @@ impl Api {
                 .ok_or_else(|| ApiError::InvalidPart(format!("part {n} is gone")))?;
             let mut part_size = 0;
             for (k, b) in v.blocks.items() {
-                fin.blocks.put(*k, b.clone());
+                fin.blocks.put(*k, *b);
                 part_size += b.size;
             }
             if part_size != p.size.unwrap_or(0) {
@@ -294,7 +295,10 @@ impl Api {
                     .items()
                     .map(|(_, b)| BlockRef::new(b.hash, mpu.upload_id, false))
                     .collect();
-                let (a, b) = tokio::join!(self.block_refs.insert_many(&refs), self.versions.insert(&fin));
+                let (a, b) = tokio::join!(
+                    self.block_refs.insert_many(&refs),
+                    self.versions.insert(&fin)
+                );
                 a?;
                 b?;
                 ObjectVersionData::FirstBlock(meta, first.hash)

@@ -44,7 +44,11 @@ fn boto3_suite(key: &(String, String), endpoints: &[String]) {
         stdout(&out),
         stderr(&out)
     );
-    assert!(stdout(&out).contains("all checks passed"), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("all checks passed"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 /// Runs aws-cli against `endpoint` with `key`, in `dir`.
@@ -111,22 +115,55 @@ fn s3_on_three_nodes_in_three_zones() {
     let big = random_file(&d.join("big"), 17 << 20);
     random_file(&d.join("site/a.txt"), 10);
     random_file(&d.join("site/b.bin"), 5000);
-    aws_ok(&key, &eps[0], d, &["s3", "cp", "big", "s3://cli/big", "--only-show-errors"]);
-    aws_ok(&key, &eps[1], d, &["s3", "sync", "site", "s3://cli/site", "--only-show-errors"]);
+    aws_ok(
+        &key,
+        &eps[0],
+        d,
+        &["s3", "cp", "big", "s3://cli/big", "--only-show-errors"],
+    );
+    aws_ok(
+        &key,
+        &eps[1],
+        d,
+        &["s3", "sync", "site", "s3://cli/site", "--only-show-errors"],
+    );
     let ls = aws_ok(&key, &eps[2], d, &["s3", "ls", "--recursive", "s3://cli"]);
     for k in ["big", "site/a.txt", "site/b.bin"] {
         assert!(ls.contains(k), "{ls}");
     }
-    aws_ok(&key, &eps[2], d, &["s3", "cp", "s3://cli/big", "big.back", "--only-show-errors"]);
-    assert!(std::fs::read(d.join("big.back")).unwrap() == big, "17 MiB round trip differs");
+    aws_ok(
+        &key,
+        &eps[2],
+        d,
+        &["s3", "cp", "s3://cli/big", "big.back", "--only-show-errors"],
+    );
+    assert!(
+        std::fs::read(d.join("big.back")).unwrap() == big,
+        "17 MiB round trip differs"
+    );
     let url = aws_ok(&key, &eps[1], d, &["s3", "presign", "s3://cli/site/a.txt"]);
     let fetched = Command::new("curl")
         .args(["-sf", url.trim()])
         .output()
         .expect("curl runs");
-    assert!(fetched.status.success(), "presigned GET failed: {}", stderr(&fetched));
+    assert!(
+        fetched.status.success(),
+        "presigned GET failed: {}",
+        stderr(&fetched)
+    );
     assert_eq!(fetched.stdout, std::fs::read(d.join("site/a.txt")).unwrap());
-    aws_ok(&key, &eps[0], d, &["s3", "rm", "--recursive", "s3://cli/site", "--only-show-errors"]);
+    aws_ok(
+        &key,
+        &eps[0],
+        d,
+        &[
+            "s3",
+            "rm",
+            "--recursive",
+            "s3://cli/site",
+            "--only-show-errors",
+        ],
+    );
     let ls = aws_ok(&key, &eps[1], d, &["s3", "ls", "--recursive", "s3://cli"]);
     assert!(!ls.contains("site/"), "{ls}");
 
@@ -134,9 +171,36 @@ fn s3_on_three_nodes_in_three_zones() {
     // and what was acknowledged before is all there.
     c.kill(2);
     let after = random_file(&d.join("after"), 3 << 20);
-    aws_ok(&key, &eps[0], d, &["s3", "cp", "after", "s3://cli/after", "--only-show-errors"]);
-    aws_ok(&key, &eps[1], d, &["s3", "cp", "s3://cli/after", "after.back", "--only-show-errors"]);
+    aws_ok(
+        &key,
+        &eps[0],
+        d,
+        &["s3", "cp", "after", "s3://cli/after", "--only-show-errors"],
+    );
+    aws_ok(
+        &key,
+        &eps[1],
+        d,
+        &[
+            "s3",
+            "cp",
+            "s3://cli/after",
+            "after.back",
+            "--only-show-errors",
+        ],
+    );
     assert!(std::fs::read(d.join("after.back")).unwrap() == after);
-    aws_ok(&key, &eps[1], d, &["s3", "cp", "s3://cli/big", "big.back2", "--only-show-errors"]);
+    aws_ok(
+        &key,
+        &eps[1],
+        d,
+        &[
+            "s3",
+            "cp",
+            "s3://cli/big",
+            "big.back2",
+            "--only-show-errors",
+        ],
+    );
     assert!(std::fs::read(d.join("big.back2")).unwrap() == big);
 }

@@ -4,6 +4,7 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::process::Command;
 
 use common::{garage, stderr, stdout, Proc};
 
@@ -77,7 +78,11 @@ fn default_single_node_runs_stops_and_restarts() {
         "this test checks the built-in configuration and needs a machine without /etc/garage.toml"
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut p = Proc::spawn(dir.path(), &["server"]);
+    let out_path = dir.path().join("stdout.txt");
+    let mut p = Proc::spawn_with_stdout(
+        common::base_command(dir.path()).arg("server"),
+        std::fs::File::create(&out_path).unwrap().into(),
+    );
     p.wait_log("built-in default configuration");
     let line = p.wait_log("metadata: lmdb database at");
     assert!(
@@ -99,6 +104,46 @@ fn default_single_node_runs_stops_and_restarts() {
         "the secret was logged"
     );
 
+    // Standard output names the S3 endpoint and a ready key (the log does
+    // not hold its secret), and the key works with aws-cli.
+    let printed = std::fs::read_to_string(&out_path).unwrap();
+    let field = |label: &str| {
+        printed
+            .lines()
+            .find_map(|l| l.strip_prefix(label))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_else(|| panic!("no {label:?} in stdout:\n{printed}"))
+    };
+    assert!(
+        field("S3 endpoint:").starts_with("http://127.0.0.1:3900"),
+        "{printed}"
+    );
+    let (key_id, key_secret) = (field("access key id:"), field("secret access key:"));
+    assert!(
+        !p.log().contains(&key_secret),
+        "the S3 secret key was logged"
+    );
+    let mb = Command::new("aws")
+        .env("AWS_ACCESS_KEY_ID", &key_id)
+        .env("AWS_SECRET_ACCESS_KEY", &key_secret)
+        .env("AWS_DEFAULT_REGION", "garage")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .args([
+            "--endpoint-url",
+            "http://127.0.0.1:3900",
+            "s3",
+            "mb",
+            "s3://first",
+        ])
+        .output()
+        .expect("aws-cli runs (CI installs it)");
+    assert!(
+        mb.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mb.stderr)
+    );
+
     p.signal("TERM");
     assert!(p.wait_exit().success());
     p.wait_log("garage stopped");
@@ -110,6 +155,10 @@ fn default_single_node_runs_stops_and_restarts() {
     p.wait_log("RPC secret read from");
     p.wait_log("garage is running");
     assert_eq!(std::fs::read_to_string(&secret).unwrap(), secret_value);
+    assert!(
+        !p.log().contains("created access key"),
+        "the default key is created once"
+    );
     p.signal("INT");
     assert!(p.wait_exit().success());
 }

@@ -63,9 +63,15 @@ impl Proc {
     }
 
     pub fn spawn_with(cmd: &mut Command) -> Proc {
+        Self::spawn_with_stdout(cmd, Stdio::null())
+    }
+
+    /// Like [`Proc::spawn_with`], with standard output sent to `stdout`
+    /// (the log is standard error).
+    pub fn spawn_with_stdout(cmd: &mut Command, stdout: Stdio) -> Proc {
         let mut child = cmd
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::piped())
             .spawn()
             .expect("cannot start garage");
