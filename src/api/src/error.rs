@@ -41,6 +41,8 @@ pub enum ApiError {
     EntityTooSmall(i32),
     #[error("{0}")]
     InvalidArgument(String),
+    #[error("{0}")]
+    InvalidRequest(String),
     #[error("Your key is too long (at most 1024 bytes)")]
     KeyTooLong,
     #[error("You did not provide the number of bytes specified by the Content-Length header")]
@@ -112,6 +114,7 @@ impl ApiError {
             InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
             EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
             InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+            InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
             IncompleteBody => S3ErrorCode::IncompleteBody,
             QuotaExceeded(_) => S3ErrorCode::Custom("QuotaExceeded".into()),

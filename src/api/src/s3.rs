@@ -34,6 +34,7 @@ forward! {
     put_object: PutObjectInput => PutObjectOutput;
     get_object: GetObjectInput => GetObjectOutput;
     head_object: HeadObjectInput => HeadObjectOutput;
+    copy_object: CopyObjectInput => CopyObjectOutput;
     delete_object: DeleteObjectInput => DeleteObjectOutput;
     delete_objects: DeleteObjectsInput => DeleteObjectsOutput;
     list_objects: ListObjectsInput => ListObjectsOutput;

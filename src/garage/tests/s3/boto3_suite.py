@@ -145,6 +145,28 @@ expect_error("EntityTooSmall", 400, w.complete_multipart_upload, Bucket=bucket, 
 w.abort_multipart_upload(Bucket=bucket, Key="small-parts", UploadId=uid2)
 expect_error("NoSuchUpload", 404, w.list_parts, Bucket=bucket, Key="small-parts", UploadId=uid2)
 
+# Copies share the source's data; metadata is copied or replaced.
+for size in [3071, MIB + 1]:
+    src = f"sizes/{size}"
+    data = readers[0].get_object(Bucket=bucket, Key=src)["Body"].read()
+    res = w.copy_object(Bucket=bucket, Key=f"copy/{size}", CopySource={"Bucket": bucket, "Key": src})
+    assert res["CopyObjectResult"]["ETag"].strip('"') == hashlib.md5(data).hexdigest()
+    for r in readers:
+        got = r.get_object(Bucket=bucket, Key=f"copy/{size}")
+        assert got["Body"].read() == data and got["Metadata"] == {"origin": "suite"}
+    w.copy_object(Bucket=bucket, Key=f"copy/{size}", CopySource={"Bucket": bucket, "Key": src},
+                  MetadataDirective="REPLACE", ContentType="text/plain", Metadata={"k": "v"})
+    got = readers[-1].head_object(Bucket=bucket, Key=f"copy/{size}")
+    assert got["ContentType"] == "text/plain" and got["Metadata"] == {"k": "v"}, got
+w.delete_object(Bucket=bucket, Key=f"sizes/{MIB + 1}")
+assert readers[-1].get_object(Bucket=bucket, Key=f"copy/{MIB + 1}")["ContentLength"] == MIB + 1
+expect_error("InvalidRequest", 400, w.copy_object, Bucket=bucket, Key="mp",
+             CopySource={"Bucket": bucket, "Key": "mp"})
+expect_error("NoSuchKey", 404, w.copy_object, Bucket=bucket, Key="x",
+             CopySource={"Bucket": bucket, "Key": "no-such-key"})
+expect_error("PreconditionFailed", 412, w.copy_object, Bucket=bucket, Key="x",
+             CopySource={"Bucket": bucket, "Key": "mp"}, CopySourceIfMatch='"nope"')
+
 # Deletes.
 expect_error("BucketNotEmpty", 409, w.delete_bucket, Bucket=bucket)
 w.delete_object(Bucket=bucket, Key="sizes/1")

@@ -1,0 +1,162 @@
+//! CopyObject: the new object shares the source's blocks (their reference
+//! counts go up); no data is read or written, whatever the size.
+
+use std::sync::Arc;
+
+use garage_model::block_ref_table::BlockRef;
+use garage_model::object_table::{
+    Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+};
+use garage_model::version_table::{Version, VersionBacklink};
+use garage_table::EmptyKey;
+use garage_util::data::gen_uuid;
+use garage_util::time::now_msec;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::ctx::{check_key, Api, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::meta::{self, StdHeaders};
+use crate::object::{check_conditions, CurrentData};
+
+impl Api {
+    pub async fn copy_object(
+        self: Arc<Self>,
+        req: S3Request<CopyObjectInput>,
+    ) -> ApiResult<S3Response<CopyObjectOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        check_key(&i.key)?;
+        let CopySource::Bucket {
+            bucket: src_bucket,
+            key: src_key,
+            version_id,
+        } = &i.copy_source
+        else {
+            return Err(ApiError::InvalidArgument(
+                "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
+            ));
+        };
+        if version_id.as_deref().is_some_and(|v| v != "null") {
+            return Err(ApiError::InvalidArgument(
+                "versioning is not enabled: x-amz-copy-source cannot name a version".into(),
+            ));
+        }
+        let (src, dst) = tokio::join!(
+            self.bucket_id(&key, src_bucket, Need::Read),
+            self.bucket_id(&key, &i.bucket, Need::Write)
+        );
+        let (src, dst) = (src?, dst?);
+        let cur = self.current(src, src_key).await?;
+        check_conditions(
+            &cur,
+            i.copy_source_if_match.as_ref(),
+            i.copy_source_if_none_match.as_ref(),
+            i.copy_source_if_modified_since.as_ref(),
+            i.copy_source_if_unmodified_since.as_ref(),
+        )
+        .map_err(|e| match e {
+            ApiError::NotModified => ApiError::PreconditionFailed,
+            e => e,
+        })?;
+        let replace = i
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        if !replace && src == dst && **src_key == *i.key {
+            return Err(ApiError::InvalidRequest(
+                "This copy request is illegal because it is trying to copy an object to itself \
+                 without changing the object's metadata"
+                    .into(),
+            ));
+        }
+        let headers = if replace {
+            StdHeaders {
+                content_type: i.content_type,
+                cache_control: i.cache_control,
+                content_disposition: i.content_disposition,
+                content_encoding: i.content_encoding,
+                content_language: i.content_language,
+                expires: i.expires,
+                metadata: i.metadata,
+            }
+            .into_pairs()
+        } else {
+            cur.meta.headers.clone()
+        };
+        let meta = ObjectVersionMeta {
+            headers,
+            size: cur.meta.size,
+            etag: cur.meta.etag.clone(),
+        };
+        let uuid = gen_uuid();
+        let timestamp = now_msec();
+        let data = match &cur.data {
+            CurrentData::Inline(d) => ObjectVersionData::Inline(meta, d.to_vec()),
+            CurrentData::FirstBlock(first) => {
+                let v = self
+                    .versions
+                    .get(&cur.uuid, &EmptyKey)
+                    .await?
+                    .filter(|v| !v.deleted.get())
+                    .ok_or_else(|| ApiError::NoSuchKey(src_key.to_string()))?;
+                let mut copy = Version::new(
+                    uuid,
+                    VersionBacklink::Object {
+                        bucket_id: dst,
+                        key: i.key.clone(),
+                    },
+                );
+                for (k, b) in v.blocks.items() {
+                    copy.blocks.put(*k, *b);
+                }
+                let refs: Vec<BlockRef> = v
+                    .blocks
+                    .items()
+                    .map(|(_, b)| BlockRef::new(b.hash, uuid, false))
+                    .collect();
+                let uploading = Object::new(
+                    dst,
+                    i.key.clone(),
+                    vec![ObjectVersion {
+                        uuid,
+                        timestamp,
+                        state: ObjectVersionState::Uploading {
+                            multipart: false,
+                            headers: vec![],
+                        },
+                    }],
+                );
+                let (a, b, c) = tokio::join!(
+                    self.objects.insert(&uploading),
+                    self.versions.insert(&copy),
+                    self.block_refs.insert_many(&refs)
+                );
+                if let Err(e) = a.and(b).and(c) {
+                    self.abort_version(dst, &i.key, uuid, timestamp).await;
+                    return Err(e.into());
+                }
+                ObjectVersionData::FirstBlock(meta, *first)
+            }
+        };
+        self.objects
+            .insert(&Object::new(
+                dst,
+                i.key.clone(),
+                vec![ObjectVersion {
+                    uuid,
+                    timestamp,
+                    state: ObjectVersionState::Complete(data),
+                }],
+            ))
+            .await?;
+        Ok(S3Response::new(CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(cur.meta.etag)),
+                last_modified: Some(meta::timestamp(timestamp)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+}
