@@ -43,6 +43,14 @@ pub enum ApiError {
     InvalidArgument(String),
     #[error("{0}")]
     InvalidRequest(String),
+    #[error("The XML you provided was not well-formed or did not validate: {0}")]
+    MalformedXml(String),
+    #[error("The CORS configuration does not exist")]
+    NoSuchCorsConfiguration,
+    #[error("The specified bucket does not have a website configuration")]
+    NoSuchWebsiteConfiguration,
+    #[error("{0}")]
+    NotImplemented(String),
     #[error("Your key is too long (at most 1024 bytes)")]
     KeyTooLong,
     #[error("You did not provide the number of bytes specified by the Content-Length header")]
@@ -115,6 +123,10 @@ impl ApiError {
             EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
             InvalidArgument(_) => S3ErrorCode::InvalidArgument,
             InvalidRequest(_) => S3ErrorCode::InvalidRequest,
+            MalformedXml(_) => S3ErrorCode::MalformedXML,
+            NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
+            NoSuchWebsiteConfiguration => S3ErrorCode::NoSuchWebsiteConfiguration,
+            NotImplemented(_) => S3ErrorCode::NotImplemented,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
             IncompleteBody => S3ErrorCode::IncompleteBody,
             QuotaExceeded(_) => S3ErrorCode::Custom("QuotaExceeded".into()),

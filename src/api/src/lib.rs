@@ -4,6 +4,7 @@
 //! and the block manager.
 
 pub mod bucket;
+pub mod bucket_config;
 pub mod copy;
 pub mod ctx;
 pub mod error;

@@ -31,6 +31,12 @@ forward! {
     delete_bucket: DeleteBucketInput => DeleteBucketOutput;
     get_bucket_location: GetBucketLocationInput => GetBucketLocationOutput;
     get_bucket_versioning: GetBucketVersioningInput => GetBucketVersioningOutput;
+    get_bucket_cors: GetBucketCorsInput => GetBucketCorsOutput;
+    put_bucket_cors: PutBucketCorsInput => PutBucketCorsOutput;
+    delete_bucket_cors: DeleteBucketCorsInput => DeleteBucketCorsOutput;
+    get_bucket_website: GetBucketWebsiteInput => GetBucketWebsiteOutput;
+    put_bucket_website: PutBucketWebsiteInput => PutBucketWebsiteOutput;
+    delete_bucket_website: DeleteBucketWebsiteInput => DeleteBucketWebsiteOutput;
     put_object: PutObjectInput => PutObjectOutput;
     get_object: GetObjectInput => GetObjectOutput;
     head_object: HeadObjectInput => HeadObjectOutput;

@@ -53,6 +53,25 @@ expect_error(
     CreateBucketConfiguration={"LocationConstraint": "mars-1"},
 )
 
+# Bucket CORS and website configuration documents.
+expect_error("NoSuchCORSConfiguration", 404, w.get_bucket_cors, Bucket=bucket)
+rules = [{"AllowedMethods": ["GET", "PUT"], "AllowedOrigins": ["https://example.com"],
+          "AllowedHeaders": ["*"], "ExposeHeaders": ["ETag"], "MaxAgeSeconds": 600}]
+w.put_bucket_cors(Bucket=bucket, CORSConfiguration={"CORSRules": rules})
+got = readers[-1].get_bucket_cors(Bucket=bucket)["CORSRules"]
+assert got == rules, got
+expect_error("InvalidRequest", 400, w.put_bucket_cors, Bucket=bucket, CORSConfiguration={
+    "CORSRules": [{"AllowedMethods": ["PATCH"], "AllowedOrigins": ["*"]}]})
+w.delete_bucket_cors(Bucket=bucket)
+expect_error("NoSuchCORSConfiguration", 404, readers[-1].get_bucket_cors, Bucket=bucket)
+expect_error("NoSuchWebsiteConfiguration", 404, w.get_bucket_website, Bucket=bucket)
+w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
+    "IndexDocument": {"Suffix": "index.html"}, "ErrorDocument": {"Key": "404.html"}})
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["IndexDocument"] == {"Suffix": "index.html"} and site["ErrorDocument"] == {"Key": "404.html"}, site
+w.delete_bucket_website(Bucket=bucket)
+expect_error("NoSuchWebsiteConfiguration", 404, w.get_bucket_website, Bucket=bucket)
+
 # Sizes around the inline limit and the block size, and a 17 MiB object.
 MIB = 1 << 20
 sizes = [0, 1, 3071, 3072, 3073, MIB - 1, MIB, MIB + 1, 17 * MIB]
