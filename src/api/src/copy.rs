@@ -16,7 +16,7 @@ use s3s::{S3Request, S3Response};
 
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{self, StdHeaders};
+use crate::meta;
 use crate::object::{check_conditions, CurrentData};
 
 impl Api {
@@ -71,16 +71,7 @@ impl Api {
             ));
         }
         let headers = if replace {
-            StdHeaders {
-                content_type: i.content_type,
-                cache_control: i.cache_control,
-                content_disposition: i.content_disposition,
-                content_encoding: i.content_encoding,
-                content_language: i.content_language,
-                expires: i.expires,
-                metadata: i.metadata,
-            }
-            .into_pairs()
+            crate::std_headers!(i).into_pairs()
         } else {
             cur.meta.headers.clone()
         };

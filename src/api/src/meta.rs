@@ -23,6 +23,23 @@ pub struct StdHeaders {
     pub metadata: Option<Metadata>,
 }
 
+/// The [`StdHeaders`] of an s3s input that has the standard header fields
+/// (PutObject, CreateMultipartUpload, CopyObject); moves them out of it.
+#[macro_export]
+macro_rules! std_headers {
+    ($i:expr) => {
+        $crate::meta::StdHeaders {
+            content_type: $i.content_type,
+            cache_control: $i.cache_control,
+            content_disposition: $i.content_disposition,
+            content_encoding: $i.content_encoding,
+            content_language: $i.content_language,
+            expires: $i.expires,
+            metadata: $i.metadata,
+        }
+    };
+}
+
 impl StdHeaders {
     pub fn into_pairs(self) -> Vec<(String, String)> {
         let mut out = Vec::new();

@@ -26,7 +26,7 @@ use s3s::{S3Request, S3Response};
 
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{self, StdHeaders};
+use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
 
 /// Smallest part size, except for the last part.
@@ -77,16 +77,7 @@ impl Api {
         let i = req.input;
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
-        let headers = StdHeaders {
-            content_type: i.content_type,
-            cache_control: i.cache_control,
-            content_disposition: i.content_disposition,
-            content_encoding: i.content_encoding,
-            content_language: i.content_language,
-            expires: i.expires,
-            metadata: i.metadata,
-        }
-        .into_pairs();
+        let headers = crate::std_headers!(i).into_pairs();
         let upload_id = gen_uuid();
         let timestamp = now_msec();
         let obj = Object::new(

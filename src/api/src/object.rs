@@ -17,7 +17,7 @@ use tracing::warn;
 
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
-use crate::meta::{self, StdHeaders, Stored};
+use crate::meta::{self, Stored};
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 
 /// A complete object version with data, and what a reader needs of it.
@@ -206,16 +206,7 @@ impl Api {
                 }
             }
         }
-        let headers = StdHeaders {
-            content_type: i.content_type,
-            cache_control: i.cache_control,
-            content_disposition: i.content_disposition,
-            content_encoding: i.content_encoding,
-            content_language: i.content_language,
-            expires: i.expires,
-            metadata: i.metadata,
-        }
-        .into_pairs();
+        let headers = crate::std_headers!(i).into_pairs();
         let (etag, _) = self
             .store_object(bucket, &i.key, headers, i.body, md5, i.content_length)
             .await?;
