@@ -17,7 +17,7 @@ use s3s::{S3Request, S3Response};
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::object::{check_conditions, CurrentData};
+use crate::object::{check_conditions, Current, CurrentData};
 
 impl Api {
     pub async fn copy_object(
@@ -27,43 +27,25 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         check_key(&i.key)?;
-        let CopySource::Bucket {
-            bucket: src_bucket,
-            key: src_key,
-            version_id,
-        } = &i.copy_source
-        else {
-            return Err(ApiError::InvalidArgument(
-                "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
-            ));
-        };
-        if version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(ApiError::InvalidArgument(
-                "versioning is not enabled: x-amz-copy-source cannot name a version".into(),
-            ));
-        }
+        let (src_bucket, src_key) = source_of(&i.copy_source)?;
         let (src, dst) = tokio::join!(
             self.bucket_id(&key, src_bucket, Need::Read),
             self.bucket_id(&key, &i.bucket, Need::Write)
         );
         let (src, dst) = (src?, dst?);
         let cur = self.current(src, src_key).await?;
-        check_conditions(
+        check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
             i.copy_source_if_none_match.as_ref(),
             i.copy_source_if_modified_since.as_ref(),
             i.copy_source_if_unmodified_since.as_ref(),
-        )
-        .map_err(|e| match e {
-            ApiError::NotModified => ApiError::PreconditionFailed,
-            e => e,
-        })?;
+        )?;
         let replace = i
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        if !replace && src == dst && **src_key == *i.key {
+        if !replace && src == dst && src_key == i.key {
             return Err(ApiError::InvalidRequest(
                 "This copy request is illegal because it is trying to copy an object to itself \
                  without changing the object's metadata"
@@ -150,4 +132,47 @@ impl Api {
             ..Default::default()
         }))
     }
+}
+
+/// The (bucket, key) of an `x-amz-copy-source`.
+pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str)> {
+    match c {
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } => {
+            if version_id.as_deref().is_some_and(|v| v != "null") {
+                return Err(ApiError::InvalidArgument(
+                    "versioning is not enabled: x-amz-copy-source cannot name a version".into(),
+                ));
+            }
+            Ok((bucket, key))
+        }
+        _ => Err(ApiError::InvalidArgument(
+            "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
+        )),
+    }
+}
+
+/// The `x-amz-copy-source-if-*` conditions: like GET's, but every failure
+/// is 412 PreconditionFailed.
+pub fn check_copy_conditions(
+    cur: &Current,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> ApiResult<()> {
+    check_conditions(
+        cur,
+        if_match,
+        if_none_match,
+        if_modified_since,
+        if_unmodified_since,
+    )
+    .map_err(|e| match e {
+        ApiError::NotModified => ApiError::PreconditionFailed,
+        e => e,
+    })
 }

@@ -27,12 +27,22 @@ use s3s::{S3Request, S3Response};
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::object::CurrentData;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
 
 /// Smallest part size, except for the last part.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
 pub const MAX_PART_NUMBER: i32 = 10_000;
 const MAX_UPLOADS_LISTED: usize = 1000;
+
+fn check_part_number(n: i32) -> ApiResult<()> {
+    if !(1..=MAX_PART_NUMBER).contains(&n) {
+        return Err(ApiError::InvalidArgument(format!(
+            "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
+        )));
+    }
+    Ok(())
+}
 
 fn parse_upload_id(id: &str) -> ApiResult<Uuid> {
     id.parse()
@@ -111,75 +121,159 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
-        if !(1..=MAX_PART_NUMBER).contains(&i.part_number) {
-            return Err(ApiError::InvalidArgument(format!(
-                "Part number must be an integer between 1 and {MAX_PART_NUMBER}, inclusive"
-            )));
-        }
+        check_part_number(i.part_number)?;
         let md5_given = i
             .content_md5
             .as_deref()
             .map(parse_content_md5)
             .transpose()?;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
-        let part_number = i.part_number as u64;
+        let (etag, _) = self
+            .write_part(&mpu, i.part_number, Chunker::new(i.body), |md5, size| {
+                if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
+                    return Err(ApiError::IncompleteBody);
+                }
+                if md5_given.is_some_and(|m| m != *md5) {
+                    return Err(ApiError::BadDigest);
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(S3Response::new(UploadPartOutput {
+            e_tag: Some(ETag::Strong(etag)),
+            ..Default::default()
+        }))
+    }
+
+    /// UploadPartCopy: the part's data is read from the source object (a
+    /// byte range of it, or all of it) and written as new blocks.
+    pub async fn upload_part_copy(
+        self: Arc<Self>,
+        req: S3Request<UploadPartCopyInput>,
+    ) -> ApiResult<S3Response<UploadPartCopyOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        check_part_number(i.part_number)?;
+        let (src_bucket, src_key) = crate::copy::source_of(&i.copy_source)?;
+        let (src, dst) = tokio::join!(
+            self.bucket_id(&key, src_bucket, Need::Read),
+            self.bucket_id(&key, &i.bucket, Need::Write)
+        );
+        let (src, dst) = (src?, dst?);
+        let (cur, mpu) = tokio::join!(
+            self.current(src, src_key),
+            self.upload(dst, &i.key, &i.upload_id)
+        );
+        let (cur, mpu) = (cur?, mpu?);
+        crate::copy::check_copy_conditions(
+            &cur,
+            i.copy_source_if_match.as_ref(),
+            i.copy_source_if_none_match.as_ref(),
+            i.copy_source_if_modified_since.as_ref(),
+            i.copy_source_if_unmodified_since.as_ref(),
+        )?;
+        let size = cur.meta.size;
+        let range = match &i.copy_source_range {
+            None => 0..size,
+            Some(r) => match s3s::dto::Range::parse(r) {
+                // Only `bytes=first-last`, inside the object.
+                Ok(s3s::dto::Range::Int {
+                    first,
+                    last: Some(last),
+                }) if first <= last && last < size => first..last + 1,
+                _ => {
+                    return Err(ApiError::InvalidArgument(format!(
+                        "Range specified is not valid for source object of size: {size}"
+                    )))
+                }
+            },
+        };
+        let body = match &cur.data {
+            CurrentData::Inline(d) => {
+                let d = d.slice(range.start as usize..range.end as usize);
+                StreamingBlob::wrap(futures::stream::once(
+                    async move { Ok::<_, std::io::Error>(d) },
+                ))
+            }
+            CurrentData::FirstBlock(h) => {
+                crate::stream::object_body(self.clone(), cur.uuid, *h, range.clone())
+            }
+        };
+        let expected = range.end - range.start;
+        let (etag, _) = self
+            .write_part(&mpu, i.part_number, Chunker::new(Some(body)), |_, size| {
+                if size != expected {
+                    return Err(ApiError::Internal(format!(
+                        "copied {size} bytes of the source's {expected}"
+                    )));
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(S3Response::new(UploadPartCopyOutput {
+            copy_part_result: Some(CopyPartResult {
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(meta::timestamp(now_msec())),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }))
+    }
+
+    /// Writes one part of `mpu` from `body`; `check(md5, size)` runs once
+    /// the data is written and before the part is recorded as finished.
+    async fn write_part(
+        self: &Arc<Self>,
+        mpu: &MultipartUpload,
+        part_number: i32,
+        mut body: Chunker,
+        check: impl FnOnce(&[u8; 16], u64) -> ApiResult<()>,
+    ) -> ApiResult<(String, u64)> {
+        let part_number = part_number as u64;
         let version = gen_uuid();
         let pkey = MpuPartKey {
             part_number,
             timestamp: now_msec(),
         };
+        let entry = |etag: Option<String>, size: Option<u64>| {
+            let mut m =
+                MultipartUpload::new(mpu.upload_id, mpu.timestamp, mpu.bucket_id, mpu.key.clone());
+            m.parts.put(
+                pkey,
+                MpuPart {
+                    version,
+                    etag,
+                    size,
+                },
+            );
+            m
+        };
         // The part is listed before its blocks are written, so that an
         // abort releases them whatever happens to this request.
-        let mut listed = MultipartUpload::new(mpu.upload_id, mpu.timestamp, bucket, i.key.clone());
-        listed.parts.put(
-            pkey,
-            MpuPart {
-                version,
-                etag: None,
-                size: None,
-            },
-        );
-        self.mpus.insert(&listed).await?;
-
-        let mut chunker = Chunker::new(i.body);
-        let (md5, size) = match chunker.next(BLOCK_SIZE).await? {
+        self.mpus.insert(&entry(None, None)).await?;
+        let (md5, size) = match body.next(BLOCK_SIZE).await? {
             None => (md5_of(&[]), 0),
             Some(first) => {
                 let w = write_blocks(
-                    &self,
+                    self,
                     version,
                     VersionBacklink::MultipartUpload {
                         upload_id: mpu.upload_id,
                     },
                     part_number,
                     first,
-                    &mut chunker,
+                    &mut body,
                 )
                 .await?;
                 (w.md5, w.size)
             }
         };
-        if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
-            return Err(ApiError::IncompleteBody);
-        }
-        if md5_given.is_some_and(|m| m != md5) {
-            return Err(ApiError::BadDigest);
-        }
+        check(&md5, size)?;
         let etag = hex::encode(md5);
-        let mut done = MultipartUpload::new(mpu.upload_id, mpu.timestamp, bucket, i.key.clone());
-        done.parts.put(
-            pkey,
-            MpuPart {
-                version,
-                etag: Some(etag.clone()),
-                size: Some(size),
-            },
-        );
-        self.mpus.insert(&done).await?;
-        Ok(S3Response::new(UploadPartOutput {
-            e_tag: Some(ETag::Strong(etag)),
-            ..Default::default()
-        }))
+        self.mpus
+            .insert(&entry(Some(etag.clone()), Some(size)))
+            .await?;
+        Ok((etag, size))
     }
 
     pub async fn complete_multipart_upload(

@@ -47,6 +47,7 @@ forward! {
     list_objects_v2: ListObjectsV2Input => ListObjectsV2Output;
     create_multipart_upload: CreateMultipartUploadInput => CreateMultipartUploadOutput;
     upload_part: UploadPartInput => UploadPartOutput;
+    upload_part_copy: UploadPartCopyInput => UploadPartCopyOutput;
     complete_multipart_upload: CompleteMultipartUploadInput => CompleteMultipartUploadOutput;
     abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput;
     list_parts: ListPartsInput => ListPartsOutput;

@@ -154,6 +154,23 @@ for r in readers:
     mid = r.get_object(Bucket=bucket, Key="mp", Range=f"bytes={5 * MIB - 2}-{5 * MIB + 1}")
     assert mid["Body"].read() == whole[5 * MIB - 2:5 * MIB + 2]
 
+# UploadPartCopy: a range of "mp" and the whole of a small object.
+up = w.create_multipart_upload(Bucket=bucket, Key="pc")
+uid3 = up["UploadId"]
+r1 = w.upload_part_copy(Bucket=bucket, Key="pc", UploadId=uid3, PartNumber=1,
+                        CopySource={"Bucket": bucket, "Key": "mp"},
+                        CopySourceRange=f"bytes=1-{5 * MIB + 10}")
+r2 = w.upload_part_copy(Bucket=bucket, Key="pc", UploadId=uid3, PartNumber=2,
+                        CopySource={"Bucket": bucket, "Key": "sizes/3071"})
+expect_error("InvalidArgument", 400, w.upload_part_copy, Bucket=bucket, Key="pc", UploadId=uid3,
+             PartNumber=3, CopySource={"Bucket": bucket, "Key": "sizes/1"}, CopySourceRange="bytes=0-5")
+w.complete_multipart_upload(Bucket=bucket, Key="pc", UploadId=uid3, MultipartUpload={"Parts": [
+    {"PartNumber": 1, "ETag": r1["CopyPartResult"]["ETag"]},
+    {"PartNumber": 2, "ETag": r2["CopyPartResult"]["ETag"]}]})
+small = w.get_object(Bucket=bucket, Key="sizes/3071")["Body"].read()
+for r in readers:
+    assert r.get_object(Bucket=bucket, Key="pc")["Body"].read() == whole[1:5 * MIB + 11] + small
+
 # A part under 5 MiB that is not the last is refused.
 up = w.create_multipart_upload(Bucket=bucket, Key="small-parts")
 uid2 = up["UploadId"]
