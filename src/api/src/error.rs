@@ -29,6 +29,8 @@ pub enum ApiError {
     NotModified,
     #[error("The Content-MD5 you specified did not match what we received")]
     BadDigest,
+    #[error("The {0} you specified did not match the calculated checksum")]
+    BadDigestOf(&'static str),
     #[error("The Content-MD5 you specified is not valid")]
     InvalidDigest,
     #[error("The requested range is not satisfiable")]
@@ -115,7 +117,7 @@ impl ApiError {
             InvalidLocationConstraint { .. } => S3ErrorCode::InvalidLocationConstraint,
             PreconditionFailed => S3ErrorCode::PreconditionFailed,
             NotModified => S3ErrorCode::NotModified,
-            BadDigest => S3ErrorCode::BadDigest,
+            BadDigest | BadDigestOf(_) => S3ErrorCode::BadDigest,
             InvalidDigest => S3ErrorCode::InvalidDigest,
             InvalidRange => S3ErrorCode::InvalidRange,
             InvalidPart(_) => S3ErrorCode::InvalidPart,

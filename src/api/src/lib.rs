@@ -5,6 +5,7 @@
 
 pub mod bucket;
 pub mod bucket_config;
+pub mod checksum;
 pub mod copy;
 pub mod ctx;
 pub mod error;

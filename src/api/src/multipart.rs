@@ -128,16 +128,25 @@ impl Api {
             .map(parse_content_md5)
             .transpose()?;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let expected = crate::checksum::expected(&req.headers)?;
+        let trailers = req.trailing_headers.clone();
         let (etag, _) = self
-            .write_part(&mpu, i.part_number, Chunker::new(i.body), |md5, size| {
-                if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
-                    return Err(ApiError::IncompleteBody);
-                }
-                if md5_given.is_some_and(|m| m != *md5) {
-                    return Err(ApiError::BadDigest);
-                }
-                Ok(())
-            })
+            .write_part(
+                &mpu,
+                i.part_number,
+                Chunker::new(i.body),
+                expected.as_ref(),
+                trailers.as_ref(),
+                |md5, size| {
+                    if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
+                        return Err(ApiError::IncompleteBody);
+                    }
+                    if md5_given.is_some_and(|m| m != *md5) {
+                        return Err(ApiError::BadDigest);
+                    }
+                    Ok(())
+                },
+            )
             .await?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
@@ -201,14 +210,21 @@ impl Api {
         };
         let expected = range.end - range.start;
         let (etag, _) = self
-            .write_part(&mpu, i.part_number, Chunker::new(Some(body)), |_, size| {
-                if size != expected {
-                    return Err(ApiError::Internal(format!(
-                        "copied {size} bytes of the source's {expected}"
-                    )));
-                }
-                Ok(())
-            })
+            .write_part(
+                &mpu,
+                i.part_number,
+                Chunker::new(Some(body)),
+                None,
+                None,
+                |_, size| {
+                    if size != expected {
+                        return Err(ApiError::Internal(format!(
+                            "copied {size} bytes of the source's {expected}"
+                        )));
+                    }
+                    Ok(())
+                },
+            )
             .await?;
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(CopyPartResult {
@@ -227,6 +243,8 @@ impl Api {
         mpu: &MultipartUpload,
         part_number: i32,
         mut body: Chunker,
+        checksum: Option<&crate::checksum::Expected>,
+        trailers: Option<&s3s::TrailingHeaders>,
         check: impl FnOnce(&[u8; 16], u64) -> ApiResult<()>,
     ) -> ApiResult<(String, u64)> {
         let part_number = part_number as u64;
@@ -251,8 +269,8 @@ impl Api {
         // The part is listed before its blocks are written, so that an
         // abort releases them whatever happens to this request.
         self.mpus.insert(&entry(None, None)).await?;
-        let (md5, size) = match body.next(BLOCK_SIZE).await? {
-            None => (md5_of(&[]), 0),
+        let (md5, size, sum) = match body.next(BLOCK_SIZE).await? {
+            None => (md5_of(&[]), 0, checksum.map(|e| e.algo.hasher().finalize())),
             Some(first) => {
                 let w = write_blocks(
                     self,
@@ -263,12 +281,16 @@ impl Api {
                     part_number,
                     first,
                     &mut body,
+                    checksum.map(|e| e.algo.hasher()),
                 )
                 .await?;
-                (w.md5, w.size)
+                (w.md5, w.size, w.checksum)
             }
         };
         check(&md5, size)?;
+        if let (Some(e), Some(sum)) = (checksum, &sum) {
+            crate::checksum::verify(e, sum, trailers)?;
+        }
         let etag = hex::encode(md5);
         self.mpus
             .insert(&entry(Some(etag.clone()), Some(size)))

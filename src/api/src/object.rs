@@ -69,7 +69,10 @@ impl Api {
         body: Option<StreamingBlob>,
         content_md5: Option<[u8; 16]>,
         content_length: Option<i64>,
-    ) -> ApiResult<(String, u64)> {
+        checksum: Option<&crate::checksum::Expected>,
+        trailers: Option<&s3s::TrailingHeaders>,
+    ) -> ApiResult<(String, u64, Option<(String, String)>)> {
+        let mut headers = headers;
         let uuid = gen_uuid();
         let timestamp = now_msec();
         let mut chunker = Chunker::new(body);
@@ -77,6 +80,16 @@ impl Api {
         if first.len() <= INLINE_MAX {
             let md5 = md5_of(&first);
             check_body(content_md5, content_length, &md5, first.len() as u64)?;
+            let sum = match checksum {
+                Some(e) => {
+                    let mut h = e.algo.hasher();
+                    h.update(&first);
+                    let sum = crate::checksum::verify(e, &h.finalize(), trailers)?;
+                    headers.push(sum.clone());
+                    Some(sum)
+                }
+                None => None,
+            };
             let etag = hex::encode(md5);
             let size = first.len() as u64;
             let v = ObjectVersion {
@@ -94,7 +107,7 @@ impl Api {
             self.objects
                 .insert(&Object::new(bucket, key.to_string(), vec![v]))
                 .await?;
-            return Ok((etag, size));
+            return Ok((etag, size, sum));
         }
 
         // The version is registered as uploading (so that an interrupted
@@ -117,7 +130,16 @@ impl Api {
             bucket_id: bucket,
             key: key.to_string(),
         };
-        let written = write_blocks(self, uuid, backlink, 1, first, &mut chunker).await;
+        let written = write_blocks(
+            self,
+            uuid,
+            backlink,
+            1,
+            first,
+            &mut chunker,
+            checksum.map(|e| e.algo.hasher()),
+        )
+        .await;
         let marked = mark
             .await
             .map_err(|e| ApiError::Internal(format!("object write task: {e}")))
@@ -125,9 +147,13 @@ impl Api {
         let checked = written.and_then(|w| {
             marked?;
             check_body(content_md5, content_length, &w.md5, w.size)?;
-            Ok(w)
+            let sum = match (checksum, &w.checksum) {
+                (Some(e), Some(c)) => Some(crate::checksum::verify(e, c, trailers)?),
+                _ => None,
+            };
+            Ok((w, sum))
         });
-        let w = match checked {
+        let (w, sum) = match checked {
             Ok(w) => w,
             Err(e) => {
                 self.abort_version(bucket, key, uuid, timestamp).await;
@@ -135,6 +161,7 @@ impl Api {
             }
         };
         let etag = hex::encode(w.md5);
+        headers.extend(sum.clone());
         let complete = ObjectVersion {
             uuid,
             timestamp,
@@ -150,7 +177,7 @@ impl Api {
         self.objects
             .insert(&Object::new(bucket, key.to_string(), vec![complete]))
             .await?;
-        Ok((etag, w.size))
+        Ok((etag, w.size, sum))
     }
 
     /// Marks a version aborted (its blocks are then released); an error
@@ -207,11 +234,27 @@ impl Api {
             }
         }
         let headers = crate::std_headers!(i).into_pairs();
-        let (etag, _) = self
-            .store_object(bucket, &i.key, headers, i.body, md5, i.content_length)
+        let expected = crate::checksum::expected(&req.headers)?;
+        let (etag, _, sum) = self
+            .store_object(
+                bucket,
+                &i.key,
+                headers,
+                i.body,
+                md5,
+                i.content_length,
+                expected.as_ref(),
+                req.trailing_headers.as_ref(),
+            )
             .await?;
+        let c = crate::checksum::stored(sum.as_slice());
         Ok(S3Response::new(PutObjectOutput {
             e_tag: Some(ETag::Strong(etag)),
+            checksum_crc32: c.checksum_crc32,
+            checksum_crc32c: c.checksum_crc32c,
+            checksum_crc64nvme: c.checksum_crc64nvme,
+            checksum_sha1: c.checksum_sha1,
+            checksum_sha256: c.checksum_sha256,
             ..Default::default()
         }))
     }
@@ -285,6 +328,14 @@ impl Api {
             metadata: stored.user(),
             ..Default::default()
         };
+        if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
+            let c = crate::checksum::stored(&cur.meta.headers);
+            out.checksum_crc32 = c.checksum_crc32;
+            out.checksum_crc32c = c.checksum_crc32c;
+            out.checksum_crc64nvme = c.checksum_crc64nvme;
+            out.checksum_sha1 = c.checksum_sha1;
+            out.checksum_sha256 = c.checksum_sha256;
+        }
         let mut resp = S3Response::new(GetObjectOutput::default());
         if let Some(r) = &range {
             out.content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end - 1));
@@ -337,6 +388,14 @@ impl Api {
         });
         if content_range.is_some() {
             resp.status = Some(StatusCode::PARTIAL_CONTENT);
+        } else if checksum_enabled(i.checksum_mode.as_ref()) {
+            let c = crate::checksum::stored(&cur.meta.headers);
+            let o = &mut resp.output;
+            o.checksum_crc32 = c.checksum_crc32;
+            o.checksum_crc32c = c.checksum_crc32c;
+            o.checksum_crc64nvme = c.checksum_crc64nvme;
+            o.checksum_sha1 = c.checksum_sha1;
+            o.checksum_sha256 = c.checksum_sha256;
         }
         Ok(resp)
     }
@@ -436,6 +495,10 @@ fn check_body(
         return Err(ApiError::BadDigest);
     }
     Ok(())
+}
+
+fn checksum_enabled(mode: Option<&ChecksumMode>) -> bool {
+    mode.is_some_and(|m| m.as_str() == ChecksumMode::ENABLED)
 }
 
 pub fn etag_matches(cond: &ETagCondition, etag: &str) -> bool {

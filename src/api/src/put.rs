@@ -12,6 +12,7 @@ use garage_model::block_ref_table::BlockRef;
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
 use garage_util::data::{blake2sum, Hash, Uuid};
 use md5::{Digest, Md5};
+use s3s::checksum::ChecksumHasher;
 use s3s::dto::StreamingBlob;
 
 use crate::ctx::Api;
@@ -64,6 +65,8 @@ impl Chunker {
 pub struct Written {
     pub size: u64,
     pub md5: [u8; 16],
+    /// The additional checksum asked for, if any.
+    pub checksum: Option<s3s::dto::Checksum>,
     pub first_block: Hash,
     pub blocks: usize,
 }
@@ -77,8 +80,9 @@ pub async fn write_blocks(
     part_number: u64,
     first: Bytes,
     body: &mut Chunker,
+    sums: Option<ChecksumHasher>,
 ) -> ApiResult<Written> {
-    let mut md5 = Some(Md5::new());
+    let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
     let mut first_block = None;
     let mut blocks = 0;
@@ -88,7 +92,10 @@ pub async fn write_blocks(
         while let Some(data) = next.take() {
             let mut m = md5.take().expect("md5 is put back after each block");
             let (hash, m) = tokio::task::spawn_blocking(move || {
-                m.update(&data);
+                m.0.update(&data);
+                if let Some(s) = m.1.as_mut() {
+                    s.update(&data);
+                }
                 (blake2sum(&data), m, data)
             })
             .await
@@ -134,12 +141,11 @@ pub async fn write_blocks(
     if let Some(e) = first_err {
         return Err(e);
     }
+    let md5_done = md5.expect("md5 is put back after each block");
     Ok(Written {
         size: offset,
-        md5: md5
-            .expect("md5 is put back after each block")
-            .finalize()
-            .into(),
+        md5: md5_done.0.finalize().into(),
+        checksum: md5_done.1.map(|s| s.finalize()),
         first_block: first_block.expect("at least one block"),
         blocks,
     })
