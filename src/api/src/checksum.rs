@@ -175,6 +175,20 @@ pub fn verify(
     Ok((e.algo.header().to_string(), got))
 }
 
+/// Copies a [`Checksum`]'s fields into an s3s output that has the same
+/// `checksum_*` fields (PutObject, GetObject, HeadObject).
+#[macro_export]
+macro_rules! set_checksums {
+    ($out:expr, $c:expr) => {{
+        let c = $c;
+        $out.checksum_crc32 = c.checksum_crc32;
+        $out.checksum_crc32c = c.checksum_crc32c;
+        $out.checksum_crc64nvme = c.checksum_crc64nvme;
+        $out.checksum_sha1 = c.checksum_sha1;
+        $out.checksum_sha256 = c.checksum_sha256;
+    }};
+}
+
 /// The stored checksum, in the fields of an s3s output.
 pub fn stored(headers: &[(String, String)]) -> Checksum {
     let mut c = Checksum::default();

@@ -247,16 +247,12 @@ impl Api {
                 req.trailing_headers.as_ref(),
             )
             .await?;
-        let c = crate::checksum::stored(sum.as_slice());
-        Ok(S3Response::new(PutObjectOutput {
+        let mut out = PutObjectOutput {
             e_tag: Some(ETag::Strong(etag)),
-            checksum_crc32: c.checksum_crc32,
-            checksum_crc32c: c.checksum_crc32c,
-            checksum_crc64nvme: c.checksum_crc64nvme,
-            checksum_sha1: c.checksum_sha1,
-            checksum_sha256: c.checksum_sha256,
             ..Default::default()
-        }))
+        };
+        crate::set_checksums!(out, crate::checksum::stored(sum.as_slice()));
+        Ok(S3Response::new(out))
     }
 
     pub async fn get_object(
@@ -329,12 +325,7 @@ impl Api {
             ..Default::default()
         };
         if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
-            let c = crate::checksum::stored(&cur.meta.headers);
-            out.checksum_crc32 = c.checksum_crc32;
-            out.checksum_crc32c = c.checksum_crc32c;
-            out.checksum_crc64nvme = c.checksum_crc64nvme;
-            out.checksum_sha1 = c.checksum_sha1;
-            out.checksum_sha256 = c.checksum_sha256;
+            crate::set_checksums!(out, crate::checksum::stored(&cur.meta.headers));
         }
         let mut resp = S3Response::new(GetObjectOutput::default());
         if let Some(r) = &range {
@@ -389,13 +380,7 @@ impl Api {
         if content_range.is_some() {
             resp.status = Some(StatusCode::PARTIAL_CONTENT);
         } else if checksum_enabled(i.checksum_mode.as_ref()) {
-            let c = crate::checksum::stored(&cur.meta.headers);
-            let o = &mut resp.output;
-            o.checksum_crc32 = c.checksum_crc32;
-            o.checksum_crc32c = c.checksum_crc32c;
-            o.checksum_crc64nvme = c.checksum_crc64nvme;
-            o.checksum_sha1 = c.checksum_sha1;
-            o.checksum_sha256 = c.checksum_sha256;
+            crate::set_checksums!(resp.output, crate::checksum::stored(&cur.meta.headers));
         }
         Ok(resp)
     }
