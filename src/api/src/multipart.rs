@@ -27,7 +27,6 @@ use s3s::{S3Request, S3Response};
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::object::CurrentData;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
 
 /// Smallest part size, except for the last part.
@@ -197,17 +196,7 @@ impl Api {
                 }
             },
         };
-        let body = match &cur.data {
-            CurrentData::Inline(d) => {
-                let d = d.slice(range.start as usize..range.end as usize);
-                StreamingBlob::wrap(futures::stream::once(
-                    async move { Ok::<_, std::io::Error>(d) },
-                ))
-            }
-            CurrentData::FirstBlock(h) => {
-                crate::stream::object_body(self.clone(), cur.uuid, *h, range.clone())
-            }
-        };
+        let body = self.content(&cur, range.clone());
         let expected = range.end - range.start;
         let (etag, _) = self
             .write_part(
@@ -523,7 +512,7 @@ impl Api {
         let mut uploads = Vec::new();
         for o in objects.iter().filter(|o| o.key.starts_with(&prefix)) {
             for v in o.versions().iter().filter(|v| v.is_uploading(Some(true))) {
-                uploads.push(MultipartUpload_ {
+                uploads.push(UploadRow {
                     key: o.key.clone(),
                     upload_id: v.uuid.hex(),
                     initiated: v.timestamp,
@@ -553,7 +542,7 @@ impl Api {
     }
 }
 
-struct MultipartUpload_ {
+struct UploadRow {
     key: String,
     upload_id: String,
     initiated: u64,

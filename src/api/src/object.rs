@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
@@ -259,17 +258,20 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
-        let key = self.key(&req.credentials).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
-        let cur = self.current(bucket, &i.key).await?;
-        check_conditions(
-            &cur,
-            i.if_match.as_ref(),
-            i.if_none_match.as_ref(),
-            i.if_modified_since.as_ref(),
-            i.if_unmodified_since.as_ref(),
-        )?;
+        let cur = self
+            .read_checked(
+                &req.credentials,
+                &i.bucket,
+                &i.key,
+                Conditions {
+                    if_match: i.if_match.as_ref(),
+                    if_none_match: i.if_none_match.as_ref(),
+                    if_modified_since: i.if_modified_since.as_ref(),
+                    if_unmodified_since: i.if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
         let size = cur.meta.size;
         let range = match (&i.range, i.part_number) {
             (Some(_), Some(_)) => {
@@ -286,17 +288,7 @@ impl Api {
             }
         };
         let body_range = range.clone().unwrap_or(0..size);
-        let body = match &cur.data {
-            CurrentData::Inline(d) => {
-                let d = d.slice(body_range.start as usize..body_range.end as usize);
-                StreamingBlob::wrap(futures::stream::once(
-                    async move { Ok::<_, std::io::Error>(d) },
-                ))
-            }
-            CurrentData::FirstBlock(h) => {
-                crate::stream::object_body(self.clone(), cur.uuid, *h, body_range.clone())
-            }
-        };
+        let body = self.content(&cur, body_range.clone());
         let stored = Stored(&cur.meta.headers);
         let mut out = GetObjectOutput {
             body: Some(body),
@@ -340,17 +332,20 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
-        let key = self.key(&req.credentials).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
-        let cur = self.current(bucket, &i.key).await?;
-        check_conditions(
-            &cur,
-            i.if_match.as_ref(),
-            i.if_none_match.as_ref(),
-            i.if_modified_since.as_ref(),
-            i.if_unmodified_since.as_ref(),
-        )?;
+        let cur = self
+            .read_checked(
+                &req.credentials,
+                &i.bucket,
+                &i.key,
+                Conditions {
+                    if_match: i.if_match.as_ref(),
+                    if_none_match: i.if_none_match.as_ref(),
+                    if_modified_since: i.if_modified_since.as_ref(),
+                    if_unmodified_since: i.if_unmodified_since.as_ref(),
+                },
+            )
+            .await?;
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -532,20 +527,49 @@ pub fn check_conditions(
 }
 
 impl Api {
-    /// Reads an object's whole content into memory (for copies of small
-    /// objects and tests; GET streams instead).
-    pub async fn read_all(self: &Arc<Self>, cur: &Current) -> ApiResult<Bytes> {
+    /// The bytes `range` of an object version, as a response body (inline
+    /// data sliced, or the blocks streamed).
+    pub fn content(self: &Arc<Self>, cur: &Current, range: std::ops::Range<u64>) -> StreamingBlob {
         match &cur.data {
-            CurrentData::Inline(d) => Ok(d.clone()),
+            CurrentData::Inline(d) => {
+                let d = d.slice(range.start as usize..range.end as usize);
+                StreamingBlob::wrap(futures::stream::once(
+                    async move { Ok::<_, std::io::Error>(d) },
+                ))
+            }
             CurrentData::FirstBlock(h) => {
-                let mut s =
-                    crate::stream::object_body(self.clone(), cur.uuid, *h, 0..cur.meta.size);
-                let mut out = bytes::BytesMut::new();
-                while let Some(c) = s.next().await {
-                    out.extend_from_slice(&c.map_err(|e| ApiError::Internal(e.to_string()))?);
-                }
-                Ok(out.freeze())
+                crate::stream::object_body(self.clone(), cur.uuid, *h, range)
             }
         }
     }
+
+    /// The current version of `bucket`/`key` for a reader: the key's read
+    /// permission, then the object, then the conditional headers.
+    async fn read_checked(
+        &self,
+        creds: &Option<s3s::auth::Credentials>,
+        bucket: &str,
+        key: &str,
+        c: Conditions<'_>,
+    ) -> ApiResult<Current> {
+        let k = self.key(creds).await?;
+        let id = self.bucket_id(&k, bucket, Need::Read).await?;
+        let cur = self.current(id, key).await?;
+        check_conditions(
+            &cur,
+            c.if_match,
+            c.if_none_match,
+            c.if_modified_since,
+            c.if_unmodified_since,
+        )?;
+        Ok(cur)
+    }
+}
+
+/// The conditional request headers of a read.
+pub struct Conditions<'a> {
+    pub if_match: Option<&'a ETagCondition>,
+    pub if_none_match: Option<&'a ETagCondition>,
+    pub if_modified_since: Option<&'a Timestamp>,
+    pub if_unmodified_since: Option<&'a Timestamp>,
 }

@@ -68,7 +68,6 @@ pub struct Written {
     /// The additional checksum asked for, if any.
     pub checksum: Option<s3s::dto::Checksum>,
     pub first_block: Hash,
-    pub blocks: usize,
 }
 
 /// Writes `first` and the rest of `body` as the blocks of version `uuid`
@@ -85,7 +84,6 @@ pub async fn write_blocks(
     let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
     let mut first_block = None;
-    let mut blocks = 0;
     let mut inflight: VecDeque<tokio::task::JoinHandle<ApiResult<()>>> = VecDeque::new();
     let mut next = Some(first);
     let result: ApiResult<()> = async {
@@ -124,7 +122,6 @@ pub async fn write_blocks(
                 data,
             )));
             offset += size;
-            blocks += 1;
             next = body.next(BLOCK_SIZE).await?;
         }
         Ok(())
@@ -147,7 +144,6 @@ pub async fn write_blocks(
         md5: md5_done.0.finalize().into(),
         checksum: md5_done.1.map(|s| s.finalize()),
         first_block: first_block.expect("at least one block"),
-        blocks,
     })
 }
 
@@ -190,7 +186,8 @@ pub fn parse_content_md5(v: &str) -> ApiResult<[u8; 16]> {
         .ok_or(ApiError::InvalidDigest)
 }
 
-/// MD5 of a small body, off the reactor only when it is not small.
+/// MD5 of an inline body (at most [`INLINE_MAX`] bytes: cheap enough for
+/// the reactor).
 pub fn md5_of(data: &[u8]) -> [u8; 16] {
     Md5::digest(data).into()
 }

@@ -104,7 +104,7 @@ fn blocks_are_replicated_repaired_and_collected() {
         bucket_id: gen_uuid(),
         key: "big".into(),
     };
-    let mut version = Version::new(uuid, backlink.clone());
+    let mut version = Version::new(uuid, backlink);
     let mut hashes = Vec::new();
     gw.block_on(async {
         for i in 0..20u64 {
@@ -205,7 +205,6 @@ fn blocks_are_replicated_repaired_and_collected() {
             || hashes.iter().all(|h| block_file(&c, i, h).is_none()),
         );
     }
-    let _ = backlink;
 }
 
 /// With 5 Mbit/s between the gateway and the storage nodes, a 1 MiB block
