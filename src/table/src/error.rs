@@ -17,6 +17,8 @@ pub enum Error {
     Net { node: String, msg: String },
     #[error("node {node} answered with an error: {msg}")]
     Remote { node: String, msg: String },
+    #[error("a concurrent change of the register won ({refused} acceptors refused this ballot); try again")]
+    CasConflict { refused: usize },
     #[error("unexpected answer from node {node}: {msg}")]
     Unexpected { node: String, msg: String },
 }

@@ -9,6 +9,7 @@
 //! (anti-entropy), and a GC removes tombstones once every replica has them.
 
 pub mod any;
+pub mod cas;
 pub mod data;
 pub mod encoding;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod testing;
 pub mod tuning;
 
 pub use any::{AnyTable, TableStats};
+pub use cas::{AcceptOutcome, CasRegisters, Prepared, RegisterId};
 pub use error::{Error, Result};
 pub use queue::InsertQueue;
 pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};

@@ -1,0 +1,606 @@
+//! Compare-and-set registers: one single-decree Paxos round per change
+//! (the CASPaxos construction), among the nodes of a partition.
+//!
+//! Tables never need this: their entries are CRDTs and merge in any order.
+//! A register is for the rare request that must *decide* between
+//! concurrent writers (S3's `If-None-Match: *` and `If-Match` writes): it
+//! holds one opaque value per register id, and a change reads the current
+//! value and replaces it atomically, so that of several concurrent changes
+//! computed from the same value, exactly one succeeds.
+//!
+//! The acceptors of a register are the nodes of its partition in every
+//! live layout version; a phase succeeds once a majority of *each* set
+//! agreed (as table writes wait for a quorum of each set). An acceptor
+//! keeps, durably in the metadata database before it answers, the highest
+//! ballot it promised and the last (ballot, value) it accepted.
+//!
+//! A change is two phases, each one round trip:
+//! 1. [`CasRegisters::prepare`]: a new ballot, promised by a majority; the
+//!    answers carry their accepted values, and the one of the highest
+//!    ballot is the register's current value.
+//! 2. [`CasRegisters::accept`]: the new value (which may be the current one
+//!    unchanged, to make a value seen in phase 1 chosen before acting on
+//!    it), accepted by a majority under the same ballot.
+//!
+//! A phase that meets a higher ballot fails with [`Error::CasConflict`]
+//! (or [`AcceptOutcome::Failed`]); the caller retries with a new ballot.
+//! The argument of correctness is in `doc/conditional-writes.md`.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use garage_db as db;
+use garage_net::{Endpoint, EndpointHandler, Message, NetError, NodeId, Priority};
+use garage_rpc::layout::LayoutVersion;
+use garage_rpc::quorum::QuorumError;
+use garage_rpc::system::System;
+use garage_util::data::{blake2sum, gen_uuid, Hash};
+use serde::{Deserialize, Serialize};
+use serde_bytes::ByteBuf;
+use tracing::debug;
+
+use crate::error::{Error, Result};
+
+/// How long one phase waits for its majorities.
+pub const CAS_RPC_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A Paxos ballot: ordered by round, then by proposer (unique per process,
+/// so two proposers never share a ballot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Ballot {
+    pub round: u64,
+    pub proposer: u64,
+}
+
+/// Names a register: the partition whose nodes are its acceptors, and a
+/// key (hashed with a namespace, so that unrelated uses never collide).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegisterId {
+    partition: usize,
+    key: Hash,
+}
+
+impl RegisterId {
+    /// The register `key` of namespace `ns`, kept by the nodes of the
+    /// partition of `partition_hash` (for a table entry: the hash of its
+    /// partition key, so that the register lives with the entry).
+    pub fn new(ns: &str, partition_hash: &Hash, key: &[u8]) -> Self {
+        let mut buf = Vec::with_capacity(ns.len() + 1 + 32 + key.len());
+        buf.extend_from_slice(ns.as_bytes());
+        buf.push(0);
+        buf.extend_from_slice(partition_hash.as_slice());
+        buf.extend_from_slice(key);
+        Self {
+            partition: LayoutVersion::partition_of(partition_hash.as_slice()),
+            key: blake2sum(&buf),
+        }
+    }
+}
+
+/// What an acceptor keeps for one register.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct AcceptorState {
+    promised: Ballot,
+    accepted: Option<(Ballot, ByteBuf)>,
+}
+
+/// First byte of a stored [`AcceptorState`]: its format.
+const STATE_FORMAT: u8 = 1;
+
+impl AcceptorState {
+    fn decode(b: &[u8]) -> std::result::Result<Self, String> {
+        match b.split_first() {
+            Some((&STATE_FORMAT, rest)) => {
+                rmp_serde::from_slice(rest).map_err(|e| format!("register state: {e}"))
+            }
+            _ => Err("register state: unknown format".into()),
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = vec![STATE_FORMAT];
+        out.extend(rmp_serde::to_vec_named(self).expect("register state encodes"));
+        out
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum CasRpc {
+    Prepare {
+        key: Hash,
+        ballot: Ballot,
+    },
+    Accept {
+        key: Hash,
+        ballot: Ballot,
+        value: ByteBuf,
+    },
+    /// Answer to Prepare: promised; the last value accepted, if any.
+    Promise {
+        accepted: Option<(Ballot, ByteBuf)>,
+    },
+    /// Answer to Accept.
+    Accepted,
+    /// A higher ballot was promised: the request is refused.
+    Nack {
+        promised: Ballot,
+    },
+    Error(String),
+}
+
+impl Message for CasRpc {
+    type Response = CasRpc;
+}
+
+/// The outcome of phase 1.
+#[derive(Debug)]
+pub struct Prepared {
+    id: RegisterId,
+    ballot: Ballot,
+    sets: Vec<Vec<NodeId>>,
+    /// The register's current value: the value of the highest ballot among
+    /// the promises (`None`: never written).
+    pub value: Option<Vec<u8>>,
+    /// Whether `value` is already chosen: a majority of each set reported
+    /// it under the same ballot, so accepting it again is not needed.
+    pub chosen: bool,
+}
+
+/// The outcome of phase 2.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AcceptOutcome {
+    /// A majority of each set accepted: the value is chosen.
+    Chosen,
+    /// Not chosen by this round. `maybe_accepted`: some acceptor accepted
+    /// it, or did not answer, so a later round may still find it (and may
+    /// choose it); `false` only when every acceptor refused it.
+    Failed { maybe_accepted: bool, why: String },
+}
+
+/// The registers of this node: its acceptor (an endpoint over a tree of
+/// the metadata database) and the proposer side.
+pub struct CasRegisters {
+    system: Arc<System>,
+    db: db::Db,
+    tree: db::Tree,
+    endpoint: Arc<Endpoint<CasRpc, CasRegisters>>,
+    proposer: u64,
+    /// The next round this proposer uses; raised past every ballot it sees.
+    next_round: AtomicU64,
+}
+
+impl CasRegisters {
+    pub fn new(db: db::Db, system: Arc<System>) -> Result<Arc<Self>> {
+        let tree = db.open_tree("cas_registers")?;
+        let endpoint = system
+            .netapp
+            .endpoint::<CasRpc, CasRegisters>("garage_table/cas");
+        let mut p = [0u8; 8];
+        p.copy_from_slice(&gen_uuid().as_slice()[..8]);
+        let regs = Arc::new(Self {
+            system,
+            db,
+            tree,
+            endpoint,
+            proposer: u64::from_le_bytes(p),
+            next_round: AtomicU64::new(1),
+        });
+        regs.endpoint.set_handler(regs.clone());
+        Ok(regs)
+    }
+
+    /// Registers kept on this node (for statistics).
+    pub fn len(&self) -> Result<usize> {
+        Ok(self.tree.len()?)
+    }
+
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
+    /// A ballot above every one this proposer used or saw. Rounds start
+    /// from the clock (milliseconds) so that proposers on different nodes
+    /// rarely propose far below each other and get refused for it.
+    fn new_ballot(&self) -> Ballot {
+        let now = garage_util::time::now_msec();
+        let prev = self
+            .next_round
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                Some(r.max(now) + 1)
+            })
+            .expect("fetch_update with Some");
+        Ballot {
+            round: prev.max(now),
+            proposer: self.proposer,
+        }
+    }
+
+    /// Raises the next round past `b` (a ballot seen in a refusal).
+    fn saw(&self, b: Ballot) {
+        self.next_round.fetch_max(b.round + 1, Ordering::Relaxed);
+    }
+
+    /// Phase 1: a new ballot promised by a majority of each acceptor set;
+    /// returns the register's current value.
+    pub async fn prepare(&self, id: RegisterId) -> Result<Prepared> {
+        let sets = self.system.layout().write_sets(id.partition);
+        if sets.is_empty() {
+            return Err(Error::NoNodes);
+        }
+        let ballot = self.new_ballot();
+        let r = self
+            .phase(
+                &sets,
+                CasRpc::Prepare {
+                    key: id.key,
+                    ballot,
+                },
+                |a| matches!(a, CasRpc::Promise { .. }),
+            )
+            .await;
+        if !r.reached {
+            return Err(r.into_error(self));
+        }
+        // The highest accepted (ballot, value) among the promises.
+        let mut best: Option<(Ballot, ByteBuf)> = None;
+        let mut accepted_by: Vec<(NodeId, Ballot)> = Vec::new();
+        for (node, a) in r.ok {
+            if let CasRpc::Promise {
+                accepted: Some((b, v)),
+            } = a
+            {
+                accepted_by.push((node, b));
+                if best.as_ref().is_none_or(|(bb, _)| b > *bb) {
+                    best = Some((b, v));
+                }
+            }
+        }
+        let chosen = match &best {
+            None => false,
+            Some((b, _)) => sets.iter().all(|set| {
+                let n = accepted_by
+                    .iter()
+                    .filter(|(node, nb)| nb == b && set.contains(node))
+                    .count();
+                n >= majority(set.len())
+            }),
+        };
+        Ok(Prepared {
+            id,
+            ballot,
+            sets,
+            value: best.map(|(_, v)| v.into_vec()),
+            chosen,
+        })
+    }
+
+    /// Phase 2: `value` accepted under the ballot of `prepared`.
+    pub async fn accept(&self, prepared: &Prepared, value: Vec<u8>) -> AcceptOutcome {
+        let msg = CasRpc::Accept {
+            key: prepared.id.key,
+            ballot: prepared.ballot,
+            value: ByteBuf::from(value),
+        };
+        let r = self
+            .phase(&prepared.sets, msg, |a| matches!(a, CasRpc::Accepted))
+            .await;
+        if r.reached {
+            return AcceptOutcome::Chosen;
+        }
+        let maybe_accepted = !r.ok.is_empty() || r.nacks.len() < r.asked;
+        AcceptOutcome::Failed {
+            maybe_accepted,
+            why: r.into_error(self).to_string(),
+        }
+    }
+
+    /// Sends `msg` to every node of `sets`; returns once a majority of
+    /// each set answered as `good` says, or once that cannot happen any
+    /// more (refusals and errors), or after [`CAS_RPC_TIMEOUT`]. Calls
+    /// still running then go on in the background, so every acceptor gets
+    /// the request.
+    async fn phase(
+        &self,
+        sets: &[Vec<NodeId>],
+        msg: CasRpc,
+        good: fn(&CasRpc) -> bool,
+    ) -> PhaseResult {
+        let nodes: BTreeSet<NodeId> = sets.iter().flatten().copied().collect();
+        let msg = Arc::new(rmp_serde::to_vec_named(&msg).expect("cas message encodes"));
+        let mut pending = FuturesUnordered::new();
+        for node in nodes.iter().copied() {
+            let endpoint = self.endpoint.clone();
+            let system = self.system.clone();
+            let msg = msg.clone();
+            pending.push(tokio::spawn(async move {
+                let decode = || rmp_serde::from_slice::<CasRpc>(&msg).expect("cas message decodes");
+                system.ensure_connected(&node).await;
+                let mut r = endpoint.call(&node, decode(), Priority::High).await;
+                if matches!(
+                    r,
+                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                ) {
+                    system.ensure_connected(&node).await;
+                    r = endpoint.call(&node, decode(), Priority::High).await;
+                }
+                (node, r)
+            }));
+        }
+        let mut res = PhaseResult {
+            asked: nodes.len(),
+            reached: false,
+            ok: Vec::new(),
+            nacks: Vec::new(),
+            errors: Vec::new(),
+            timed_out: false,
+            needed: sets.iter().map(|s| majority(s.len())).max().unwrap_or(0),
+        };
+        let count_in =
+            |set: &Vec<NodeId>, of: &[NodeId]| set.iter().filter(|n| of.contains(n)).count();
+        let deadline = tokio::time::Instant::now() + CAS_RPC_TIMEOUT;
+        loop {
+            let ok_nodes: Vec<NodeId> = res.ok.iter().map(|(n, _)| *n).collect();
+            if sets
+                .iter()
+                .all(|s| count_in(s, &ok_nodes) >= majority(s.len()))
+            {
+                res.reached = true;
+                return res;
+            }
+            let mut failed: Vec<NodeId> = res.nacks.iter().map(|(n, _)| *n).collect();
+            failed.extend(res.errors.iter().map(|(n, _)| *n));
+            if sets
+                .iter()
+                .any(|s| s.len() - count_in(s, &failed) < majority(s.len()))
+            {
+                return res;
+            }
+            match tokio::time::timeout_at(deadline, pending.next()).await {
+                Err(_) => {
+                    res.timed_out = true;
+                    return res;
+                }
+                Ok(None) => return res,
+                Ok(Some(Err(e))) => debug!("cas call task failed: {e}"),
+                Ok(Some(Ok((node, Ok(a))))) if good(&a) => res.ok.push((node, a)),
+                Ok(Some(Ok((node, Ok(CasRpc::Nack { promised }))))) => {
+                    self.saw(promised);
+                    res.nacks.push((node, promised));
+                }
+                Ok(Some(Ok((node, Ok(CasRpc::Error(e)))))) => res.errors.push((node, e)),
+                Ok(Some(Ok((node, Ok(other))))) => res
+                    .errors
+                    .push((node, format!("unexpected answer {other:?}"))),
+                Ok(Some(Ok((node, Err(e))))) => res.errors.push((node, e.to_string())),
+            }
+        }
+    }
+}
+
+/// The acceptor: applies a request to the stored state, durably (blocking:
+/// a database transaction, committed before the answer is sent).
+fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
+    {
+        let r = db.transaction(|tx| {
+            let (key, ballot, value) = match &msg {
+                CasRpc::Prepare { key, ballot } => (key, *ballot, None),
+                CasRpc::Accept { key, ballot, value } => (key, *ballot, Some(value)),
+                other => {
+                    return Ok(CasRpc::Error(format!("not a request: {other:?}")));
+                }
+            };
+            let mut st = match tx.get(tree, key.as_slice())? {
+                Some(b) => match AcceptorState::decode(&b) {
+                    Ok(s) => s,
+                    Err(e) => return Ok(CasRpc::Error(e)),
+                },
+                None => AcceptorState::default(),
+            };
+            let answer = match value {
+                None if ballot > st.promised => {
+                    st.promised = ballot;
+                    CasRpc::Promise {
+                        accepted: st.accepted.clone(),
+                    }
+                }
+                Some(v) if ballot >= st.promised => {
+                    st.promised = ballot;
+                    st.accepted = Some((ballot, v.clone()));
+                    CasRpc::Accepted
+                }
+                _ => {
+                    return Ok(CasRpc::Nack {
+                        promised: st.promised,
+                    })
+                }
+            };
+            tx.insert(tree, key.as_slice(), st.encode())?;
+            Ok::<_, db::TxError<()>>(answer)
+        });
+        Ok(r?)
+    }
+}
+
+/// The smallest majority of `n` acceptors.
+fn majority(n: usize) -> usize {
+    n / 2 + 1
+}
+
+struct PhaseResult {
+    asked: usize,
+    reached: bool,
+    ok: Vec<(NodeId, CasRpc)>,
+    nacks: Vec<(NodeId, Ballot)>,
+    errors: Vec<(NodeId, String)>,
+    timed_out: bool,
+    needed: usize,
+}
+
+impl PhaseResult {
+    fn into_error(self, regs: &CasRegisters) -> Error {
+        if let Some(b) = self.nacks.iter().map(|(_, b)| *b).max() {
+            regs.saw(b);
+            return Error::CasConflict {
+                refused: self.nacks.len(),
+            };
+        }
+        Error::Quorum(QuorumError {
+            needed: self.needed,
+            ok: self.ok.len(),
+            timed_out: self.timed_out,
+            errors: self.errors,
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl EndpointHandler<CasRpc> for CasRegisters {
+    async fn handle(&self, msg: CasRpc, _from: NodeId) -> CasRpc {
+        let (db, tree) = (self.db.clone(), self.tree.clone());
+        match tokio::task::spawn_blocking(move || handle_local(&db, &tree, msg)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => CasRpc::Error(e.to_string()),
+            Err(e) => CasRpc::Error(format!("cas handler failed: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::testing::{cluster, wait_for};
+
+    /// Sets the register to `me` if it is empty; returns whether this call
+    /// did (bounded retries with jittered backoff).
+    async fn set_if_empty(regs: &CasRegisters, id: RegisterId, me: &[u8]) -> Result<bool> {
+        for attempt in 0..50u64 {
+            if attempt > 0 {
+                let jitter = u64::from(gen_uuid().as_slice()[0]) % 20;
+                tokio::time::sleep(Duration::from_millis(5 + jitter + 5 * attempt.min(10))).await;
+            }
+            let p = match regs.prepare(id).await {
+                Ok(p) => p,
+                Err(Error::CasConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let (value, mine) = match &p.value {
+                Some(v) => (v.clone(), v == me),
+                None => (me.to_vec(), true),
+            };
+            if p.chosen || regs.accept(&p, value).await == AcceptOutcome::Chosen {
+                return Ok(mine);
+            }
+        }
+        panic!("no decision in 50 rounds");
+    }
+
+    fn regs_of(nodes: &[crate::testing::Node]) -> Vec<Arc<CasRegisters>> {
+        nodes
+            .iter()
+            .map(|n| CasRegisters::new(n.table.data.db.clone(), n.system.clone()).unwrap())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_one_of_concurrent_writers_wins_even_with_a_node_down() {
+        let nodes = cluster(3, 3).await;
+        let regs = regs_of(&nodes);
+        for (round, down) in [(0, false), (1, true)] {
+            if down {
+                nodes[2].stop();
+                wait_for("node 2 seen down", Duration::from_secs(20), || {
+                    !nodes[0].system.is_up(&nodes[2].system.id())
+                        && !nodes[1].system.is_up(&nodes[2].system.id())
+                })
+                .await;
+            }
+            let live = if down { 2 } else { 3 };
+            let id = RegisterId::new(
+                "test",
+                &blake2sum(b"bucket"),
+                format!("k{round}").as_bytes(),
+            );
+            let mut tasks = Vec::new();
+            for i in 0..32usize {
+                let r = regs[i % live].clone();
+                tasks.push(tokio::spawn(async move {
+                    let me = format!("writer {i}").into_bytes();
+                    (me.clone(), set_if_empty(&r, id, &me).await.unwrap())
+                }));
+            }
+            let mut winners = Vec::new();
+            for t in tasks {
+                let (me, won) = t.await.unwrap();
+                if won {
+                    winners.push(me);
+                }
+            }
+            assert_eq!(winners.len(), 1, "round {round}: winners {winners:?}");
+            // Every live node now reads the winner as the register's value.
+            for r in regs.iter().take(live) {
+                let mut p = r.prepare(id).await;
+                for _ in 0..10 {
+                    if !matches!(p, Err(Error::CasConflict { .. })) {
+                        break;
+                    }
+                    p = r.prepare(id).await;
+                }
+                assert_eq!(p.unwrap().value.as_ref(), Some(&winners[0]));
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_acceptor_refuses_older_ballots_and_keeps_its_state() {
+        let (_dir, db) = crate::testing::temp_db();
+        let tree = db.open_tree("cas_registers").unwrap();
+        let key = blake2sum(b"k");
+        let b = |round| Ballot { round, proposer: 1 };
+        let ask = |m| handle_local(&db, &tree, m).unwrap();
+        assert!(matches!(
+            ask(CasRpc::Prepare { key, ballot: b(5) }),
+            CasRpc::Promise { accepted: None }
+        ));
+        // An older or equal ballot is refused in phase 1; older in phase 2.
+        assert!(matches!(
+            ask(CasRpc::Prepare { key, ballot: b(5) }),
+            CasRpc::Nack { promised } if promised == b(5)
+        ));
+        assert!(matches!(
+            ask(CasRpc::Accept {
+                key,
+                ballot: b(4),
+                value: ByteBuf::from(b"x".to_vec())
+            }),
+            CasRpc::Nack { .. }
+        ));
+        assert!(matches!(
+            ask(CasRpc::Accept {
+                key,
+                ballot: b(5),
+                value: ByteBuf::from(b"v".to_vec())
+            }),
+            CasRpc::Accepted
+        ));
+        match ask(CasRpc::Prepare { key, ballot: b(7) }) {
+            CasRpc::Promise {
+                accepted: Some((ballot, v)),
+            } => {
+                assert_eq!(ballot, b(5));
+                assert_eq!(v.as_slice(), b"v");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        // The state is in the database, in the documented format.
+        let stored = tree.get(key.as_slice()).unwrap().unwrap();
+        assert_eq!(stored[0], STATE_FORMAT);
+        let st = AcceptorState::decode(&stored).unwrap();
+        assert_eq!(st.promised, b(7));
+        assert_eq!(st.accepted.unwrap().0, b(5));
+    }
+}
