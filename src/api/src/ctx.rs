@@ -14,7 +14,7 @@ use garage_model::key_table::Key;
 use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
 use garage_model::version_table::VersionTable;
-use garage_table::{EmptyKey, Table};
+use garage_table::{CasRegisters, EmptyKey, Table};
 use garage_util::data::Uuid;
 use s3s::auth::Credentials;
 
@@ -28,6 +28,8 @@ pub struct Api {
     pub block_refs: Arc<Table<BlockRefTable>>,
     pub mpus: Arc<Table<MpuTable>>,
     pub blocks: Arc<BlockManager>,
+    /// Compare-and-set registers, for conditional writes only.
+    pub cas: Arc<CasRegisters>,
     /// `s3_region`: the only location constraint accepted, and the region
     /// requests must be signed for.
     pub region: String,
@@ -58,6 +60,7 @@ impl Api {
         block_refs: Arc<Table<BlockRefTable>>,
         mpus: Arc<Table<MpuTable>>,
         blocks: Arc<BlockManager>,
+        cas: Arc<CasRegisters>,
         region: String,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -67,6 +70,7 @@ impl Api {
             block_refs,
             mpus,
             blocks,
+            cas,
             region,
             key_cache: Mutex::new(HashMap::new()),
         })

@@ -25,6 +25,8 @@ pub enum ApiError {
     InvalidLocationConstraint { given: String, region: String },
     #[error("At least one of the preconditions you specified did not hold")]
     PreconditionFailed,
+    #[error("A conflicting conditional operation is in progress against this resource: {0}")]
+    ConditionalRequestConflict(String),
     #[error("Not modified")]
     NotModified,
     #[error("The Content-MD5 you specified did not match what we received")]
@@ -70,6 +72,9 @@ pub enum ApiError {
 impl From<garage_table::Error> for ApiError {
     fn from(e: garage_table::Error) -> Self {
         match e {
+            garage_table::Error::CasConflict { .. } => {
+                ApiError::ConditionalRequestConflict(e.to_string())
+            }
             garage_table::Error::Quorum(_)
             | garage_table::Error::NoNodes
             | garage_table::Error::Net { .. } => ApiError::Unavailable(e.to_string()),
@@ -116,6 +121,7 @@ impl ApiError {
             InvalidBucketName(_) => S3ErrorCode::InvalidBucketName,
             InvalidLocationConstraint { .. } => S3ErrorCode::InvalidLocationConstraint,
             PreconditionFailed => S3ErrorCode::PreconditionFailed,
+            ConditionalRequestConflict(_) => S3ErrorCode::ConditionalRequestConflict,
             NotModified => S3ErrorCode::NotModified,
             BadDigest | BadDigestOf(_) => S3ErrorCode::BadDigest,
             InvalidDigest => S3ErrorCode::InvalidDigest,

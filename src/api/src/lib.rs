@@ -6,6 +6,7 @@
 pub mod bucket;
 pub mod bucket_config;
 pub mod checksum;
+pub mod conditional;
 pub mod copy;
 pub mod ctx;
 pub mod error;

@@ -24,6 +24,7 @@ use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -299,7 +300,13 @@ impl Api {
             self.objects.get(&bucket, &i.key)
         );
         let mpu = mpu?;
-        let headers = obj?
+        let obj = obj?;
+        let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
+        if let Some(c) = &cond {
+            // Fails early; decided at the end.
+            c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
+        }
+        let headers = obj
             .and_then(|o| {
                 o.version(mpu.timestamp, mpu.upload_id)
                     .and_then(|v| match &v.state {
@@ -400,17 +407,25 @@ impl Api {
                 ObjectVersionData::FirstBlock(meta, first.hash)
             }
         };
-        self.objects
-            .insert(&Object::new(
-                bucket,
-                i.key.clone(),
-                vec![ObjectVersion {
-                    uuid: mpu.upload_id,
-                    timestamp: mpu.timestamp,
-                    state: ObjectVersionState::Complete(data),
-                }],
-            ))
-            .await?;
+        let version = ObjectVersion {
+            uuid: mpu.upload_id,
+            timestamp: mpu.timestamp,
+            state: ObjectVersionState::Complete(data),
+        };
+        match cond {
+            None => {
+                self.objects
+                    .insert(&Object::new(bucket, i.key.clone(), vec![version]))
+                    .await?
+            }
+            // A refused completion leaves the upload as it was (as S3
+            // does): it can be completed again, or aborted.
+            Some(c) => {
+                self.commit_conditional(bucket, &i.key, version, &c, false)
+                    .await
+                    .map_err(|r| r.error)?;
+            }
+        }
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(i.bucket.clone()),
             key: Some(i.key.clone()),

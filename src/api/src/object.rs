@@ -14,6 +14,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 use tracing::warn;
 
+use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
@@ -70,6 +71,7 @@ impl Api {
         content_length: Option<i64>,
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
+        cond: Option<&WriteConditions>,
     ) -> ApiResult<(String, u64, Option<(String, String)>)> {
         let mut headers = headers;
         let uuid = gen_uuid();
@@ -103,9 +105,7 @@ impl Api {
                     first.to_vec(),
                 )),
             };
-            self.objects
-                .insert(&Object::new(bucket, key.to_string(), vec![v]))
-                .await?;
+            self.finish_version(bucket, key, v, cond, true).await?;
             return Ok((etag, size, sum));
         }
 
@@ -173,10 +173,43 @@ impl Api {
                 w.first_block,
             )),
         };
-        self.objects
-            .insert(&Object::new(bucket, key.to_string(), vec![complete]))
+        self.finish_version(bucket, key, complete, cond, false)
             .await?;
         Ok((etag, w.size, sum))
+    }
+
+    /// Makes a complete version current: one quorum write, or through the
+    /// object's register when the request has conditions (see
+    /// [`crate::conditional`]). A refused version that is written already
+    /// (not `retimable`) is aborted when nothing can make it current any
+    /// more, releasing its blocks.
+    pub async fn finish_version(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        version: ObjectVersion,
+        cond: Option<&WriteConditions>,
+        retimable: bool,
+    ) -> ApiResult<ObjectVersion> {
+        let Some(cond) = cond else {
+            self.objects
+                .insert(&Object::new(bucket, key.to_string(), vec![version.clone()]))
+                .await?;
+            return Ok(version);
+        };
+        let (uuid, timestamp) = (version.uuid, version.timestamp);
+        match self
+            .commit_conditional(bucket, key, version, cond, retimable)
+            .await
+        {
+            Ok(v) => Ok(v),
+            Err(r) => {
+                if r.final_ && !retimable {
+                    self.abort_version(bucket, key, uuid, timestamp).await;
+                }
+                Err(r.error)
+            }
+        }
     }
 
     /// Marks a version aborted (its blocks are then released); an error
@@ -209,27 +242,13 @@ impl Api {
             .as_deref()
             .map(parse_content_md5)
             .transpose()?;
-        if i.if_none_match.is_some() || i.if_match.is_some() {
-            let cur = match self.current(bucket, &i.key).await {
-                Ok(c) => Some(c),
-                Err(ApiError::NoSuchKey(_)) => None,
-                Err(e) => return Err(e),
-            };
-            if let Some(cond) = &i.if_none_match {
-                if cur
-                    .as_ref()
-                    .is_some_and(|c| etag_matches(cond, &c.meta.etag))
-                {
-                    return Err(ApiError::PreconditionFailed);
-                }
-            }
-            if let Some(cond) = &i.if_match {
-                if !cur
-                    .as_ref()
-                    .is_some_and(|c| etag_matches(cond, &c.meta.etag))
-                {
-                    return Err(ApiError::PreconditionFailed);
-                }
+        let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
+        // A large upload whose condition fails already fails before its
+        // data is sent (one read); the condition is decided at the end.
+        if let Some(c) = &cond {
+            if i.content_length.is_none_or(|l| l as usize > INLINE_MAX) {
+                let obj = self.objects.get(&bucket, &i.key).await?;
+                c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
             }
         }
         let headers = crate::std_headers!(i).into_pairs();
@@ -244,6 +263,7 @@ impl Api {
                 i.content_length,
                 expected.as_ref(),
                 req.trailing_headers.as_ref(),
+                cond.as_ref(),
             )
             .await?;
         let mut out = PutObjectOutput {

@@ -17,7 +17,7 @@ use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
 use garage_model::version_table::VersionTable;
 use garage_rpc::system::System;
-use garage_table::{AnyTable, InsertQueue, Table};
+use garage_table::{AnyTable, CasRegisters, InsertQueue, Table};
 use garage_util::config::{Config, DataDirState, DataDirs};
 use garage_util::data::Uuid;
 
@@ -44,6 +44,8 @@ pub struct Garage {
     pub block_ref_table: Arc<Table<BlockRefTable>>,
     pub mpu_table: Arc<Table<MpuTable>>,
     pub counter_table: Arc<Table<CounterTable>>,
+    /// Compare-and-set registers (conditional writes).
+    pub cas_registers: Arc<CasRegisters>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
 }
@@ -109,6 +111,7 @@ impl Garage {
             db.clone(),
             system.clone(),
         )?;
+        let cas_registers = CasRegisters::new(db.clone(), system.clone())?;
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
@@ -131,6 +134,7 @@ impl Garage {
             block_ref_table,
             mpu_table,
             counter_table,
+            cas_registers,
             tables,
         }))
     }

@@ -178,6 +178,7 @@ async fn start_s3(
         garage.block_ref_table.clone(),
         garage.mpu_table.clone(),
         garage.block_manager.clone(),
+        garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),
     );
     let server = garage_api::S3Server::bind(api, sock, config.s3_api.root_domain.as_deref())

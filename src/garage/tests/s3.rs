@@ -9,25 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::{endpoint, make_key};
 use common::{stderr, stdout};
-
-/// An access key allowed to create buckets, made with the CLI.
-fn make_key(c: &Cluster, name: &str) -> (String, String) {
-    let out = c.garage_ok(0, &["key", "create", name]);
-    let field = |label: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no {label} in {out}"))
-    };
-    let (id, secret) = (field("Key ID:"), field("Secret key:"));
-    c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
-    (id, secret)
-}
-
-fn endpoint(c: &Cluster, i: usize) -> String {
-    format!("http://{}:3900", c.nodes[i].ip)
-}
 
 fn boto3_suite(key: &(String, String), endpoints: &[String]) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/boto3_suite.py");

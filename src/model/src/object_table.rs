@@ -153,7 +153,27 @@ impl ObjectVersion {
     pub fn sort_key(&self) -> (u64, Uuid) {
         (self.timestamp, self.uuid)
     }
+
+    /// The bytes of this version as the value of a compare-and-set
+    /// register (conditional writes): a format byte, then MessagePack.
+    pub fn to_register_value(&self) -> Vec<u8> {
+        let mut out = vec![REGISTER_FORMAT];
+        out.extend(rmp_serde::to_vec_named(self).expect("object version encodes"));
+        out
+    }
+
+    /// Reads [`ObjectVersion::to_register_value`]'s bytes.
+    pub fn from_register_value(b: &[u8]) -> Result<Self, String> {
+        match b.split_first() {
+            Some((&REGISTER_FORMAT, rest)) => rmp_serde::from_slice(rest)
+                .map_err(|e| format!("object version in a register: {e}")),
+            _ => Err("object version in a register: unknown format".into()),
+        }
+    }
 }
+
+/// First byte of [`ObjectVersion::to_register_value`].
+const REGISTER_FORMAT: u8 = 1;
 
 impl Object {
     /// An object holding `versions`, merged in the order given (as if each
@@ -194,6 +214,12 @@ impl Object {
     /// is a delete marker.
     pub fn last_data(&self) -> Option<&ObjectVersion> {
         self.last_complete().filter(|v| v.is_data())
+    }
+
+    /// (timestamp, uuid) of the newest version ever complete in this
+    /// entry: a new version must sort after it to become current.
+    pub fn newest_complete(&self) -> Option<(u64, Uuid)> {
+        self.complete_mark
     }
 
     fn merge_version(&mut self, v: &ObjectVersion) {

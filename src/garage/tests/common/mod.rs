@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod gateway;
 pub mod proxy;
+pub mod s3;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -30,6 +30,8 @@ pub const PING_INTERVAL: Duration = Duration::from_secs(2);
 pub const PING_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a call waits to connect to a known but unconnected node.
 pub const ENSURE_CONNECTED_TIMEOUT: Duration = Duration::from_secs(5);
+/// A request dials a peer it cannot reach at most this often.
+pub const ON_DEMAND_DIAL_INTERVAL: Duration = Duration::from_secs(2);
 /// How often unconnected known peers are (re)tried, within their backoff.
 pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
 /// File in `metadata_dir` that holds the layout.
@@ -137,6 +139,10 @@ pub struct System {
     /// readers get a cheap consistent snapshot.
     layout: RwLock<(Arc<LayoutHistory>, LayoutDigest)>,
     peers: Mutex<Peers>,
+    /// When an on-demand dial of a peer last failed: requests do not dial
+    /// a dead peer again within [`ON_DEMAND_DIAL_INTERVAL`] (the reconnect
+    /// loop keeps trying, with backoff).
+    failed_dials: Mutex<std::collections::HashMap<NodeId, Instant>>,
     progress: trackers::Progress,
     hostname: String,
     endpoint: Arc<garage_net::Endpoint<SystemRpc, System>>,
@@ -214,6 +220,7 @@ impl System {
             layout_path,
             layout: RwLock::new((Arc::new(layout.clone()), digest(&layout))),
             peers: Mutex::new(Peers::default()),
+            failed_dials: Mutex::new(std::collections::HashMap::new()),
             progress: trackers::Progress::default(),
             hostname: hostname(),
             endpoint,
@@ -745,16 +752,37 @@ impl System {
             return;
         }
         let addr = self.peers().get(id).and_then(|p| p.addr);
-        if let Some(addr) = addr {
-            match tokio::time::timeout(
+        let recently_failed = {
+            let failed = self.failed_dials.lock().expect("failed dials lock");
+            failed
+                .get(id)
+                .is_some_and(|t| t.elapsed() < ON_DEMAND_DIAL_INTERVAL)
+        };
+        if let (Some(addr), false) = (addr, recently_failed) {
+            let ok = match tokio::time::timeout(
                 ENSURE_CONNECTED_TIMEOUT,
                 self.netapp.connect(addr, Some(*id)),
             )
             .await
             {
-                Ok(Ok(_)) => debug!(peer = ?id, %addr, "connected on demand"),
-                Ok(Err(e)) => debug!(peer = ?id, %addr, "cannot connect on demand: {e}"),
-                Err(_) => debug!(peer = ?id, %addr, "cannot connect on demand: timeout"),
+                Ok(Ok(_)) => {
+                    debug!(peer = ?id, %addr, "connected on demand");
+                    true
+                }
+                Ok(Err(e)) => {
+                    debug!(peer = ?id, %addr, "cannot connect on demand: {e}");
+                    false
+                }
+                Err(_) => {
+                    debug!(peer = ?id, %addr, "cannot connect on demand: timeout");
+                    false
+                }
+            };
+            let mut failed = self.failed_dials.lock().expect("failed dials lock");
+            if ok {
+                failed.remove(id);
+            } else {
+                failed.insert(*id, Instant::now());
             }
         }
     }
