@@ -69,6 +69,33 @@ w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
     "IndexDocument": {"Suffix": "index.html"}, "ErrorDocument": {"Key": "404.html"}})
 site = readers[-1].get_bucket_website(Bucket=bucket)
 assert site["IndexDocument"] == {"Suffix": "index.html"} and site["ErrorDocument"] == {"Key": "404.html"}, site
+routing = [
+    {"Condition": {"KeyPrefixEquals": "docs/"},
+     "Redirect": {"ReplaceKeyPrefixWith": "documents/", "HttpRedirectCode": "301"}},
+    {"Condition": {"HttpErrorCodeReturnedEquals": "404"},
+     "Redirect": {"HostName": "example.com", "Protocol": "https", "ReplaceKeyWith": "missing.html"}},
+]
+w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
+    "IndexDocument": {"Suffix": "index.html"}, "RoutingRules": routing})
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RoutingRules"] == routing and "ErrorDocument" not in site, site
+w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
+    "RedirectAllRequestsTo": {"HostName": "www.example.com", "Protocol": "https"}})
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RedirectAllRequestsTo"] == {"HostName": "www.example.com", "Protocol": "https"}, site
+assert "IndexDocument" not in site and "RoutingRules" not in site, site
+for bad in [
+    {"RedirectAllRequestsTo": {"HostName": "x.example.com"}, "IndexDocument": {"Suffix": "i.html"}},
+    {"IndexDocument": {"Suffix": "i.html"},
+     "RoutingRules": [{"Redirect": {"ReplaceKeyWith": "a", "ReplaceKeyPrefixWith": "b"}}]},
+    {"IndexDocument": {"Suffix": "i.html"},
+     "RoutingRules": [{"Redirect": {"HostName": "h", "HttpRedirectCode": "200"}}]},
+    {"ErrorDocument": {"Key": "e.html"}},
+]:
+    expect_error("InvalidArgument", 400, w.put_bucket_website, Bucket=bucket, WebsiteConfiguration=bad)
+# A refused document leaves the previous one in place.
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RedirectAllRequestsTo"]["HostName"] == "www.example.com", site
 w.delete_bucket_website(Bucket=bucket)
 expect_error("NoSuchWebsiteConfiguration", 404, w.get_bucket_website, Bucket=bucket)
 
