@@ -9,6 +9,7 @@ pub mod checksum;
 pub mod copy;
 pub mod ctx;
 pub mod error;
+pub mod lifecycle;
 pub mod list;
 pub mod meta;
 pub mod multipart;

@@ -4,6 +4,7 @@ Usage: boto3_suite.py KEY_ID SECRET ENDPOINT [ENDPOINT...]
 Writes go through the first endpoint; every read is done through each
 endpoint in turn. Exits non-zero (with the failed assertion) on error.
 """
+import datetime
 import hashlib
 import os
 import sys
@@ -98,6 +99,45 @@ site = readers[-1].get_bucket_website(Bucket=bucket)
 assert site["RedirectAllRequestsTo"]["HostName"] == "www.example.com", site
 w.delete_bucket_website(Bucket=bucket)
 expect_error("NoSuchWebsiteConfiguration", 404, w.get_bucket_website, Bucket=bucket)
+
+# Lifecycle configuration.
+expect_error("NoSuchLifecycleConfiguration", 404, w.get_bucket_lifecycle_configuration, Bucket=bucket)
+utc = datetime.timezone.utc
+lifecycle = [
+    {"ID": "logs", "Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 30}},
+    {"ID": "big", "Status": "Disabled",
+     "Filter": {"And": {"Prefix": "big/", "ObjectSizeGreaterThan": 1000, "ObjectSizeLessThan": 10000}},
+     "Expiration": {"Date": datetime.datetime(2030, 1, 1, tzinfo=utc)}},
+    {"ID": "uploads", "Status": "Enabled", "Filter": {"Prefix": "tmp/"},
+     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+]
+w.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": lifecycle})
+got = readers[-1].get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+assert got == lifecycle, got
+
+
+def bad_lifecycle(code, status, **rule):
+    r = {"ID": "x", "Status": "Enabled", "Filter": {"Prefix": ""}}
+    r.update(rule)
+    expect_error(code, status, w.put_bucket_lifecycle_configuration, Bucket=bucket,
+                 LifecycleConfiguration={"Rules": [r]})
+
+
+bad_lifecycle("InvalidArgument", 400, Expiration={"Days": 0})
+bad_lifecycle("InvalidArgument", 400, Expiration={"Date": datetime.datetime(2030, 1, 1, 12, tzinfo=utc)})
+bad_lifecycle("MalformedXML", 400, Expiration={})
+bad_lifecycle("MalformedXML", 400, Status="Sometimes", Expiration={"Days": 1})
+bad_lifecycle("InvalidArgument", 400, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})
+bad_lifecycle("InvalidArgument", 400)  # no action
+bad_lifecycle("NotImplemented", 501, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
+bad_lifecycle("NotImplemented", 501, NoncurrentVersionExpiration={"NoncurrentDays": 3})
+expect_error("InvalidArgument", 400, w.put_bucket_lifecycle_configuration, Bucket=bucket,
+             LifecycleConfiguration={"Rules": [lifecycle[0], lifecycle[0]]})
+# A refused configuration leaves the previous one in place.
+assert readers[-1].get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == lifecycle
+w.delete_bucket_lifecycle(Bucket=bucket)
+expect_error("NoSuchLifecycleConfiguration", 404, readers[-1].get_bucket_lifecycle_configuration,
+             Bucket=bucket)
 
 # Sizes around the inline limit and the block size, and a 17 MiB object.
 MIB = 1 << 20
