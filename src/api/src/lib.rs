@@ -10,6 +10,7 @@ pub mod copy;
 pub mod ctx;
 pub mod error;
 pub mod lifecycle;
+pub mod lifecycle_worker;
 pub mod list;
 pub mod meta;
 pub mod multipart;
