@@ -3,6 +3,7 @@
 //! crate's; this crate implements its operations over the model tables
 //! and the block manager.
 
+pub mod attributes;
 pub mod bucket;
 pub mod bucket_config;
 pub mod checksum;

@@ -55,6 +55,7 @@ forward! {
     abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput;
     list_parts: ListPartsInput => ListPartsOutput;
     list_multipart_uploads: ListMultipartUploadsInput => ListMultipartUploadsOutput;
+    get_object_attributes: GetObjectAttributesInput => GetObjectAttributesOutput;
 }
 
 /// Signature checks: the secret of an existing key.

@@ -239,6 +239,29 @@ for r in readers:
     mid = r.get_object(Bucket=bucket, Key="mp", Range=f"bytes={5 * MIB - 2}-{5 * MIB + 1}")
     assert mid["Body"].read() == whole[5 * MIB - 2:5 * MIB + 2]
 
+# GetObjectAttributes: a multipart object (parts paged), a checksummed one,
+# a missing one.
+ALL_ATTRS = ["ETag", "ObjectSize", "StorageClass", "ObjectParts", "Checksum"]
+for r in readers:
+    a = r.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=ALL_ATTRS)
+    assert a["ETag"].strip('"') == done["ETag"].strip('"'), a
+    assert a["ObjectSize"] == len(whole) and a["StorageClass"] == "STANDARD", a
+    op = a["ObjectParts"]
+    assert op["TotalPartsCount"] == 3, op
+    assert [(p["PartNumber"], p["Size"]) for p in op["Parts"]] == [(1, 5 * MIB), (2, 5 * MIB), (3, 1)], op
+    assert "Checksum" not in a, a
+page = w.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=["ObjectParts"], MaxParts=2)
+assert "ETag" not in page and "ObjectSize" not in page, page
+op = page["ObjectParts"]
+assert op["IsTruncated"] and op["NextPartNumberMarker"] == 2 and len(op["Parts"]) == 2, op
+rest = w.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=["ObjectParts"],
+                               MaxParts=2, PartNumberMarker=2)["ObjectParts"]
+assert not rest["IsTruncated"] and [p["PartNumber"] for p in rest["Parts"]] == [3], rest
+a = w.get_object_attributes(Bucket=bucket, Key="sum/SHA256", ObjectAttributes=ALL_ATTRS)
+assert a["Checksum"]["ChecksumSHA256"] == want and "ObjectParts" not in a, a
+assert a["ObjectSize"] == len(data), a
+expect_error("NoSuchKey", 404, w.get_object_attributes, Bucket=bucket, Key="nope", ObjectAttributes=["ETag"])
+
 # UploadPartCopy: a range of "mp" and the whole of a small object.
 up = w.create_multipart_upload(Bucket=bucket, Key="pc")
 uid3 = up["UploadId"]
