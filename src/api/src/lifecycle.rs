@@ -126,7 +126,7 @@ fn filter_from_dto(f: LifecycleRuleFilter) -> ApiResult<LifecycleFilter> {
     Ok(out)
 }
 
-fn expiration_from_dto(e: LifecycleExpiration_) -> ApiResult<LifecycleExpiration> {
+fn expiration_from_dto(e: S3Expiration) -> ApiResult<LifecycleExpiration> {
     if e.expired_object_delete_marker.is_some() {
         if e.days.is_some() || e.date.is_some() {
             return Err(invalid(
@@ -160,7 +160,7 @@ fn expiration_from_dto(e: LifecycleExpiration_) -> ApiResult<LifecycleExpiration
     }
 }
 
-type LifecycleExpiration_ = s3s::dto::LifecycleExpiration;
+type S3Expiration = s3s::dto::LifecycleExpiration;
 
 fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
     if r.transitions.is_some() || r.noncurrent_version_transitions.is_some() {
@@ -298,11 +298,11 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
         }),
         filter: Some(filter),
         expiration: r.expiration.map(|e| match e {
-            LifecycleExpiration::AfterDays(d) => LifecycleExpiration_ {
+            LifecycleExpiration::AfterDays(d) => S3Expiration {
                 days: Some(d as i32),
                 ..Default::default()
             },
-            LifecycleExpiration::AtDate(ms) => LifecycleExpiration_ {
+            LifecycleExpiration::AtDate(ms) => S3Expiration {
                 date: Some(meta::timestamp(ms)),
                 ..Default::default()
             },
@@ -323,7 +323,7 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
 mod tests {
     use super::*;
 
-    fn rule(expiration: Option<LifecycleExpiration_>) -> LifecycleRule {
+    fn rule(expiration: Option<S3Expiration>) -> LifecycleRule {
         LifecycleRule {
             id: Some("r1".into()),
             status: ExpirationStatus::from_static(ExpirationStatus::ENABLED),
@@ -340,8 +340,8 @@ mod tests {
         }
     }
 
-    fn days(d: i32) -> Option<LifecycleExpiration_> {
-        Some(LifecycleExpiration_ {
+    fn days(d: i32) -> Option<S3Expiration> {
+        Some(S3Expiration {
             days: Some(d),
             ..Default::default()
         })
@@ -372,7 +372,7 @@ mod tests {
             ..Default::default()
         });
         let midnight = meta::timestamp(20_000 * DAY_MSEC);
-        and.expiration = Some(LifecycleExpiration_ {
+        and.expiration = Some(S3Expiration {
             date: Some(midnight.clone()),
             ..Default::default()
         });
@@ -406,19 +406,19 @@ mod tests {
         assert_eq!(code(check(vec![rule(days(-3))])), "InvalidArgument");
         // An Expiration with neither Days nor Date, or both.
         assert_eq!(
-            code(check(vec![rule(Some(LifecycleExpiration_::default()))])),
+            code(check(vec![rule(Some(S3Expiration::default()))])),
             "MalformedXML"
         );
         let not_midnight = meta::timestamp(20_000 * DAY_MSEC + 3_600_000);
         assert_eq!(
-            code(check(vec![rule(Some(LifecycleExpiration_ {
+            code(check(vec![rule(Some(S3Expiration {
                 date: Some(not_midnight),
                 ..Default::default()
             }))])),
             "InvalidArgument"
         );
         assert_eq!(
-            code(check(vec![rule(Some(LifecycleExpiration_ {
+            code(check(vec![rule(Some(S3Expiration {
                 days: Some(1),
                 date: Some(meta::timestamp(0)),
                 ..Default::default()
