@@ -53,6 +53,8 @@ pub enum ApiError {
     NoSuchCorsConfiguration,
     #[error("The specified bucket does not have a website configuration")]
     NoSuchWebsiteConfiguration,
+    #[error("The lifecycle configuration does not exist")]
+    NoSuchLifecycleConfiguration,
     #[error("{0}")]
     NotImplemented(String),
     #[error("Your key is too long (at most 1024 bytes)")]
@@ -134,6 +136,7 @@ impl ApiError {
             MalformedXml(_) => S3ErrorCode::MalformedXML,
             NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
             NoSuchWebsiteConfiguration => S3ErrorCode::NoSuchWebsiteConfiguration,
+            NoSuchLifecycleConfiguration => S3ErrorCode::NoSuchLifecycleConfiguration,
             NotImplemented(_) => S3ErrorCode::NotImplemented,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
             IncompleteBody => S3ErrorCode::IncompleteBody,

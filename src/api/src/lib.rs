@@ -3,6 +3,7 @@
 //! crate's; this crate implements its operations over the model tables
 //! and the block manager.
 
+pub mod attributes;
 pub mod bucket;
 pub mod bucket_config;
 pub mod checksum;
@@ -10,6 +11,8 @@ pub mod conditional;
 pub mod copy;
 pub mod ctx;
 pub mod error;
+pub mod lifecycle;
+pub mod lifecycle_worker;
 pub mod list;
 pub mod meta;
 pub mod multipart;

@@ -443,9 +443,20 @@ impl Api {
         let i = req.input;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        self.abort_upload(&mpu).await?;
+        let mut resp = S3Response::new(AbortMultipartUploadOutput::default());
+        resp.status = Some(hyper::StatusCode::NO_CONTENT);
+        Ok(resp)
+    }
+
+    /// Aborts an upload: its object version is marked aborted and its
+    /// entry deleted (the hooks then release its parts). Also used by the
+    /// lifecycle worker, with an entry it did not read (a
+    /// [`MultipartUpload::new`] of the upload: the merge keeps the rest).
+    pub async fn abort_upload(&self, mpu: &MultipartUpload) -> ApiResult<()> {
         let aborted = Object::new(
-            bucket,
-            i.key.clone(),
+            mpu.bucket_id,
+            mpu.key.clone(),
             vec![ObjectVersion {
                 uuid: mpu.upload_id,
                 timestamp: mpu.timestamp,
@@ -458,9 +469,7 @@ impl Api {
         let (a, b) = tokio::join!(self.objects.insert(&aborted), self.mpus.insert(&gone));
         a?;
         b?;
-        let mut resp = S3Response::new(AbortMultipartUploadOutput::default());
-        resp.status = Some(hyper::StatusCode::NO_CONTENT);
-        Ok(resp)
+        Ok(())
     }
 
     pub async fn list_parts(

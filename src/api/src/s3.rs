@@ -37,6 +37,9 @@ forward! {
     get_bucket_website: GetBucketWebsiteInput => GetBucketWebsiteOutput;
     put_bucket_website: PutBucketWebsiteInput => PutBucketWebsiteOutput;
     delete_bucket_website: DeleteBucketWebsiteInput => DeleteBucketWebsiteOutput;
+    get_bucket_lifecycle_configuration: GetBucketLifecycleConfigurationInput => GetBucketLifecycleConfigurationOutput;
+    put_bucket_lifecycle_configuration: PutBucketLifecycleConfigurationInput => PutBucketLifecycleConfigurationOutput;
+    delete_bucket_lifecycle: DeleteBucketLifecycleInput => DeleteBucketLifecycleOutput;
     put_object: PutObjectInput => PutObjectOutput;
     get_object: GetObjectInput => GetObjectOutput;
     head_object: HeadObjectInput => HeadObjectOutput;
@@ -52,6 +55,7 @@ forward! {
     abort_multipart_upload: AbortMultipartUploadInput => AbortMultipartUploadOutput;
     list_parts: ListPartsInput => ListPartsOutput;
     list_multipart_uploads: ListMultipartUploadsInput => ListMultipartUploadsOutput;
+    get_object_attributes: GetObjectAttributesInput => GetObjectAttributesOutput;
 }
 
 /// Signature checks: the secret of an existing key.

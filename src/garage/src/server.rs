@@ -105,6 +105,13 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 .clone()
                 .rebalance_if_dirs_changed(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(
+            garage_api::lifecycle_worker::LifecycleWorker::new(
+                s3_api(&config, &garage),
+                system.clone(),
+            )
+            .run(exit_rx.clone()),
+        ));
         system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)
@@ -171,16 +178,7 @@ async fn start_s3(
             config.source
         )
     })?;
-    let api = garage_api::Api::new(
-        garage.metadata(),
-        garage.object_table.clone(),
-        garage.version_table.clone(),
-        garage.block_ref_table.clone(),
-        garage.mpu_table.clone(),
-        garage.block_manager.clone(),
-        garage.cas_registers.clone(),
-        config.s3_api.s3_region.clone(),
-    );
+    let api = s3_api(config, garage);
     let server = garage_api::S3Server::bind(api, sock, config.s3_api.root_domain.as_deref())
         .await
         .map_err(|e| anyhow::anyhow!("{e} (s3_api.api_bind_addr in {})", config.source))?;
@@ -191,6 +189,21 @@ async fn start_s3(
         config.s3_api.s3_region
     );
     Ok((tokio::spawn(server.run(must_exit)), endpoint))
+}
+
+/// The S3 operations over this node's tables (for the S3 listener and the
+/// lifecycle worker).
+fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
+    garage_api::Api::new(
+        garage.metadata(),
+        garage.object_table.clone(),
+        garage.version_table.clone(),
+        garage.block_ref_table.clone(),
+        garage.mpu_table.clone(),
+        garage.block_manager.clone(),
+        garage.cas_registers.clone(),
+        config.s3_api.s3_region.clone(),
+    )
 }
 
 /// Starts the RPC listener and the membership loops; returns the system

@@ -28,12 +28,118 @@ pub struct BucketParams {
     pub website_config: Lww<Option<WebsiteConfig>>,
     pub cors_config: Lww<Option<Vec<CorsRule>>>,
     pub quotas: Lww<BucketQuotas>,
+    /// Added with lifecycle support: absent in older entries.
+    #[serde(default = "no_lifecycle")]
+    pub lifecycle_config: Lww<Option<Vec<LifecycleRule>>>,
+}
+
+fn no_lifecycle() -> Lww<Option<Vec<LifecycleRule>>> {
+    Lww::raw(0, None)
+}
+
+/// A bucket's website configuration: either index (and error) documents
+/// with optional routing rules, or a redirection of every request.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct WebsiteConfig {
+    /// `None` only with `redirect_all` (older entries always have one).
+    pub index_document: Option<String>,
+    pub error_document: Option<String>,
+    #[serde(default)]
+    pub redirect_all: Option<RedirectAll>,
+    #[serde(default)]
+    pub routing_rules: Vec<RoutingRule>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct WebsiteConfig {
-    pub index_document: String,
-    pub error_document: Option<String>,
+pub struct RedirectAll {
+    pub host_name: String,
+    /// `http` or `https`; `None`: the request's.
+    pub protocol: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RoutingRule {
+    pub condition: Option<RoutingCondition>,
+    pub redirect: Redirect,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RoutingCondition {
+    pub http_error_code: Option<u16>,
+    pub key_prefix: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Redirect {
+    pub host_name: Option<String>,
+    pub http_redirect_code: Option<u16>,
+    pub protocol: Option<String>,
+    /// At most one of `replace_key_prefix_with` and `replace_key_with`.
+    pub replace_key_prefix_with: Option<String>,
+    pub replace_key_with: Option<String>,
+}
+
+/// One rule of a bucket's lifecycle configuration.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LifecycleRule {
+    pub id: Option<String>,
+    pub enabled: bool,
+    pub filter: LifecycleFilter,
+    pub expiration: Option<LifecycleExpiration>,
+    /// Abort multipart uploads this many days after their creation.
+    pub abort_incomplete_mpu_days: Option<u32>,
+}
+
+/// Which objects a rule applies to: all of the conditions given.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LifecycleFilter {
+    pub prefix: Option<String>,
+    /// Strictly larger than this many bytes.
+    pub size_gt: Option<u64>,
+    /// Strictly smaller than this many bytes.
+    pub size_lt: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum LifecycleExpiration {
+    /// This many days after the object's creation (rounded up to the next
+    /// midnight UTC, as S3 does).
+    AfterDays(u32),
+    /// From this instant on (milliseconds since the epoch, a midnight UTC).
+    AtDate(u64),
+}
+
+/// One day in milliseconds.
+pub const DAY_MSEC: u64 = 86_400_000;
+
+impl LifecycleFilter {
+    /// Whether an object of this key and size matches.
+    pub fn matches(&self, key: &str, size: u64) -> bool {
+        self.matches_key(key)
+            && self.size_gt.is_none_or(|g| size > g)
+            && self.size_lt.is_none_or(|l| size < l)
+    }
+
+    /// Whether a key matches the prefix (an upload has no size yet).
+    pub fn matches_key(&self, key: &str) -> bool {
+        self.prefix.as_deref().is_none_or(|p| key.starts_with(p))
+    }
+}
+
+/// The first midnight UTC at or after `ms` plus `days` days: when S3 acts
+/// on a rule with Days for something created at `ms`.
+pub fn days_after(ms: u64, days: u32) -> u64 {
+    (ms + days as u64 * DAY_MSEC).div_ceil(DAY_MSEC) * DAY_MSEC
+}
+
+impl LifecycleExpiration {
+    /// Whether an object created at `created` (ms) has expired at `now`.
+    pub fn expired(&self, created: u64, now: u64) -> bool {
+        match *self {
+            LifecycleExpiration::AfterDays(d) => now >= days_after(created, d),
+            LifecycleExpiration::AtDate(t) => now >= t,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -61,6 +167,7 @@ impl Crdt for BucketParams {
         self.website_config.merge(&other.website_config);
         self.cors_config.merge(&other.cors_config);
         self.quotas.merge(&other.quotas);
+        self.lifecycle_config.merge(&other.lifecycle_config);
     }
 }
 
@@ -76,6 +183,7 @@ impl Bucket {
                 website_config: Lww::new(None),
                 cors_config: Lww::new(None),
                 quotas: Lww::new(BucketQuotas::default()),
+                lifecycle_config: Lww::new(None),
             }),
         }
     }
@@ -210,6 +318,7 @@ mod tests {
                 );
                 p.website_config = Lww::raw(0, None);
                 p.cors_config = Lww::raw(0, None);
+                p.lifecycle_config = Lww::raw(0, None);
                 b
             })
     }
@@ -238,5 +347,70 @@ mod tests {
         ] {
             assert!(check_bucket_name(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A bucket entry written before website redirects and lifecycle
+    /// rules existed (a website with index and error documents, no CORS).
+    const OLD_BUCKET: &str = "0182a26964c4200707070707070707070707070707070707070707070707070707070707070707a5737461746581a750726573656e7487ad6372656174696f6e5f64617465cf0000018bcfe56800af617574686f72697a65645f6b65797381a7656e747269657390a7616c696173657381a7656e74726965739193a47369746505c3ad6c6f63616c5f616c696173657381a7656e747269657390ae776562736974655f636f6e66696782a274730aa576616c756582ae696e6465785f646f63756d656e74aa696e6465782e68746d6cae6572726f725f646f63756d656e74a86572722e68746d6cab636f72735f636f6e66696782a274730ba576616c7565c0a671756f74617382a274730ca576616c756582a86d61785f73697a65c0ab6d61785f6f626a65637473c0";
+
+    #[test]
+    fn old_bucket_entries_still_decode() {
+        let bytes = hex::decode(OLD_BUCKET).unwrap();
+        let b: Bucket = garage_table::encoding::decode(&bytes).unwrap();
+        assert_eq!(b.id, Uuid::from([7; 32]));
+        let p = b.params().unwrap();
+        assert_eq!(p.creation_date, 1_700_000_000_000);
+        assert_eq!(b.global_aliases(), vec!["site".to_string()]);
+        let w = p.website_config.get().clone().unwrap();
+        assert_eq!(w.index_document.as_deref(), Some("index.html"));
+        assert_eq!(w.error_document.as_deref(), Some("err.html"));
+        assert_eq!(w.redirect_all, None);
+        assert!(w.routing_rules.is_empty());
+        assert_eq!(p.website_config.timestamp(), 10);
+        assert_eq!(*p.lifecycle_config.get(), None);
+        assert_eq!(p.lifecycle_config.timestamp(), 0);
+        // Any lifecycle configuration set later wins over the missing one.
+        let mut newer = b.clone();
+        newer
+            .params_mut()
+            .unwrap()
+            .lifecycle_config
+            .update(Some(Vec::new()));
+        let mut merged = b.clone();
+        merged.merge(&newer);
+        assert_eq!(
+            *merged.params().unwrap().lifecycle_config.get(),
+            Some(Vec::new())
+        );
+        // And a new entry round-trips.
+        let again: Bucket =
+            garage_table::encoding::decode(&garage_table::encoding::encode(&newer)).unwrap();
+        assert_eq!(again, newer);
+    }
+
+    #[test]
+    fn lifecycle_dates_and_filters() {
+        // Created one minute after midnight: one day later means the
+        // second midnight after creation.
+        let created = 10 * DAY_MSEC + 60_000;
+        let e = LifecycleExpiration::AfterDays(1);
+        assert!(!e.expired(created, 11 * DAY_MSEC + 60_000));
+        assert!(!e.expired(created, 12 * DAY_MSEC - 1));
+        assert!(e.expired(created, 12 * DAY_MSEC));
+        assert_eq!(days_after(10 * DAY_MSEC, 2), 12 * DAY_MSEC);
+        let d = LifecycleExpiration::AtDate(20 * DAY_MSEC);
+        assert!(!d.expired(0, 20 * DAY_MSEC - 1));
+        assert!(d.expired(0, 20 * DAY_MSEC));
+        let f = LifecycleFilter {
+            prefix: Some("logs/".into()),
+            size_gt: Some(10),
+            size_lt: Some(100),
+        };
+        assert!(f.matches("logs/a", 50));
+        assert!(!f.matches("logs/a", 10));
+        assert!(!f.matches("logs/a", 100));
+        assert!(!f.matches("data/a", 50));
+        assert!(f.matches_key("logs/b"));
+        assert!(LifecycleFilter::default().matches("anything", 0));
     }
 }

@@ -4,6 +4,7 @@ Usage: boto3_suite.py KEY_ID SECRET ENDPOINT [ENDPOINT...]
 Writes go through the first endpoint; every read is done through each
 endpoint in turn. Exits non-zero (with the failed assertion) on error.
 """
+import datetime
 import hashlib
 import os
 import sys
@@ -69,8 +70,74 @@ w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
     "IndexDocument": {"Suffix": "index.html"}, "ErrorDocument": {"Key": "404.html"}})
 site = readers[-1].get_bucket_website(Bucket=bucket)
 assert site["IndexDocument"] == {"Suffix": "index.html"} and site["ErrorDocument"] == {"Key": "404.html"}, site
+routing = [
+    {"Condition": {"KeyPrefixEquals": "docs/"},
+     "Redirect": {"ReplaceKeyPrefixWith": "documents/", "HttpRedirectCode": "301"}},
+    {"Condition": {"HttpErrorCodeReturnedEquals": "404"},
+     "Redirect": {"HostName": "example.com", "Protocol": "https", "ReplaceKeyWith": "missing.html"}},
+]
+w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
+    "IndexDocument": {"Suffix": "index.html"}, "RoutingRules": routing})
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RoutingRules"] == routing and "ErrorDocument" not in site, site
+w.put_bucket_website(Bucket=bucket, WebsiteConfiguration={
+    "RedirectAllRequestsTo": {"HostName": "www.example.com", "Protocol": "https"}})
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RedirectAllRequestsTo"] == {"HostName": "www.example.com", "Protocol": "https"}, site
+assert "IndexDocument" not in site and "RoutingRules" not in site, site
+for bad in [
+    {"RedirectAllRequestsTo": {"HostName": "x.example.com"}, "IndexDocument": {"Suffix": "i.html"}},
+    {"IndexDocument": {"Suffix": "i.html"},
+     "RoutingRules": [{"Redirect": {"ReplaceKeyWith": "a", "ReplaceKeyPrefixWith": "b"}}]},
+    {"IndexDocument": {"Suffix": "i.html"},
+     "RoutingRules": [{"Redirect": {"HostName": "h", "HttpRedirectCode": "200"}}]},
+    {"ErrorDocument": {"Key": "e.html"}},
+]:
+    expect_error("InvalidArgument", 400, w.put_bucket_website, Bucket=bucket, WebsiteConfiguration=bad)
+# A refused document leaves the previous one in place.
+site = readers[-1].get_bucket_website(Bucket=bucket)
+assert site["RedirectAllRequestsTo"]["HostName"] == "www.example.com", site
 w.delete_bucket_website(Bucket=bucket)
 expect_error("NoSuchWebsiteConfiguration", 404, w.get_bucket_website, Bucket=bucket)
+
+# Lifecycle configuration.
+expect_error("NoSuchLifecycleConfiguration", 404, w.get_bucket_lifecycle_configuration, Bucket=bucket)
+utc = datetime.timezone.utc
+lifecycle = [
+    {"ID": "logs", "Status": "Enabled", "Filter": {"Prefix": "logs/"}, "Expiration": {"Days": 30}},
+    {"ID": "big", "Status": "Disabled",
+     "Filter": {"And": {"Prefix": "big/", "ObjectSizeGreaterThan": 1000, "ObjectSizeLessThan": 10000}},
+     "Expiration": {"Date": datetime.datetime(2030, 1, 1, tzinfo=utc)}},
+    {"ID": "uploads", "Status": "Enabled", "Filter": {"Prefix": "tmp/"},
+     "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+]
+w.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": lifecycle})
+got = readers[-1].get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+assert got == lifecycle, got
+
+
+def bad_lifecycle(code, status, **rule):
+    r = {"ID": "x", "Status": "Enabled", "Filter": {"Prefix": ""}}
+    r.update(rule)
+    expect_error(code, status, w.put_bucket_lifecycle_configuration, Bucket=bucket,
+                 LifecycleConfiguration={"Rules": [r]})
+
+
+bad_lifecycle("InvalidArgument", 400, Expiration={"Days": 0})
+bad_lifecycle("InvalidArgument", 400, Expiration={"Date": datetime.datetime(2030, 1, 1, 12, tzinfo=utc)})
+bad_lifecycle("MalformedXML", 400, Expiration={})
+bad_lifecycle("MalformedXML", 400, Status="Sometimes", Expiration={"Days": 1})
+bad_lifecycle("InvalidArgument", 400, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})
+bad_lifecycle("InvalidArgument", 400)  # no action
+bad_lifecycle("NotImplemented", 501, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
+bad_lifecycle("NotImplemented", 501, NoncurrentVersionExpiration={"NoncurrentDays": 3})
+expect_error("InvalidArgument", 400, w.put_bucket_lifecycle_configuration, Bucket=bucket,
+             LifecycleConfiguration={"Rules": [lifecycle[0], lifecycle[0]]})
+# A refused configuration leaves the previous one in place.
+assert readers[-1].get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"] == lifecycle
+w.delete_bucket_lifecycle(Bucket=bucket)
+expect_error("NoSuchLifecycleConfiguration", 404, readers[-1].get_bucket_lifecycle_configuration,
+             Bucket=bucket)
 
 # Sizes around the inline limit and the block size, and a 17 MiB object.
 MIB = 1 << 20
@@ -171,6 +238,29 @@ for r in readers:
     assert got["ContentType"] == "video/x-test"
     mid = r.get_object(Bucket=bucket, Key="mp", Range=f"bytes={5 * MIB - 2}-{5 * MIB + 1}")
     assert mid["Body"].read() == whole[5 * MIB - 2:5 * MIB + 2]
+
+# GetObjectAttributes: a multipart object (parts paged), a checksummed one,
+# a missing one.
+ALL_ATTRS = ["ETag", "ObjectSize", "StorageClass", "ObjectParts", "Checksum"]
+for r in readers:
+    a = r.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=ALL_ATTRS)
+    assert a["ETag"].strip('"') == done["ETag"].strip('"'), a
+    assert a["ObjectSize"] == len(whole) and a["StorageClass"] == "STANDARD", a
+    op = a["ObjectParts"]
+    assert op["TotalPartsCount"] == 3, op
+    assert [(p["PartNumber"], p["Size"]) for p in op["Parts"]] == [(1, 5 * MIB), (2, 5 * MIB), (3, 1)], op
+    assert "Checksum" not in a, a
+page = w.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=["ObjectParts"], MaxParts=2)
+assert "ETag" not in page and "ObjectSize" not in page, page
+op = page["ObjectParts"]
+assert op["IsTruncated"] and op["NextPartNumberMarker"] == 2 and len(op["Parts"]) == 2, op
+rest = w.get_object_attributes(Bucket=bucket, Key="mp", ObjectAttributes=["ObjectParts"],
+                               MaxParts=2, PartNumberMarker=2)["ObjectParts"]
+assert not rest["IsTruncated"] and [p["PartNumber"] for p in rest["Parts"]] == [3], rest
+a = w.get_object_attributes(Bucket=bucket, Key="sum/SHA256", ObjectAttributes=ALL_ATTRS)
+assert a["Checksum"]["ChecksumSHA256"] == want and "ObjectParts" not in a, a
+assert a["ObjectSize"] == len(data), a
+expect_error("NoSuchKey", 404, w.get_object_attributes, Bucket=bucket, Key="nope", ObjectAttributes=["ETag"])
 
 # UploadPartCopy: a range of "mp" and the whole of a small object.
 up = w.create_multipart_upload(Bucket=bucket, Key="pc")

@@ -1,0 +1,318 @@
+//! The lifecycle worker: once a day (and shortly after start) it applies
+//! each bucket's lifecycle rules. For each bucket with enabled rules whose
+//! object partition has this node first in the current layout (so that one
+//! node does the work, not every replica), it reads the bucket's objects
+//! a page at a time and
+//! - expires the current data of an object an Expiration matches, with a
+//!   delete marker just newer than that data (so that a PUT that came in
+//!   meanwhile is kept),
+//! - aborts a multipart upload older than an AbortIncompleteMultipartUpload
+//!   allows, as AbortMultipartUpload does ([`Api::abort_upload`]).
+//!
+//! `GARAGE_LIFECYCLE_INTERVAL_SECS` shortens the interval and
+//! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
+//! (both for tests: rules count in whole days).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use garage_model::bucket_table::{days_after, Bucket, LifecycleRule};
+use garage_model::mpu_table::MultipartUpload;
+use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
+use garage_rpc::layout::version::LayoutVersion;
+use garage_rpc::system::System;
+use garage_table::{EmptyKey, PartitionKey};
+use garage_util::data::gen_uuid;
+use garage_util::time::now_msec;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::ctx::Api;
+use crate::error::ApiResult;
+
+/// Objects read per round trip.
+const PAGE: usize = 1000;
+/// Buckets read per round trip.
+const BUCKET_PAGE: usize = 1000;
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// The first pass waits this long after start (or the interval if shorter).
+const FIRST_PASS_DELAY: Duration = Duration::from_secs(30);
+
+/// What one pass did to one bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BucketPass {
+    pub scanned: usize,
+    pub expired: usize,
+    pub aborted: usize,
+}
+
+pub struct LifecycleWorker {
+    pub api: Arc<Api>,
+    pub system: Arc<System>,
+    pub interval: Duration,
+    /// Added to the clock (tests).
+    pub clock_offset_ms: u64,
+}
+
+fn env_secs(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+impl LifecycleWorker {
+    /// A worker with the interval and clock offset of the environment.
+    pub fn new(api: Arc<Api>, system: Arc<System>) -> Arc<Self> {
+        Arc::new(Self {
+            api,
+            system,
+            interval: env_secs("GARAGE_LIFECYCLE_INTERVAL_SECS")
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_INTERVAL),
+            clock_offset_ms: env_secs("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS").unwrap_or(0) * 1000,
+        })
+    }
+
+    pub async fn run(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        let mut wait = FIRST_PASS_DELAY.min(self.interval);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => (),
+                _ = must_exit.changed() => (),
+            }
+            if *must_exit.borrow() {
+                return;
+            }
+            if let Err(e) = self.pass(&must_exit).await {
+                warn!("lifecycle pass failed (retried at the next one): {e}");
+            }
+            wait = self.interval;
+        }
+    }
+
+    /// One pass over every bucket with enabled rules that this node
+    /// handles.
+    pub async fn pass(&self, must_exit: &watch::Receiver<bool>) -> ApiResult<()> {
+        let mut start = None;
+        loop {
+            let page = self
+                .api
+                .metadata
+                .buckets
+                .get_range(&EmptyKey, start, None, BUCKET_PAGE, false)
+                .await?;
+            for b in page.iter() {
+                if *must_exit.borrow() {
+                    return Ok(());
+                }
+                if start.as_ref() == Some(&b.id) {
+                    continue;
+                }
+                let rules: Vec<LifecycleRule> = b
+                    .params()
+                    .and_then(|p| p.lifecycle_config.get().clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|r| r.enabled)
+                    .collect();
+                if rules.is_empty() || !self.is_first_node_of(b) {
+                    continue;
+                }
+                let name = b
+                    .global_aliases()
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| b.id.hex());
+                match self.bucket_pass(b, &rules).await {
+                    Ok(p) => info!(
+                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted",
+                        p.scanned, p.expired, p.aborted
+                    ),
+                    Err(e) => warn!("lifecycle: bucket {name}: {e}"),
+                }
+            }
+            if page.len() < BUCKET_PAGE {
+                return Ok(());
+            }
+            start = page.last().map(|b| b.id);
+        }
+    }
+
+    /// Whether this node is the first node of the bucket's object
+    /// partition in the current layout.
+    fn is_first_node_of(&self, b: &Bucket) -> bool {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(b.id.hash().as_slice());
+        layout.current().nodes_of(partition).first() == Some(&self.system.id())
+    }
+
+    async fn bucket_pass(&self, b: &Bucket, rules: &[LifecycleRule]) -> ApiResult<BucketPass> {
+        let now = now_msec() + self.clock_offset_ms;
+        let mut stats = BucketPass::default();
+        let mut start: Option<String> = None;
+        loop {
+            let page = self
+                .api
+                .objects
+                .get_range(&b.id, start.clone(), None, PAGE, false)
+                .await?;
+            let mut markers = Vec::new();
+            for o in page.iter() {
+                if start.as_ref() == Some(&o.key) {
+                    continue;
+                }
+                stats.scanned += 1;
+                let todo = plan(o, rules, now);
+                if let Some(m) = todo.marker {
+                    markers.push(m);
+                }
+                for mpu in todo.aborts {
+                    self.api.abort_upload(&mpu).await?;
+                    stats.aborted += 1;
+                }
+            }
+            if !markers.is_empty() {
+                self.api.objects.insert_many(&markers).await?;
+                stats.expired += markers.len();
+            }
+            if page.len() < PAGE {
+                return Ok(stats);
+            }
+            start = page.last().map(|o| o.key.clone());
+        }
+    }
+}
+
+/// What the rules ask for one object at `now`.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// A delete marker expiring the object's current data.
+    pub marker: Option<Object>,
+    /// Multipart uploads to abort.
+    pub aborts: Vec<MultipartUpload>,
+}
+
+/// Applies the (enabled) `rules` to one object.
+pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64) -> Plan {
+    let mut out = Plan::default();
+    if let Some(v) = o.last_data() {
+        let expired = rules.iter().any(|r| {
+            r.expiration.is_some_and(|e| e.expired(v.timestamp, now))
+                && r.filter.matches(&o.key, v.size())
+        });
+        if expired {
+            // Just newer than the expired data: older than any write that
+            // replaced it meanwhile, which therefore stays.
+            out.marker = Some(Object::new(
+                o.bucket_id,
+                o.key.clone(),
+                vec![ObjectVersion {
+                    uuid: gen_uuid(),
+                    timestamp: v.timestamp + 1,
+                    state: ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+                }],
+            ));
+        }
+    }
+    for v in o.versions().iter().filter(|v| v.is_uploading(Some(true))) {
+        let old = rules.iter().any(|r| {
+            r.abort_incomplete_mpu_days
+                .is_some_and(|d| now >= days_after(v.timestamp, d))
+                && r.filter.matches_key(&o.key)
+        });
+        if old {
+            out.aborts.push(MultipartUpload::new(
+                v.uuid,
+                v.timestamp,
+                o.bucket_id,
+                o.key.clone(),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use garage_model::bucket_table::{LifecycleExpiration, LifecycleFilter, DAY_MSEC};
+    use garage_model::object_table::ObjectVersionMeta;
+    use garage_util::crdt::Crdt;
+    use garage_util::data::Uuid;
+
+    use super::*;
+
+    fn data(ts: u64, size: u64) -> ObjectVersion {
+        ObjectVersion {
+            uuid: gen_uuid(),
+            timestamp: ts,
+            state: ObjectVersionState::Complete(ObjectVersionData::Inline(
+                ObjectVersionMeta {
+                    headers: Vec::new(),
+                    size,
+                    etag: "e".into(),
+                },
+                vec![0; size as usize],
+            )),
+        }
+    }
+
+    fn upload(ts: u64) -> ObjectVersion {
+        ObjectVersion {
+            uuid: gen_uuid(),
+            timestamp: ts,
+            state: ObjectVersionState::Uploading {
+                multipart: true,
+                headers: Vec::new(),
+            },
+        }
+    }
+
+    fn rule(prefix: &str, exp: Option<LifecycleExpiration>, abort: Option<u32>) -> LifecycleRule {
+        LifecycleRule {
+            id: None,
+            enabled: true,
+            filter: LifecycleFilter {
+                prefix: Some(prefix.into()),
+                size_gt: None,
+                size_lt: Some(100),
+            },
+            expiration: exp,
+            abort_incomplete_mpu_days: abort,
+        }
+    }
+
+    #[test]
+    fn plans_follow_the_rules() {
+        let b = Uuid::from([3; 32]);
+        let day = 100 * DAY_MSEC;
+        let rules = [
+            rule("logs/", Some(LifecycleExpiration::AfterDays(2)), None),
+            rule("tmp/", None, Some(1)),
+        ];
+        // Two days later, rounded up to midnight: not before; too large,
+        // or another prefix: kept.
+        let o = Object::new(b, "logs/a".into(), vec![data(day + 5, 10)]);
+        assert!(plan(&o, &rules, day + 3 * DAY_MSEC - 1).marker.is_none());
+        let m = plan(&o, &rules, day + 3 * DAY_MSEC).marker.unwrap();
+        let mut merged = o.clone();
+        merged.merge(&m);
+        assert!(merged.last_data().is_none());
+        let big = Object::new(b, "logs/b".into(), vec![data(day, 200)]);
+        assert!(plan(&big, &rules, day + 10 * DAY_MSEC).marker.is_none());
+        let other = Object::new(b, "data/a".into(), vec![data(day, 10)]);
+        assert!(plan(&other, &rules, day + 10 * DAY_MSEC).marker.is_none());
+        // A PUT after the expired one survives the marker.
+        let newer = data(day + 3 * DAY_MSEC, 10);
+        let mut replaced = o.clone();
+        replaced.merge(&Object::new(b, "logs/a".into(), vec![newer.clone()]));
+        replaced.merge(&m);
+        assert_eq!(replaced.last_data(), Some(&newer));
+        // Uploads: only under tmp/, once a day has passed.
+        let u = upload(day + 7);
+        let o = Object::new(b, "tmp/x".into(), vec![u.clone()]);
+        assert!(plan(&o, &rules, day + DAY_MSEC - 1).aborts.is_empty());
+        let a = plan(&o, &rules, day + 2 * DAY_MSEC).aborts;
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].upload_id, a[0].timestamp), (u.uuid, u.timestamp));
+        let o = Object::new(b, "logs/x".into(), vec![upload(day)]);
+        assert!(plan(&o, &rules, day + 10 * DAY_MSEC).aborts.is_empty());
+    }
+}
