@@ -33,10 +33,13 @@ pub type Value = Vec<u8>;
 /// A key and its value, as returned by iteration.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
 
-/// Largest key accepted, in bytes. LMDB's compiled-in limit is 511 bytes; the
-/// limit is enforced here for both engines so that a database can always be
-/// converted from one engine to the other.
-pub const MAX_KEY_LEN: usize = 511;
+/// Largest key accepted, in bytes. LMDB is built with heed's `longer-keys`
+/// (its compiled-in limit of 511 bytes lifted to what a 4 KiB page holds,
+/// 1982 bytes); the limit is enforced here for both engines so that a
+/// database can always be converted from one engine to the other. It fits
+/// a 32-byte partition hash and an S3 object key (at most 1024 bytes)
+/// verbatim, so that keys stay in order.
+pub const MAX_KEY_LEN: usize = 1982;
 
 /// How many entries an iterator fetches from the engine at a time. Each batch
 /// is read from one consistent snapshot; writes made between two batches may

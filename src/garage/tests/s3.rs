@@ -77,6 +77,17 @@ fn s3_on_one_node() {
     boto3_suite(&key, &[endpoint(&c, 0)]);
 }
 
+/// The same suite on the SQLite engine (the others run on LMDB).
+#[test]
+fn s3_on_one_node_with_sqlite() {
+    let mut c = Cluster::new(1, 1);
+    c.use_db_engine("sqlite");
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "suite");
+    boto3_suite(&key, &[endpoint(&c, 0)]);
+}
+
 #[test]
 fn s3_on_three_nodes_in_three_zones() {
     let mut c = Cluster::new(3, 3);

@@ -40,7 +40,7 @@ pub type RawEntries = Vec<Vec<u8>>;
 impl<F: TableSchema> TableData<F> {
     pub fn new(schema: F, db: db::Db) -> Result<Arc<Self>> {
         let name = F::TABLE_NAME;
-        Ok(Arc::new(Self {
+        let data = Self {
             store: db.open_tree(&format!("{name}:table"))?,
             merkle_todo: db.open_tree(&format!("{name}:merkle_todo"))?,
             merkle_tree: db.open_tree(&format!("{name}:merkle_tree"))?,
@@ -50,7 +50,63 @@ impl<F: TableSchema> TableData<F> {
             db,
             merkle_todo_notify: Notify::new(),
             insert_queue_notify: Notify::new(),
-        }))
+        };
+        data.upgrade_tree_keys()?;
+        Ok(Arc::new(data))
+    }
+
+    /// Once per table and database: re-keys the entries stored under the
+    /// previous layout's tree key for sort keys over 446 bytes (cut, then
+    /// hashed) to today's (verbatim), so that they are found and ordered
+    /// right. A marker in the `table_format` tree records that it ran.
+    fn upgrade_tree_keys(&self) -> Result<usize> {
+        let formats = self.db.open_tree("table_format")?;
+        let name = F::TABLE_NAME.as_bytes();
+        if formats.get(name)?.is_some() {
+            return Ok(0);
+        }
+        let mut moved = 0;
+        let old_keys: Vec<Vec<u8>> = self
+            .store
+            .iter()
+            .map(|r| r.map(|(k, _)| k))
+            .filter(|r| !matches!(r, Ok(k) if k.len() != encoding::OLD_LONG_TREE_KEY_LEN))
+            .collect::<std::result::Result<_, _>>()?;
+        for old_key in old_keys {
+            let n = self.db.transaction(|tx| -> db::TxResult<usize, Error> {
+                let Some(bytes) = tx.get(&self.store, &old_key)? else {
+                    return Ok(0);
+                };
+                let entry: F::E =
+                    encoding::decode(&bytes).map_err(|e| db::TxError::Abort(e.into()))?;
+                let key = tree_key(entry.partition_key(), entry.sort_key());
+                if key == old_key {
+                    return Ok(0);
+                }
+                tx.remove(&self.store, &old_key)?;
+                tx.insert(&self.merkle_todo, &old_key, [])?;
+                tx.remove(&self.gc_todo, &old_key)?;
+                tx.insert(&self.store, &key, &bytes)?;
+                let vhash = blake2sum(&bytes);
+                tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
+                if entry.is_tombstone() {
+                    let mut gc = vhash.as_slice().to_vec();
+                    gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
+                    tx.insert(&self.gc_todo, &key, gc)?;
+                }
+                Ok(1)
+            })?;
+            moved += n;
+        }
+        formats.insert(name, [2u8])?;
+        if moved > 0 {
+            tracing::info!(
+                table = F::TABLE_NAME,
+                "{moved} entries with long sort keys re-keyed to the current layout"
+            );
+            self.merkle_todo_notify.notify_one();
+        }
+        Ok(moved)
     }
 
     pub fn read_entry(&self, p: &F::P, s: &F::S) -> Result<Option<Vec<u8>>> {
@@ -219,4 +275,34 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{temp_db, TestEntry, TestTable};
+
+    /// An entry with a 600-byte sort key, stored under the tree key of the
+    /// previous layout (cut after 446 bytes, then hashed), is moved to its
+    /// verbatim key when the table opens, once.
+    #[test]
+    fn long_sort_keys_of_the_previous_layout_are_rekeyed() {
+        let (_dir, db) = temp_db();
+        let store = db.open_tree("test:table").unwrap();
+        let long = "k".repeat(600);
+        let e = TestEntry::new("p", &long, "v");
+        let mut old_key = blake2sum(b"p").as_slice().to_vec();
+        old_key.extend_from_slice(&long.as_bytes()[..446]);
+        old_key.extend_from_slice(blake2sum(long.as_bytes()).as_slice());
+        assert_eq!(old_key.len(), encoding::OLD_LONG_TREE_KEY_LEN);
+        store.insert(&old_key, encoding::encode(&e)).unwrap();
+
+        let data = TableData::new(TestTable, db.clone()).unwrap();
+        assert_eq!(store.get(&old_key).unwrap(), None);
+        let got = data.read_entry(&"p".into(), &long).unwrap().unwrap();
+        assert_eq!(data.decode_entry(&got).unwrap(), e);
+        assert!(data.merkle_todo.get(&old_key).unwrap().is_some());
+        // The marker is set: a second open does not scan again.
+        assert_eq!(data.upgrade_tree_keys().unwrap(), 0);
+    }
 }

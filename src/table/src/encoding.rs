@@ -1,12 +1,15 @@
 //! How entries are laid out in the metadata database.
 //!
 //! Tree key: the 32-byte partition hash, then the sort key. The database
-//! takes keys of at most 511 bytes, so a sort key longer than
-//! [`MAX_INLINE_SORT_KEY`] is stored as its first `MAX_INLINE_SORT_KEY`
-//! bytes followed by the blake2 hash of the whole sort key: entries stay
-//! in sort-key order except among long keys that share those first bytes,
-//! which are ordered by hash (and `start` positions use the same encoding,
-//! so a listing that resumes after a long key resumes at the right place).
+//! takes keys of at most [`garage_db::MAX_KEY_LEN`] (1982) bytes, so every
+//! sort key the model makes (an S3 key is at most 1024 bytes) is kept
+//! verbatim and entries are in exact sort-key order. A longer sort key
+//! would be stored as its first [`MAX_INLINE_SORT_KEY`] bytes followed by
+//! the blake2 hash of the whole sort key (ordered by hash among keys
+//! sharing those first bytes).
+//!
+//! Databases written before the limit was raised (when it was 446 bytes)
+//! are re-keyed once when a table opens: see [`OLD_LONG_TREE_KEY_LEN`].
 //!
 //! Value: one format byte, then the entry in MessagePack with field names,
 //! so fields can be added later.
@@ -18,8 +21,13 @@ use serde::Serialize;
 
 use crate::schema::{PartitionKey, SortKey};
 
-/// Sort-key bytes kept verbatim in a tree key (32 + 446 + 32 = 510 bytes).
-pub const MAX_INLINE_SORT_KEY: usize = 446;
+/// Sort-key bytes kept verbatim in a tree key (32 + 1918 + 32 = 1982
+/// bytes, the database's limit).
+pub const MAX_INLINE_SORT_KEY: usize = garage_db::MAX_KEY_LEN - 64;
+
+/// Length of the tree key of a long sort key in the previous layout
+/// (32 + 446 + 32 bytes: sort keys were cut after 446 bytes).
+pub const OLD_LONG_TREE_KEY_LEN: usize = 510;
 
 const FORMAT_V1: u8 = 1;
 
@@ -88,14 +96,19 @@ mod tests {
     #[test]
     fn keys_fit_the_database_and_keep_order() {
         let p = gen_uuid();
-        let long_a = "a".repeat(1024);
-        let k = tree_key(&p, &long_a);
-        assert_eq!(k.len(), 510);
-        assert!(k.len() <= 511);
-        let short = tree_key(&p, &"b".to_string());
-        assert!(k < short, "order by sort key is kept across lengths");
-        let long_b = format!("{}b", "a".repeat(1023));
-        assert_ne!(tree_key(&p, &long_b), k, "long keys stay distinct");
+        // S3 keys of 1024 bytes are kept verbatim: exact order, even among
+        // keys sharing a long prefix.
+        let long_a = format!("{}a", "x".repeat(1023));
+        let long_b = format!("{}b", "x".repeat(1023));
+        let (ka, kb) = (tree_key(&p, &long_a), tree_key(&p, &long_b));
+        assert_eq!(ka.len(), 32 + 1024);
+        assert!(ka < kb);
+        assert!(ka < tree_key(&p, &"y".to_string()));
+        // Longer sort keys are cut and hashed to fit the database.
+        let huge = "z".repeat(5000);
+        let k = tree_key(&p, &huge);
+        assert_eq!(k.len(), garage_db::MAX_KEY_LEN);
+        assert_ne!(tree_key(&p, &format!("{huge}!")), k);
     }
 
     #[test]

@@ -158,6 +158,15 @@ api_bind_addr = "{ip}:3900"
         std::fs::write(&n.config, text).unwrap();
     }
 
+    /// Sets `db_engine` ("lmdb" or "sqlite") in every node's
+    /// configuration; call before starting them.
+    pub fn use_db_engine(&self, engine: &str) {
+        for n in &self.nodes {
+            let text = std::fs::read_to_string(&n.config).unwrap();
+            std::fs::write(&n.config, format!("db_engine = \"{engine}\"\n{text}")).unwrap();
+        }
+    }
+
     /// Starts node `i` and waits until it listens; records its id.
     pub fn start(&mut self, i: usize) {
         let node = &mut self.nodes[i];

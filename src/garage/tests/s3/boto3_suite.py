@@ -311,6 +311,22 @@ expect_error("NoSuchKey", 404, w.copy_object, Bucket=bucket, Key="x",
 expect_error("PreconditionFailed", 412, w.copy_object, Bucket=bucket, Key="x",
              CopySource={"Bucket": bucket, "Key": "mp"}, CopySourceIfMatch='"nope"')
 
+# Keys of up to 1024 bytes of UTF-8, in exact order even when they share
+# a long prefix; 1025 bytes is KeyTooLongError.
+stem = "long/" + "é" * 508  # 5 + 1016 bytes
+long_keys = [stem + s for s in ("b", "a", "ab")]
+for k in long_keys:
+    w.put_object(Bucket=bucket, Key=k, Body=k.encode())
+for r in readers:
+    got = [o["Key"] for o in r.list_objects_v2(Bucket=bucket, Prefix="long/")["Contents"]]
+    assert got == sorted(long_keys, key=lambda k: k.encode()), got
+    page = r.list_objects_v2(Bucket=bucket, Prefix="long/", StartAfter=stem + "a")
+    assert [o["Key"] for o in page["Contents"]] == [stem + "ab", stem + "b"], page
+    assert r.get_object(Bucket=bucket, Key=stem + "ab")["Body"].read() == (stem + "ab").encode()
+expect_error("KeyTooLongError", 400, w.put_object, Bucket=bucket, Key=stem + "xyzw", Body=b"")
+for k in long_keys:
+    w.delete_object(Bucket=bucket, Key=k)
+
 # Deletes.
 expect_error("BucketNotEmpty", 409, w.delete_bucket, Bucket=bucket)
 w.delete_object(Bucket=bucket, Key="sizes/1")
