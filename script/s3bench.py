@@ -6,6 +6,8 @@ Usage:
 
 Measures, in a fresh bucket:
   - 16-byte PUT and GET latency, one request at a time (median, p99);
+  - 16-byte conditional PUT latency (If-None-Match: * on new keys, then
+    If-Match on those keys), one at a time;
   - 1 MiB and 64 MiB PUT and GET throughput, 1 and 16 requests in flight;
   - time to first byte of a 10 MiB GET.
 The client runs in this Python process (threads for concurrency): at high
@@ -28,6 +30,7 @@ p.add_argument("--key", required=True)
 p.add_argument("--secret", required=True)
 p.add_argument("--region", default="garage")
 p.add_argument("--quick", action="store_true", help="fewer and smaller runs")
+p.add_argument("--small-only", action="store_true", help="only the 16-byte latencies")
 a = p.parse_args()
 
 s3 = boto3.client(
@@ -57,7 +60,18 @@ def small_latency(n):
         t = time.perf_counter()
         s3.get_object(Bucket=bucket, Key=f"small/{i}")["Body"].read()
         gets.append(time.perf_counter() - t)
-    for name, v in (("PUT", puts), ("GET", gets)):
+    etags, cputs, mputs = [], [], []
+    for i in range(n):
+        t = time.perf_counter()
+        r = s3.put_object(Bucket=bucket, Key=f"cond/{i}", Body=body, IfNoneMatch="*")
+        cputs.append(time.perf_counter() - t)
+        etags.append(r["ETag"])
+    for i in range(n):
+        t = time.perf_counter()
+        s3.put_object(Bucket=bucket, Key=f"cond/{i}", Body=body + b"!", IfMatch=etags[i])
+        mputs.append(time.perf_counter() - t)
+    for name, v in (("PUT", puts), ("GET", gets), ("PUT If-None-Match: *", cputs),
+                    ("PUT If-Match", mputs)):
         print(f"16 B {name}, 1 at a time, {n} requests: median {statistics.median(v) * 1e3:.2f} ms, "
               f"p99 {pct(v, 0.99) * 1e3:.2f} ms", flush=True)
 
@@ -94,6 +108,8 @@ def ttfb(n):
 
 q = a.quick
 small_latency(50 if q else 500)
+if a.small_only:
+    raise SystemExit(0)
 for size, inflight, count in [(MIB, 1, 16 if q else 64), (MIB, 16, 32 if q else 256),
                               (64 * MIB, 1, 2 if q else 4), (64 * MIB, 16, 16 if q else 32)]:
     throughput(size, inflight, count)
