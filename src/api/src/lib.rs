@@ -7,6 +7,7 @@ pub mod bucket;
 pub mod bucket_config;
 pub mod checksum;
 pub mod copy;
+pub mod cors;
 pub mod ctx;
 pub mod error;
 pub mod list;

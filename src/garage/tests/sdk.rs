@@ -22,7 +22,7 @@ use aws_sdk_s3::Client;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{make_s3_key, parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
 use common::stdout;
 
 const MIB: usize = 1 << 20;
@@ -30,20 +30,6 @@ const MIB: usize = 1 << 20;
 /// Sizes around the inline limit (3 KiB) and the block size (1 MiB), and
 /// one of many blocks.
 const SIZES: &[usize] = &[0, 1, 3071, 3072, 3073, MIB - 1, MIB, MIB + 1, 17 * MIB];
-
-/// An access key allowed to create buckets, made with the CLI.
-fn make_key(c: &Cluster) -> (String, String) {
-    let out = c.garage_ok(0, &["key", "create", "sdk"]);
-    let field = |label: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no {label} in {out}"))
-    };
-    let (id, secret) = (field("Key ID:"), field("Secret key:"));
-    c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
-    (id, secret)
-}
 
 /// One request as the SDK sent it: method, path and the headers that say
 /// how its body and checksum travel.
@@ -378,7 +364,7 @@ fn sdk_on_one_node() {
     let mut c = Cluster::new(1, 1);
     c.start_all();
     c.apply_layout(&["dc1"], "1G");
-    let key = make_key(&c);
+    let key = make_s3_key(&c, "sdk");
     let rec = Recorder::default();
     let cl = client(&c, 0, &key, &rec);
     run(scenario(&cl, std::slice::from_ref(&cl), &rec));
@@ -392,7 +378,7 @@ fn sdk_on_three_nodes_in_three_zones() {
         parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
-    let key = make_key(&c);
+    let key = make_s3_key(&c, "sdk");
     let rec = Recorder::default();
     let readers: Vec<Client> = (0..3).map(|i| client(&c, i, &key, &rec)).collect();
     run(scenario(&readers[0], &readers, &rec));
