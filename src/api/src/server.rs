@@ -32,6 +32,12 @@ use crate::s3::{GarageS3, KeyAuth};
 /// How long running requests get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
 
+/// The largest file a PostObject form may carry. s3s 0.14 reads the whole
+/// file into memory before the handler sees it (to check the policy's
+/// `content-length-range`), so this bounds the memory of each such request
+/// (s3s's own default is 5 GB).
+pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
+
 pub struct S3Server {
     listener: TcpListener,
     service: CorsService,
@@ -168,6 +174,11 @@ impl S3Server {
                 SingleDomain::new(d).map_err(|e| format!("s3_api.root_domain {d:?}: {e}"))?;
             b.set_host(host);
         }
+        let mut config = s3s::config::S3Config::default();
+        config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
+        b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+            config,
+        ))));
         let bucket_of = BucketOf::new(root_domain)?;
         b.set_route(Preflight {
             api: api.clone(),
