@@ -51,6 +51,10 @@ pub enum ApiError {
     MalformedXml(String),
     #[error("The CORS configuration does not exist")]
     NoSuchCorsConfiguration,
+    /// A CORS preflight no rule of the bucket allows (or the bucket has
+    /// no CORS configuration): S3's words.
+    #[error("CORSResponse: This CORS request is not allowed. This is usually because the evalution of Origin, request method / Access-Control-Request-Method or Access-Control-Request-Headers are not whitelisted by the resource's CORS spec.")]
+    CorsNotAllowed,
     #[error("The specified bucket does not have a website configuration")]
     NoSuchWebsiteConfiguration,
     #[error("The lifecycle configuration does not exist")]
@@ -116,7 +120,7 @@ impl ApiError {
             NoSuchBucket(_) => S3ErrorCode::NoSuchBucket,
             NoSuchKey(_) => S3ErrorCode::NoSuchKey,
             NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
-            AccessDenied(_) => S3ErrorCode::AccessDenied,
+            AccessDenied(_) | CorsNotAllowed => S3ErrorCode::AccessDenied,
             BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
             BucketAlreadyExists(_) => S3ErrorCode::BucketAlreadyExists,
             BucketAlreadyOwnedByYou(_) => S3ErrorCode::BucketAlreadyOwnedByYou,

@@ -9,6 +9,7 @@ pub mod bucket_config;
 pub mod checksum;
 pub mod conditional;
 pub mod copy;
+pub mod cors;
 pub mod ctx;
 pub mod error;
 pub mod lifecycle;

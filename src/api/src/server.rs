@@ -1,26 +1,162 @@
 //! The S3 HTTP listener: hyper (HTTP/1.1 and h2c) serving the s3s service,
-//! `TCP_NODELAY` on every connection, graceful stop.
+//! `TCP_NODELAY` on every connection, graceful stop. CORS around it: s3s
+//! hands `OPTIONS` requests (preflights, unauthenticated) to [`Preflight`],
+//! a custom route, and [`CorsService`], a thin layer in front of s3s, adds
+//! the `Access-Control-*` headers to the responses of requests carrying
+//! `Origin`. The matching itself is in `cors.rs`.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HOST, ORIGIN};
+use hyper::http::Extensions;
+use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use s3s::service::S3ServiceBuilder;
+use s3s::host::{S3Host, SingleDomain};
+use s3s::route::S3Route;
+use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::{Body, HttpError, HttpResponse, S3Request, S3Response, S3Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::cors;
 use crate::ctx::Api;
+use crate::error::ApiError;
 use crate::s3::{GarageS3, KeyAuth};
 
 /// How long running requests get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
 
+/// The largest file a PostObject form may carry. s3s 0.14 reads the whole
+/// file into memory before the handler sees it (to check the policy's
+/// `content-length-range`), so this bounds the memory of each such request
+/// (s3s's own default is 5 GB).
+pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
+
 pub struct S3Server {
     listener: TcpListener,
-    service: s3s::service::S3Service,
+    service: CorsService,
+}
+
+/// Finds the bucket a request names, as s3s does: in the `Host` header
+/// under `root_domain` (virtual-hosted style), else in the path.
+#[derive(Clone)]
+struct BucketOf {
+    root_domain: Option<Arc<SingleDomain>>,
+}
+
+impl BucketOf {
+    fn new(root_domain: Option<&str>) -> Result<Self, String> {
+        let root_domain = match root_domain {
+            None => None,
+            Some(d) => {
+                let d = d.trim_start_matches('.');
+                Some(Arc::new(
+                    SingleDomain::new(d).map_err(|e| format!("s3_api.root_domain {d:?}: {e}"))?,
+                ))
+            }
+        };
+        Ok(Self { root_domain })
+    }
+
+    fn bucket(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+        let path = percent_encoding::percent_decode_str(uri.path())
+            .decode_utf8()
+            .ok()?;
+        let host = headers
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .or_else(|| uri.authority().map(|a| a.as_str()));
+        let parsed = match (&self.root_domain, host) {
+            (Some(d), Some(h))
+                if h.parse::<SocketAddr>().is_err() && h.parse::<IpAddr>().is_err() =>
+            {
+                let vh = d.parse_host_header(h).ok()?;
+                s3s::path::parse_virtual_hosted_style(vh.bucket(), &path)
+            }
+            _ => s3s::path::parse_path_style(&path),
+        };
+        parsed.ok()?.get_bucket_name().map(String::from)
+    }
+}
+
+/// CORS preflights: every `OPTIONS` request, answered from the bucket's
+/// CORS rules without authentication.
+struct Preflight {
+    api: Arc<Api>,
+    bucket_of: BucketOf,
+}
+
+#[async_trait::async_trait]
+impl S3Route for Preflight {
+    fn is_match(&self, method: &Method, _: &Uri, _: &HeaderMap, _: &mut Extensions) -> bool {
+        method == Method::OPTIONS
+    }
+
+    async fn check_access(&self, _: &mut S3Request<Body>) -> S3Result<()> {
+        Ok(())
+    }
+
+    async fn call(&self, req: S3Request<Body>) -> S3Result<S3Response<Body>> {
+        let bucket = self
+            .bucket_of
+            .bucket(&req.uri, &req.headers)
+            .ok_or(ApiError::CorsNotAllowed)?;
+        let headers = self.api.preflight(&bucket, &req.headers).await?;
+        let mut resp = S3Response::new(Body::empty());
+        resp.status = Some(StatusCode::OK);
+        resp.headers = headers;
+        Ok(resp)
+    }
+}
+
+/// The s3s service, with the `Access-Control-*` headers of the bucket's
+/// matching CORS rule added to the response of a request with `Origin`
+/// (the rules are read while the request is served, not before).
+#[derive(Clone)]
+pub struct CorsService {
+    inner: S3Service,
+    api: Arc<Api>,
+    bucket_of: BucketOf,
+}
+
+impl hyper::service::Service<Request<Incoming>> for CorsService {
+    type Response = HttpResponse;
+    type Error = HttpError;
+    type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let cross_origin = if req.method() == Method::OPTIONS {
+            None
+        } else {
+            req.headers()
+                .get(ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .map(String::from)
+                .zip(self.bucket_of.bucket(req.uri(), req.headers()))
+        };
+        let Some((origin, bucket)) = cross_origin else {
+            return hyper::service::Service::call(&self.inner, req);
+        };
+        let method = req.method().to_string();
+        let resp = hyper::service::Service::call(&self.inner, req);
+        let api = self.api.clone();
+        Box::pin(async move {
+            let (resp, rules) = tokio::join!(resp, api.bucket_cors_rules(&bucket));
+            let mut resp = resp?;
+            if let Ok(Some(rules)) = rules {
+                if let Some(rule) = cors::find_matching_rule(&rules, &origin, &method, &[]) {
+                    cors::add_response_headers(rule, &origin, resp.headers_mut());
+                }
+            }
+            Ok(resp)
+        })
+    }
 }
 
 impl S3Server {
@@ -31,19 +167,33 @@ impl S3Server {
         root_domain: Option<&str>,
     ) -> Result<Self, String> {
         let mut b = S3ServiceBuilder::new(GarageS3(api.clone()));
-        b.set_auth(KeyAuth(api));
+        b.set_auth(KeyAuth(api.clone()));
         if let Some(d) = root_domain {
             let d = d.trim_start_matches('.');
-            let host = s3s::host::SingleDomain::new(d)
-                .map_err(|e| format!("s3_api.root_domain {d:?}: {e}"))?;
+            let host =
+                SingleDomain::new(d).map_err(|e| format!("s3_api.root_domain {d:?}: {e}"))?;
             b.set_host(host);
         }
+        let mut config = s3s::config::S3Config::default();
+        config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
+        b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+            config,
+        ))));
+        let bucket_of = BucketOf::new(root_domain)?;
+        b.set_route(Preflight {
+            api: api.clone(),
+            bucket_of: bucket_of.clone(),
+        });
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
         Ok(Self {
             listener,
-            service: b.build(),
+            service: CorsService {
+                inner: b.build(),
+                api,
+                bucket_of,
+            },
         })
     }
 

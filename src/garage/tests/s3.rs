@@ -198,3 +198,27 @@ fn s3_on_three_nodes_in_three_zones() {
     );
     assert!(std::fs::read(d.join("big.back2")).unwrap() == big);
 }
+
+/// PostObject: browser forms made by boto3's `generate_presigned_post`,
+/// posted by urllib3 (tests/s3/post_object.py).
+#[test]
+fn post_object_on_one_node() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "post");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/post_object.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&key.0)
+        .arg(&key.1)
+        .arg(endpoint(&c, 0))
+        .output()
+        .expect("python3 runs (CI installs it with boto3)");
+    assert!(
+        out.status.success() && stdout(&out).contains("all checks passed"),
+        "PostObject checks failed:\n{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}

@@ -1,0 +1,162 @@
+"""PostObject (browser form upload) with forms made by boto3's
+generate_presigned_post and sent as multipart/form-data by urllib3 (a
+dependency of botocore, so always there with boto3).
+
+Usage: post_object.py KEY_ID SECRET ENDPOINT
+"""
+
+import hashlib
+import os
+import sys
+import xml.etree.ElementTree as ET
+from urllib.parse import parse_qs, urlparse
+
+import boto3
+import urllib3
+from botocore.config import Config
+
+key_id, secret, endpoint = sys.argv[1:4]
+s3 = boto3.client(
+    "s3",
+    endpoint_url=endpoint,
+    aws_access_key_id=key_id,
+    aws_secret_access_key=secret,
+    region_name="garage",
+    config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+)
+http = urllib3.PoolManager()
+BUCKET = "post-bucket"
+s3.create_bucket(Bucket=BUCKET)
+
+
+def form(key, fields=None, conditions=None, expires=300):
+    return s3.generate_presigned_post(
+        BUCKET, key, Fields=fields, Conditions=conditions, ExpiresIn=expires
+    )
+
+
+def post(p, data, filename="f.bin", extra=None):
+    fields = dict(p["fields"])
+    fields.update(extra or {})
+    fields["file"] = (filename, data)  # the file comes last, as S3 requires
+    return http.request("POST", p["url"], fields=fields, redirect=False)
+
+
+def code(r):
+    return ET.fromstring(r.data).findtext("Code")
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit("FAILED: " + what)
+    print("ok:", what)
+
+
+def stored(key):
+    return s3.get_object(Bucket=BUCKET, Key=key)
+
+
+def absent(key):
+    try:
+        s3.head_object(Bucket=BUCKET, Key=key)
+        return False
+    except s3.exceptions.ClientError as e:
+        return e.response["Error"]["Code"] in ("404", "NoSuchKey")
+
+
+# 201 with the PostResponse document; the conditions hold (key prefix,
+# size range, content type); Content-Type and x-amz-meta-* are kept.
+data = b"hello from a form"
+p = form(
+    "uploads/a.txt",
+    fields={
+        "success_action_status": "201",
+        "Content-Type": "text/plain",
+        "x-amz-meta-origin": "form",
+    },
+    conditions=[
+        ["starts-with", "$key", "uploads/"],
+        ["content-length-range", 1, 4 << 20],
+        {"success_action_status": "201"},
+        ["starts-with", "$Content-Type", "text/"],
+        {"x-amz-meta-origin": "form"},
+    ],
+)
+r = post(p, data)
+check(r.status == 201, "201 with success_action_status=201 (%d %r)" % (r.status, r.data))
+doc = ET.fromstring(r.data)
+check(doc.findtext("Key") == "uploads/a.txt", "PostResponse names the key")
+check(doc.findtext("Bucket") == BUCKET, "PostResponse names the bucket")
+o = stored("uploads/a.txt")
+check(o["Body"].read() == data, "the form's file is the object")
+check(o["ContentType"] == "text/plain", "Content-Type from the form")
+check(o["Metadata"].get("origin") == "form", "x-amz-meta-* from the form")
+# (s3s writes the ETag of PostResponse without its quotes.)
+check(o["ETag"].strip('"') == doc.findtext("ETag").strip('"'), "PostResponse ETag is the object's")
+
+# Several blocks (3 MiB + 1), default answer 204.
+big = os.urandom((3 << 20) + 1)
+p = form("big.bin", conditions=[["content-length-range", 0, 4 << 20]])
+r = post(p, big)
+check(r.status == 204, "204 by default (%d %r)" % (r.status, r.data))
+got = stored("big.bin")["Body"].read()
+check(hashlib.sha256(got).digest() == hashlib.sha256(big).digest(), "3 MiB + 1 form upload intact")
+
+# 200 when asked for, and an empty file.
+p = form("empty", fields={"success_action_status": "200"},
+         conditions=[{"success_action_status": "200"}])
+r = post(p, b"")
+check(r.status == 200, "200 with success_action_status=200 (%d %r)" % (r.status, r.data))
+check(stored("empty")["ContentLength"] == 0, "empty form upload")
+
+# success_action_redirect: 303 to it, with bucket, key and etag added.
+p = form("redir.txt", fields={"success_action_redirect": "https://app.example/done?x=1"},
+         conditions=[{"success_action_redirect": "https://app.example/done?x=1"}])
+r = post(p, b"r")
+check(r.status == 303, "303 with success_action_redirect (%d %r)" % (r.status, r.data))
+loc = urlparse(r.headers["Location"])
+q = parse_qs(loc.query)
+check(loc.netloc == "app.example" and q["x"] == ["1"], "redirected where asked")
+check(q["bucket"] == [BUCKET] and q["key"] == ["redir.txt"] and q["etag"], "redirect carries bucket, key, etag")
+
+# Refusals: nothing is stored.
+p = form("small.txt", conditions=[["content-length-range", 1, 10]])
+r = post(p, b"x" * 11)
+check(r.status == 400 and code(r) == "EntityTooLarge", "over content-length-range: EntityTooLarge")
+check(absent("small.txt"), "nothing stored over the range")
+r = post(p, b"")
+check(r.status == 400 and code(r) == "EntityTooSmall", "under content-length-range: EntityTooSmall")
+
+# garage caps a form's file at 64 MiB (s3s holds it in memory).
+p = form("huge.bin")
+r = post(p, b"\0" * ((64 << 20) + 1))
+check(r.status == 400 and code(r) == "EntityTooLarge", "over 64 MiB: EntityTooLarge")
+check(absent("huge.bin"), "nothing stored over 64 MiB")
+
+p = form("uploads/${filename}", conditions=[["starts-with", "$key", "uploads/"]])
+r = post(p, b"x", extra={"key": "elsewhere/x"})
+check(r.status in (400, 403) and code(r) in ("InvalidPolicyDocument", "AccessDenied"),
+      "key outside starts-with refused (%d %r)" % (r.status, r.data))
+check(absent("elsewhere/x"), "nothing stored outside the prefix")
+
+p = form("extra.txt")
+r = post(p, b"x", extra={"x-amz-meta-sneaky": "1"})
+check(r.status == 403 and code(r) == "AccessDenied", "a field not in the policy refused")
+
+p = form("tampered.txt")
+fields = dict(p["fields"])
+fields["x-amz-signature"] = "0" * 64
+r = post({"url": p["url"], "fields": fields}, b"x")
+check(r.status == 403 and code(r) == "SignatureDoesNotMatch", "bad policy signature refused")
+check(absent("tampered.txt"), "nothing stored with a bad signature")
+
+p = form("late.txt", expires=-60)
+r = post(p, b"x")
+check(r.status == 403 and code(r) == "AccessDenied", "expired policy refused")
+
+p = form("other.txt", conditions=[{"bucket": "some-other-bucket"}])
+r = post(p, b"x")
+check(r.status in (400, 403), "bucket condition checked (%d %r)" % (r.status, r.data))
+check(absent("other.txt"), "nothing stored for another bucket's policy")
+
+print("all checks passed")

@@ -1,0 +1,385 @@
+//! The Rust `aws-sdk-s3` crate against real `garage` processes, one node
+//! and three nodes in three zones, with the SDK's default behaviour: it
+//! sends a CRC32 checksum with every PutObject and UploadPart (in a header
+//! for an in-memory body, in the signed trailer of a signed `aws-chunked`
+//! body for a streamed one) and checks the checksum of what GetObject
+//! returns.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_s3::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_s3::config::{
+    BehaviorVersion, ConfigBag, Credentials, Intercept, Region, RuntimeComponents,
+};
+use aws_sdk_s3::error::BoxError;
+use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::operation::head_object::HeadObjectError;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use aws_sdk_s3::Client;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+
+use common::cluster::{make_s3_key, parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::stdout;
+
+const MIB: usize = 1 << 20;
+
+/// Sizes around the inline limit (3 KiB) and the block size (1 MiB), and
+/// one of many blocks.
+const SIZES: &[usize] = &[0, 1, 3071, 3072, 3073, MIB - 1, MIB, MIB + 1, 17 * MIB];
+
+/// One request as the SDK sent it: method, path and the headers that say
+/// how its body and checksum travel.
+#[derive(Clone, Debug)]
+struct Sent {
+    method: String,
+    uri: String,
+    content_encoding: Option<String>,
+    trailer: Option<String>,
+    content_sha256: Option<String>,
+    crc32_header: bool,
+}
+
+/// Records what the SDK puts on the wire, to check that the default
+/// checksum behaviour is really the one exercised.
+#[derive(Clone, Debug, Default)]
+struct Recorder(Arc<Mutex<Vec<Sent>>>);
+
+impl Intercept for Recorder {
+    fn name(&self) -> &'static str {
+        "Recorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        ctx: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let r = ctx.request();
+        let h = |n: &str| r.headers().get(n).map(String::from);
+        self.0.lock().unwrap().push(Sent {
+            method: r.method().to_string(),
+            uri: r.uri().to_string(),
+            content_encoding: h("content-encoding"),
+            trailer: h("x-amz-trailer"),
+            content_sha256: h("x-amz-content-sha256"),
+            crc32_header: r.headers().contains_key("x-amz-checksum-crc32"),
+        });
+        Ok(())
+    }
+}
+
+impl Recorder {
+    /// The PUT requests whose path ends with `suffix`.
+    fn puts(&self, suffix: &str) -> Vec<Sent> {
+        let all = self.0.lock().unwrap();
+        all.iter()
+            .filter(|s| s.method == "PUT" && s.uri.split('?').next().unwrap().ends_with(suffix))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A client of node `i`, built by hand: static credentials, region
+/// `garage`, path-style addressing, plain-HTTP hyper client, no retries
+/// (a retry would hide a failure), every other setting the SDK's default.
+fn client(c: &Cluster, i: usize, key: &(String, String), rec: &Recorder) -> Client {
+    let conf = aws_sdk_s3::Config::builder()
+        .interceptor(rec.clone())
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("garage"))
+        .credentials_provider(Credentials::new(&key.0, &key.1, None, None, "test"))
+        .endpoint_url(format!("http://{}:3900", c.nodes[i].ip))
+        .force_path_style(true)
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+        .build();
+    Client::from_conf(conf)
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::rng().fill_bytes(&mut v);
+    v
+}
+
+fn sha256(b: &[u8]) -> Vec<u8> {
+    Sha256::digest(b).to_vec()
+}
+
+async fn get_bytes(client: &Client, bucket: &str, key: &str) -> Vec<u8> {
+    let out = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GetObject {key}: {e:?}"));
+    out.body
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("GetObject {key} body: {e:?}"))
+        .to_vec()
+}
+
+/// The whole scenario; `writer` writes, every client in `readers` reads.
+async fn scenario(writer: &Client, readers: &[Client], rec: &Recorder) {
+    let bucket = "sdk-bucket";
+    writer.create_bucket().bucket(bucket).send().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+
+    // PutObject from memory (checksum header) and from a file (streamed:
+    // aws-chunked with a CRC32 trailer), read back byte for byte.
+    let mut expected = Vec::new();
+    for &size in SIZES {
+        let data = random_bytes(size);
+        let key = format!("mem/{size}");
+        let put = writer
+            .put_object()
+            .bucket(bucket)
+            .key(&key)
+            .body(ByteStream::from(data.clone()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("PutObject {key} from memory: {e:?}"));
+        assert!(put.e_tag().is_some(), "{key}: no ETag");
+        expected.push((key, sha256(&data), size));
+
+        let data = random_bytes(size);
+        let path = dir.path().join(format!("f{size}"));
+        std::fs::write(&path, &data).unwrap();
+        let key = format!("file/{size}");
+        writer
+            .put_object()
+            .bucket(bucket)
+            .key(&key)
+            .body(ByteStream::from_path(&path).await.unwrap())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("PutObject {key} from a file: {e:?}"));
+        expected.push((key, sha256(&data), size));
+    }
+    // What the SDK sent: a CRC32 header for an in-memory body; for a
+    // file, an aws-chunked body with the CRC32 in its trailer (over plain
+    // HTTP the SDK signs every chunk and the trailer too).
+    for &size in SIZES {
+        let mem = rec.puts(&format!("/mem/{size}"));
+        assert_eq!(mem.len(), 1, "{mem:?}");
+        assert!(mem[0].crc32_header, "{mem:?}");
+        let file = rec.puts(&format!("/file/{size}"));
+        assert_eq!(file.len(), 1, "{file:?}");
+        let f = &file[0];
+        assert_eq!(f.content_encoding.as_deref(), Some("aws-chunked"), "{f:?}");
+        assert_eq!(f.trailer.as_deref(), Some("x-amz-checksum-crc32"), "{f:?}");
+        assert_eq!(
+            f.content_sha256.as_deref(),
+            Some("STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER"),
+            "{f:?}"
+        );
+    }
+
+    for r in readers {
+        for (key, digest, size) in &expected {
+            let got = get_bytes(r, bucket, key).await;
+            assert_eq!(got.len(), *size, "{key}: length");
+            assert!(&sha256(&got) == digest, "{key}: content differs");
+            let head = r
+                .head_object()
+                .bucket(bucket)
+                .key(key)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("HeadObject {key}: {e:?}"));
+            assert_eq!(head.content_length(), Some(*size as i64), "{key}");
+        }
+    }
+
+    // The checksum the SDK sent is stored and given back on request.
+    let head = writer
+        .head_object()
+        .bucket(bucket)
+        .key("file/3073")
+        .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
+        .send()
+        .await
+        .unwrap();
+    assert!(head.checksum_crc32().is_some(), "{head:?}");
+
+    // Multipart upload: two parts of 5 MiB and a last one of 1 MiB + 1,
+    // the parts' CRC32 echoed in the completion, as the SDK's guide does.
+    let sizes = [5 * MIB, 5 * MIB, MIB + 1];
+    let data = random_bytes(sizes.iter().sum());
+    let mpu = writer
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key("multipart")
+        .send()
+        .await
+        .unwrap();
+    let upload_id = mpu.upload_id().expect("upload id");
+    let mut parts = Vec::new();
+    let mut off = 0;
+    for (i, s) in sizes.iter().enumerate() {
+        let n = i as i32 + 1;
+        let out = writer
+            .upload_part()
+            .bucket(bucket)
+            .key("multipart")
+            .upload_id(upload_id)
+            .part_number(n)
+            .body(ByteStream::from(data[off..off + s].to_vec()))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("UploadPart {n}: {e:?}"));
+        off += s;
+        parts.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .set_e_tag(out.e_tag().map(String::from))
+                .set_checksum_crc32(out.checksum_crc32().map(String::from))
+                .build(),
+        );
+    }
+    let done = writer
+        .complete_multipart_upload()
+        .bucket(bucket)
+        .key("multipart")
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("CompleteMultipartUpload: {e:?}"));
+    assert!(
+        done.e_tag().is_some_and(|t| t.ends_with("-3\"")),
+        "{done:?}"
+    );
+    for r in readers {
+        let got = get_bytes(r, bucket, "multipart").await;
+        assert!(sha256(&got) == sha256(&data), "multipart content differs");
+    }
+
+    // ListObjectsV2, 5 keys a page, by hand and with the SDK's paginator.
+    let mut all: Vec<String> = expected.iter().map(|e| e.0.clone()).collect();
+    all.push("multipart".into());
+    all.sort();
+    for r in readers {
+        let mut listed = Vec::new();
+        let mut token = None;
+        let mut pages = 0;
+        loop {
+            let out = r
+                .list_objects_v2()
+                .bucket(bucket)
+                .max_keys(5)
+                .set_continuation_token(token)
+                .send()
+                .await
+                .unwrap();
+            pages += 1;
+            assert!(out.key_count().unwrap_or(0) <= 5);
+            listed.extend(
+                out.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(String::from)),
+            );
+            if out.is_truncated() != Some(true) {
+                break;
+            }
+            token = out.next_continuation_token().map(String::from);
+            assert!(token.is_some(), "truncated page without a token");
+        }
+        assert_eq!(listed, all);
+        assert_eq!(pages, all.len().div_ceil(5));
+
+        let mut pager = r
+            .list_objects_v2()
+            .bucket(bucket)
+            .prefix("file/")
+            .max_keys(4)
+            .into_paginator()
+            .send();
+        let mut listed = Vec::new();
+        while let Some(page) = pager.next().await {
+            let page = page.unwrap();
+            listed.extend(
+                page.contents()
+                    .iter()
+                    .filter_map(|o| o.key().map(String::from)),
+            );
+        }
+        let files: Vec<&String> = all.iter().filter(|k| k.starts_with("file/")).collect();
+        assert_eq!(listed.iter().collect::<Vec<_>>(), files);
+    }
+
+    // DeleteObject, then the typed errors: NoSuchKey on GET, NotFound on
+    // HEAD (a HEAD response has no body to carry a code).
+    writer
+        .delete_object()
+        .bucket(bucket)
+        .key("mem/1")
+        .send()
+        .await
+        .unwrap();
+    for r in readers {
+        let e = r
+            .get_object()
+            .bucket(bucket)
+            .key("mem/1")
+            .send()
+            .await
+            .expect_err("deleted object");
+        let e = e.into_service_error();
+        assert!(matches!(e, GetObjectError::NoSuchKey(_)), "{e:?}");
+        let e = r
+            .head_object()
+            .bucket(bucket)
+            .key("mem/1")
+            .send()
+            .await
+            .expect_err("deleted object");
+        let e = e.into_service_error();
+        assert!(matches!(e, HeadObjectError::NotFound(_)), "{e:?}");
+    }
+}
+
+fn run(scenario_fut: impl std::future::Future<Output = ()>) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(scenario_fut);
+}
+
+#[test]
+fn sdk_on_one_node() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_s3_key(&c, "sdk");
+    let rec = Recorder::default();
+    let cl = client(&c, 0, &key, &rec);
+    run(scenario(&cl, std::slice::from_ref(&cl), &rec));
+}
+
+#[test]
+fn sdk_on_three_nodes_in_three_zones() {
+    let mut c = Cluster::new(3, 3);
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = make_s3_key(&c, "sdk");
+    let rec = Recorder::default();
+    let readers: Vec<Client> = (0..3).map(|i| client(&c, i, &key, &rec)).collect();
+    run(scenario(&readers[0], &readers, &rec));
+}
