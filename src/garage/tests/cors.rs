@@ -13,7 +13,8 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
 use aws_sdk_s3::Client;
 
-use common::cluster::{make_s3_key, Cluster};
+use common::cluster::Cluster;
+use common::s3::make_key;
 use common::stderr;
 
 fn client(endpoint: &str, key: &(String, String)) -> Client {
@@ -93,7 +94,7 @@ fn cors_on_one_node() {
     let mut c = Cluster::new(1, 1);
     c.start_all();
     c.apply_layout(&["dc1"], "1G");
-    let key = make_s3_key(&c, "cors");
+    let key = make_key(&c, "cors");
     let endpoint = format!("http://{}:3900", c.nodes[0].ip);
     let s3 = client(&endpoint, &key);
     let url = format!("{endpoint}/web/page.html");

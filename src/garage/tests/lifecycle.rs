@@ -10,34 +10,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::{aws, aws_ok};
 use common::{stderr, stdout};
-
-fn aws(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> Output {
-    Command::new("aws")
-        .current_dir(dir)
-        .env("AWS_ACCESS_KEY_ID", &key.0)
-        .env("AWS_SECRET_ACCESS_KEY", &key.1)
-        .env("AWS_DEFAULT_REGION", "garage")
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_MAX_ATTEMPTS", "1")
-        .arg("--endpoint-url")
-        .arg(endpoint)
-        .args(args)
-        .output()
-        .expect("aws-cli runs (CI installs it)")
-}
-
-fn aws_ok(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> String {
-    let o = aws(key, endpoint, dir, args);
-    assert!(
-        o.status.success(),
-        "aws {args:?} failed:\n{}\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-    stdout(&o)
-}
 
 const RULES: &str = r#"{"Rules": [
   {"ID": "expire-old", "Status": "Enabled", "Filter": {"Prefix": "old/"},

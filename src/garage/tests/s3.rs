@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
-use common::s3::{endpoint, make_key};
+use common::s3::{aws, aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
 
 fn boto3_suite(key: &(String, String), endpoints: &[String]) {
@@ -32,34 +32,6 @@ fn boto3_suite(key: &(String, String), endpoints: &[String]) {
         "{}",
         stdout(&out)
     );
-}
-
-/// Runs aws-cli against `endpoint` with `key`, in `dir`.
-fn aws(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> Output {
-    Command::new("aws")
-        .current_dir(dir)
-        .env("AWS_ACCESS_KEY_ID", &key.0)
-        .env("AWS_SECRET_ACCESS_KEY", &key.1)
-        .env("AWS_DEFAULT_REGION", "garage")
-        .env("AWS_CONFIG_FILE", "/dev/null")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-        .env("AWS_MAX_ATTEMPTS", "1")
-        .arg("--endpoint-url")
-        .arg(endpoint)
-        .args(args)
-        .output()
-        .expect("aws-cli runs (CI installs it)")
-}
-
-fn aws_ok(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> String {
-    let o = aws(key, endpoint, dir, args);
-    assert!(
-        o.status.success(),
-        "aws {args:?} failed:\n{}\n{}",
-        stdout(&o),
-        stderr(&o)
-    );
-    stdout(&o)
 }
 
 fn random_file(path: &Path, size: usize) -> Vec<u8> {

@@ -22,7 +22,8 @@ use aws_sdk_s3::Client;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use common::cluster::{make_s3_key, parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::make_key;
 use common::stdout;
 
 const MIB: usize = 1 << 20;
@@ -364,7 +365,7 @@ fn sdk_on_one_node() {
     let mut c = Cluster::new(1, 1);
     c.start_all();
     c.apply_layout(&["dc1"], "1G");
-    let key = make_s3_key(&c, "sdk");
+    let key = make_key(&c, "sdk");
     let rec = Recorder::default();
     let cl = client(&c, 0, &key, &rec);
     run(scenario(&cl, std::slice::from_ref(&cl), &rec));
@@ -378,7 +379,7 @@ fn sdk_on_three_nodes_in_three_zones() {
         parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
-    let key = make_s3_key(&c, "sdk");
+    let key = make_key(&c, "sdk");
     let rec = Recorder::default();
     let readers: Vec<Client> = (0..3).map(|i| client(&c, i, &key, &rec)).collect();
     run(scenario(&readers[0], &readers, &rec));

@@ -473,7 +473,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::testing::{cluster, wait_for};
+    use crate::testing::{cluster, stop_until_down};
 
     /// Sets the register to `me` if it is empty; returns whether this call
     /// did (bounded retries with jittered backoff).
@@ -512,14 +512,7 @@ mod tests {
         let regs = regs_of(&nodes);
         for (round, down) in [(0, false), (1, true)] {
             if down {
-                // Calls of node 2's own proposers may still be finishing
-                // and dial out again: stop it until the others see it down.
-                wait_for("node 2 seen down", Duration::from_secs(20), || {
-                    nodes[2].stop();
-                    !nodes[0].system.is_up(&nodes[2].system.id())
-                        && !nodes[1].system.is_up(&nodes[2].system.id())
-                })
-                .await;
+                stop_until_down(&nodes, 2).await;
             }
             let live = if down { 2 } else { 3 };
             let id = RegisterId::new(

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use garage_rpc::layout::Tracker;
 
-use crate::testing::{cluster, wait_for, TestEntry};
+use crate::testing::{cluster, stop_until_down, wait_for, TestEntry};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn write_through_one_read_through_others_with_a_node_down() {
@@ -38,11 +38,7 @@ async fn write_through_one_read_through_others_with_a_node_down() {
     assert_eq!(got[0].s, "k049");
 
     // One node down: writes and reads still reach a quorum.
-    nodes[2].stop();
-    wait_for("node 2 seen down", Duration::from_secs(20), || {
-        !nodes[0].system.is_up(&nodes[2].system.id())
-    })
-    .await;
+    stop_until_down(&nodes, 2).await;
     let e2 = TestEntry::raw("p", "s", 2, Some("v2"));
     nodes[0].table.insert(&e2).await.unwrap();
     let got = nodes[1].table.get(&"p".into(), &"s".into()).await.unwrap();
@@ -103,11 +99,7 @@ async fn tombstones_are_collected_only_when_every_replica_has_them() {
     })
     .await;
     // Node 2 goes down; the entry is deleted (tombstone) meanwhile.
-    nodes[2].stop();
-    wait_for("node 2 seen down", Duration::from_secs(20), || {
-        !nodes[0].system.is_up(&nodes[2].system.id())
-    })
-    .await;
+    stop_until_down(&nodes, 2).await;
     let t = TestEntry::raw("g", "k", 5, None);
     nodes[0].table.insert(&t).await.unwrap();
     assert_eq!(

@@ -172,6 +172,25 @@ pub async fn wait_for(what: &str, deadline: Duration, mut f: impl FnMut() -> boo
     }
 }
 
+/// Stops node `i` and waits until every other node sees it down. Tasks of
+/// the stopped node that were in flight (a ping, a sync push) may dial out
+/// once more after the stop: it is stopped again until the others agree.
+pub async fn stop_until_down(nodes: &[Node], i: usize) {
+    let id = nodes[i].system.id();
+    wait_for(
+        &format!("node {i} seen down"),
+        Duration::from_secs(20),
+        || {
+            nodes[i].stop();
+            nodes
+                .iter()
+                .enumerate()
+                .all(|(j, n)| j == i || !n.system.is_up(&id))
+        },
+    )
+    .await;
+}
+
 /// `n` nodes in `n` zones, replication `rf`, layout applied and synced.
 pub async fn cluster(n: usize, rf: usize) -> Vec<Node> {
     let (first, boot) = start_node(rf, None).await;

@@ -345,18 +345,3 @@ pub fn wait_until(what: &str, deadline: Duration, mut check: impl FnMut() -> boo
 }
 
 pub const CLUSTER_DEADLINE: Duration = DEADLINE;
-
-/// A new access key named `name`, allowed to create buckets, made with the
-/// CLI on node 0: (key id, secret).
-pub fn make_s3_key(c: &Cluster, name: &str) -> (String, String) {
-    let out = c.garage_ok(0, &["key", "create", name]);
-    let field = |label: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no {label} in {out}"))
-    };
-    let (id, secret) = (field("Key ID:"), field("Secret key:"));
-    c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
-    (id, secret)
-}

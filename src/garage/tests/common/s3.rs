@@ -1,7 +1,11 @@
-//! What the S3 tests share: an access key made with the CLI, and the S3
-//! endpoint of a node.
+//! What the S3 tests share: an access key made with the CLI, the S3
+//! endpoint of a node, and aws-cli runs.
+
+use std::path::Path;
+use std::process::{Command, Output};
 
 use super::cluster::Cluster;
+use super::{stderr, stdout};
 
 /// An access key allowed to create buckets, made with the CLI on node 0.
 pub fn make_key(c: &Cluster, name: &str) -> (String, String) {
@@ -20,4 +24,33 @@ pub fn make_key(c: &Cluster, name: &str) -> (String, String) {
 /// The S3 endpoint of node `i`.
 pub fn endpoint(c: &Cluster, i: usize) -> String {
     format!("http://{}:3900", c.nodes[i].ip)
+}
+
+/// Runs aws-cli against `endpoint` with `key`, in `dir`.
+pub fn aws(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> Output {
+    Command::new("aws")
+        .current_dir(dir)
+        .env("AWS_ACCESS_KEY_ID", &key.0)
+        .env("AWS_SECRET_ACCESS_KEY", &key.1)
+        .env("AWS_DEFAULT_REGION", "garage")
+        .env("AWS_CONFIG_FILE", "/dev/null")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+        .env("AWS_MAX_ATTEMPTS", "1")
+        .arg("--endpoint-url")
+        .arg(endpoint)
+        .args(args)
+        .output()
+        .expect("aws-cli runs (CI installs it)")
+}
+
+/// [`aws`], which must succeed; returns its standard output.
+pub fn aws_ok(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str]) -> String {
+    let o = aws(key, endpoint, dir, args);
+    assert!(
+        o.status.success(),
+        "aws {args:?} failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
 }
