@@ -451,9 +451,9 @@ mod tests {
 
     #[test]
     fn upload_types() {
-        assert_eq!(Algo::Crc64Nvme.upload_type(None).unwrap(), true);
-        assert_eq!(Algo::Crc32.upload_type(None).unwrap(), false);
-        assert_eq!(Algo::Crc32c.upload_type(Some("FULL_OBJECT")).unwrap(), true);
+        assert!(Algo::Crc64Nvme.upload_type(None).unwrap());
+        assert!(!Algo::Crc32.upload_type(None).unwrap());
+        assert!(Algo::Crc32c.upload_type(Some("FULL_OBJECT")).unwrap());
         assert!(Algo::Sha1.upload_type(Some("FULL_OBJECT")).is_err());
         assert!(Algo::Crc64Nvme.upload_type(Some("COMPOSITE")).is_err());
         assert!(Algo::Crc32.upload_type(Some("OTHER")).is_err());
