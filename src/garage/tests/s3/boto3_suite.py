@@ -335,6 +335,15 @@ assert r["ChecksumSHA256"] == base64.b64encode(hashlib.sha256(b"x").digest()).de
 w.abort_multipart_upload(Bucket=bucket, Key="mpsum/missing", UploadId=u)
 expect_error("InvalidRequest", 400, w.create_multipart_upload, Bucket=bucket, Key="mpsum/x",
              ChecksumAlgorithm="SHA256", ChecksumType="FULL_OBJECT")
+# s3transfer (boto3's upload_fileobj, aws-cli's cp) creates its multipart
+# uploads with CRC32 by default and gives the parts' checksums back at
+# completion: 8 MiB parts here.
+big = os.urandom(9 * MIB)
+w.upload_fileobj(io.BytesIO(big), bucket, "mpsum/s3transfer")
+pc = [struct.pack(">I", zlib.crc32(big[o:o + 8 * MIB])) for o in (0, 8 * MIB)]
+h = readers[-1].head_object(Bucket=bucket, Key="mpsum/s3transfer", ChecksumMode="ENABLED")
+assert h["ChecksumCRC32"] == base64.b64encode(struct.pack(">I", zlib.crc32(b"".join(pc)))).decode() + "-2", h
+assert readers[0].get_object(Bucket=bucket, Key="mpsum/s3transfer")["Body"].read() == big
 print("multipart checksums: ok", flush=True)
 
 # UploadPartCopy: a range of "mp" and the whole of a small object.
