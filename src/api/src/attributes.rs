@@ -2,7 +2,8 @@
 //! Checksum (when one was stored with the object) and, for a multipart
 //! object, ObjectParts (part numbers and sizes, read from the version
 //! entry, which lists the blocks of each part; one more round trip, only
-//! when asked for).
+//! when asked for; the parts' checksums when the upload had an algorithm,
+//! kept with the object at completion).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -57,9 +58,8 @@ impl Api {
             out.storage_class = Some(StorageClass::from_static(StorageClass::STANDARD));
         }
         if want(ObjectAttributes::CHECKSUM) {
-            let mut c = crate::checksum::stored(&cur.meta.headers);
+            let c = crate::checksum::stored(&cur.meta.headers);
             if c != Checksum::default() {
-                c.checksum_type = Some(ChecksumType::from_static(ChecksumType::FULL_OBJECT));
                 out.checksum = Some(c);
             }
         }
@@ -67,6 +67,7 @@ impl Api {
             let sizes = self.part_sizes(&cur).await?;
             out.object_parts = Some(parts_page(
                 &sizes,
+                &part_checksums(&cur.meta.headers),
                 i.max_parts.unwrap_or(MAX_PARTS),
                 i.part_number_marker,
             ));
@@ -94,9 +95,32 @@ fn parts_count(etag: &str) -> Option<u64> {
     etag.rsplit_once('-').and_then(|(_, n)| n.parse().ok())
 }
 
-/// One page of ObjectParts: at most `max` parts after `marker`.
+/// The parts' checksums kept with a multipart object created with a
+/// checksum algorithm: part number -> the part's checksum, in the fields
+/// of an s3s output.
+fn part_checksums(headers: &[(String, String)]) -> BTreeMap<u64, Checksum> {
+    let Some(algo) = crate::checksum::ALL
+        .into_iter()
+        .find(|a| headers.iter().any(|(k, _)| k == a.header()))
+    else {
+        return BTreeMap::new();
+    };
+    crate::checksum::stored_parts(headers)
+        .into_iter()
+        .map(|(n, v)| {
+            (
+                n,
+                crate::checksum::stored(&[(algo.header().to_string(), v)]),
+            )
+        })
+        .collect()
+}
+
+/// One page of ObjectParts: at most `max` parts after `marker`, with their
+/// checksums when known.
 fn parts_page(
     sizes: &BTreeMap<u64, u64>,
+    sums: &BTreeMap<u64, Checksum>,
     max: i32,
     marker: Option<i32>,
 ) -> GetObjectAttributesParts {
@@ -107,10 +131,16 @@ fn parts_page(
     let parts: Vec<ObjectPart> = rest
         .iter()
         .take(max)
-        .map(|(n, s)| ObjectPart {
-            part_number: Some(*n as i32),
-            size: Some(*s as i64),
-            ..Default::default()
+        .map(|(n, s)| {
+            let mut p = ObjectPart {
+                part_number: Some(*n as i32),
+                size: Some(*s as i64),
+                ..Default::default()
+            };
+            if let Some(c) = sums.get(n) {
+                crate::set_checksums!(p, c.clone());
+            }
+            p
         })
         .collect();
     GetObjectAttributesParts {
@@ -136,7 +166,12 @@ mod tests {
         assert_eq!(parts_count("abc-3"), Some(3));
         assert_eq!(parts_count("abc"), None);
         let sizes: BTreeMap<u64, u64> = [(1, 5), (2, 5), (3, 1)].into_iter().collect();
-        let p = parts_page(&sizes, 2, None);
+        let mut sums = BTreeMap::new();
+        sums.insert(
+            3,
+            crate::checksum::stored(&[("x-amz-checksum-crc32".into(), "AAAAAA==".into())]),
+        );
+        let p = parts_page(&sizes, &sums, 2, None);
         assert_eq!(p.total_parts_count, Some(3));
         assert_eq!(p.is_truncated, Some(true));
         assert_eq!(p.next_part_number_marker, Some(2));
@@ -147,8 +182,12 @@ mod tests {
             .map(|p| p.part_number.unwrap())
             .collect();
         assert_eq!(n, vec![1, 2]);
-        let p = parts_page(&sizes, 2, Some(2));
+        let p = parts_page(&sizes, &sums, 2, Some(2));
         assert_eq!(p.is_truncated, Some(false));
+        assert_eq!(
+            p.parts.as_ref().unwrap()[0].checksum_crc32.as_deref(),
+            Some("AAAAAA==")
+        );
         let got: Vec<_> = p
             .parts
             .unwrap()

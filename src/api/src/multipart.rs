@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
-use garage_model::mpu_table::{MpuPart, MpuPartKey, MultipartUpload};
+use garage_model::mpu_table::{MpuChecksum, MpuPart, MpuPartKey, MultipartUpload};
 use garage_model::object_table::{
     Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
@@ -24,6 +24,7 @@ use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::checksum::{Algo, Expected};
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
@@ -42,6 +43,33 @@ fn check_part_number(n: i32) -> ApiResult<()> {
         )));
     }
     Ok(())
+}
+
+/// The checksum algorithm and type an upload was created with.
+fn upload_checksum(mpu: &MultipartUpload) -> ApiResult<Option<(Algo, bool)>> {
+    mpu.checksum
+        .as_ref()
+        .map(|c| {
+            Algo::parse(&c.algorithm)
+                .map(|a| (a, c.full_object))
+                .ok_or_else(|| ApiError::Internal(format!("unknown algorithm {}", c.algorithm)))
+        })
+        .transpose()
+}
+
+/// The checksum a part of an upload created with `algo` must carry.
+fn part_checksum(algo: Algo, expected: Option<Expected>) -> ApiResult<Expected> {
+    let lower = algo.name().to_ascii_lowercase();
+    match expected {
+        None => Err(ApiError::InvalidRequest(format!(
+            "The upload was created using a {lower} checksum. The complete request must include the checksum for each part."
+        ))),
+        Some(e) if e.algo != algo => Err(ApiError::InvalidRequest(format!(
+            "Checksum Type mismatch occurred, expected checksum Type: {lower}, actual checksum Type: {}",
+            e.algo.name().to_ascii_lowercase()
+        ))),
+        Some(e) => Ok(e),
+    }
 }
 
 fn parse_upload_id(id: &str) -> ApiResult<Uuid> {
@@ -87,6 +115,24 @@ impl Api {
         let i = req.input;
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let algo = i
+            .checksum_algorithm
+            .as_ref()
+            .map(|a| {
+                Algo::parse(a.as_str()).ok_or_else(|| {
+                    ApiError::InvalidRequest("Checksum algorithm provided is unsupported.".into())
+                })
+            })
+            .transpose()?;
+        let checksum = match (algo, &i.checksum_type) {
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(ApiError::InvalidRequest(
+                    "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.".into(),
+                ))
+            }
+            (Some(a), t) => Some((a, a.upload_type(t.as_ref().map(|t| t.as_str()))?)),
+        };
         let headers = crate::std_headers!(i).into_pairs();
         let upload_id = gen_uuid();
         let timestamp = now_msec();
@@ -102,7 +148,11 @@ impl Api {
                 },
             }],
         );
-        let mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
+        let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
+        mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
+            algorithm: a.name().to_string(),
+            full_object,
+        });
         let (a, b) = tokio::join!(self.objects.insert(&obj), self.mpus.insert(&mpu));
         a?;
         b?;
@@ -110,6 +160,10 @@ impl Api {
             bucket: Some(i.bucket),
             key: Some(i.key),
             upload_id: Some(upload_id.hex()),
+            checksum_algorithm: checksum
+                .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
+            checksum_type: checksum
+                .map(|(_, f)| ChecksumType::from_static(crate::checksum::type_name(f))),
             ..Default::default()
         }))
     }
@@ -128,9 +182,12 @@ impl Api {
             .map(parse_content_md5)
             .transpose()?;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
-        let expected = crate::checksum::expected(&req.headers)?;
+        let mut expected = crate::checksum::expected(&req.headers)?;
+        if let Some((algo, _)) = upload_checksum(&mpu)? {
+            expected = Some(part_checksum(algo, expected)?);
+        }
         let trailers = req.trailing_headers.clone();
-        let (etag, _) = self
+        let (etag, _, sum) = self
             .write_part(
                 &mpu,
                 i.part_number,
@@ -148,10 +205,14 @@ impl Api {
                 },
             )
             .await?;
-        Ok(S3Response::new(UploadPartOutput {
+        let mut out = UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
             ..Default::default()
-        }))
+        };
+        if let Some(sum) = sum {
+            crate::set_checksums!(out, crate::checksum::stored(&[sum]));
+        }
+        Ok(S3Response::new(out))
     }
 
     /// UploadPartCopy: the part's data is read from the source object (a
@@ -199,12 +260,17 @@ impl Api {
         };
         let body = self.content(&cur, range.clone());
         let expected = range.end - range.start;
-        let (etag, _) = self
+        // An upload with a checksum: the copied part's is computed.
+        let sum = upload_checksum(&mpu)?.map(|(algo, _)| Expected {
+            algo,
+            value: Some(String::new()),
+        });
+        let (etag, _, sum) = self
             .write_part(
                 &mpu,
                 i.part_number,
                 Chunker::new(Some(body)),
-                None,
+                sum.as_ref(),
                 None,
                 |_, size| {
                     if size != expected {
@@ -216,18 +282,24 @@ impl Api {
                 },
             )
             .await?;
+        let mut result = CopyPartResult {
+            e_tag: Some(ETag::Strong(etag)),
+            last_modified: Some(meta::timestamp(now_msec())),
+            ..Default::default()
+        };
+        if let Some(sum) = sum {
+            crate::set_checksums!(result, crate::checksum::stored(&[sum]));
+        }
         Ok(S3Response::new(UploadPartCopyOutput {
-            copy_part_result: Some(CopyPartResult {
-                e_tag: Some(ETag::Strong(etag)),
-                last_modified: Some(meta::timestamp(now_msec())),
-                ..Default::default()
-            }),
+            copy_part_result: Some(result),
             ..Default::default()
         }))
     }
 
     /// Writes one part of `mpu` from `body`; `check(md5, size)` runs once
     /// the data is written and before the part is recorded as finished.
+    /// Returns the part's etag, size and verified checksum (header, value);
+    /// the checksum is kept with the part when the upload has one.
     async fn write_part(
         self: &Arc<Self>,
         mpu: &MultipartUpload,
@@ -236,14 +308,14 @@ impl Api {
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
         check: impl FnOnce(&[u8; 16], u64) -> ApiResult<()>,
-    ) -> ApiResult<(String, u64)> {
+    ) -> ApiResult<(String, u64, Option<(String, String)>)> {
         let part_number = part_number as u64;
         let version = gen_uuid();
         let pkey = MpuPartKey {
             part_number,
             timestamp: now_msec(),
         };
-        let entry = |etag: Option<String>, size: Option<u64>| {
+        let entry = |etag: Option<String>, size: Option<u64>, checksum: Option<String>| {
             let mut m =
                 MultipartUpload::new(mpu.upload_id, mpu.timestamp, mpu.bucket_id, mpu.key.clone());
             m.parts.put(
@@ -252,13 +324,14 @@ impl Api {
                     version,
                     etag,
                     size,
+                    checksum,
                 },
             );
             m
         };
         // The part is listed before its blocks are written, so that an
         // abort releases them whatever happens to this request.
-        self.mpus.insert(&entry(None, None)).await?;
+        self.mpus.insert(&entry(None, None, None)).await?;
         let (md5, size, sum) = match body.next(BLOCK_SIZE).await? {
             None => (md5_of(&[]), 0, checksum.map(|e| e.algo.hasher().finalize())),
             Some(first) => {
@@ -278,14 +351,19 @@ impl Api {
             }
         };
         check(&md5, size)?;
-        if let (Some(e), Some(sum)) = (checksum, &sum) {
-            crate::checksum::verify(e, sum, trailers)?;
-        }
+        let verified = match (checksum, &sum) {
+            (Some(e), Some(sum)) => Some(crate::checksum::verify(e, sum, trailers)?),
+            _ => None,
+        };
+        let kept = verified
+            .as_ref()
+            .filter(|_| mpu.checksum.is_some())
+            .map(|(_, v)| v.clone());
         let etag = hex::encode(md5);
         self.mpus
-            .insert(&entry(Some(etag.clone()), Some(size)))
+            .insert(&entry(Some(etag.clone()), Some(size), kept))
             .await?;
-        Ok((etag, size))
+        Ok((etag, size, verified))
     }
 
     pub async fn complete_multipart_upload(
@@ -315,11 +393,24 @@ impl Api {
                     })
             })
             .ok_or_else(|| ApiError::NoSuchUpload(i.upload_id.clone()))?;
+        let given_whole = crate::given_checksums!(i);
         let asked = i.multipart_upload.and_then(|m| m.parts).unwrap_or_default();
         if asked.is_empty() {
             return Err(ApiError::InvalidArgument(
                 "You must specify at least one part".into(),
             ));
+        }
+        let checksum = upload_checksum(&mpu)?;
+        if let (Some((_, full)), Some(t)) = (checksum, &i.checksum_type) {
+            if !t
+                .as_str()
+                .eq_ignore_ascii_case(crate::checksum::type_name(full))
+            {
+                return Err(ApiError::InvalidRequest(format!(
+                    "The upload was created using the {} checksum mode. The complete request must use the same checksum mode.",
+                    crate::checksum::type_name(full)
+                )));
+            }
         }
         let have = finished_parts(&mpu);
         let mut chosen = Vec::new();
@@ -339,6 +430,34 @@ impl Api {
                 if e.value() != etag {
                     return Err(ApiError::InvalidPart(format!(
                         "part {n}: the ETag given is not the part's"
+                    )));
+                }
+            }
+            if let Some((algo, full)) = checksum {
+                let given = crate::given_checksums!(p);
+                let stored = found.2.checksum.as_deref();
+                match algo.value(&given) {
+                    // A composite checksum is made of the parts' ones: the
+                    // request must name them.
+                    None if !full => {
+                        return Err(ApiError::InvalidRequest(format!(
+                            "The upload was created using a {} checksum. The complete request must include the checksum for each part. It was missing for part {n} in the request.",
+                            algo.name().to_ascii_lowercase()
+                        )))
+                    }
+                    None => (),
+                    Some(v) if Some(v.as_str()) != stored => {
+                        return Err(ApiError::InvalidPart(format!(
+                            "part {n}: the {} checksum given is not the part's",
+                            algo.name()
+                        )))
+                    }
+                    Some(_) => (),
+                }
+                if stored.is_none() {
+                    return Err(ApiError::InvalidPart(format!(
+                        "part {n} was uploaded without its {} checksum",
+                        algo.name()
                     )));
                 }
             }
@@ -385,6 +504,34 @@ impl Api {
             etags.update(hex::decode(p.etag.as_deref().unwrap_or("")).unwrap_or_default());
         }
         let etag = format!("{}-{}", hex::encode(etags.finalize()), chosen.len());
+        let mut headers = headers;
+        let mut object_sum = None;
+        if let Some((algo, full)) = checksum {
+            let parts: Vec<(&str, u64)> = chosen
+                .iter()
+                .map(|(_, _, p)| (p.checksum.as_deref().unwrap_or(""), p.size.unwrap_or(0)))
+                .collect();
+            let value = crate::checksum::multipart(algo, full, &parts)?;
+            if let Some(given) = algo.value(&given_whole) {
+                // A composite value may be given with or without `-N`.
+                let bare = value.rsplit_once('-').map_or(value.as_str(), |(v, _)| v);
+                if given != value && (full || given != bare) {
+                    return Err(ApiError::BadDigestOf(algo.name()));
+                }
+            }
+            headers.retain(|(k, _)| !k.starts_with("x-amz-checksum-"));
+            headers.push((algo.header().to_string(), value.clone()));
+            headers.push((
+                crate::checksum::TYPE_HEADER.to_string(),
+                crate::checksum::type_name(full).to_string(),
+            ));
+            let list: Vec<String> = chosen
+                .iter()
+                .map(|(n, _, p)| format!("{n}:{}", p.checksum.as_deref().unwrap_or("")))
+                .collect();
+            headers.push((crate::checksum::PARTS_HEADER.to_string(), list.join(",")));
+            object_sum = Some((algo.header().to_string(), value, full));
+        }
         let meta = ObjectVersionMeta {
             headers,
             size,
@@ -426,13 +573,18 @@ impl Api {
                     .map_err(|r| r.error)?;
             }
         }
-        Ok(S3Response::new(CompleteMultipartUploadOutput {
+        let mut out = CompleteMultipartUploadOutput {
             bucket: Some(i.bucket.clone()),
             key: Some(i.key.clone()),
             e_tag: Some(ETag::Strong(etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
             ..Default::default()
-        }))
+        };
+        if let Some((h, v, full)) = object_sum {
+            crate::set_checksums!(out, crate::checksum::stored(&[(h, v)]));
+            out.checksum_type = Some(ChecksumType::from_static(crate::checksum::type_name(full)));
+        }
+        Ok(S3Response::new(out))
     }
 
     pub async fn abort_multipart_upload(
@@ -487,15 +639,25 @@ impl Api {
             .filter(|(n, _, _)| *n > marker)
             .collect();
         let truncated = all.len() > max;
+        let checksum = upload_checksum(&mpu)?;
         let parts: Vec<Part> = all
             .iter()
             .take(max)
-            .map(|(n, k, p)| Part {
-                part_number: Some(*n as i32),
-                e_tag: p.etag.clone().map(ETag::Strong),
-                size: p.size.map(|s| s as i64),
-                last_modified: Some(meta::timestamp(k.timestamp)),
-                ..Default::default()
+            .map(|(n, k, p)| {
+                let mut part = Part {
+                    part_number: Some(*n as i32),
+                    e_tag: p.etag.clone().map(ETag::Strong),
+                    size: p.size.map(|s| s as i64),
+                    last_modified: Some(meta::timestamp(k.timestamp)),
+                    ..Default::default()
+                };
+                if let (Some((algo, _)), Some(v)) = (checksum, &p.checksum) {
+                    crate::set_checksums!(
+                        part,
+                        crate::checksum::stored(&[(algo.header().to_string(), v.clone())])
+                    );
+                }
+                part
             })
             .collect();
         let next = parts.last().and_then(|p| p.part_number);
@@ -508,6 +670,10 @@ impl Api {
             next_part_number_marker: if truncated { next } else { None },
             is_truncated: Some(truncated),
             parts: Some(parts),
+            checksum_algorithm: checksum
+                .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
+            checksum_type: checksum
+                .map(|(_, f)| ChecksumType::from_static(crate::checksum::type_name(f))),
             ..Default::default()
         }))
     }

@@ -270,7 +270,7 @@ impl Api {
             e_tag: Some(ETag::Strong(etag)),
             ..Default::default()
         };
-        crate::set_checksums!(out, crate::checksum::stored(sum.as_slice()));
+        crate::set_checksums!(out, crate::checksum::stored(sum.as_slice()), with_type);
         Ok(S3Response::new(out))
     }
 
@@ -337,7 +337,7 @@ impl Api {
             ..Default::default()
         };
         if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
-            crate::set_checksums!(out, crate::checksum::stored(&cur.meta.headers));
+            crate::set_checksums!(out, crate::checksum::stored(&cur.meta.headers), with_type);
         }
         let mut resp = S3Response::new(GetObjectOutput::default());
         if let Some(r) = &range {
@@ -395,7 +395,11 @@ impl Api {
         if content_range.is_some() {
             resp.status = Some(StatusCode::PARTIAL_CONTENT);
         } else if checksum_enabled(i.checksum_mode.as_ref()) {
-            crate::set_checksums!(resp.output, crate::checksum::stored(&cur.meta.headers));
+            crate::set_checksums!(
+                resp.output,
+                crate::checksum::stored(&cur.meta.headers),
+                with_type
+            );
         }
         Ok(resp)
     }

@@ -21,6 +21,10 @@ pub struct MpuPart {
     pub version: Uuid,
     pub etag: Option<String>,
     pub size: Option<u64>,
+    /// The part's additional checksum (`x-amz-checksum-*`, base64), known
+    /// with its etag; absent in entries written before it was kept.
+    #[serde(default)]
+    pub checksum: Option<String>,
 }
 
 /// A part is written once, then learns its etag and size: merging keeps
@@ -36,6 +40,9 @@ impl Crdt for MpuPart {
         if other.size > self.size {
             self.size = other.size;
         }
+        if other.checksum > self.checksum {
+            self.checksum = other.checksum.clone();
+        }
     }
 }
 
@@ -47,6 +54,20 @@ pub struct MultipartUpload {
     pub parts: Map<MpuPartKey, MpuPart>,
     pub bucket_id: Uuid,
     pub key: String,
+    /// The additional checksum the upload was created with
+    /// (`x-amz-checksum-algorithm`): every part carries one, and the
+    /// completed object gets one. Absent in older entries.
+    #[serde(default)]
+    pub checksum: Option<MpuChecksum>,
+}
+
+/// An upload's checksum: its algorithm (`CRC32`, `CRC32C`, `CRC64NVME`,
+/// `SHA1`, `SHA256`) and whether the object's checksum is a checksum of
+/// the parts' checksums (composite) or of the whole object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MpuChecksum {
+    pub algorithm: String,
+    pub full_object: bool,
 }
 
 impl MultipartUpload {
@@ -58,21 +79,26 @@ impl MultipartUpload {
             parts: Map::new(),
             bucket_id,
             key,
+            checksum: None,
         }
     }
 }
 
-/// `timestamp`, `bucket_id` and `key` are set once by the upload's
-/// creation, and copied by the object table's hook when it deletes the
-/// upload; should two writers ever disagree, the smallest timestamp and the
-/// larger (bucket, key) win, so that replicas still converge (otherwise
-/// their Merkle trees would differ forever).
+/// `timestamp`, `bucket_id`, `key` and `checksum` are set once by the
+/// upload's creation, and copied by the object table's hook when it deletes
+/// the upload (the parts' writes may leave `checksum` out); should two
+/// writers ever disagree, the smallest timestamp and the larger (bucket,
+/// key) and checksum win, so that replicas still converge (otherwise their
+/// Merkle trees would differ forever).
 impl Crdt for MultipartUpload {
     fn merge(&mut self, other: &Self) {
         self.timestamp = self.timestamp.min(other.timestamp);
         if (other.bucket_id, &other.key) > (self.bucket_id, &self.key) {
             self.bucket_id = other.bucket_id;
             self.key = other.key.clone();
+        }
+        if other.checksum > self.checksum {
+            self.checksum = other.checksum.clone();
         }
         self.deleted.merge(&other.deleted);
         if self.deleted.get() {
@@ -151,14 +177,19 @@ mod tests {
             0u8..2,
             any::<bool>(),
             proptest::option::of(0u64..3),
+            proptest::option::of((0u8..2, any::<bool>())),
         )
-            .prop_map(|(ts, b, k, del, size)| {
+            .prop_map(|(ts, b, k, del, size, sum)| {
                 let mut m = MultipartUpload::new(
                     Uuid::from([4; 32]),
                     ts,
                     Uuid::from([b; 32]),
                     format!("k{k}"),
                 );
+                m.checksum = sum.map(|(a, full_object)| MpuChecksum {
+                    algorithm: ["CRC32", "SHA1"][a as usize].into(),
+                    full_object,
+                });
                 if del {
                     m.deleted.set();
                 } else {
@@ -171,11 +202,75 @@ mod tests {
                             version: Uuid::from([5; 32]),
                             etag: size.map(|s| s.to_string()),
                             size,
+                            checksum: size.map(|s| format!("c{s}")),
                         },
                     );
                 }
                 m
             })
+    }
+
+    /// Entries written before checksums were kept still decode.
+    #[test]
+    fn old_entries_decode() {
+        #[derive(Serialize)]
+        struct OldPart {
+            version: Uuid,
+            etag: Option<String>,
+            size: Option<u64>,
+        }
+        /// `Map`'s encoding.
+        #[derive(Serialize)]
+        struct OldMap {
+            entries: Vec<(MpuPartKey, OldPart)>,
+        }
+        #[derive(Serialize)]
+        struct OldUpload {
+            upload_id: Uuid,
+            timestamp: u64,
+            deleted: Bool,
+            parts: OldMap,
+            bucket_id: Uuid,
+            key: String,
+        }
+        let parts = OldMap {
+            entries: vec![(
+                MpuPartKey {
+                    part_number: 1,
+                    timestamp: 7,
+                },
+                OldPart {
+                    version: Uuid::from([5; 32]),
+                    etag: Some("e".into()),
+                    size: Some(3),
+                },
+            )],
+        };
+        let old = OldUpload {
+            upload_id: Uuid::from([4; 32]),
+            timestamp: 7,
+            deleted: Bool::new(false),
+            parts,
+            bucket_id: Uuid::from([1; 32]),
+            key: "k".into(),
+        };
+        let bytes = garage_table::encoding::encode(&old);
+        let new: MultipartUpload = garage_table::encoding::decode(&bytes).unwrap();
+        assert_eq!(new.checksum, None);
+        assert_eq!(new.key, "k");
+        let (k, p) = new.parts.items().next().unwrap();
+        assert_eq!(k.part_number, 1);
+        assert_eq!(p.etag.as_deref(), Some("e"));
+        assert_eq!(p.checksum, None);
+        // And the new fields round-trip.
+        let mut n = new.clone();
+        n.checksum = Some(MpuChecksum {
+            algorithm: "CRC32".into(),
+            full_object: true,
+        });
+        let back: MultipartUpload =
+            garage_table::encoding::decode(&garage_table::encoding::encode(&n)).unwrap();
+        assert_eq!(back, n);
     }
 
     proptest! {

@@ -108,6 +108,7 @@ fn mpu() -> impl Strategy<Value = MultipartUpload> {
                             version: id(v),
                             etag: size.map(|s| format!("{s}")),
                             size,
+                            checksum: None,
                         },
                     );
                 }
@@ -335,6 +336,7 @@ fn aborting_an_upload_deletes_its_parts_versions() {
                 version: id(10 + n),
                 etag: None,
                 size: None,
+                checksum: None,
             },
         );
     }
