@@ -6,12 +6,9 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws, aws_ok};
-use common::{stderr, stdout};
+use common::stderr;
 
 const RULES: &str = r#"{"Rules": [
   {"ID": "expire-old", "Status": "Enabled", "Filter": {"Prefix": "old/"},

@@ -6,10 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
-use common::s3::{aws, aws_ok, endpoint, make_key};
+use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
 
 fn boto3_suite(key: &(String, String), endpoints: &[String]) {
