@@ -29,6 +29,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
+use crate::sse::{check_read, is_encrypted, plain_size, SseKey, AES256};
 
 /// Smallest part size, except for the last part.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -69,6 +70,44 @@ fn finished_parts(mpu: &MultipartUpload) -> Vec<(u64, MpuPartKey, MpuPart)> {
 }
 
 impl Api {
+    /// The live upload `id` of `bucket`/`key`, and the SSE-C key its parts
+    /// are sealed with, checked against the one `given` with the request.
+    async fn upload_sealing(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        id: &str,
+        given: Option<SseKey>,
+    ) -> ApiResult<(MultipartUpload, Option<SseKey>)> {
+        let key_s = key.to_string();
+        let (mpu, obj) = tokio::join!(
+            self.upload(bucket, key, id),
+            self.objects.get(&bucket, &key_s)
+        );
+        let mpu = mpu?;
+        let headers = obj?
+            .and_then(|o| {
+                o.version(mpu.timestamp, mpu.upload_id)
+                    .and_then(|v| match &v.state {
+                        ObjectVersionState::Uploading { headers, .. } => Some(headers.clone()),
+                        _ => None,
+                    })
+            })
+            .ok_or_else(|| ApiError::NoSuchUpload(id.into()))?;
+        let sse = check_read(&headers, given.as_ref()).map_err(|e| match e {
+            ApiError::InvalidRequest(_) if given.is_none() => ApiError::InvalidRequest(
+                "The multipart upload initiate requested encryption. Subsequent part requests \
+                 must include the appropriate encryption parameters."
+                    .into(),
+            ),
+            ApiError::InvalidRequest(_) | ApiError::AccessDenied(_) => ApiError::InvalidArgument(
+                "The provided encryption parameters did not match the ones used originally.".into(),
+            ),
+            e => e,
+        })?;
+        Ok((mpu, sse))
+    }
+
     /// The live upload `id` of `bucket`/`key`.
     async fn upload(&self, bucket: Uuid, key: &str, id: &str) -> ApiResult<MultipartUpload> {
         let upload_id = parse_upload_id(id)?;
@@ -87,7 +126,15 @@ impl Api {
         let i = req.input;
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
-        let headers = crate::std_headers!(i).into_pairs();
+        let sse = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        let mut headers = crate::std_headers!(i).into_pairs();
+        if let Some(k) = &sse {
+            headers.extend(k.stored_pairs());
+        }
         let upload_id = gen_uuid();
         let timestamp = now_msec();
         let obj = Object::new(
@@ -110,6 +157,8 @@ impl Api {
             bucket: Some(i.bucket),
             key: Some(i.key),
             upload_id: Some(upload_id.hex()),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         }))
     }
@@ -127,7 +176,14 @@ impl Api {
             .as_deref()
             .map(parse_content_md5)
             .transpose()?;
-        let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let given = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        let (mpu, sse) = self
+            .upload_sealing(bucket, &i.key, &i.upload_id, given)
+            .await?;
         let expected = crate::checksum::expected(&req.headers)?;
         let trailers = req.trailing_headers.clone();
         let (etag, _) = self
@@ -137,6 +193,7 @@ impl Api {
                 Chunker::new(i.body),
                 expected.as_ref(),
                 trailers.as_ref(),
+                sse.as_ref(),
                 |md5, size| {
                     if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
                         return Err(ApiError::IncompleteBody);
@@ -150,6 +207,8 @@ impl Api {
             .await?;
         Ok(S3Response::new(UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         }))
     }
@@ -169,11 +228,26 @@ impl Api {
             self.bucket_id(&key, &i.bucket, Need::Write)
         );
         let (src, dst) = (src?, dst?);
+        let given = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
         let (cur, mpu) = tokio::join!(
             self.current(src, src_key),
-            self.upload(dst, &i.key, &i.upload_id)
+            self.upload_sealing(dst, &i.key, &i.upload_id, given)
         );
-        let (cur, mpu) = (cur?, mpu?);
+        let (cur, (mpu, sse)) = (cur?, mpu?);
+        let src_sse = check_read(
+            &cur.meta.headers,
+            SseKey::from_headers(
+                i.copy_source_sse_customer_algorithm.as_deref(),
+                i.copy_source_sse_customer_key.as_deref(),
+                i.copy_source_sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )
+        .map_err(crate::copy::copy_source_error)?;
         crate::copy::check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
@@ -197,7 +271,7 @@ impl Api {
                 }
             },
         };
-        let body = self.content(&cur, range.clone());
+        let body = self.content(&cur, range.clone(), src_sse)?;
         let expected = range.end - range.start;
         let (etag, _) = self
             .write_part(
@@ -206,6 +280,7 @@ impl Api {
                 Chunker::new(Some(body)),
                 None,
                 None,
+                sse.as_ref(),
                 |_, size| {
                     if size != expected {
                         return Err(ApiError::Internal(format!(
@@ -222,6 +297,8 @@ impl Api {
                 last_modified: Some(meta::timestamp(now_msec())),
                 ..Default::default()
             }),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         }))
     }
@@ -235,6 +312,7 @@ impl Api {
         mut body: Chunker,
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
+        sse: Option<&SseKey>,
         check: impl FnOnce(&[u8; 16], u64) -> ApiResult<()>,
     ) -> ApiResult<(String, u64)> {
         let part_number = part_number as u64;
@@ -272,6 +350,7 @@ impl Api {
                     first,
                     &mut body,
                     checksum.map(|e| e.algo.hasher()),
+                    sse,
                 )
                 .await?;
                 (w.md5, w.size, w.checksum)
@@ -281,7 +360,10 @@ impl Api {
         if let (Some(e), Some(sum)) = (checksum, &sum) {
             crate::checksum::verify(e, sum, trailers)?;
         }
-        let etag = hex::encode(md5);
+        let etag = match sse {
+            Some(_) => crate::sse::opaque_etag(),
+            None => hex::encode(md5),
+        };
         self.mpus
             .insert(&entry(Some(etag.clone()), Some(size)))
             .await?;
@@ -365,6 +447,7 @@ impl Api {
         );
         let mut etags = Md5::new();
         let mut size = 0u64;
+        let sealed = is_encrypted(&headers);
         for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
             let v = v
                 .as_ref()
@@ -373,7 +456,7 @@ impl Api {
             let mut part_size = 0;
             for (k, b) in v.blocks.items() {
                 fin.blocks.put(*k, *b);
-                part_size += b.size;
+                part_size += plain_size(b.size, sealed);
             }
             if part_size != p.size.unwrap_or(0) {
                 return Err(ApiError::Internal(format!(
