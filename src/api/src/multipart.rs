@@ -305,6 +305,7 @@ impl Api {
 
     /// Writes one part of `mpu` from `body`; `check(md5, size)` runs once
     /// the data is written and before the part is recorded as finished.
+    #[allow(clippy::too_many_arguments)]
     async fn write_part(
         self: &Arc<Self>,
         mpu: &MultipartUpload,

@@ -74,6 +74,7 @@ pub struct Written {
 /// Writes `first` and the rest of `body` as the blocks of version `uuid`
 /// (part `part_number`), sealed with `sse` when given (offsets and the
 /// size written are then in plaintext bytes, block sizes in stored bytes).
+#[allow(clippy::too_many_arguments)]
 pub async fn write_blocks(
     api: &Arc<Api>,
     uuid: Uuid,
