@@ -44,6 +44,15 @@ impl Api {
             .collect();
         let want = |a: &str| asked.iter().any(|x| *x == a.to_ascii_lowercase());
         let cur = self.current(bucket, &i.key).await?;
+        crate::sse::check_read(
+            &cur.meta.headers,
+            crate::sse::SseKey::from_headers(
+                i.sse_customer_algorithm.as_deref(),
+                i.sse_customer_key.as_deref(),
+                i.sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )?;
         let mut out = GetObjectAttributesOutput {
             last_modified: Some(meta::timestamp(cur.timestamp)),
             ..Default::default()
@@ -83,8 +92,9 @@ impl Api {
             .await?
             .ok_or_else(|| ApiError::Internal(format!("no version entry for {}", cur.uuid)))?;
         let mut sizes = BTreeMap::new();
+        let sealed = crate::sse::is_encrypted(&cur.meta.headers);
         for (k, b) in version.blocks.items() {
-            *sizes.entry(k.part_number).or_insert(0) += b.size;
+            *sizes.entry(k.part_number).or_insert(0) += crate::sse::plain_size(b.size, sealed);
         }
         Ok(sizes)
     }

@@ -1,5 +1,7 @@
 //! CopyObject: the new object shares the source's blocks (their reference
-//! counts go up); no data is read or written, whatever the size.
+//! counts go up); no data is read or written, whatever the size. Except
+//! with SSE-C when the source and the destination are not sealed with the
+//! same key (or both not at all): the data is then read and written anew.
 
 use std::sync::Arc;
 
@@ -18,6 +20,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::object::{check_conditions, Current, CurrentData};
+use crate::sse::{check_read, without_sse, SseKey, AES256, ALGORITHM_HEADER, KEY_CHECK_HEADER};
 
 impl Api {
     pub async fn copy_object(
@@ -41,22 +44,79 @@ impl Api {
             i.copy_source_if_modified_since.as_ref(),
             i.copy_source_if_unmodified_since.as_ref(),
         )?;
+        let src_sse = check_read(
+            &cur.meta.headers,
+            SseKey::from_headers(
+                i.copy_source_sse_customer_algorithm.as_deref(),
+                i.copy_source_sse_customer_key.as_deref(),
+                i.copy_source_sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )
+        .map_err(copy_source_error)?;
+        let dst_sse = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
         let replace = i
             .metadata_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
-        if !replace && src == dst && src_key == i.key {
+        let same_sealing = src_sse == dst_sse;
+        if !replace && same_sealing && src == dst && src_key == i.key {
             return Err(ApiError::InvalidRequest(
                 "This copy request is illegal because it is trying to copy an object to itself \
                  without changing the object's metadata"
                     .into(),
             ));
         }
-        let headers = if replace {
+        let mut headers = if replace {
             crate::std_headers!(i).into_pairs()
         } else {
-            cur.meta.headers.clone()
+            without_sse(&cur.meta.headers)
         };
+        let sse_out = |etag: String, timestamp: u64| CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(meta::timestamp(timestamp)),
+                ..Default::default()
+            }),
+            sse_customer_algorithm: dst_sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: dst_sse.as_ref().map(|k| k.key_md5().into()),
+            ..Default::default()
+        };
+        if !same_sealing {
+            // Other keys, or encrypted on one side only: the data is read
+            // (opened with the source's key) and written anew.
+            let size = cur.meta.size;
+            let body = self.content(&cur, 0..size, src_sse)?;
+            let timestamp = now_msec();
+            let (etag, _, _) = self
+                .store_object(
+                    dst,
+                    &i.key,
+                    headers,
+                    Some(body),
+                    None,
+                    Some(size as i64),
+                    None,
+                    None,
+                    None,
+                    dst_sse.as_ref(),
+                )
+                .await?;
+            return Ok(S3Response::new(sse_out(etag, timestamp)));
+        }
+        // Same key (or none): the sealed data is shared as it is, with the
+        // source's key check.
+        headers.extend(
+            cur.meta
+                .headers
+                .iter()
+                .filter(|(k, _)| k == ALGORITHM_HEADER || k == KEY_CHECK_HEADER)
+                .cloned(),
+        );
         let meta = ObjectVersionMeta {
             headers,
             size: cur.meta.size,
@@ -123,14 +183,18 @@ impl Api {
                 }],
             ))
             .await?;
-        Ok(S3Response::new(CopyObjectOutput {
-            copy_object_result: Some(CopyObjectResult {
-                e_tag: Some(ETag::Strong(cur.meta.etag)),
-                last_modified: Some(meta::timestamp(timestamp)),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }))
+        Ok(S3Response::new(sse_out(cur.meta.etag.clone(), timestamp)))
+    }
+}
+
+/// A missing, superfluous or wrong source key, in terms of the
+/// `x-amz-copy-source-server-side-encryption-customer-*` headers.
+pub fn copy_source_error(e: ApiError) -> ApiError {
+    match e {
+        ApiError::InvalidRequest(m) => ApiError::InvalidRequest(format!(
+            "{m} (x-amz-copy-source-server-side-encryption-customer-*)"
+        )),
+        e => e,
     }
 }
 

@@ -21,6 +21,7 @@ pub mod object;
 pub mod put;
 pub mod s3;
 pub mod server;
+pub mod sse;
 pub mod stream;
 
 pub use ctx::Api;

@@ -30,6 +30,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
+use crate::sse::{check_read, is_encrypted, plain_size, SseKey, AES256};
 
 /// Smallest part size, except for the last part.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -97,6 +98,44 @@ fn finished_parts(mpu: &MultipartUpload) -> Vec<(u64, MpuPartKey, MpuPart)> {
 }
 
 impl Api {
+    /// The live upload `id` of `bucket`/`key`, and the SSE-C key its parts
+    /// are sealed with, checked against the one `given` with the request.
+    async fn upload_sealing(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        id: &str,
+        given: Option<SseKey>,
+    ) -> ApiResult<(MultipartUpload, Option<SseKey>)> {
+        let key_s = key.to_string();
+        let (mpu, obj) = tokio::join!(
+            self.upload(bucket, key, id),
+            self.objects.get(&bucket, &key_s)
+        );
+        let mpu = mpu?;
+        let headers = obj?
+            .and_then(|o| {
+                o.version(mpu.timestamp, mpu.upload_id)
+                    .and_then(|v| match &v.state {
+                        ObjectVersionState::Uploading { headers, .. } => Some(headers.clone()),
+                        _ => None,
+                    })
+            })
+            .ok_or_else(|| ApiError::NoSuchUpload(id.into()))?;
+        let sse = check_read(&headers, given.as_ref()).map_err(|e| match e {
+            ApiError::InvalidRequest(_) if given.is_none() => ApiError::InvalidRequest(
+                "The multipart upload initiate requested encryption. Subsequent part requests \
+                 must include the appropriate encryption parameters."
+                    .into(),
+            ),
+            ApiError::InvalidRequest(_) | ApiError::AccessDenied(_) => ApiError::InvalidArgument(
+                "The provided encryption parameters did not match the ones used originally.".into(),
+            ),
+            e => e,
+        })?;
+        Ok((mpu, sse))
+    }
+
     /// The live upload `id` of `bucket`/`key`.
     async fn upload(&self, bucket: Uuid, key: &str, id: &str) -> ApiResult<MultipartUpload> {
         let upload_id = parse_upload_id(id)?;
@@ -133,7 +172,15 @@ impl Api {
             }
             (Some(a), t) => Some((a, a.upload_type(t.as_ref().map(|t| t.as_str()))?)),
         };
-        let headers = crate::std_headers!(i).into_pairs();
+        let sse = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        let mut headers = crate::std_headers!(i).into_pairs();
+        if let Some(k) = &sse {
+            headers.extend(k.stored_pairs());
+        }
         let upload_id = gen_uuid();
         let timestamp = now_msec();
         let obj = Object::new(
@@ -164,6 +211,8 @@ impl Api {
                 .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
             checksum_type: checksum
                 .map(|(_, f)| ChecksumType::from_static(crate::checksum::type_name(f))),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         }))
     }
@@ -181,7 +230,14 @@ impl Api {
             .as_deref()
             .map(parse_content_md5)
             .transpose()?;
-        let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
+        let given = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        let (mpu, sse) = self
+            .upload_sealing(bucket, &i.key, &i.upload_id, given)
+            .await?;
         let mut expected = crate::checksum::expected(&req.headers)?;
         if let Some((algo, _)) = upload_checksum(&mpu)? {
             expected = Some(part_checksum(algo, expected)?);
@@ -194,6 +250,7 @@ impl Api {
                 Chunker::new(i.body),
                 expected.as_ref(),
                 trailers.as_ref(),
+                sse.as_ref(),
                 |md5, size| {
                     if i.content_length.is_some_and(|l| l >= 0 && l as u64 != size) {
                         return Err(ApiError::IncompleteBody);
@@ -207,6 +264,8 @@ impl Api {
             .await?;
         let mut out = UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         };
         if let Some(sum) = sum {
@@ -230,11 +289,26 @@ impl Api {
             self.bucket_id(&key, &i.bucket, Need::Write)
         );
         let (src, dst) = (src?, dst?);
+        let given = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
         let (cur, mpu) = tokio::join!(
             self.current(src, src_key),
-            self.upload(dst, &i.key, &i.upload_id)
+            self.upload_sealing(dst, &i.key, &i.upload_id, given)
         );
-        let (cur, mpu) = (cur?, mpu?);
+        let (cur, (mpu, sse)) = (cur?, mpu?);
+        let src_sse = check_read(
+            &cur.meta.headers,
+            SseKey::from_headers(
+                i.copy_source_sse_customer_algorithm.as_deref(),
+                i.copy_source_sse_customer_key.as_deref(),
+                i.copy_source_sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )
+        .map_err(crate::copy::copy_source_error)?;
         crate::copy::check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
@@ -258,7 +332,7 @@ impl Api {
                 }
             },
         };
-        let body = self.content(&cur, range.clone());
+        let body = self.content(&cur, range.clone(), src_sse)?;
         let expected = range.end - range.start;
         // An upload with a checksum: the copied part's is computed.
         let sum = upload_checksum(&mpu)?.map(|(algo, _)| Expected {
@@ -272,6 +346,7 @@ impl Api {
                 Chunker::new(Some(body)),
                 sum.as_ref(),
                 None,
+                sse.as_ref(),
                 |_, size| {
                     if size != expected {
                         return Err(ApiError::Internal(format!(
@@ -292,6 +367,8 @@ impl Api {
         }
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
+            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         }))
     }
@@ -300,6 +377,7 @@ impl Api {
     /// the data is written and before the part is recorded as finished.
     /// Returns the part's etag, size and verified checksum (header, value);
     /// the checksum is kept with the part when the upload has one.
+    #[allow(clippy::too_many_arguments)]
     async fn write_part(
         self: &Arc<Self>,
         mpu: &MultipartUpload,
@@ -307,6 +385,7 @@ impl Api {
         mut body: Chunker,
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
+        sse: Option<&SseKey>,
         check: impl FnOnce(&[u8; 16], u64) -> ApiResult<()>,
     ) -> ApiResult<(String, u64, Option<(String, String)>)> {
         let part_number = part_number as u64;
@@ -345,6 +424,7 @@ impl Api {
                     first,
                     &mut body,
                     checksum.map(|e| e.algo.hasher()),
+                    sse,
                 )
                 .await?;
                 (w.md5, w.size, w.checksum)
@@ -359,7 +439,10 @@ impl Api {
             .as_ref()
             .filter(|_| mpu.checksum.is_some())
             .map(|(_, v)| v.clone());
-        let etag = hex::encode(md5);
+        let etag = match sse {
+            Some(_) => crate::sse::opaque_etag(),
+            None => hex::encode(md5),
+        };
         self.mpus
             .insert(&entry(Some(etag.clone()), Some(size), kept))
             .await?;
@@ -484,6 +567,7 @@ impl Api {
         );
         let mut etags = Md5::new();
         let mut size = 0u64;
+        let sealed = is_encrypted(&headers);
         for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
             let v = v
                 .as_ref()
@@ -492,7 +576,7 @@ impl Api {
             let mut part_size = 0;
             for (k, b) in v.blocks.items() {
                 fin.blocks.put(*k, *b);
-                part_size += b.size;
+                part_size += plain_size(b.size, sealed);
             }
             if part_size != p.size.unwrap_or(0) {
                 return Err(ApiError::Internal(format!(

@@ -19,6 +19,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
+use crate::sse::SseKey;
 
 /// A complete object version with data, and what a reader needs of it.
 pub struct Current {
@@ -72,8 +73,12 @@ impl Api {
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
         cond: Option<&WriteConditions>,
+        sse: Option<&SseKey>,
     ) -> ApiResult<(String, u64, Option<(String, String)>)> {
         let mut headers = headers;
+        if let Some(k) = sse {
+            headers.extend(k.stored_pairs());
+        }
         let uuid = gen_uuid();
         let timestamp = now_msec();
         let mut chunker = Chunker::new(body);
@@ -91,8 +96,15 @@ impl Api {
                 }
                 None => None,
             };
-            let etag = hex::encode(md5);
+            let etag = match sse {
+                Some(_) => crate::sse::opaque_etag(),
+                None => hex::encode(md5),
+            };
             let size = first.len() as u64;
+            let data = match sse {
+                Some(k) => k.seal(&first),
+                None => first.to_vec(),
+            };
             let v = ObjectVersion {
                 uuid,
                 timestamp,
@@ -102,7 +114,7 @@ impl Api {
                         size,
                         etag: etag.clone(),
                     },
-                    first.to_vec(),
+                    data,
                 )),
             };
             self.finish_version(bucket, key, v, cond, true).await?;
@@ -137,6 +149,7 @@ impl Api {
             first,
             &mut chunker,
             checksum.map(|e| e.algo.hasher()),
+            sse,
         )
         .await;
         let marked = mark
@@ -159,7 +172,10 @@ impl Api {
                 return Err(e);
             }
         };
-        let etag = hex::encode(w.md5);
+        let etag = match sse {
+            Some(_) => crate::sse::opaque_etag(),
+            None => hex::encode(w.md5),
+        };
         headers.extend(sum.clone());
         let complete = ObjectVersion {
             uuid,
@@ -251,6 +267,11 @@ impl Api {
                 c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
             }
         }
+        let sse = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
         let headers = crate::std_headers!(i).into_pairs();
         let expected = crate::checksum::expected(&req.headers)?;
         let (etag, _, sum) = self
@@ -264,10 +285,13 @@ impl Api {
                 expected.as_ref(),
                 req.trailing_headers.as_ref(),
                 cond.as_ref(),
+                sse.as_ref(),
             )
             .await?;
         let mut out = PutObjectOutput {
             e_tag: Some(ETag::Strong(etag)),
+            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         };
         crate::set_checksums!(out, crate::checksum::stored(sum.as_slice()), with_type);
@@ -292,6 +316,15 @@ impl Api {
                 },
             )
             .await?;
+        let sse = crate::sse::check_read(
+            &cur.meta.headers,
+            SseKey::from_headers(
+                i.sse_customer_algorithm.as_deref(),
+                i.sse_customer_key.as_deref(),
+                i.sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )?;
         let size = cur.meta.size;
         let range = match (&i.range, i.part_number) {
             (Some(_), Some(_)) => {
@@ -308,7 +341,7 @@ impl Api {
             }
         };
         let body_range = range.clone().unwrap_or(0..size);
-        let body = self.content(&cur, body_range.clone());
+        let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
         let mut out = GetObjectOutput {
             body: Some(body),
@@ -334,6 +367,8 @@ impl Api {
                 .or_else(|| stored.get(meta::CONTENT_LANGUAGE)),
             expires: i.response_expires.or_else(|| stored.expires()),
             metadata: stored.user(),
+            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         };
         if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
@@ -366,6 +401,15 @@ impl Api {
                 },
             )
             .await?;
+        let sse = crate::sse::check_read(
+            &cur.meta.headers,
+            SseKey::from_headers(
+                i.sse_customer_algorithm.as_deref(),
+                i.sse_customer_key.as_deref(),
+                i.sse_customer_key_md5.as_deref(),
+            )?
+            .as_ref(),
+        )?;
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -390,6 +434,8 @@ impl Api {
             content_language: stored.get(meta::CONTENT_LANGUAGE),
             expires: stored.expires(),
             metadata: stored.user(),
+            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
+            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         });
         if content_range.is_some() {
@@ -552,19 +598,29 @@ pub fn check_conditions(
 
 impl Api {
     /// The bytes `range` of an object version, as a response body (inline
-    /// data sliced, or the blocks streamed).
-    pub fn content(self: &Arc<Self>, cur: &Current, range: std::ops::Range<u64>) -> StreamingBlob {
-        match &cur.data {
+    /// data sliced, or the blocks streamed), opened with `sse` (the key
+    /// [`crate::sse::check_read`] returned for it).
+    pub fn content(
+        self: &Arc<Self>,
+        cur: &Current,
+        range: std::ops::Range<u64>,
+        sse: Option<SseKey>,
+    ) -> ApiResult<StreamingBlob> {
+        Ok(match &cur.data {
             CurrentData::Inline(d) => {
+                let d = match &sse {
+                    Some(k) => Bytes::from(k.open(d).map_err(ApiError::Internal)?),
+                    None => d.clone(),
+                };
                 let d = d.slice(range.start as usize..range.end as usize);
                 StreamingBlob::wrap(futures::stream::once(
                     async move { Ok::<_, std::io::Error>(d) },
                 ))
             }
             CurrentData::FirstBlock(h) => {
-                crate::stream::object_body(self.clone(), cur.uuid, *h, range)
+                crate::stream::object_body(self.clone(), cur.uuid, *h, range, sse)
             }
-        }
+        })
     }
 
     /// The current version of `bucket`/`key` for a reader: the key's read

@@ -17,6 +17,7 @@ use s3s::dto::StreamingBlob;
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
+use crate::sse::SseKey;
 
 /// Size of a data block.
 pub const BLOCK_SIZE: usize = 1 << 20;
@@ -71,7 +72,9 @@ pub struct Written {
 }
 
 /// Writes `first` and the rest of `body` as the blocks of version `uuid`
-/// (part `part_number`).
+/// (part `part_number`), sealed with `sse` when given (offsets and the
+/// size written are then in plaintext bytes, block sizes in stored bytes).
+#[allow(clippy::too_many_arguments)]
 pub async fn write_blocks(
     api: &Arc<Api>,
     uuid: Uuid,
@@ -80,6 +83,7 @@ pub async fn write_blocks(
     first: Bytes,
     body: &mut Chunker,
     sums: Option<ChecksumHasher>,
+    sse: Option<&SseKey>,
 ) -> ApiResult<Written> {
     let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
@@ -89,11 +93,19 @@ pub async fn write_blocks(
     let result: ApiResult<()> = async {
         while let Some(data) = next.take() {
             let mut m = md5.take().expect("md5 is put back after each block");
+            let plain_size = data.len() as u64;
+            let sse = sse.cloned();
             let (hash, m) = tokio::task::spawn_blocking(move || {
                 m.0.update(&data);
                 if let Some(s) = m.1.as_mut() {
                     s.update(&data);
                 }
+                // The MD5 and checksums are of the plaintext, the block's
+                // address of what is stored.
+                let data = match sse {
+                    Some(k) => Bytes::from(k.seal(&data)),
+                    None => data,
+                };
                 (blake2sum(&data), m, data)
             })
             .await
@@ -102,7 +114,6 @@ pub async fn write_blocks(
             md5 = Some(m);
             let (hash, data) = hash;
             first_block.get_or_insert(hash);
-            let size = data.len() as u64;
             while inflight.len() >= WRITES_IN_FLIGHT {
                 inflight
                     .pop_front()
@@ -121,7 +132,7 @@ pub async fn write_blocks(
                 hash,
                 data,
             )));
-            offset += size;
+            offset += plain_size;
             next = body.next(BLOCK_SIZE).await?;
         }
         Ok(())

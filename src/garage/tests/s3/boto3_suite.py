@@ -411,6 +411,123 @@ expect_error("KeyTooLongError", 400, w.put_object, Bucket=bucket, Key=stem + "xy
 for k in long_keys:
     w.delete_object(Bucket=bucket, Key=k)
 
+# SSE-C: objects sealed with the client's key (doc/s3.md, "SSE-C").
+# SSEC_MARKER is only ever uploaded encrypted: tests/s3.rs (one node) greps
+# the node's data and metadata dirs for it, and for PLAIN_MARKER (uploaded
+# in clear, the grep's control).
+SSEC_MARKER = b"SSE-C-PLAINTEXT-MARKER-5b1e0c"
+PLAIN_MARKER = b"PLAIN-CONTROL-MARKER-5b1e0c"
+
+
+def marked(n, m):
+    b = bytearray(os.urandom(n))
+    if n >= len(m):
+        for at in {0, max(0, min(MIB - 5, n - len(m))), n - len(m)}:
+            b[at:at + len(m)] = m
+    return bytes(b)
+
+
+def sha(b):
+    return hashlib.sha256(b).hexdigest()
+
+
+k1, k2 = os.urandom(32), os.urandom(32)
+sse1 = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": k1}
+sse2 = {"SSECustomerAlgorithm": "AES256", "SSECustomerKey": k2}
+k1_md5 = base64.b64encode(hashlib.md5(k1).digest()).decode()
+sealed = {}
+for size in [0, 1, 3071, 3072, 3073, MIB - 1, MIB, MIB + 1, 3 * MIB]:
+    data = marked(size, SSEC_MARKER)
+    key = f"ssec/{size}"
+    put = w.put_object(Bucket=bucket, Key=key, Body=data, **sse1)
+    assert put["SSECustomerAlgorithm"] == "AES256" and put["SSECustomerKeyMD5"] == k1_md5, put
+    sealed[key] = data
+    for r in readers:
+        got = r.get_object(Bucket=bucket, Key=key, **sse1)
+        assert got["ContentLength"] == size and got["SSECustomerKeyMD5"] == k1_md5, got
+        assert got["SSECustomerAlgorithm"] == "AES256", got
+        assert sha(got["Body"].read()) == sha(data), f"SSE-C size {size} differs"
+        head = r.head_object(Bucket=bucket, Key=key, **sse1)
+        assert head["ContentLength"] == size and head["SSECustomerKeyMD5"] == k1_md5, head
+# Range GETs: across the first block boundary, inside the last block, in
+# an inline object.
+big = sealed[f"ssec/{3 * MIB}"]
+for lo, hi in [(MIB - 10, MIB + 9), (3 * MIB - 7, 3 * MIB - 1), (2 * MIB - 1, 2 * MIB)]:
+    got = readers[-1].get_object(Bucket=bucket, Key=f"ssec/{3 * MIB}", Range=f"bytes={lo}-{hi}", **sse1)
+    assert got["ContentRange"] == f"bytes {lo}-{hi}/{3 * MIB}", got["ContentRange"]
+    assert got["Body"].read() == big[lo:hi + 1], (lo, hi)
+got = w.get_object(Bucket=bucket, Key="ssec/3071", Range="bytes=100-199", **sse1)
+assert got["Body"].read() == sealed["ssec/3071"][100:200]
+# The errors: no key, a wrong key, a key for a plain object, a wrong MD5.
+for key in ["ssec/3071", f"ssec/{MIB + 1}"]:
+    expect_error("InvalidRequest", 400, w.get_object, Bucket=bucket, Key=key)
+    expect_error("400", 400, w.head_object, Bucket=bucket, Key=key)
+    expect_error("AccessDenied", 403, w.get_object, Bucket=bucket, Key=key, **sse2)
+    expect_error("403", 403, w.head_object, Bucket=bucket, Key=key, **sse2)
+w.put_object(Bucket=bucket, Key="ssec/plain", Body=b"in clear")
+expect_error("InvalidRequest", 400, w.get_object, Bucket=bucket, Key="ssec/plain", **sse1)
+expect_error("400", 400, w.head_object, Bucket=bucket, Key="ssec/plain", **sse1)
+k1_b64 = base64.b64encode(k1).decode()
+wrong_md5 = base64.b64encode(hashlib.md5(k2).digest()).decode()
+expect_error("InvalidArgument", 400, w.put_object, Bucket=bucket, Key="ssec/bad", Body=b"x",
+             SSECustomerAlgorithm="AES256", SSECustomerKey=k1_b64, SSECustomerKeyMD5=wrong_md5)
+expect_error("InvalidArgument", 400, w.get_object, Bucket=bucket, Key="ssec/1",
+             SSECustomerAlgorithm="AES256", SSECustomerKey=k1_b64, SSECustomerKeyMD5=wrong_md5)
+# Copies: to a plain object, to another key, to the same key (blocks
+# shared), and of a plain object to an encrypted one.
+for size in [3000, 2 * MIB + 3]:
+    src_data = os.urandom(size)
+    w.put_object(Bucket=bucket, Key="ssec/src", Body=src_data, **sse1)
+    src = {"Bucket": bucket, "Key": "ssec/src"}
+    csse1 = {"CopySourceSSECustomerAlgorithm": "AES256", "CopySourceSSECustomerKey": k1}
+    expect_error("InvalidRequest", 400, w.copy_object, Bucket=bucket, Key="ssec/c", CopySource=src)
+    expect_error("AccessDenied", 403, w.copy_object, Bucket=bucket, Key="ssec/c", CopySource=src,
+                 CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=k2)
+    w.copy_object(Bucket=bucket, Key="ssec/c-plain", CopySource=src, **csse1)
+    assert readers[-1].get_object(Bucket=bucket, Key="ssec/c-plain")["Body"].read() == src_data
+    c = w.copy_object(Bucket=bucket, Key="ssec/c-k2", CopySource=src, **csse1, **sse2)
+    assert c["SSECustomerKeyMD5"] == base64.b64encode(hashlib.md5(k2).digest()).decode(), c
+    assert readers[-1].get_object(Bucket=bucket, Key="ssec/c-k2", **sse2)["Body"].read() == src_data
+    expect_error("AccessDenied", 403, w.get_object, Bucket=bucket, Key="ssec/c-k2", **sse1)
+    w.copy_object(Bucket=bucket, Key="ssec/c-k1", CopySource=src, **csse1, **sse1)
+    assert readers[-1].get_object(Bucket=bucket, Key="ssec/c-k1", **sse1)["Body"].read() == src_data
+    expect_error("InvalidRequest", 400, w.get_object, Bucket=bucket, Key="ssec/c-k1")
+    w.copy_object(Bucket=bucket, Key="ssec/c-back", CopySource={"Bucket": bucket, "Key": "ssec/c-plain"}, **sse2)
+    assert readers[-1].get_object(Bucket=bucket, Key="ssec/c-back", **sse2)["Body"].read() == src_data
+    # Key rotation in place.
+    w.copy_object(Bucket=bucket, Key="ssec/src", CopySource=src, **csse1, **sse2)
+    assert w.get_object(Bucket=bucket, Key="ssec/src", **sse2)["Body"].read() == src_data
+# A multipart SSE-C upload, with a part copied from an SSE-C object.
+mp = [os.urandom(5 * MIB), os.urandom(5 * MIB + 1024)]
+up = w.create_multipart_upload(Bucket=bucket, Key="ssec/mp", **sse1)
+assert up["SSECustomerKeyMD5"] == k1_md5, up
+uid = up["UploadId"]
+expect_error("InvalidRequest", 400, w.upload_part, Bucket=bucket, Key="ssec/mp", UploadId=uid,
+             PartNumber=1, Body=mp[0])
+expect_error("InvalidArgument", 400, w.upload_part, Bucket=bucket, Key="ssec/mp", UploadId=uid,
+             PartNumber=1, Body=mp[0], **sse2)
+parts = []
+for n, d in enumerate(mp, start=1):
+    p = w.upload_part(Bucket=bucket, Key="ssec/mp", UploadId=uid, PartNumber=n, Body=d, **sse1)
+    parts.append({"PartNumber": n, "ETag": p["ETag"]})
+pc = w.upload_part_copy(Bucket=bucket, Key="ssec/mp", UploadId=uid, PartNumber=3,
+                        CopySource={"Bucket": bucket, "Key": "ssec/src"}, CopySourceRange="bytes=1-1000",
+                        CopySourceSSECustomerAlgorithm="AES256", CopySourceSSECustomerKey=k2, **sse1)
+parts.append({"PartNumber": 3, "ETag": pc["CopyPartResult"]["ETag"]})
+w.complete_multipart_upload(Bucket=bucket, Key="ssec/mp", UploadId=uid, MultipartUpload={"Parts": parts})
+whole = mp[0] + mp[1] + src_data[1:1001]
+for r in readers:
+    got = r.get_object(Bucket=bucket, Key="ssec/mp", **sse1)
+    assert got["ContentLength"] == len(whole) and sha(got["Body"].read()) == sha(whole)
+lo = 5 * MIB - 3
+got = w.get_object(Bucket=bucket, Key="ssec/mp", Range=f"bytes={lo}-{lo + 9}", **sse1)
+assert got["Body"].read() == whole[lo:lo + 10]
+expect_error("InvalidRequest", 400, w.get_object, Bucket=bucket, Key="ssec/mp")
+# The controls for tests/s3.rs's grep: in clear in a block, and inline.
+w.put_object(Bucket=bucket, Key="ssec/control", Body=marked(MIB + 100, PLAIN_MARKER))
+w.put_object(Bucket=bucket, Key="ssec/control-small", Body=marked(100, PLAIN_MARKER))
+print("SSE-C: ok", flush=True)
+
 # Deletes.
 expect_error("BucketNotEmpty", 409, w.delete_bucket, Bucket=bucket)
 w.delete_object(Bucket=bucket, Key="sizes/1")

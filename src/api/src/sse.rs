@@ -1,0 +1,318 @@
+//! SSE-C: objects encrypted at rest with a key the client sends with each
+//! request (`x-amz-server-side-encryption-customer-*`).
+//!
+//! Each stored block (and inline data) is `nonce (12 bytes) || ciphertext
+//! || tag (16 bytes)`, AES-256-GCM with a random nonce per block, so a
+//! stored block is always [`OVERHEAD`] bytes longer than its plaintext and
+//! plaintext positions stay computable from the version's block list. The
+//! block layer only ever sees the sealed bytes (their hash is the block's
+//! address), so encrypted data never dedupes with anything else.
+//!
+//! The object's metadata keeps the algorithm and a salted hash of the key
+//! (`blake2(salt || key)`, 32 random bytes of salt per object), enough to
+//! tell a wrong key from the right one; never the key, nor its bare MD5.
+
+use aes_gcm::aead::{Aead, AeadCore, KeyInit, OsRng};
+use aes_gcm::{Aes256Gcm, Nonce};
+use base64::Engine;
+use garage_util::data::{blake2sum, gen_uuid};
+use md5::{Digest, Md5};
+
+use crate::error::{ApiError, ApiResult};
+
+/// The only algorithm S3 defines for SSE-C.
+pub const AES256: &str = "AES256";
+/// Bytes a sealed block has more than its plaintext: nonce and tag.
+pub const OVERHEAD: u64 = 12 + 16;
+/// Stored header: the algorithm of an SSE-C object.
+pub const ALGORITHM_HEADER: &str = "x-garage-sse-c-algorithm";
+/// Stored header: `hex(salt):hex(blake2(salt || key))`.
+pub const KEY_CHECK_HEADER: &str = "x-garage-sse-c-key-check";
+
+const NEEDS_KEY: &str = "The object was stored using a form of Server Side Encryption. \
+     The correct parameters must be provided to retrieve the object.";
+
+/// A customer key given with a request. `Debug` does not show the key.
+#[derive(Clone)]
+pub struct SseKey {
+    key: [u8; 32],
+    /// base64 of the key's MD5, as echoed in responses.
+    md5_b64: String,
+}
+
+impl std::fmt::Debug for SseKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SseKey").finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for SseKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl SseKey {
+    /// The key of the three SSE-C headers of a request: `None` when none
+    /// is given, InvalidArgument when they are incomplete or wrong.
+    pub fn from_headers(
+        algorithm: Option<&str>,
+        key: Option<&str>,
+        key_md5: Option<&str>,
+    ) -> ApiResult<Option<Self>> {
+        let (algorithm, key) = match (algorithm, key) {
+            (None, None) if key_md5.is_none() => return Ok(None),
+            (Some(a), Some(k)) => (a, k),
+            (None, _) => {
+                return Err(ApiError::InvalidArgument(
+                    "Requests specifying Server Side Encryption with Customer provided keys \
+                     must provide a valid encryption algorithm."
+                        .into(),
+                ))
+            }
+            (Some(_), None) => {
+                return Err(ApiError::InvalidArgument(
+                    "Requests specifying Server Side Encryption with Customer provided keys \
+                     must provide an appropriate secret key."
+                        .into(),
+                ))
+            }
+        };
+        if algorithm != AES256 {
+            return Err(ApiError::InvalidArgument(
+                "The encryption algorithm specified is not valid (only AES256 is).".into(),
+            ));
+        }
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let key: [u8; 32] = b64
+            .decode(key.trim())
+            .ok()
+            .and_then(|k| k.try_into().ok())
+            .ok_or_else(|| {
+                ApiError::InvalidArgument(
+                    "The secret key was invalid for the specified algorithm.".into(),
+                )
+            })?;
+        let md5: [u8; 16] = Md5::digest(key).into();
+        let md5_b64 = b64.encode(md5);
+        let given = key_md5.ok_or_else(|| {
+            ApiError::InvalidArgument(
+                "Requests specifying Server Side Encryption with Customer provided keys \
+                 must provide the client calculated MD5 of the secret key."
+                    .into(),
+            )
+        })?;
+        if b64.decode(given.trim()).ok().as_deref() != Some(&md5[..]) {
+            return Err(ApiError::InvalidArgument(
+                "The calculated MD5 hash of the key did not match the hash that was provided."
+                    .into(),
+            ));
+        }
+        Ok(Some(Self { key, md5_b64 }))
+    }
+
+    pub fn key_md5(&self) -> &str {
+        &self.md5_b64
+    }
+
+    /// The stored headers of an object encrypted with this key (a fresh
+    /// salt each time).
+    pub fn stored_pairs(&self) -> Vec<(String, String)> {
+        let salt = gen_uuid();
+        vec![
+            (ALGORITHM_HEADER.to_string(), AES256.to_string()),
+            (
+                KEY_CHECK_HEADER.to_string(),
+                format!(
+                    "{}:{}",
+                    hex::encode(salt.as_slice()),
+                    self.check(salt.as_slice())
+                ),
+            ),
+        ]
+    }
+
+    fn check(&self, salt: &[u8]) -> String {
+        let mut b = Vec::with_capacity(salt.len() + 32);
+        b.extend_from_slice(salt);
+        b.extend_from_slice(&self.key);
+        hex::encode(blake2sum(&b).as_slice())
+    }
+
+    /// `nonce || ciphertext || tag` of `plain`.
+    pub fn seal(&self, plain: &[u8]) -> Vec<u8> {
+        let cipher = Aes256Gcm::new(&self.key.into());
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let ct = cipher
+            .encrypt(&nonce, plain)
+            .expect("AES-GCM encrypts any block of our sizes");
+        let mut out = Vec::with_capacity(plain.len() + OVERHEAD as usize);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&ct);
+        out
+    }
+
+    /// The plaintext of [`SseKey::seal`]'s bytes; an error when they were
+    /// not sealed with this key or were altered.
+    pub fn open(&self, sealed: &[u8]) -> Result<Vec<u8>, String> {
+        if (sealed.len() as u64) < OVERHEAD {
+            return Err(format!("sealed block of {} bytes", sealed.len()));
+        }
+        let (nonce, ct) = sealed.split_at(12);
+        Aes256Gcm::new(&self.key.into())
+            .decrypt(Nonce::from_slice(nonce), ct)
+            .map_err(|_| "sealed block does not authenticate with the key".to_string())
+    }
+}
+
+/// Whether stored headers are those of an SSE-C object.
+pub fn is_encrypted(headers: &[(String, String)]) -> bool {
+    headers.iter().any(|(k, _)| k == ALGORITHM_HEADER)
+}
+
+/// The stored headers without the SSE-C ones.
+pub fn without_sse(headers: &[(String, String)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(k, _)| k != ALGORITHM_HEADER && k != KEY_CHECK_HEADER)
+        .cloned()
+        .collect()
+}
+
+/// The plaintext size of a stored block of `stored` bytes.
+pub fn plain_size(stored: u64, encrypted: bool) -> u64 {
+    if encrypted {
+        stored.saturating_sub(OVERHEAD)
+    } else {
+        stored
+    }
+}
+
+/// Checks the key given to read an object with these stored headers:
+/// InvalidRequest when the object is encrypted and no key is given or
+/// the other way round, AccessDenied when the key is not the object's.
+pub fn check_read(
+    headers: &[(String, String)],
+    given: Option<&SseKey>,
+) -> ApiResult<Option<SseKey>> {
+    let stored = headers
+        .iter()
+        .find(|(k, _)| k == KEY_CHECK_HEADER)
+        .map(|(_, v)| v.as_str());
+    match (is_encrypted(headers), given) {
+        (false, None) => Ok(None),
+        (false, Some(_)) => Err(ApiError::InvalidRequest(
+            "The encryption parameters are not applicable to this object.".into(),
+        )),
+        (true, None) => Err(ApiError::InvalidRequest(NEEDS_KEY.into())),
+        (true, Some(k)) => {
+            let ok = stored
+                .and_then(|s| s.split_once(':'))
+                .and_then(|(salt, sum)| Some((hex::decode(salt).ok()?, sum)))
+                .is_some_and(|(salt, sum)| k.check(&salt) == sum);
+            if ok {
+                Ok(Some(k.clone()))
+            } else {
+                Err(ApiError::AccessDenied(
+                    "The key given is not the one the object was encrypted with".into(),
+                ))
+            }
+        }
+    }
+}
+
+/// An ETag for encrypted data: random, so that it reveals nothing of the
+/// plaintext (S3's SSE-C ETags are not the plaintext's MD5 either).
+pub fn opaque_etag() -> String {
+    hex::encode(&gen_uuid().as_slice()[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(byte: u8) -> SseKey {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let k = [byte; 32];
+        let md5 = b64.encode(Md5::digest(k));
+        SseKey::from_headers(Some(AES256), Some(&b64.encode(k)), Some(&md5))
+            .unwrap()
+            .unwrap()
+    }
+
+    #[test]
+    fn seal_open_round_trip() {
+        let k = key(7);
+        for len in [0usize, 1, 3071, 1 << 20] {
+            let plain: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let sealed = k.seal(&plain);
+            assert_eq!(sealed.len() as u64, len as u64 + OVERHEAD);
+            assert_eq!(plain_size(sealed.len() as u64, true), len as u64);
+            if len > 16 {
+                // The plaintext does not show through.
+                assert!(!sealed.windows(16).any(|w| w == &plain[..16]));
+            }
+            assert_eq!(k.open(&sealed).unwrap(), plain);
+            // Random nonces: sealing twice differs.
+            assert_ne!(k.seal(&plain), sealed);
+            assert!(key(8).open(&sealed).is_err());
+            let mut bad = sealed.clone();
+            bad[12] ^= 1;
+            assert!(k.open(&bad).is_err());
+        }
+        assert!(k.open(&[0; 5]).is_err());
+    }
+
+    #[test]
+    fn headers_are_checked() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        assert!(SseKey::from_headers(None, None, None).unwrap().is_none());
+        let k = b64.encode([1u8; 32]);
+        let md5 = b64.encode(Md5::digest([1u8; 32]));
+        let wrong_md5 = b64.encode(Md5::digest([2u8; 32]));
+        let ok = SseKey::from_headers(Some(AES256), Some(&k), Some(&md5)).unwrap();
+        assert_eq!(ok.unwrap().key_md5(), md5);
+        for (a, k, m) in [
+            (Some(AES256), Some(k.as_str()), Some(wrong_md5.as_str())),
+            (Some(AES256), Some(k.as_str()), None),
+            (Some("AES128"), Some(k.as_str()), Some(md5.as_str())),
+            (None, Some(k.as_str()), Some(md5.as_str())),
+            (Some(AES256), None, Some(md5.as_str())),
+            (Some(AES256), Some("c2hvcnQ="), Some(md5.as_str())),
+        ] {
+            assert!(matches!(
+                SseKey::from_headers(a, k, m),
+                Err(ApiError::InvalidArgument(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn read_key_check() {
+        let k = key(1);
+        let mut stored = vec![("content-type".to_string(), "x".to_string())];
+        stored.extend(k.stored_pairs());
+        // Neither the key nor its MD5 is stored.
+        let all: String = stored.iter().map(|(a, b)| format!("{a}{b}")).collect();
+        assert!(!all.contains(k.key_md5()));
+        assert!(!all.contains(&hex::encode(k.key)));
+        assert_eq!(check_read(&stored, Some(&k)).unwrap(), Some(k.clone()));
+        assert!(matches!(
+            check_read(&stored, None),
+            Err(ApiError::InvalidRequest(_))
+        ));
+        assert!(matches!(
+            check_read(&stored, Some(&key(2))),
+            Err(ApiError::AccessDenied(_))
+        ));
+        let plain = without_sse(&stored);
+        assert_eq!(plain.len(), 1);
+        assert_eq!(check_read(&plain, None).unwrap(), None);
+        assert!(matches!(
+            check_read(&plain, Some(&k)),
+            Err(ApiError::InvalidRequest(_))
+        ));
+        // Salted: two objects with one key store different checks.
+        assert_ne!(k.stored_pairs(), k.stored_pairs());
+    }
+}
