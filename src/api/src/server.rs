@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
-use hyper::header::{HeaderMap, HOST, ORIGIN};
+use hyper::header::{
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, ORIGIN, TRANSFER_ENCODING,
+};
 use hyper::http::Extensions;
 use hyper::{Method, Request, StatusCode, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -131,6 +133,31 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
     type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
+        // An error answered before the request body was read (a refused
+        // upload) closes the connection: the body's unread bytes must not
+        // be taken for the next request on it.
+        let has_body = req.headers().contains_key(TRANSFER_ENCODING)
+            || req
+                .headers()
+                .get(CONTENT_LENGTH)
+                .is_some_and(|l| l.as_bytes() != b"0");
+        let fut = self.serve(req);
+        if !has_body {
+            return fut;
+        }
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            if resp.status().is_client_error() || resp.status().is_server_error() {
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok(resp)
+        })
+    }
+}
+
+impl CorsService {
+    fn serve(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         let cross_origin = if req.method() == Method::OPTIONS {
             None
         } else {
