@@ -91,6 +91,11 @@ impl Api {
             // (opened with the source's key) and written anew.
             let size = cur.meta.size;
             let body = self.content(&cur, 0..size, src_sse)?;
+            // The copy is a new single-part object: the source's stored
+            // checksums (maybe composite, of its parts) do not describe it.
+            headers.retain(|(k, _)| {
+                !k.starts_with("x-amz-checksum-") && k != crate::checksum::PARTS_HEADER
+            });
             let timestamp = now_msec();
             let (etag, _, _) = self
                 .store_object(

@@ -165,8 +165,15 @@ impl LifecycleWorker {
                     markers.push(m);
                 }
                 for mpu in todo.aborts {
-                    self.api.abort_upload(&mpu).await?;
-                    stats.aborted += 1;
+                    match self.abort_if_still_idle(&mpu, now).await {
+                        Ok(true) => stats.aborted += 1,
+                        Ok(false) => {}
+                        Err(e) => warn!(
+                            "lifecycle: cannot abort upload {} of {:?}: {e}",
+                            mpu.upload_id.hex(),
+                            mpu.key
+                        ),
+                    }
                 }
             }
             if !markers.is_empty() {
@@ -180,6 +187,38 @@ impl LifecycleWorker {
         }
     }
 }
+
+impl LifecycleWorker {
+    /// Aborts `mpu` unless, read again just now, it is no longer in
+    /// progress (completed or aborted since the page was read) or one of
+    /// its parts was written in the last [`ACTIVE_UPLOAD`]: an upload a
+    /// client is still working on is left alone, so that an abort does not
+    /// race its completion. (The remaining window, between this read and
+    /// the abort's write, is milliseconds long against an upload idle for
+    /// at least that long.)
+    async fn abort_if_still_idle(&self, mpu: &MultipartUpload, now: u64) -> ApiResult<bool> {
+        let (obj, cur) = tokio::join!(
+            self.api.objects.get(&mpu.bucket_id, &mpu.key),
+            self.api.mpus.get(&mpu.upload_id, &EmptyKey)
+        );
+        let uploading = obj?
+            .and_then(|o| o.version(mpu.timestamp, mpu.upload_id).cloned())
+            .is_some_and(|v| v.is_uploading(Some(true)));
+        let recent = cur?.is_some_and(|m| {
+            m.parts
+                .items()
+                .any(|(k, _)| k.timestamp + ACTIVE_UPLOAD.as_millis() as u64 > now)
+        });
+        if !uploading || recent {
+            return Ok(false);
+        }
+        self.api.abort_upload(mpu).await?;
+        Ok(true)
+    }
+}
+
+/// An upload with a part written this recently is not aborted by a rule.
+const ACTIVE_UPLOAD: Duration = Duration::from_secs(3600);
 
 /// What the rules ask for one object at `now`.
 #[derive(Debug, Default)]

@@ -44,7 +44,10 @@ where
 
 pub fn init(default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level))
+        // s3s logs whole requests at debug level, headers included: SSE-C
+        // keys must never reach the log, whatever RUST_LOG asks.
+        .add_directive("s3s::service=info".parse().expect("a valid directive"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
