@@ -21,6 +21,31 @@ use crate::meta::{self, Stored};
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 use crate::sse::SseKey;
 
+/// GetObject's and HeadObject's start (their inputs have the same
+/// fields): the current version, for a key with read permission, opened
+/// by the SSE-C key given, and checked against the conditional headers.
+macro_rules! checked_read {
+    ($api:expr, $creds:expr, $i:expr) => {
+        $api.read_checked(
+            &$creds,
+            &$i.bucket,
+            &$i.key,
+            Conditions {
+                if_match: $i.if_match.as_ref(),
+                if_none_match: $i.if_none_match.as_ref(),
+                if_modified_since: $i.if_modified_since.as_ref(),
+                if_unmodified_since: $i.if_unmodified_since.as_ref(),
+            },
+            SseKey::from_headers(
+                $i.sse_customer_algorithm.as_deref(),
+                $i.sse_customer_key.as_deref(),
+                $i.sse_customer_key_md5.as_deref(),
+            )?,
+        )
+        .await?
+    };
+}
+
 /// A complete object version with data, and what a reader needs of it.
 pub struct Current {
     pub uuid: Uuid,
@@ -303,28 +328,7 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let cur = self
-            .read_checked(
-                &req.credentials,
-                &i.bucket,
-                &i.key,
-                Conditions {
-                    if_match: i.if_match.as_ref(),
-                    if_none_match: i.if_none_match.as_ref(),
-                    if_modified_since: i.if_modified_since.as_ref(),
-                    if_unmodified_since: i.if_unmodified_since.as_ref(),
-                },
-            )
-            .await?;
-        let sse = crate::sse::check_read(
-            &cur.meta.headers,
-            SseKey::from_headers(
-                i.sse_customer_algorithm.as_deref(),
-                i.sse_customer_key.as_deref(),
-                i.sse_customer_key_md5.as_deref(),
-            )?
-            .as_ref(),
-        )?;
+        let (cur, sse) = checked_read!(self, req.credentials, i);
         let size = cur.meta.size;
         let range = match (&i.range, i.part_number) {
             (Some(_), Some(_)) => {
@@ -388,28 +392,7 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let cur = self
-            .read_checked(
-                &req.credentials,
-                &i.bucket,
-                &i.key,
-                Conditions {
-                    if_match: i.if_match.as_ref(),
-                    if_none_match: i.if_none_match.as_ref(),
-                    if_modified_since: i.if_modified_since.as_ref(),
-                    if_unmodified_since: i.if_unmodified_since.as_ref(),
-                },
-            )
-            .await?;
-        let sse = crate::sse::check_read(
-            &cur.meta.headers,
-            SseKey::from_headers(
-                i.sse_customer_algorithm.as_deref(),
-                i.sse_customer_key.as_deref(),
-                i.sse_customer_key_md5.as_deref(),
-            )?
-            .as_ref(),
-        )?;
+        let (cur, sse) = checked_read!(self, req.credentials, i);
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -625,16 +608,20 @@ impl Api {
 
     /// The current version of `bucket`/`key` for a reader: the key's read
     /// permission, then the object, then the conditional headers.
+    /// The SSE-C key given must open the version (checked before the
+    /// conditions, so that a 304 needs the key too).
     async fn read_checked(
         &self,
         creds: &Option<s3s::auth::Credentials>,
         bucket: &str,
         key: &str,
         c: Conditions<'_>,
-    ) -> ApiResult<Current> {
+        sse_given: Option<SseKey>,
+    ) -> ApiResult<(Current, Option<SseKey>)> {
         let k = self.key(creds).await?;
         let id = self.bucket_id(&k, bucket, Need::Read).await?;
         let cur = self.current(id, key).await?;
+        let sse = crate::sse::check_read(&cur.meta.headers, sse_given.as_ref())?;
         check_conditions(
             &cur,
             c.if_match,
@@ -642,7 +629,7 @@ impl Api {
             c.if_modified_since,
             c.if_unmodified_since,
         )?;
-        Ok(cur)
+        Ok((cur, sse))
     }
 }
 
