@@ -44,16 +44,12 @@ impl Api {
             i.copy_source_if_modified_since.as_ref(),
             i.copy_source_if_unmodified_since.as_ref(),
         )?;
-        let src_sse = check_read(
-            &cur.meta.headers,
-            SseKey::from_headers(
-                i.copy_source_sse_customer_algorithm.as_deref(),
-                i.copy_source_sse_customer_key.as_deref(),
-                i.copy_source_sse_customer_key_md5.as_deref(),
-            )?
-            .as_ref(),
-        )
-        .map_err(copy_source_error)?;
+        let src_sse = open_source(
+            &cur,
+            i.copy_source_sse_customer_algorithm.as_deref(),
+            i.copy_source_sse_customer_key.as_deref(),
+            i.copy_source_sse_customer_key_md5.as_deref(),
+        )?;
         let dst_sse = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
@@ -244,4 +240,20 @@ pub fn check_copy_conditions(
         ApiError::NotModified => ApiError::PreconditionFailed,
         e => e,
     })
+}
+
+/// The SSE-C key a copy gives for its source (the
+/// `x-amz-copy-source-server-side-encryption-customer-*` headers), checked
+/// against the source version; errors as S3 answers them for a source.
+pub fn open_source(
+    cur: &crate::object::Current,
+    algorithm: Option<&str>,
+    key: Option<&str>,
+    key_md5: Option<&str>,
+) -> ApiResult<Option<SseKey>> {
+    check_read(
+        &cur.meta.headers,
+        SseKey::from_headers(algorithm, key, key_md5)?.as_ref(),
+    )
+    .map_err(copy_source_error)
 }

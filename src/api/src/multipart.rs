@@ -299,16 +299,12 @@ impl Api {
             self.upload_sealing(dst, &i.key, &i.upload_id, given)
         );
         let (cur, (mpu, sse)) = (cur?, mpu?);
-        let src_sse = check_read(
-            &cur.meta.headers,
-            SseKey::from_headers(
-                i.copy_source_sse_customer_algorithm.as_deref(),
-                i.copy_source_sse_customer_key.as_deref(),
-                i.copy_source_sse_customer_key_md5.as_deref(),
-            )?
-            .as_ref(),
-        )
-        .map_err(crate::copy::copy_source_error)?;
+        let src_sse = crate::copy::open_source(
+            &cur,
+            i.copy_source_sse_customer_algorithm.as_deref(),
+            i.copy_source_sse_customer_key.as_deref(),
+            i.copy_source_sse_customer_key_md5.as_deref(),
+        )?;
         crate::copy::check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),

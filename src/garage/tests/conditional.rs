@@ -10,9 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::Cluster;
 use common::s3::{endpoint, make_key};
-use common::stdout;
 
 /// Runs the race script; calls `on_line` with each line it prints.
 fn race(
@@ -61,12 +60,7 @@ fn conditional_writes_race_on_one_node() {
 
 #[test]
 fn conditional_writes_race_on_three_nodes_with_one_killed() {
-    let mut c = Cluster::new(3, 3);
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
-    });
-    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let mut c = Cluster::three_zones();
     let key = make_key(&c, "race");
     let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
     // Node 2 dies as round 2 starts (its clients' PUTs are in flight);

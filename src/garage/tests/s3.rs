@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::Cluster;
 use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
 
@@ -101,12 +101,7 @@ fn s3_on_one_node_with_sqlite() {
 
 #[test]
 fn s3_on_three_nodes_in_three_zones() {
-    let mut c = Cluster::new(3, 3);
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
-    });
-    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let mut c = Cluster::three_zones();
     let key = make_key(&c, "suite");
     let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
     boto3_suite(&key, &eps);

@@ -22,9 +22,8 @@ use aws_sdk_s3::Client;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::Cluster;
 use common::s3::make_key;
-use common::stdout;
 
 const MIB: usize = 1 << 20;
 
@@ -373,12 +372,7 @@ fn sdk_on_one_node() {
 
 #[test]
 fn sdk_on_three_nodes_in_three_zones() {
-    let mut c = Cluster::new(3, 3);
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
-    });
-    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let c = Cluster::three_zones();
     let key = make_key(&c, "sdk");
     let rec = Recorder::default();
     let readers: Vec<Client> = (0..3).map(|i| client(&c, i, &key, &rec)).collect();

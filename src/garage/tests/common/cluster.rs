@@ -158,6 +158,21 @@ api_bind_addr = "{ip}:3900"
         std::fs::write(&n.config, text).unwrap();
     }
 
+    /// Three nodes in zones dc1, dc2 and dc3 (replication 3), started,
+    /// seeing each other, with a layout applied.
+    pub fn three_zones() -> Self {
+        let mut c = Self::new(3, 3);
+        c.start_all();
+        wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+            parse_status(&super::stdout(&c.garage(0, &["status"])))
+                .0
+                .len()
+                == 3
+        });
+        c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+        c
+    }
+
     /// Sets `db_engine` ("lmdb" or "sqlite") in every node's
     /// configuration; call before starting them.
     pub fn use_db_engine(&self, engine: &str) {
