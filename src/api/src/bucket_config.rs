@@ -149,8 +149,16 @@ impl Api {
             .owned_bucket(&req.credentials, &req.input.bucket)
             .await?;
         let config = website_from_dto(req.input.website_configuration)?;
-        self.update_bucket(b, |p| p.website_config.update(Some(config)))
-            .await?;
+        // As in S3 (and Garage), a website configuration makes the bucket
+        // served: this also turns on a switch `garage bucket website
+        // --deny` turned off.
+        self.update_bucket(b, |p| {
+            p.website_config.update(Some(config));
+            if !*p.website_access.get() {
+                p.website_access.update(true);
+            }
+        })
+        .await?;
         Ok(S3Response::new(PutBucketWebsiteOutput::default()))
     }
 

@@ -621,19 +621,35 @@ impl Api {
         let k = self.key(creds).await?;
         let id = self.bucket_id(&k, bucket, Need::Read).await?;
         let cur = self.current(id, key).await?;
-        let sse = crate::sse::check_read(&cur.meta.headers, sse_given.as_ref())?;
-        check_conditions(
-            &cur,
-            c.if_match,
-            c.if_none_match,
-            c.if_modified_since,
-            c.if_unmodified_since,
-        )?;
+        let sse = check_version(&cur, c, sse_given)?;
         Ok((cur, sse))
     }
 }
 
+/// Whether a reader may have `cur`: the SSE-C key given must open it (an
+/// encrypted object is refused without one; checked before the
+/// conditions, so that a 304 needs the key too), then the conditional
+/// headers. Returns the key to open it with. GetObject and HeadObject
+/// use it once the key's read permission is checked; the website
+/// endpoint, whose readers are anonymous, directly.
+pub fn check_version(
+    cur: &Current,
+    c: Conditions<'_>,
+    sse_given: Option<SseKey>,
+) -> ApiResult<Option<SseKey>> {
+    let sse = crate::sse::check_read(&cur.meta.headers, sse_given.as_ref())?;
+    check_conditions(
+        cur,
+        c.if_match,
+        c.if_none_match,
+        c.if_modified_since,
+        c.if_unmodified_since,
+    )?;
+    Ok(sse)
+}
+
 /// The conditional request headers of a read.
+#[derive(Default)]
 pub struct Conditions<'a> {
     pub if_match: Option<&'a ETagCondition>,
     pub if_none_match: Option<&'a ETagCondition>,

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use garage_model::bucket_table::{Bucket, BucketQuotas};
+use garage_model::bucket_table::{Bucket, BucketQuotas, WebsiteConfig};
 use garage_model::helper::{HelperError, Metadata};
 use garage_model::key_table::Key;
 use garage_model::permission::BucketKeyPerm;
@@ -16,7 +16,7 @@ use garage_table::EmptyKey;
 use garage_util::data::Uuid;
 
 use crate::admin::table::format as columns;
-use crate::cli::{BucketOperation, KeyOperation, PermOpt};
+use crate::cli::{BucketOperation, KeyOperation, PermOpt, WebsiteOpt};
 use crate::garage::Garage;
 
 type Result<T> = std::result::Result<T, HelperError>;
@@ -125,6 +125,7 @@ pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
         },
         BucketOperation::Allow(p) => permissions(m, p, true).await,
         BucketOperation::Deny(p) => permissions(m, p, false).await,
+        BucketOperation::Website(w) => website(m, w).await,
         BucketOperation::SetQuotas {
             bucket,
             max_size,
@@ -185,6 +186,90 @@ async fn permissions(m: &Metadata, p: PermOpt, allow: bool) -> Result<String> {
     ))
 }
 
+/// `garage bucket website`: the website switch, and with `--allow` the
+/// index and error documents (a redirect-all configuration is replaced
+/// when documents are given; routing rules are kept).
+async fn website(m: &Metadata, w: WebsiteOpt) -> Result<String> {
+    if w.allow == w.deny {
+        return Err(refuse("give one of --allow and --deny"));
+    }
+    if w.deny && (w.index_document.is_some() || w.error_document.is_some()) {
+        return Err(refuse(
+            "--index-document and --error-document go with --allow",
+        ));
+    }
+    if let Some(i) = &w.index_document {
+        if i.is_empty() || i.contains('/') {
+            return Err(refuse(format!(
+                "--index-document {i:?}: give a file name without '/', such as index.html"
+            )));
+        }
+    }
+    if w.error_document.as_deref() == Some("") {
+        return Err(refuse("--error-document is empty"));
+    }
+    let mut b = m.get_bucket(&w.bucket).await?;
+    let p = b.params_mut().expect("existing bucket");
+    if w.deny {
+        p.website_access.update(false);
+        m.buckets.insert(&b).await?;
+        return Ok(format!(
+            "The website endpoint no longer serves bucket {}.\n",
+            w.bucket
+        ));
+    }
+    let old = p.website_config.get().clone();
+    let mut config = old.clone().unwrap_or(WebsiteConfig {
+        index_document: None,
+        error_document: None,
+        redirect_all: None,
+        routing_rules: Vec::new(),
+    });
+    if w.index_document.is_some() || w.error_document.is_some() {
+        config.redirect_all = None;
+    }
+    if let Some(i) = w.index_document {
+        config.index_document = Some(i);
+    }
+    if let Some(e) = w.error_document {
+        config.error_document = Some(e);
+    }
+    if config.index_document.is_none() && config.redirect_all.is_none() {
+        config.index_document = Some("index.html".into());
+    }
+    if old.as_ref() != Some(&config) {
+        p.website_config.update(Some(config.clone()));
+    }
+    if !*p.website_access.get() {
+        p.website_access.update(true);
+    }
+    m.buckets.insert(&b).await?;
+    Ok(format!(
+        "The website endpoint serves bucket {}: {}.\n",
+        w.bucket,
+        website_summary(&config)
+    ))
+}
+
+fn website_summary(c: &WebsiteConfig) -> String {
+    if let Some(r) = &c.redirect_all {
+        return format!(
+            "every request redirected to {}://{}",
+            r.protocol.as_deref().unwrap_or("(same protocol)"),
+            r.host_name
+        );
+    }
+    let mut s = format!(
+        "index document {}, error document {}",
+        c.index_document.as_deref().unwrap_or("index.html"),
+        c.error_document.as_deref().unwrap_or("(none)")
+    );
+    if !c.routing_rules.is_empty() {
+        s.push_str(&format!(", {} routing rule(s)", c.routing_rules.len()));
+    }
+    s
+}
+
 async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
     let p = b.params().expect("existing bucket");
     let counts = match g.counter_table.get(&b.id, &EmptyKey).await? {
@@ -221,7 +306,15 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
             .map(|s| s.to_string())
             .unwrap_or("none".into())
     );
-    let _ = writeln!(out, "Website access:  {}", p.website_config.get().is_some());
+    match p.website() {
+        Some(w) => {
+            let _ = writeln!(out, "Website access:  true");
+            let _ = writeln!(out, "  {}", website_summary(w));
+        }
+        None => {
+            let _ = writeln!(out, "Website access:  false");
+        }
+    }
     let _ = writeln!(out);
     for a in b.global_aliases() {
         let _ = writeln!(out, "Global alias:    {a}");

@@ -113,7 +113,7 @@ pub enum Command {
     /// Cluster layout: which nodes store data, in which zones
     #[command(subcommand)]
     Layout(LayoutOperation),
-    /// Buckets: list, info, create, delete, alias, unalias, allow, deny, set-quotas
+    /// Buckets: list, info, create, delete, alias, unalias, allow, deny, website, set-quotas
     #[command(subcommand)]
     Bucket(BucketOperation),
     /// Access keys: list, info, create, rename, delete, allow, deny, import
@@ -277,6 +277,8 @@ pub enum BucketOperation {
     Allow(PermOpt),
     /// Take rights on a bucket away from a key
     Deny(PermOpt),
+    /// Turn the website endpoint on or off for a bucket, and set its index and error documents
+    Website(WebsiteOpt),
     /// Set the quotas of a bucket
     SetQuotas {
         /// Global alias, id or unique id prefix
@@ -288,6 +290,25 @@ pub enum BucketOperation {
         #[arg(long)]
         max_objects: Option<String>,
     },
+}
+
+#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+pub struct WebsiteOpt {
+    /// Serve the bucket on the website endpoint
+    #[arg(long)]
+    pub allow: bool,
+    /// Stop serving it (its website configuration is kept)
+    #[arg(long)]
+    pub deny: bool,
+    /// With --allow: the object served for paths ending in '/' (index.html
+    /// when the bucket has no index document yet)
+    #[arg(short = 'i', long)]
+    pub index_document: Option<String>,
+    /// With --allow: the object served, with status 404, for a missing object
+    #[arg(short = 'e', long)]
+    pub error_document: Option<String>,
+    /// The bucket: global alias, id or unique id prefix
+    pub bucket: String,
 }
 
 #[derive(Args, Debug, Clone, Serialize, Deserialize)]

@@ -1,10 +1,10 @@
 //! `garage server`: loads the configuration, opens the metadata database and
 //! the data directories, and runs until SIGINT or SIGTERM.
 //!
-//! What runs inside grows with each layer; in this version that is the
-//! metadata database and its auto-snapshot worker. The RPC, S3, web and
-//! admin listeners of the configuration are not started yet, and the first
-//! log lines say so.
+//! Inside run the metadata database and its auto-snapshot worker, the RPC
+//! listener and the cluster, the tables and block workers, the S3 API and
+//! the website endpoint. The admin listener is not started yet, and the
+//! first log lines say so.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,12 +65,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let db = open_metadata(&config)?;
     prepare_data_dirs(&config)?;
     info!(
-        "web ({}) and admin ({}) listeners are not part of this version yet",
-        config
-            .s3_web
-            .as_ref()
-            .map(|w| w.bind_addr.as_str())
-            .unwrap_or("not configured"),
+        "the admin listener ({}) is not part of this version yet",
         config
             .admin
             .api_bind_addr
@@ -139,6 +134,13 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 .await?;
             }
         }
+        match &config.s3_web {
+            Some(w) => tasks.push(start_web(&config, &garage, w, exit_rx.clone()).await?),
+            None => info!(
+                "no [s3_web] section in {}: the website endpoint is off",
+                config.source
+            ),
+        }
         if let Some(interval) = config.metadata_auto_snapshot_interval {
             let dir = config.metadata_snapshots_dir();
             info!(
@@ -189,6 +191,31 @@ async fn start_s3(
         config.s3_api.s3_region
     );
     Ok((tokio::spawn(server.run(must_exit)), endpoint))
+}
+
+/// Binds the website listener and starts serving; returns its task.
+async fn start_web(
+    config: &Config,
+    garage: &Arc<Garage>,
+    web: &garage_util::config::WebConfig,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let addr = &web.bind_addr;
+    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
+        format!(
+            "s3_web.bind_addr {addr:?} in {} is not an address:port",
+            config.source
+        )
+    })?;
+    let server = garage_web::WebServer::bind(s3_api(config, garage), sock, &web.root_domain)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} (s3_web.bind_addr in {})", config.source))?;
+    info!(
+        "website endpoint listening on http://{} (buckets as <bucket>.{}, or by a global alias equal to the host name)",
+        server.local_addr()?,
+        web.root_domain.trim_start_matches('.')
+    );
+    Ok(tokio::spawn(server.run(must_exit)))
 }
 
 /// The S3 operations over this node's tables (for the S3 listener and the

@@ -26,11 +26,23 @@ pub struct BucketParams {
     /// Names in one key's namespace: (key id, name).
     pub local_aliases: LwwMap<(String, String), bool>,
     pub website_config: Lww<Option<WebsiteConfig>>,
+    /// The website switch: the web endpoint serves the bucket when this is
+    /// on and it has a website configuration. `garage bucket website
+    /// --deny` turns it off (keeping the configuration); `--allow` and
+    /// PutBucketWebsite turn it on. On by default, so that a website
+    /// configuration alone makes a bucket served, as in S3. Absent in
+    /// older entries, where the configuration alone meant served.
+    #[serde(default = "website_on")]
+    pub website_access: Lww<bool>,
     pub cors_config: Lww<Option<Vec<CorsRule>>>,
     pub quotas: Lww<BucketQuotas>,
     /// Added with lifecycle support: absent in older entries.
     #[serde(default = "no_lifecycle")]
     pub lifecycle_config: Lww<Option<Vec<LifecycleRule>>>,
+}
+
+fn website_on() -> Lww<bool> {
+    Lww::raw(0, true)
 }
 
 fn no_lifecycle() -> Lww<Option<Vec<LifecycleRule>>> {
@@ -158,6 +170,17 @@ pub struct BucketQuotas {
     pub max_objects: Option<u64>,
 }
 
+impl BucketParams {
+    /// The website configuration, when the web endpoint serves the bucket.
+    pub fn website(&self) -> Option<&WebsiteConfig> {
+        if *self.website_access.get() {
+            self.website_config.get().as_ref()
+        } else {
+            None
+        }
+    }
+}
+
 impl Crdt for BucketParams {
     fn merge(&mut self, other: &Self) {
         self.creation_date = self.creation_date.min(other.creation_date);
@@ -165,6 +188,7 @@ impl Crdt for BucketParams {
         self.aliases.merge(&other.aliases);
         self.local_aliases.merge(&other.local_aliases);
         self.website_config.merge(&other.website_config);
+        self.website_access.merge(&other.website_access);
         self.cors_config.merge(&other.cors_config);
         self.quotas.merge(&other.quotas);
         self.lifecycle_config.merge(&other.lifecycle_config);
@@ -181,6 +205,7 @@ impl Bucket {
                 aliases: LwwMap::new(),
                 local_aliases: LwwMap::new(),
                 website_config: Lww::new(None),
+                website_access: website_on(),
                 cors_config: Lww::new(None),
                 quotas: Lww::new(BucketQuotas::default()),
                 lifecycle_config: Lww::new(None),
@@ -317,6 +342,7 @@ mod tests {
                     },
                 );
                 p.website_config = Lww::raw(0, None);
+                p.website_access = Lww::raw(qts, qts != 1);
                 p.cors_config = Lww::raw(0, None);
                 p.lifecycle_config = Lww::raw(0, None);
                 b
@@ -367,6 +393,13 @@ mod tests {
         assert_eq!(w.redirect_all, None);
         assert!(w.routing_rules.is_empty());
         assert_eq!(p.website_config.timestamp(), 10);
+        // Served, as before the website switch existed.
+        assert_eq!(p.website().and_then(|w| w.index_document.as_deref()), Some("index.html"));
+        let mut denied = b.clone();
+        denied.params_mut().unwrap().website_access.update(false);
+        let mut merged = b.clone();
+        merged.merge(&denied);
+        assert!(merged.params().unwrap().website().is_none());
         assert_eq!(*p.lifecycle_config.get(), None);
         assert_eq!(p.lifecycle_config.timestamp(), 0);
         // Any lifecycle configuration set later wins over the missing one.

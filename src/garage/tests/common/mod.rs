@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod gateway;
+pub mod http;
 pub mod proxy;
 pub mod s3;
 
