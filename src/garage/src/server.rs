@@ -200,19 +200,17 @@ async fn start_web(
     web: &garage_util::config::WebConfig,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let addr = &web.bind_addr;
-    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
-        format!(
-            "s3_web.bind_addr {addr:?} in {} is not an address:port",
-            config.source
-        )
-    })?;
-    let server = garage_web::WebServer::bind(s3_api(config, garage), sock, &web.root_domain)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e} (s3_web.bind_addr in {})", config.source))?;
+    let server = garage_web::WebServer::bind(
+        s3_api(config, garage),
+        &web.bind_addr,
+        &web.root_domain,
+        web.add_host_to_metrics,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("s3_web.bind_addr in {}: {e}", config.source))?;
     info!(
-        "website endpoint listening on http://{} (buckets as <bucket>.{}, or by a global alias equal to the host name)",
-        server.local_addr()?,
+        "website endpoint listening on {} (buckets as <bucket>.{}, or by a global alias equal to the host name)",
+        server.local_addr(),
         web.root_domain.trim_start_matches('.')
     );
     Ok(tokio::spawn(server.run(must_exit)))

@@ -88,29 +88,38 @@ fn write_site(dir: &Path) -> Vec<u8> {
     big
 }
 
-/// Adds the `[s3_web]` section to node `i`'s configuration.
-fn add_web_config(c: &Cluster, i: usize) {
+/// The Unix socket of node `i`'s website endpoint, when it has one.
+fn web_socket(c: &Cluster, i: usize) -> std::path::PathBuf {
+    c.nodes[i].dir.join("web.sock")
+}
+
+/// Adds the `[s3_web]` section to node `i`'s configuration: listening on
+/// its address, or on [`web_socket`] with `unix`.
+fn add_web_config(c: &Cluster, i: usize, unix: bool) {
     let n = &c.nodes[i];
+    let bind = if unix {
+        web_socket(c, i).display().to_string()
+    } else {
+        format!("{}:{WEB_PORT}", n.ip)
+    };
     let text = std::fs::read_to_string(&n.config).unwrap();
     std::fs::write(
         &n.config,
-        format!(
-            "{text}\n[s3_web]\nbind_addr = \"{}:{WEB_PORT}\"\nroot_domain = \".{ROOT_DOMAIN}\"\n",
-            n.ip
-        ),
+        format!("{text}\n[s3_web]\nbind_addr = \"{bind}\"\nroot_domain = \".{ROOT_DOMAIN}\"\n"),
     )
     .unwrap();
 }
 
 /// Starts every node with a website endpoint (node 0 first, the others
-/// with it as bootstrap peer) and waits until node 0 sees them all.
-fn start_with_web(c: &mut Cluster) {
-    add_web_config(c, 0);
+/// with it as bootstrap peer; the nodes in `unix` on a Unix socket) and
+/// waits until node 0 sees them all.
+fn start_with_web(c: &mut Cluster, unix: &[usize]) {
+    add_web_config(c, 0, unix.contains(&0));
     c.start(0);
     let boot = vec![format!("{}@{}", c.nodes[0].id(), c.nodes[0].public_addr())];
     for i in 1..c.nodes.len() {
         c.write_config(i, &c.secret.clone(), &boot);
-        add_web_config(c, i);
+        add_web_config(c, i, unix.contains(&i));
         c.start(i);
     }
     for n in &c.nodes {
@@ -391,7 +400,7 @@ fn check_in_chromium(ip: &str, all: bool) {
 #[test]
 fn website_on_one_node() {
     let mut c = Cluster::new(1, 1);
-    start_with_web(&mut c);
+    start_with_web(&mut c, &[]);
     c.apply_layout(&["dc1"], "1G");
     let dir = tempfile::tempdir().unwrap();
     let big = write_site(dir.path());
@@ -472,8 +481,9 @@ fn website_on_one_node() {
 #[test]
 fn website_through_a_gateway() {
     // Three storage nodes in three zones, and node 3 a gateway.
+    // Node 2's website endpoint is on a Unix socket.
     let mut c = Cluster::new(4, 3);
-    start_with_web(&mut c);
+    start_with_web(&mut c, &[2]);
     let gw = c.nodes[3].id().to_string();
     c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw[..16]]);
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
@@ -492,4 +502,15 @@ fn website_through_a_gateway() {
     assert!(layout.contains("gateway"), "{layout}");
     check_site(&ip, &big);
     check_in_chromium(&ip, false);
+
+    let sock = web_socket(&c, 2);
+    let a = curl(&[
+        "--unix-socket",
+        sock.to_str().unwrap(),
+        "-H",
+        &format!("Host: {host}"),
+        "http://localhost/dir/",
+    ]);
+    assert_eq!(a.status, 200);
+    assert_eq!(a.text(), NESTED);
 }

@@ -69,7 +69,9 @@ impl WebError {
 /// The HTTP status of an error of the object read path.
 pub fn api_status(e: &ApiError) -> StatusCode {
     match e {
-        ApiError::NoSuchKey(_) | ApiError::NoSuchBucket(_) => StatusCode::NOT_FOUND,
+        ApiError::NoSuchKey(_) | ApiError::NoSuchBucket(_) | ApiError::InvalidBucketName(_) => {
+            StatusCode::NOT_FOUND
+        }
         ApiError::NotModified => StatusCode::NOT_MODIFIED,
         ApiError::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
         ApiError::InvalidRange => StatusCode::RANGE_NOT_SATISFIABLE,

@@ -10,7 +10,7 @@ use garage_api::cors;
 use garage_api::meta;
 use garage_api::object::{check_version, Conditions, Current};
 use garage_api::{error::ApiError, Api};
-use garage_model::bucket_table::{CorsRule, WebsiteConfig};
+use garage_model::bucket_table::{check_bucket_name, CorsRule, WebsiteConfig};
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -87,6 +87,11 @@ impl Web {
         let host = host_name(raw).ok_or(WebError::NoHost)?;
         let name = bucket_name(&host, &self.root_domain);
         let no_site = || WebError::NoSuchWebsite(host.clone());
+        // Aliases are valid bucket names: anything else (an IP address, a
+        // long made-up name) has no bucket, without a lookup.
+        if check_bucket_name(&name).is_err() {
+            return Err(no_site());
+        }
         let id = self
             .api
             .metadata

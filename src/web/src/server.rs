@@ -1,10 +1,11 @@
 //! The website listener: hyper (HTTP/1.1 and h2c) on `[s3_web]
-//! bind_addr`, `TCP_NODELAY` on every connection, graceful stop, and the
-//! request metrics (through the `metrics` facade: no-ops until an
-//! exporter is installed).
+//! bind_addr` (`ip:port`, with `TCP_NODELAY` on every connection, or a
+//! Unix socket path), graceful stop, and the request metrics (through the
+//! `metrics` facade: no-ops until an exporter is installed).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,10 +14,13 @@ use hyper::body::Incoming;
 use hyper::{Method, Request};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use tokio::net::TcpListener;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::host::host_name;
 use crate::serve::{Ask, Response, Web};
 
 /// How long running requests get to finish at shutdown.
@@ -29,9 +33,16 @@ pub const ERROR_COUNTER: &str = "web_error_counter";
 /// Time to the response's head, in seconds, by method.
 pub const REQUEST_DURATION: &str = "web_request_duration";
 
+enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
 pub struct WebServer {
-    listener: TcpListener,
+    listener: Listener,
     web: Arc<Web>,
+    /// `add_host_to_metrics`: a `host` label on the metrics.
+    host_label: bool,
 }
 
 /// The method as a metric label: one of a fixed set, so that a client
@@ -48,11 +59,25 @@ fn method_label(m: &Method) -> &'static str {
     }
 }
 
-async fn serve(web: Arc<Web>, req: Request<Incoming>) -> Result<Response, Infallible> {
+async fn serve(
+    web: Arc<Web>,
+    host_label: bool,
+    req: Request<Incoming>,
+) -> Result<Response, Infallible> {
     let start = Instant::now();
     let method = method_label(req.method());
-    metrics::counter!(REQUEST_COUNTER, "method" => method).increment(1);
     let (parts, _body) = req.into_parts();
+    let host = parts
+        .headers
+        .get(hyper::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    let mut labels = vec![("method", method.to_string())];
+    if host_label {
+        labels.push(("host", host_name(&host).unwrap_or_default()));
+    }
+    metrics::counter!(REQUEST_COUNTER, &labels).increment(1);
     let resp = web
         .handle(&Ask {
             method: &parts.method,
@@ -61,21 +86,11 @@ async fn serve(web: Arc<Web>, req: Request<Incoming>) -> Result<Response, Infall
         })
         .await;
     let status = resp.status();
-    metrics::histogram!(REQUEST_DURATION, "method" => method)
-        .record(start.elapsed().as_secs_f64());
+    metrics::histogram!(REQUEST_DURATION, &labels).record(start.elapsed().as_secs_f64());
     if status.as_u16() >= 400 {
-        metrics::counter!(
-            ERROR_COUNTER,
-            "method" => method,
-            "status_code" => status.as_u16().to_string()
-        )
-        .increment(1);
+        labels.push(("status_code", status.as_u16().to_string()));
+        metrics::counter!(ERROR_COUNTER, &labels).increment(1);
     }
-    let host = parts
-        .headers
-        .get(hyper::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("-");
     if status.is_server_error() {
         warn!("web {method} {host}{} -> {status}", parts.uri.path());
     } else {
@@ -85,46 +100,91 @@ async fn serve(web: Arc<Web>, req: Request<Incoming>) -> Result<Response, Infall
 }
 
 impl WebServer {
-    /// Binds the listener (so that a taken port fails at startup).
-    pub async fn bind(api: Arc<Api>, addr: SocketAddr, root_domain: &str) -> Result<Self, String> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen for the website endpoint on {addr}: {e}"))?;
+    /// Binds the listener (so that a taken address fails at startup):
+    /// `bind_addr` is `ip:port` or the path of a Unix socket (an old
+    /// socket file there is replaced).
+    pub async fn bind(
+        api: Arc<Api>,
+        bind_addr: &str,
+        root_domain: &str,
+        host_label: bool,
+    ) -> Result<Self, String> {
+        let listener = if bind_addr.starts_with('/') || bind_addr.starts_with('.') {
+            let path = PathBuf::from(bind_addr);
+            if path.exists() {
+                std::fs::remove_file(&path)
+                    .map_err(|e| format!("cannot replace the socket file {bind_addr}: {e}"))?;
+            }
+            let l = UnixListener::bind(&path).map_err(|e| {
+                format!("cannot listen for the website endpoint on {bind_addr}: {e}")
+            })?;
+            Listener::Unix(l, path)
+        } else {
+            let addr: SocketAddr = bind_addr
+                .parse()
+                .map_err(|_| format!("{bind_addr:?} is neither ip:port nor a socket path"))?;
+            let l = TcpListener::bind(addr).await.map_err(|e| {
+                format!("cannot listen for the website endpoint on {addr}: {e}")
+            })?;
+            Listener::Tcp(l)
+        };
         Ok(Self {
             listener,
             web: Arc::new(Web::new(api, root_domain)),
+            host_label,
         })
     }
 
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+    /// Where it listens: `http://ip:port`, or `unix:<path>`.
+    pub fn local_addr(&self) -> String {
+        match &self.listener {
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map(|a| format!("http://{a}"))
+                .unwrap_or_else(|e| format!("(unknown address: {e})")),
+            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+        }
+    }
+
+    fn spawn_conn<T>(&self, http: &ConnBuilder<TokioExecutor>, g: &GracefulShutdown, io: T)
+    where
+        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let web = self.web.clone();
+        let host_label = self.host_label;
+        let service = hyper::service::service_fn(move |req| serve(web.clone(), host_label, req));
+        let conn = http.serve_connection(TokioIo::new(io), service);
+        let conn = g.watch(conn.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                debug!("website connection ended: {e}");
+            }
+        });
     }
 
     pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
         let http = ConnBuilder::new(TokioExecutor::new());
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let graceful = GracefulShutdown::new();
         loop {
-            let (stream, peer) = tokio::select! {
-                r = self.listener.accept() => match r {
-                    Ok(c) => c,
-                    Err(e) => {
-                        warn!("website listener: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
+            let accepted = tokio::select! {
+                r = async {
+                    match &self.listener {
+                        Listener::Tcp(l) => l.accept().await.map(|(s, _)| {
+                            let _ = s.set_nodelay(true);
+                            self.spawn_conn(&http, &graceful, s)
+                        }),
+                        Listener::Unix(l, _) => l
+                            .accept()
+                            .await
+                            .map(|(s, _)| self.spawn_conn(&http, &graceful, s)),
                     }
-                },
+                } => r,
                 _ = must_exit.changed() => break,
             };
-            let _ = stream.set_nodelay(true);
-            let web = self.web.clone();
-            let service = hyper::service::service_fn(move |req| serve(web.clone(), req));
-            let conn = http.serve_connection(TokioIo::new(stream), service);
-            let conn = graceful.watch(conn.into_owned());
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    debug!("website connection from {peer} ended: {e}");
-                }
-            });
+            if let Err(e) = accepted {
+                warn!("website listener: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         info!(
             "website listener stopping; waiting up to {}s for requests in progress",
