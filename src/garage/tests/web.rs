@@ -81,7 +81,9 @@ fn write_site(dir: &Path) -> Vec<u8> {
     )
     .unwrap();
     // Larger than a block (1 MiB): streamed from several blocks.
-    let big: Vec<u8> = (0..(3 << 19) + 7).map(|i: u32| (i * 7 % 251) as u8).collect();
+    let big: Vec<u8> = (0..(3 << 19) + 7)
+        .map(|i: u32| (i * 7 % 251) as u8)
+        .collect();
     std::fs::write(site.join("big.bin"), &big).unwrap();
     std::fs::write(dir.join("website.json"), WEBSITE).unwrap();
     std::fs::write(dir.join("cors.json"), CORS).unwrap();
@@ -153,7 +155,13 @@ fn upload_site(c: &Cluster, dir: &Path) {
     );
     // The object keys and types aws-cli gave them.
     let ls = aws_ok(&key, &s3, dir, &["s3", "ls", "--recursive", "s3://site/"]);
-    for k in ["index.html", "dir/index.html", "404.html", "style.css", "big.bin"] {
+    for k in [
+        "index.html",
+        "dir/index.html",
+        "404.html",
+        "style.css",
+        "big.bin",
+    ] {
         assert!(ls.contains(k), "{k} missing from the bucket:\n{ls}");
     }
 }
@@ -225,7 +233,10 @@ fn check_site(ip: &str, big: &[u8]) {
     assert_eq!(a.header("content-type"), Some("text/html"));
     let head = raw_head(ip, &host, "/nothing/here.html");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
-    assert!(head.ends_with("\r\n\r\n"), "HEAD answered with a body: {head}");
+    assert!(
+        head.ends_with("\r\n\r\n"),
+        "HEAD answered with a body: {head}"
+    );
 
     // The routing rule: a missing page of the old section goes to the
     // new one; an existing key is not redirected.
@@ -241,7 +252,10 @@ fn check_site(ip: &str, big: &[u8]) {
             .contains(&format!("content-length: {}\r\n", INDEX.len())),
         "{head}"
     );
-    assert!(head.ends_with("\r\n\r\n"), "HEAD answered with a body: {head}");
+    assert!(
+        head.ends_with("\r\n\r\n"),
+        "HEAD answered with a body: {head}"
+    );
 
     // Conditional requests.
     let inm = format!("If-None-Match: {etag}");
@@ -325,7 +339,11 @@ fn check_site(ip: &str, big: &[u8]) {
     // A host with no bucket behind it.
     let a = get(ip, &format!("nope.{ROOT_DOMAIN}"), "/", &[]);
     assert_eq!(a.status, 404);
-    assert!(a.text().contains("There is no website at nope."), "{}", a.text());
+    assert!(
+        a.text().contains("There is no website at nope."),
+        "{}",
+        a.text()
+    );
 }
 
 /// Everything the endpoint on `ip` sends back to a `HEAD` request (the
@@ -384,7 +402,10 @@ fn check_in_chromium(ip: &str, all: bool) {
     let color = format!("data-color=\"{PROBE_COLOR}\"");
     let dom = chromium_dom(ip, &format!("{base}/"));
     assert!(dom.contains("<h1>Home page</h1>"), "{dom}");
-    assert!(dom.contains(&color), "the stylesheet was not applied:\n{dom}");
+    assert!(
+        dom.contains(&color),
+        "the stylesheet was not applied:\n{dom}"
+    );
     if !all {
         return;
     }
@@ -417,9 +438,19 @@ fn website_on_one_node() {
     // The CLI turns it on, with the documents.
     let out = c.garage_ok(
         0,
-        &["bucket", "website", "--allow", "--error-document", "404.html", "site"],
+        &[
+            "bucket",
+            "website",
+            "--allow",
+            "--error-document",
+            "404.html",
+            "site",
+        ],
     );
-    assert!(out.contains("index document index.html, error document 404.html"), "{out}");
+    assert!(
+        out.contains("index document index.html, error document 404.html"),
+        "{out}"
+    );
     let a = get(&ip, &host, "/", &[]);
     assert_eq!(a.status, 200, "{}", a.text());
     let a = get(&ip, &host, "/missing", &[]);
@@ -495,9 +526,11 @@ fn website_through_a_gateway() {
     let ip = c.nodes[3].ip.to_string();
     // The gateway has the layout once it serves the site.
     let host = format!("site.{ROOT_DOMAIN}");
-    wait_until("the gateway serves the site", Duration::from_secs(60), || {
-        get(&ip, &host, "/", &[]).status == 200
-    });
+    wait_until(
+        "the gateway serves the site",
+        Duration::from_secs(60),
+        || get(&ip, &host, "/", &[]).status == 200,
+    );
     let layout = c.garage_ok(3, &["layout", "show"]);
     assert!(layout.contains("gateway"), "{layout}");
     check_site(&ip, &big);

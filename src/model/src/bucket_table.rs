@@ -394,7 +394,10 @@ mod tests {
         assert!(w.routing_rules.is_empty());
         assert_eq!(p.website_config.timestamp(), 10);
         // Served, as before the website switch existed.
-        assert_eq!(p.website().and_then(|w| w.index_document.as_deref()), Some("index.html"));
+        assert_eq!(
+            p.website().and_then(|w| w.index_document.as_deref()),
+            Some("index.html")
+        );
         let mut denied = b.clone();
         denied.params_mut().unwrap().website_access.update(false);
         let mut merged = b.clone();

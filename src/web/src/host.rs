@@ -40,11 +40,20 @@ mod tests {
 
     #[test]
     fn host_names() {
-        assert_eq!(host_name("Site.Web.Example:3902").as_deref(), Some("site.web.example"));
-        assert_eq!(host_name("site.web.example.").as_deref(), Some("site.web.example"));
+        assert_eq!(
+            host_name("Site.Web.Example:3902").as_deref(),
+            Some("site.web.example")
+        );
+        assert_eq!(
+            host_name("site.web.example.").as_deref(),
+            Some("site.web.example")
+        );
         assert_eq!(host_name("127.0.0.1:80").as_deref(), Some("127.0.0.1"));
         assert_eq!(host_name("[::1]:3902").as_deref(), Some("::1"));
-        assert_eq!(host_name("www.example.org").as_deref(), Some("www.example.org"));
+        assert_eq!(
+            host_name("www.example.org").as_deref(),
+            Some("www.example.org")
+        );
         assert_eq!(host_name(""), None);
         assert_eq!(host_name(":80"), None);
     }

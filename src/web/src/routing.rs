@@ -154,7 +154,12 @@ mod tests {
         }
     }
 
-    fn to(host: Option<&str>, proto: Option<&str>, prefix: Option<&str>, key: Option<&str>) -> Redirect {
+    fn to(
+        host: Option<&str>,
+        proto: Option<&str>,
+        prefix: Option<&str>,
+        key: Option<&str>,
+    ) -> Redirect {
         Redirect {
             host_name: host.map(String::from),
             http_redirect_code: None,
@@ -180,7 +185,11 @@ mod tests {
     fn rules_in_order_and_by_phase() {
         let rules = vec![
             rule(Some(404), Some("old/"), to(None, None, Some("new/"), None)),
-            rule(None, Some("docs/"), to(Some("docs.example"), Some("https"), None, None)),
+            rule(
+                None,
+                Some("docs/"),
+                to(Some("docs.example"), Some("https"), None, None),
+            ),
             rule(Some(404), None, to(None, None, None, Some("missing.html"))),
         ];
         assert_eq!(rule_before_lookup(&rules, "old/a.html"), None);
@@ -193,7 +202,10 @@ mod tests {
             }
         );
         let r = rule_after_error(&rules, "old/a b.html", 404).unwrap();
-        assert_eq!(redirect(r, "old/a b.html", "site.web").location, "/new/a%20b.html");
+        assert_eq!(
+            redirect(r, "old/a b.html", "site.web").location,
+            "/new/a%20b.html"
+        );
         let r = rule_after_error(&rules, "other", 404).unwrap();
         assert_eq!(redirect(r, "other", "site.web").location, "/missing.html");
         assert_eq!(rule_after_error(&rules, "other", 403), None);

@@ -117,18 +117,19 @@ impl Web {
 
     async fn get(&self, site: &Site, ask: &Ask<'_>) -> Result<Response, WebError> {
         let head = ask.method == Method::HEAD;
-        let path_and_query = ask
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
+        let path_and_query = ask.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
         if let Some(all) = &site.config.redirect_all {
-            return Ok(redirect_response(&routing::redirect_all(all, path_and_query)));
+            return Ok(redirect_response(&routing::redirect_all(
+                all,
+                path_and_query,
+            )));
         }
         let key = routing::path_key(ask.uri.path()).ok_or(WebError::BadPath)?;
         let rules = &site.config.routing_rules;
         if let Some(rule) = routing::rule_before_lookup(rules, &key) {
-            return Ok(redirect_response(&routing::redirect(rule, &key, &site.host)));
+            return Ok(redirect_response(&routing::redirect(
+                rule, &key, &site.host,
+            )));
         }
         let index = site
             .config
@@ -172,7 +173,9 @@ impl Web {
         }
         if status.is_client_error() {
             if let Some(rule) = routing::rule_after_error(rules, &key, status.as_u16()) {
-                return Ok(redirect_response(&routing::redirect(rule, &key, &site.host)));
+                return Ok(redirect_response(&routing::redirect(
+                    rule, &key, &site.host,
+                )));
             }
         }
         if status == StatusCode::NOT_FOUND {
@@ -369,9 +372,8 @@ pub fn error_response(e: &WebError, head: bool) -> Response {
 /// A CORS preflight, answered from the bucket's rules.
 fn preflight(site: &Site, req: &HeaderMap) -> Result<Response, WebError> {
     let get = |n: HeaderName| req.get(n).and_then(|v| v.to_str().ok());
-    let origin = get(header::ORIGIN).ok_or_else(|| {
-        WebError::BadRequest("A CORS preflight needs an Origin header".into())
-    })?;
+    let origin = get(header::ORIGIN)
+        .ok_or_else(|| WebError::BadRequest("A CORS preflight needs an Origin header".into()))?;
     let method = get(header::ACCESS_CONTROL_REQUEST_METHOD).ok_or_else(|| {
         WebError::BadRequest(
             "A CORS preflight needs an Access-Control-Request-Method header".into(),
@@ -390,7 +392,11 @@ fn preflight(site: &Site, req: &HeaderMap) -> Result<Response, WebError> {
 /// The `Access-Control-*` headers of the rule a request with `Origin`
 /// matches, on its answer (whatever its status).
 fn add_cors(site: &Site, ask: &Ask<'_>, headers: &mut HeaderMap) {
-    let Some(origin) = ask.headers.get(header::ORIGIN).and_then(|o| o.to_str().ok()) else {
+    let Some(origin) = ask
+        .headers
+        .get(header::ORIGIN)
+        .and_then(|o| o.to_str().ok())
+    else {
         return;
     };
     if let Some(rule) = cors::find_matching_rule(&site.cors, origin, ask.method.as_str(), &[]) {

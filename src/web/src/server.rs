@@ -123,9 +123,9 @@ impl WebServer {
             let addr: SocketAddr = bind_addr
                 .parse()
                 .map_err(|_| format!("{bind_addr:?} is neither ip:port nor a socket path"))?;
-            let l = TcpListener::bind(addr).await.map_err(|e| {
-                format!("cannot listen for the website endpoint on {addr}: {e}")
-            })?;
+            let l = TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot listen for the website endpoint on {addr}: {e}"))?;
             Listener::Tcp(l)
         };
         Ok(Self {
