@@ -46,6 +46,17 @@ pub fn key_in_url(key: &str) -> String {
     utf8_percent_encode(key, KEY_IN_URL).to_string()
 }
 
+/// The URL path of `key`: `/` and the escaped key. A key starting with
+/// `/` gets it escaped, so that the path never starts with `//`, which a
+/// browser would take for another host (an open redirect).
+pub fn path_of(key: &str) -> String {
+    let escaped = key_in_url(key);
+    match escaped.strip_prefix('/') {
+        Some(rest) => format!("/%2F{rest}"),
+        None => format!("/{escaped}"),
+    }
+}
+
 fn prefix_matches(rule: &RoutingRule, key: &str) -> bool {
     rule.condition
         .as_ref()
@@ -113,7 +124,7 @@ pub fn redirect(rule: &RoutingRule, key: &str, request_host: &str) -> Redirectio
         }
         (None, None) => key.to_string(),
     };
-    let path = format!("/{}", key_in_url(&new_key));
+    let path = path_of(&new_key);
     let location = match (&r.host_name, &r.protocol) {
         (None, None) => path,
         (host, protocol) => format!(
@@ -179,6 +190,12 @@ mod tests {
         assert_eq!(object_key("dir/", "index.html"), "dir/index.html");
         assert_eq!(object_key("dir", "index.html"), "dir");
         assert_eq!(key_in_url("a b/é?#.html"), "a%20b/%C3%A9%3F%23.html");
+        assert_eq!(path_of("dir/"), "/dir/");
+        assert_eq!(path_of("/evil.example/x"), "/%2Fevil.example/x");
+        assert_eq!(
+            path_key(&path_of("/evil.example/x")).as_deref(),
+            Some("/evil.example/x")
+        );
     }
 
     #[test]
@@ -209,6 +226,19 @@ mod tests {
         let r = rule_after_error(&rules, "other", 404).unwrap();
         assert_eq!(redirect(r, "other", "site.web").location, "/missing.html");
         assert_eq!(rule_after_error(&rules, "other", 403), None);
+        // A key from a path like `//evil.example` stays on the site.
+        let same = rule(
+            Some(404),
+            None,
+            Redirect {
+                http_redirect_code: Some(302),
+                ..to(None, None, None, None)
+            },
+        );
+        assert_eq!(
+            redirect(&same, "/evil.example", "site.web").location,
+            "/%2Fevil.example"
+        );
         // A rule without condition applies to everything, first.
         let all = vec![rule(None, None, to(Some("elsewhere"), None, None, None))];
         let r = rule_before_lookup(&all, "x/y").unwrap();

@@ -161,7 +161,7 @@ impl Web {
             // to the slashed path, so that relative links in its index work.
             let dir_index = format!("{key}/{index}");
             if self.api.current(site.id, &dir_index).await.is_ok() {
-                let mut location = format!("{}/", ask.uri.path());
+                let mut location = routing::path_of(&format!("{key}/"));
                 if let Some(q) = ask.uri.query() {
                     location = format!("{location}?{q}");
                 }
