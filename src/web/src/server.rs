@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use garage_api::Api;
 use hyper::body::Incoming;
-use hyper::{Method, Request};
+use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -73,11 +73,6 @@ async fn serve(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("-")
         .to_string();
-    let mut labels = vec![("method", method.to_string())];
-    if host_label {
-        labels.push(("host", host_name(&host).unwrap_or_default()));
-    }
-    metrics::counter!(REQUEST_COUNTER, &labels).increment(1);
     let resp = web
         .handle(&Ask {
             method: &parts.method,
@@ -86,17 +81,29 @@ async fn serve(
         })
         .await;
     let status = resp.status();
-    metrics::histogram!(REQUEST_DURATION, &labels).record(start.elapsed().as_secs_f64());
-    if status.as_u16() >= 400 {
-        labels.push(("status_code", status.as_u16().to_string()));
-        metrics::counter!(ERROR_COUNTER, &labels).increment(1);
-    }
+    let label = host_label.then(|| host_name(&host).unwrap_or_default());
+    record(method, label, status, start.elapsed());
     if status.is_server_error() {
         warn!("web {method} {host}{} -> {status}", parts.uri.path());
     } else {
         debug!("web {method} {host}{} -> {status}", parts.uri.path());
     }
     Ok(resp)
+}
+
+/// Counts one answered request in the metrics (with a `host` label when
+/// `host` is given).
+fn record(method: &'static str, host: Option<String>, status: StatusCode, elapsed: Duration) {
+    let mut labels = vec![("method", method.to_string())];
+    if let Some(h) = host {
+        labels.push(("host", h));
+    }
+    metrics::counter!(REQUEST_COUNTER, &labels).increment(1);
+    metrics::histogram!(REQUEST_DURATION, &labels).record(elapsed.as_secs_f64());
+    if status.as_u16() >= 400 {
+        labels.push(("status_code", status.as_u16().to_string()));
+        metrics::counter!(ERROR_COUNTER, &labels).increment(1);
+    }
 }
 
 impl WebServer {
@@ -191,5 +198,141 @@ impl WebServer {
             DRAIN.as_secs()
         );
         let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Mutex;
+
+    use metrics::{
+        Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+    };
+
+    use super::*;
+
+    /// A recorder keeping every counter and histogram by name and labels.
+    #[derive(Default)]
+    struct Kept {
+        counters: Mutex<Vec<(String, Arc<AtomicU64>)>>,
+        histograms: Mutex<Vec<(String, Arc<Samples>)>>,
+    }
+
+    #[derive(Default)]
+    struct Samples(Mutex<Vec<f64>>);
+
+    impl metrics::HistogramFn for Samples {
+        fn record(&self, value: f64) {
+            self.0.lock().unwrap().push(value);
+        }
+    }
+
+    fn id(key: &Key) -> String {
+        let labels: Vec<String> = key
+            .labels()
+            .map(|l| format!("{}={}", l.key(), l.value()))
+            .collect();
+        format!("{}{{{}}}", key.name(), labels.join(","))
+    }
+
+    impl Recorder for Kept {
+        fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+        fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+            let mut c = self.counters.lock().unwrap();
+            let name = id(key);
+            let a = match c.iter().find(|(n, _)| *n == name) {
+                Some((_, a)) => a.clone(),
+                None => {
+                    let a = Arc::new(AtomicU64::new(0));
+                    c.push((name, a.clone()));
+                    a
+                }
+            };
+            Counter::from_arc(a)
+        }
+        fn register_gauge(&self, _: &Key, _: &Metadata<'_>) -> Gauge {
+            Gauge::noop()
+        }
+        fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+            let mut h = self.histograms.lock().unwrap();
+            let name = id(key);
+            let s = match h.iter().find(|(n, _)| *n == name) {
+                Some((_, s)) => s.clone(),
+                None => {
+                    let s = Arc::new(Samples::default());
+                    h.push((name, s.clone()));
+                    s
+                }
+            };
+            Histogram::from_arc(s)
+        }
+    }
+
+    impl Kept {
+        fn counter(&self, name: &str) -> u64 {
+            self.counters
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, a)| a.load(Ordering::Relaxed))
+                .unwrap_or(0)
+        }
+        fn samples(&self, name: &str) -> Vec<f64> {
+            self.histograms
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, s)| s.0.lock().unwrap().clone())
+                .unwrap_or_default()
+        }
+    }
+
+    #[test]
+    fn requests_are_counted_by_method_and_errors_by_status() {
+        let kept = Kept::default();
+        metrics::with_local_recorder(&kept, || {
+            record("GET", None, StatusCode::OK, Duration::from_millis(3));
+            record("GET", None, StatusCode::NOT_FOUND, Duration::from_millis(2));
+            record(
+                "HEAD",
+                None,
+                StatusCode::NOT_MODIFIED,
+                Duration::from_millis(1),
+            );
+            record(
+                "GET",
+                Some("site.web.example".into()),
+                StatusCode::SERVICE_UNAVAILABLE,
+                Duration::from_millis(5),
+            );
+        });
+        assert_eq!(kept.counter("web_request_counter{method=GET}"), 2);
+        assert_eq!(kept.counter("web_request_counter{method=HEAD}"), 1);
+        assert_eq!(
+            kept.counter("web_error_counter{method=GET,status_code=404}"),
+            1
+        );
+        // 304 is not an error.
+        assert_eq!(
+            kept.counter("web_error_counter{method=HEAD,status_code=304}"),
+            0
+        );
+        assert_eq!(
+            kept.counter("web_error_counter{method=GET,host=site.web.example,status_code=503}"),
+            1
+        );
+        assert_eq!(
+            kept.samples("web_request_duration{method=GET}"),
+            vec![0.003, 0.002]
+        );
+        assert_eq!(
+            method_label(&Method::from_bytes(b"PROPFIND").unwrap()),
+            "other"
+        );
     }
 }
