@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
@@ -14,8 +12,8 @@ use aws_sdk_s3::types::{CorsConfiguration, CorsRule};
 use aws_sdk_s3::Client;
 
 use common::cluster::Cluster;
+use common::http::{curl, Answer};
 use common::s3::make_key;
-use common::stderr;
 
 fn client(endpoint: &str, key: &(String, String)) -> Client {
     let conf = aws_sdk_s3::Config::builder()
@@ -27,46 +25,6 @@ fn client(endpoint: &str, key: &(String, String)) -> Client {
         .http_client(aws_smithy_http_client::Builder::new().build_http())
         .build();
     Client::from_conf(conf)
-}
-
-/// An HTTP answer: status, headers (names lowercased), body.
-struct Answer {
-    status: u16,
-    headers: HashMap<String, String>,
-    body: String,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).map(String::as_str)
-    }
-}
-
-/// Runs curl with `args` (plus `-s -i`) and parses what it printed.
-fn curl(args: &[&str]) -> Answer {
-    let out = Command::new("curl")
-        .args(["-s", "-i"])
-        .args(args)
-        .output()
-        .expect("curl runs");
-    assert!(out.status.success(), "curl {args:?}: {}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Answer {
-        status,
-        headers,
-        body: body.to_string(),
-    }
 }
 
 fn preflight(url: &str, origin: &str, method: &str, headers: Option<&str>) -> Answer {
@@ -83,9 +41,13 @@ fn preflight(url: &str, origin: &str, method: &str, headers: Option<&str>) -> An
 }
 
 fn assert_denied(a: &Answer) {
-    assert_eq!(a.status, 403, "{}", a.body);
-    assert!(a.body.contains("<Code>AccessDenied</Code>"), "{}", a.body);
-    assert!(a.body.contains("CORSResponse"), "{}", a.body);
+    assert_eq!(a.status, 403, "{}", a.text());
+    assert!(
+        a.text().contains("<Code>AccessDenied</Code>"),
+        "{}",
+        a.text()
+    );
+    assert!(a.text().contains("CORSResponse"), "{}", a.text());
     assert!(a.header("access-control-allow-origin").is_none());
 }
 
@@ -121,10 +83,10 @@ fn cors_on_one_node() {
         "GET",
         None,
     );
-    assert_eq!(a.status, 404, "{}", a.body);
-    assert!(a.body.contains("NoSuchBucket"), "{}", a.body);
+    assert_eq!(a.status, 404, "{}", a.text());
+    assert!(a.text().contains("NoSuchBucket"), "{}", a.text());
     let a = curl(&["-X", "OPTIONS", "-H", "Origin: https://app.example", &url]);
-    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(a.status, 400, "{}", a.text());
 
     rt.block_on(async {
         let rules = CorsConfiguration::builder()
@@ -164,7 +126,7 @@ fn cors_on_one_node() {
         "PUT",
         Some("Content-Type, X-Amz-Date"),
     );
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(
         a.header("access-control-allow-origin"),
         Some("https://app.example")
@@ -183,11 +145,11 @@ fn cors_on_one_node() {
         "GET",
         None,
     );
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
 
     // The second rule: a wildcard origin, no headers allowed.
     let a = preflight(&url, "https://img.cdn.example", "GET", None);
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
     assert_eq!(
         a.header("access-control-allow-origin"),
         Some("https://img.cdn.example")
@@ -224,21 +186,21 @@ fn cors_on_one_node() {
         (get.uri().to_string(), missing.uri().to_string())
     });
     let a = curl(&["-H", "Origin: https://app.example", &get]);
-    assert_eq!(a.status, 200, "{}", a.body);
-    assert_eq!(a.body, "<p>hi</p>");
+    assert_eq!(a.status, 200, "{}", a.text());
+    assert_eq!(a.text(), "<p>hi</p>");
     assert_eq!(
         a.header("access-control-allow-origin"),
         Some("https://app.example")
     );
     assert_eq!(a.header("access-control-expose-headers"), Some("ETag"));
     let a = curl(&["-H", "Origin: https://x.cdn.example", &missing]);
-    assert_eq!(a.status, 404, "{}", a.body);
+    assert_eq!(a.status, 404, "{}", a.text());
     assert_eq!(
         a.header("access-control-allow-origin"),
         Some("https://x.cdn.example")
     );
     let a = curl(&["-H", "Origin: https://evil.example", &get]);
-    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.status, 200, "{}", a.text());
     assert!(a.header("access-control-allow-origin").is_none());
     let a = curl(&[&get]);
     assert!(a.header("access-control-allow-origin").is_none());
