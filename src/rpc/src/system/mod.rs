@@ -135,6 +135,10 @@ pub struct System {
     pub netapp: Arc<NetApp>,
     config: SystemConfig,
     layout_path: PathBuf,
+    /// Held while the layout file is written: two concurrent saves would
+    /// share its temporary file (one rename then fails), or write an older
+    /// layout over a newer one.
+    layout_save: Mutex<()>,
     /// The layout and its digest, replaced as a whole on each change so
     /// readers get a cheap consistent snapshot.
     layout: RwLock<(Arc<LayoutHistory>, LayoutDigest)>,
@@ -218,6 +222,7 @@ impl System {
             netapp: netapp.clone(),
             config,
             layout_path,
+            layout_save: Mutex::new(()),
             layout: RwLock::new((Arc::new(layout.clone()), digest(&layout))),
             peers: Mutex::new(Peers::default()),
             failed_dials: Mutex::new(std::collections::HashMap::new()),
@@ -523,8 +528,13 @@ impl System {
     fn layout_changed(&self) {
         let layout = self.layout();
         self.layout_notify.send_replace(layout.clone());
-        if let Err(e) = layout.save(&self.layout_path) {
-            warn!("cannot save the cluster layout: {e}");
+        {
+            let _saving = self.layout_save.lock().unwrap_or_else(|e| e.into_inner());
+            // The newest layout, read under the lock: a save that waited
+            // for another one never writes an older layout after it.
+            if let Err(e) = self.layout().save(&self.layout_path) {
+                warn!("cannot save the cluster layout: {e}");
+            }
         }
         let connected = self.peers().connected_ids();
         for id in connected {
