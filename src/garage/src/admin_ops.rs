@@ -3,13 +3,13 @@
 
 use std::fmt::Write;
 
-use garage_model::bucket_table::{Bucket, BucketQuotas};
+use garage_model::bucket_table::{Bucket, BucketParams, BucketQuotas, WebsiteConfig};
 use garage_model::helper::{HelperError, Metadata};
 use garage_model::key_table::Key;
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
 
-use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::counter_table::{Counts, BYTES, OBJECTS, UNFINISHED_UPLOADS};
 use garage_model::object_table::ObjectFilter;
 use garage_rpc::layout::LayoutVersion;
 use garage_table::EmptyKey;
@@ -72,11 +72,7 @@ pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
                     b.id.hex()
                 )));
             }
-            let objects = g
-                .object_table
-                .get_range(&b.id, None, Some(ObjectFilter::IsData), 1, false)
-                .await?;
-            if !objects.is_empty() {
+            if !bucket_is_empty(g, &b.id).await? {
                 return Err(refuse(format!(
                     "bucket {name} is not empty: delete its objects first"
                 )));
@@ -168,28 +164,79 @@ async fn permissions(m: &Metadata, p: PermOpt, allow: bool) -> Result<String> {
     }
     let b = m.get_bucket(&p.bucket).await?;
     let key = m.get_key(&p.key).await?;
-    let mut perm = key.bucket_permissions(&b.id);
-    if p.read {
-        perm.allow_read = allow;
-    }
-    if p.write {
-        perm.allow_write = allow;
-    }
-    if p.owner {
-        perm.allow_owner = allow;
-    }
-    m.set_permissions(b.id, &key.key_id, perm).await?;
+    let change = BucketKeyPerm {
+        allow_read: p.read,
+        allow_write: p.write,
+        allow_owner: p.owner,
+    };
+    let perm = change_permissions(m, &b, &key, change, allow).await?;
     Ok(format!(
         "New permissions for {} on {}: read {}, write {}, owner {}.\n",
         key.key_id, p.bucket, perm.allow_read, perm.allow_write, perm.allow_owner
     ))
 }
 
-async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
-    let p = b.params().expect("existing bucket");
-    let counts = match g.counter_table.get(&b.id, &EmptyKey).await? {
+/// Whether the bucket holds no object.
+pub async fn bucket_is_empty(g: &Garage, id: &Uuid) -> Result<bool> {
+    let objects = g
+        .object_table
+        .get_range(id, None, Some(ObjectFilter::IsData), 1, false)
+        .await?;
+    Ok(objects.is_empty())
+}
+
+/// Grants (`allow`) or revokes the rights set in `change` of `key` on the
+/// bucket; returns the key's new rights there.
+pub async fn change_permissions(
+    m: &Metadata,
+    b: &Bucket,
+    key: &Key,
+    change: BucketKeyPerm,
+    allow: bool,
+) -> Result<BucketKeyPerm> {
+    let mut perm = key.bucket_permissions(&b.id);
+    if change.allow_read {
+        perm.allow_read = allow;
+    }
+    if change.allow_write {
+        perm.allow_write = allow;
+    }
+    if change.allow_owner {
+        perm.allow_owner = allow;
+    }
+    m.set_permissions(b.id, &key.key_id, perm).await?;
+    Ok(perm)
+}
+
+/// Whether the bucket is served by the website endpoint. (In this version,
+/// a bucket with a website configuration is.)
+pub fn website_access(p: &BucketParams) -> bool {
+    p.website_config.get().is_some()
+}
+
+/// Enables website access with these documents, or disables it.
+pub async fn set_website_access(
+    g: &Garage,
+    id: Uuid,
+    config: Option<WebsiteConfig>,
+) -> Result<()> {
+    let Some(mut b) = g.bucket_table.get(&EmptyKey, &id).await? else {
+        return Err(HelperError::NoSuchBucket(id.hex()));
+    };
+    match b.params_mut() {
+        Some(p) => p.website_config.update(config),
+        None => return Err(HelperError::NoSuchBucket(id.hex())),
+    }
+    g.bucket_table.insert(&b).await?;
+    Ok(())
+}
+
+/// Object, byte and unfinished-upload counts of a bucket, as counted by
+/// the nodes of its partition.
+pub async fn bucket_counts(g: &Garage, id: &Uuid) -> Result<Counts> {
+    Ok(match g.counter_table.get(id, &EmptyKey).await? {
         Some(c) => {
-            let partition = LayoutVersion::partition_of(b.id.as_slice());
+            let partition = LayoutVersion::partition_of(id.as_slice());
             let nodes: Vec<Uuid> = g
                 .system
                 .layout()
@@ -201,7 +248,12 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
             c.total(&nodes)
         }
         None => Default::default(),
-    };
+    })
+}
+
+async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
+    let p = b.params().expect("existing bucket");
+    let counts = bucket_counts(g, &b.id).await?;
     let count = |k: &str| counts.get(k).copied().unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(out, "==== BUCKET INFORMATION ====");
@@ -221,7 +273,7 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
             .map(|s| s.to_string())
             .unwrap_or("none".into())
     );
-    let _ = writeln!(out, "Website access:  {}", p.website_config.get().is_some());
+    let _ = writeln!(out, "Website access:  {}", website_access(p));
     let _ = writeln!(out);
     for a in b.global_aliases() {
         let _ = writeln!(out, "Global alias:    {a}");
@@ -280,13 +332,7 @@ pub async fn key(m: &Metadata, op: KeyOperation) -> Result<String> {
             new_name,
         } => {
             let k = m.get_key(&key_pattern).await?;
-            let k = m
-                .update_key(&k, |k| {
-                    if let Some(p) = k.params_mut() {
-                        p.name.update(new_name.clone());
-                    }
-                })
-                .await?;
+            let k = rename_key(m, &k, new_name).await?;
             key_info(m, &k, false).await
         }
         KeyOperation::Delete { yes, key_pattern } => {
@@ -333,14 +379,28 @@ pub async fn key(m: &Metadata, op: KeyOperation) -> Result<String> {
 
 async fn set_create_bucket(m: &Metadata, pattern: &str, allow: bool) -> Result<String> {
     let k = m.get_key(pattern).await?;
-    let k = m
-        .update_key(&k, |k| {
-            if let Some(p) = k.params_mut() {
-                p.allow_create_bucket.update(allow);
-            }
-        })
-        .await?;
+    let k = set_allow_create_bucket(m, &k, allow).await?;
     key_info(m, &k, false).await
+}
+
+/// Lets the key create buckets, or not.
+pub async fn set_allow_create_bucket(m: &Metadata, k: &Key, allow: bool) -> Result<Key> {
+    m.update_key(k, |k| {
+        if let Some(p) = k.params_mut() {
+            p.allow_create_bucket.update(allow);
+        }
+    })
+    .await
+}
+
+/// Renames the key.
+pub async fn rename_key(m: &Metadata, k: &Key, name: String) -> Result<Key> {
+    m.update_key(k, |k| {
+        if let Some(p) = k.params_mut() {
+            p.name.update(name);
+        }
+    })
+    .await
 }
 
 async fn key_info(m: &Metadata, k: &Key, show_secret: bool) -> Result<String> {
