@@ -99,7 +99,6 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         Some(&json!({"name": "intruder"})),
     );
     assert_eq!(status, 403);
-    assert_eq!(api(&base, "GET", "/v2/ListKeys", None), json!([]));
 
     // The layout, staged and applied through the API.
     let ids: Vec<String> = c.nodes.iter().map(|n| n.id().to_string()).collect();
@@ -147,6 +146,8 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     });
     let (status, text) = http(&base, None, "GET", "/health", None);
     assert_eq!(status, 200, "{text}");
+    // The refused CreateKey made nothing.
+    assert_eq!(api(&base, "GET", "/v2/ListKeys", None), json!([]));
 
     // A key and a bucket, made and linked through the API...
     let key = api(&base, "POST", "/v2/CreateKey", Some(json!({"name": "api-key"})));
@@ -249,7 +250,14 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     let repair = api(&base, "POST", "/v2/LaunchRepairOperation?node=*", Some(json!({"repairType": "tables"})));
     assert_eq!(repair["success"].as_object().unwrap().len(), 3, "{repair}");
 
-    // Deleting the key and the emptied bucket.
+    // Deleting the key and the emptied bucket (write allowed again first).
+    api(
+        &base,
+        "POST",
+        "/v2/AllowBucketKey",
+        Some(json!({"bucketId": bucket_id, "accessKeyId": key_id,
+                    "permissions": {"write": true}})),
+    );
     aws_ok(&s3key, &ep, dir.path(), &["s3", "rm", "s3://api-bucket/obj.bin"]);
     api(&base, "POST", &format!("/v2/DeleteBucket?id={bucket_id}"), None);
     api(&base, "POST", &format!("/v2/DeleteKey?id={key_id}"), None);
