@@ -215,11 +215,7 @@ pub fn website_access(p: &BucketParams) -> bool {
 }
 
 /// Enables website access with these documents, or disables it.
-pub async fn set_website_access(
-    g: &Garage,
-    id: Uuid,
-    config: Option<WebsiteConfig>,
-) -> Result<()> {
+pub async fn set_website_access(g: &Garage, id: Uuid, config: Option<WebsiteConfig>) -> Result<()> {
     let Some(mut b) = g.bucket_table.get(&EmptyKey, &id).await? else {
         return Err(HelperError::NoSuchBucket(id.hex()));
     };

@@ -145,10 +145,12 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),
             },
-            AdminRpc::NodeApi(json) => match crate::admin_api::node::run_local_json(&self.garage, &json).await {
-                Ok(t) => AdminRpc::NodeApiResult(t),
-                Err(e) => AdminRpc::Error(e.to_string()),
-            },
+            AdminRpc::NodeApi(json) => {
+                match crate::admin_api::node::run_local_json(&self.garage, &json).await {
+                    Ok(t) => AdminRpc::NodeApiResult(t),
+                    Err(e) => AdminRpc::Error(e.to_string()),
+                }
+            }
             other => AdminRpc::Error(format!("not a request: {other:?}")),
         }
     }

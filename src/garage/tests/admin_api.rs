@@ -25,9 +25,25 @@ fn enable_admin(c: &Cluster, i: usize, token: Option<&str>) -> String {
 }
 
 /// One HTTP request with curl; (status, body).
-fn http(base: &str, token: Option<&str>, method: &str, path: &str, body: Option<&Value>) -> (u16, String) {
+fn http(
+    base: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (u16, String) {
     let mut cmd = Command::new("curl");
-    cmd.args(["-sS", "--max-time", "60", "-o", "-", "-w", "\n%{http_code}", "-X", method]);
+    cmd.args([
+        "-sS",
+        "--max-time",
+        "60",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+    ]);
     if let Some(t) = token {
         cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
     }
@@ -107,12 +123,36 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         .enumerate()
         .map(|(i, id)| json!({"id": id, "zone": format!("dc{}", i + 1), "capacity": 1_000_000_000u64, "tags": ["api"]}))
         .collect();
-    let staged = api(&base, "POST", "/v2/UpdateClusterLayout", Some(json!({"roles": roles})));
+    let staged = api(
+        &base,
+        "POST",
+        "/v2/UpdateClusterLayout",
+        Some(json!({"roles": roles})),
+    );
     assert_eq!(staged["version"], 0);
     assert_eq!(staged["stagedRoleChanges"].as_array().unwrap().len(), 3);
-    api_err(&base, "POST", "/v2/ApplyClusterLayout", Some(json!({"version": 7})), 400, "InvalidRequest");
-    api_err(&base, "POST", "/v2/UpdateClusterLayout", Some(json!({"roles": [{"id": "zz", "zone": "x", "capacity": 1}]})), 400, "InvalidRequest");
-    let applied = api(&base, "POST", "/v2/ApplyClusterLayout", Some(json!({"version": 1})));
+    api_err(
+        &base,
+        "POST",
+        "/v2/ApplyClusterLayout",
+        Some(json!({"version": 7})),
+        400,
+        "InvalidRequest",
+    );
+    api_err(
+        &base,
+        "POST",
+        "/v2/UpdateClusterLayout",
+        Some(json!({"roles": [{"id": "zz", "zone": "x", "capacity": 1}]})),
+        400,
+        "InvalidRequest",
+    );
+    let applied = api(
+        &base,
+        "POST",
+        "/v2/ApplyClusterLayout",
+        Some(json!({"version": 1})),
+    );
     assert_eq!(applied["layout"]["version"], 1);
     let layout = api(&base, "GET", "/v2/GetClusterLayout", None);
     assert_eq!(layout["version"], 1);
@@ -150,13 +190,30 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     assert_eq!(api(&base, "GET", "/v2/ListKeys", None), json!([]));
 
     // A key and a bucket, made and linked through the API...
-    let key = api(&base, "POST", "/v2/CreateKey", Some(json!({"name": "api-key"})));
+    let key = api(
+        &base,
+        "POST",
+        "/v2/CreateKey",
+        Some(json!({"name": "api-key"})),
+    );
     let key_id = key["accessKeyId"].as_str().unwrap().to_string();
     let secret = key["secretAccessKey"].as_str().unwrap().to_string();
     assert_eq!(key["name"], "api-key");
-    let bucket = api(&base, "POST", "/v2/CreateBucket", Some(json!({"globalAlias": "api-bucket"})));
+    let bucket = api(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(json!({"globalAlias": "api-bucket"})),
+    );
     let bucket_id = bucket["id"].as_str().unwrap().to_string();
-    api_err(&base, "POST", "/v2/CreateBucket", Some(json!({"globalAlias": "api-bucket"})), 409, "BucketAlreadyExists");
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(json!({"globalAlias": "api-bucket"})),
+        409,
+        "BucketAlreadyExists",
+    );
     let allowed = api(
         &base,
         "POST",
@@ -165,11 +222,22 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
                     "permissions": {"read": true, "write": true, "owner": false}})),
     );
     assert_eq!(allowed["keys"][0]["accessKeyId"], key_id.as_str());
-    assert_eq!(allowed["keys"][0]["permissions"], json!({"read": true, "write": true, "owner": false}));
+    assert_eq!(
+        allowed["keys"][0]["permissions"],
+        json!({"read": true, "write": true, "owner": false})
+    );
     let info = api(&base, "GET", &format!("/v2/GetKeyInfo?id={key_id}"), None);
-    assert!(info.get("secretAccessKey").is_none(), "secret shown without showSecretKey");
+    assert!(
+        info.get("secretAccessKey").is_none(),
+        "secret shown without showSecretKey"
+    );
     assert_eq!(info["buckets"][0]["globalAliases"], json!(["api-bucket"]));
-    let info = api(&base, "GET", &format!("/v2/GetKeyInfo?search=api-key&showSecretKey=true"), None);
+    let info = api(
+        &base,
+        "GET",
+        &format!("/v2/GetKeyInfo?search=api-key&showSecretKey=true"),
+        None,
+    );
     assert_eq!(info["secretAccessKey"], secret.as_str());
 
     // ...used by a real S3 client, through another node.
@@ -178,11 +246,26 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     std::fs::write(dir.path().join("up.bin"), &payload).unwrap();
     let s3key = (key_id.clone(), secret.clone());
     let ep = endpoint(&c, 1);
-    aws_ok(&s3key, &ep, dir.path(), &["s3", "cp", "up.bin", "s3://api-bucket/obj.bin"]);
-    aws_ok(&s3key, &ep, dir.path(), &["s3", "cp", "s3://api-bucket/obj.bin", "down.bin"]);
+    aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3", "cp", "up.bin", "s3://api-bucket/obj.bin"],
+    );
+    aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3", "cp", "s3://api-bucket/obj.bin", "down.bin"],
+    );
     assert_eq!(std::fs::read(dir.path().join("down.bin")).unwrap(), payload);
     wait_until("bucket counters", CLUSTER_DEADLINE, || {
-        let b = api(&base, "GET", "/v2/GetBucketInfo?globalAlias=api-bucket", None);
+        let b = api(
+            &base,
+            "GET",
+            "/v2/GetBucketInfo?globalAlias=api-bucket",
+            None,
+        );
         b["objects"] == 1 && b["bytes"] == 100_000
     });
 
@@ -194,7 +277,12 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         Some(json!({"bucketId": bucket_id, "accessKeyId": key_id,
                     "permissions": {"read": false, "write": true, "owner": false}})),
     );
-    let o = common::s3::aws(&s3key, &ep, dir.path(), &["s3", "cp", "up.bin", "s3://api-bucket/two.bin"]);
+    let o = common::s3::aws(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3", "cp", "up.bin", "s3://api-bucket/two.bin"],
+    );
     assert!(!o.status.success(), "write allowed after DenyBucketKey");
 
     // Website access and quotas.
@@ -202,34 +290,103 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         &base,
         "POST",
         &format!("/v2/UpdateBucket?id={bucket_id}"),
-        Some(json!({"websiteAccess": {"enabled": true, "indexDocument": "index.html", "errorDocument": "404.html"},
-                    "quotas": {"maxSize": 1_000_000, "maxObjects": null}})),
+        Some(
+            json!({"websiteAccess": {"enabled": true, "indexDocument": "index.html", "errorDocument": "404.html"},
+                    "quotas": {"maxSize": 1_000_000, "maxObjects": null}}),
+        ),
     );
     assert_eq!(upd["websiteAccess"], true);
     assert_eq!(upd["websiteConfig"]["indexDocument"], "index.html");
-    assert_eq!(upd["quotas"], json!({"maxSize": 1_000_000, "maxObjects": null}));
+    assert_eq!(
+        upd["quotas"],
+        json!({"maxSize": 1_000_000, "maxObjects": null})
+    );
     // Aliases.
-    let aliased = api(&base, "POST", "/v2/AddBucketAlias", Some(json!({"bucketId": bucket_id, "globalAlias": "other-name"})));
+    let aliased = api(
+        &base,
+        "POST",
+        "/v2/AddBucketAlias",
+        Some(json!({"bucketId": bucket_id, "globalAlias": "other-name"})),
+    );
     let mut aliases = aliased["globalAliases"].as_array().unwrap().clone();
     aliases.sort_by_key(|a| a.to_string());
     assert_eq!(aliases, [json!("api-bucket"), json!("other-name")]);
-    let local = api(&base, "POST", "/v2/AddBucketAlias", Some(json!({"bucketId": bucket_id, "localAlias": "mine", "accessKeyId": key_id})));
+    let local = api(
+        &base,
+        "POST",
+        "/v2/AddBucketAlias",
+        Some(json!({"bucketId": bucket_id, "localAlias": "mine", "accessKeyId": key_id})),
+    );
     assert_eq!(local["keys"][0]["bucketLocalAliases"], json!(["mine"]));
-    api(&base, "POST", "/v2/RemoveBucketAlias", Some(json!({"bucketId": bucket_id, "globalAlias": "other-name"})));
+    api(
+        &base,
+        "POST",
+        "/v2/RemoveBucketAlias",
+        Some(json!({"bucketId": bucket_id, "globalAlias": "other-name"})),
+    );
     let listed = api(&base, "GET", "/v2/ListBuckets", None);
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(listed[0]["globalAliases"], json!(["api-bucket"]));
 
     // Errors with their codes and statuses.
-    api_err(&base, "POST", &format!("/v2/DeleteBucket?id={bucket_id}"), None, 409, "BucketNotEmpty");
-    api_err(&base, "GET", &format!("/v2/GetBucketInfo?id={}", "ab".repeat(32)), None, 404, "NoSuchBucket");
-    api_err(&base, "GET", "/v2/GetBucketInfo?globalAlias=nope", None, 404, "NoSuchBucket");
-    api_err(&base, "GET", "/v2/GetKeyInfo?id=GK0123456789abcdef01234567", None, 404, "NoSuchAccessKey");
-    api_err(&base, "POST", "/v2/CreateBucket", Some(json!({"globalAlias": "Bad_Name!"})), 400, "InvalidBucketName");
-    api_err(&base, "POST", "/v2/CreateKey", Some(json!({"name": 5})), 400, "InvalidRequest");
+    api_err(
+        &base,
+        "POST",
+        &format!("/v2/DeleteBucket?id={bucket_id}"),
+        None,
+        409,
+        "BucketNotEmpty",
+    );
+    api_err(
+        &base,
+        "GET",
+        &format!("/v2/GetBucketInfo?id={}", "ab".repeat(32)),
+        None,
+        404,
+        "NoSuchBucket",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetBucketInfo?globalAlias=nope",
+        None,
+        404,
+        "NoSuchBucket",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetKeyInfo?id=GK0123456789abcdef01234567",
+        None,
+        404,
+        "NoSuchAccessKey",
+    );
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(json!({"globalAlias": "Bad_Name!"})),
+        400,
+        "InvalidBucketName",
+    );
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateKey",
+        Some(json!({"name": 5})),
+        400,
+        "InvalidRequest",
+    );
     let (status, text) = http(&base, Some(TOKEN), "POST", "/v2/CreateKey", None);
     assert_eq!(status, 400, "{text}");
-    api_err(&base, "GET", "/v2/NoSuchOperation", None, 404, "NoSuchEndpoint");
+    api_err(
+        &base,
+        "GET",
+        "/v2/NoSuchOperation",
+        None,
+        404,
+        "NoSuchEndpoint",
+    );
     api_err(&base, "GET", "/v2/CreateKey", None, 405, "MethodNotAllowed");
 
     // Node operations, on this node and (through RPC) on the others.
@@ -238,16 +395,46 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     for id in &ids {
         assert_eq!(info["success"][id]["nodeId"], id.as_str());
     }
-    let stats = api(&base, "GET", &format!("/v2/GetNodeStatistics?node={}", &ids[2][..16]), None);
-    assert!(stats["success"][&ids[2]]["freeform"].as_str().unwrap().contains("Table stats"));
+    let stats = api(
+        &base,
+        "GET",
+        &format!("/v2/GetNodeStatistics?node={}", &ids[2][..16]),
+        None,
+    );
+    assert!(stats["success"][&ids[2]]["freeform"]
+        .as_str()
+        .unwrap()
+        .contains("Table stats"));
     let workers = api(&base, "POST", "/v2/ListWorkers?node=self", Some(json!({})));
     let list = workers["success"][&ids[0]].as_array().unwrap();
-    assert!(list.iter().any(|w| w["name"] == "Block scrub worker"), "{workers}");
+    assert!(
+        list.iter().any(|w| w["name"] == "Block scrub worker"),
+        "{workers}"
+    );
     let errors = api(&base, "GET", "/v2/ListBlockErrors?node=self", None);
     assert_eq!(errors["success"][&ids[0]], json!([]));
-    api_err(&base, "POST", "/v2/GetBlockInfo?node=self", Some(json!({"blockHash": "00".repeat(32)})), 404, "NoSuchBlock");
-    api_err(&base, "GET", "/v2/GetNodeInfo?node=ffffffffffff", None, 404, "NoSuchNode");
-    let repair = api(&base, "POST", "/v2/LaunchRepairOperation?node=*", Some(json!({"repairType": "tables"})));
+    api_err(
+        &base,
+        "POST",
+        "/v2/GetBlockInfo?node=self",
+        Some(json!({"blockHash": "00".repeat(32)})),
+        404,
+        "NoSuchBlock",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetNodeInfo?node=ffffffffffff",
+        None,
+        404,
+        "NoSuchNode",
+    );
+    let repair = api(
+        &base,
+        "POST",
+        "/v2/LaunchRepairOperation?node=*",
+        Some(json!({"repairType": "tables"})),
+    );
     assert_eq!(repair["success"].as_object().unwrap().len(), 3, "{repair}");
 
     // Deleting the key and the emptied bucket (write allowed again first).
@@ -258,8 +445,18 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         Some(json!({"bucketId": bucket_id, "accessKeyId": key_id,
                     "permissions": {"write": true}})),
     );
-    aws_ok(&s3key, &ep, dir.path(), &["s3", "rm", "s3://api-bucket/obj.bin"]);
-    api(&base, "POST", &format!("/v2/DeleteBucket?id={bucket_id}"), None);
+    aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3", "rm", "s3://api-bucket/obj.bin"],
+    );
+    api(
+        &base,
+        "POST",
+        &format!("/v2/DeleteBucket?id={bucket_id}"),
+        None,
+    );
     api(&base, "POST", &format!("/v2/DeleteKey?id={key_id}"), None);
     assert_eq!(api(&base, "GET", "/v2/ListKeys", None), json!([]));
     assert_eq!(api(&base, "GET", "/v2/ListBuckets", None), json!([]));
@@ -276,7 +473,13 @@ fn openapi_document_matches_what_is_served() {
     assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
     let paths = doc["paths"].as_object().unwrap();
     assert!(paths.len() >= 30, "{} paths", paths.len());
-    for name in ["GetClusterStatus", "UpdateClusterLayout", "CreateKey", "AllowBucketKey", "PurgeBlocks"] {
+    for name in [
+        "GetClusterStatus",
+        "UpdateClusterLayout",
+        "CreateKey",
+        "AllowBucketKey",
+        "PurgeBlocks",
+    ] {
         assert!(paths.contains_key(&format!("/v2/{name}")), "{name} missing");
     }
     // Every documented operation is routed: without a token, the
@@ -287,8 +490,15 @@ fn openapi_document_matches_what_is_served() {
         for (method, op) in item.as_object().unwrap() {
             let (status, text) = http(&base, None, &method.to_uppercase(), path, None);
             if free.contains(&path.as_str()) {
-                assert!(status == 200 || status == 503, "{method} {path}: {status} {text}");
-                assert_eq!(op["security"], json!([{}]), "{path} must say it needs no token");
+                assert!(
+                    status == 200 || status == 503,
+                    "{method} {path}: {status} {text}"
+                );
+                assert_eq!(
+                    op["security"],
+                    json!([{}]),
+                    "{path} must say it needs no token"
+                );
             } else {
                 assert_eq!(status, 403, "{method} {path}: {text}");
             }
@@ -311,6 +521,9 @@ fn without_admin_token_only_health_answers() {
         assert_eq!(status, 403, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["code"], "AccessDenied");
-        assert!(v["message"].as_str().unwrap().contains("admin_token"), "{text}");
+        assert!(
+            v["message"].as_str().unwrap().contains("admin_token"),
+            "{text}"
+        );
     }
 }

@@ -90,7 +90,10 @@ async fn update(admin: &Admin, u: LayoutUpdate) -> anyhow::Result<()> {
 
 /// The node whose id starts with `prefix`, among known nodes and nodes with
 /// a (current or staged) role.
-pub(crate) fn find_node(status: &garage_rpc::system::ClusterStatus, prefix: &str) -> anyhow::Result<NodeId> {
+pub(crate) fn find_node(
+    status: &garage_rpc::system::ClusterStatus,
+    prefix: &str,
+) -> anyhow::Result<NodeId> {
     let prefix = prefix.to_ascii_lowercase();
     let mut found: Vec<NodeId> = status
         .nodes

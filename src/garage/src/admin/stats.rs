@@ -72,7 +72,8 @@ pub(crate) fn format_stats(stats: &NodeStats) -> String {
     out.push_str(&table::format(&rows));
     let _ = writeln!(out);
     let _ = writeln!(out, "Block manager stats:");
-    let _ = writeln!(out, 
+    let _ = writeln!(
+        out,
         "  number of referenced blocks (RC): {}",
         stats.block_rc_entries
     );

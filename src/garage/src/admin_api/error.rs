@@ -152,7 +152,10 @@ mod tests {
     #[test]
     fn helper_errors_map_to_reference_codes() {
         let e: ApiError = HelperError::NoSuchBucket("b".into()).into();
-        assert_eq!((e.status(), e.code()), (StatusCode::NOT_FOUND, "NoSuchBucket"));
+        assert_eq!(
+            (e.status(), e.code()),
+            (StatusCode::NOT_FOUND, "NoSuchBucket")
+        );
         let e: ApiError = HelperError::NoSuchKey("k".into()).into();
         assert_eq!(
             (e.status(), e.code()),

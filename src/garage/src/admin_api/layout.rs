@@ -102,9 +102,7 @@ fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
         .roles
         .iter()
         .map(|(id, r)| {
-            let stored = r
-                .capacity
-                .map(|_| per_node.get(id).copied().unwrap_or(0));
+            let stored = r.capacity.map(|_| per_node.get(id).copied().unwrap_or(0));
             LayoutNodeRole {
                 id: id.to_string(),
                 zone: r.zone.clone(),
@@ -181,8 +179,7 @@ pub async fn update_cluster_layout(
     let status = system.cluster_status();
     let mut changes = Vec::with_capacity(req.roles.len());
     for c in req.roles {
-        let id = find_node(&status, &c.id)
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let id = find_node(&status, &c.id).map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let role = match (c.remove, c.zone) {
             (Some(true), None) => None,
             (Some(true), Some(_)) => {
@@ -207,12 +204,10 @@ pub async fn update_cluster_layout(
                     tags: c.tags.unwrap_or_default(),
                 })
             }
-            (_, None) => {
-                return Err(ApiError::bad(format!(
-                    "node {}: give a zone (and a capacity, or null for a gateway), or \"remove\": true",
-                    c.id
-                )))
-            }
+            (_, None) => return Err(ApiError::bad(format!(
+                "node {}: give a zone (and a capacity, or null for a gateway), or \"remove\": true",
+                c.id
+            ))),
         };
         changes.push((id, role));
     }
@@ -280,7 +275,10 @@ pub async fn apply_cluster_layout(
             "Partitions are replicated over {} distinct zones at least.",
             r.zone_redundancy
         ));
-        message.push(format!("Optimal partition size: {} bytes.", r.partition_size));
+        message.push(format!(
+            "Optimal partition size: {} bytes.",
+            r.partition_size
+        ));
         message.push(format!(
             "Partition copies that move to a new node: {}.",
             r.moved

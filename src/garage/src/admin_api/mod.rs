@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::routing::{get, MethodRouter};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
 use axum::Router;
 use garage_net::Endpoint;
 use tracing::{debug, info, warn};

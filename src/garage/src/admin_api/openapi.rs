@@ -9,7 +9,6 @@ use axum::response::IntoResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-
 #[derive(OpenApi)]
 #[openapi(
     info(
@@ -143,8 +142,7 @@ mod tests {
     #[test]
     fn document_is_valid_json_with_schemas_and_security() {
         let doc = super::super::openapi_document();
-        let json: serde_json::Value =
-            serde_json::to_value(&doc).expect("the document serialises");
+        let json: serde_json::Value = serde_json::to_value(&doc).expect("the document serialises");
         assert!(json["openapi"].as_str().unwrap().starts_with("3."));
         let schemas = json["components"]["schemas"].as_object().unwrap();
         for s in [
