@@ -235,7 +235,7 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     let info = api(
         &base,
         "GET",
-        &format!("/v2/GetKeyInfo?search=api-key&showSecretKey=true"),
+        "/v2/GetKeyInfo?search=api-key&showSecretKey=true",
         None,
     );
     assert_eq!(info["secretAccessKey"], secret.as_str());

@@ -204,10 +204,12 @@ pub async fn update_cluster_layout(
                     tags: c.tags.unwrap_or_default(),
                 })
             }
-            (_, None) => return Err(ApiError::bad(format!(
+            (_, None) => {
+                return Err(ApiError::bad(format!(
                 "node {}: give a zone (and a capacity, or null for a gateway), or \"remove\": true",
                 c.id
-            ))),
+            )))
+            }
         };
         changes.push((id, role));
     }
