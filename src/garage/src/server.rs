@@ -216,7 +216,7 @@ async fn start_admin_api(
         admin_rpc,
     });
     let router = crate::admin_api::router(state);
-    let (task, _) = crate::admin_api::start(addr, router, must_exit)
+    let task = crate::admin_api::start(addr, router, must_exit)
         .await
         .with_context(|| format!("admin API ({})", config.source))?;
     Ok(Some(task))

@@ -50,7 +50,12 @@ fn http(
     if let Some(b) = body {
         cmd.args(["--data-binary", &b.to_string()]);
     }
-    cmd.arg(format!("{base}{path}"));
+    match base.strip_prefix("unix:") {
+        Some(sock) => cmd
+            .args(["--unix-socket", sock])
+            .arg(format!("http://localhost{path}")),
+        None => cmd.arg(format!("{base}{path}")),
+    };
     let out = cmd.output().expect("curl runs");
     assert!(out.status.success(), "curl {method} {path} failed: {out:?}");
     let text = String::from_utf8(out.stdout).unwrap();
@@ -511,7 +516,16 @@ fn openapi_document_matches_what_is_served() {
 #[test]
 fn without_admin_token_only_health_answers() {
     let mut c = Cluster::new(1, 1);
-    let base = enable_admin(&c, 0, None);
+    // On a Unix socket, this time.
+    let sock = c.nodes[0].dir.join("admin.sock");
+    let config = &c.nodes[0].config;
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(
+        config,
+        format!("{text}\n[admin]\napi_bind_addr = \"{}\"\n", sock.display()),
+    )
+    .unwrap();
+    let base = format!("unix:{}", sock.display());
     c.start(0);
     c.nodes[0].proc().wait_log("no admin.admin_token");
     let (status, text) = http(&base, None, "GET", "/v2/GetClusterHealth", None);

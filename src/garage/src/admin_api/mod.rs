@@ -172,41 +172,61 @@ async fn complete_errors(State(state): State<St>, req: Request, next: Next) -> R
     out
 }
 
-/// Binds `addr` (so that a bad address stops startup) and returns the
-/// task serving the admin API until `must_exit`.
+/// Binds `addr` (`ip:port`, or the path of a Unix socket), so that a bad
+/// address stops startup, and returns the task serving the admin API
+/// until `must_exit`.
 pub async fn start(
     addr: &str,
     router: Router,
-    mut must_exit: tokio::sync::watch::Receiver<bool>,
-) -> anyhow::Result<(tokio::task::JoinHandle<()>, SocketAddr)> {
-    let sock: SocketAddr = addr
-        .parse()
-        .map_err(|_| anyhow::anyhow!("admin.api_bind_addr {addr:?} is not an address:port"))?;
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    if addr.starts_with('/') {
+        let path = std::path::Path::new(addr);
+        // A socket file left by a previous run would make the bind fail.
+        if std::fs::symlink_metadata(path)
+            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            .unwrap_or(false)
+        {
+            std::fs::remove_file(path)
+                .map_err(|e| anyhow::anyhow!("cannot remove the old socket {addr}: {e}"))?;
+        }
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {addr}: {e}"))?;
+        info!("admin API listening on unix:{addr}");
+        return Ok(tokio::spawn(serve(listener, router, must_exit)));
+    }
+    let sock: SocketAddr = addr.parse().map_err(|_| {
+        anyhow::anyhow!("admin.api_bind_addr {addr:?} is not an ip:port or a socket path")
+    })?;
     let listener = tokio::net::TcpListener::bind(sock)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {sock}: {e}"))?;
-    let local = listener.local_addr()?;
-    info!("admin API listening on http://{local}");
+    info!("admin API listening on http://{}", listener.local_addr()?);
     // Small JSON answers: no Nagle delay.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
             debug!("admin API: cannot set TCP_NODELAY: {e}");
         }
     });
-    let task = tokio::spawn(async move {
-        let shutdown = async move {
-            while !*must_exit.borrow_and_update() {
-                if must_exit.changed().await.is_err() {
-                    break;
-                }
+    Ok(tokio::spawn(serve(listener, router, must_exit)))
+}
+
+async fn serve<L>(listener: L, router: Router, mut must_exit: tokio::sync::watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let shutdown = async move {
+        while !*must_exit.borrow_and_update() {
+            if must_exit.changed().await.is_err() {
+                break;
             }
-        };
-        if let Err(e) = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            warn!("admin API server stopped: {e}");
         }
-    });
-    Ok((task, local))
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        warn!("admin API server stopped: {e}");
+    }
 }
