@@ -9,7 +9,7 @@ use garage_model::key_table::Key;
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
 
-use garage_model::counter_table::{Counts, BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::counter_table::Counts;
 use garage_model::object_table::ObjectFilter;
 use garage_rpc::layout::LayoutVersion;
 use garage_table::EmptyKey;
@@ -58,7 +58,7 @@ pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
         }
         BucketOperation::Info { name } => {
             let b = m.get_bucket(&name).await?;
-            bucket_info(g, m, &b).await
+            bucket_info(g, &b).await
         }
         BucketOperation::Create { name } => {
             m.create_bucket(&name).await?;
@@ -247,56 +247,52 @@ pub async fn bucket_counts(g: &Garage, id: &Uuid) -> Result<Counts> {
     })
 }
 
-async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
-    let p = b.params().expect("existing bucket");
-    let counts = bucket_counts(g, &b.id).await?;
-    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+/// An admin API error as the CLI reports it.
+fn api_error(e: crate::admin_api::error::ApiError) -> HelperError {
+    HelperError::Refused(e.to_string())
+}
+
+/// `garage bucket info`: the admin API's GetBucketInfo, as text.
+async fn bucket_info(g: &Garage, b: &Bucket) -> Result<String> {
+    let i = crate::admin_api::bucket::bucket_info(g, b)
+        .await
+        .map_err(api_error)?;
+    let created = i
+        .created
+        .parse::<jiff::Timestamp>()
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or(i.created);
     let mut out = String::new();
     let _ = writeln!(out, "==== BUCKET INFORMATION ====");
-    let _ = writeln!(out, "Bucket:          {}", b.id.hex());
-    let _ = writeln!(out, "Created:         {}", date(p.creation_date));
+    let _ = writeln!(out, "Bucket:          {}", i.id);
+    let _ = writeln!(out, "Created:         {created}");
     let _ = writeln!(out);
-    let _ = writeln!(out, "Size:            {} B", count(BYTES));
-    let _ = writeln!(out, "Objects:         {}", count(OBJECTS));
-    let _ = writeln!(out, "Unfinished MPUs: {}", count(UNFINISHED_UPLOADS));
+    let _ = writeln!(out, "Size:            {} B", i.bytes);
+    let _ = writeln!(out, "Objects:         {}", i.objects);
+    let _ = writeln!(out, "Unfinished MPUs: {}", i.unfinished_uploads);
     let _ = writeln!(out);
-    let q = p.quotas.get();
+    let limit = |v: Option<u64>| v.map(|s| s.to_string()).unwrap_or("none".into());
     let _ = writeln!(
         out,
         "Quotas:          max size {}, max objects {}",
-        q.max_size.map(|s| s.to_string()).unwrap_or("none".into()),
-        q.max_objects
-            .map(|s| s.to_string())
-            .unwrap_or("none".into())
+        limit(i.quotas.max_size),
+        limit(i.quotas.max_objects)
     );
-    let _ = writeln!(out, "Website access:  {}", website_access(p));
+    let _ = writeln!(out, "Website access:  {}", i.website_access);
     let _ = writeln!(out);
-    for a in b.global_aliases() {
+    for a in i.global_aliases.iter() {
         let _ = writeln!(out, "Global alias:    {a}");
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "==== KEYS FOR THIS BUCKET ====");
     let mut rows = vec!["Permissions\tAccess key\t\tLocal aliases".to_string()];
-    for (key_id, _, perm) in p.authorized_keys.items() {
-        if !perm.is_any() {
-            continue;
-        }
-        let name = match m.get_key(key_id).await {
-            Ok(k) => k.name().to_string(),
-            Err(_) => String::new(),
-        };
-        let locals: Vec<String> = b
-            .local_aliases()
-            .into_iter()
-            .filter(|(k, _)| k == key_id)
-            .map(|(_, n)| n)
-            .collect();
+    for k in i.keys {
         rows.push(format!(
             "{}\t{}\t{}\t{}",
-            perm.letters(),
-            key_id,
-            name,
-            locals.join(", ")
+            BucketKeyPerm::from(k.permissions).letters(),
+            k.access_key_id,
+            k.name,
+            k.bucket_local_aliases.join(", ")
         ));
     }
     out.push_str(&columns(&rows));
@@ -399,48 +395,37 @@ pub async fn rename_key(m: &Metadata, k: &Key, name: String) -> Result<Key> {
     .await
 }
 
+/// `garage key info`: the admin API's GetKeyInfo, as text.
 async fn key_info(m: &Metadata, k: &Key, show_secret: bool) -> Result<String> {
-    let p = k.params().expect("existing key");
+    let i = crate::admin_api::key::key_info(m, k, show_secret)
+        .await
+        .map_err(api_error)?;
     let mut out = String::new();
     let _ = writeln!(out, "==== ACCESS KEY INFORMATION ====");
-    let _ = writeln!(out, "Key ID:              {}", k.key_id);
-    let _ = writeln!(out, "Key name:            {}", k.name());
-    if show_secret {
-        let _ = writeln!(out, "Secret key:          {}", p.secret_key);
-    } else {
-        let _ = writeln!(
-            out,
-            "Secret key:          (redacted; --show-secret prints it)"
-        );
+    let _ = writeln!(out, "Key ID:              {}", i.access_key_id);
+    let _ = writeln!(out, "Key name:            {}", i.name);
+    match &i.secret_access_key {
+        Some(secret) => {
+            let _ = writeln!(out, "Secret key:          {secret}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Secret key:          (redacted; --show-secret prints it)"
+            );
+        }
     }
-    let _ = writeln!(out, "Can create buckets:  {}", p.allow_create_bucket.get());
+    let _ = writeln!(out, "Can create buckets:  {}", i.permissions.create_bucket);
     let _ = writeln!(out);
     let _ = writeln!(out, "==== BUCKETS FOR THIS KEY ====");
     let mut rows = vec!["Permissions\tID\tGlobal aliases\tLocal aliases".to_string()];
-    for (bucket_id, _, perm) in p.authorized_buckets.items() {
-        if *perm == BucketKeyPerm::NONE {
-            continue;
-        }
-        let globals = match m.get_bucket(&bucket_id.hex()).await {
-            Ok(b) => b.global_aliases().join(", "),
-            Err(_) => String::new(),
-        };
-        let locals: Vec<&String> = p
-            .local_aliases
-            .items()
-            .filter(|(_, _, t)| **t == Some(*bucket_id))
-            .map(|(n, _, _)| n)
-            .collect();
+    for b in i.buckets {
         rows.push(format!(
             "{}\t{}\t{}\t{}",
-            perm.letters(),
-            &bucket_id.hex()[..16],
-            globals,
-            locals
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            BucketKeyPerm::from(b.permissions).letters(),
+            &b.id[..16],
+            b.global_aliases.join(", "),
+            b.local_aliases.join(", ")
         ));
     }
     out.push_str(&columns(&rows));

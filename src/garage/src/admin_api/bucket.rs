@@ -129,7 +129,8 @@ pub struct ApiBucketQuotas {
     pub max_objects: Option<u64>,
 }
 
-async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse, ApiError> {
+/// What GetBucketInfo (and `garage bucket info`) say about a bucket.
+pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse, ApiError> {
     let m = g.metadata();
     let p = b
         .params()

@@ -107,6 +107,7 @@ impl From<ApiBucketKeyPerm> for BucketKeyPerm {
     }
 }
 
+/// What GetKeyInfo (and `garage key info`) say about a key.
 pub async fn key_info(
     m: &Metadata,
     k: &Key,

@@ -10,11 +10,11 @@
 //! helper): the HTTP API and `garage …` share one implementation.
 
 mod auth;
-mod bucket;
+pub(crate) mod bucket;
 mod cluster;
 pub mod error;
 mod extract;
-mod key;
+pub(crate) mod key;
 mod layout;
 pub(crate) mod node;
 mod openapi;
