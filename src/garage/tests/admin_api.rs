@@ -511,6 +511,9 @@ fn openapi_document_matches_what_is_served() {
     }
     let (status, _) = http(&base, None, "GET", "/v2/NotAnOperation", None);
     assert_eq!(status, 404);
+    // CORS preflights are answered without a token.
+    let (status, _) = http(&base, None, "OPTIONS", "/v2/ListBuckets", None);
+    assert_eq!(status, 204);
 }
 
 #[test]

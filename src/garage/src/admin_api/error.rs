@@ -125,7 +125,7 @@ pub struct ErrorBody {
 }
 
 /// An error answer, before the request's path and the region are known:
-/// the [`super::complete_errors`] layer fills them in.
+/// the [`super::finish_response`] layer fills them in.
 #[derive(Debug, Clone)]
 pub struct PendingError {
     pub code: &'static str,

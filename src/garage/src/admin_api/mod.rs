@@ -127,17 +127,41 @@ pub fn router(state: St) -> Router {
         })
         .layer(middleware::from_fn_with_state(
             state.clone(),
-            complete_errors,
+            finish_response,
         ))
         .with_state(state)
 }
 
-/// Turns an [`ApiError`] answer into its JSON body, with the request's
-/// path and the region; logs it.
-async fn complete_errors(State(state): State<St>, req: Request, next: Next) -> Response {
+/// Answers CORS preflights (any path, no token, as the reference does),
+/// lets browsers read every answer, and turns an [`ApiError`] answer into
+/// its JSON body, with the request's path and the region; logs it.
+async fn finish_response(State(state): State<St>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
-    let res = next.run(req).await;
+    if method == Method::OPTIONS {
+        let methods = HeaderValue::from_static("OPTIONS, GET, POST");
+        return (
+            StatusCode::NO_CONTENT,
+            [
+                (header::ALLOW, methods.clone()),
+                (header::ACCESS_CONTROL_ALLOW_METHODS, methods),
+                (
+                    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                ),
+                (
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    HeaderValue::from_static("authorization, content-type"),
+                ),
+            ],
+        )
+            .into_response();
+    }
+    let mut res = next.run(req).await;
+    res.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
     let status = res.status();
     // axum's own answers (405) become JSON errors too.
     let pending = match res.extensions().get::<PendingError>() {
