@@ -333,6 +333,35 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     assert_eq!(listed.as_array().unwrap().len(), 1);
     assert_eq!(listed[0]["globalAliases"], json!(["api-bucket"]));
 
+    // A bucket known only by a key's local alias.
+    let private = api(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(
+            json!({"localAlias": {"accessKeyId": key_id, "alias": "private",
+                                   "allow": {"read": true, "write": true}}}),
+        ),
+    );
+    assert_eq!(private["globalAliases"], json!([]));
+    assert_eq!(private["keys"][0]["bucketLocalAliases"], json!(["private"]));
+    aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3", "cp", "up.bin", "s3://private/p.bin"],
+    );
+    let ls = aws_ok(&s3key, &ep, dir.path(), &["s3", "ls", "s3://private/"]);
+    assert!(ls.contains("p.bin"), "{ls}");
+    aws_ok(&s3key, &ep, dir.path(), &["s3", "rm", "s3://private/p.bin"]);
+    let private_id = private["id"].as_str().unwrap();
+    api(
+        &base,
+        "POST",
+        &format!("/v2/DeleteBucket?id={private_id}"),
+        None,
+    );
+
     // Errors with their codes and statuses.
     api_err(
         &base,
