@@ -8,7 +8,7 @@ use garage_block::rc::queue_key;
 use garage_model::purge::{Purge, PurgeCount};
 use garage_model::version_table::VersionBacklink;
 use garage_table::EmptyKey;
-use garage_util::data::Hash;
+use garage_util::data::{Hash, Uuid};
 use garage_util::time::now_msec;
 use tracing::info;
 
@@ -18,7 +18,7 @@ use crate::garage::Garage;
 
 type Result<T> = std::result::Result<T, String>;
 
-fn parse_hash(s: &str) -> Result<Hash> {
+pub fn parse_hash(s: &str) -> Result<Hash> {
     s.parse()
         .map_err(|_| format!("{s:?} is not a block hash: give its 64 hexadecimal digits"))
 }
@@ -68,19 +68,9 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
                     let _ = writeln!(out, "Stored here:       no");
                 }
             }
-            let refs = g
-                .block_ref_table
-                .get_range(&h, None, None, 1000, false)
-                .await
-                .map_err(|e| e.to_string())?;
             let mut rows = vec!["Version\tBucket\tKey\tState".to_string()];
-            for r in refs {
-                let v = g
-                    .version_table
-                    .get(&r.version, &EmptyKey)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let (bucket, key) = match v.as_ref().map(|v| &v.backlink) {
+            for r in block_refs(g, &h).await? {
+                let (bucket, key) = match &r.backlink {
                     Some(VersionBacklink::Object { bucket_id, key }) => {
                         (bucket_id.hex(), key.clone())
                     }
@@ -89,9 +79,9 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
                     }
                     None => ("?".into(), "?".into()),
                 };
-                let state = match v {
-                    Some(v) if v.deleted.get() => "deleted",
-                    Some(_) => "live",
+                let state = match r.deleted {
+                    Some(true) => "deleted",
+                    Some(false) => "live",
                     None => "version not found",
                 };
                 rows.push(format!("{}\t{bucket}\t{key}\t{state}", r.version.hex()));
@@ -105,29 +95,8 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
             Ok(out)
         }
         BlockOperation::RetryNow { all, blocks } => {
-            let hashes: Vec<Hash> = if all {
-                m.resync_errors()
-                    .map_err(|e| e.to_string())?
-                    .into_iter()
-                    .map(|(h, _)| h)
-                    .collect()
-            } else if blocks.is_empty() {
-                return Err("give block hashes, or --all".into());
-            } else {
-                blocks
-                    .iter()
-                    .map(|b| parse_hash(b))
-                    .collect::<Result<_>>()?
-            };
-            for h in hashes.iter() {
-                m.rc.resync_queue
-                    .insert(queue_key(now_msec(), h), [])
-                    .map_err(|e| e.to_string())?;
-            }
-            Ok(format!(
-                "{} blocks queued for a resync now.\n",
-                hashes.len()
-            ))
+            let n = retry_now(m, all, &blocks)?;
+            Ok(format!("{n} blocks queued for a resync now.\n"))
         }
         BlockOperation::Purge { yes, blocks } => {
             if !yes {
@@ -139,24 +108,7 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
                 .iter()
                 .map(|b| parse_hash(b))
                 .collect::<Result<Vec<_>>>()?;
-            let purge = Purge {
-                objects: g.object_table.clone(),
-                versions: g.version_table.clone(),
-                block_refs: g.block_ref_table.clone(),
-                mpus: g.mpu_table.clone(),
-            };
-            let mut total = PurgeCount::default();
-            for h in hashes.iter() {
-                let c = purge.purge_block(h).await.map_err(|e| e.to_string())?;
-                info!(
-                    block = %h.hex(),
-                    "block purge: {} versions deleted, {} objects deleted, {} uploads aborted",
-                    c.versions, c.objects_deleted, c.uploads_aborted
-                );
-                total.versions += c.versions;
-                total.objects_deleted += c.objects_deleted;
-                total.uploads_aborted += c.uploads_aborted;
-            }
+            let total = purge_blocks(g, &hashes).await?;
             Ok(format!(
                 "Purged {} blocks: {} versions deleted, {} objects deleted, {} multipart uploads aborted.\n",
                 hashes.len(),
@@ -166,6 +118,89 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
             ))
         }
     }
+}
+
+/// A `block_ref` entry of a block and the version it names.
+pub struct BlockRef {
+    pub version: Uuid,
+    /// What the version belongs to; none if the version is not found.
+    pub backlink: Option<VersionBacklink>,
+    /// Whether the version is deleted; none if it is not found.
+    pub deleted: Option<bool>,
+    /// Whether the `block_ref` entry itself is marked deleted.
+    pub ref_deleted: bool,
+}
+
+/// The versions referencing a block (at most 1000).
+pub async fn block_refs(g: &Garage, h: &Hash) -> Result<Vec<BlockRef>> {
+    let refs = g
+        .block_ref_table
+        .get_range(h, None, None, 1000, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::with_capacity(refs.len());
+    for r in refs {
+        let v = g
+            .version_table
+            .get(&r.version, &EmptyKey)
+            .await
+            .map_err(|e| e.to_string())?;
+        out.push(BlockRef {
+            version: r.version,
+            backlink: v.as_ref().map(|v| v.backlink.clone()),
+            deleted: v.as_ref().map(|v| v.deleted.get()),
+            ref_deleted: r.deleted.get(),
+        });
+    }
+    Ok(out)
+}
+
+/// Queues blocks (every block in error with `all`) for a resync now;
+/// returns how many.
+pub fn retry_now(m: &BlockManager, all: bool, blocks: &[String]) -> Result<usize> {
+    let hashes: Vec<Hash> = if all {
+        m.resync_errors()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|(h, _)| h)
+            .collect()
+    } else if blocks.is_empty() {
+        return Err("give block hashes, or --all".into());
+    } else {
+        blocks
+            .iter()
+            .map(|b| parse_hash(b))
+            .collect::<Result<_>>()?
+    };
+    for h in hashes.iter() {
+        m.rc.resync_queue
+            .insert(queue_key(now_msec(), h), [])
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(hashes.len())
+}
+
+/// Deletes every object version and upload that uses these blocks.
+pub async fn purge_blocks(g: &Garage, hashes: &[Hash]) -> Result<PurgeCount> {
+    let purge = Purge {
+        objects: g.object_table.clone(),
+        versions: g.version_table.clone(),
+        block_refs: g.block_ref_table.clone(),
+        mpus: g.mpu_table.clone(),
+    };
+    let mut total = PurgeCount::default();
+    for h in hashes.iter() {
+        let c = purge.purge_block(h).await.map_err(|e| e.to_string())?;
+        info!(
+            block = %h.hex(),
+            "block purge: {} versions deleted, {} objects deleted, {} uploads aborted",
+            c.versions, c.objects_deleted, c.uploads_aborted
+        );
+        total.versions += c.versions;
+        total.objects_deleted += c.objects_deleted;
+        total.uploads_aborted += c.uploads_aborted;
+    }
+    Ok(total)
 }
 
 pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
@@ -313,21 +348,22 @@ pub async fn worker(g: &Garage, op: WorkerOperation) -> Result<String> {
     }
 }
 
-/// One background worker as `worker list` and `worker info` show it.
-struct WorkerRow {
-    name: String,
-    state: String,
-    queue: Option<usize>,
-    errors: Option<usize>,
-    details: Vec<(&'static str, String)>,
+/// One background worker as `worker list`, `worker info` and the admin
+/// API show it.
+pub struct WorkerRow {
+    pub name: String,
+    pub state: String,
+    pub queue: Option<usize>,
+    pub errors: Option<usize>,
+    pub details: Vec<(&'static str, String)>,
 }
 
 fn busy(queue: usize) -> String {
     if queue > 0 { "busy" } else { "idle" }.to_string()
 }
 
-/// The node's workers, in a stable order (their TIDs).
-fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
+/// The node's workers, in a stable order (their TIDs, from 1).
+pub fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     let mut out = Vec::new();

@@ -3,13 +3,13 @@
 
 use std::fmt::Write;
 
-use garage_model::bucket_table::{Bucket, BucketQuotas, WebsiteConfig};
+use garage_model::bucket_table::{Bucket, BucketParams, BucketQuotas, WebsiteConfig};
 use garage_model::helper::{HelperError, Metadata};
 use garage_model::key_table::Key;
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
 
-use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::counter_table::Counts;
 use garage_model::object_table::ObjectFilter;
 use garage_rpc::layout::LayoutVersion;
 use garage_table::EmptyKey;
@@ -58,7 +58,7 @@ pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
         }
         BucketOperation::Info { name } => {
             let b = m.get_bucket(&name).await?;
-            bucket_info(g, m, &b).await
+            bucket_info(g, &b).await
         }
         BucketOperation::Create { name } => {
             m.create_bucket(&name).await?;
@@ -72,11 +72,7 @@ pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
                     b.id.hex()
                 )));
             }
-            let objects = g
-                .object_table
-                .get_range(&b.id, None, Some(ObjectFilter::IsData), 1, false)
-                .await?;
-            if !objects.is_empty() {
+            if !bucket_is_empty(g, &b.id).await? {
                 return Err(refuse(format!(
                     "bucket {name} is not empty: delete its objects first"
                 )));
@@ -169,17 +165,12 @@ async fn permissions(m: &Metadata, p: PermOpt, allow: bool) -> Result<String> {
     }
     let b = m.get_bucket(&p.bucket).await?;
     let key = m.get_key(&p.key).await?;
-    let mut perm = key.bucket_permissions(&b.id);
-    if p.read {
-        perm.allow_read = allow;
-    }
-    if p.write {
-        perm.allow_write = allow;
-    }
-    if p.owner {
-        perm.allow_owner = allow;
-    }
-    m.set_permissions(b.id, &key.key_id, perm).await?;
+    let change = BucketKeyPerm {
+        allow_read: p.read,
+        allow_write: p.write,
+        allow_owner: p.owner,
+    };
+    let perm = change_permissions(m, &b, &key, change, allow).await?;
     Ok(format!(
         "New permissions for {} on {}: read {}, write {}, owner {}.\n",
         key.key_id, p.bucket, perm.allow_read, perm.allow_write, perm.allow_owner
@@ -270,11 +261,70 @@ fn website_summary(c: &WebsiteConfig) -> String {
     s
 }
 
-async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
-    let p = b.params().expect("existing bucket");
-    let counts = match g.counter_table.get(&b.id, &EmptyKey).await? {
+/// Whether the bucket holds no object.
+pub async fn bucket_is_empty(g: &Garage, id: &Uuid) -> Result<bool> {
+    let objects = g
+        .object_table
+        .get_range(id, None, Some(ObjectFilter::IsData), 1, false)
+        .await?;
+    Ok(objects.is_empty())
+}
+
+/// Grants (`allow`) or revokes the rights set in `change` of `key` on the
+/// bucket; returns the key's new rights there.
+pub async fn change_permissions(
+    m: &Metadata,
+    b: &Bucket,
+    key: &Key,
+    change: BucketKeyPerm,
+    allow: bool,
+) -> Result<BucketKeyPerm> {
+    let mut perm = key.bucket_permissions(&b.id);
+    if change.allow_read {
+        perm.allow_read = allow;
+    }
+    if change.allow_write {
+        perm.allow_write = allow;
+    }
+    if change.allow_owner {
+        perm.allow_owner = allow;
+    }
+    m.set_permissions(b.id, &key.key_id, perm).await?;
+    Ok(perm)
+}
+
+/// Whether the bucket is served by the website endpoint: its switch is on
+/// and it has a website configuration.
+pub fn website_access(p: &BucketParams) -> bool {
+    p.website().is_some()
+}
+
+/// Enables website access with these documents, or disables it (the
+/// configuration is kept, as `garage bucket website --deny` does).
+pub async fn set_website_access(g: &Garage, id: Uuid, config: Option<WebsiteConfig>) -> Result<()> {
+    let Some(mut b) = g.bucket_table.get(&EmptyKey, &id).await? else {
+        return Err(HelperError::NoSuchBucket(id.hex()));
+    };
+    match b.params_mut() {
+        Some(p) => match config {
+            Some(c) => {
+                p.website_config.update(Some(c));
+                p.website_access.update(true);
+            }
+            None => p.website_access.update(false),
+        },
+        None => return Err(HelperError::NoSuchBucket(id.hex())),
+    }
+    g.bucket_table.insert(&b).await?;
+    Ok(())
+}
+
+/// Object, byte and unfinished-upload counts of a bucket, as counted by
+/// the nodes of its partition.
+pub async fn bucket_counts(g: &Garage, id: &Uuid) -> Result<Counts> {
+    Ok(match g.counter_table.get(id, &EmptyKey).await? {
         Some(c) => {
-            let partition = LayoutVersion::partition_of(b.id.as_slice());
+            let partition = LayoutVersion::partition_of(id.as_slice());
             let nodes: Vec<Uuid> = g
                 .system
                 .layout()
@@ -286,27 +336,41 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
             c.total(&nodes)
         }
         None => Default::default(),
-    };
-    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    })
+}
+
+/// An admin API error as the CLI reports it.
+fn api_error(e: crate::admin_api::error::ApiError) -> HelperError {
+    HelperError::Refused(e.to_string())
+}
+
+/// `garage bucket info`: the admin API's GetBucketInfo, as text.
+async fn bucket_info(g: &Garage, b: &Bucket) -> Result<String> {
+    let i = crate::admin_api::bucket::bucket_info(g, b)
+        .await
+        .map_err(api_error)?;
+    let created = i
+        .created
+        .parse::<jiff::Timestamp>()
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or(i.created);
     let mut out = String::new();
     let _ = writeln!(out, "==== BUCKET INFORMATION ====");
-    let _ = writeln!(out, "Bucket:          {}", b.id.hex());
-    let _ = writeln!(out, "Created:         {}", date(p.creation_date));
+    let _ = writeln!(out, "Bucket:          {}", i.id);
+    let _ = writeln!(out, "Created:         {created}");
     let _ = writeln!(out);
-    let _ = writeln!(out, "Size:            {} B", count(BYTES));
-    let _ = writeln!(out, "Objects:         {}", count(OBJECTS));
-    let _ = writeln!(out, "Unfinished MPUs: {}", count(UNFINISHED_UPLOADS));
+    let _ = writeln!(out, "Size:            {} B", i.bytes);
+    let _ = writeln!(out, "Objects:         {}", i.objects);
+    let _ = writeln!(out, "Unfinished MPUs: {}", i.unfinished_uploads);
     let _ = writeln!(out);
-    let q = p.quotas.get();
+    let limit = |v: Option<u64>| v.map(|s| s.to_string()).unwrap_or("none".into());
     let _ = writeln!(
         out,
         "Quotas:          max size {}, max objects {}",
-        q.max_size.map(|s| s.to_string()).unwrap_or("none".into()),
-        q.max_objects
-            .map(|s| s.to_string())
-            .unwrap_or("none".into())
+        limit(i.quotas.max_size),
+        limit(i.quotas.max_objects)
     );
-    match p.website() {
+    match b.params().and_then(|p| p.website()) {
         Some(w) => {
             let _ = writeln!(out, "Website access:  true");
             let _ = writeln!(out, "  {}", website_summary(w));
@@ -316,32 +380,19 @@ async fn bucket_info(g: &Garage, m: &Metadata, b: &Bucket) -> Result<String> {
         }
     }
     let _ = writeln!(out);
-    for a in b.global_aliases() {
+    for a in i.global_aliases.iter() {
         let _ = writeln!(out, "Global alias:    {a}");
     }
     let _ = writeln!(out);
     let _ = writeln!(out, "==== KEYS FOR THIS BUCKET ====");
     let mut rows = vec!["Permissions\tAccess key\t\tLocal aliases".to_string()];
-    for (key_id, _, perm) in p.authorized_keys.items() {
-        if !perm.is_any() {
-            continue;
-        }
-        let name = match m.get_key(key_id).await {
-            Ok(k) => k.name().to_string(),
-            Err(_) => String::new(),
-        };
-        let locals: Vec<String> = b
-            .local_aliases()
-            .into_iter()
-            .filter(|(k, _)| k == key_id)
-            .map(|(_, n)| n)
-            .collect();
+    for k in i.keys {
         rows.push(format!(
             "{}\t{}\t{}\t{}",
-            perm.letters(),
-            key_id,
-            name,
-            locals.join(", ")
+            BucketKeyPerm::from(k.permissions).letters(),
+            k.access_key_id,
+            k.name,
+            k.bucket_local_aliases.join(", ")
         ));
     }
     out.push_str(&columns(&rows));
@@ -373,13 +424,7 @@ pub async fn key(m: &Metadata, op: KeyOperation) -> Result<String> {
             new_name,
         } => {
             let k = m.get_key(&key_pattern).await?;
-            let k = m
-                .update_key(&k, |k| {
-                    if let Some(p) = k.params_mut() {
-                        p.name.update(new_name.clone());
-                    }
-                })
-                .await?;
+            let k = rename_key(m, &k, new_name).await?;
             key_info(m, &k, false).await
         }
         KeyOperation::Delete { yes, key_pattern } => {
@@ -426,58 +471,61 @@ pub async fn key(m: &Metadata, op: KeyOperation) -> Result<String> {
 
 async fn set_create_bucket(m: &Metadata, pattern: &str, allow: bool) -> Result<String> {
     let k = m.get_key(pattern).await?;
-    let k = m
-        .update_key(&k, |k| {
-            if let Some(p) = k.params_mut() {
-                p.allow_create_bucket.update(allow);
-            }
-        })
-        .await?;
+    let k = set_allow_create_bucket(m, &k, allow).await?;
     key_info(m, &k, false).await
 }
 
+/// Lets the key create buckets, or not.
+pub async fn set_allow_create_bucket(m: &Metadata, k: &Key, allow: bool) -> Result<Key> {
+    m.update_key(k, |k| {
+        if let Some(p) = k.params_mut() {
+            p.allow_create_bucket.update(allow);
+        }
+    })
+    .await
+}
+
+/// Renames the key.
+pub async fn rename_key(m: &Metadata, k: &Key, name: String) -> Result<Key> {
+    m.update_key(k, |k| {
+        if let Some(p) = k.params_mut() {
+            p.name.update(name);
+        }
+    })
+    .await
+}
+
+/// `garage key info`: the admin API's GetKeyInfo, as text.
 async fn key_info(m: &Metadata, k: &Key, show_secret: bool) -> Result<String> {
-    let p = k.params().expect("existing key");
+    let i = crate::admin_api::key::key_info(m, k, show_secret)
+        .await
+        .map_err(api_error)?;
     let mut out = String::new();
     let _ = writeln!(out, "==== ACCESS KEY INFORMATION ====");
-    let _ = writeln!(out, "Key ID:              {}", k.key_id);
-    let _ = writeln!(out, "Key name:            {}", k.name());
-    if show_secret {
-        let _ = writeln!(out, "Secret key:          {}", p.secret_key);
-    } else {
-        let _ = writeln!(
-            out,
-            "Secret key:          (redacted; --show-secret prints it)"
-        );
+    let _ = writeln!(out, "Key ID:              {}", i.access_key_id);
+    let _ = writeln!(out, "Key name:            {}", i.name);
+    match &i.secret_access_key {
+        Some(secret) => {
+            let _ = writeln!(out, "Secret key:          {secret}");
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "Secret key:          (redacted; --show-secret prints it)"
+            );
+        }
     }
-    let _ = writeln!(out, "Can create buckets:  {}", p.allow_create_bucket.get());
+    let _ = writeln!(out, "Can create buckets:  {}", i.permissions.create_bucket);
     let _ = writeln!(out);
     let _ = writeln!(out, "==== BUCKETS FOR THIS KEY ====");
     let mut rows = vec!["Permissions\tID\tGlobal aliases\tLocal aliases".to_string()];
-    for (bucket_id, _, perm) in p.authorized_buckets.items() {
-        if *perm == BucketKeyPerm::NONE {
-            continue;
-        }
-        let globals = match m.get_bucket(&bucket_id.hex()).await {
-            Ok(b) => b.global_aliases().join(", "),
-            Err(_) => String::new(),
-        };
-        let locals: Vec<&String> = p
-            .local_aliases
-            .items()
-            .filter(|(_, _, t)| **t == Some(*bucket_id))
-            .map(|(n, _, _)| n)
-            .collect();
+    for b in i.buckets {
         rows.push(format!(
             "{}\t{}\t{}\t{}",
-            perm.letters(),
-            &bucket_id.hex()[..16],
-            globals,
-            locals
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            BucketKeyPerm::from(b.permissions).letters(),
+            &b.id[..16],
+            b.global_aliases.join(", "),
+            b.local_aliases.join(", ")
         ));
     }
     out.push_str(&columns(&rows));

@@ -33,6 +33,11 @@ pub enum AdminRpc {
     RepairBlocks(RepairWhat),
     /// What the command prints.
     Text(String),
+    /// A node-local admin API operation, as JSON (`?node=` of the HTTP
+    /// API naming another node).
+    NodeApi(String),
+    /// Its JSON result.
+    NodeApiResult(String),
 }
 
 impl Message for AdminRpc {
@@ -51,6 +56,51 @@ pub struct NodeStats {
     pub resync_errors: usize,
 }
 
+/// Statistics of this node's tables and blocks.
+pub async fn node_stats(garage: &Garage) -> Result<NodeStats, String> {
+    let tables = garage.tables.clone();
+    let res = tokio::task::spawn_blocking(move || {
+        tables
+            .iter()
+            .map(|t| t.stats())
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .await;
+    match res {
+        Ok(Ok(tables)) => {
+            let bm = &garage.block_manager;
+            Ok(NodeStats {
+                node: garage.system.id(),
+                db_engine: garage.db.engine().to_string(),
+                tables,
+                block_rc_entries: bm.rc.rc.len().unwrap_or(0),
+                resync_queue: bm.rc.resync_queue.len().unwrap_or(0),
+                resync_errors: bm.resync_errors().map(|v| v.len()).unwrap_or(0),
+            })
+        }
+        Ok(Err(e)) => Err(format!("cannot read table statistics: {e}")),
+        Err(e) => Err(format!("statistics task failed: {e}")),
+    }
+}
+
+/// Starts an anti-entropy pass of every table, in the background.
+pub fn repair_tables(garage: &Garage) {
+    for t in garage.tables.clone() {
+        tokio::spawn(async move {
+            info!(table = t.name(), "repair: table sync requested");
+            match t.sync_now().await {
+                Ok(s) => info!(
+                    table = t.name(),
+                    "repair: table sync done: {} partitions, {} entries sent",
+                    s.partitions,
+                    s.entries_sent
+                ),
+                Err(e) => warn!(table = t.name(), "repair: table sync failed: {e}"),
+            }
+        });
+    }
+}
+
 pub struct AdminRpcHandler {
     pub garage: Arc<Garage>,
 }
@@ -65,47 +115,12 @@ impl AdminRpcHandler {
 impl EndpointHandler<AdminRpc> for AdminRpcHandler {
     async fn handle(&self, msg: AdminRpc, _from: NodeId) -> AdminRpc {
         match msg {
-            AdminRpc::Stats => {
-                let garage = self.garage.clone();
-                let res = tokio::task::spawn_blocking(move || {
-                    garage
-                        .tables
-                        .iter()
-                        .map(|t| t.stats())
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .await;
-                match res {
-                    Ok(Ok(tables)) => {
-                        let bm = &self.garage.block_manager;
-                        AdminRpc::StatsResponse(NodeStats {
-                            node: self.garage.system.id(),
-                            db_engine: self.garage.db.engine().to_string(),
-                            tables,
-                            block_rc_entries: bm.rc.rc.len().unwrap_or(0),
-                            resync_queue: bm.rc.resync_queue.len().unwrap_or(0),
-                            resync_errors: bm.resync_errors().map(|v| v.len()).unwrap_or(0),
-                        })
-                    }
-                    Ok(Err(e)) => AdminRpc::Error(format!("cannot read table statistics: {e}")),
-                    Err(e) => AdminRpc::Error(format!("statistics task failed: {e}")),
-                }
-            }
+            AdminRpc::Stats => match node_stats(&self.garage).await {
+                Ok(s) => AdminRpc::StatsResponse(s),
+                Err(e) => AdminRpc::Error(e),
+            },
             AdminRpc::RepairTables => {
-                for t in self.garage.tables.clone() {
-                    tokio::spawn(async move {
-                        info!(table = t.name(), "repair: table sync requested");
-                        match t.sync_now().await {
-                            Ok(s) => info!(
-                                table = t.name(),
-                                "repair: table sync done: {} partitions, {} entries sent",
-                                s.partitions,
-                                s.entries_sent
-                            ),
-                            Err(e) => warn!(table = t.name(), "repair: table sync failed: {e}"),
-                        }
-                    });
-                }
+                repair_tables(&self.garage);
                 AdminRpc::RepairLaunched
             }
             AdminRpc::BucketOp(op) => match crate::admin_ops::bucket(&self.garage, op).await {
@@ -130,6 +145,12 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 Ok(t) => AdminRpc::Text(t),
                 Err(e) => AdminRpc::Error(e.to_string()),
             },
+            AdminRpc::NodeApi(json) => {
+                match crate::admin_api::node::run_local_json(&self.garage, &json).await {
+                    Ok(t) => AdminRpc::NodeApiResult(t),
+                    Err(e) => AdminRpc::Error(e.to_string()),
+                }
+            }
             other => AdminRpc::Error(format!("not a request: {other:?}")),
         }
     }

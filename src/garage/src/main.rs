@@ -4,6 +4,7 @@
 //! garage crate; nothing depends on it.
 
 mod admin;
+mod admin_api;
 mod admin_blocks;
 mod admin_ops;
 mod admin_rpc;

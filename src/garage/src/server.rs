@@ -1,10 +1,8 @@
 //! `garage server`: loads the configuration, opens the metadata database and
 //! the data directories, and runs until SIGINT or SIGTERM.
 //!
-//! Inside run the metadata database and its auto-snapshot worker, the RPC
-//! listener and the cluster, the tables and block workers, the S3 API and
-//! the website endpoint. The admin listener is not started yet, and the
-//! first log lines say so.
+//! It runs the cluster (RPC) layer, the tables, the block manager and its
+//! workers, the S3 API, the website endpoint and the admin HTTP API.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -64,14 +62,6 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
 
     let db = open_metadata(&config)?;
     prepare_data_dirs(&config)?;
-    info!(
-        "the admin listener ({}) is not part of this version yet",
-        config
-            .admin
-            .api_bind_addr
-            .as_deref()
-            .unwrap_or("not configured"),
-    );
     let builtin = matches!(loaded, Loaded::BuiltIn);
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -107,12 +97,15 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             )
             .run(exit_rx.clone()),
         ));
-        system
+        let admin_rpc = system
             .netapp
-            .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)
-            .set_handler(Arc::new(AdminRpcHandler {
-                garage: garage.clone(),
-            }));
+            .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT);
+        admin_rpc.set_handler(Arc::new(AdminRpcHandler {
+            garage: garage.clone(),
+        }));
+        if let Some(task) = start_admin_api(&config, &garage, admin_rpc, exit_rx.clone()).await? {
+            tasks.push(task);
+        }
         let s3 = match &config.s3_api.api_bind_addr {
             Some(addr) => Some(start_s3(&config, &garage, addr, exit_rx.clone()).await?),
             None => {
@@ -214,6 +207,40 @@ async fn start_web(
         web.root_domain.trim_start_matches('.')
     );
     Ok(tokio::spawn(server.run(must_exit)))
+}
+
+/// Starts the admin HTTP API when `admin.api_bind_addr` is set.
+async fn start_admin_api(
+    config: &Config,
+    garage: &Arc<Garage>,
+    admin_rpc: Arc<garage_net::Endpoint<AdminRpc, AdminRpcHandler>>,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = &config.admin.api_bind_addr else {
+        info!(
+            "no admin.api_bind_addr in {}: the admin API is off",
+            config.source
+        );
+        return Ok(None);
+    };
+    if config.admin.admin_token.is_none() {
+        warn!(
+            "no admin.admin_token in {}: the admin API answers only /health, \
+             /v2/GetClusterHealth and /v2/openapi.json, and refuses every other request",
+            config.source
+        );
+    }
+    let state = Arc::new(crate::admin_api::AdminState {
+        garage: garage.clone(),
+        admin_token: config.admin.admin_token.clone(),
+        region: config.s3_api.s3_region.clone(),
+        admin_rpc,
+    });
+    let router = crate::admin_api::router(state);
+    let task = crate::admin_api::start(addr, router, must_exit)
+        .await
+        .with_context(|| format!("admin API ({})", config.source))?;
+    Ok(Some(task))
 }
 
 /// The S3 operations over this node's tables (for the S3 listener and the

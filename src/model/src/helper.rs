@@ -124,6 +124,26 @@ impl Metadata {
         Ok(bucket)
     }
 
+    /// Creates a bucket whose only name is alias `name` in `key`'s
+    /// namespace.
+    pub async fn create_bucket_local(&self, key: &Key, name: &str) -> Result<Bucket> {
+        check_bucket_name(name).map_err(HelperError::BadName)?;
+        let key = self.existing_key(&key.key_id).await?;
+        let taken = key
+            .params()
+            .expect("existing")
+            .local_aliases
+            .get(&name.to_string())
+            .is_some_and(|t| t.is_some());
+        if taken {
+            return Err(HelperError::AliasTaken(name.into()));
+        }
+        let bucket = Bucket::new(gen_uuid());
+        self.buckets.insert(&bucket).await?;
+        self.set_local_alias(bucket.id, &key, name).await?;
+        self.existing_bucket(bucket.id).await
+    }
+
     /// Deletes a bucket: its aliases and key permissions go with it. The
     /// caller checks that it holds no object.
     pub async fn delete_bucket(&self, bucket: &Bucket) -> Result<()> {

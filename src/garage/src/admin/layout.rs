@@ -90,7 +90,10 @@ async fn update(admin: &Admin, u: LayoutUpdate) -> anyhow::Result<()> {
 
 /// The node whose id starts with `prefix`, among known nodes and nodes with
 /// a (current or staged) role.
-fn find_node(status: &garage_rpc::system::ClusterStatus, prefix: &str) -> anyhow::Result<NodeId> {
+pub(crate) fn find_node(
+    status: &garage_rpc::system::ClusterStatus,
+    prefix: &str,
+) -> anyhow::Result<NodeId> {
     let prefix = prefix.to_ascii_lowercase();
     let mut found: Vec<NodeId> = status
         .nodes
@@ -294,6 +297,17 @@ async fn show(admin: &Admin) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How `layout history` and the admin API name a version's state.
+pub(crate) fn version_status(v: &LayoutVersion, current: u64, min_live: u64) -> &'static str {
+    if v.version == current {
+        "Current"
+    } else if v.version >= min_live {
+        "Draining"
+    } else {
+        "Historical"
+    }
+}
+
 async fn history(admin: &Admin) -> anyhow::Result<()> {
     let status = get(admin).await?;
     let layout = &status.layout;
@@ -306,13 +320,7 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
         rows.push(format!(
             "#{}\t{}\t{}\t{}",
             v.version,
-            if v.version == current {
-                "Current"
-            } else if v.version >= min_live {
-                "Draining"
-            } else {
-                "Historical"
-            },
+            version_status(v, current, min_live),
             storage,
             v.roles.len() - storage
         ));

@@ -3,8 +3,8 @@
 //! with a throwaway node key. By default the daemon is the one this
 //! machine's configuration describes; `-h <id>@<host>:<port>` names another.
 
-mod layout;
-mod stats;
+pub(crate) mod layout;
+pub(crate) mod stats;
 mod status;
 pub(crate) mod table;
 

@@ -44,10 +44,17 @@ pub async fn show(admin: &Admin, all_nodes: bool) -> anyhow::Result<()> {
 }
 
 fn print_stats(stats: &NodeStats) {
-    println!("Node: {}", stats.node);
-    println!("Database engine: {}", stats.db_engine);
-    println!();
-    println!("Table stats:");
+    print!("{}", format_stats(stats));
+}
+
+/// What `garage stats` prints for one node (and GetNodeStatistics answers).
+pub(crate) fn format_stats(stats: &NodeStats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "Node: {}", stats.node);
+    let _ = writeln!(out, "Database engine: {}", stats.db_engine);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Table stats:");
     let mut rows =
         vec!["  Table\tItems\tMklItems\tMklTodo\tGcTodo\tInsertQueue\tMerkleDigest".to_string()];
     for t in stats.tables.iter() {
@@ -62,15 +69,17 @@ fn print_stats(stats: &NodeStats) {
             &t.merkle_digest.hex()[..16]
         ));
     }
-    table::print(&rows);
-    println!();
-    println!("Block manager stats:");
-    println!(
+    out.push_str(&table::format(&rows));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Block manager stats:");
+    let _ = writeln!(
+        out,
         "  number of referenced blocks (RC): {}",
         stats.block_rc_entries
     );
-    println!("  resync queue length: {}", stats.resync_queue);
-    println!("  blocks with resync errors: {}", stats.resync_errors);
+    let _ = writeln!(out, "  resync queue length: {}", stats.resync_queue);
+    let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
+    out
 }
 
 pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {

@@ -1,0 +1,72 @@
+//! The bearer-token check of the admin endpoints.
+//!
+//! As in the reference system, every refusal is `403 AccessDenied`: no
+//! `admin_token` configured, no `Authorization` header, or a wrong token.
+//! The token is compared in constant time (on hashes, so that its length
+//! does not leak either).
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use garage_util::data::blake2sum;
+use subtle::ConstantTimeEq;
+
+use super::error::ApiError;
+use super::St;
+
+/// Why a request is refused, if it is.
+pub fn check(expected: Option<&str>, header: Option<&[u8]>) -> Result<(), ApiError> {
+    let Some(expected) = expected else {
+        return Err(ApiError::Forbidden(
+            "admin_token is not configured on this node: the admin API is disabled \
+             (set [admin] admin_token or admin_token_file)"
+                .into(),
+        ));
+    };
+    let Some(header) = header else {
+        return Err(ApiError::Forbidden(
+            "an Authorization: Bearer <admin_token> header is required".into(),
+        ));
+    };
+    let given = header
+        .strip_prefix(b"Bearer ")
+        .map(|t| t.trim_ascii())
+        .ok_or_else(|| {
+            ApiError::Forbidden("the Authorization header must be Bearer <admin_token>".into())
+        })?;
+    let ok: bool = blake2sum(given)
+        .as_slice()
+        .ct_eq(blake2sum(expected.as_bytes()).as_slice())
+        .into();
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::Forbidden("invalid admin token".into()))
+    }
+}
+
+pub async fn require_admin_token(State(state): State<St>, req: Request, next: Next) -> Response {
+    let header = req.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+    match check(state.admin_token.as_deref(), header) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check;
+
+    #[test]
+    fn tokens() {
+        assert!(check(Some("s3cret"), Some(b"Bearer s3cret")).is_ok());
+        assert!(check(Some("s3cret"), Some(b"Bearer s3cret ")).is_ok());
+        assert!(check(Some("s3cret"), Some(b"Bearer s3cre")).is_err());
+        assert!(check(Some("s3cret"), Some(b"Bearer s3cretx")).is_err());
+        assert!(check(Some("s3cret"), Some(b"s3cret")).is_err());
+        assert!(check(Some("s3cret"), None).is_err());
+        assert!(check(None, Some(b"Bearer s3cret")).is_err());
+        assert!(check(None, None).is_err());
+    }
+}

@@ -1,0 +1,520 @@
+//! Buckets: list, info, create, update (website access, quotas), delete,
+//! aliases, and the rights of keys on them.
+
+use axum::extract::State;
+use garage_model::bucket_table::{Bucket, BucketQuotas, WebsiteConfig};
+use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::helper::Metadata;
+use garage_util::data::Uuid;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ok, Answer, Body, Query};
+use super::key::{existing_key, ApiBucketKeyPerm, IdQuery};
+use super::St;
+use crate::admin_ops;
+use crate::garage::Garage;
+
+pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
+    r.routes(routes!(list_buckets))
+        .routes(routes!(get_bucket_info))
+        .routes(routes!(create_bucket))
+        .routes(routes!(update_bucket))
+        .routes(routes!(delete_bucket))
+        .routes(routes!(add_bucket_alias))
+        .routes(routes!(remove_bucket_alias))
+        .routes(routes!(allow_bucket_key))
+        .routes(routes!(deny_bucket_key))
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListBucketsResponseItem {
+    pub id: String,
+    /// Creation date (RFC 3339).
+    pub created: String,
+    pub global_aliases: Vec<String>,
+    pub local_aliases: Vec<BucketLocalAlias>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketLocalAlias {
+    pub access_key_id: String,
+    pub alias: String,
+}
+
+fn rfc3339(ms: u64) -> String {
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn local_aliases(b: &Bucket) -> Vec<BucketLocalAlias> {
+    b.local_aliases()
+        .into_iter()
+        .map(|(access_key_id, alias)| BucketLocalAlias {
+            access_key_id,
+            alias,
+        })
+        .collect()
+}
+
+/// Every bucket.
+#[utoipa::path(get, path = "/v2/ListBuckets", tag = "Bucket",
+    responses((status = 200, body = Vec<ListBucketsResponseItem>), (status = 403, body = ErrorBody)))]
+pub async fn list_buckets(State(st): State<St>) -> Answer<Vec<ListBucketsResponseItem>> {
+    let buckets = st.garage.metadata().list_buckets().await?;
+    ok(buckets
+        .iter()
+        .filter_map(|b| {
+            let p = b.params()?;
+            Some(ListBucketsResponseItem {
+                id: b.id.hex(),
+                created: rfc3339(p.creation_date),
+                global_aliases: b.global_aliases(),
+                local_aliases: local_aliases(b),
+            })
+        })
+        .collect())
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoResponse {
+    pub id: String,
+    /// Creation date (RFC 3339).
+    pub created: String,
+    pub global_aliases: Vec<String>,
+    /// Whether the website endpoint serves this bucket.
+    pub website_access: bool,
+    pub website_config: Option<GetBucketInfoWebsiteResponse>,
+    /// Keys with rights on the bucket.
+    pub keys: Vec<GetBucketInfoKey>,
+    pub objects: i64,
+    pub bytes: i64,
+    /// Multipart uploads not completed or aborted yet.
+    pub unfinished_uploads: i64,
+    /// The same count (every unfinished upload is a multipart one here).
+    pub unfinished_multipart_uploads: i64,
+    pub quotas: ApiBucketQuotas,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoWebsiteResponse {
+    pub index_document: Option<String>,
+    pub error_document: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoKey {
+    pub access_key_id: String,
+    pub name: String,
+    pub permissions: ApiBucketKeyPerm,
+    /// The key's aliases for this bucket.
+    pub bucket_local_aliases: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiBucketQuotas {
+    /// Bytes; null: no limit.
+    pub max_size: Option<u64>,
+    /// Null: no limit.
+    pub max_objects: Option<u64>,
+}
+
+/// What GetBucketInfo (and `garage bucket info`) say about a bucket.
+pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse, ApiError> {
+    let m = g.metadata();
+    let p = b
+        .params()
+        .ok_or_else(|| ApiError::NoSuchBucket(format!("bucket {} is deleted", b.id.hex())))?;
+    let counts = admin_ops::bucket_counts(g, &b.id).await?;
+    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let mut keys = Vec::new();
+    for (key_id, _, perm) in p.authorized_keys.items() {
+        if !perm.is_any() {
+            continue;
+        }
+        let name = match m.get_key(key_id).await {
+            Ok(k) => k.name().to_string(),
+            Err(_) => String::new(),
+        };
+        keys.push(GetBucketInfoKey {
+            access_key_id: key_id.clone(),
+            name,
+            permissions: (*perm).into(),
+            bucket_local_aliases: b
+                .local_aliases()
+                .into_iter()
+                .filter(|(k, _)| k == key_id)
+                .map(|(_, n)| n)
+                .collect(),
+        });
+    }
+    let q = p.quotas.get();
+    Ok(GetBucketInfoResponse {
+        id: b.id.hex(),
+        created: rfc3339(p.creation_date),
+        global_aliases: b.global_aliases(),
+        website_access: admin_ops::website_access(p),
+        website_config: p
+            .website_config
+            .get()
+            .as_ref()
+            .map(|w| GetBucketInfoWebsiteResponse {
+                index_document: w.index_document.clone(),
+                error_document: w.error_document.clone(),
+            }),
+        keys,
+        objects: count(OBJECTS),
+        bytes: count(BYTES),
+        unfinished_uploads: count(UNFINISHED_UPLOADS),
+        unfinished_multipart_uploads: count(UNFINISHED_UPLOADS),
+        quotas: ApiBucketQuotas {
+            max_size: q.max_size,
+            max_objects: q.max_objects,
+        },
+    })
+}
+
+/// The bucket with exactly this id.
+async fn bucket_by_id(m: &Metadata, id: &str) -> Result<Bucket, ApiError> {
+    let parsed = id
+        .parse::<Uuid>()
+        .map_err(|_| ApiError::bad(format!("{id:?} is not a bucket id (64 hexadecimal digits)")))?;
+    let b = m.get_bucket(id).await?;
+    if b.id != parsed {
+        return Err(ApiError::NoSuchBucket(format!("no bucket with id {id}")));
+    }
+    Ok(b)
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub struct GetBucketInfoQuery {
+    /// The bucket's full id.
+    pub id: Option<String>,
+    /// One of its global aliases.
+    pub global_alias: Option<String>,
+    /// A global alias, or a unique prefix of the id.
+    pub search: Option<String>,
+}
+
+/// One bucket, by `id`, `globalAlias` or `search`.
+#[utoipa::path(get, path = "/v2/GetBucketInfo", tag = "Bucket", params(GetBucketInfoQuery),
+    responses((status = 200, body = GetBucketInfoResponse), (status = 404, body = ErrorBody)))]
+pub async fn get_bucket_info(
+    State(st): State<St>,
+    Query(q): Query<GetBucketInfoQuery>,
+) -> Answer<GetBucketInfoResponse> {
+    let m = st.garage.metadata();
+    let b = match (q.id, q.global_alias, q.search) {
+        (Some(id), None, None) => bucket_by_id(&m, &id).await?,
+        (None, Some(alias), None) => {
+            let id = m
+                .resolve_global_alias(&alias)
+                .await?
+                .ok_or_else(|| ApiError::NoSuchBucket(format!("no bucket named {alias:?}")))?;
+            bucket_by_id(&m, &id.hex()).await?
+        }
+        (None, None, Some(s)) => m.get_bucket(&s).await?,
+        _ => {
+            return Err(ApiError::bad(
+                "give exactly one of the id, globalAlias and search query parameters",
+            ))
+        }
+    };
+    ok(bucket_info(&st.garage, &b).await?)
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBucketRequest {
+    /// A global name for the bucket.
+    #[serde(default)]
+    pub global_alias: Option<String>,
+    /// A name in one key's namespace (and that key's rights on the bucket).
+    #[serde(default)]
+    pub local_alias: Option<CreateBucketLocalAlias>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBucketLocalAlias {
+    pub access_key_id: String,
+    pub alias: String,
+    #[serde(default)]
+    pub allow: ApiBucketKeyPerm,
+}
+
+/// Creates a bucket with a global alias, a local alias, or both.
+#[utoipa::path(post, path = "/v2/CreateBucket", tag = "Bucket",
+    request_body = CreateBucketRequest,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 409, body = ErrorBody)))]
+pub async fn create_bucket(
+    State(st): State<St>,
+    Body(req): Body<CreateBucketRequest>,
+) -> Answer<GetBucketInfoResponse> {
+    let m = st.garage.metadata();
+    let local_key = match &req.local_alias {
+        Some(la) => Some(existing_key(&m, &la.access_key_id).await?),
+        None => None,
+    };
+    let b = match (&req.global_alias, &req.local_alias, &local_key) {
+        (Some(name), local, key) => {
+            let b = m.create_bucket(name).await?;
+            if let (Some(la), Some(k)) = (local, key) {
+                m.set_local_alias(b.id, k, &la.alias).await?;
+            }
+            b
+        }
+        (None, Some(la), Some(k)) => m.create_bucket_local(k, &la.alias).await?,
+        _ => {
+            return Err(ApiError::bad(
+                "give a globalAlias, a localAlias, or both: a bucket needs a name",
+            ))
+        }
+    };
+    if let (Some(la), Some(k)) = (&req.local_alias, &local_key) {
+        let perm: garage_model::permission::BucketKeyPerm = la.allow.into();
+        if perm.is_any() {
+            m.set_permissions(b.id, &k.key_id, perm).await?;
+        }
+    }
+    tracing::info!("admin API: bucket {} created", b.id.hex());
+    let b = bucket_by_id(&m, &b.id.hex()).await?;
+    ok(bucket_info(&st.garage, &b).await?)
+}
+
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateBucketRequestBody {
+    #[serde(default)]
+    pub website_access: Option<UpdateBucketWebsiteAccess>,
+    /// New quotas (both fields are set: null removes a limit).
+    #[serde(default)]
+    pub quotas: Option<ApiBucketQuotas>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateBucketWebsiteAccess {
+    pub enabled: bool,
+    /// Required when enabling (for example `index.html`).
+    #[serde(default)]
+    pub index_document: Option<String>,
+    #[serde(default)]
+    pub error_document: Option<String>,
+}
+
+/// Enables or disables website access, or sets quotas.
+#[utoipa::path(post, path = "/v2/UpdateBucket", tag = "Bucket", params(IdQuery),
+    request_body = UpdateBucketRequestBody,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 404, body = ErrorBody)))]
+pub async fn update_bucket(
+    State(st): State<St>,
+    Query(q): Query<IdQuery>,
+    Body(req): Body<UpdateBucketRequestBody>,
+) -> Answer<GetBucketInfoResponse> {
+    let g = &st.garage;
+    let m = g.metadata();
+    let b = bucket_by_id(&m, &q.id).await?;
+    if let Some(w) = req.website_access {
+        let config = if w.enabled {
+            let index = w.index_document.filter(|s| !s.is_empty()).ok_or_else(|| {
+                ApiError::bad("websiteAccess: indexDocument is required to enable website access")
+            })?;
+            Some(WebsiteConfig {
+                index_document: Some(index),
+                error_document: w.error_document,
+                redirect_all: None,
+                routing_rules: Vec::new(),
+            })
+        } else {
+            if w.index_document.is_some() || w.error_document.is_some() {
+                return Err(ApiError::bad(
+                    "websiteAccess: indexDocument and errorDocument cannot be set when disabling website access",
+                ));
+            }
+            None
+        };
+        admin_ops::set_website_access(g, b.id, config).await?;
+    }
+    if let Some(q) = req.quotas {
+        m.set_quotas(
+            b.id,
+            BucketQuotas {
+                max_size: q.max_size,
+                max_objects: q.max_objects,
+            },
+        )
+        .await?;
+    }
+    let b = bucket_by_id(&m, &q.id).await?;
+    ok(bucket_info(g, &b).await?)
+}
+
+/// Deletes an empty bucket.
+#[utoipa::path(post, path = "/v2/DeleteBucket", tag = "Bucket", params(IdQuery),
+    responses((status = 200), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub async fn delete_bucket(State(st): State<St>, Query(q): Query<IdQuery>) -> Answer<()> {
+    let g = &st.garage;
+    let m = g.metadata();
+    let b = bucket_by_id(&m, &q.id).await?;
+    if !admin_ops::bucket_is_empty(g, &b.id).await? {
+        return Err(ApiError::BucketNotEmpty(format!(
+            "bucket {} is not empty: delete its objects first",
+            b.id.hex()
+        )));
+    }
+    m.delete_bucket(&b).await?;
+    tracing::info!("admin API: bucket {} deleted", b.id.hex());
+    ok(())
+}
+
+/// A global alias, or a local one (`localAlias` with `accessKeyId`).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketAliasRequest {
+    pub bucket_id: String,
+    #[serde(default)]
+    pub global_alias: Option<String>,
+    #[serde(default)]
+    pub local_alias: Option<String>,
+    #[serde(default)]
+    pub access_key_id: Option<String>,
+}
+
+enum AliasKind {
+    Global(String),
+    Local { alias: String, key_id: String },
+}
+
+fn alias_kind(req: BucketAliasRequest) -> Result<AliasKind, ApiError> {
+    match (req.global_alias, req.local_alias, req.access_key_id) {
+        (Some(g), None, None) => Ok(AliasKind::Global(g)),
+        (None, Some(alias), Some(key_id)) => Ok(AliasKind::Local { alias, key_id }),
+        _ => Err(ApiError::bad(
+            "give either globalAlias, or localAlias and accessKeyId",
+        )),
+    }
+}
+
+/// Adds a global or local alias to a bucket.
+#[utoipa::path(post, path = "/v2/AddBucketAlias", tag = "Bucket alias",
+    request_body = BucketAliasRequest,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 409, body = ErrorBody)))]
+pub async fn add_bucket_alias(
+    State(st): State<St>,
+    Body(req): Body<BucketAliasRequest>,
+) -> Answer<GetBucketInfoResponse> {
+    let m = st.garage.metadata();
+    let b = bucket_by_id(&m, &req.bucket_id).await?;
+    match alias_kind(req)? {
+        AliasKind::Global(name) => m.set_global_alias(b.id, &name).await?,
+        AliasKind::Local { alias, key_id } => {
+            let k = existing_key(&m, &key_id).await?;
+            m.set_local_alias(b.id, &k, &alias).await?
+        }
+    }
+    let b = bucket_by_id(&m, &b.id.hex()).await?;
+    ok(bucket_info(&st.garage, &b).await?)
+}
+
+/// Removes a global or local alias of a bucket (not its last name).
+#[utoipa::path(post, path = "/v2/RemoveBucketAlias", tag = "Bucket alias",
+    request_body = BucketAliasRequest,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 400, body = ErrorBody)))]
+pub async fn remove_bucket_alias(
+    State(st): State<St>,
+    Body(req): Body<BucketAliasRequest>,
+) -> Answer<GetBucketInfoResponse> {
+    let m = st.garage.metadata();
+    let b = bucket_by_id(&m, &req.bucket_id).await?;
+    match alias_kind(req)? {
+        AliasKind::Global(name) => {
+            if m.resolve_global_alias(&name).await? != Some(b.id) {
+                return Err(ApiError::NoSuchBucket(format!(
+                    "{name:?} is not a global alias of bucket {}",
+                    b.id.hex()
+                )));
+            }
+            m.unset_global_alias(&name).await?
+        }
+        AliasKind::Local { alias, key_id } => {
+            let k = existing_key(&m, &key_id).await?;
+            let target = k
+                .params()
+                .and_then(|p| p.local_aliases.get(&alias).cloned())
+                .flatten();
+            if target != Some(b.id) {
+                return Err(ApiError::NoSuchBucket(format!(
+                    "{alias:?} is not an alias of bucket {} for key {key_id}",
+                    b.id.hex()
+                )));
+            }
+            m.unset_local_alias(&k, &alias).await?
+        }
+    }
+    let b = bucket_by_id(&m, &b.id.hex()).await?;
+    ok(bucket_info(&st.garage, &b).await?)
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketKeyPermChangeRequest {
+    pub bucket_id: String,
+    pub access_key_id: String,
+    /// The rights to grant (AllowBucketKey) or revoke (DenyBucketKey);
+    /// those set to false are left as they are.
+    pub permissions: ApiBucketKeyPerm,
+}
+
+async fn change_perm(
+    st: &St,
+    req: BucketKeyPermChangeRequest,
+    allow: bool,
+) -> Answer<GetBucketInfoResponse> {
+    let m = st.garage.metadata();
+    let b = bucket_by_id(&m, &req.bucket_id).await?;
+    let k = existing_key(&m, &req.access_key_id).await?;
+    let perm = admin_ops::change_permissions(&m, &b, &k, req.permissions.into(), allow).await?;
+    tracing::info!(
+        "admin API: key {} on bucket {}: {}",
+        k.key_id,
+        b.id.hex(),
+        perm.letters()
+    );
+    let b = bucket_by_id(&m, &b.id.hex()).await?;
+    ok(bucket_info(&st.garage, &b).await?)
+}
+
+/// Grants rights on a bucket to a key.
+#[utoipa::path(post, path = "/v2/AllowBucketKey", tag = "Permission",
+    request_body = BucketKeyPermChangeRequest,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 404, body = ErrorBody)))]
+pub async fn allow_bucket_key(
+    State(st): State<St>,
+    Body(req): Body<BucketKeyPermChangeRequest>,
+) -> Answer<GetBucketInfoResponse> {
+    change_perm(&st, req, true).await
+}
+
+/// Revokes rights on a bucket from a key.
+#[utoipa::path(post, path = "/v2/DenyBucketKey", tag = "Permission",
+    request_body = BucketKeyPermChangeRequest,
+    responses((status = 200, body = GetBucketInfoResponse), (status = 404, body = ErrorBody)))]
+pub async fn deny_bucket_key(
+    State(st): State<St>,
+    Body(req): Body<BucketKeyPermChangeRequest>,
+) -> Answer<GetBucketInfoResponse> {
+    change_perm(&st, req, false).await
+}

@@ -1,0 +1,264 @@
+//! Cluster status and health, `/health`, and connecting nodes.
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use garage_rpc::layout::PARTITIONS;
+use garage_rpc::system::System;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, ErrorBody};
+use super::extract::{ok, Answer, Body};
+use super::St;
+
+pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
+    r.routes(routes!(get_cluster_status))
+        .routes(routes!(connect_cluster_nodes))
+}
+
+// ---- GetClusterStatus ----
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetClusterStatusResponse {
+    /// Version of the current cluster layout.
+    pub layout_version: u64,
+    pub nodes: Vec<NodeResp>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeResp {
+    /// Full node id (64 hexadecimal digits).
+    pub id: String,
+    /// The node's role in the current layout, if it has one.
+    pub role: Option<NodeAssignedRole>,
+    /// The address other nodes reach it at, if known.
+    pub addr: Option<String>,
+    pub hostname: Option<String>,
+    pub is_up: bool,
+    pub last_seen_secs_ago: Option<u64>,
+    /// The node has no role in the current layout but still has one in an
+    /// older live version: data is being moved off it.
+    pub draining: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_partition: Option<FreeSpaceResp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_partition: Option<FreeSpaceResp>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAssignedRole {
+    pub zone: String,
+    /// Bytes; none for a gateway node.
+    pub capacity: Option<u64>,
+    pub tags: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FreeSpaceResp {
+    pub available: u64,
+    pub total: u64,
+}
+
+/// The nodes this node knows, with their roles in the current layout.
+#[utoipa::path(get, path = "/v2/GetClusterStatus", tag = "Cluster",
+    responses((status = 200, body = GetClusterStatusResponse), (status = 403, body = ErrorBody)))]
+pub async fn get_cluster_status(State(st): State<St>) -> Answer<GetClusterStatusResponse> {
+    let status = st.garage.system.cluster_status();
+    let layout = &status.layout;
+    let current = layout.current();
+    let space = |f: Option<garage_rpc::system::status::FreeSpace>| {
+        f.map(|f| FreeSpaceResp {
+            available: f.available,
+            total: f.total,
+        })
+    };
+    let nodes = status
+        .nodes
+        .into_iter()
+        .map(|n| {
+            let role = current.roles.get(&n.id).map(|r| NodeAssignedRole {
+                zone: r.zone.clone(),
+                capacity: r.capacity,
+                tags: r.tags.clone(),
+            });
+            let draining = role.is_none()
+                && layout
+                    .live_versions()
+                    .any(|v| v.storage_nodes.contains(&n.id));
+            NodeResp {
+                id: n.id.to_string(),
+                role,
+                addr: n.addr.map(|a| a.to_string()),
+                hostname: n.hostname,
+                is_up: n.is_up,
+                last_seen_secs_ago: n.last_seen_secs_ago,
+                draining,
+                data_partition: space(n.data_space),
+                metadata_partition: space(n.metadata_space),
+            }
+        })
+        .collect();
+    ok(GetClusterStatusResponse {
+        layout_version: current.version,
+        nodes,
+    })
+}
+
+// ---- GetClusterHealth and /health ----
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetClusterHealthResponse {
+    /// `healthy` (every storage node is up), `degraded` (some are down but
+    /// every partition has a write quorum) or `unavailable` (some
+    /// partition has no write quorum).
+    pub status: String,
+    /// Nodes this node has heard of, itself included.
+    pub known_nodes: usize,
+    /// Nodes up now, itself included.
+    pub connected_nodes: usize,
+    /// Storage nodes (with a capacity) in the current layout.
+    pub storage_nodes: usize,
+    /// Of those, the ones up now.
+    pub storage_nodes_ok: usize,
+    /// Number of partitions (256).
+    pub partitions: usize,
+    /// Partitions with a write quorum of nodes up in every live layout version.
+    pub partitions_quorum: usize,
+    /// Partitions all of whose nodes are up.
+    pub partitions_all_ok: usize,
+}
+
+pub fn cluster_health(system: &System) -> GetClusterHealthResponse {
+    let status = system.cluster_status();
+    let layout = &status.layout;
+    let up = |id: &garage_net::NodeId| system.is_up(id);
+    let storage = &layout.current().storage_nodes;
+    let quorum = system.write_quorum();
+    let (mut partitions_quorum, mut partitions_all_ok) = (0, 0);
+    for p in 0..PARTITIONS {
+        let sets = layout.write_sets(p);
+        if sets.is_empty() {
+            continue;
+        }
+        if sets
+            .iter()
+            .all(|s| s.iter().filter(|n| up(n)).count() >= quorum.min(s.len()))
+        {
+            partitions_quorum += 1;
+        }
+        if sets.iter().all(|s| s.iter().all(up)) {
+            partitions_all_ok += 1;
+        }
+    }
+    let storage_nodes_ok = storage.iter().filter(|n| up(n)).count();
+    let health = if partitions_quorum < PARTITIONS {
+        "unavailable"
+    } else if partitions_all_ok < PARTITIONS || storage_nodes_ok < storage.len() {
+        "degraded"
+    } else {
+        "healthy"
+    };
+    GetClusterHealthResponse {
+        status: health.into(),
+        known_nodes: status
+            .nodes
+            .iter()
+            .filter(|n| n.last_seen_secs_ago.is_some())
+            .count(),
+        connected_nodes: status.nodes.iter().filter(|n| n.is_up).count(),
+        storage_nodes: storage.len(),
+        storage_nodes_ok,
+        partitions: PARTITIONS,
+        partitions_quorum,
+        partitions_all_ok,
+    }
+}
+
+/// The cluster's health as this node sees it; no token needed (for load
+/// balancers and monitoring).
+#[utoipa::path(get, path = "/v2/GetClusterHealth", tag = "Cluster", security(()),
+    responses((status = 200, body = GetClusterHealthResponse)))]
+pub async fn get_cluster_health(State(st): State<St>) -> Answer<GetClusterHealthResponse> {
+    ok(cluster_health(&st.garage.system))
+}
+
+/// `200` while every partition has a write quorum, `503` otherwise; a line
+/// of text. No token needed.
+#[utoipa::path(get, path = "/health", tag = "Special", security(()),
+    responses(
+        (status = 200, description = "Every partition has a write quorum", body = String, content_type = "text/plain"),
+        (status = 503, description = "Some partition has no write quorum", body = String, content_type = "text/plain")))]
+pub async fn health(State(st): State<St>) -> impl IntoResponse {
+    let h = cluster_health(&st.garage.system);
+    let (status, text) = match h.status.as_str() {
+        "healthy" => (StatusCode::OK, "Garage is fully operational"),
+        "degraded" => (
+            StatusCode::OK,
+            "Garage is operational but some storage nodes are unavailable",
+        ),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Quorum is not available for some/all partitions, reads and writes will fail",
+        ),
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain")],
+        format!("{text}\nConsult the full health check API endpoint at /v2/GetClusterHealth for more details\n"),
+    )
+}
+
+// ---- ConnectClusterNodes ----
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectNodeResponse {
+    /// Whether this node could connect to it.
+    pub success: bool,
+    /// Why not, if it could not.
+    pub error: Option<String>,
+}
+
+/// Connects this node to others, given as `<node_id>@<host>:<port>`.
+#[utoipa::path(post, path = "/v2/ConnectClusterNodes", tag = "Cluster",
+    request_body = Vec<String>,
+    responses((status = 200, body = Vec<ConnectNodeResponse>), (status = 400, body = ErrorBody)))]
+pub async fn connect_cluster_nodes(
+    State(st): State<St>,
+    Body(peers): Body<Vec<String>>,
+) -> Answer<Vec<ConnectNodeResponse>> {
+    if peers.len() > 1000 {
+        return Err(ApiError::bad("at most 1000 nodes per request"));
+    }
+    let mut out = Vec::with_capacity(peers.len());
+    for p in peers {
+        let res = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            st.garage.system.connect(&p),
+        )
+        .await;
+        out.push(match res {
+            Ok(Ok(())) => ConnectNodeResponse {
+                success: true,
+                error: None,
+            },
+            Ok(Err(e)) => ConnectNodeResponse {
+                success: false,
+                error: Some(e.to_string()),
+            },
+            Err(_) => ConnectNodeResponse {
+                success: false,
+                error: Some(format!("no answer from {p} within 30s")),
+            },
+        });
+    }
+    ok(out)
+}

@@ -1,0 +1,256 @@
+//! The admin HTTP API on `[admin] api_bind_addr`: the reference system's
+//! v2 endpoints (`/v2/<Operation>`), JSON in and out, bearer
+//! `admin_token`. Each operation is an axum handler annotated with
+//! `#[utoipa::path]`; the router and the OpenAPI document
+//! (`/v2/openapi.json`) are both built from those annotations, so they
+//! cannot drift apart.
+//!
+//! The handlers call the same functions as the CLI (`admin_ops`,
+//! `admin_blocks`, `System::update_layout`, the model's `Metadata`
+//! helper): the HTTP API and `garage …` share one implementation.
+
+mod auth;
+pub(crate) mod bucket;
+mod cluster;
+pub mod error;
+mod extract;
+pub(crate) mod key;
+mod layout;
+pub(crate) mod node;
+mod openapi;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
+use axum::Router;
+use garage_net::Endpoint;
+use tracing::{debug, info, warn};
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::admin_rpc::{AdminRpc, AdminRpcHandler};
+use crate::garage::Garage;
+use error::{ApiError, ErrorBody, PendingError};
+
+/// What every handler gets.
+pub struct AdminState {
+    pub garage: Arc<Garage>,
+    /// `admin.admin_token`; without it every token-protected endpoint
+    /// refuses.
+    pub admin_token: Option<String>,
+    /// `s3_api.s3_region`, named in error bodies.
+    pub region: String,
+    /// The admin RPC endpoint, to run node-local operations on other nodes.
+    pub admin_rpc: Arc<Endpoint<AdminRpc, AdminRpcHandler>>,
+}
+
+pub type St = Arc<AdminState>;
+
+/// The token-protected operations, and the part of the OpenAPI document
+/// that describes exactly them (generated from their annotations).
+fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
+    let r = OpenApiRouter::new();
+    let r = cluster::routes(r);
+    let r = layout::routes(r);
+    let r = key::routes(r);
+    let r = bucket::routes(r);
+    let r = node::routes(r);
+    r.split_for_parts()
+}
+
+/// The routes served without a token (documented in [`openapi::ApiDoc`]).
+fn special_routes() -> Vec<(Method, &'static str, MethodRouter<St>)> {
+    vec![
+        (Method::GET, "/health", get(cluster::health)),
+        (
+            Method::GET,
+            "/v2/GetClusterHealth",
+            get(cluster::get_cluster_health),
+        ),
+        (Method::GET, "/v2/openapi.json", get(openapi::openapi_json)),
+    ]
+}
+
+/// The OpenAPI document of the admin API, as served at `/v2/openapi.json`.
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    let mut doc = <openapi::ApiDoc as utoipa::OpenApi>::openapi();
+    doc.merge(operations().1);
+    doc
+}
+
+/// Every (method, path) the router serves.
+#[cfg(test)]
+fn served_routes() -> Vec<(Method, String)> {
+    let mut out: Vec<(Method, String)> = special_routes()
+        .into_iter()
+        .map(|(m, p, _)| (m, p.to_string()))
+        .collect();
+    for (path, item) in operations().1.paths.paths {
+        for (m, op) in [
+            (Method::GET, &item.get),
+            (Method::POST, &item.post),
+            (Method::PUT, &item.put),
+            (Method::DELETE, &item.delete),
+        ] {
+            if op.is_some() {
+                out.push((m, path.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The whole admin router. Other routers (`/metrics`) can be merged into
+/// it with [`Router::merge`]; the token check applies to the operations
+/// of this one only.
+pub fn router(state: St) -> Router {
+    let (ops, _) = operations();
+    let protected = ops.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_admin_token,
+    ));
+    let mut r = Router::new();
+    for (_, path, route) in special_routes() {
+        r = r.route(path, route);
+    }
+    r.merge(protected)
+        .fallback(|req: Request| async move {
+            ApiError::NotFound(format!(
+                "no admin API endpoint {} {}: see /v2/openapi.json for the list",
+                req.method(),
+                req.uri().path()
+            ))
+        })
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            finish_response,
+        ))
+        .with_state(state)
+}
+
+/// Answers CORS preflights (any path, no token, as the reference does),
+/// lets browsers read every answer, and turns an [`ApiError`] answer into
+/// its JSON body, with the request's path and the region; logs it.
+async fn finish_response(State(state): State<St>, req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    if method == Method::OPTIONS {
+        let methods = HeaderValue::from_static("OPTIONS, GET, POST");
+        return (
+            StatusCode::NO_CONTENT,
+            [
+                (header::ALLOW, methods.clone()),
+                (header::ACCESS_CONTROL_ALLOW_METHODS, methods),
+                (
+                    header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                    HeaderValue::from_static("*"),
+                ),
+                (
+                    header::ACCESS_CONTROL_ALLOW_HEADERS,
+                    HeaderValue::from_static("authorization, content-type"),
+                ),
+            ],
+        )
+            .into_response();
+    }
+    let mut res = next.run(req).await;
+    res.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    let status = res.status();
+    // axum's own answers (405) become JSON errors too.
+    let pending = match res.extensions().get::<PendingError>() {
+        Some(p) => p.clone(),
+        None if status == StatusCode::METHOD_NOT_ALLOWED => PendingError {
+            code: "MethodNotAllowed",
+            message: format!("{method} is not allowed on {path}"),
+        },
+        None => return res,
+    };
+    if status.is_server_error() {
+        warn!("admin API {method} {path}: {status} {}", pending.message);
+    } else {
+        debug!("admin API {method} {path}: {status} {}", pending.message);
+    }
+    let body = ErrorBody {
+        code: pending.code.to_string(),
+        message: pending.message,
+        region: state.region.clone(),
+        path,
+    };
+    let mut out = (status, axum::Json(body)).into_response();
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        if let Some(allow) = res.headers().get(header::ALLOW) {
+            out.headers_mut().insert(header::ALLOW, allow.clone());
+        }
+    }
+    out.headers_mut().insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    out
+}
+
+/// Binds `addr` (`ip:port`, or the path of a Unix socket), so that a bad
+/// address stops startup, and returns the task serving the admin API
+/// until `must_exit`.
+pub async fn start(
+    addr: &str,
+    router: Router,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    if addr.starts_with('/') {
+        let path = std::path::Path::new(addr);
+        // A socket file left by a previous run would make the bind fail.
+        if std::fs::symlink_metadata(path)
+            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
+            .unwrap_or(false)
+        {
+            std::fs::remove_file(path)
+                .map_err(|e| anyhow::anyhow!("cannot remove the old socket {addr}: {e}"))?;
+        }
+        let listener = tokio::net::UnixListener::bind(path)
+            .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {addr}: {e}"))?;
+        info!("admin API listening on unix:{addr}");
+        return Ok(tokio::spawn(serve(listener, router, must_exit)));
+    }
+    let sock: SocketAddr = addr.parse().map_err(|_| {
+        anyhow::anyhow!("admin.api_bind_addr {addr:?} is not an ip:port or a socket path")
+    })?;
+    let listener = tokio::net::TcpListener::bind(sock)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {sock}: {e}"))?;
+    info!("admin API listening on http://{}", listener.local_addr()?);
+    // Small JSON answers: no Nagle delay.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            debug!("admin API: cannot set TCP_NODELAY: {e}");
+        }
+    });
+    Ok(tokio::spawn(serve(listener, router, must_exit)))
+}
+
+async fn serve<L>(listener: L, router: Router, mut must_exit: tokio::sync::watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let shutdown = async move {
+        while !*must_exit.borrow_and_update() {
+            if must_exit.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        warn!("admin API server stopped: {e}");
+    }
+}
