@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
@@ -24,12 +24,13 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{Body, HttpError, HttpResponse, S3Request, S3Response, S3Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::cors;
 use crate::ctx::Api;
 use crate::error::ApiError;
 use crate::s3::{GarageS3, KeyAuth};
+use crate::telemetry::{self, OpSlot, RecordOp};
 
 /// How long running requests get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -132,7 +133,37 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
     type Error = HttpError;
     type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        let slot = OpSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        let method = req.method().clone();
+        let request_id = telemetry::new_request_id();
+        let span = telemetry::request_span(
+            &method,
+            self.bucket_of.bucket(req.uri(), req.headers()).as_deref(),
+            &request_id,
+        );
+        let started = Instant::now();
+        let fut = self.call_inner(req).instrument(span.clone());
+        Box::pin(async move {
+            let mut res = fut.await;
+            let status = match &mut res {
+                Ok(resp) => {
+                    if let Ok(v) = HeaderValue::from_str(&request_id) {
+                        resp.headers_mut().insert("x-amz-request-id", v);
+                    }
+                    resp.status().as_u16()
+                }
+                Err(_) => 500,
+            };
+            telemetry::finish(&span, &slot.name(&method), status, started.elapsed());
+            res
+        })
+    }
+}
+
+impl CorsService {
+    fn call_inner(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         // An error answered before the request body was read (a refused
         // upload) closes the connection: the body's unread bytes must not
         // be taken for the next request on it.
@@ -154,9 +185,7 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
             Ok(resp)
         })
     }
-}
 
-impl CorsService {
     fn serve(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         let cross_origin = if req.method() == Method::OPTIONS {
             None
@@ -195,6 +224,7 @@ impl S3Server {
     ) -> Result<Self, String> {
         let mut b = S3ServiceBuilder::new(GarageS3(api.clone()));
         b.set_auth(KeyAuth(api.clone()));
+        b.set_access(RecordOp);
         if let Some(d) = root_domain {
             let d = d.trim_start_matches('.');
             let host =

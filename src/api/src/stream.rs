@@ -12,6 +12,7 @@ use garage_table::EmptyKey;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::ctx::Api;
 use crate::sse::{plain_size, SseKey};
@@ -36,7 +37,8 @@ pub fn object_body(
             tracing::warn!("GET of version {} stopped: {e}", version.short());
             let _ = tx.send(Err(std::io::Error::other(e))).await;
         }
-    });
+    }
+    .in_current_span());
     StreamingBlob::wrap(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 

@@ -49,6 +49,16 @@ pub struct NodeStats {
     pub block_rc_entries: usize,
     pub resync_queue: usize,
     pub resync_errors: usize,
+    /// Free space of the data and metadata volumes.
+    #[serde(default)]
+    pub data_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub metadata_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub health: Option<garage_rpc::system::health::ClusterHealth>,
+    /// Totals of the node's metric counters since it started, by name.
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, f64>,
 }
 
 pub struct AdminRpcHandler {
@@ -67,27 +77,13 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
         match msg {
             AdminRpc::Stats => {
                 let garage = self.garage.clone();
-                let res = tokio::task::spawn_blocking(move || {
-                    garage
-                        .tables
-                        .iter()
-                        .map(|t| t.stats())
-                        .collect::<Result<Vec<_>, _>>()
-                })
-                .await;
-                match res {
-                    Ok(Ok(tables)) => {
-                        let bm = &self.garage.block_manager;
-                        AdminRpc::StatsResponse(NodeStats {
-                            node: self.garage.system.id(),
-                            db_engine: self.garage.db.engine().to_string(),
-                            tables,
-                            block_rc_entries: bm.rc.rc.len().unwrap_or(0),
-                            resync_queue: bm.rc.resync_queue.len().unwrap_or(0),
-                            resync_errors: bm.resync_errors().map(|v| v.len()).unwrap_or(0),
-                        })
+                match tokio::task::spawn_blocking(move || crate::gauges::node_stats(&garage)).await
+                {
+                    Ok(Ok(mut stats)) => {
+                        stats.counters = crate::telemetry::counter_totals();
+                        AdminRpc::StatsResponse(stats)
                     }
-                    Ok(Err(e)) => AdminRpc::Error(format!("cannot read table statistics: {e}")),
+                    Ok(Err(e)) => AdminRpc::Error(e),
                     Err(e) => AdminRpc::Error(format!("statistics task failed: {e}")),
                 }
             }

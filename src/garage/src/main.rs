@@ -15,6 +15,8 @@ mod logging;
 mod rpc_addr;
 mod server;
 mod single;
+mod telemetry;
+mod gauges;
 
 use std::process::ExitCode;
 
@@ -23,11 +25,11 @@ use clap::Parser;
 use cli::{Command, Opt};
 
 fn init_logging(cmd: &Command) {
-    let default = match cmd {
-        Command::Server { .. } => "info",
-        _ => "warn",
+    let (default, traces) = match cmd {
+        Command::Server { .. } => ("info", true),
+        _ => ("warn", false),
     };
-    logging::init(default);
+    logging::init(default, traces);
 }
 
 fn run_admin(opt: &Opt) -> anyhow::Result<()> {

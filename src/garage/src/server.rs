@@ -65,16 +65,11 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let db = open_metadata(&config)?;
     prepare_data_dirs(&config)?;
     info!(
-        "web ({}) and admin ({}) listeners are not part of this version yet",
+        "the web listener ({}) is not part of this version yet",
         config
             .s3_web
             .as_ref()
             .map(|w| w.bind_addr.as_str())
-            .unwrap_or("not configured"),
-        config
-            .admin
-            .api_bind_addr
-            .as_deref()
             .unwrap_or("not configured"),
     );
     let builtin = matches!(loaded, Loaded::BuiltIn);
@@ -83,7 +78,8 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let metrics = crate::telemetry::install_metrics()?;
+    let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
         if builtin {
@@ -112,6 +108,13 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             )
             .run(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(crate::gauges::refresh_loop(
+            garage.clone(),
+            exit_rx.clone(),
+        )));
+        if let Some(t) = start_admin_http(&config, metrics, exit_rx.clone()).await? {
+            tasks.push(t);
+        }
         system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT)
@@ -159,9 +162,66 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
         drop(db);
-        info!("garage stopped");
         Ok(())
-    })
+    });
+    // Spans still buffered are sent before the process ends.
+    crate::telemetry::shutdown_traces();
+    info!("garage stopped");
+    res
+}
+
+/// The admin HTTP listener on `[admin] api_bind_addr`; in this version it
+/// serves `GET /metrics` only (the admin API router is merged here later).
+async fn start_admin_http(
+    config: &Config,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+    mut must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    let Some(addr) = &config.admin.api_bind_addr else {
+        info!(
+            "no admin.api_bind_addr in {}: /metrics is not served",
+            config.source
+        );
+        return Ok(None);
+    };
+    let token = config.admin.metrics_token.clone();
+    if token.is_none() && config.admin.metrics_require_token {
+        bail!(
+            "admin.metrics_require_token is true in {}, but no metrics_token is set \
+             (metrics_token, metrics_token_file or GARAGE_METRICS_TOKEN)",
+            config.source
+        );
+    }
+    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
+        format!(
+            "admin.api_bind_addr {addr:?} in {} is not an address:port",
+            config.source
+        )
+    })?;
+    let listener = tokio::net::TcpListener::bind(sock)
+        .await
+        .with_context(|| format!("cannot listen for the admin API on {sock}"))?;
+    info!(
+        "admin HTTP listening on http://{} (GET /metrics{})",
+        listener.local_addr()?,
+        if token.is_some() {
+            ", bearer metrics_token required"
+        } else {
+            ", no token"
+        }
+    );
+    let app = crate::telemetry::metrics_router(metrics, token);
+    Ok(Some(tokio::spawn(async move {
+        let stop = async move {
+            let _ = must_exit.wait_for(|v| *v).await;
+        };
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            error!("admin HTTP listener stopped: {e}");
+        }
+    })))
 }
 
 /// Binds the S3 listener and starts serving; returns its task and its
@@ -247,6 +307,10 @@ async fn start_cluster(
     )?;
     let id = netapp.id();
     crate::logging::set_node(id.short());
+    if let Some(sink) = &config.admin.trace_sink {
+        crate::telemetry::start_traces(sink, &id.to_string())
+            .with_context(|| format!("admin.trace_sink in {}", config.source))?;
+    }
     let layout = system.layout();
     info!(
         "node id {id}; cluster layout version {} with {} node(s)",

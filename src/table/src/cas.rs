@@ -40,7 +40,7 @@ use garage_rpc::system::System;
 use garage_util::data::{blake2sum, gen_uuid, Hash};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
-use tracing::debug;
+use tracing::{debug, Instrument};
 
 use crate::error::{Error, Result};
 
@@ -327,7 +327,8 @@ impl CasRegisters {
                     r = endpoint.call(&node, decode(), Priority::High).await;
                 }
                 (node, r)
-            }));
+            }
+            .in_current_span()));
         }
         let mut res = PhaseResult {
             asked: nodes.len(),

@@ -71,6 +71,66 @@ fn print_stats(stats: &NodeStats) {
     );
     println!("  resync queue length: {}", stats.resync_queue);
     println!("  blocks with resync errors: {}", stats.resync_errors);
+    let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
+        Some(f) => format!(
+            "{} free of {}",
+            bytesize::ByteSize::b(f.available).display().si(),
+            bytesize::ByteSize::b(f.total).display().si()
+        ),
+        None => "unknown".into(),
+    };
+    println!();
+    println!("Storage:");
+    println!("  data: {}", space(&stats.data_space));
+    println!("  metadata: {}", space(&stats.metadata_space));
+    if let Some(h) = &stats.health {
+        println!();
+        print_health(h);
+    }
+    if !stats.counters.is_empty() {
+        // The same counters `/metrics` shows, summed over their labels.
+        let c = |name: &str| stats.counters.get(name).copied().unwrap_or(0.0) as u64;
+        println!();
+        println!("Since this node started (the counters of /metrics):");
+        println!(
+            "  S3 requests: {} ({} errors)",
+            c("api_s3_requests_total"),
+            c("api_s3_errors_total")
+        );
+        println!(
+            "  RPC calls: {} ({} timeouts, {} communication errors)",
+            c("rpc_requests_total"),
+            c("rpc_timeouts_total"),
+            c("rpc_netapp_errors_total")
+        );
+        println!(
+            "  quorum failures: {} table, {} block",
+            c("table_quorum_errors_total"),
+            c("block_quorum_errors_total")
+        );
+        println!(
+            "  block bytes read: {}, written: {}",
+            c("block_bytes_read_total"),
+            c("block_bytes_written_total")
+        );
+        println!(
+            "  table entries sent by sync: {}",
+            c("table_sync_items_sent_total")
+        );
+    }
+}
+
+/// The cluster health lines of `garage stats` and `garage status`.
+pub fn print_health(h: &garage_rpc::system::health::ClusterHealth) {
+    println!("Cluster health: {}", h.status);
+    println!(
+        "  nodes: {} connected of {} known; storage nodes: {} of {} up",
+        h.connected_nodes, h.known_nodes, h.storage_nodes_up, h.storage_nodes
+    );
+    println!(
+        "  partitions: {} with quorum, {} with all nodes up, of {}",
+        h.partitions_quorum, h.partitions_all_ok, h.partitions
+    );
 }
 
 pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {
