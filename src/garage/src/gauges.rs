@@ -61,7 +61,7 @@ pub fn publish(g: &Garage, s: &NodeStats) {
     for (volume, space) in [("data", &s.data_space), ("metadata", &s.metadata_space)] {
         if let Some(f) = space {
             gauge!("garage_local_disk_avail", "volume" => volume).set(f.available as f64);
-            gauge!("garage_local_disk_total", "volume" => volume).set(f.total as f64);
+            gauge!("garage_local_disk_capacity", "volume" => volume).set(f.total as f64);
         }
     }
     gauge!("garage_replication_factor").set(g.system.replication_factor() as f64);

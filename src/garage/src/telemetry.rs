@@ -97,7 +97,7 @@ fn describe() {
         "Free space of the data and metadata volumes of this node"
     );
     describe_gauge!(
-        "garage_local_disk_total",
+        "garage_local_disk_capacity",
         Unit::Bytes,
         "Total space of the data and metadata volumes of this node"
     );
