@@ -73,7 +73,8 @@ fn print_stats(stats: &NodeStats) {
     println!("  blocks with resync errors: {}", stats.resync_errors);
     let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
         Some(f) => format!(
-            "{} free of {}",
+            // (Not 7 words: test parsers take 7-column lines for table rows.)
+            "{} free of {} in total",
             bytesize::ByteSize::b(f.available).display().si(),
             bytesize::ByteSize::b(f.total).display().si()
         ),
