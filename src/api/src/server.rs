@@ -68,6 +68,23 @@ impl BucketOf {
     }
 
     fn bucket(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+        self.path(uri, headers)?
+            .get_bucket_name()
+            .map(String::from)
+    }
+
+    /// The bucket and whether the request is on the service, a bucket or
+    /// an object (for span names).
+    fn target(&self, uri: &Uri, headers: &HeaderMap) -> (Option<String>, &'static str) {
+        match self.path(uri, headers) {
+            Some(s3s::path::S3Path::Root) => (None, "service"),
+            Some(s3s::path::S3Path::Bucket { bucket }) => (Some(bucket.into()), "bucket"),
+            Some(s3s::path::S3Path::Object { bucket, .. }) => (Some(bucket.into()), "object"),
+            None => (None, "request"),
+        }
+    }
+
+    fn path(&self, uri: &Uri, headers: &HeaderMap) -> Option<s3s::path::S3Path> {
         let path = percent_encoding::percent_decode_str(uri.path())
             .decode_utf8()
             .ok()?;
@@ -84,7 +101,7 @@ impl BucketOf {
             }
             _ => s3s::path::parse_path_style(&path),
         };
-        parsed.ok()?.get_bucket_name().map(String::from)
+        parsed.ok()
     }
 }
 
@@ -138,11 +155,8 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
         req.extensions_mut().insert(slot.clone());
         let method = req.method().clone();
         let request_id = telemetry::new_request_id();
-        let span = telemetry::request_span(
-            &method,
-            self.bucket_of.bucket(req.uri(), req.headers()).as_deref(),
-            &request_id,
-        );
+        let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
+        let span = telemetry::request_span(&method, kind, bucket.as_deref(), &request_id);
         let started = Instant::now();
         let fut = self.call_inner(req).instrument(span.clone());
         Box::pin(async move {

@@ -67,12 +67,19 @@ pub fn new_request_id() -> String {
     )
 }
 
-/// The span of one S3 request; its operation and status are filled in by
-/// [`finish`].
-pub fn request_span(method: &hyper::Method, bucket: Option<&str>, request_id: &str) -> Span {
+/// The span of one S3 request, named `S3 <method> <service|bucket|object>`;
+/// its operation and status are filled in by [`finish`]. (The operation
+/// cannot be in the name: s3s routes after the signature check, whose key
+/// lookup already starts child spans, and a started span keeps its name.)
+pub fn request_span(
+    method: &hyper::Method,
+    kind: &str,
+    bucket: Option<&str>,
+    request_id: &str,
+) -> Span {
     tracing::debug_span!(
         "s3_request",
-        otel.name = "S3 request",
+        otel.name = format!("S3 {method} {kind}"),
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
         http.request.method = %method,
@@ -87,7 +94,6 @@ pub fn request_span(method: &hyper::Method, bucket: Option<&str>, request_id: &s
 /// body may still be flowing) and completes its span.
 pub fn finish(span: &Span, op: &str, status: u16, took: Duration) {
     let op = op.to_string();
-    span.record("otel.name", format!("S3 {op}"));
     span.record("s3.operation", op.as_str());
     span.record("http.response.status_code", status);
     metrics::counter!("api_s3_requests_total", "api_endpoint" => op.clone()).increment(1);

@@ -157,7 +157,10 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
     let start = Instant::now();
     loop {
         let all = spans.lock().unwrap().clone();
-        let put = all.iter().find(|s| s.name == "S3 PutObject");
+        let put = all.iter().find(|s| {
+            s.name == "S3 PUT object"
+                && s.attrs.get("s3.operation").map(String::as_str) == Some("PutObject")
+        });
         if let Some(put) = put {
             let rpcs: Vec<&Got> = all
                 .iter()
