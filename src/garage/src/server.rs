@@ -243,6 +243,235 @@ async fn start_admin_http(
     })))
 }
 
+/// Binds the S3 listener and starts serving; returns its task and its
+/// endpoint URL.
+async fn start_s3(
+    config: &Config,
+    garage: &Arc<Garage>,
+    addr: &str,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(tokio::task::JoinHandle<()>, String)> {
+    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
+        format!(
+            "s3_api.api_bind_addr {addr:?} in {} is not an address:port",
+            config.source
+        )
+    })?;
+    let api = s3_api(config, garage);
+    let server = garage_api::S3Server::bind(api, sock, config.s3_api.root_domain.as_deref())
+        .await
+        .map_err(|e| anyhow::anyhow!("{e} (s3_api.api_bind_addr in {})", config.source))?;
+    let local = server.local_addr()?;
+    let endpoint = format!("http://{local}");
+    info!(
+        "S3 API listening on {endpoint} (region {})",
+        config.s3_api.s3_region
+    );
+    Ok((tokio::spawn(server.run(must_exit)), endpoint))
+}
+
+/// The S3 operations over this node's tables (for the S3 listener and the
+/// lifecycle worker).
+fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
+    garage_api::Api::new(
+        garage.metadata(),
+        garage.object_table.clone(),
+        garage.version_table.clone(),
+        garage.block_ref_table.clone(),
+        garage.mpu_table.clone(),
+        garage.block_manager.clone(),
+        garage.cas_registers.clone(),
+        config.s3_api.s3_region.clone(),
+    )
+}
+
+/// Starts the RPC listener and the membership loops; returns the system
+/// and their tasks.
+async fn start_cluster(
+    config: &Config,
+    must_exit: tokio::sync::watch::Receiver<bool>,
+) -> anyhow::Result<(Arc<System>, Vec<tokio::task::JoinHandle<()>>)> {
+    let node_key = garage_net::NodeKey::load_or_generate(&config.metadata_dir)
+        .with_context(|| format!("node key in {}", config.metadata_dir.display()))?;
+    let secret = config
+        .rpc_secret
+        .as_deref()
+        .expect("ensure_rpc_secret ran before");
+    let network_key =
+        garage_net::NetworkKey::from_hex(secret).map_err(|e| anyhow::anyhow!("rpc_secret: {e}"))?;
+    let mut net_config = garage_net::NetConfig::default();
+    if let Some(ms) = config.rpc_timeout_msec {
+        net_config.rpc_timeout = Duration::from_millis(ms);
+    }
+    if config.rpc_bind_outgoing {
+        net_config.bind_outgoing = Some(config.rpc_bind_addr.ip());
+    }
+    let netapp = garage_net::NetApp::new(network_key, node_key, net_config);
+    let public = crate::rpc_addr::public_addr(config)?;
+    let system = garage_rpc::system::System::new(
+        netapp.clone(),
+        garage_rpc::system::SystemConfig {
+            replication_factor: config.replication_factor,
+            metadata_dir: config.metadata_dir.clone(),
+            data_dirs: config
+                .data_dir
+                .paths()
+                .iter()
+                .map(|p| p.to_path_buf())
+                .collect(),
+            rpc_public_addr: public,
+            bootstrap_peers: config.bootstrap_peers.clone(),
+            consistency_mode: config.consistency_mode,
+        },
+    )?;
+    let id = netapp.id();
+    crate::logging::set_node(id.short());
+    if let Some(sink) = &config.admin.trace_sink {
+        crate::telemetry::start_traces(sink, &id.to_string())
+            .with_context(|| format!("admin.trace_sink in {}", config.source))?;
+    }
+    let layout = system.layout();
+    info!(
+        "node id {id}; cluster layout version {} with {} node(s)",
+        layout.current().version,
+        layout.current().roles.len()
+    );
+    match public {
+        Some(a) => info!("other nodes reach this one as {id}@{a}"),
+        None => warn!(
+            "rpc_bind_addr {} is not a specific address and rpc_public_addr is not set: \
+             set rpc_public_addr so that other nodes can reach this one",
+            config.rpc_bind_addr
+        ),
+    }
+    let bind = config.rpc_bind_addr;
+    // Bind before saying we run, so that a failure to bind stops startup.
+    let listener = netapp.clone().bind(bind).await.with_context(|| {
+        format!("cannot listen for RPC on rpc_bind_addr {bind} (is another garage running?)")
+    })?;
+    let listen_task = tokio::spawn({
+        let must_exit = must_exit.clone();
+        async move {
+            if let Err(e) = listener.run(must_exit).await {
+                error!("RPC listener stopped: {e}");
+            }
+        }
+    });
+    let system_task = tokio::spawn(system.clone().run(must_exit));
+    Ok((system, vec![listen_task, system_task]))
+}
+
+fn open_metadata(config: &Config) -> anyhow::Result<Db> {
+    std::fs::create_dir_all(&config.metadata_dir).with_context(|| {
+        format!(
+            "cannot create metadata_dir {}",
+            config.metadata_dir.display()
+        )
+    })?;
+    let path = config.db_path();
+    let existed = path.exists();
+    let db = garage_db::open(
+        config.db_engine,
+        &path,
+        &garage_db::OpenOptions {
+            fsync: config.metadata_fsync,
+            lmdb_map_size: config.lmdb_map_size(),
+            create: true,
+        },
+    )
+    .with_context(|| {
+        format!(
+            "cannot open the {} metadata database at {}",
+            config.db_engine,
+            path.display()
+        )
+    })?;
+    check_format(&db, &path)?;
+    info!(
+        "metadata: {} database at {} ({}, metadata_fsync = {})",
+        config.db_engine,
+        path.display(),
+        if existed { "existing" } else { "new" },
+        config.metadata_fsync
+    );
+    if !existed {
+        for other in garage_db::Engine::ALL {
+            let other_path = other.db_path(&config.metadata_dir);
+            if other != config.db_engine && other_path.exists() {
+                warn!(
+                    "{} holds a {other} database, but db_engine is {}: convert it with \
+                     `garage convert-db -a {other} -i {} -b {} -o {}` (with garage stopped) \
+                     if this node's metadata is there",
+                    config.metadata_dir.display(),
+                    config.db_engine,
+                    other_path.display(),
+                    config.db_engine,
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(db)
+}
+
+fn check_format(db: &Db, path: &Path) -> anyhow::Result<()> {
+    let meta = db.open_tree(META_TREE)?;
+    match meta.get(FORMAT_KEY)? {
+        None => meta.insert(FORMAT_KEY, DB_FORMAT_VERSION.to_be_bytes())?,
+        Some(v) => {
+            let v = <[u8; 8]>::try_from(v.as_slice())
+                .map(u64::from_be_bytes)
+                .map_err(|_| anyhow::anyhow!("corrupt format version in {}", path.display()))?;
+            if v > DB_FORMAT_VERSION {
+                bail!(
+                    "the metadata database at {} has format version {v}, written by a newer garage; \
+                     this binary reads version {DB_FORMAT_VERSION} and older: upgrade garage",
+                    path.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn prepare_data_dirs(config: &Config) -> anyhow::Result<()> {
+    let dirs: Vec<(PathBuf, String)> = match &config.data_dir {
+        DataDirs::Single(p) => vec![(p.clone(), "all data".into())],
+        DataDirs::Multiple(v) => v
+            .iter()
+            .map(|d| {
+                let what = match d.state {
+                    DataDirState::Active { capacity } => {
+                        format!(
+                            "capacity {}",
+                            bytesize::ByteSize::b(capacity).display().iec()
+                        )
+                    }
+                    DataDirState::ReadOnly => "read-only".into(),
+                };
+                (d.path.clone(), what)
+            })
+            .collect(),
+    };
+    for (path, what) in dirs {
+        if what != "read-only" {
+            std::fs::create_dir_all(&path)
+                .with_context(|| format!("cannot create data_dir {}", path.display()))?;
+        } else if !path.is_dir() {
+            bail!(
+                "data_dir {} is marked read_only but does not exist",
+                path.display()
+            );
+        }
+        info!(
+            "data: {} ({what}, data_fsync = {})",
+            path.display(),
+            config.data_fsync
+        );
+    }
+    Ok(())
+}
+
 /// Takes a snapshot of the metadata database into a new timestamped
 /// directory under `dir`, then removes all but the newest ones.
 pub fn snapshot_metadata(db: &Db, dir: &Path) -> anyhow::Result<PathBuf> {
