@@ -200,9 +200,11 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     let dir = c.nodes[0].dir.clone();
     aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://metrics-bucket"]);
     s3_traffic(&key, &ep, &dir, "metrics-bucket", 3);
-    // A 2 MB object: block writes and reads.
+    // A 2 MB object of random bytes (so that compression keeps its size):
+    // block writes and reads.
     let big = dir.join("big");
-    std::fs::write(&big, vec![7u8; 2_000_000]).unwrap();
+    let random: Vec<u8> = (0..2_000_000).map(|_| rand::random::<u8>()).collect();
+    std::fs::write(&big, random).unwrap();
     aws_ok(&key, &ep, &dir, &["s3", "cp", big.to_str().unwrap(), "s3://metrics-bucket/big"]);
     aws_ok(&key, &ep, &dir, &["s3", "cp", "s3://metrics-bucket/big", dir.join("big2").to_str().unwrap()]);
 
