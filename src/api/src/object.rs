@@ -161,9 +161,7 @@ impl Api {
             }],
         );
         let objects = self.objects.clone();
-        let mark = tokio::spawn(
-            async move { objects.insert(&uploading).await }.in_current_span(),
-        );
+        let mark = tokio::spawn(async move { objects.insert(&uploading).await }.in_current_span());
         let backlink = VersionBacklink::Object {
             bucket_id: bucket,
             key: key.to_string(),

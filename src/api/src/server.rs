@@ -68,9 +68,7 @@ impl BucketOf {
     }
 
     fn bucket(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
-        self.path(uri, headers)?
-            .get_bucket_name()
-            .map(String::from)
+        self.path(uri, headers)?.get_bucket_name().map(String::from)
     }
 
     /// The bucket and whether the request is on the service, a bucket or
@@ -177,7 +175,10 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
 }
 
 impl CorsService {
-    fn call_inner(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
+    fn call_inner(
+        &self,
+        req: Request<Incoming>,
+    ) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         // An error answered before the request body was read (a refused
         // upload) closes the connection: the body's unread bytes must not
         // be taken for the next request on it.

@@ -222,35 +222,37 @@ impl BlockManager {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
             let (compressed, bytes) = (block.is_compressed(), block.bytes().clone());
-            pending.push(tokio::spawn(async move {
-                system.ensure_connected(&node).await;
-                let mut r = endpoint
-                    .call_streaming(
-                        &node,
-                        BlockRpc::PutBlock { hash, compressed },
-                        Some(body_of(bytes.clone())),
-                        Priority::Background,
-                    )
-                    .await;
-                // A connection replaced under the call (both sides dialed at
-                // once) or not yet up: one more try (writes are idempotent).
-                if matches!(
-                    r,
-                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
-                ) {
+            pending.push(tokio::spawn(
+                async move {
                     system.ensure_connected(&node).await;
-                    r = endpoint
+                    let mut r = endpoint
                         .call_streaming(
                             &node,
                             BlockRpc::PutBlock { hash, compressed },
-                            Some(body_of(bytes)),
+                            Some(body_of(bytes.clone())),
                             Priority::Background,
                         )
                         .await;
+                    // A connection replaced under the call (both sides dialed at
+                    // once) or not yet up: one more try (writes are idempotent).
+                    if matches!(
+                        r,
+                        Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                    ) {
+                        system.ensure_connected(&node).await;
+                        r = endpoint
+                            .call_streaming(
+                                &node,
+                                BlockRpc::PutBlock { hash, compressed },
+                                Some(body_of(bytes)),
+                                Priority::Background,
+                            )
+                            .await;
+                    }
+                    (node, r)
                 }
-                (node, r)
-            }
-            .in_current_span()));
+                .in_current_span(),
+            ));
         }
         let mut ok: Vec<NodeId> = Vec::new();
         let mut errors = Vec::new();

@@ -82,10 +82,11 @@ impl BlockStore {
             Ok(b) => Ok(Some({
                 metrics::counter!("block_bytes_read_total").increment(b.len() as u64);
                 if compressed {
-                DataBlock::Compressed(Bytes::from(b))
-            } else {
-                DataBlock::Plain(Bytes::from(b))
-            }})),
+                    DataBlock::Compressed(Bytes::from(b))
+                } else {
+                    DataBlock::Plain(Bytes::from(b))
+                }
+            })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(&path)(e)),
         }

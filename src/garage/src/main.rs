@@ -10,13 +10,13 @@ mod admin_rpc;
 mod cli;
 mod convert_db;
 mod garage;
+mod gauges;
 mod load_config;
 mod logging;
 mod rpc_addr;
 mod server;
 mod single;
 mod telemetry;
-mod gauges;
 
 use std::process::ExitCode;
 

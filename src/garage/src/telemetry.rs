@@ -76,11 +76,7 @@ pub fn counter_totals() -> std::collections::BTreeMap<String, f64> {
         if !counters.contains(&name) {
             continue;
         }
-        if let Some(v) = line
-            .rsplit(' ')
-            .next()
-            .and_then(|v| v.parse::<f64>().ok())
-        {
+        if let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
             *totals.entry(name.to_string()).or_insert(0.0) += v;
         }
     }
@@ -89,8 +85,14 @@ pub fn counter_totals() -> std::collections::BTreeMap<String, f64> {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_gauge!("garage_build_info", "Version of garage running on this node (value 1)");
-    describe_gauge!("garage_replication_factor", "Replication factor of the cluster");
+    describe_gauge!(
+        "garage_build_info",
+        "Version of garage running on this node (value 1)"
+    );
+    describe_gauge!(
+        "garage_replication_factor",
+        "Replication factor of the cluster"
+    );
     describe_gauge!(
         "garage_local_disk_avail",
         Unit::Bytes,
@@ -102,7 +104,10 @@ fn describe() {
         "Total space of the data and metadata volumes of this node"
     );
     // S3 and web requests.
-    describe_counter!("api_s3_requests_total", "S3 requests received, by operation");
+    describe_counter!(
+        "api_s3_requests_total",
+        "S3 requests received, by operation"
+    );
     describe_counter!(
         "api_s3_errors_total",
         "S3 requests answered with an error status, by operation and status"
@@ -139,8 +144,14 @@ fn describe() {
         "RPC calls the remote node could not handle (no handler, undecodable message)"
     );
     // Tables.
-    describe_gauge!("table_size", "Entries in this node's copy of a table, tombstones included");
-    describe_gauge!("table_merkle_tree_size", "Nodes of a table's Merkle tree on this node");
+    describe_gauge!(
+        "table_size",
+        "Entries in this node's copy of a table, tombstones included"
+    );
+    describe_gauge!(
+        "table_merkle_tree_size",
+        "Nodes of a table's Merkle tree on this node"
+    );
     describe_gauge!(
         "table_merkle_updater_todo_queue_length",
         "Entry changes not yet applied to a table's Merkle tree"
@@ -166,8 +177,14 @@ fn describe() {
         "Table reads and writes that did not reach their quorum"
     );
     // Blocks.
-    describe_gauge!("block_rc_entries", "Blocks with a reference count on this node");
-    describe_gauge!("block_resync_queue_length", "Blocks waiting in the resync queue");
+    describe_gauge!(
+        "block_rc_entries",
+        "Blocks with a reference count on this node"
+    );
+    describe_gauge!(
+        "block_resync_queue_length",
+        "Blocks waiting in the resync queue"
+    );
     describe_gauge!(
         "block_resync_errored_blocks",
         "Blocks whose last resync attempt failed"
@@ -199,14 +216,26 @@ fn describe() {
         "cluster_available",
         "Whether every partition has a write quorum of answering nodes (0 or 1)"
     );
-    describe_gauge!("cluster_connected_nodes", "Nodes that answer, this one included");
-    describe_gauge!("cluster_known_nodes", "Nodes this one knows of, itself included");
+    describe_gauge!(
+        "cluster_connected_nodes",
+        "Nodes that answer, this one included"
+    );
+    describe_gauge!(
+        "cluster_known_nodes",
+        "Nodes this one knows of, itself included"
+    );
     describe_gauge!(
         "cluster_layout_node_connected",
         "Whether each node of the layout answers (0 or 1)"
     );
-    describe_gauge!("cluster_storage_nodes", "Storage nodes in the current layout");
-    describe_gauge!("cluster_storage_nodes_ok", "Storage nodes of the layout that answer");
+    describe_gauge!(
+        "cluster_storage_nodes",
+        "Storage nodes in the current layout"
+    );
+    describe_gauge!(
+        "cluster_storage_nodes_ok",
+        "Storage nodes of the layout that answer"
+    );
     describe_gauge!("cluster_partitions", "Partitions of the layout");
     describe_gauge!(
         "cluster_partitions_quorum",
@@ -259,7 +288,10 @@ async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) 
         }
     }
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         access.handle.render(),
     )
         .into_response()
@@ -269,7 +301,8 @@ async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) 
 
 /// Whether spans are exported (set once the exporter runs).
 static TRACING_ON: AtomicBool = AtomicBool::new(false);
-type OtelLayer = tracing_opentelemetry::OpenTelemetryLayer<Registry, opentelemetry_sdk::trace::Tracer>;
+type OtelLayer =
+    tracing_opentelemetry::OpenTelemetryLayer<Registry, opentelemetry_sdk::trace::Tracer>;
 static OTEL: OnceLock<OtelLayer> = OnceLock::new();
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 

@@ -181,7 +181,12 @@ fn s3_traffic(key: &(String, String), ep: &str, dir: &Path, bucket: &str, n: usi
             key,
             ep,
             dir,
-            &["s3", "cp", f.to_str().unwrap(), &format!("s3://{bucket}/obj{i}")],
+            &[
+                "s3",
+                "cp",
+                f.to_str().unwrap(),
+                &format!("s3://{bucket}/obj{i}"),
+            ],
         );
     }
     aws_ok(key, ep, dir, &["s3", "ls", &format!("s3://{bucket}")]);
@@ -205,8 +210,23 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     let big = dir.join("big");
     let random: Vec<u8> = (0..2_000_000).map(|_| rand::random::<u8>()).collect();
     std::fs::write(&big, random).unwrap();
-    aws_ok(&key, &ep, &dir, &["s3", "cp", big.to_str().unwrap(), "s3://metrics-bucket/big"]);
-    aws_ok(&key, &ep, &dir, &["s3", "cp", "s3://metrics-bucket/big", dir.join("big2").to_str().unwrap()]);
+    aws_ok(
+        &key,
+        &ep,
+        &dir,
+        &["s3", "cp", big.to_str().unwrap(), "s3://metrics-bucket/big"],
+    );
+    aws_ok(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3",
+            "cp",
+            "s3://metrics-bucket/big",
+            dir.join("big2").to_str().unwrap(),
+        ],
+    );
 
     // The token: none, wrong, right.
     let url = format!("http://{admin}/metrics");
@@ -241,11 +261,32 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     ] {
         assert!(text.contains(name), "no {name} in /metrics:\n{text}");
     }
-    assert_eq!(sum_of(&text, "api_s3_requests_total{api_endpoint=\"PutObject\"}"), 4.0);
-    assert!(sum_of(&text, "block_bytes_written_total") >= 2_000_000.0, "{text}");
-    assert!(sum_of(&text, "block_bytes_read_total") >= 2_000_000.0, "{text}");
+    assert_eq!(
+        sum_of(&text, "api_s3_requests_total{api_endpoint=\"PutObject\"}"),
+        4.0
+    );
+    assert!(
+        sum_of(&text, "block_bytes_written_total") >= 2_000_000.0,
+        "{text}"
+    );
+    assert!(
+        sum_of(&text, "block_bytes_read_total") >= 2_000_000.0,
+        "{text}"
+    );
     // An S3 error is counted by operation and status.
-    let o = common::s3::aws(&key, &ep, &dir, &["s3api", "head-object", "--bucket", "metrics-bucket", "--key", "missing"]);
+    let o = common::s3::aws(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3api",
+            "head-object",
+            "--bucket",
+            "metrics-bucket",
+            "--key",
+            "missing",
+        ],
+    );
     assert!(!o.status.success());
     let (_, text) = http_get(&url, Some(TOKEN));
     assert!(
@@ -288,7 +329,9 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     let q = "sum(api_s3_requests_total)";
     let mut before = 0.0;
     wait_until("Prometheus has the request counter", DEADLINE, || {
-        prom.query(q).inspect(|v| before = *v).is_some_and(|v| v > 0.0)
+        prom.query(q)
+            .inspect(|v| before = *v)
+            .is_some_and(|v| v > 0.0)
     });
     s3_traffic(&key, &ep, &dir, "metrics-bucket", 3);
     wait_until("the scraped request counter rises", DEADLINE, || {
@@ -303,7 +346,10 @@ fn three_node_cluster_metrics_show_peers() {
     let admin = enable_admin(&c, 0, "");
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&common::stdout(&c.garage(0, &["status"]))).0.len() == 3
+        parse_status(&common::stdout(&c.garage(0, &["status"])))
+            .0
+            .len()
+            == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "metrics3");
@@ -314,18 +360,24 @@ fn three_node_cluster_metrics_show_peers() {
 
     let url = format!("http://{admin}/metrics");
     let mut text = String::new();
-    wait_until("cluster gauges of a healthy 3-node cluster", DEADLINE, || {
-        let (code, body) = http_get(&url, None);
-        assert_eq!(code, 200, "no token configured: open access");
-        text = body;
-        text.contains("\ncluster_connected_nodes 3") && text.contains("\ncluster_healthy 1")
-    });
+    wait_until(
+        "cluster gauges of a healthy 3-node cluster",
+        DEADLINE,
+        || {
+            let (code, body) = http_get(&url, None);
+            assert_eq!(code, 200, "no token configured: open access");
+            text = body;
+            text.contains("\ncluster_connected_nodes 3") && text.contains("\ncluster_healthy 1")
+        },
+    );
     promtool_check(&text);
     // RPCs to each of the two other nodes are counted under their ids.
     for i in 1..3 {
         let short = &c.nodes[i].id()[..16];
         assert!(
-            text.contains(&format!("rpc_requests_total{{rpc_endpoint=\"garage_table/object\",to=\"{short}\"}}")),
+            text.contains(&format!(
+                "rpc_requests_total{{rpc_endpoint=\"garage_table/object\",to=\"{short}\"}}"
+            )),
             "no object-table RPCs to node {i} ({short}):\n{text}"
         );
     }

@@ -142,7 +142,9 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
         std::fs::write(&n.config, text).unwrap();
     }
     c.start_all();
-    c.nodes[0].proc().wait_log("exporting traces over OTLP/HTTP");
+    c.nodes[0]
+        .proc()
+        .wait_log("exporting traces over OTLP/HTTP");
     c.apply_layout(&["dc1"], "1G");
     let key = make_key(&c, "traces");
     let ep = endpoint(&c, 0);
@@ -151,7 +153,21 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
     // Larger than the inline limit: a block is written too.
     let f = dir.join("obj");
     std::fs::write(&f, vec![3u8; 100_000]).unwrap();
-    aws_ok(&key, &ep, &dir, &["s3api", "put-object", "--bucket", "traced", "--key", "obj", "--body", f.to_str().unwrap()]);
+    aws_ok(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "traced",
+            "--key",
+            "obj",
+            "--body",
+            f.to_str().unwrap(),
+        ],
+    );
 
     let node_id = c.nodes[0].id().to_string();
     let start = Instant::now();
@@ -173,14 +189,25 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
             let has = |n: &str| rpcs.iter().any(|s| s.name == n);
             if has("RPC garage_table/object") && has("RPC garage_block/manager") {
                 assert!(put.parent.is_empty(), "the S3 request span is the root");
-                assert_eq!(put.attrs.get("s3.operation").map(String::as_str), Some("PutObject"));
-                assert_eq!(put.attrs.get("s3.bucket").map(String::as_str), Some("traced"));
                 assert_eq!(
-                    put.attrs.get("http.response.status_code").map(String::as_str),
+                    put.attrs.get("s3.operation").map(String::as_str),
+                    Some("PutObject")
+                );
+                assert_eq!(
+                    put.attrs.get("s3.bucket").map(String::as_str),
+                    Some("traced")
+                );
+                assert_eq!(
+                    put.attrs
+                        .get("http.response.status_code")
+                        .map(String::as_str),
                     Some("200")
                 );
                 assert_eq!(put.attrs.get("s3.request_id").map(|s| s.len()), Some(16));
-                assert_eq!(put.resource.get("service.name").map(String::as_str), Some("garage"));
+                assert_eq!(
+                    put.resource.get("service.name").map(String::as_str),
+                    Some("garage")
+                );
                 assert_eq!(put.resource.get("garage.node_id"), Some(&node_id));
                 // The block write nests the block RPC; the table write the
                 // table RPC.
@@ -189,9 +216,11 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
                     .find(|s| s.trace_id == put.trace_id && s.name == "block put")
                     .expect("a block put span");
                 assert!(descends_from(&all, block_put, put));
-                assert!(rpcs
-                    .iter()
-                    .any(|r| r.name == "RPC garage_block/manager" && r.parent == block_put.span_id));
+                assert!(
+                    rpcs.iter()
+                        .any(|r| r.name == "RPC garage_block/manager"
+                            && r.parent == block_put.span_id)
+                );
                 break;
             }
         }
@@ -199,7 +228,12 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
             start.elapsed() < DEADLINE,
             "no PutObject trace with table and block RPC child spans; spans received:\n{}",
             all.iter()
-                .map(|s| format!("{} trace={} parent={}", s.name, hex(&s.trace_id), hex(&s.parent)))
+                .map(|s| format!(
+                    "{} trace={} parent={}",
+                    s.name,
+                    hex(&s.trace_id),
+                    hex(&s.parent)
+                ))
                 .collect::<Vec<_>>()
                 .join("\n")
         );

@@ -100,7 +100,10 @@ impl<F: TableSchema> Table<F> {
             entries = entries.len(),
             otel.status_code = tracing::field::Empty,
         );
-        let res = self.insert_many_inner(entries).instrument(span.clone()).await;
+        let res = self
+            .insert_many_inner(entries)
+            .instrument(span.clone())
+            .await;
         if res.is_err() {
             span.record("otel.status_code", "ERROR");
             metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "write")
@@ -140,25 +143,27 @@ impl<F: TableSchema> Table<F> {
         for (node, batch) in per_node {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
-            let handle = tokio::spawn(async move {
-                system.ensure_connected(&node).await;
-                let mut r = endpoint
-                    .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
-                    .await;
-                // A connection replaced under the call (both sides dialed at
-                // once) or not yet up: one more try on the new connection.
-                if matches!(
-                    r,
-                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
-                ) {
+            let handle = tokio::spawn(
+                async move {
                     system.ensure_connected(&node).await;
-                    r = endpoint
-                        .call(&node, TableRpc::Update(batch), Priority::Normal)
+                    let mut r = endpoint
+                        .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
                         .await;
+                    // A connection replaced under the call (both sides dialed at
+                    // once) or not yet up: one more try on the new connection.
+                    if matches!(
+                        r,
+                        Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                    ) {
+                        system.ensure_connected(&node).await;
+                        r = endpoint
+                            .call(&node, TableRpc::Update(batch), Priority::Normal)
+                            .await;
+                    }
+                    (node, r)
                 }
-                (node, r)
-            }
-            .in_current_span());
+                .in_current_span(),
+            );
             pending.push(handle);
         }
         let mut ok: Vec<NodeId> = Vec::new();
@@ -223,7 +228,10 @@ impl<F: TableSchema> Table<F> {
             table = F::TABLE_NAME,
             otel.status_code = tracing::field::Empty,
         );
-        let res = self.quorum_read_inner(p, msg, extract).instrument(span.clone()).await;
+        let res = self
+            .quorum_read_inner(p, msg, extract)
+            .instrument(span.clone())
+            .await;
         if res.is_err() {
             span.record("otel.status_code", "ERROR");
             metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "read")
@@ -314,20 +322,22 @@ impl<F: TableSchema> Table<F> {
         for node in nodes {
             let endpoint = self.endpoint.clone();
             let batch = batch.clone();
-            tokio::spawn(async move {
-                debug!(
-                    table = F::TABLE_NAME,
-                    "read repair of {} entries on {node:?}",
-                    batch.len()
-                );
-                if let Err(e) = endpoint
-                    .call(&node, TableRpc::Update(batch), Priority::Normal)
-                    .await
-                {
-                    debug!(table = F::TABLE_NAME, "read repair on {node:?} failed: {e}");
+            tokio::spawn(
+                async move {
+                    debug!(
+                        table = F::TABLE_NAME,
+                        "read repair of {} entries on {node:?}",
+                        batch.len()
+                    );
+                    if let Err(e) = endpoint
+                        .call(&node, TableRpc::Update(batch), Priority::Normal)
+                        .await
+                    {
+                        debug!(table = F::TABLE_NAME, "read repair on {node:?} failed: {e}");
+                    }
                 }
-            }
-            .in_current_span());
+                .in_current_span(),
+            );
         }
     }
 
