@@ -340,39 +340,49 @@ fn single_node_metrics_promtool_prometheus_and_token() {
 }
 
 #[test]
-fn three_node_cluster_metrics_show_peers() {
+fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
     require("promtool");
-    let mut c = Cluster::new(3, 3);
-    let admin = enable_admin(&c, 0, "");
+    // Nodes 0-2 store data in three zones; node 3 is a gateway, scraped.
+    let mut c = Cluster::new(4, 3);
+    let admin = enable_admin(&c, 3, "");
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
         parse_status(&common::stdout(&c.garage(0, &["status"])))
             .0
             .len()
-            == 3
+            == 4
     });
+    let gw = c.nodes[3].id()[..16].to_string();
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw]);
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "metrics3");
-    let ep = endpoint(&c, 0);
-    let dir = c.nodes[0].dir.clone();
-    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://metrics3"]);
+    let ep = endpoint(&c, 3);
+    let dir = c.nodes[3].dir.clone();
+    wait_until("the gateway has the layout", CLUSTER_DEADLINE, || {
+        common::s3::aws(&key, &ep, &dir, &["s3", "mb", "s3://metrics3"])
+            .status
+            .success()
+    });
     s3_traffic(&key, &ep, &dir, "metrics3", 2);
 
     let url = format!("http://{admin}/metrics");
     let mut text = String::new();
-    wait_until(
-        "cluster gauges of a healthy 3-node cluster",
-        DEADLINE,
-        || {
-            let (code, body) = http_get(&url, None);
-            assert_eq!(code, 200, "no token configured: open access");
-            text = body;
-            text.contains("\ncluster_connected_nodes 3") && text.contains("\ncluster_healthy 1")
-        },
-    );
+    wait_until("cluster gauges of a healthy cluster", DEADLINE, || {
+        let (code, body) = http_get(&url, None);
+        assert_eq!(code, 200, "no token configured: open access");
+        text = body;
+        text.contains("\ncluster_connected_nodes 4") && text.contains("\ncluster_healthy 1")
+    });
     promtool_check(&text);
-    // RPCs to each of the two other nodes are counted under their ids.
-    for i in 1..3 {
+    assert!(text.contains("\ncluster_storage_nodes 3"), "{text}");
+    assert!(text.contains("\ncluster_partitions_all_ok 256"), "{text}");
+    assert!(
+        text.contains(&format!("cluster_layout_node_connected{{id=\"{gw}\",role_zone=\"dc1\",role_capacity=\"0\",role_gateway=\"1\"}} 1")),
+        "{text}"
+    );
+    // The gateway stores nothing: its object writes are RPCs to each of
+    // the three storage nodes, counted under their ids.
+    for i in 0..3 {
         let short = &c.nodes[i].id()[..16];
         assert!(
             text.contains(&format!(
@@ -381,18 +391,18 @@ fn three_node_cluster_metrics_show_peers() {
             "no object-table RPCs to node {i} ({short}):\n{text}"
         );
     }
-    assert!(text.contains("\ncluster_partitions_all_ok 256"), "{text}");
+    assert!(text.contains("api_s3_requests_total{api_endpoint=\"PutObject\"} 2"), "{text}");
 
-    // One node down: degraded, every partition still has a quorum.
+    // One storage node down: degraded, every partition still has a quorum.
     c.kill(2);
     wait_until("node 2 seen down by the gauges", DEADLINE, || {
         let (_, body) = http_get(&url, None);
         text = body;
-        text.contains("\ncluster_healthy 0") && text.contains("\ncluster_connected_nodes 2")
+        text.contains("\ncluster_healthy 0") && text.contains("\ncluster_connected_nodes 3")
     });
     assert!(text.contains("\ncluster_available 1"), "{text}");
     assert!(text.contains("\ncluster_partitions_quorum 256"), "{text}");
     assert!(text.contains("\ncluster_partitions_all_ok 0"), "{text}");
-    let status = c.garage_ok(0, &["status"]);
+    let status = c.garage_ok(3, &["status"]);
     assert!(status.contains("Cluster health: degraded"), "{status}");
 }
