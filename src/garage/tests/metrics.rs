@@ -344,8 +344,17 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
     require("promtool");
     // Nodes 0-2 store data in three zones; node 3 is a gateway, scraped.
     let mut c = Cluster::new(4, 3);
+    // As `start_all`, with the admin section added after the bootstrap
+    // peer is written into the configurations.
+    c.start(0);
+    let boot = vec![format!("{}@{}", c.nodes[0].id(), c.nodes[0].public_addr())];
+    for i in 1..4 {
+        c.write_config(i, &c.secret.clone(), &boot);
+    }
     let admin = enable_admin(&c, 3, "");
-    c.start_all();
+    for i in 1..4 {
+        c.start(i);
+    }
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
         parse_status(&common::stdout(&c.garage(0, &["status"])))
             .0
@@ -391,7 +400,10 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
             "no object-table RPCs to node {i} ({short}):\n{text}"
         );
     }
-    assert!(text.contains("api_s3_requests_total{api_endpoint=\"PutObject\"} 2"), "{text}");
+    assert!(
+        text.contains("api_s3_requests_total{api_endpoint=\"PutObject\"} 2"),
+        "{text}"
+    );
 
     // One storage node down: degraded, every partition still has a quorum.
     c.kill(2);
