@@ -23,6 +23,7 @@ pub mod s3;
 pub mod server;
 pub mod sse;
 pub mod stream;
+pub mod telemetry;
 
 pub use ctx::Api;
 pub use server::S3Server;

@@ -12,7 +12,7 @@ use garage_util::time::now_msec;
 use hyper::StatusCode;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
-use tracing::warn;
+use tracing::{warn, Instrument};
 
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
@@ -161,7 +161,7 @@ impl Api {
             }],
         );
         let objects = self.objects.clone();
-        let mark = tokio::spawn(async move { objects.insert(&uploading).await });
+        let mark = tokio::spawn(async move { objects.insert(&uploading).await }.in_current_span());
         let backlink = VersionBacklink::Object {
             bucket_id: bucket,
             key: key.to_string(),

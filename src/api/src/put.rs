@@ -14,6 +14,7 @@ use garage_util::data::{blake2sum, Hash, Uuid};
 use md5::{Digest, Md5};
 use s3s::checksum::ChecksumHasher;
 use s3s::dto::StreamingBlob;
+use tracing::Instrument;
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
@@ -121,17 +122,20 @@ pub async fn write_blocks(
                     .await
                     .map_err(join_err)??;
             }
-            inflight.push_back(tokio::spawn(write_block(
-                api.clone(),
-                uuid,
-                backlink.clone(),
-                VersionBlockKey {
-                    part_number,
-                    offset,
-                },
-                hash,
-                data,
-            )));
+            inflight.push_back(tokio::spawn(
+                write_block(
+                    api.clone(),
+                    uuid,
+                    backlink.clone(),
+                    VersionBlockKey {
+                        part_number,
+                        offset,
+                    },
+                    hash,
+                    data,
+                )
+                .in_current_span(),
+            ));
             offset += plain_size;
             next = body.next(BLOCK_SIZE).await?;
         }

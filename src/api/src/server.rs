@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
@@ -24,12 +24,13 @@ use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{Body, HttpError, HttpResponse, S3Request, S3Response, S3Result};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::cors;
 use crate::ctx::Api;
 use crate::error::ApiError;
 use crate::s3::{GarageS3, KeyAuth};
+use crate::telemetry::{self, OpSlot, RecordOp};
 
 /// How long running requests get to finish at shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
@@ -67,6 +68,21 @@ impl BucketOf {
     }
 
     fn bucket(&self, uri: &Uri, headers: &HeaderMap) -> Option<String> {
+        self.path(uri, headers)?.get_bucket_name().map(String::from)
+    }
+
+    /// The bucket and whether the request is on the service, a bucket or
+    /// an object (for span names).
+    fn target(&self, uri: &Uri, headers: &HeaderMap) -> (Option<String>, &'static str) {
+        match self.path(uri, headers) {
+            Some(s3s::path::S3Path::Root) => (None, "service"),
+            Some(s3s::path::S3Path::Bucket { bucket }) => (Some(bucket.into()), "bucket"),
+            Some(s3s::path::S3Path::Object { bucket, .. }) => (Some(bucket.into()), "object"),
+            None => (None, "request"),
+        }
+    }
+
+    fn path(&self, uri: &Uri, headers: &HeaderMap) -> Option<s3s::path::S3Path> {
         let path = percent_encoding::percent_decode_str(uri.path())
             .decode_utf8()
             .ok()?;
@@ -83,7 +99,7 @@ impl BucketOf {
             }
             _ => s3s::path::parse_path_style(&path),
         };
-        parsed.ok()?.get_bucket_name().map(String::from)
+        parsed.ok()
     }
 }
 
@@ -132,7 +148,37 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
     type Error = HttpError;
     type Future = BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
-    fn call(&self, req: Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        let slot = OpSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        let method = req.method().clone();
+        let request_id = telemetry::new_request_id();
+        let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
+        let span = telemetry::request_span(&method, kind, bucket.as_deref(), &request_id);
+        let started = Instant::now();
+        let fut = self.call_inner(req).instrument(span.clone());
+        Box::pin(async move {
+            let mut res = fut.await;
+            let status = match &mut res {
+                Ok(resp) => {
+                    if let Ok(v) = HeaderValue::from_str(&request_id) {
+                        resp.headers_mut().insert("x-amz-request-id", v);
+                    }
+                    resp.status().as_u16()
+                }
+                Err(_) => 500,
+            };
+            telemetry::finish(&span, &slot.name(&method), status, started.elapsed());
+            res
+        })
+    }
+}
+
+impl CorsService {
+    fn call_inner(
+        &self,
+        req: Request<Incoming>,
+    ) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         // An error answered before the request body was read (a refused
         // upload) closes the connection: the body's unread bytes must not
         // be taken for the next request on it.
@@ -154,9 +200,7 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
             Ok(resp)
         })
     }
-}
 
-impl CorsService {
     fn serve(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         let cross_origin = if req.method() == Method::OPTIONS {
             None
@@ -195,6 +239,7 @@ impl S3Server {
     ) -> Result<Self, String> {
         let mut b = S3ServiceBuilder::new(GarageS3(api.clone()));
         b.set_auth(KeyAuth(api.clone()));
+        b.set_access(RecordOp);
         if let Some(d) = root_domain {
             let d = d.trim_start_matches('.');
             let host =

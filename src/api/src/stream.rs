@@ -12,6 +12,7 @@ use garage_table::EmptyKey;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::ctx::Api;
 use crate::sse::{plain_size, SseKey};
@@ -31,12 +32,15 @@ pub fn object_body(
     sse: Option<SseKey>,
 ) -> StreamingBlob {
     let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
-    tokio::spawn(async move {
-        if let Err(e) = send_blocks(&api, version, first, range, sse.as_ref(), &tx).await {
-            tracing::warn!("GET of version {} stopped: {e}", version.short());
-            let _ = tx.send(Err(std::io::Error::other(e))).await;
+    tokio::spawn(
+        async move {
+            if let Err(e) = send_blocks(&api, version, first, range, sse.as_ref(), &tx).await {
+                tracing::warn!("GET of version {} stopped: {e}", version.short());
+                let _ = tx.send(Err(std::io::Error::other(e))).await;
+            }
         }
-    });
+        .in_current_span(),
+    );
     StreamingBlob::wrap(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 

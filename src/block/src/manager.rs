@@ -16,7 +16,7 @@ use garage_rpc::layout::LayoutVersion;
 use garage_rpc::system::System;
 use garage_util::data::Hash;
 use serde::{Deserialize, Serialize};
-use tracing::debug;
+use tracing::{debug, Instrument};
 
 use crate::block::{BlockError, DataBlock};
 use crate::rc::BlockRc;
@@ -193,7 +193,17 @@ impl BlockManager {
     /// Stores `data` (whose blake2 hash is `hash`) on its nodes; returns
     /// once a write quorum of each live layout version's set has it on disk
     /// (synced per `data_fsync`).
+    #[tracing::instrument(level = "debug", name = "block_put", skip_all,
+        fields(otel.name = "block put", block.hash = %hash, block.size = data.len()))]
     pub async fn put_block(&self, hash: Hash, data: Bytes) -> Result<()> {
+        let res = self.put_block_inner(hash, data).await;
+        if res.is_err() {
+            metrics::counter!("block_quorum_errors_total", "op" => "write").increment(1);
+        }
+        res
+    }
+
+    async fn put_block_inner(&self, hash: Hash, data: Bytes) -> Result<()> {
         let level = self.compression_level;
         let block = blocking(move || DataBlock::from_plain(data, level)).await?;
         let guard = self.system.start_write();
@@ -212,34 +222,37 @@ impl BlockManager {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
             let (compressed, bytes) = (block.is_compressed(), block.bytes().clone());
-            pending.push(tokio::spawn(async move {
-                system.ensure_connected(&node).await;
-                let mut r = endpoint
-                    .call_streaming(
-                        &node,
-                        BlockRpc::PutBlock { hash, compressed },
-                        Some(body_of(bytes.clone())),
-                        Priority::Background,
-                    )
-                    .await;
-                // A connection replaced under the call (both sides dialed at
-                // once) or not yet up: one more try (writes are idempotent).
-                if matches!(
-                    r,
-                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
-                ) {
+            pending.push(tokio::spawn(
+                async move {
                     system.ensure_connected(&node).await;
-                    r = endpoint
+                    let mut r = endpoint
                         .call_streaming(
                             &node,
                             BlockRpc::PutBlock { hash, compressed },
-                            Some(body_of(bytes)),
+                            Some(body_of(bytes.clone())),
                             Priority::Background,
                         )
                         .await;
+                    // A connection replaced under the call (both sides dialed at
+                    // once) or not yet up: one more try (writes are idempotent).
+                    if matches!(
+                        r,
+                        Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                    ) {
+                        system.ensure_connected(&node).await;
+                        r = endpoint
+                            .call_streaming(
+                                &node,
+                                BlockRpc::PutBlock { hash, compressed },
+                                Some(body_of(bytes)),
+                                Priority::Background,
+                            )
+                            .await;
+                    }
+                    (node, r)
                 }
-                (node, r)
-            }));
+                .in_current_span(),
+            ));
         }
         let mut ok: Vec<NodeId> = Vec::new();
         let mut errors = Vec::new();
@@ -277,6 +290,8 @@ impl BlockManager {
 
     /// Reads a block, nearest replica first, checking its hash; a replica
     /// that fails, times out or sends bad bytes is skipped.
+    #[tracing::instrument(level = "debug", name = "block_get", skip_all,
+        fields(otel.name = "block get", block.hash = %hash))]
     pub async fn get_block(&self, hash: &Hash) -> Result<Bytes> {
         let mut errors = Vec::new();
         for node in self.read_candidates(hash)? {
@@ -286,6 +301,7 @@ impl BlockManager {
                 Err(_) => errors.push(format!("{node:?}: timeout")),
             }
         }
+        metrics::counter!("block_read_errors_total").increment(1);
         Err(Error::Unavailable {
             hash: *hash,
             errors,
@@ -327,6 +343,8 @@ impl BlockManager {
     /// never holds it whole), hashed on the blocking pool along the way; if
     /// the hash does not match, the stream ends with an error instead of
     /// its last chunk. A compressed block is decompressed whole first.
+    #[tracing::instrument(level = "debug", name = "block_get", skip_all,
+        fields(otel.name = "block get", block.hash = %hash))]
     pub async fn get_block_stream(&self, hash: &Hash) -> Result<ByteStream> {
         let mut errors = Vec::new();
         for node in self.read_candidates(hash)? {
@@ -375,6 +393,7 @@ impl BlockManager {
                 other => errors.push(format!("{node:?}: {other:?}")),
             }
         }
+        metrics::counter!("block_read_errors_total").increment(1);
         Err(Error::Unavailable {
             hash: *hash,
             errors,

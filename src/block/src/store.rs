@@ -79,10 +79,13 @@ impl BlockStore {
             return Ok(None);
         };
         match fs::read(&path) {
-            Ok(b) => Ok(Some(if compressed {
-                DataBlock::Compressed(Bytes::from(b))
-            } else {
-                DataBlock::Plain(Bytes::from(b))
+            Ok(b) => Ok(Some({
+                metrics::counter!("block_bytes_read_total").increment(b.len() as u64);
+                if compressed {
+                    DataBlock::Compressed(Bytes::from(b))
+                } else {
+                    DataBlock::Plain(Bytes::from(b))
+                }
             })),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(&path)(e)),
@@ -122,6 +125,7 @@ impl BlockStore {
             let _ = fs::remove_file(&tmp);
         }
         res?;
+        metrics::counter!("block_bytes_written_total").increment(block.bytes().len() as u64);
         // The other form, or a copy in another directory, is now redundant.
         for d in self.dirs.dirs() {
             for compressed in [true, false] {

@@ -367,8 +367,9 @@ pub fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     let mut out = Vec::new();
-    for t in g.tables.iter() {
-        let s = t.stats().map_err(|e| e.to_string())?;
+    // The numbers the metrics gauges show (`gauges::node_stats`).
+    let stats = crate::gauges::node_stats(g)?;
+    for s in stats.tables.iter() {
         for (what, queue, doc) in [
             (
                 "Merkle updater",
@@ -411,8 +412,7 @@ pub fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
             ],
         });
     }
-    let queue = m.rc.resync_queue.len().map_err(|e| e.to_string())?;
-    let errors = m.resync_errors().map_err(|e| e.to_string())?.len();
+    let (queue, errors) = (stats.resync_queue, stats.resync_errors);
     let n = m.resync_settings.workers.load(Ordering::Relaxed);
     let tranquility = m.resync_settings.tranquility.load(Ordering::Relaxed);
     for i in 0..n {

@@ -54,31 +54,27 @@ pub struct NodeStats {
     pub block_rc_entries: usize,
     pub resync_queue: usize,
     pub resync_errors: usize,
+    /// Free space of the data and metadata volumes.
+    #[serde(default)]
+    pub data_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub metadata_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub health: Option<garage_rpc::system::health::ClusterHealth>,
+    /// Totals of the node's metric counters since it started, by name.
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, f64>,
 }
 
 /// Statistics of this node's tables and blocks.
-pub async fn node_stats(garage: &Garage) -> Result<NodeStats, String> {
-    let tables = garage.tables.clone();
-    let res = tokio::task::spawn_blocking(move || {
-        tables
-            .iter()
-            .map(|t| t.stats())
-            .collect::<Result<Vec<_>, _>>()
-    })
-    .await;
-    match res {
-        Ok(Ok(tables)) => {
-            let bm = &garage.block_manager;
-            Ok(NodeStats {
-                node: garage.system.id(),
-                db_engine: garage.db.engine().to_string(),
-                tables,
-                block_rc_entries: bm.rc.rc.len().unwrap_or(0),
-                resync_queue: bm.rc.resync_queue.len().unwrap_or(0),
-                resync_errors: bm.resync_errors().map(|v| v.len()).unwrap_or(0),
-            })
+pub async fn node_stats(garage: &Arc<Garage>) -> Result<NodeStats, String> {
+    let g = garage.clone();
+    match tokio::task::spawn_blocking(move || crate::gauges::node_stats(&g)).await {
+        Ok(Ok(mut stats)) => {
+            stats.counters = crate::telemetry::counter_totals();
+            Ok(stats)
         }
-        Ok(Err(e)) => Err(format!("cannot read table statistics: {e}")),
+        Ok(Err(e)) => Err(e),
         Err(e) => Err(format!("statistics task failed: {e}")),
     }
 }

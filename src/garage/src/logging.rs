@@ -42,18 +42,29 @@ where
     }
 }
 
-pub fn init(default_level: &str) {
+/// Installs the log subscriber; with `traces`, also the layer that exports
+/// spans once `telemetry::start_traces` runs (the server only).
+pub fn init(default_level: &str, traces: bool) {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level))
         // s3s logs whole requests at debug level, headers included: SSE-C
         // keys must never reach the log, whatever RUST_LOG asks.
         .add_directive("s3s::service=info".parse().expect("a valid directive"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .event_format(WithNode(
             Format::default().with_target(false).without_time(),
         ))
+        .with_filter(filter);
+    // The log filter applies to the log lines only: spans exported as
+    // traces have their own filter (in `telemetry`).
+    tracing_subscriber::registry()
+        .with(traces.then(crate::telemetry::trace_layer))
+        .with(fmt)
         .init();
 }

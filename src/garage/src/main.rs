@@ -11,11 +11,13 @@ mod admin_rpc;
 mod cli;
 mod convert_db;
 mod garage;
+mod gauges;
 mod load_config;
 mod logging;
 mod rpc_addr;
 mod server;
 mod single;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -24,11 +26,11 @@ use clap::Parser;
 use cli::{Command, Opt};
 
 fn init_logging(cmd: &Command) {
-    let default = match cmd {
-        Command::Server { .. } => "info",
-        _ => "warn",
+    let (default, traces) = match cmd {
+        Command::Server { .. } => ("info", true),
+        _ => ("warn", false),
     };
-    logging::init(default);
+    logging::init(default, traces);
 }
 
 fn run_admin(opt: &Opt) -> anyhow::Result<()> {

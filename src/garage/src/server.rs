@@ -68,7 +68,8 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async move {
+    let metrics = crate::telemetry::install_metrics()?;
+    let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
         if builtin {
@@ -97,13 +98,19 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             )
             .run(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(crate::gauges::refresh_loop(
+            garage.clone(),
+            exit_rx.clone(),
+        )));
         let admin_rpc = system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT);
         admin_rpc.set_handler(Arc::new(AdminRpcHandler {
             garage: garage.clone(),
         }));
-        if let Some(task) = start_admin_api(&config, &garage, admin_rpc, exit_rx.clone()).await? {
+        if let Some(task) =
+            start_admin_api(&config, &garage, admin_rpc, metrics, exit_rx.clone()).await?
+        {
             tasks.push(task);
         }
         let s3 = match &config.s3_api.api_bind_addr {
@@ -154,9 +161,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
         }
         drop(db);
-        info!("garage stopped");
         Ok(())
-    })
+    });
+    // Spans still buffered are sent before the process ends.
+    crate::telemetry::shutdown_traces();
+    info!("garage stopped");
+    res
 }
 
 /// Binds the S3 listener and starts serving; returns its task and its
@@ -214,6 +224,7 @@ async fn start_admin_api(
     config: &Config,
     garage: &Arc<Garage>,
     admin_rpc: Arc<garage_net::Endpoint<AdminRpc, AdminRpcHandler>>,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
     let Some(addr) = &config.admin.api_bind_addr else {
@@ -236,7 +247,16 @@ async fn start_admin_api(
         region: config.s3_api.s3_region.clone(),
         admin_rpc,
     });
-    let router = crate::admin_api::router(state);
+    let metrics_token = config.admin.metrics_token.clone();
+    if metrics_token.is_none() && config.admin.metrics_require_token {
+        bail!(
+            "admin.metrics_require_token is true in {}, but no metrics_token is set \
+             (metrics_token, metrics_token_file or GARAGE_METRICS_TOKEN)",
+            config.source
+        );
+    }
+    let router = crate::admin_api::router(state)
+        .merge(crate::telemetry::metrics_router(metrics, metrics_token));
     let task = crate::admin_api::start(addr, router, must_exit)
         .await
         .with_context(|| format!("admin API ({})", config.source))?;
@@ -299,6 +319,10 @@ async fn start_cluster(
     )?;
     let id = netapp.id();
     crate::logging::set_node(id.short());
+    if let Some(sink) = &config.admin.trace_sink {
+        crate::telemetry::start_traces(sink, &id.to_string())
+            .with_context(|| format!("admin.trace_sink in {}", config.source))?;
+    }
     let layout = system.layout();
     info!(
         "node id {id}; cluster layout version {} with {} node(s)",

@@ -5,6 +5,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
+use tracing::Instrument;
 
 use crate::body::ByteStream;
 use crate::error::NetError;
@@ -140,6 +141,34 @@ impl<M: Message, H: EndpointHandler<M>> Endpoint<M, H> {
     /// tells the other side to stop). `rpc_timeout` bounds the time until
     /// the response header, not the reading of the response body.
     pub async fn call_streaming(
+        &self,
+        target: &NodeId,
+        msg: M,
+        body: Option<ByteStream>,
+        prio: Priority,
+    ) -> Result<(M::Response, Option<ByteStream>), NetError> {
+        let path = self.slot.path.as_str();
+        let span = tracing::debug_span!(
+            "rpc",
+            otel.name = format!("RPC {path}"),
+            rpc.endpoint = path,
+            rpc.to = %target.short(),
+            otel.status_code = tracing::field::Empty,
+        );
+        let started = std::time::Instant::now();
+        let res = self
+            .call_inner(target, msg, body, prio)
+            .instrument(span.clone())
+            .await;
+        crate::metrics::record_call(path, target, started.elapsed(), &res);
+        if let Err(e) = &res {
+            span.record("otel.status_code", "ERROR");
+            tracing::debug!(parent: &span, "RPC {path} to {target:?} failed: {e}");
+        }
+        res
+    }
+
+    async fn call_inner(
         &self,
         target: &NodeId,
         msg: M,

@@ -24,6 +24,7 @@ mod error;
 mod frame;
 mod handshake;
 mod ident;
+mod metrics;
 mod netapp;
 mod sched;
 mod writer;

@@ -40,7 +40,7 @@ use garage_rpc::system::System;
 use garage_util::data::{blake2sum, gen_uuid, Hash};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
-use tracing::debug;
+use tracing::{debug, Instrument};
 
 use crate::error::{Error, Result};
 
@@ -315,19 +315,23 @@ impl CasRegisters {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
             let msg = msg.clone();
-            pending.push(tokio::spawn(async move {
-                let decode = || rmp_serde::from_slice::<CasRpc>(&msg).expect("cas message decodes");
-                system.ensure_connected(&node).await;
-                let mut r = endpoint.call(&node, decode(), Priority::High).await;
-                if matches!(
-                    r,
-                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
-                ) {
+            pending.push(tokio::spawn(
+                async move {
+                    let decode =
+                        || rmp_serde::from_slice::<CasRpc>(&msg).expect("cas message decodes");
                     system.ensure_connected(&node).await;
-                    r = endpoint.call(&node, decode(), Priority::High).await;
+                    let mut r = endpoint.call(&node, decode(), Priority::High).await;
+                    if matches!(
+                        r,
+                        Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                    ) {
+                        system.ensure_connected(&node).await;
+                        r = endpoint.call(&node, decode(), Priority::High).await;
+                    }
+                    (node, r)
                 }
-                (node, r)
-            }));
+                .in_current_span(),
+            ));
         }
         let mut res = PhaseResult {
             asked: nodes.len(),

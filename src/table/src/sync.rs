@@ -130,7 +130,11 @@ impl<F: TableSchema> Table<F> {
             stats.partitions += 1;
             let mut ok = true;
             for n in nodes.iter().filter(|n| **n != me) {
-                if let Err(e) = self.sync_partition_with(p, *n, &mut stats).await {
+                let sent_before = stats.entries_sent;
+                let res = self.sync_partition_with(p, *n, &mut stats).await;
+                metrics::counter!("table_sync_items_sent_total", "table_name" => F::TABLE_NAME, "to" => n.short())
+                    .increment((stats.entries_sent - sent_before) as u64);
+                if let Err(e) = res {
                     ok = false;
                     first_error.get_or_insert(e);
                 }

@@ -12,7 +12,7 @@ use garage_rpc::quorum::{call_quorum, QuorumError, Strategy};
 use garage_rpc::system::System;
 use garage_util::crdt::Crdt;
 use serde_bytes::ByteBuf;
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::data::TableData;
 use crate::encoding::{self, tree_key};
@@ -93,6 +93,26 @@ impl<F: TableSchema> Table<F> {
         if entries.is_empty() {
             return Ok(());
         }
+        let span = tracing::debug_span!(
+            "table_insert",
+            otel.name = format!("{} insert", F::TABLE_NAME),
+            table = F::TABLE_NAME,
+            entries = entries.len(),
+            otel.status_code = tracing::field::Empty,
+        );
+        let res = self
+            .insert_many_inner(entries)
+            .instrument(span.clone())
+            .await;
+        if res.is_err() {
+            span.record("otel.status_code", "ERROR");
+            metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "write")
+                .increment(1);
+        }
+        res
+    }
+
+    async fn insert_many_inner(&self, entries: &[F::E]) -> Result<()> {
         let guard = self.system.start_write();
         let quorum = self.system.write_quorum();
         // For each entry, its node sets; for each node, what to send it.
@@ -123,24 +143,27 @@ impl<F: TableSchema> Table<F> {
         for (node, batch) in per_node {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
-            let handle = tokio::spawn(async move {
-                system.ensure_connected(&node).await;
-                let mut r = endpoint
-                    .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
-                    .await;
-                // A connection replaced under the call (both sides dialed at
-                // once) or not yet up: one more try on the new connection.
-                if matches!(
-                    r,
-                    Err(NetError::ConnectionClosed | NetError::NotConnected(_))
-                ) {
+            let handle = tokio::spawn(
+                async move {
                     system.ensure_connected(&node).await;
-                    r = endpoint
-                        .call(&node, TableRpc::Update(batch), Priority::Normal)
+                    let mut r = endpoint
+                        .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
                         .await;
+                    // A connection replaced under the call (both sides dialed at
+                    // once) or not yet up: one more try on the new connection.
+                    if matches!(
+                        r,
+                        Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+                    ) {
+                        system.ensure_connected(&node).await;
+                        r = endpoint
+                            .call(&node, TableRpc::Update(batch), Priority::Normal)
+                            .await;
+                    }
+                    (node, r)
                 }
-                (node, r)
-            });
+                .in_current_span(),
+            );
             pending.push(handle);
         }
         let mut ok: Vec<NodeId> = Vec::new();
@@ -194,6 +217,30 @@ impl<F: TableSchema> Table<F> {
     /// (the next replica for each failure), and returns the answers that
     /// `extract` accepts.
     async fn quorum_read<R: Send>(
+        &self,
+        p: &F::P,
+        msg: impl Fn() -> TableRpc<F>,
+        extract: fn(TableRpc<F>) -> std::result::Result<R, TableRpc<F>>,
+    ) -> Result<Vec<(NodeId, R)>> {
+        let span = tracing::debug_span!(
+            "table_read",
+            otel.name = format!("{} read", F::TABLE_NAME),
+            table = F::TABLE_NAME,
+            otel.status_code = tracing::field::Empty,
+        );
+        let res = self
+            .quorum_read_inner(p, msg, extract)
+            .instrument(span.clone())
+            .await;
+        if res.is_err() {
+            span.record("otel.status_code", "ERROR");
+            metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "read")
+                .increment(1);
+        }
+        res
+    }
+
+    async fn quorum_read_inner<R: Send>(
         &self,
         p: &F::P,
         msg: impl Fn() -> TableRpc<F>,
@@ -275,19 +322,22 @@ impl<F: TableSchema> Table<F> {
         for node in nodes {
             let endpoint = self.endpoint.clone();
             let batch = batch.clone();
-            tokio::spawn(async move {
-                debug!(
-                    table = F::TABLE_NAME,
-                    "read repair of {} entries on {node:?}",
-                    batch.len()
-                );
-                if let Err(e) = endpoint
-                    .call(&node, TableRpc::Update(batch), Priority::Normal)
-                    .await
-                {
-                    debug!(table = F::TABLE_NAME, "read repair on {node:?} failed: {e}");
+            tokio::spawn(
+                async move {
+                    debug!(
+                        table = F::TABLE_NAME,
+                        "read repair of {} entries on {node:?}",
+                        batch.len()
+                    );
+                    if let Err(e) = endpoint
+                        .call(&node, TableRpc::Update(batch), Priority::Normal)
+                        .await
+                    {
+                        debug!(table = F::TABLE_NAME, "read repair on {node:?} failed: {e}");
+                    }
                 }
-            });
+                .in_current_span(),
+            );
         }
     }
 
@@ -467,6 +517,8 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
                 .collect(),
         ),
         TableRpc::Update(entries) => {
+            metrics::counter!("table_items_received_total", "table_name" => F::TABLE_NAME)
+                .increment(entries.len() as u64);
             data.update_many(&entries)?;
             TableRpc::Ok
         }

@@ -27,11 +27,11 @@ use crate::serve::{Ask, Response, Web};
 const DRAIN: Duration = Duration::from_secs(10);
 
 /// Requests served, by method.
-pub const REQUEST_COUNTER: &str = "web_request_counter";
+pub const REQUEST_COUNTER: &str = "web_requests_total";
 /// Answers with a status of 400 or more, by method and status.
-pub const ERROR_COUNTER: &str = "web_error_counter";
+pub const ERROR_COUNTER: &str = "web_errors_total";
 /// Time to the response's head, in seconds, by method.
-pub const REQUEST_DURATION: &str = "web_request_duration";
+pub const REQUEST_DURATION: &str = "web_request_duration_seconds";
 
 enum Listener {
     Tcp(TcpListener),
@@ -311,23 +311,23 @@ mod tests {
                 Duration::from_millis(5),
             );
         });
-        assert_eq!(kept.counter("web_request_counter{method=GET}"), 2);
-        assert_eq!(kept.counter("web_request_counter{method=HEAD}"), 1);
+        assert_eq!(kept.counter("web_requests_total{method=GET}"), 2);
+        assert_eq!(kept.counter("web_requests_total{method=HEAD}"), 1);
         assert_eq!(
-            kept.counter("web_error_counter{method=GET,status_code=404}"),
+            kept.counter("web_errors_total{method=GET,status_code=404}"),
             1
         );
         // 304 is not an error.
         assert_eq!(
-            kept.counter("web_error_counter{method=HEAD,status_code=304}"),
+            kept.counter("web_errors_total{method=HEAD,status_code=304}"),
             0
         );
         assert_eq!(
-            kept.counter("web_error_counter{method=GET,host=site.web.example,status_code=503}"),
+            kept.counter("web_errors_total{method=GET,host=site.web.example,status_code=503}"),
             1
         );
         assert_eq!(
-            kept.samples("web_request_duration{method=GET}"),
+            kept.samples("web_request_duration_seconds{method=GET}"),
             vec![0.003, 0.002]
         );
         assert_eq!(

@@ -79,6 +79,77 @@ pub(crate) fn format_stats(stats: &NodeStats) -> String {
     );
     let _ = writeln!(out, "  resync queue length: {}", stats.resync_queue);
     let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
+    let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
+        Some(f) => format!(
+            // (Not 7 words: test parsers take 7-column lines for table rows.)
+            "{} free of {} in total",
+            bytesize::ByteSize::b(f.available).display().si(),
+            bytesize::ByteSize::b(f.total).display().si()
+        ),
+        None => "unknown".into(),
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Storage:");
+    let _ = writeln!(out, "  data: {}", space(&stats.data_space));
+    let _ = writeln!(out, "  metadata: {}", space(&stats.metadata_space));
+    if let Some(h) = &stats.health {
+        let _ = writeln!(out);
+        out.push_str(&format_health(h));
+    }
+    if !stats.counters.is_empty() {
+        // The same counters `/metrics` shows, summed over their labels.
+        let c = |name: &str| stats.counters.get(name).copied().unwrap_or(0.0) as u64;
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Since this node started (the counters of /metrics):");
+        let _ = writeln!(
+            out,
+            "  S3 requests: {} ({} errors)",
+            c("api_s3_requests_total"),
+            c("api_s3_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  RPC calls: {} ({} timeouts, {} communication errors)",
+            c("rpc_requests_total"),
+            c("rpc_timeouts_total"),
+            c("rpc_netapp_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  quorum failures: {} table, {} block",
+            c("table_quorum_errors_total"),
+            c("block_quorum_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  block bytes read: {}, written: {}",
+            c("block_bytes_read_total"),
+            c("block_bytes_written_total")
+        );
+        let _ = writeln!(
+            out,
+            "  table entries sent by sync: {}",
+            c("table_sync_items_sent_total")
+        );
+    }
+    out
+}
+
+/// The cluster health lines of `garage stats` and `garage status`.
+pub fn format_health(h: &garage_rpc::system::health::ClusterHealth) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "Cluster health: {}", h.status);
+    let _ = writeln!(
+        out,
+        "  nodes: {} connected of {} known; storage nodes: {} of {} up",
+        h.connected_nodes, h.known_nodes, h.storage_nodes_up, h.storage_nodes
+    );
+    let _ = writeln!(
+        out,
+        "  partitions: {} with quorum, {} with all nodes up, of {}",
+        h.partitions_quorum, h.partitions_all_ok, h.partitions
+    );
     out
 }
 

@@ -98,6 +98,11 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         table::print(&rows);
     }
 
+    if let Some(h) = &status.health {
+        println!();
+        print!("{}", super::stats::format_health(h));
+    }
+
     if layout::print_staged_changes(layout) {
         println!();
         println!("Please use `garage layout show` to check the proposed new layout and apply it.");

@@ -5,6 +5,8 @@
 //! to their results (`success`) or errors (`error`), as in the reference
 //! system.
 
+use std::sync::Arc;
+
 use std::collections::BTreeMap;
 
 use axum::extract::State;
@@ -140,7 +142,7 @@ async fn call_remote(st: &St, id: NodeId, json: String) -> Result<String, String
 }
 
 /// Runs a node-local operation given as JSON; its result as JSON.
-pub async fn run_local_json(g: &Garage, json: &str) -> Result<String, ApiError> {
+pub async fn run_local_json(g: &Arc<Garage>, json: &str) -> Result<String, ApiError> {
     let req: NodeRequest = serde_json::from_str(json)
         .map_err(|e| ApiError::bad(format!("unknown node operation: {e}")))?;
     let v = run_local(g, req).await?;
@@ -151,7 +153,7 @@ fn js<T: Serialize>(v: T) -> Result<serde_json::Value, ApiError> {
     serde_json::to_value(v).map_err(|e| ApiError::Internal(e.to_string()))
 }
 
-async fn run_local(g: &Garage, req: NodeRequest) -> Result<serde_json::Value, ApiError> {
+async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Value, ApiError> {
     match req {
         NodeRequest::GetNodeInfo => js(NodeInfo {
             node_id: g.system.id().to_string(),

@@ -5,6 +5,7 @@
 //! peer every [`PING_INTERVAL`], measuring the round-trip time; layouts are
 //! compared by digest on each ping and pulled and merged when they differ.
 
+pub mod health;
 pub mod peers;
 pub mod status;
 pub mod trackers;
@@ -86,6 +87,9 @@ pub enum LayoutUpdate {
 pub struct ClusterStatus {
     pub nodes: Vec<KnownNode>,
     pub layout: LayoutHistory,
+    /// The answering node's [`System::health`] (absent from older nodes).
+    #[serde(default)]
+    pub health: Option<health::ClusterHealth>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -563,6 +567,8 @@ impl System {
 
     /// Nodes known to this node, itself included, for `garage status`.
     pub fn cluster_status(&self) -> ClusterStatus {
+        // Before the peer list is locked below (health locks it too).
+        let health = self.health();
         let layout = self.layout();
         let now = Instant::now();
         let me = self.local_status();
@@ -614,6 +620,7 @@ impl System {
         ClusterStatus {
             nodes,
             layout: (*layout).clone(),
+            health: Some(health),
         }
     }
 

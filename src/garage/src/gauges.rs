@@ -1,0 +1,115 @@
+//! The node's state as numbers: table sizes and queues, block queues, disk
+//! space and cluster health. [`node_stats`] computes them; the periodic
+//! [`refresh_loop`] publishes them as Prometheus gauges, and `garage stats`
+//! and `garage worker` print the same [`NodeStats`] (one source of truth).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tracing::warn;
+
+use crate::admin_rpc::NodeStats;
+use crate::garage::Garage;
+
+/// How often the gauges are recomputed. Counting entries is cheap on LMDB
+/// and linear on SQLite, so not too often.
+pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// This node's statistics, read from its tables, block manager and
+/// system (blocking: database reads).
+pub fn node_stats(g: &Garage) -> Result<NodeStats, String> {
+    let tables = g
+        .tables
+        .iter()
+        .map(|t| t.stats())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot read table statistics: {e}"))?;
+    let bm = &g.block_manager;
+    let local = g.system.local_status();
+    Ok(NodeStats {
+        node: g.system.id(),
+        db_engine: g.db.engine().to_string(),
+        tables,
+        block_rc_entries: bm.rc.rc.len().map_err(|e| e.to_string())?,
+        resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
+        resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
+        data_space: local.data_space,
+        metadata_space: local.metadata_space,
+        health: Some(g.system.health()),
+        // Filled in by the admin RPC only (rendering them is not free).
+        counters: Default::default(),
+    })
+}
+
+/// Sets every state gauge from `s` (and the per-node layout gauges from
+/// the system).
+pub fn publish(g: &Garage, s: &NodeStats) {
+    use metrics::gauge;
+    for t in &s.tables {
+        let name = t.name.clone();
+        gauge!("table_size", "table_name" => name.clone()).set(t.items as f64);
+        gauge!("table_merkle_tree_size", "table_name" => name.clone()).set(t.merkle_nodes as f64);
+        gauge!("table_merkle_updater_todo_queue_length", "table_name" => name.clone())
+            .set(t.merkle_todo as f64);
+        gauge!("table_gc_todo_queue_length", "table_name" => name.clone()).set(t.gc_todo as f64);
+        gauge!("table_insert_queue_length", "table_name" => name).set(t.insert_queue as f64);
+    }
+    gauge!("block_rc_entries").set(s.block_rc_entries as f64);
+    gauge!("block_resync_queue_length").set(s.resync_queue as f64);
+    gauge!("block_resync_errored_blocks").set(s.resync_errors as f64);
+    for (volume, space) in [("data", &s.data_space), ("metadata", &s.metadata_space)] {
+        if let Some(f) = space {
+            gauge!("garage_local_disk_avail", "volume" => volume).set(f.available as f64);
+            gauge!("garage_local_disk_capacity", "volume" => volume).set(f.total as f64);
+        }
+    }
+    gauge!("garage_replication_factor").set(g.system.replication_factor() as f64);
+    if let Some(h) = &s.health {
+        use garage_rpc::system::health::HealthStatus;
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        gauge!("cluster_healthy").set(flag(h.status == HealthStatus::Healthy));
+        gauge!("cluster_available").set(flag(h.status != HealthStatus::Unavailable));
+        gauge!("cluster_connected_nodes").set(h.connected_nodes as f64);
+        gauge!("cluster_known_nodes").set(h.known_nodes as f64);
+        gauge!("cluster_storage_nodes").set(h.storage_nodes as f64);
+        gauge!("cluster_storage_nodes_ok").set(h.storage_nodes_up as f64);
+        gauge!("cluster_partitions").set(h.partitions as f64);
+        gauge!("cluster_partitions_quorum").set(h.partitions_quorum as f64);
+        gauge!("cluster_partitions_all_ok").set(h.partitions_all_ok as f64);
+    }
+    let layout = g.system.layout();
+    for (id, role) in layout.current().roles.iter() {
+        let up = g.system.is_up(id);
+        gauge!(
+            "cluster_layout_node_connected",
+            "id" => id.short(),
+            "role_zone" => role.zone.clone(),
+            "role_capacity" => role.capacity.unwrap_or(0).to_string(),
+            "role_gateway" => if role.capacity.is_none() { "1" } else { "0" },
+        )
+        .set(if up { 1.0 } else { 0.0 });
+    }
+}
+
+/// Recomputes and publishes the gauges every [`REFRESH_INTERVAL`] until
+/// `must_exit`; also runs the exporter's upkeep (histogram housekeeping).
+pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) {
+    let mut ticker = tokio::time::interval(REFRESH_INTERVAL);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticker.tick() => (),
+            _ = must_exit.changed() => return,
+        }
+        let g2 = g.clone();
+        match tokio::task::spawn_blocking(move || node_stats(&g2)).await {
+            Ok(Ok(s)) => publish(&g, &s),
+            Ok(Err(e)) => warn!("metrics: {e}"),
+            Err(e) => warn!("metrics: statistics task failed: {e}"),
+        }
+        if let Some(h) = crate::telemetry::handle() {
+            h.run_upkeep();
+        }
+    }
+}

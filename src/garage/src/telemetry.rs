@@ -1,0 +1,451 @@
+//! Metrics and traces of the daemon.
+//!
+//! Metrics: the library crates record through the `metrics` facade; this
+//! module installs the Prometheus recorder once per process, describes
+//! every metric (Prometheus `# HELP` lines), and serves the text format at
+//! `GET /metrics` ([`metrics_router`]), behind `metrics_token` when one is
+//! set. Gauges that come from state (tables, queues, disks, cluster
+//! health) are refreshed by `gauges.rs`.
+//!
+//! Traces: when `[admin] trace_sink` is set, spans of the garage crates
+//! are exported over OTLP/HTTP ([`start_traces`]); otherwise no exporter
+//! exists and the spans are never even created (their level is below the
+//! default log level). Names: `doc/metrics.md`, `doc/tracing.md`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use subtle::ConstantTimeEq;
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::Registry;
+
+/// Histogram buckets of request and RPC durations, in seconds.
+const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+
+/// Installs the process's Prometheus recorder (once; later calls return
+/// the same handle) and describes every metric.
+pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
+    if let Some(h) = HANDLE.get() {
+        return Ok(h.clone());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)?
+        .install_recorder()
+        .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
+    describe();
+    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    Ok(HANDLE.get_or_init(|| handle).clone())
+}
+
+/// The installed recorder's handle, if [`install_metrics`] ran.
+pub fn handle() -> Option<&'static PrometheusHandle> {
+    HANDLE.get()
+}
+
+/// Every counter's total over all its label sets, by metric name, read
+/// from the same recorder `/metrics` renders (for `garage stats`).
+pub fn counter_totals() -> std::collections::BTreeMap<String, f64> {
+    let mut totals = std::collections::BTreeMap::new();
+    let Some(h) = handle() else {
+        return totals;
+    };
+    let text = h.render();
+    let counters: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name_end = line.find(['{', ' ']).unwrap_or(line.len());
+        let name = &line[..name_end];
+        if !counters.contains(&name) {
+            continue;
+        }
+        if let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+            *totals.entry(name.to_string()).or_insert(0.0) += v;
+        }
+    }
+    totals
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_gauge!(
+        "garage_build_info",
+        "Version of garage running on this node (value 1)"
+    );
+    describe_gauge!(
+        "garage_replication_factor",
+        "Replication factor of the cluster"
+    );
+    describe_gauge!(
+        "garage_local_disk_avail",
+        Unit::Bytes,
+        "Free space of the data and metadata volumes of this node"
+    );
+    describe_gauge!(
+        "garage_local_disk_capacity",
+        Unit::Bytes,
+        "Total space of the data and metadata volumes of this node"
+    );
+    // S3 and web requests.
+    describe_counter!(
+        "api_s3_requests_total",
+        "S3 requests received, by operation"
+    );
+    describe_counter!(
+        "api_s3_errors_total",
+        "S3 requests answered with an error status, by operation and status"
+    );
+    describe_histogram!(
+        "api_s3_request_duration_seconds",
+        Unit::Seconds,
+        "Time from an S3 request's arrival to its response header, by operation"
+    );
+    describe_counter!("web_requests_total", "Website requests received, by method");
+    describe_counter!(
+        "web_errors_total",
+        "Website requests answered with an error status, by method and status"
+    );
+    describe_histogram!(
+        "web_request_duration_seconds",
+        Unit::Seconds,
+        "Time from a website request's arrival to its response header, by method"
+    );
+    // RPC.
+    describe_counter!("rpc_requests_total", "RPC calls made, by endpoint and peer");
+    describe_histogram!(
+        "rpc_duration_seconds",
+        Unit::Seconds,
+        "Duration of RPC calls until their response header, by endpoint and peer"
+    );
+    describe_counter!("rpc_timeouts_total", "RPC calls that timed out");
+    describe_counter!(
+        "rpc_netapp_errors_total",
+        "RPC calls that failed for a communication reason (not connected, connection lost, codec)"
+    );
+    describe_counter!(
+        "rpc_remote_errors_total",
+        "RPC calls the remote node could not handle (no handler, undecodable message)"
+    );
+    // Tables.
+    describe_gauge!(
+        "table_size",
+        "Entries in this node's copy of a table, tombstones included"
+    );
+    describe_gauge!(
+        "table_merkle_tree_size",
+        "Nodes of a table's Merkle tree on this node"
+    );
+    describe_gauge!(
+        "table_merkle_updater_todo_queue_length",
+        "Entry changes not yet applied to a table's Merkle tree"
+    );
+    describe_gauge!(
+        "table_gc_todo_queue_length",
+        "Tombstones waiting for garbage collection in a table"
+    );
+    describe_gauge!(
+        "table_insert_queue_length",
+        "Entries queued by other tables' hooks, not yet sent"
+    );
+    describe_counter!(
+        "table_sync_items_sent_total",
+        "Entries sent to other replicas by anti-entropy sync, by table and peer"
+    );
+    describe_counter!(
+        "table_items_received_total",
+        "Entries received for storage from other nodes (writes, sync, read repair), by table"
+    );
+    describe_counter!(
+        "table_quorum_errors_total",
+        "Table reads and writes that did not reach their quorum"
+    );
+    // Blocks.
+    describe_gauge!(
+        "block_rc_entries",
+        "Blocks with a reference count on this node"
+    );
+    describe_gauge!(
+        "block_resync_queue_length",
+        "Blocks waiting in the resync queue"
+    );
+    describe_gauge!(
+        "block_resync_errored_blocks",
+        "Blocks whose last resync attempt failed"
+    );
+    describe_counter!(
+        "block_bytes_read_total",
+        Unit::Bytes,
+        "Bytes of block files read from this node's data directories"
+    );
+    describe_counter!(
+        "block_bytes_written_total",
+        Unit::Bytes,
+        "Bytes of block files written to this node's data directories"
+    );
+    describe_counter!(
+        "block_quorum_errors_total",
+        "Block writes that did not reach their quorum"
+    );
+    describe_counter!(
+        "block_read_errors_total",
+        "Block reads that failed on every replica"
+    );
+    // Cluster health.
+    describe_gauge!(
+        "cluster_healthy",
+        "Whether every storage node of the layout answers (0 or 1)"
+    );
+    describe_gauge!(
+        "cluster_available",
+        "Whether every partition has a write quorum of answering nodes (0 or 1)"
+    );
+    describe_gauge!(
+        "cluster_connected_nodes",
+        "Nodes that answer, this one included"
+    );
+    describe_gauge!(
+        "cluster_known_nodes",
+        "Nodes this one knows of, itself included"
+    );
+    describe_gauge!(
+        "cluster_layout_node_connected",
+        "Whether each node of the layout answers (0 or 1)"
+    );
+    describe_gauge!(
+        "cluster_storage_nodes",
+        "Storage nodes in the current layout"
+    );
+    describe_gauge!(
+        "cluster_storage_nodes_ok",
+        "Storage nodes of the layout that answer"
+    );
+    describe_gauge!("cluster_partitions", "Partitions of the layout");
+    describe_gauge!(
+        "cluster_partitions_quorum",
+        "Partitions with a write quorum of answering nodes"
+    );
+    describe_gauge!(
+        "cluster_partitions_all_ok",
+        "Partitions with all their nodes answering"
+    );
+}
+
+/// Who may read `/metrics`.
+#[derive(Clone)]
+struct MetricsAccess {
+    handle: PrometheusHandle,
+    token: Option<Arc<str>>,
+}
+
+/// `GET /metrics` in the Prometheus text format. With a token, requests
+/// must carry `Authorization: Bearer <token>`: none gets 401, a wrong one
+/// 403 (compared in constant time).
+pub fn metrics_router(handle: PrometheusHandle, metrics_token: Option<String>) -> Router {
+    Router::new()
+        .route("/metrics", get(serve_metrics))
+        .with_state(MetricsAccess {
+            handle,
+            token: metrics_token.map(Arc::from),
+        })
+}
+
+async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) -> Response {
+    if let Some(token) = &access.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        match given {
+            None => {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, "Bearer")],
+                    "a metrics token is required: Authorization: Bearer <metrics_token>\n",
+                )
+                    .into_response()
+            }
+            Some(g) if !bool::from(g.trim().as_bytes().ct_eq(token.as_bytes())) => {
+                return (StatusCode::FORBIDDEN, "wrong metrics token\n").into_response()
+            }
+            Some(_) => (),
+        }
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        access.handle.render(),
+    )
+        .into_response()
+}
+
+// ---- Traces ----
+
+/// Whether spans are exported (set once the exporter runs).
+static TRACING_ON: AtomicBool = AtomicBool::new(false);
+type OtelLayer =
+    tracing_opentelemetry::OpenTelemetryLayer<Registry, opentelemetry_sdk::trace::Tracer>;
+static OTEL: OnceLock<OtelLayer> = OnceLock::new();
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+/// The tracing layer that exports spans once [`start_traces`] ran, and
+/// does nothing before (or ever, without `trace_sink`). It sits in the
+/// subscriber from the start because the exporter can only be built once
+/// the node id is known.
+pub fn trace_layer() -> impl Layer<Registry> + Send + Sync {
+    TraceGate.with_filter(TraceFilter)
+}
+
+/// Only the garage crates' spans, and only while exporting: the filter
+/// is asked per span, so nothing is created when tracing is off.
+struct TraceFilter;
+
+impl<S> Filter<S> for TraceFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        TRACING_ON.load(Ordering::Relaxed)
+            && meta.is_span()
+            && meta.target().starts_with("garage")
+            && *meta.level() <= tracing::Level::DEBUG
+    }
+
+    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
+        Some(tracing::level_filters::LevelFilter::DEBUG)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> tracing::subscriber::Interest {
+        if meta.is_span() && meta.target().starts_with("garage") {
+            tracing::subscriber::Interest::sometimes()
+        } else {
+            tracing::subscriber::Interest::never()
+        }
+    }
+}
+
+struct TraceGate;
+
+impl Layer<Registry> for TraceGate {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_new_span(attrs, id, ctx)
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_record(id, values, ctx)
+        }
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_follows_from(id, follows, ctx)
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_event(event, ctx)
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_enter(id, ctx)
+        }
+    }
+
+    fn on_exit(&self, id: &Id, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_exit(id, ctx)
+        }
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, Registry>) {
+        if let Some(l) = OTEL.get() {
+            l.on_close(id, ctx)
+        }
+    }
+}
+
+/// Starts exporting spans to `sink` (an OTLP/HTTP endpoint such as
+/// `http://collector:4318`; `/v1/traces` is added unless present), with
+/// service name `garage` and the node id as resource attributes.
+pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
+    use opentelemetry_otlp::WithExportConfig;
+    let url = if sink.trim_end_matches('/').ends_with("/v1/traces") {
+        sink.to_string()
+    } else {
+        format!("{}/v1/traces", sink.trim_end_matches('/'))
+    };
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_http()
+        .with_endpoint(url.clone())
+        .with_timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| anyhow::anyhow!("trace_sink {sink:?}: cannot build the OTLP exporter: {e}"))?;
+    let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
+        .with_batch_config(
+            opentelemetry_sdk::trace::BatchConfigBuilder::default()
+                .with_scheduled_delay(Duration::from_secs(1))
+                .build(),
+        )
+        .build();
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name("garage")
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.instance.id",
+            node_id.to_string(),
+        ))
+        .with_attribute(opentelemetry::KeyValue::new(
+            "garage.node_id",
+            node_id.to_string(),
+        ))
+        .with_attribute(opentelemetry::KeyValue::new(
+            "service.version",
+            env!("CARGO_PKG_VERSION"),
+        ))
+        .build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(batch)
+        .with_resource(resource)
+        .build();
+    let tracer = provider.tracer("garage");
+    if OTEL
+        .set(tracing_opentelemetry::layer().with_tracer(tracer))
+        .is_err()
+    {
+        anyhow::bail!("traces are already being exported");
+    }
+    let _ = PROVIDER.set(provider);
+    TRACING_ON.store(true, Ordering::Relaxed);
+    tracing::info!("exporting traces over OTLP/HTTP to {url}");
+    Ok(())
+}
+
+/// Sends the spans still buffered and stops the exporter (at shutdown).
+pub fn shutdown_traces() {
+    TRACING_ON.store(false, Ordering::Relaxed);
+    if let Some(p) = PROVIDER.get() {
+        if let Err(e) = p.shutdown() {
+            tracing::warn!("trace exporter shutdown: {e}");
+        }
+    }
+}
