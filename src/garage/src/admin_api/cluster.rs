@@ -3,7 +3,6 @@
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
-use garage_rpc::layout::PARTITIONS;
 use garage_rpc::system::System;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -137,48 +136,18 @@ pub struct GetClusterHealthResponse {
 }
 
 pub fn cluster_health(system: &System) -> GetClusterHealthResponse {
-    let status = system.cluster_status();
-    let layout = &status.layout;
-    let up = |id: &garage_net::NodeId| system.is_up(id);
-    let storage = &layout.current().storage_nodes;
-    let quorum = system.write_quorum();
-    let (mut partitions_quorum, mut partitions_all_ok) = (0, 0);
-    for p in 0..PARTITIONS {
-        let sets = layout.write_sets(p);
-        if sets.is_empty() {
-            continue;
-        }
-        if sets
-            .iter()
-            .all(|s| s.iter().filter(|n| up(n)).count() >= quorum.min(s.len()))
-        {
-            partitions_quorum += 1;
-        }
-        if sets.iter().all(|s| s.iter().all(up)) {
-            partitions_all_ok += 1;
-        }
-    }
-    let storage_nodes_ok = storage.iter().filter(|n| up(n)).count();
-    let health = if partitions_quorum < PARTITIONS {
-        "unavailable"
-    } else if partitions_all_ok < PARTITIONS || storage_nodes_ok < storage.len() {
-        "degraded"
-    } else {
-        "healthy"
-    };
+    // The same numbers as the cluster_* gauges of /metrics and the health
+    // lines of `garage status`.
+    let h = system.health();
     GetClusterHealthResponse {
-        status: health.into(),
-        known_nodes: status
-            .nodes
-            .iter()
-            .filter(|n| n.last_seen_secs_ago.is_some())
-            .count(),
-        connected_nodes: status.nodes.iter().filter(|n| n.is_up).count(),
-        storage_nodes: storage.len(),
-        storage_nodes_ok,
-        partitions: PARTITIONS,
-        partitions_quorum,
-        partitions_all_ok,
+        status: h.status.to_string(),
+        known_nodes: h.known_nodes,
+        connected_nodes: h.connected_nodes,
+        storage_nodes: h.storage_nodes,
+        storage_nodes_ok: h.storage_nodes_up,
+        partitions: h.partitions,
+        partitions_quorum: h.partitions_quorum,
+        partitions_all_ok: h.partitions_all_ok,
     }
 }
 
