@@ -376,6 +376,26 @@ impl<F: TableSchema> Table<F> {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<F::E>> {
+        self.range(p, start, filter, limit, reverse, false).await
+    }
+
+    /// Up to `limit` entries of partition key `p` in sort-key order,
+    /// tombstones included, merged over a read quorum with read repair:
+    /// for items split over several entries of one partition key (see
+    /// [`crate::cascade`]), where a tombstone says the item is deleted.
+    pub async fn get_partition(&self, p: &F::P, limit: usize) -> Result<Vec<F::E>> {
+        self.range(p, None, None, limit, false, true).await
+    }
+
+    async fn range(
+        &self,
+        p: &F::P,
+        start: Option<F::S>,
+        filter: Option<F::Filter>,
+        limit: usize,
+        reverse: bool,
+        tombstones: bool,
+    ) -> Result<Vec<F::E>> {
         let mut out = Vec::new();
         let mut start = start;
         let mut skip_first = false;
@@ -396,7 +416,7 @@ impl<F: TableSchema> Table<F> {
                     continue;
                 }
                 last = Some(e.sort_key().clone());
-                if e.is_tombstone() || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f)) {
+                if (e.is_tombstone() && !tombstones) || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f)) {
                     continue;
                 }
                 out.push(e);
