@@ -255,20 +255,38 @@ fn objects_over_several_version_segments_on_three_nodes() {
     // A single PUT of 70 blocks: two segments of part 1.
     s3api(
         0,
-        &["put-object", "--bucket", "seg", "--key", "big", "--body", "big"],
+        &[
+            "put-object",
+            "--bucket",
+            "seg",
+            "--key",
+            "big",
+            "--body",
+            "big",
+        ],
     );
     s3api(
         1,
         &["get-object", "--bucket", "seg", "--key", "big", "big.back"],
     );
-    assert!(std::fs::read(d.join("big.back")).unwrap() == big, "70 MiB GET");
+    assert!(
+        std::fs::read(d.join("big.back")).unwrap() == big,
+        "70 MiB GET"
+    );
     // A range across the first segment's end (block 64 starts at 64 MiB).
     let (lo, hi) = ((64 << 20) - 1000, (64 << 20) + 1000);
     let range = format!("bytes={lo}-{hi}");
     s3api(
         2,
         &[
-            "get-object", "--bucket", "seg", "--key", "big", "--range", &range, "range.back",
+            "get-object",
+            "--bucket",
+            "seg",
+            "--key",
+            "big",
+            "--range",
+            &range,
+            "range.back",
         ],
     );
     assert!(std::fs::read(d.join("range.back")).unwrap() == big[lo..=hi]);
@@ -277,7 +295,13 @@ fn objects_over_several_version_segments_on_three_nodes() {
     s3api(
         0,
         &[
-            "copy-object", "--bucket", "seg", "--key", "copy", "--copy-source", "seg/big",
+            "copy-object",
+            "--bucket",
+            "seg",
+            "--key",
+            "copy",
+            "--copy-source",
+            "seg/big",
         ],
     );
 
@@ -286,7 +310,13 @@ fn objects_over_several_version_segments_on_three_nodes() {
     let uid = s3api(
         0,
         &[
-            "create-multipart-upload", "--bucket", "seg", "--key", "mp", "--query", "UploadId",
+            "create-multipart-upload",
+            "--bucket",
+            "seg",
+            "--key",
+            "mp",
+            "--query",
+            "UploadId",
         ],
     );
     let uid = uid.trim();
@@ -296,8 +326,19 @@ fn objects_over_several_version_segments_on_three_nodes() {
         let etag = s3api(
             1,
             &[
-                "upload-part", "--bucket", "seg", "--key", "mp", "--upload-id", uid,
-                "--part-number", &n, "--body", file, "--query", "ETag",
+                "upload-part",
+                "--bucket",
+                "seg",
+                "--key",
+                "mp",
+                "--upload-id",
+                uid,
+                "--part-number",
+                &n,
+                "--body",
+                file,
+                "--query",
+                "ETag",
             ],
         );
         let etag = etag.trim().trim_matches('"');
@@ -308,19 +349,39 @@ fn objects_over_several_version_segments_on_three_nodes() {
     s3api(
         2,
         &[
-            "complete-multipart-upload", "--bucket", "seg", "--key", "mp", "--upload-id", uid,
-            "--multipart-upload", "file://parts.json",
+            "complete-multipart-upload",
+            "--bucket",
+            "seg",
+            "--key",
+            "mp",
+            "--upload-id",
+            uid,
+            "--multipart-upload",
+            "file://parts.json",
         ],
     );
-    s3api(1, &["get-object", "--bucket", "seg", "--key", "mp", "mp.back"]);
+    s3api(
+        1,
+        &["get-object", "--bucket", "seg", "--key", "mp", "mp.back"],
+    );
     let mut want = big.clone();
     want.push(b'x');
-    assert!(std::fs::read(d.join("mp.back")).unwrap() == want, "multipart GET");
+    assert!(
+        std::fs::read(d.join("mp.back")).unwrap() == want,
+        "multipart GET"
+    );
     let sizes = s3api(
         2,
         &[
-            "get-object-attributes", "--bucket", "seg", "--key", "mp", "--object-attributes",
-            "ObjectParts", "--query", "ObjectParts.Parts[].Size",
+            "get-object-attributes",
+            "--bucket",
+            "seg",
+            "--key",
+            "mp",
+            "--object-attributes",
+            "ObjectParts",
+            "--query",
+            "ObjectParts.Parts[].Size",
         ],
     );
     let sizes: Vec<&str> = sizes.split_whitespace().collect();
@@ -337,7 +398,17 @@ fn objects_over_several_version_segments_on_three_nodes() {
     assert!(!gone.status.success(), "deleted object still there");
     s3api(
         2,
-        &["get-object", "--bucket", "seg", "--key", "copy", "copy.back"],
+        &[
+            "get-object",
+            "--bucket",
+            "seg",
+            "--key",
+            "copy",
+            "copy.back",
+        ],
     );
-    assert!(std::fs::read(d.join("copy.back")).unwrap() == big, "copy GET");
+    assert!(
+        std::fs::read(d.join("copy.back")).unwrap() == big,
+        "copy GET"
+    );
 }

@@ -11,6 +11,8 @@
 //! - *segments*: each block merged into its segment of at most
 //!   `SEGMENT_BLOCKS` blocks (today's layout).
 //!
+//! `GARAGE_BENCH_ENGINES=lmdb` runs one engine.
+//!
 //! Prints the time, the bytes of entries written (the encoded entry each
 //! merge stores) and the largest entry.
 
@@ -88,7 +90,14 @@ fn main() {
     let n = env_u64("GARAGE_BENCH_BLOCKS", 4096);
     println!("| engine | layout | blocks | time (s) | MB written | KB written per block | largest entry (KB) |");
     println!("|---|---|---:|---:|---:|---:|---:|");
-    for engine in [garage_db::Engine::Lmdb, garage_db::Engine::Sqlite] {
+    let engines: Vec<garage_db::Engine> = match std::env::var("GARAGE_BENCH_ENGINES") {
+        Ok(list) => list
+            .split(',')
+            .map(|e| e.trim().parse().expect("engine: lmdb or sqlite"))
+            .collect(),
+        Err(_) => garage_db::Engine::ALL.to_vec(),
+    };
+    for engine in engines {
         for segments in [false, true] {
             run(engine, n, segments);
         }

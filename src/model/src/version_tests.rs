@@ -206,7 +206,13 @@ fn segments_and_deletion_merge_to_the_same_state_in_any_order() {
     let uuid = id(7);
     let mut entries = vec![Version::deleted(uuid, backlink())];
     for i in [0, 1, SEGMENT_BLOCKS, SEGMENT_BLOCKS + 3] {
-        entries.push(Version::with_block(uuid, backlink(), i, key(1, i), block(i)));
+        entries.push(Version::with_block(
+            uuid,
+            backlink(),
+            i,
+            key(1, i),
+            block(i),
+        ));
     }
     let mut states = Vec::new();
     for rot in 0..entries.len() {
@@ -287,7 +293,11 @@ fn versions_written_before_segments_are_read_and_deleted_in_place() {
     data.update_entry_with(&Version::deleted(uuid, backlink()))
         .unwrap();
     let released: Vec<BlockRef> = queued_in::<BlockRefTable>(&db);
-    assert_eq!(released.len(), 4, "3 blocks of the old entry, 1 of the segment");
+    assert_eq!(
+        released.len(),
+        4,
+        "3 blocks of the old entry, 1 of the segment"
+    );
     assert!(released.iter().all(|r| r.deleted.get()));
     assert!(local_version(&data, &uuid).unwrap().deleted.get());
     assert!(data

@@ -76,8 +76,8 @@ impl<F: TableSchema> TableData<F> {
                 if k == head_key {
                     continue;
                 }
-                let old: F::E = crate::encoding::decode(&v)
-                    .map_err(|e| db::TxError::Abort(Error::from(e)))?;
+                let old: F::E =
+                    crate::encoding::decode(&v).map_err(|e| db::TxError::Abort(Error::from(e)))?;
                 if old.is_tombstone() {
                     continue;
                 }
@@ -264,8 +264,7 @@ mod tests {
                     data.update_entry_with(&entries[*i]).unwrap();
                 }
             }
-            let state: Vec<(Vec<u8>, Vec<u8>)> =
-                data.store.iter().map(|kv| kv.unwrap()).collect();
+            let state: Vec<(Vec<u8>, Vec<u8>)> = data.store.iter().map(|kv| kv.unwrap()).collect();
             outcomes.push(state);
         }
         assert_eq!(outcomes.len(), 24);

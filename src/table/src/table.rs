@@ -416,7 +416,9 @@ impl<F: TableSchema> Table<F> {
                     continue;
                 }
                 last = Some(e.sort_key().clone());
-                if (e.is_tombstone() && !tombstones) || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f)) {
+                if (e.is_tombstone() && !tombstones)
+                    || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f))
+                {
                     continue;
                 }
                 out.push(e);
