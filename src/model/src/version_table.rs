@@ -29,7 +29,8 @@ use crate::block_ref_table::{BlockRef, BlockRefTable};
 pub const SEGMENT_BLOCKS: u64 = 64;
 
 /// Most entries read for one version: 5 TiB in 1 MiB blocks, with room
-/// for the head and partial segments of 10 000 parts.
+/// for the head and partial segments of 10 000 parts. A version with more
+/// is an error to read ([`garage_table::Error::TooManyEntries`]).
 pub const MAX_VERSION_ENTRIES: usize = 5 * 1024 * 1024 / SEGMENT_BLOCKS as usize + 10_001;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -141,6 +141,12 @@ async fn a_partition_read_includes_tombstones_and_repairs_a_replica() {
     assert_eq!(got.len(), 1500);
     assert_eq!(got[1], dead, "the tombstone is returned");
     assert!(got.windows(2).all(|w| w[0].s < w[1].s), "in order");
+    // A partition larger than the limit is an error, not a cut list.
+    let over = nodes[2].table.get_partition(&"v".into(), 1499).await;
+    assert!(matches!(
+        over,
+        Err(crate::Error::TooManyEntries { limit: 1499 })
+    ));
     let live_only = nodes[2]
         .table
         .get_range(&"v".into(), None, None, 10_000, false)

@@ -379,12 +379,20 @@ impl<F: TableSchema> Table<F> {
         self.range(p, start, filter, limit, reverse, false).await
     }
 
-    /// Up to `limit` entries of partition key `p` in sort-key order,
-    /// tombstones included, merged over a read quorum with read repair:
-    /// for items split over several entries of one partition key (see
+    /// Every entry of partition key `p` in sort-key order, tombstones
+    /// included, merged over a read quorum with read repair: for items
+    /// split over several entries of one partition key (see
     /// [`crate::cascade`]), where a tombstone says the item is deleted.
+    /// More than `limit` entries is an error ([`Error::TooManyEntries`]),
+    /// never a silently cut item.
     pub async fn get_partition(&self, p: &F::P, limit: usize) -> Result<Vec<F::E>> {
-        self.range(p, None, None, limit, false, true).await
+        let all = self
+            .range(p, None, None, limit.saturating_add(1), false, true)
+            .await?;
+        if all.len() > limit {
+            return Err(Error::TooManyEntries { limit });
+        }
+        Ok(all)
     }
 
     async fn range(
