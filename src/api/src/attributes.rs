@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use garage_table::EmptyKey;
+use garage_model::version_table::read_version;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
@@ -86,9 +86,7 @@ impl Api {
 
     /// Part number -> size of a multipart object, from its version entry.
     async fn part_sizes(&self, cur: &Current) -> ApiResult<BTreeMap<u64, u64>> {
-        let version = self
-            .versions
-            .get(&cur.uuid, &EmptyKey)
+        let version = read_version(&self.versions, &cur.uuid)
             .await?
             .ok_or_else(|| ApiError::Internal(format!("no version entry for {}", cur.uuid)))?;
         let mut sizes = BTreeMap::new();

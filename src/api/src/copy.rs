@@ -9,8 +9,7 @@ use garage_model::block_ref_table::BlockRef;
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
-use garage_model::version_table::{Version, VersionBacklink};
-use garage_table::EmptyKey;
+use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_util::data::gen_uuid;
 use garage_util::time::now_msec;
 use s3s::dto::*;
@@ -128,22 +127,18 @@ impl Api {
         let data = match &cur.data {
             CurrentData::Inline(d) => ObjectVersionData::Inline(meta, d.to_vec()),
             CurrentData::FirstBlock(first) => {
-                let v = self
-                    .versions
-                    .get(&cur.uuid, &EmptyKey)
+                let v = read_version(&self.versions, &cur.uuid)
                     .await?
                     .filter(|v| !v.deleted.get())
                     .ok_or_else(|| ApiError::NoSuchKey(src_key.to_string()))?;
-                let mut copy = Version::new(
+                let copy = Version::segments(
                     uuid,
-                    VersionBacklink::Object {
+                    &VersionBacklink::Object {
                         bucket_id: dst,
                         key: i.key.clone(),
                     },
+                    v.blocks.items(),
                 );
-                for (k, b) in v.blocks.items() {
-                    copy.blocks.put(*k, *b);
-                }
                 let refs: Vec<BlockRef> = v
                     .blocks
                     .items()
@@ -163,7 +158,7 @@ impl Api {
                 );
                 let (a, b, c) = tokio::join!(
                     self.objects.insert(&uploading),
-                    self.versions.insert(&copy),
+                    self.versions.insert_many(&copy),
                     self.block_refs.insert_many(&refs)
                 );
                 if let Err(e) = a.and(b).and(c) {

@@ -16,7 +16,7 @@ use garage_model::mpu_table::{MpuChecksum, MpuPart, MpuPartKey, MultipartUpload}
 use garage_model::object_table::{
     Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
-use garage_model::version_table::{Version, VersionBacklink};
+use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_table::EmptyKey;
 use garage_util::data::{gen_uuid, Uuid};
 use garage_util::time::now_msec;
@@ -551,7 +551,7 @@ impl Api {
         let versions = futures::future::try_join_all(
             chosen
                 .iter()
-                .map(|(_, _, p)| self.versions.get(&p.version, &EmptyKey)),
+                .map(|(_, _, p)| read_version(&self.versions, &p.version)),
         )
         .await?;
         let mut fin = Version::new(
@@ -625,9 +625,10 @@ impl Api {
                     .items()
                     .map(|(_, b)| BlockRef::new(b.hash, mpu.upload_id, false))
                     .collect();
+                let segments = Version::segments(fin.uuid, &fin.backlink, fin.blocks.items());
                 let (a, b) = tokio::join!(
                     self.block_refs.insert_many(&refs),
-                    self.versions.insert(&fin)
+                    self.versions.insert_many(&segments)
                 );
                 a?;
                 b?;

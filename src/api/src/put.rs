@@ -88,6 +88,7 @@ pub async fn write_blocks(
 ) -> ApiResult<Written> {
     let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
+    let mut index = 0u64;
     let mut first_block = None;
     let mut inflight: VecDeque<tokio::task::JoinHandle<ApiResult<()>>> = VecDeque::new();
     let mut next = Some(first);
@@ -127,6 +128,7 @@ pub async fn write_blocks(
                     api.clone(),
                     uuid,
                     backlink.clone(),
+                    index,
                     VersionBlockKey {
                         part_number,
                         offset,
@@ -137,6 +139,7 @@ pub async fn write_blocks(
                 .in_current_span(),
             ));
             offset += plain_size;
+            index += 1;
             next = body.next(BLOCK_SIZE).await?;
         }
         Ok(())
@@ -166,19 +169,20 @@ fn join_err(e: tokio::task::JoinError) -> ApiError {
     ApiError::Internal(format!("block write task: {e}"))
 }
 
-/// One block: its data to its replicas, and its entries in `version` and
-/// `block_ref`, all at once.
+/// One block (number `index` of its part): its data to its replicas, and
+/// its entries in `version` (one bounded segment) and `block_ref`, all at
+/// once.
 async fn write_block(
     api: Arc<Api>,
     uuid: Uuid,
     backlink: VersionBacklink,
+    index: u64,
     key: VersionBlockKey,
     hash: Hash,
     data: Bytes,
 ) -> ApiResult<()> {
     let size = data.len() as u64;
-    let mut version = Version::new(uuid, backlink);
-    version.blocks.put(key, VersionBlock { hash, size });
+    let version = Version::with_block(uuid, backlink, index, key, VersionBlock { hash, size });
     let block_ref = BlockRef::new(hash, uuid, false);
     let (a, b, c) = tokio::join!(
         api.blocks.put_block(hash, data),

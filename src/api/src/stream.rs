@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use garage_table::EmptyKey;
+use garage_model::version_table::read_version;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
@@ -64,7 +64,7 @@ async fn send_blocks(
             None
         }
     };
-    let (v, mut prefetched) = tokio::join!(api.versions.get(&version, &EmptyKey), first_stream);
+    let (v, mut prefetched) = tokio::join!(read_version(&api.versions, &version), first_stream);
     let v = v
         .map_err(|e| format!("version entry: {e}"))?
         .filter(|v| !v.deleted.get())

@@ -6,8 +6,7 @@ use std::fmt::Write;
 use garage_block::manager::BlockManager;
 use garage_block::rc::queue_key;
 use garage_model::purge::{Purge, PurgeCount};
-use garage_model::version_table::VersionBacklink;
-use garage_table::EmptyKey;
+use garage_model::version_table::{read_version, VersionBacklink};
 use garage_util::data::{Hash, Uuid};
 use garage_util::time::now_msec;
 use tracing::info;
@@ -140,9 +139,7 @@ pub async fn block_refs(g: &Garage, h: &Hash) -> Result<Vec<BlockRef>> {
         .map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(refs.len());
     for r in refs {
-        let v = g
-            .version_table
-            .get(&r.version, &EmptyKey)
+        let v = read_version(&g.version_table, &r.version)
             .await
             .map_err(|e| e.to_string())?;
         out.push(BlockRef {

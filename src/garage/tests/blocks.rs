@@ -104,7 +104,6 @@ fn blocks_are_replicated_repaired_and_collected() {
         bucket_id: gen_uuid(),
         key: "big".into(),
     };
-    let mut version = Version::new(uuid, backlink);
     let mut hashes = Vec::new();
     gw.block_on(async {
         for i in 0..20u64 {
@@ -112,7 +111,12 @@ fn blocks_are_replicated_repaired_and_collected() {
             let data = Bytes::from(data);
             let h = blake2sum(&data);
             blocks.put_block(h, data).await.unwrap();
-            version.blocks.put(
+            // As a PUT writes it: block by block, into the version's
+            // segments.
+            let entry = Version::with_block(
+                uuid,
+                backlink.clone(),
+                i,
                 VersionBlockKey {
                     part_number: 1,
                     offset: i << 20,
@@ -122,10 +126,10 @@ fn blocks_are_replicated_repaired_and_collected() {
                     size: 1 << 20,
                 },
             );
+            versions.insert(&entry).await.unwrap();
             refs.insert(&BlockRef::new(h, uuid, false)).await.unwrap();
             hashes.push(h);
         }
-        versions.insert(&version).await.unwrap();
     });
     for i in 0..3 {
         wait_until(

@@ -34,3 +34,5 @@ pub mod version_table;
 mod testing;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod version_tests;

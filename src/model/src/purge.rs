@@ -19,7 +19,7 @@ use crate::mpu_table::MpuTable;
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState,
 };
-use crate::version_table::{Version, VersionBacklink, VersionTable};
+use crate::version_table::{read_version, Version, VersionBacklink, VersionTable};
 
 pub struct Purge {
     pub objects: Arc<Table<ObjectTable>>,
@@ -48,7 +48,7 @@ impl Purge {
             .get_range(hash, None, None, MAX_REFS, false)
             .await?;
         for r in refs {
-            let Some(version) = self.versions.get(&r.version, &EmptyKey).await? else {
+            let Some(version) = read_version(&self.versions, &r.version).await? else {
                 continue;
             };
             match &version.backlink {

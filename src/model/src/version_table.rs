@@ -1,14 +1,37 @@
 //! The blocks of each object version (or multipart upload part), by part
-//! number and offset. Deleting a version drops its blocks and marks its
-//! block references deleted, through the block_ref table's insert queue.
+//! number and offset.
+//!
+//! A version is stored as several entries of one partition key (its id):
+//! a *head* (empty sort key), written when the version is deleted, and
+//! *segments* of at most [`SEGMENT_BLOCKS`] blocks each, keyed by part
+//! number and block index (see [`VersionSegment`]). Writing a block merges
+//! it into one segment, so the metadata rewritten per block is bounded
+//! whatever the object's size (one entry holding every block made an
+//! upload cost quadratic bytes). A deleted head deletes every segment,
+//! present or to come, through the table's partition-wide deletion
+//! ([`garage_table::cascade`]); deleted segments mark their block
+//! references deleted, through the block_ref table's insert queue.
+//!
+//! Entries written before segments existed (one entry holding every
+//! block, at the empty sort key) are heads with blocks: they are read and
+//! deleted in place, with no migration.
 
 use garage_db as db;
-use garage_table::{EmptyKey, Entry, InsertQueue, TableSchema};
+use garage_table::{Entry, InsertQueue, SortKey, Table, TableSchema};
 use garage_util::crdt::{Bool, Crdt, LwwMap, Map};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
 use crate::block_ref_table::{BlockRef, BlockRefTable};
+
+/// Blocks per segment entry: a block write rewrites at most this many
+/// blocks' worth of metadata (about 5 KiB).
+pub const SEGMENT_BLOCKS: u64 = 64;
+
+/// Most entries read for one version: 5 TiB in 1 MiB blocks, with room
+/// for the head and partial segments of 10 000 parts. A version with more
+/// is an error to read ([`garage_table::Error::TooManyEntries`]).
+pub const MAX_VERSION_ENTRIES: usize = 5 * 1024 * 1024 / SEGMENT_BLOCKS as usize + 10_001;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct VersionBlockKey {
@@ -39,20 +62,63 @@ pub enum VersionBacklink {
     MultipartUpload { upload_id: Uuid },
 }
 
+/// Sort key of a version entry: empty for the head; for a segment, the
+/// part number then the block index in the part divided by
+/// [`SEGMENT_BLOCKS`], both 8 bytes big-endian (so segments sort in block
+/// order).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct VersionSegment(#[serde(with = "serde_bytes")] Vec<u8>);
+
+impl VersionSegment {
+    pub const HEAD: Self = Self(Vec::new());
+
+    /// The segment holding block number `index` (from 0) of part
+    /// `part_number`.
+    pub fn of_block(part_number: u64, index: u64) -> Self {
+        let mut k = Vec::with_capacity(16);
+        k.extend_from_slice(&part_number.to_be_bytes());
+        k.extend_from_slice(&(index / SEGMENT_BLOCKS).to_be_bytes());
+        Self(k)
+    }
+
+    pub fn is_head(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl SortKey for VersionSegment {
+    fn sort_key(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// One entry of a version: its head or one of its segments.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version {
     pub uuid: Uuid,
+    /// Absent in entries written before segments existed: their head.
+    #[serde(default)]
+    pub segment: VersionSegment,
     pub deleted: Bool,
+    /// The blocks of this segment (of the whole version in a head written
+    /// before segments existed; none in any other head).
     pub blocks: Map<VersionBlockKey, VersionBlock>,
-    /// ETag of each part of a multipart upload.
+    /// ETag of each part of a multipart upload (head only).
     pub parts_etags: LwwMap<u64, String>,
     pub backlink: VersionBacklink,
 }
 
 impl Version {
+    /// A head.
     pub fn new(uuid: Uuid, backlink: VersionBacklink) -> Self {
+        Self::segment(uuid, backlink, VersionSegment::HEAD)
+    }
+
+    /// An empty entry at `segment`.
+    pub fn segment(uuid: Uuid, backlink: VersionBacklink, segment: VersionSegment) -> Self {
         Self {
             uuid,
+            segment,
             deleted: Bool::new(false),
             blocks: Map::new(),
             parts_etags: LwwMap::new(),
@@ -60,6 +126,7 @@ impl Version {
         }
     }
 
+    /// The deleted head: deletes the whole version.
     pub fn deleted(uuid: Uuid, backlink: VersionBacklink) -> Self {
         Self {
             deleted: Bool::new(true),
@@ -67,9 +134,68 @@ impl Version {
         }
     }
 
+    /// The segment entry that records block number `index` (from 0) of its
+    /// part, at `key`.
+    pub fn with_block(
+        uuid: Uuid,
+        backlink: VersionBacklink,
+        index: u64,
+        key: VersionBlockKey,
+        block: VersionBlock,
+    ) -> Self {
+        let segment = VersionSegment::of_block(key.part_number, index);
+        let mut v = Self::segment(uuid, backlink, segment);
+        v.blocks.put(key, block);
+        v
+    }
+
+    /// The segment entries of a version holding `blocks` (in any order),
+    /// cut as [`Version::with_block`] would have: for writing a whole
+    /// block list at once (copies, completed multipart uploads).
+    pub fn segments<'a>(
+        uuid: Uuid,
+        backlink: &VersionBacklink,
+        blocks: impl IntoIterator<Item = (&'a VersionBlockKey, &'a VersionBlock)>,
+    ) -> Vec<Version> {
+        let mut sorted: Vec<(VersionBlockKey, VersionBlock)> =
+            blocks.into_iter().map(|(k, b)| (*k, *b)).collect();
+        sorted.sort();
+        let mut out: Vec<Version> = Vec::new();
+        let mut part = None;
+        let mut index = 0u64;
+        for (k, b) in sorted {
+            if part != Some(k.part_number) {
+                part = Some(k.part_number);
+                index = 0;
+            }
+            let segment = VersionSegment::of_block(k.part_number, index);
+            match out.last_mut() {
+                Some(last) if last.segment == segment => last.blocks.put(k, b),
+                _ => out.push(Self::with_block(uuid, backlink.clone(), index, k, b)),
+            }
+            index += 1;
+        }
+        out
+    }
+
     /// Total size of the blocks.
     pub fn size(&self) -> u64 {
         self.blocks.items().map(|(_, b)| b.size).sum()
+    }
+
+    /// The whole version from its entries (head and segments, in any
+    /// order): deleted if any entry is, else every block. `None` if there
+    /// are no entries.
+    pub fn from_entries(entries: &[Version]) -> Option<Version> {
+        let first = entries.first()?;
+        let mut v = Version::new(first.uuid, first.backlink.clone());
+        for e in entries {
+            v.merge(&Version {
+                segment: VersionSegment::HEAD,
+                ..e.clone()
+            });
+        }
+        Some(v)
     }
 }
 
@@ -90,12 +216,12 @@ impl Crdt for Version {
     }
 }
 
-impl Entry<Uuid, EmptyKey> for Version {
+impl Entry<Uuid, VersionSegment> for Version {
     fn partition_key(&self) -> &Uuid {
         &self.uuid
     }
-    fn sort_key(&self) -> &EmptyKey {
-        &EmptyKey
+    fn sort_key(&self) -> &VersionSegment {
+        &self.segment
     }
     fn is_tombstone(&self) -> bool {
         self.deleted.get()
@@ -109,12 +235,25 @@ pub struct VersionTable {
 impl TableSchema for VersionTable {
     const TABLE_NAME: &'static str = "version";
     type P = Uuid;
-    type S = EmptyKey;
+    type S = VersionSegment;
     type E = Version;
     type Filter = ();
 
     fn matches_filter(_: &Version, _: &()) -> bool {
         true
+    }
+
+    fn partition_head(&self) -> Option<VersionSegment> {
+        Some(VersionSegment::HEAD)
+    }
+
+    /// Deleted, with no blocks: merged into a segment, it clears it for
+    /// good (deletion wins over everything in [`Version::merge`]).
+    fn partition_tombstone(&self, entry: &Version, _head: &Version) -> Version {
+        Version {
+            deleted: Bool::new(true),
+            ..Version::segment(entry.uuid, entry.backlink.clone(), entry.segment.clone())
+        }
     }
 
     fn updated(
@@ -143,4 +282,14 @@ impl TableSchema for VersionTable {
         }
         Ok(())
     }
+}
+
+/// Reads version `uuid` whole, from a read quorum (with read repair): its
+/// head and segments merged by [`Version::from_entries`].
+pub async fn read_version(
+    table: &Table<VersionTable>,
+    uuid: &Uuid,
+) -> Result<Option<Version>, garage_table::Error> {
+    let entries = table.get_partition(uuid, MAX_VERSION_ENTRIES).await?;
+    Ok(Version::from_entries(&entries))
 }

@@ -194,30 +194,66 @@ impl<F: TableSchema> TableData<F> {
         entry: &F::E,
     ) -> db::TxResult<Option<F::E>, Error> {
         let key = tree_key(entry.partition_key(), entry.sort_key());
-        let old_bytes = tx.get(&self.store, &key)?;
-        let old: Option<F::E> = match &old_bytes {
-            Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
-            None => None,
-        };
+        let old = self.get_in_tx(tx, &key)?;
         let mut new = match &old {
             Some(o) => o.clone(),
             None => entry.clone(),
         };
         new.merge(entry);
+        let head_key = self.schema.partition_head();
+        let is_head = head_key.as_ref() == Some(entry.sort_key());
+        if let (Some(hk), false) = (&head_key, is_head) {
+            if !new.is_tombstone() {
+                if let Some(head) = self.head_tombstone(tx, entry.partition_key(), hk)? {
+                    new.merge(&self.schema.partition_tombstone(&new, &head));
+                }
+            }
+        }
         if old.as_ref() == Some(&new) {
             return Ok(None);
         }
-        let bytes = encoding::encode(&new);
+        self.write_in_tx(tx, &key, old.as_ref(), &new)?;
+        if is_head && new.is_tombstone() {
+            self.delete_partition_in_tx(tx, &new)?;
+        }
+        Ok(Some(new))
+    }
+
+    /// The entry at tree key `key` as this transaction sees it.
+    pub(crate) fn get_in_tx(
+        &self,
+        tx: &db::Transaction<'_>,
+        key: &[u8],
+    ) -> db::TxResult<Option<F::E>, Error> {
+        match tx.get(&self.store, key)? {
+            Some(b) => Ok(Some(
+                encoding::decode(&b).map_err(|e| db::TxError::Abort(e.into()))?,
+            )),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `new` at `key` in place of `old`, with what every local
+    /// change does in the same transaction: its Merkle update, its GC
+    /// todo when it is a tombstone, and the schema's hook.
+    pub(crate) fn write_in_tx(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        key: &[u8],
+        old: Option<&F::E>,
+        new: &F::E,
+    ) -> db::TxResult<(), Error> {
+        let bytes = encoding::encode(new);
         let vhash = blake2sum(&bytes);
-        tx.insert(&self.store, &key, &bytes)?;
-        tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
+        tx.insert(&self.store, key, &bytes)?;
+        tx.insert(&self.merkle_todo, key, vhash.as_slice())?;
         if new.is_tombstone() {
             let mut gc = vhash.as_slice().to_vec();
             gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
-            tx.insert(&self.gc_todo, &key, gc)?;
+            tx.insert(&self.gc_todo, key, gc)?;
         }
-        self.schema.updated(tx, old.as_ref(), Some(&new))?;
-        Ok(Some(new))
+        self.schema.updated(tx, old, Some(new))?;
+        Ok(())
     }
 
     /// Removes the entry at `key` if its encoded value still hashes to

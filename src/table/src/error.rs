@@ -19,6 +19,8 @@ pub enum Error {
     Remote { node: String, msg: String },
     #[error("a concurrent change of the register won ({refused} acceptors refused this ballot); try again")]
     CasConflict { refused: usize },
+    #[error("partition key has more than {limit} entries: not read whole")]
+    TooManyEntries { limit: usize },
     #[error("unexpected answer from node {node}: {msg}")]
     Unexpected { node: String, msg: String },
 }

@@ -10,6 +10,7 @@
 
 pub mod any;
 pub mod cas;
+pub mod cascade;
 pub mod data;
 pub mod encoding;
 pub mod error;

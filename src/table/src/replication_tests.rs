@@ -120,3 +120,52 @@ async fn tombstones_are_collected_only_when_every_replica_has_them() {
         .unwrap()
         .is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_read_includes_tombstones_and_repairs_a_replica() {
+    let nodes = cluster(3, 3).await;
+    let live: Vec<TestEntry> = (0..1500)
+        .map(|i| TestEntry::new("v", &format!("s{i:04}"), "x"))
+        .collect();
+    nodes[0].table.insert_many(&live).await.unwrap();
+    let dead = TestEntry::raw("v", "s0001", 9, None);
+    // The tombstone reaches two replicas' stores only.
+    nodes[0].table.data.update_entry_with(&dead).unwrap();
+    nodes[1].table.data.update_entry_with(&dead).unwrap();
+    // More entries than one range round (1000): several rounds.
+    let got = nodes[2]
+        .table
+        .get_partition(&"v".into(), 10_000)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1500);
+    assert_eq!(got[1], dead, "the tombstone is returned");
+    assert!(got.windows(2).all(|w| w[0].s < w[1].s), "in order");
+    // A partition larger than the limit is an error, not a cut list.
+    let over = nodes[2].table.get_partition(&"v".into(), 1499).await;
+    assert!(matches!(
+        over,
+        Err(crate::Error::TooManyEntries { limit: 1499 })
+    ));
+    let live_only = nodes[2]
+        .table
+        .get_range(&"v".into(), None, None, 10_000, false)
+        .await
+        .unwrap();
+    assert_eq!(live_only.len(), 1499);
+    // Node 2, which lacked it, answered its own read (a replica reads
+    // itself first): read repair gives it the tombstone.
+    wait_for(
+        "node 2 holds the tombstone",
+        Duration::from_secs(10),
+        || {
+            let raw = nodes[2]
+                .table
+                .data
+                .read_entry(&"v".into(), &"s0001".into())
+                .unwrap();
+            raw.map(|b| nodes[2].table.data.decode_entry(&b).unwrap()) == Some(dead.clone())
+        },
+    )
+    .await;
+}

@@ -109,4 +109,21 @@ pub trait TableSchema: Send + Sync + 'static {
     ) -> db::Result<()> {
         Ok(())
     }
+
+    /// Partition-wide deletion (see [`crate::cascade`]): the sort key of
+    /// the head entry of each partition key, whose tombstone deletes every
+    /// entry of that partition key, present or to come. `None` (the
+    /// default): entries are deleted one by one.
+    fn partition_head(&self) -> Option<Self::S> {
+        None
+    }
+
+    /// `entry` deleted because `head`, the head of its partition key, is a
+    /// tombstone: a tombstone with `entry`'s keys that wins when merged
+    /// with `entry` or any later value of it (the result of merging it into
+    /// `entry` must be a tombstone). Only called when
+    /// [`Self::partition_head`] is `Some`.
+    fn partition_tombstone(&self, entry: &Self::E, _head: &Self::E) -> Self::E {
+        entry.clone()
+    }
 }

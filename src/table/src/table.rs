@@ -426,6 +426,34 @@ impl<F: TableSchema> Table<F> {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<F::E>> {
+        self.range(p, start, filter, limit, reverse, false).await
+    }
+
+    /// Every entry of partition key `p` in sort-key order, tombstones
+    /// included, merged over a read quorum with read repair: for items
+    /// split over several entries of one partition key (see
+    /// [`crate::cascade`]), where a tombstone says the item is deleted.
+    /// More than `limit` entries is an error ([`Error::TooManyEntries`]),
+    /// never a silently cut item.
+    pub async fn get_partition(&self, p: &F::P, limit: usize) -> Result<Vec<F::E>> {
+        let all = self
+            .range(p, None, None, limit.saturating_add(1), false, true)
+            .await?;
+        if all.len() > limit {
+            return Err(Error::TooManyEntries { limit });
+        }
+        Ok(all)
+    }
+
+    async fn range(
+        &self,
+        p: &F::P,
+        start: Option<F::S>,
+        filter: Option<F::Filter>,
+        limit: usize,
+        reverse: bool,
+        tombstones: bool,
+    ) -> Result<Vec<F::E>> {
         let mut out = Vec::new();
         let mut start = start;
         let mut skip_first = false;
@@ -446,7 +474,9 @@ impl<F: TableSchema> Table<F> {
                     continue;
                 }
                 last = Some(e.sort_key().clone());
-                if e.is_tombstone() || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f)) {
+                if (e.is_tombstone() && !tombstones)
+                    || filter.as_ref().is_some_and(|f| !F::matches_filter(&e, f))
+                {
                     continue;
                 }
                 out.push(e);

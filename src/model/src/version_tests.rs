@@ -1,0 +1,308 @@
+//! The version table's segments on a real database: bounded entries per
+//! block write, deletion of every segment (including late ones) with their
+//! block references, and entries written before segments existed.
+
+use std::sync::Arc;
+
+use garage_table::data::TableData;
+use garage_table::encoding::{encode, tree_key, tree_key_raw};
+use garage_table::testing::temp_db;
+use garage_table::InsertQueue;
+use garage_util::crdt::{Bool, LwwMap, Map};
+use garage_util::data::Uuid;
+use serde::Serialize;
+
+use crate::block_ref_table::{BlockRef, BlockRefTable};
+use crate::testing::queued_in;
+use crate::version_table::*;
+
+fn id(n: u64) -> Uuid {
+    let mut b = [7u8; 32];
+    b[..8].copy_from_slice(&n.to_be_bytes());
+    Uuid::from(b)
+}
+
+fn backlink() -> VersionBacklink {
+    VersionBacklink::Object {
+        bucket_id: id(1),
+        key: "big".into(),
+    }
+}
+
+fn key(part: u64, i: u64) -> VersionBlockKey {
+    VersionBlockKey {
+        part_number: part,
+        offset: i << 20,
+    }
+}
+
+fn block(i: u64) -> VersionBlock {
+    VersionBlock {
+        hash: id(1_000_000 + i),
+        size: 1 << 20,
+    }
+}
+
+fn open() -> (
+    tempfile::TempDir,
+    garage_db::Db,
+    Arc<TableData<VersionTable>>,
+) {
+    let (dir, db) = temp_db();
+    let refs = InsertQueue::<BlockRefTable>::open(&db).unwrap();
+    let data = TableData::new(VersionTable { block_refs: refs }, db.clone()).unwrap();
+    (dir, db, data)
+}
+
+/// Every entry of version `uuid` in the local store, merged.
+fn local_version(data: &TableData<VersionTable>, uuid: &Uuid) -> Option<Version> {
+    let raw = data.read_range(uuid, None, usize::MAX, false).unwrap();
+    let entries: Vec<Version> = raw.iter().map(|b| data.decode_entry(b).unwrap()).collect();
+    Version::from_entries(&entries)
+}
+
+/// Writes `n` blocks of one version one at a time, as a PUT does; returns
+/// the largest entry stored after any write and the bytes written in all.
+fn write_blocks_one_by_one(
+    data: &TableData<VersionTable>,
+    uuid: Uuid,
+    n: u64,
+    as_segments: bool,
+) -> (usize, usize) {
+    let (mut largest, mut total) = (0, 0);
+    for i in 0..n {
+        let entry = if as_segments {
+            Version::with_block(uuid, backlink(), i, key(1, i), block(i))
+        } else {
+            // The previous layout: every block merged into one entry.
+            let mut v = Version::new(uuid, backlink());
+            v.blocks.put(key(1, i), block(i));
+            v
+        };
+        let stored = data.update_entry_with(&entry).unwrap().expect("changed");
+        let written = encode(&stored).len();
+        largest = largest.max(written);
+        total += written;
+    }
+    (largest, total)
+}
+
+#[test]
+fn metadata_written_per_block_is_bounded_whatever_the_upload_size() {
+    // An entry of SEGMENT_BLOCKS blocks is about 5 KiB; allow twice that.
+    let bound = 2 * 80 * SEGMENT_BLOCKS as usize + 200;
+    let (_d, _db, data) = open();
+    let n = 2000;
+    let uuid = id(2);
+    let (largest, total) = write_blocks_one_by_one(&data, uuid, n, true);
+    assert!(largest <= bound, "largest entry {largest} B > {bound} B");
+    assert!(
+        total <= n as usize * bound / 2,
+        "{total} B written for {n} blocks: not linear"
+    );
+    // Every stored entry is bounded too, and the version reads whole.
+    for kv in data.store.iter() {
+        let (_, v) = kv.unwrap();
+        assert!(v.len() <= bound, "stored entry of {} B", v.len());
+    }
+    let v = local_version(&data, &uuid).unwrap();
+    assert_eq!(v.blocks.len(), n as usize);
+    assert_eq!(v.size(), n << 20);
+    assert!(v
+        .blocks
+        .items()
+        .enumerate()
+        .all(|(i, (k, b))| *k == key(1, i as u64) && *b == block(i as u64)));
+
+    // The same writes into one entry (the previous layout) fail both
+    // bounds, with half as many blocks: this is what the test guards
+    // against.
+    let n_old = n / 2;
+    let (largest_one, total_one) = write_blocks_one_by_one(&data, id(3), n_old, false);
+    assert!(largest_one > 5 * bound, "one entry: {largest_one} B");
+    assert!(
+        total_one > n_old as usize * bound,
+        "one entry: {total_one} B in all"
+    );
+}
+
+#[test]
+fn segments_cut_a_whole_list_as_block_writes_do() {
+    let mut blocks = Map::new();
+    for part in [1u64, 3] {
+        for i in 0..(SEGMENT_BLOCKS * 2 + 5) {
+            blocks.put(key(part, i), block(part * 1000 + i));
+        }
+    }
+    let segments = Version::segments(id(4), &backlink(), blocks.items());
+    assert_eq!(segments.len(), 6);
+    for s in &segments {
+        assert!(s.blocks.len() as u64 <= SEGMENT_BLOCKS);
+        for (i, (k, b)) in s.blocks.items().enumerate() {
+            let index = k.offset >> 20;
+            let one = Version::with_block(id(4), backlink(), index, *k, *b);
+            assert_eq!(one.segment, s.segment, "block {i} of {:?}", s.segment);
+        }
+    }
+    let whole = Version::from_entries(&segments).unwrap();
+    assert_eq!(whole.blocks, blocks);
+    assert!(!whole.deleted.get());
+}
+
+#[test]
+fn deleting_a_version_releases_the_blocks_of_every_segment() {
+    let (_d, db, data) = open();
+    let uuid = id(5);
+    let n = SEGMENT_BLOCKS * 3 + 1;
+    write_blocks_one_by_one(&data, uuid, n, true);
+    let live = queued_in::<BlockRefTable>(&db);
+    assert_eq!(live.len(), n as usize);
+    assert!(live.iter().all(|r| !r.deleted.get() && r.version == uuid));
+
+    data.update_entry_with(&Version::deleted(uuid, backlink()))
+        .unwrap();
+    let refs = queued_in::<BlockRefTable>(&db);
+    assert_eq!(refs.len(), n as usize);
+    assert!(refs.iter().all(|r| r.deleted.get()), "every ref deleted");
+    // Every entry is a tombstone, due for the GC.
+    let mut entries = 0;
+    for kv in data.store.iter() {
+        let (k, v) = kv.unwrap();
+        let e: Version = data.decode_entry(&v).unwrap();
+        assert!(e.deleted.get() && e.blocks.is_empty());
+        assert!(data.gc_todo.get(&k).unwrap().is_some());
+        entries += 1;
+    }
+    assert_eq!(entries, 1 + n.div_ceil(SEGMENT_BLOCKS));
+    assert!(local_version(&data, &uuid).unwrap().deleted.get());
+}
+
+#[test]
+fn a_segment_arriving_after_the_deletion_is_stored_deleted() {
+    let (_d, db, data) = open();
+    let uuid = id(6);
+    data.update_entry_with(&Version::deleted(uuid, backlink()))
+        .unwrap();
+    // A late block write (or anti-entropy from a lagging replica).
+    let late = Version::with_block(uuid, backlink(), 500, key(1, 500), block(500));
+    data.update_entry_with(&late).unwrap();
+    let stored: Version = data
+        .decode_entry(&data.read_entry(&uuid, &late.segment).unwrap().unwrap())
+        .unwrap();
+    assert!(stored.deleted.get() && stored.blocks.is_empty());
+    assert!(data
+        .gc_todo
+        .get(tree_key(&uuid, &late.segment))
+        .unwrap()
+        .is_some());
+    // Its block never got a live reference.
+    assert!(queued_in::<BlockRefTable>(&db)
+        .iter()
+        .all(|r: &BlockRef| r.deleted.get()));
+}
+
+#[test]
+fn segments_and_deletion_merge_to_the_same_state_in_any_order() {
+    let uuid = id(7);
+    let mut entries = vec![Version::deleted(uuid, backlink())];
+    for i in [0, 1, SEGMENT_BLOCKS, SEGMENT_BLOCKS + 3] {
+        entries.push(Version::with_block(
+            uuid,
+            backlink(),
+            i,
+            key(1, i),
+            block(i),
+        ));
+    }
+    let mut states = Vec::new();
+    for rot in 0..entries.len() {
+        for rev in [false, true] {
+            let mut order = entries.clone();
+            order.rotate_left(rot);
+            if rev {
+                order.reverse();
+            }
+            let (_d, db, data) = open();
+            for e in &order {
+                data.update_entry_with(e).unwrap();
+            }
+            let store: Vec<_> = data.store.iter().map(|kv| kv.unwrap()).collect();
+            let refs: Vec<(bool, Uuid)> = queued_in::<BlockRefTable>(&db)
+                .iter()
+                .map(|r| (r.deleted.get(), r.block))
+                .filter(|(deleted, _)| !deleted)
+                .collect();
+            assert!(refs.is_empty(), "no live ref left: {refs:?}");
+            states.push(store);
+        }
+    }
+    assert!(states.windows(2).all(|w| w[0] == w[1]));
+}
+
+/// The entry layout before segments: one entry per version, at the empty
+/// sort key, holding every block (field for field the previous `Version`).
+#[derive(Serialize)]
+struct PreviousVersion {
+    uuid: Uuid,
+    deleted: Bool,
+    blocks: Map<VersionBlockKey, VersionBlock>,
+    parts_etags: LwwMap<u64, String>,
+    backlink: VersionBacklink,
+}
+
+#[test]
+fn versions_written_before_segments_are_read_and_deleted_in_place() {
+    let (_d, db) = temp_db();
+    let uuid = id(8);
+    let mut blocks = Map::new();
+    for i in 0..3 {
+        blocks.put(key(1, i), block(i));
+    }
+    let old = PreviousVersion {
+        uuid,
+        deleted: Bool::new(false),
+        blocks: blocks.clone(),
+        parts_etags: LwwMap::new(),
+        backlink: backlink(),
+    };
+    // Stored as the previous build did, before the table opens.
+    let store = db.open_tree("version:table").unwrap();
+    store
+        .insert(tree_key_raw(uuid.as_slice(), &[]), encode(&old))
+        .unwrap();
+
+    let refs = InsertQueue::<BlockRefTable>::open(&db).unwrap();
+    let data = TableData::new(VersionTable { block_refs: refs }, db.clone()).unwrap();
+    let v = local_version(&data, &uuid).unwrap();
+    assert_eq!(v.blocks, blocks);
+    assert!(!v.deleted.get());
+    assert!(v.segment.is_head());
+
+    // A later block lands in a segment; the version reads as both.
+    data.update_entry_with(&Version::with_block(
+        uuid,
+        backlink(),
+        3,
+        key(1, 3),
+        block(3),
+    ))
+    .unwrap();
+    assert_eq!(local_version(&data, &uuid).unwrap().blocks.len(), 4);
+
+    // Deleting releases the old entry's blocks and the segment's.
+    data.update_entry_with(&Version::deleted(uuid, backlink()))
+        .unwrap();
+    let released: Vec<BlockRef> = queued_in::<BlockRefTable>(&db);
+    assert_eq!(
+        released.len(),
+        4,
+        "3 blocks of the old entry, 1 of the segment"
+    );
+    assert!(released.iter().all(|r| r.deleted.get()));
+    assert!(local_version(&data, &uuid).unwrap().deleted.get());
+    assert!(data
+        .read_range(&uuid, None, 10, false)
+        .unwrap()
+        .iter()
+        .all(|b| data.decode_entry(b).unwrap().deleted.get()));
+}
