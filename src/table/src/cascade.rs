@@ -11,7 +11,10 @@
 //!   [`TableSchema::partition_tombstone`] and stored like any local update
 //!   (Merkle todo, GC todo, `updated` hook);
 //! - an entry merged into a partition key whose local head is a tombstone
-//!   is merged with its partition tombstone before it is stored.
+//!   is merged with its partition tombstone before it is stored; the
+//!   `updated` hook sees the live value it carried as the old value, so
+//!   that what that value holds elsewhere is released (the version table:
+//!   a late block write's reference, inserted by its writer directly).
 //!
 //! Whatever order a replica receives the head's tombstone and the other
 //! entries in (a late write, anti-entropy from a lagging replica, read
@@ -219,8 +222,10 @@ mod tests {
         assert!(e.is_tombstone());
         let key = tree_key(&"p".to_string(), &"late".to_string());
         assert!(data.gc_todo.get(&key).unwrap().is_some());
-        // It was never live: the hook saw no deletion of a live entry.
-        assert_eq!(deleted.load(Ordering::SeqCst), 0);
+        // The hook saw the value it carried deleted, so that what that
+        // value holds elsewhere (a block reference its writer inserted)
+        // is released.
+        assert_eq!(deleted.load(Ordering::SeqCst), 1);
         // A live head is no deletion.
         data.update_entry_with(&TestEntry::new("q", "", "v"))
             .unwrap();

@@ -202,17 +202,26 @@ impl<F: TableSchema> TableData<F> {
         new.merge(entry);
         let head_key = self.schema.partition_head();
         let is_head = head_key.as_ref() == Some(entry.sort_key());
+        // The live value this write would have stored, when the partition's
+        // tombstone deletes it on arrival: the hook sees it as the old
+        // value, so that what it held is released (a late block write's
+        // block reference, inserted directly by its writer, gets its
+        // deleted counterpart).
+        let mut deleted_on_arrival = None;
         if let (Some(hk), false) = (&head_key, is_head) {
             if !new.is_tombstone() {
                 if let Some(head) = self.head_tombstone(tx, entry.partition_key(), hk)? {
+                    let live = new.clone();
                     new.merge(&self.schema.partition_tombstone(&new, &head));
+                    deleted_on_arrival = Some(live);
                 }
             }
         }
         if old.as_ref() == Some(&new) {
             return Ok(None);
         }
-        self.write_in_tx(tx, &key, old.as_ref(), &new)?;
+        let hook_old = deleted_on_arrival.as_ref().or(old.as_ref());
+        self.write_in_tx(tx, &key, hook_old, &new)?;
         if is_head && new.is_tombstone() {
             self.delete_partition_in_tx(tx, &new)?;
         }
