@@ -345,6 +345,32 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     );
     assert_eq!(private["globalAliases"], json!([]));
     assert_eq!(private["keys"][0]["bucketLocalAliases"], json!(["private"]));
+    // A taken local alias refuses the whole creation: no bucket is left
+    // behind under the global alias.
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(json!({"globalAlias": "orphan-check",
+                    "localAlias": {"accessKeyId": key_id, "alias": "private"}})),
+        409,
+        "BucketAlreadyExists",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetBucketInfo?globalAlias=orphan-check",
+        None,
+        404,
+        "NoSuchBucket",
+    );
+    assert_eq!(
+        api(&base, "GET", "/v2/ListBuckets", None)
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     aws_ok(
         &s3key,
         &ep,

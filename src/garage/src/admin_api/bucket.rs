@@ -270,6 +270,11 @@ pub async fn create_bucket(
     };
     let b = match (&req.global_alias, &req.local_alias, &local_key) {
         (Some(name), local, key) => {
+            // Both names are checked before anything is created: a taken
+            // local alias must not leave a bucket behind.
+            if let (Some(la), Some(k)) = (local, key) {
+                m.check_local_alias_free(k, &la.alias).await?;
+            }
             let b = m.create_bucket(name).await?;
             if let (Some(la), Some(k)) = (local, key) {
                 m.set_local_alias(b.id, k, &la.alias).await?;
