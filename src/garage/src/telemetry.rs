@@ -24,7 +24,7 @@ use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use subtle::ConstantTimeEq;
+use crate::admin_api::auth::{check_bearer, TokenCheck};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata};
 use tracing_subscriber::layer::{Context, Filter, Layer};
@@ -256,7 +256,7 @@ struct MetricsAccess {
 
 /// `GET /metrics` in the Prometheus text format. With a token, requests
 /// must carry `Authorization: Bearer <token>`: none gets 401, a wrong one
-/// 403 (compared in constant time).
+/// 403 (compared in constant time, on hashes: the admin API's check).
 pub fn metrics_router(handle: PrometheusHandle, metrics_token: Option<String>) -> Router {
     Router::new()
         .route("/metrics", get(serve_metrics))
@@ -268,12 +268,9 @@ pub fn metrics_router(handle: PrometheusHandle, metrics_token: Option<String>) -
 
 async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) -> Response {
     if let Some(token) = &access.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            None => {
+        let given = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        match check_bearer(token, given) {
+            TokenCheck::Missing => {
                 return (
                     StatusCode::UNAUTHORIZED,
                     [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -281,10 +278,10 @@ async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) 
                 )
                     .into_response()
             }
-            Some(g) if !bool::from(g.trim().as_bytes().ct_eq(token.as_bytes())) => {
+            TokenCheck::Wrong => {
                 return (StatusCode::FORBIDDEN, "wrong metrics token\n").into_response()
             }
-            Some(_) => (),
+            TokenCheck::Valid => (),
         }
     }
     (

@@ -9,7 +9,7 @@
 //! `admin_blocks`, `System::update_layout`, the model's `Metadata`
 //! helper): the HTTP API and `garage …` share one implementation.
 
-mod auth;
+pub(crate) mod auth;
 pub(crate) mod bucket;
 mod cluster;
 pub mod error;
