@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use garage_api::Api;
+use garage_util::socket::{bind_unix_socket, is_socket_path, SocketError};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -108,23 +109,21 @@ fn record(method: &'static str, host: Option<String>, status: StatusCode, elapse
 
 impl WebServer {
     /// Binds the listener (so that a taken address fails at startup):
-    /// `bind_addr` is `ip:port` or the path of a Unix socket (an old
-    /// socket file there is replaced).
+    /// `bind_addr` is `ip:port` or the path of a Unix socket (a stale
+    /// socket file there is replaced, nothing else).
     pub async fn bind(
         api: Arc<Api>,
         bind_addr: &str,
         root_domain: &str,
         host_label: bool,
     ) -> Result<Self, String> {
-        let listener = if bind_addr.starts_with('/') || bind_addr.starts_with('.') {
+        let listener = if is_socket_path(bind_addr) {
             let path = PathBuf::from(bind_addr);
-            if path.exists() {
-                std::fs::remove_file(&path)
-                    .map_err(|e| format!("cannot replace the socket file {bind_addr}: {e}"))?;
-            }
-            let l = UnixListener::bind(&path).map_err(|e| {
-                format!("cannot listen for the website endpoint on {bind_addr}: {e}")
-            })?;
+            let l = bind_unix_socket(&path)
+                .and_then(|l| {
+                    UnixListener::from_std(l).map_err(|e| SocketError::Bind(path.clone(), e))
+                })
+                .map_err(|e| format!("website endpoint: {e}"))?;
             Listener::Unix(l, path)
         } else {
             let addr: SocketAddr = bind_addr
