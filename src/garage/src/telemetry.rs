@@ -382,6 +382,20 @@ impl Layer<Registry> for TraceGate {
     }
 }
 
+/// `url` without the `user:pass@` part of its authority, for logs and
+/// error messages.
+fn without_userinfo(url: &str) -> String {
+    let start = url.find("://").map(|i| i + 3).unwrap_or(0);
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map(|i| start + i)
+        .unwrap_or(url.len());
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// Starts exporting spans to `sink` (an OTLP/HTTP endpoint such as
 /// `http://collector:4318`; `/v1/traces` is added unless present), with
 /// service name `garage` and the node id as resource attributes.
@@ -397,7 +411,12 @@ pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
         .with_endpoint(url.clone())
         .with_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| anyhow::anyhow!("trace_sink {sink:?}: cannot build the OTLP exporter: {e}"))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "trace_sink {:?}: cannot build the OTLP exporter: {e}",
+                without_userinfo(sink)
+            )
+        })?;
     let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
         .with_batch_config(
             opentelemetry_sdk::trace::BatchConfigBuilder::default()
@@ -433,7 +452,10 @@ pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
     }
     let _ = PROVIDER.set(provider);
     TRACING_ON.store(true, Ordering::Relaxed);
-    tracing::info!("exporting traces over OTLP/HTTP to {url}");
+    tracing::info!(
+        "exporting traces over OTLP/HTTP to {}",
+        without_userinfo(&url)
+    );
     Ok(())
 }
 
@@ -444,5 +466,30 @@ pub fn shutdown_traces() {
         if let Err(e) = p.shutdown() {
             tracing::warn!("trace exporter shutdown: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn userinfo_is_not_logged() {
+        assert_eq!(
+            without_userinfo("https://u:s3cret@collector:4318/v1/traces"),
+            "https://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            without_userinfo("http://tok@collector:4318"),
+            "http://collector:4318"
+        );
+        assert_eq!(
+            without_userinfo("http://collector:4318/v1/traces?a=b@c"),
+            "http://collector:4318/v1/traces?a=b@c"
+        );
+        assert_eq!(
+            without_userinfo("http://127.0.0.1:4318"),
+            "http://127.0.0.1:4318"
+        );
     }
 }
