@@ -173,7 +173,7 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
             js(RepairLaunched {})
         }
         NodeRequest::ListWorkers(r) => {
-            let all = worker_list(g)?;
+            let all = worker_list(g).await?;
             js(all
                 .into_iter()
                 .filter(|w| !r.busy_only || matches!(w.state, WorkerState::Busy))
@@ -181,7 +181,7 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
                 .collect::<Vec<_>>())
         }
         NodeRequest::GetWorkerInfo(r) => {
-            let all = worker_list(g)?;
+            let all = worker_list(g).await?;
             let n = all.len();
             let w = all.into_iter().find(|w| w.id == r.id).ok_or_else(|| {
                 ApiError::NoSuchWorker(format!("no worker {}: workers are numbered 1 to {n}", r.id))
@@ -440,8 +440,13 @@ pub enum WorkerState {
     Idle,
 }
 
-fn worker_list(g: &Garage) -> Result<Vec<WorkerInfo>, ApiError> {
-    let rows = admin_blocks::workers(g).map_err(ApiError::Internal)?;
+/// The node's workers; the table statistics are read by
+/// `admin_rpc::node_stats` (blocking database counts, off the runtime).
+async fn worker_list(g: &Arc<Garage>) -> Result<Vec<WorkerInfo>, ApiError> {
+    let stats = crate::admin_rpc::node_stats(g)
+        .await
+        .map_err(ApiError::Internal)?;
+    let rows = admin_blocks::workers(g, &stats).map_err(ApiError::Internal)?;
     Ok(rows
         .into_iter()
         .enumerate()
