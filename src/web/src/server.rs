@@ -74,18 +74,31 @@ async fn serve(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("-")
         .to_string();
-    let resp = web
+    let handled = web
         .handle(&Ask {
             method: &parts.method,
             uri: &parts.uri,
             headers: &parts.headers,
         })
         .await;
+    let resp = handled.response;
     let status = resp.status();
-    let label = host_label.then(|| host_name(&host).unwrap_or_default());
+    // Only the names of existing sites: any other Host would make a new
+    // series.
+    let label = host_label.then(|| match host_name(&host) {
+        Some(h) if handled.site_found => h,
+        _ => "unknown".to_string(),
+    });
     record(method, label, status, start.elapsed());
     if status.is_server_error() {
-        warn!("web {method} {host}{} -> {status}", parts.uri.path());
+        warn!(
+            "web {method} {host}{} -> {status}: {}",
+            parts.uri.path(),
+            handled
+                .server_error
+                .as_deref()
+                .unwrap_or("server error (no cause recorded)")
+        );
     } else {
         debug!("web {method} {host}{} -> {status}", parts.uri.path());
     }
