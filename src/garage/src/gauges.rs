@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tracing::warn;
 
+use garage_table::any::TableStats;
+
 use crate::admin_rpc::NodeStats;
 use crate::garage::Garage;
 
@@ -36,8 +38,8 @@ pub fn node_stats(g: &Garage) -> Result<NodeStats, String> {
 }
 
 /// [`node_stats`], without the table sizes when `with_counts` is false
-/// (`tables` empty and `block_rc_entries` 0: [`publish`] leaves those
-/// gauges as they are).
+/// (`tables` empty and `block_rc_entries` 0: the refresh loop fills in the
+/// last counts).
 fn stats(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
     let bm = &g.block_manager;
     let (tables, block_rc_entries) = if with_counts {
@@ -67,11 +69,18 @@ fn stats(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
     })
 }
 
+/// Sets `garage_build_info` (again at each refresh: gauges not set for a
+/// while are dropped by the exporter).
+pub fn build_info() {
+    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 /// Sets every state gauge from `s` (and the per-node layout gauges from
-/// the system); the table sizes only when `with_counts`.
-pub fn publish(g: &Garage, s: &NodeStats, with_counts: bool) {
+/// the system).
+pub fn publish(g: &Garage, s: &NodeStats) {
     use metrics::gauge;
-    for t in s.tables.iter().filter(|_| with_counts) {
+    build_info();
+    for t in &s.tables {
         let name = t.name.clone();
         gauge!("table_size", "table_name" => name.clone()).set(t.items as f64);
         gauge!("table_merkle_tree_size", "table_name" => name.clone()).set(t.merkle_nodes as f64);
@@ -80,9 +89,7 @@ pub fn publish(g: &Garage, s: &NodeStats, with_counts: bool) {
         gauge!("table_gc_todo_queue_length", "table_name" => name.clone()).set(t.gc_todo as f64);
         gauge!("table_insert_queue_length", "table_name" => name).set(t.insert_queue as f64);
     }
-    if with_counts {
-        gauge!("block_rc_entries").set(s.block_rc_entries as f64);
-    }
+    gauge!("block_rc_entries").set(s.block_rc_entries as f64);
     gauge!("block_resync_queue_length").set(s.resync_queue as f64);
     gauge!("block_resync_errored_blocks").set(s.resync_errors as f64);
     for (volume, space) in [("data", &s.data_space), ("metadata", &s.metadata_space)] {
@@ -124,7 +131,8 @@ pub fn publish(g: &Garage, s: &NodeStats, with_counts: bool) {
 /// exporter's upkeep (histogram housekeeping).
 pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) {
     let counts_every = count_interval(g.db.engine());
-    let mut last_counts: Option<Instant> = None;
+    // The last table sizes, and when they were counted.
+    let mut counted: Option<(Instant, Vec<TableStats>, usize)> = None;
     let mut ticker = tokio::time::interval(REFRESH_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -132,14 +140,20 @@ pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) 
             _ = ticker.tick() => (),
             _ = must_exit.changed() => return,
         }
-        let with_counts = last_counts.is_none_or(|t| t.elapsed() >= counts_every);
+        let with_counts = counted
+            .as_ref()
+            .is_none_or(|(at, _, _)| at.elapsed() >= counts_every);
         let g2 = g.clone();
         match tokio::task::spawn_blocking(move || stats(&g2, with_counts)).await {
-            Ok(Ok(s)) => {
-                publish(&g, &s, with_counts);
+            Ok(Ok(mut s)) => {
                 if with_counts {
-                    last_counts = Some(Instant::now());
+                    counted = Some((Instant::now(), s.tables.clone(), s.block_rc_entries));
+                } else if let Some((_, tables, rc)) = &counted {
+                    // Published again so that the exporter keeps them.
+                    s.tables = tables.clone();
+                    s.block_rc_entries = *rc;
                 }
+                publish(&g, &s);
             }
             Ok(Err(e)) => warn!("metrics: {e}"),
             Err(e) => warn!("metrics: statistics task failed: {e}"),

@@ -43,12 +43,18 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
     }
+    // A gauge not set for three refreshes is dropped: series of removed or
+    // re-roled nodes do not linger (every gauge is set by each refresh).
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)?
+        .idle_timeout(
+            metrics_util::MetricKindMask::GAUGE,
+            Some(3 * crate::gauges::REFRESH_INTERVAL),
+        )
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
     describe();
-    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    crate::gauges::build_info();
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
