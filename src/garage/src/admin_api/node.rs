@@ -100,17 +100,27 @@ async fn on_nodes<T: DeserializeOwned>(
         error: BTreeMap::new(),
     };
     let asked = nodes.len();
-    for id in nodes {
-        let res: Result<String, String> = if id == me {
-            match run_local_json(&st.garage, &json).await {
-                Ok(s) => Ok(s),
-                // Only this node asked: its error, with its status code
-                // (a 404 on an unknown block must not look like a success).
-                Err(e) if asked == 1 => return Err(e),
-                Err(e) => Err(e.to_string()),
-            }
-        } else {
-            call_remote(st, id, json.clone()).await
+    // Every node at once: a dead node costs one timeout, not one each.
+    let answers = futures::future::join_all(nodes.into_iter().map(|id| {
+        let json = json.clone();
+        async move {
+            let res: Result<String, ApiError> = if id == me {
+                run_local_json(&st.garage, &json).await
+            } else {
+                call_remote(st, id, json).await.map_err(ApiError::Internal)
+            };
+            (id, res)
+        }
+    }))
+    .await;
+    for (id, res) in answers {
+        let res = match res {
+            Ok(s) => Ok(s),
+            // Only this node asked: its error, with its status code
+            // (a 404 on an unknown block must not look like a success).
+            Err(e) if asked == 1 && id == me => return Err(e),
+            Err(ApiError::Internal(e)) if id != me => Err(e),
+            Err(e) => Err(e.to_string()),
         };
         let parsed = res.and_then(|s| {
             serde_json::from_str::<T>(&s).map_err(|e| format!("bad answer from the node: {e}"))
