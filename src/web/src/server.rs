@@ -83,12 +83,7 @@ async fn serve(
         .await;
     let resp = handled.response;
     let status = resp.status();
-    // Only the names of existing sites: any other Host would make a new
-    // series.
-    let label = host_label.then(|| match host_name(&host) {
-        Some(h) if handled.site_found => h,
-        _ => "unknown".to_string(),
-    });
+    let label = host_label.then(|| metric_host(&host, handled.site_found));
     record(method, label, status, start.elapsed());
     if status.is_server_error() {
         warn!(
@@ -103,6 +98,15 @@ async fn serve(
         debug!("web {method} {host}{} -> {status}", parts.uri.path());
     }
     Ok(resp)
+}
+
+/// The `host` label of a request: the host name of an existing site, else
+/// `unknown` (any other Host header would make a new series).
+fn metric_host(host: &str, site_found: bool) -> String {
+    match host_name(host) {
+        Some(h) if site_found => h,
+        _ => "unknown".to_string(),
+    }
 }
 
 /// Counts one answered request in the metrics (with a `host` label when
@@ -346,5 +350,12 @@ mod tests {
             method_label(&Method::from_bytes(b"PROPFIND").unwrap()),
             "other"
         );
+    }
+
+    #[test]
+    fn host_label_only_names_existing_sites() {
+        assert_eq!(metric_host("Site.Web.Example:3902", true), "site.web.example");
+        assert_eq!(metric_host("random-123.example", false), "unknown");
+        assert_eq!(metric_host("", false), "unknown");
     }
 }
