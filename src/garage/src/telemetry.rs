@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::admin_api::auth::{check_bearer, TokenCheck};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +25,6 @@ use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use crate::admin_api::auth::{check_bearer, TokenCheck};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata};
 use tracing_subscriber::layer::{Context, Filter, Layer};

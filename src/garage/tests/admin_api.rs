@@ -344,8 +344,7 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     assert_eq!(web["IndexDocument"]["Suffix"], "index.html", "{web}");
     assert_eq!(web["ErrorDocument"]["Key"], "404.html", "{web}");
     assert_eq!(
-        web["RoutingRules"][0]["Redirect"]["ReplaceKeyPrefixWith"],
-        "new/",
+        web["RoutingRules"][0]["Redirect"]["ReplaceKeyPrefixWith"], "new/",
         "{web}"
     );
     assert_eq!(

@@ -354,7 +354,10 @@ mod tests {
 
     #[test]
     fn host_label_only_names_existing_sites() {
-        assert_eq!(metric_host("Site.Web.Example:3902", true), "site.web.example");
+        assert_eq!(
+            metric_host("Site.Web.Example:3902", true),
+            "site.web.example"
+        );
         assert_eq!(metric_host("random-123.example", false), "unknown");
         assert_eq!(metric_host("", false), "unknown");
     }

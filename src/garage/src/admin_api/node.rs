@@ -87,6 +87,14 @@ fn which_nodes(st: &St, sel: &str) -> Result<Vec<NodeId>, ApiError> {
 /// How long another node has to answer.
 const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why one node of a `node=` request has no answer.
+enum Failed {
+    /// This node's own error.
+    Here(ApiError),
+    /// Another node's error, or no answer from it.
+    There(String),
+}
+
 async fn on_nodes<T: DeserializeOwned>(
     st: &St,
     sel: &str,
@@ -104,10 +112,12 @@ async fn on_nodes<T: DeserializeOwned>(
     let answers = futures::future::join_all(nodes.into_iter().map(|id| {
         let json = json.clone();
         async move {
-            let res: Result<String, ApiError> = if id == me {
-                run_local_json(&st.garage, &json).await
+            let res = if id == me {
+                run_local_json(&st.garage, &json)
+                    .await
+                    .map_err(Failed::Here)
             } else {
-                call_remote(st, id, json).await.map_err(ApiError::Internal)
+                call_remote(st, id, json).await.map_err(Failed::There)
             };
             (id, res)
         }
@@ -118,9 +128,9 @@ async fn on_nodes<T: DeserializeOwned>(
             Ok(s) => Ok(s),
             // Only this node asked: its error, with its status code
             // (a 404 on an unknown block must not look like a success).
-            Err(e) if asked == 1 && id == me => return Err(e),
-            Err(ApiError::Internal(e)) if id != me => Err(e),
-            Err(e) => Err(e.to_string()),
+            Err(Failed::Here(e)) if asked == 1 => return Err(e),
+            Err(Failed::Here(e)) => Err(e.to_string()),
+            Err(Failed::There(e)) => Err(e),
         };
         let parsed = res.and_then(|s| {
             serde_json::from_str::<T>(&s).map_err(|e| format!("bad answer from the node: {e}"))
