@@ -252,13 +252,14 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
 }
 
 /// `garage worker list | get | set`.
-pub async fn worker(g: &Garage, op: WorkerOperation) -> Result<String> {
+pub async fn worker(g: &std::sync::Arc<Garage>, op: WorkerOperation) -> Result<String> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     match op {
         WorkerOperation::List => {
             let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors".to_string()];
-            for (i, w) in workers(g)?.iter().enumerate() {
+            let stats = crate::admin_rpc::node_stats(g).await?;
+            for (i, w) in workers(g, &stats)?.iter().enumerate() {
                 rows.push(format!(
                     "{}\t{}\t{}\t{}\t{}",
                     i + 1,
@@ -271,7 +272,8 @@ pub async fn worker(g: &Garage, op: WorkerOperation) -> Result<String> {
             Ok(columns(&rows))
         }
         WorkerOperation::Info { tid } => {
-            let all = workers(g)?;
+            let stats = crate::admin_rpc::node_stats(g).await?;
+            let all = workers(g, &stats)?;
             let Some(w) = tid.checked_sub(1).and_then(|i| all.get(i)) else {
                 return Err(format!(
                     "no worker {tid}: `garage worker list` numbers them from 1 to {}",
@@ -359,13 +361,12 @@ fn busy(queue: usize) -> String {
     if queue > 0 { "busy" } else { "idle" }.to_string()
 }
 
-/// The node's workers, in a stable order (their TIDs, from 1).
-pub fn workers(g: &Garage) -> Result<Vec<WorkerRow>> {
+/// The node's workers, in a stable order (their TIDs, from 1), from
+/// `stats` (read off the async runtime: `admin_rpc::node_stats`).
+pub fn workers(g: &Garage, stats: &crate::admin_rpc::NodeStats) -> Result<Vec<WorkerRow>> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     let mut out = Vec::new();
-    // The numbers the metrics gauges show (`gauges::node_stats`).
-    let stats = crate::gauges::node_stats(g)?;
     for s in stats.tables.iter() {
         for (what, queue, doc) in [
             (

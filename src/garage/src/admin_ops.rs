@@ -199,42 +199,17 @@ async fn website(m: &Metadata, w: WebsiteOpt) -> Result<String> {
     if w.error_document.as_deref() == Some("") {
         return Err(refuse("--error-document is empty"));
     }
-    let mut b = m.get_bucket(&w.bucket).await?;
-    let p = b.params_mut().expect("existing bucket");
+    let b = m.get_bucket(&w.bucket).await?;
     if w.deny {
-        p.website_access.update(false);
-        m.buckets.insert(&b).await?;
+        set_website_access(m, b, None).await?;
         return Ok(format!(
             "The website endpoint no longer serves bucket {}.\n",
             w.bucket
         ));
     }
-    let old = p.website_config.get().clone();
-    let mut config = old.clone().unwrap_or(WebsiteConfig {
-        index_document: None,
-        error_document: None,
-        redirect_all: None,
-        routing_rules: Vec::new(),
-    });
-    if w.index_document.is_some() || w.error_document.is_some() {
-        config.redirect_all = None;
-    }
-    if let Some(i) = w.index_document {
-        config.index_document = Some(i);
-    }
-    if let Some(e) = w.error_document {
-        config.error_document = Some(e);
-    }
-    if config.index_document.is_none() && config.redirect_all.is_none() {
-        config.index_document = Some("index.html".into());
-    }
-    if old.as_ref() != Some(&config) {
-        p.website_config.update(Some(config.clone()));
-    }
-    if !*p.website_access.get() {
-        p.website_access.update(true);
-    }
-    m.buckets.insert(&b).await?;
+    let config = set_website_access(m, b, Some((w.index_document, w.error_document)))
+        .await?
+        .expect("website enabled");
     Ok(format!(
         "The website endpoint serves bucket {}: {}.\n",
         w.bucket,
@@ -299,24 +274,54 @@ pub fn website_access(p: &BucketParams) -> bool {
     p.website().is_some()
 }
 
-/// Enables website access with these documents, or disables it (the
-/// configuration is kept, as `garage bucket website --deny` does).
-pub async fn set_website_access(g: &Garage, id: Uuid, config: Option<WebsiteConfig>) -> Result<()> {
-    let Some(mut b) = g.bucket_table.get(&EmptyKey, &id).await? else {
+/// The website switch of `garage bucket website` and of the admin API's
+/// UpdateBucket. `None` turns it off (the configuration is kept).
+/// `Some((index, error))` turns it on and merges the documents given into
+/// the bucket's configuration: routing rules are kept, a redirect-all
+/// configuration is replaced when documents are given, and `index.html` is
+/// the index when there is neither an index nor a redirect. Returns the
+/// configuration now in effect.
+pub async fn set_website_access(
+    m: &Metadata,
+    mut b: Bucket,
+    enable: Option<(Option<String>, Option<String>)>,
+) -> Result<Option<WebsiteConfig>> {
+    let id = b.id;
+    let Some(p) = b.params_mut() else {
         return Err(HelperError::NoSuchBucket(id.hex()));
     };
-    match b.params_mut() {
-        Some(p) => match config {
-            Some(c) => {
-                p.website_config.update(Some(c));
-                p.website_access.update(true);
-            }
-            None => p.website_access.update(false),
-        },
-        None => return Err(HelperError::NoSuchBucket(id.hex())),
+    let Some((index, error)) = enable else {
+        p.website_access.update(false);
+        m.buckets.insert(&b).await?;
+        return Ok(None);
+    };
+    let old = p.website_config.get().clone();
+    let mut config = old.clone().unwrap_or(WebsiteConfig {
+        index_document: None,
+        error_document: None,
+        redirect_all: None,
+        routing_rules: Vec::new(),
+    });
+    if index.is_some() || error.is_some() {
+        config.redirect_all = None;
     }
-    g.bucket_table.insert(&b).await?;
-    Ok(())
+    if let Some(i) = index {
+        config.index_document = Some(i);
+    }
+    if let Some(e) = error {
+        config.error_document = Some(e);
+    }
+    if config.index_document.is_none() && config.redirect_all.is_none() {
+        config.index_document = Some("index.html".into());
+    }
+    if old.as_ref() != Some(&config) {
+        p.website_config.update(Some(config.clone()));
+    }
+    if !*p.website_access.get() {
+        p.website_access.update(true);
+    }
+    m.buckets.insert(&b).await?;
+    Ok(Some(config))
 }
 
 /// Object, byte and unfinished-upload counts of a bucket, as counted by

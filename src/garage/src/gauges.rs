@@ -4,34 +4,61 @@
 //! and `garage worker` print the same [`NodeStats`] (one source of truth).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 use tracing::warn;
 
+use garage_table::any::TableStats;
+
 use crate::admin_rpc::NodeStats;
 use crate::garage::Garage;
 
-/// How often the gauges are recomputed. Counting entries is cheap on LMDB
-/// and linear on SQLite, so not too often.
+/// How often the gauges are recomputed.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How often SQLite's table sizes (the `table_*` gauges and
+/// `block_rc_entries`) are recounted: `COUNT(*)` is linear and runs under
+/// the single connection's lock, so every metadata read and write waits for
+/// it. LMDB's counts are O(1) and follow [`REFRESH_INTERVAL`].
+pub const SQLITE_COUNT_INTERVAL: Duration = Duration::from_secs(300);
+
+/// How often the table sizes are recounted on `engine`.
+pub fn count_interval(engine: garage_db::Engine) -> Duration {
+    match engine {
+        garage_db::Engine::Lmdb => REFRESH_INTERVAL,
+        garage_db::Engine::Sqlite => SQLITE_COUNT_INTERVAL,
+    }
+}
 
 /// This node's statistics, read from its tables, block manager and
 /// system (blocking: database reads).
 pub fn node_stats(g: &Garage) -> Result<NodeStats, String> {
-    let tables = g
-        .tables
-        .iter()
-        .map(|t| t.stats())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot read table statistics: {e}"))?;
+    stats(g, true)
+}
+
+/// [`node_stats`], without the table sizes when `with_counts` is false
+/// (`tables` empty and `block_rc_entries` 0: the refresh loop fills in the
+/// last counts).
+fn stats(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
     let bm = &g.block_manager;
+    let (tables, block_rc_entries) = if with_counts {
+        let tables = g
+            .tables
+            .iter()
+            .map(|t| t.stats())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("cannot read table statistics: {e}"))?;
+        (tables, bm.rc.rc.len().map_err(|e| e.to_string())?)
+    } else {
+        (vec![], 0)
+    };
     let local = g.system.local_status();
     Ok(NodeStats {
         node: g.system.id(),
         db_engine: g.db.engine().to_string(),
         tables,
-        block_rc_entries: bm.rc.rc.len().map_err(|e| e.to_string())?,
+        block_rc_entries,
         resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
         resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
         data_space: local.data_space,
@@ -42,10 +69,17 @@ pub fn node_stats(g: &Garage) -> Result<NodeStats, String> {
     })
 }
 
+/// Sets `garage_build_info` (again at each refresh: gauges not set for a
+/// while are dropped by the exporter).
+pub fn build_info() {
+    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 /// Sets every state gauge from `s` (and the per-node layout gauges from
 /// the system).
 pub fn publish(g: &Garage, s: &NodeStats) {
     use metrics::gauge;
+    build_info();
     for t in &s.tables {
         let name = t.name.clone();
         gauge!("table_size", "table_name" => name.clone()).set(t.items as f64);
@@ -92,9 +126,13 @@ pub fn publish(g: &Garage, s: &NodeStats) {
     }
 }
 
-/// Recomputes and publishes the gauges every [`REFRESH_INTERVAL`] until
-/// `must_exit`; also runs the exporter's upkeep (histogram housekeeping).
+/// Recomputes and publishes the gauges every [`REFRESH_INTERVAL`] (the
+/// table sizes every [`count_interval`]) until `must_exit`; also runs the
+/// exporter's upkeep (histogram housekeeping).
 pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) {
+    let counts_every = count_interval(g.db.engine());
+    // The last table sizes, and when they were counted.
+    let mut counted: Option<(Instant, Vec<TableStats>, usize)> = None;
     let mut ticker = tokio::time::interval(REFRESH_INTERVAL);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -102,9 +140,21 @@ pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) 
             _ = ticker.tick() => (),
             _ = must_exit.changed() => return,
         }
+        let with_counts = counted
+            .as_ref()
+            .is_none_or(|(at, _, _)| at.elapsed() >= counts_every);
         let g2 = g.clone();
-        match tokio::task::spawn_blocking(move || node_stats(&g2)).await {
-            Ok(Ok(s)) => publish(&g, &s),
+        match tokio::task::spawn_blocking(move || stats(&g2, with_counts)).await {
+            Ok(Ok(mut s)) => {
+                if with_counts {
+                    counted = Some((Instant::now(), s.tables.clone(), s.block_rc_entries));
+                } else if let Some((_, tables, rc)) = &counted {
+                    // Published again so that the exporter keeps them.
+                    s.tables = tables.clone();
+                    s.block_rc_entries = *rc;
+                }
+                publish(&g, &s);
+            }
             Ok(Err(e)) => warn!("metrics: {e}"),
             Err(e) => warn!("metrics: statistics task failed: {e}"),
         }

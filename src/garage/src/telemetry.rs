@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::admin_api::auth::{check_bearer, TokenCheck};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +25,6 @@ use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::SdkTracerProvider;
-use subtle::ConstantTimeEq;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata};
 use tracing_subscriber::layer::{Context, Filter, Layer};
@@ -43,12 +43,18 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
     if let Some(h) = HANDLE.get() {
         return Ok(h.clone());
     }
+    // A gauge not set for three refreshes is dropped: series of removed or
+    // re-roled nodes do not linger (every gauge is set by each refresh).
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)?
+        .idle_timeout(
+            metrics_util::MetricKindMask::GAUGE,
+            Some(3 * crate::gauges::REFRESH_INTERVAL),
+        )
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
     describe();
-    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+    crate::gauges::build_info();
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 
@@ -256,7 +262,7 @@ struct MetricsAccess {
 
 /// `GET /metrics` in the Prometheus text format. With a token, requests
 /// must carry `Authorization: Bearer <token>`: none gets 401, a wrong one
-/// 403 (compared in constant time).
+/// 403 (compared in constant time, on hashes: the admin API's check).
 pub fn metrics_router(handle: PrometheusHandle, metrics_token: Option<String>) -> Router {
     Router::new()
         .route("/metrics", get(serve_metrics))
@@ -268,12 +274,9 @@ pub fn metrics_router(handle: PrometheusHandle, metrics_token: Option<String>) -
 
 async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) -> Response {
     if let Some(token) = &access.token {
-        let given = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match given {
-            None => {
+        let given = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+        match check_bearer(token, given) {
+            TokenCheck::Missing => {
                 return (
                     StatusCode::UNAUTHORIZED,
                     [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -281,10 +284,10 @@ async fn serve_metrics(State(access): State<MetricsAccess>, headers: HeaderMap) 
                 )
                     .into_response()
             }
-            Some(g) if !bool::from(g.trim().as_bytes().ct_eq(token.as_bytes())) => {
+            TokenCheck::Wrong => {
                 return (StatusCode::FORBIDDEN, "wrong metrics token\n").into_response()
             }
-            Some(_) => (),
+            TokenCheck::Valid => (),
         }
     }
     (
@@ -385,6 +388,20 @@ impl Layer<Registry> for TraceGate {
     }
 }
 
+/// `url` without the `user:pass@` part of its authority, for logs and
+/// error messages.
+fn without_userinfo(url: &str) -> String {
+    let start = url.find("://").map(|i| i + 3).unwrap_or(0);
+    let end = url[start..]
+        .find(['/', '?', '#'])
+        .map(|i| start + i)
+        .unwrap_or(url.len());
+    match url[start..end].rfind('@') {
+        Some(at) => format!("{}{}", &url[..start], &url[start + at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// Starts exporting spans to `sink` (an OTLP/HTTP endpoint such as
 /// `http://collector:4318`; `/v1/traces` is added unless present), with
 /// service name `garage` and the node id as resource attributes.
@@ -400,7 +417,12 @@ pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
         .with_endpoint(url.clone())
         .with_timeout(Duration::from_secs(10))
         .build()
-        .map_err(|e| anyhow::anyhow!("trace_sink {sink:?}: cannot build the OTLP exporter: {e}"))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "trace_sink {:?}: cannot build the OTLP exporter: {e}",
+                without_userinfo(sink)
+            )
+        })?;
     let batch = opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter)
         .with_batch_config(
             opentelemetry_sdk::trace::BatchConfigBuilder::default()
@@ -436,7 +458,10 @@ pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
     }
     let _ = PROVIDER.set(provider);
     TRACING_ON.store(true, Ordering::Relaxed);
-    tracing::info!("exporting traces over OTLP/HTTP to {url}");
+    tracing::info!(
+        "exporting traces over OTLP/HTTP to {}",
+        without_userinfo(&url)
+    );
     Ok(())
 }
 
@@ -447,5 +472,30 @@ pub fn shutdown_traces() {
         if let Err(e) = p.shutdown() {
             tracing::warn!("trace exporter shutdown: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_userinfo;
+
+    #[test]
+    fn userinfo_is_not_logged() {
+        assert_eq!(
+            without_userinfo("https://u:s3cret@collector:4318/v1/traces"),
+            "https://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            without_userinfo("http://tok@collector:4318"),
+            "http://collector:4318"
+        );
+        assert_eq!(
+            without_userinfo("http://collector:4318/v1/traces?a=b@c"),
+            "http://collector:4318/v1/traces?a=b@c"
+        );
+        assert_eq!(
+            without_userinfo("http://127.0.0.1:4318"),
+            "http://127.0.0.1:4318"
+        );
     }
 }

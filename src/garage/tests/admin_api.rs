@@ -290,6 +290,36 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     );
     assert!(!o.status.success(), "write allowed after DenyBucketKey");
 
+    // A website configuration with a routing rule, set over S3 by the
+    // bucket's owner...
+    api(
+        &base,
+        "POST",
+        "/v2/AllowBucketKey",
+        Some(json!({"bucketId": bucket_id, "accessKeyId": key_id,
+                    "permissions": {"read": false, "write": false, "owner": true}})),
+    );
+    std::fs::write(
+        dir.path().join("website.json"),
+        r#"{"IndexDocument": {"Suffix": "start.html"},
+            "RoutingRules": [{"Condition": {"KeyPrefixEquals": "old/"},
+                              "Redirect": {"ReplaceKeyPrefixWith": "new/"}}]}"#,
+    )
+    .unwrap();
+    aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &[
+            "s3api",
+            "put-bucket-website",
+            "--bucket",
+            "api-bucket",
+            "--website-configuration",
+            "file://website.json",
+        ],
+    );
+
     // Website access and quotas.
     let upd = api(
         &base,
@@ -302,6 +332,21 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     );
     assert_eq!(upd["websiteAccess"], true);
     assert_eq!(upd["websiteConfig"]["indexDocument"], "index.html");
+    // ...is kept by UpdateBucket, which changes only the documents (as
+    // `garage bucket website --allow` does).
+    let web: Value = serde_json::from_str(&aws_ok(
+        &s3key,
+        &ep,
+        dir.path(),
+        &["s3api", "get-bucket-website", "--bucket", "api-bucket"],
+    ))
+    .unwrap();
+    assert_eq!(web["IndexDocument"]["Suffix"], "index.html", "{web}");
+    assert_eq!(web["ErrorDocument"]["Key"], "404.html", "{web}");
+    assert_eq!(
+        web["RoutingRules"][0]["Redirect"]["ReplaceKeyPrefixWith"], "new/",
+        "{web}"
+    );
     assert_eq!(
         upd["quotas"],
         json!({"maxSize": 1_000_000, "maxObjects": null})
@@ -345,6 +390,32 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     );
     assert_eq!(private["globalAliases"], json!([]));
     assert_eq!(private["keys"][0]["bucketLocalAliases"], json!(["private"]));
+    // A taken local alias refuses the whole creation: no bucket is left
+    // behind under the global alias.
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateBucket",
+        Some(json!({"globalAlias": "orphan-check",
+                    "localAlias": {"accessKeyId": key_id, "alias": "private"}})),
+        409,
+        "BucketAlreadyExists",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetBucketInfo?globalAlias=orphan-check",
+        None,
+        404,
+        "NoSuchBucket",
+    );
+    assert_eq!(
+        api(&base, "GET", "/v2/ListBuckets", None)
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
     aws_ok(
         &s3key,
         &ep,

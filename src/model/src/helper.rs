@@ -127,6 +127,17 @@ impl Metadata {
     /// Creates a bucket whose only name is alias `name` in `key`'s
     /// namespace.
     pub async fn create_bucket_local(&self, key: &Key, name: &str) -> Result<Bucket> {
+        let key = self.check_local_alias_free(key, name).await?;
+        let bucket = Bucket::new(gen_uuid());
+        self.buckets.insert(&bucket).await?;
+        self.set_local_alias(bucket.id, &key, name).await?;
+        self.existing_bucket(bucket.id).await
+    }
+
+    /// Checks that `name` is a valid bucket name, free in `key`'s namespace
+    /// (to be called before creating anything), and returns the key as
+    /// stored now.
+    pub async fn check_local_alias_free(&self, key: &Key, name: &str) -> Result<Key> {
         check_bucket_name(name).map_err(HelperError::BadName)?;
         let key = self.existing_key(&key.key_id).await?;
         let taken = key
@@ -138,10 +149,7 @@ impl Metadata {
         if taken {
             return Err(HelperError::AliasTaken(name.into()));
         }
-        let bucket = Bucket::new(gen_uuid());
-        self.buckets.insert(&bucket).await?;
-        self.set_local_alias(bucket.id, &key, name).await?;
-        self.existing_bucket(bucket.id).await
+        Ok(key)
     }
 
     /// Deletes a bucket: its aliases and key permissions go with it. The

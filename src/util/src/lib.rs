@@ -8,4 +8,5 @@
 pub mod config;
 pub mod crdt;
 pub mod data;
+pub mod socket;
 pub mod time;

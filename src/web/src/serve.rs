@@ -59,21 +59,29 @@ impl Web {
 
     /// Answers a request; every error becomes a response (an error page,
     /// or the bucket's error document).
-    pub async fn handle(&self, ask: &Ask<'_>) -> Response {
+    pub async fn handle(&self, ask: &Ask<'_>) -> Handled {
+        let head = ask.method == Method::HEAD;
         let site = match self.site(ask).await {
             Ok(s) => s,
-            Err(e) => return error_response(&e, ask.method == Method::HEAD),
+            Err(e) => return Handled::error(&e, head, false),
         };
-        let mut resp = match *ask.method {
+        let answer = match *ask.method {
             Method::OPTIONS => preflight(&site, ask.headers),
             Method::GET | Method::HEAD => self.get(&site, ask).await,
             ref m => Err(WebError::MethodNotAllowed(m.to_string())),
-        }
-        .unwrap_or_else(|e| error_response(&e, ask.method == Method::HEAD));
+        };
+        let mut handled = match answer {
+            Ok(response) => Handled {
+                response,
+                site_found: true,
+                server_error: None,
+            },
+            Err(e) => Handled::error(&e, head, true),
+        };
         if ask.method != Method::OPTIONS {
-            add_cors(&site, ask, resp.headers_mut());
+            add_cors(&site, ask, handled.response.headers_mut());
         }
-        resp
+        handled
     }
 
     /// The bucket under the request's host name, if it has website access.
@@ -345,6 +353,25 @@ fn redirect_response(r: &Redirection) -> Response {
 }
 
 /// The built-in page of an error (no body for `HEAD`).
+/// A request's answer, and what the listener logs and counts about it.
+pub struct Handled {
+    pub response: Response,
+    /// Whether the host name matched a bucket with website access.
+    pub site_found: bool,
+    /// The cause of a server error (5xx), for the log.
+    pub server_error: Option<String>,
+}
+
+impl Handled {
+    fn error(e: &WebError, head: bool, site_found: bool) -> Self {
+        Self {
+            response: error_response(e, head),
+            site_found,
+            server_error: e.status().is_server_error().then(|| e.to_string()),
+        }
+    }
+}
+
 pub fn error_response(e: &WebError, head: bool) -> Response {
     let status = e.status();
     if status == StatusCode::NOT_MODIFIED {

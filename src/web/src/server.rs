@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use garage_api::Api;
+use garage_util::socket::{bind_unix_socket, is_socket_path, SocketError};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -73,22 +74,39 @@ async fn serve(
         .and_then(|h| h.to_str().ok())
         .unwrap_or("-")
         .to_string();
-    let resp = web
+    let handled = web
         .handle(&Ask {
             method: &parts.method,
             uri: &parts.uri,
             headers: &parts.headers,
         })
         .await;
+    let resp = handled.response;
     let status = resp.status();
-    let label = host_label.then(|| host_name(&host).unwrap_or_default());
+    let label = host_label.then(|| metric_host(&host, handled.site_found));
     record(method, label, status, start.elapsed());
     if status.is_server_error() {
-        warn!("web {method} {host}{} -> {status}", parts.uri.path());
+        warn!(
+            "web {method} {host}{} -> {status}: {}",
+            parts.uri.path(),
+            handled
+                .server_error
+                .as_deref()
+                .unwrap_or("server error (no cause recorded)")
+        );
     } else {
         debug!("web {method} {host}{} -> {status}", parts.uri.path());
     }
     Ok(resp)
+}
+
+/// The `host` label of a request: the host name of an existing site, else
+/// `unknown` (any other Host header would make a new series).
+fn metric_host(host: &str, site_found: bool) -> String {
+    match host_name(host) {
+        Some(h) if site_found => h,
+        _ => "unknown".to_string(),
+    }
 }
 
 /// Counts one answered request in the metrics (with a `host` label when
@@ -108,23 +126,21 @@ fn record(method: &'static str, host: Option<String>, status: StatusCode, elapse
 
 impl WebServer {
     /// Binds the listener (so that a taken address fails at startup):
-    /// `bind_addr` is `ip:port` or the path of a Unix socket (an old
-    /// socket file there is replaced).
+    /// `bind_addr` is `ip:port` or the path of a Unix socket (a stale
+    /// socket file there is replaced, nothing else).
     pub async fn bind(
         api: Arc<Api>,
         bind_addr: &str,
         root_domain: &str,
         host_label: bool,
     ) -> Result<Self, String> {
-        let listener = if bind_addr.starts_with('/') || bind_addr.starts_with('.') {
+        let listener = if is_socket_path(bind_addr) {
             let path = PathBuf::from(bind_addr);
-            if path.exists() {
-                std::fs::remove_file(&path)
-                    .map_err(|e| format!("cannot replace the socket file {bind_addr}: {e}"))?;
-            }
-            let l = UnixListener::bind(&path).map_err(|e| {
-                format!("cannot listen for the website endpoint on {bind_addr}: {e}")
-            })?;
+            let l = bind_unix_socket(&path)
+                .and_then(|l| {
+                    UnixListener::from_std(l).map_err(|e| SocketError::Bind(path.clone(), e))
+                })
+                .map_err(|e| format!("website endpoint: {e}"))?;
             Listener::Unix(l, path)
         } else {
             let addr: SocketAddr = bind_addr
@@ -334,5 +350,15 @@ mod tests {
             method_label(&Method::from_bytes(b"PROPFIND").unwrap()),
             "other"
         );
+    }
+
+    #[test]
+    fn host_label_only_names_existing_sites() {
+        assert_eq!(
+            metric_host("Site.Web.Example:3902", true),
+            "site.web.example"
+        );
+        assert_eq!(metric_host("random-123.example", false), "unknown");
+        assert_eq!(metric_host("", false), "unknown");
     }
 }

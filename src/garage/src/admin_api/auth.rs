@@ -15,6 +15,38 @@ use subtle::ConstantTimeEq;
 use super::error::ApiError;
 use super::St;
 
+/// What a request's `Authorization` header says about a bearer token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenCheck {
+    /// The header carries the expected token.
+    Valid,
+    /// No header, or one that is not `Bearer <token>`.
+    Missing,
+    /// A bearer token, but not the expected one.
+    Wrong,
+}
+
+/// Compares the bearer token of `header` with `expected` in constant time,
+/// on hashes so that the token's length does not leak either. The one
+/// check of the admin API and of `/metrics`.
+pub fn check_bearer(expected: &str, header: Option<&[u8]>) -> TokenCheck {
+    let Some(given) = header
+        .and_then(|h| h.strip_prefix(b"Bearer "))
+        .map(|t| t.trim_ascii())
+    else {
+        return TokenCheck::Missing;
+    };
+    let ok: bool = blake2sum(given)
+        .as_slice()
+        .ct_eq(blake2sum(expected.as_bytes()).as_slice())
+        .into();
+    if ok {
+        TokenCheck::Valid
+    } else {
+        TokenCheck::Wrong
+    }
+}
+
 /// Why a request is refused, if it is.
 pub fn check(expected: Option<&str>, header: Option<&[u8]>) -> Result<(), ApiError> {
     let Some(expected) = expected else {
@@ -24,25 +56,15 @@ pub fn check(expected: Option<&str>, header: Option<&[u8]>) -> Result<(), ApiErr
                 .into(),
         ));
     };
-    let Some(header) = header else {
-        return Err(ApiError::Forbidden(
+    match check_bearer(expected, header) {
+        TokenCheck::Valid => Ok(()),
+        TokenCheck::Missing if header.is_none() => Err(ApiError::Forbidden(
             "an Authorization: Bearer <admin_token> header is required".into(),
-        ));
-    };
-    let given = header
-        .strip_prefix(b"Bearer ")
-        .map(|t| t.trim_ascii())
-        .ok_or_else(|| {
-            ApiError::Forbidden("the Authorization header must be Bearer <admin_token>".into())
-        })?;
-    let ok: bool = blake2sum(given)
-        .as_slice()
-        .ct_eq(blake2sum(expected.as_bytes()).as_slice())
-        .into();
-    if ok {
-        Ok(())
-    } else {
-        Err(ApiError::Forbidden("invalid admin token".into()))
+        )),
+        TokenCheck::Missing => Err(ApiError::Forbidden(
+            "the Authorization header must be Bearer <admin_token>".into(),
+        )),
+        TokenCheck::Wrong => Err(ApiError::Forbidden("invalid admin token".into())),
     }
 }
 
@@ -56,7 +78,7 @@ pub async fn require_admin_token(State(state): State<St>, req: Request, next: Ne
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::{check, check_bearer, TokenCheck};
 
     #[test]
     fn tokens() {
@@ -68,5 +90,9 @@ mod tests {
         assert!(check(Some("s3cret"), None).is_err());
         assert!(check(None, Some(b"Bearer s3cret")).is_err());
         assert!(check(None, None).is_err());
+        assert_eq!(check_bearer("t0k", None), TokenCheck::Missing);
+        assert_eq!(check_bearer("t0k", Some(b"Basic t0k")), TokenCheck::Missing);
+        assert_eq!(check_bearer("t0k", Some(b"Bearer t0")), TokenCheck::Wrong);
+        assert_eq!(check_bearer("t0k", Some(b"Bearer t0k")), TokenCheck::Valid);
     }
 }

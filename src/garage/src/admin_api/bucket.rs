@@ -2,7 +2,7 @@
 //! aliases, and the rights of keys on them.
 
 use axum::extract::State;
-use garage_model::bucket_table::{Bucket, BucketQuotas, WebsiteConfig};
+use garage_model::bucket_table::{Bucket, BucketQuotas};
 use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
 use garage_model::helper::Metadata;
 use garage_util::data::Uuid;
@@ -270,6 +270,11 @@ pub async fn create_bucket(
     };
     let b = match (&req.global_alias, &req.local_alias, &local_key) {
         (Some(name), local, key) => {
+            // Both names are checked before anything is created: a taken
+            // local alias must not leave a bucket behind.
+            if let (Some(la), Some(k)) = (local, key) {
+                m.check_local_alias_free(k, &la.alias).await?;
+            }
             let b = m.create_bucket(name).await?;
             if let (Some(la), Some(k)) = (local, key) {
                 m.set_local_alias(b.id, k, &la.alias).await?;
@@ -328,16 +333,11 @@ pub async fn update_bucket(
     let m = g.metadata();
     let b = bucket_by_id(&m, &q.id).await?;
     if let Some(w) = req.website_access {
-        let config = if w.enabled {
+        let enable = if w.enabled {
             let index = w.index_document.filter(|s| !s.is_empty()).ok_or_else(|| {
                 ApiError::bad("websiteAccess: indexDocument is required to enable website access")
             })?;
-            Some(WebsiteConfig {
-                index_document: Some(index),
-                error_document: w.error_document,
-                redirect_all: None,
-                routing_rules: Vec::new(),
-            })
+            Some((Some(index), w.error_document))
         } else {
             if w.index_document.is_some() || w.error_document.is_some() {
                 return Err(ApiError::bad(
@@ -346,7 +346,9 @@ pub async fn update_bucket(
             }
             None
         };
-        admin_ops::set_website_access(g, b.id, config).await?;
+        // The same switch as `garage bucket website`: routing rules set by
+        // PutBucketWebsite are kept.
+        admin_ops::set_website_access(&m, b.clone(), enable).await?;
     }
     if let Some(q) = req.quotas {
         m.set_quotas(

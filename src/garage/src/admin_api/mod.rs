@@ -9,7 +9,7 @@
 //! `admin_blocks`, `System::update_layout`, the model's `Metadata`
 //! helper): the HTTP API and `garage …` share one implementation.
 
-mod auth;
+pub(crate) mod auth;
 pub(crate) mod bucket;
 mod cluster;
 pub mod error;
@@ -204,18 +204,14 @@ pub async fn start(
     router: Router,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    if addr.starts_with('/') {
+    if garage_util::socket::is_socket_path(addr) {
         let path = std::path::Path::new(addr);
-        // A socket file left by a previous run would make the bind fail.
-        if std::fs::symlink_metadata(path)
-            .map(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()))
-            .unwrap_or(false)
-        {
-            std::fs::remove_file(path)
-                .map_err(|e| anyhow::anyhow!("cannot remove the old socket {addr}: {e}"))?;
-        }
-        let listener = tokio::net::UnixListener::bind(path)
-            .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {addr}: {e}"))?;
+        let listener = garage_util::socket::bind_unix_socket(path)
+            .and_then(|l| {
+                tokio::net::UnixListener::from_std(l)
+                    .map_err(|e| garage_util::socket::SocketError::Bind(path.into(), e))
+            })
+            .map_err(|e| anyhow::anyhow!("admin.api_bind_addr: {e}"))?;
         info!("admin API listening on unix:{addr}");
         return Ok(tokio::spawn(serve(listener, router, must_exit)));
     }

@@ -87,6 +87,14 @@ fn which_nodes(st: &St, sel: &str) -> Result<Vec<NodeId>, ApiError> {
 /// How long another node has to answer.
 const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Why one node of a `node=` request has no answer.
+enum Failed {
+    /// This node's own error.
+    Here(ApiError),
+    /// Another node's error, or no answer from it.
+    There(String),
+}
+
 async fn on_nodes<T: DeserializeOwned>(
     st: &St,
     sel: &str,
@@ -100,17 +108,29 @@ async fn on_nodes<T: DeserializeOwned>(
         error: BTreeMap::new(),
     };
     let asked = nodes.len();
-    for id in nodes {
-        let res: Result<String, String> = if id == me {
-            match run_local_json(&st.garage, &json).await {
-                Ok(s) => Ok(s),
-                // Only this node asked: its error, with its status code
-                // (a 404 on an unknown block must not look like a success).
-                Err(e) if asked == 1 => return Err(e),
-                Err(e) => Err(e.to_string()),
-            }
-        } else {
-            call_remote(st, id, json.clone()).await
+    // Every node at once: a dead node costs one timeout, not one each.
+    let answers = futures::future::join_all(nodes.into_iter().map(|id| {
+        let json = json.clone();
+        async move {
+            let res = if id == me {
+                run_local_json(&st.garage, &json)
+                    .await
+                    .map_err(Failed::Here)
+            } else {
+                call_remote(st, id, json).await.map_err(Failed::There)
+            };
+            (id, res)
+        }
+    }))
+    .await;
+    for (id, res) in answers {
+        let res = match res {
+            Ok(s) => Ok(s),
+            // Only this node asked: its error, with its status code
+            // (a 404 on an unknown block must not look like a success).
+            Err(Failed::Here(e)) if asked == 1 => return Err(e),
+            Err(Failed::Here(e)) => Err(e.to_string()),
+            Err(Failed::There(e)) => Err(e),
         };
         let parsed = res.and_then(|s| {
             serde_json::from_str::<T>(&s).map_err(|e| format!("bad answer from the node: {e}"))
@@ -173,7 +193,7 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
             js(RepairLaunched {})
         }
         NodeRequest::ListWorkers(r) => {
-            let all = worker_list(g)?;
+            let all = worker_list(g).await?;
             js(all
                 .into_iter()
                 .filter(|w| !r.busy_only || matches!(w.state, WorkerState::Busy))
@@ -181,7 +201,7 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
                 .collect::<Vec<_>>())
         }
         NodeRequest::GetWorkerInfo(r) => {
-            let all = worker_list(g)?;
+            let all = worker_list(g).await?;
             let n = all.len();
             let w = all.into_iter().find(|w| w.id == r.id).ok_or_else(|| {
                 ApiError::NoSuchWorker(format!("no worker {}: workers are numbered 1 to {n}", r.id))
@@ -440,8 +460,13 @@ pub enum WorkerState {
     Idle,
 }
 
-fn worker_list(g: &Garage) -> Result<Vec<WorkerInfo>, ApiError> {
-    let rows = admin_blocks::workers(g).map_err(ApiError::Internal)?;
+/// The node's workers; the table statistics are read by
+/// `admin_rpc::node_stats` (blocking database counts, off the runtime).
+async fn worker_list(g: &Arc<Garage>) -> Result<Vec<WorkerInfo>, ApiError> {
+    let stats = crate::admin_rpc::node_stats(g)
+        .await
+        .map_err(ApiError::Internal)?;
+    let rows = admin_blocks::workers(g, &stats).map_err(ApiError::Internal)?;
     Ok(rows
         .into_iter()
         .enumerate()
