@@ -522,7 +522,8 @@ mod tests {
             };
             let current = p.value.clone().unwrap_or_default();
             if current == me || current != expect {
-                let settled = p.chosen || regs.accept(&p, current.clone()).await == AcceptOutcome::Chosen;
+                let settled =
+                    p.chosen || regs.accept(&p, current.clone()).await == AcceptOutcome::Chosen;
                 if settled {
                     return Ok(current == me);
                 }
@@ -542,7 +543,11 @@ mod tests {
         let nodes = cluster(3, 3).await;
         let regs = regs_of(&nodes);
         for round in 0..20 {
-            let id = RegisterId::new("test", &blake2sum(b"bucket"), format!("m{round}").as_bytes());
+            let id = RegisterId::new(
+                "test",
+                &blake2sum(b"bucket"),
+                format!("m{round}").as_bytes(),
+            );
             let first = b"first".to_vec();
             assert!(set_if_empty(&regs[0], id, &first).await.unwrap());
             let mut tasks = Vec::new();
@@ -562,6 +567,16 @@ mod tests {
                 }
             }
             assert_eq!(winners.len(), 1, "race {round}: winners {winners:?}");
+            // The winner's value is the register's (a winner that had not
+            // made its value chosen would show here).
+            let mut p = regs[1].prepare(id).await;
+            for _ in 0..10 {
+                if !matches!(p, Err(Error::CasConflict { .. })) {
+                    break;
+                }
+                p = regs[1].prepare(id).await;
+            }
+            assert_eq!(p.unwrap().value, Some(winners[0].clone().into_bytes()));
         }
     }
 
