@@ -503,6 +503,87 @@ mod tests {
         panic!("no decision in 50 rounds");
     }
 
+    /// Replaces the register's value by `me` if it is `expect` (an
+    /// If-Match write), deciding as `commit_conditional` does: a value of
+    /// our own seen at the highest ballot is made chosen and wins; a value
+    /// other than `expect` is made chosen and loses; else `me` is
+    /// proposed. Returns whether this call replaced the value.
+    async fn replace_if(
+        regs: &CasRegisters,
+        id: RegisterId,
+        expect: &[u8],
+        me: &[u8],
+    ) -> Result<bool> {
+        for attempt in 0..200u64 {
+            if attempt > 0 {
+                let jitter = u64::from(gen_uuid().as_slice()[0]) % 20;
+                tokio::time::sleep(Duration::from_millis(1 + jitter + 2 * attempt.min(10))).await;
+            }
+            let p = match regs.prepare(id).await {
+                Ok(p) => p,
+                Err(Error::CasConflict { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            let current = p.value.clone().unwrap_or_default();
+            if current == me || current != expect {
+                let settled =
+                    p.chosen || regs.accept(&p, current.clone()).await == AcceptOutcome::Chosen;
+                if settled {
+                    return Ok(current == me);
+                }
+                continue;
+            }
+            if regs.accept(&p, me.to_vec()).await == AcceptOutcome::Chosen {
+                return Ok(true);
+            }
+        }
+        panic!("no decision in 200 rounds");
+    }
+
+    /// 32 If-Match-style writers race to replace a known value, through
+    /// the three nodes, for several registers: exactly one wins each race.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn exactly_one_of_concurrent_if_match_writers_wins() {
+        let nodes = cluster(3, 3).await;
+        let regs = regs_of(&nodes);
+        for round in 0..20 {
+            let id = RegisterId::new(
+                "test",
+                &blake2sum(b"bucket"),
+                format!("m{round}").as_bytes(),
+            );
+            let first = b"first".to_vec();
+            assert!(set_if_empty(&regs[0], id, &first).await.unwrap());
+            let mut tasks = Vec::new();
+            for i in 0..32usize {
+                let r = regs[i % 3].clone();
+                let first = first.clone();
+                tasks.push(tokio::spawn(async move {
+                    let me = format!("writer {i}").into_bytes();
+                    (me.clone(), replace_if(&r, id, &first, &me).await.unwrap())
+                }));
+            }
+            let mut winners = Vec::new();
+            for t in tasks {
+                let (me, won) = t.await.unwrap();
+                if won {
+                    winners.push(String::from_utf8(me).unwrap());
+                }
+            }
+            assert_eq!(winners.len(), 1, "race {round}: winners {winners:?}");
+            // The winner's value is the register's (a winner that had not
+            // made its value chosen would show here).
+            let mut p = regs[1].prepare(id).await;
+            for _ in 0..10 {
+                if !matches!(p, Err(Error::CasConflict { .. })) {
+                    break;
+                }
+                p = regs[1].prepare(id).await;
+            }
+            assert_eq!(p.unwrap().value, Some(winners[0].clone().into_bytes()));
+        }
+    }
+
     fn regs_of(nodes: &[crate::testing::Node]) -> Vec<Arc<CasRegisters>> {
         nodes
             .iter()

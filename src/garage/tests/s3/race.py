@@ -3,6 +3,10 @@
 endpoints race PutObject with If-None-Match: * on a new key (exactly one may
 succeed, the others must get 412), then with If-Match: <its ETag> (again
 exactly one). Rounds alternate small (inline) and 200 KiB (block) bodies.
+Every PUT of a round has a body of its own, different in the two races:
+If-Match compares ETags, so a writer that re-sent the body the key already
+holds would leave its ETag unchanged and let a second If-Match writer
+succeed too (as S3 does; checked at the end, on key "same-etag").
 
 usage: race.py KEY_ID SECRET ROUNDS FRAGILE_ENDPOINT ENDPOINT...
 
@@ -53,10 +57,14 @@ def main():
         """Every client PUTs its own body at once; returns [(ep, outcome, sha)]."""
         barrier = threading.Barrier(CLIENTS)
         results = [None] * CLIENTS
+        # The condition is part of the body, early enough to survive the
+        # cut to 20 bytes: a client's If-Match body must differ from its
+        # If-None-Match one (see the module comment).
+        cond = "m" if "IfMatch" in extra else "n"
 
         def run(i):
             ep, c = clients[i]
-            body = (f"client {i} of {key} ".encode() * (size // 10 + 1))[:size]
+            body = (f"{i} {cond} {key} ".encode() * (size // 10 + 1))[:size]
             sha = hashlib.sha256(body).hexdigest()
             barrier.wait()
             if i == 0 and announce:
@@ -101,9 +109,29 @@ def main():
         size = 20 if r % 2 == 0 else 200 * 1024
         res = race(key, size, {"IfNoneMatch": "*"}, announce=f"round {r} started")
         etag, n1 = check(key, res, "If-None-Match: *")
-        res = race(key, size, {"IfMatch": etag})
+        res2 = race(key, size, {"IfMatch": etag})
+        bodies = {x[2] for x in res} | {x[2] for x in res2}
+        assert len(bodies) == 2 * CLIENTS, f"{key}: two PUTs of this round had the same body"
+        res = res2
         _, n2 = check(key, res, f"If-Match: {etag}")
         print(f"round {r} ok ({size} B; winners {n1} and {n2})", flush=True)
+
+    # If-Match compares ETags, not versions: replacing an object by the
+    # same bytes keeps its ETag, so If-Match on that ETag still holds after
+    # (what made the races above see two winners when a client re-sent its
+    # body). Sequential, through an endpoint that stays up.
+    c = next(c for ep, c in clients if ep != fragile)
+    first = c.put_object(Bucket="race", Key="same-etag", Body=b"same", IfNoneMatch="*")["ETag"]
+    again = c.put_object(Bucket="race", Key="same-etag", Body=b"same", IfMatch=first)["ETag"]
+    assert again == first, f"same bytes, new ETag: {first} then {again}"
+    c.put_object(Bucket="race", Key="same-etag", Body=b"other", IfMatch=first)
+    try:
+        c.put_object(Bucket="race", Key="same-etag", Body=b"third", IfMatch=first)
+        raise AssertionError("If-Match on a replaced ETag succeeded")
+    except botocore.exceptions.ClientError as e:
+        code = e.response["ResponseMetadata"]["HTTPStatusCode"]
+        assert code == 412, f"If-Match on a replaced ETag: {code}"
+    print("same-etag ok", flush=True)
     print("all races passed", flush=True)
 
 
