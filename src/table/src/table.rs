@@ -100,16 +100,7 @@ impl<F: TableSchema> Table<F> {
             entries = entries.len(),
             otel.status_code = tracing::field::Empty,
         );
-        let res = self
-            .insert_many_inner(entries)
-            .instrument(span.clone())
-            .await;
-        if res.is_err() {
-            span.record("otel.status_code", "ERROR");
-            metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "write")
-                .increment(1);
-        }
-        res
+        quorum_op::<F, _>(span, "write", self.insert_many_inner(entries)).await
     }
 
     async fn insert_many_inner(&self, entries: &[F::E]) -> Result<()> {
@@ -228,16 +219,7 @@ impl<F: TableSchema> Table<F> {
             table = F::TABLE_NAME,
             otel.status_code = tracing::field::Empty,
         );
-        let res = self
-            .quorum_read_inner(p, msg, extract)
-            .instrument(span.clone())
-            .await;
-        if res.is_err() {
-            span.record("otel.status_code", "ERROR");
-            metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => "read")
-                .increment(1);
-        }
-        res
+        quorum_op::<F, _>(span, "read", self.quorum_read_inner(p, msg, extract)).await
     }
 
     async fn quorum_read_inner<R: Send>(
@@ -569,4 +551,20 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
         }
         other => TableRpc::Error(format!("not a request: {}", other.kind())),
     })
+}
+
+/// Runs a quorum operation inside `span`; a failure marks the span as an
+/// error and counts in `table_quorum_errors_total{table_name, op}`.
+async fn quorum_op<F: TableSchema, T>(
+    span: tracing::Span,
+    op: &'static str,
+    fut: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let res = fut.instrument(span.clone()).await;
+    if res.is_err() {
+        span.record("otel.status_code", "ERROR");
+        metrics::counter!("table_quorum_errors_total", "table_name" => F::TABLE_NAME, "op" => op)
+            .increment(1);
+    }
+    res
 }
