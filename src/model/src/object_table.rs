@@ -630,6 +630,42 @@ mod tests {
         assert!(!d.contains(&id(6)) && !d.contains(&id(7)));
     }
 
+    /// An entry this node offloads after a layout change lives on at its
+    /// new holders: leaving this node must not delete its versions or its
+    /// multipart uploads anywhere (issue 14, bug 1). Only its local
+    /// counts go.
+    fn offload_is_not_a_deletion(engine: Engine) {
+        let t = setup(engine);
+        let o = obj("a", vec![v(1, 10, blocks(100)), v(2, 20, uploading(true))]);
+        t.put(&o);
+        assert!(t.deleted_versions().is_empty() && t.deleted_mpus().is_empty());
+        let stored = t.get("a").unwrap();
+        let tk = tree_key(&id(1), &"a".to_string());
+        assert!(t
+            .data
+            .delete_if_equal_hash(&tk, &blake2sum(&encode(&stored)))
+            .unwrap());
+        assert!(t.get("a").is_none());
+        assert!(
+            t.deleted_versions().is_empty(),
+            "offloading deleted versions {:?}",
+            t.deleted_versions()
+        );
+        assert!(t.deleted_mpus().is_empty(), "offloading deleted uploads");
+        let local = t.data.schema.local_counters.get(&id(1)).unwrap();
+        assert!(local.values().all(|n| *n == 0), "counts left: {local:?}");
+    }
+
+    #[test]
+    fn offload_is_not_a_deletion_lmdb() {
+        offload_is_not_a_deletion(Engine::Lmdb);
+    }
+
+    #[test]
+    fn offload_is_not_a_deletion_sqlite() {
+        offload_is_not_a_deletion(Engine::Sqlite);
+    }
+
     #[test]
     fn hook_propagates_lmdb() {
         hook_propagates(Engine::Lmdb);
