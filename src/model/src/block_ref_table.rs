@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use garage_db as db;
-use garage_table::{Entry, TableSchema};
+use garage_table::{Entry, Removal, TableSchema};
 use garage_util::crdt::{Bool, Crdt};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
@@ -93,15 +93,100 @@ impl TableSchema for BlockRefTable {
         &self,
         tx: &mut db::Transaction<'_>,
         old: Option<&BlockRef>,
-        new: Option<&BlockRef>,
+        new: &BlockRef,
     ) -> db::Result<()> {
         let was = old.is_some_and(|r| !r.deleted.get());
-        let is = new.is_some_and(|r| !r.deleted.get());
-        let block = old.or(new).map(|r| r.block);
-        match (was, is, block) {
-            (false, true, Some(b)) => self.hook.block_incref(tx, &b),
-            (true, false, Some(b)) => self.hook.block_decref(tx, &b),
+        match (was, !new.deleted.get()) {
+            (false, true) => self.hook.block_incref(tx, &new.block),
+            (true, false) => self.hook.block_decref(tx, &new.block),
             _ => Ok(()),
         }
+    }
+
+    /// A live reference that leaves this node (offloaded after a layout
+    /// change) no longer keeps this node's copy of the block: the local
+    /// count goes down, and the block's resync hands the copy over to the
+    /// nodes that now hold it before removing it. Nothing is propagated:
+    /// the reference lives on at its new holders. (The GC only collects
+    /// deleted references, which were already not counted.)
+    fn removed(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        old: &BlockRef,
+        _why: Removal,
+    ) -> db::Result<()> {
+        if old.deleted.get() {
+            return Ok(());
+        }
+        self.hook.block_decref(tx, &old.block)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use garage_db::Engine;
+    use garage_table::data::TableData;
+    use garage_table::encoding::{encode, tree_key};
+    use garage_util::data::blake2sum;
+
+    use super::*;
+    use crate::testing::temp_db_of;
+
+    /// Counts what the block manager would: +1 per incref, -1 per decref.
+    #[derive(Default)]
+    struct Count(AtomicI64);
+
+    impl BlockRefHook for Count {
+        fn block_incref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn block_decref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    /// The local count follows the live references this node stores:
+    /// a reference offloaded after a layout change releases the local
+    /// copy; a collected tombstone was already not counted.
+    #[test]
+    fn local_count_follows_stored_live_references() {
+        let (_dir, db) = temp_db_of(Engine::Lmdb);
+        let count = Arc::new(Count::default());
+        let data = TableData::new(
+            BlockRefTable {
+                hook: count.clone(),
+            },
+            db,
+        )
+        .unwrap();
+        let block = blake2sum(b"block");
+        let (a, b) = (Uuid::from([1; 32]), Uuid::from([2; 32]));
+        let remove = |r: &BlockRef, why| {
+            let key = tree_key(&r.block, &r.version);
+            let stored = data.read_entry(&r.block, &r.version).unwrap().unwrap();
+            assert_eq!(stored, encode(r));
+            assert!(data
+                .delete_if_equal_hash(&key, &blake2sum(&stored), why)
+                .unwrap());
+        };
+        data.update_entry_with(&BlockRef::new(block, a, false))
+            .unwrap();
+        data.update_entry_with(&BlockRef::new(block, b, false))
+            .unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 2);
+        // b's version is deleted: its reference goes, then its tombstone
+        // is collected (no second decref).
+        data.update_entry_with(&BlockRef::new(block, b, true))
+            .unwrap();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        remove(&BlockRef::new(block, b, true), Removal::Collected);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        // a's live reference leaves this node: the local copy is released.
+        remove(&BlockRef::new(block, a, false), Removal::Offloaded);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
     }
 }

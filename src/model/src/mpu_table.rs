@@ -140,9 +140,9 @@ impl TableSchema for MpuTable {
         &self,
         tx: &mut db::Transaction<'_>,
         old: Option<&MultipartUpload>,
-        new: Option<&MultipartUpload>,
+        new: &MultipartUpload,
     ) -> db::Result<()> {
-        let (Some(old), Some(new)) = (old, new) else {
+        let Some(old) = old else {
             return Ok(());
         };
         if new.deleted.get() && !old.deleted.get() {

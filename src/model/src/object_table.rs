@@ -26,7 +26,7 @@
 //! node's per-bucket counters.
 
 use garage_db as db;
-use garage_table::{Entry, InsertQueue, TableSchema};
+use garage_table::{Entry, InsertQueue, Removal, TableSchema};
 use garage_util::crdt::Crdt;
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
@@ -349,43 +349,76 @@ impl TableSchema for ObjectTable {
         &self,
         tx: &mut db::Transaction<'_>,
         old: Option<&Object>,
+        new: &Object,
+    ) -> db::Result<()> {
+        if let Some(old) = old {
+            self.release_versions(tx, old, Some(new))?;
+        }
+        self.count(tx, old, Some(new))
+    }
+
+    /// An object entry leaving this node is not a deletion of its
+    /// versions: offloaded, it lives on at its new holders; collected by
+    /// the GC, it was a tombstone, and the change that made it one already
+    /// released its versions. Only this node's counts change.
+    fn removed(&self, tx: &mut db::Transaction<'_>, old: &Object, _why: Removal) -> db::Result<()> {
+        self.count(tx, Some(old), None)
+    }
+}
+
+impl ObjectTable {
+    /// The versions of `old` that `new` (`None`: gone) no longer shows
+    /// with blocks lose their version entries (and so their blocks); the
+    /// multipart uploads no longer in progress lose their upload entries.
+    fn release_versions(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        old: &Object,
+        new: Option<&Object>,
+    ) -> db::Result<()> {
+        for v in old.versions.iter() {
+            let now = new
+                .and_then(|n| n.version(v.timestamp, v.uuid))
+                .map(|x| &x.state);
+            // Went away, aborted, or replaced by data without blocks:
+            // its blocks are no longer needed. (Every state change is
+            // final in that direction, so this is never undone.)
+            if v.state.may_have_blocks() && !now.is_some_and(|s| s.may_have_blocks()) {
+                let backlink = VersionBacklink::Object {
+                    bucket_id: old.bucket_id,
+                    key: old.key.clone(),
+                };
+                self.versions
+                    .push(tx, &Version::deleted(v.uuid, backlink))?;
+            }
+            // A multipart upload that is no longer in progress
+            // (completed, aborted, or pruned by a newer complete
+            // version): its entry goes, and with it its parts'
+            // versions. On completion the object's own version (same
+            // id as the upload) already holds the blocks it uses.
+            let still_uploading =
+                now.is_some_and(|s| matches!(s, ObjectVersionState::Uploading { .. }));
+            if v.is_uploading(Some(true)) && !still_uploading {
+                let mut mpu =
+                    MultipartUpload::new(v.uuid, v.timestamp, old.bucket_id, old.key.clone());
+                mpu.deleted.set();
+                self.mpus.push(tx, &mpu)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's per-bucket counts follow what it stores: `old` out,
+    /// `new` in (`None`: absent).
+    fn count(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        old: Option<&Object>,
         new: Option<&Object>,
     ) -> db::Result<()> {
         let Some(any) = old.or(new) else {
             return Ok(());
         };
-        if let Some(old) = old {
-            for v in old.versions.iter() {
-                let now = new
-                    .and_then(|n| n.version(v.timestamp, v.uuid))
-                    .map(|x| &x.state);
-                // Went away, aborted, or replaced by data without blocks:
-                // its blocks are no longer needed. (Every state change is
-                // final in that direction, so this is never undone.)
-                if v.state.may_have_blocks() && !now.is_some_and(|s| s.may_have_blocks()) {
-                    let backlink = VersionBacklink::Object {
-                        bucket_id: old.bucket_id,
-                        key: old.key.clone(),
-                    };
-                    self.versions
-                        .push(tx, &Version::deleted(v.uuid, backlink))?;
-                }
-                // A multipart upload that is no longer in progress
-                // (completed, aborted, or pruned by a newer complete
-                // version): its entry goes, and with it its parts'
-                // versions. On completion the object's own version (same
-                // id as the upload) already holds the blocks it uses.
-                let still_uploading =
-                    now.is_some_and(|s| matches!(s, ObjectVersionState::Uploading { .. }));
-                if v.is_uploading(Some(true)) && !still_uploading {
-                    let mut mpu =
-                        MultipartUpload::new(v.uuid, v.timestamp, old.bucket_id, old.key.clone());
-                    mpu.deleted.set();
-                    self.mpus.push(tx, &mpu)?;
-                }
-            }
-        }
-        // Counters.
         let before = old.map(Object::counts).unwrap_or_default();
         let after = new.map(Object::counts).unwrap_or_default();
         let mut delta = Counts::new();
@@ -643,7 +676,7 @@ mod tests {
         let tk = tree_key(&id(1), &"a".to_string());
         assert!(t
             .data
-            .delete_if_equal_hash(&tk, &blake2sum(&encode(&stored)))
+            .delete_if_equal_hash(&tk, &blake2sum(&encode(&stored)), Removal::Offloaded)
             .unwrap());
         assert!(t.get("a").is_none());
         assert!(
@@ -753,12 +786,16 @@ mod tests {
                     let key = format!("k{k}");
                     if let Some(o) = t.get(&key) {
                         if matches!(op, Op::Drop(_)) || o.is_tombstone() {
+                            let why = match op {
+                                Op::Drop(_) => Removal::Offloaded,
+                                _ => Removal::Collected,
+                            };
                             removed = true;
                             let bytes = encode(&o);
                             let tk = tree_key(&id(1), &key);
                             prop_assert!(t
                                 .data
-                                .delete_if_equal_hash(&tk, &blake2sum(&bytes))
+                                .delete_if_equal_hash(&tk, &blake2sum(&bytes), why)
                                 .unwrap());
                         }
                     }

@@ -260,9 +260,8 @@ impl TableSchema for VersionTable {
         &self,
         tx: &mut db::Transaction<'_>,
         old: Option<&Version>,
-        new: Option<&Version>,
+        new: &Version,
     ) -> db::Result<()> {
-        let Some(new) = new else { return Ok(()) };
         if new.deleted.get() {
             // Every block the version had loses this reference.
             if let Some(old) = old.filter(|o| !o.deleted.get()) {

@@ -127,11 +127,10 @@ mod tests {
             &self,
             _tx: &mut db::Transaction<'_>,
             old: Option<&TestEntry>,
-            new: Option<&TestEntry>,
+            new: &TestEntry,
         ) -> db::Result<()> {
             let was = old.is_some_and(|e| !e.is_tombstone());
-            let is = new.is_some_and(|e| !e.is_tombstone());
-            if was && !is {
+            if was && new.is_tombstone() {
                 self.deleted.fetch_add(1, Ordering::SeqCst);
             }
             Ok(())

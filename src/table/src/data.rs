@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use crate::encoding::{self, tree_key, tree_key_raw};
 use crate::error::{Error, Result};
 use crate::queue::queue_tree_name;
-use crate::schema::{Entry, PartitionKey, SortKey, TableSchema};
+use crate::schema::{Entry, PartitionKey, Removal, SortKey, TableSchema};
 
 pub struct TableData<F: TableSchema> {
     pub schema: F,
@@ -261,14 +261,16 @@ impl<F: TableSchema> TableData<F> {
             gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
             tx.insert(&self.gc_todo, key, gc)?;
         }
-        self.schema.updated(tx, old, Some(new))?;
+        self.schema.updated(tx, old, new)?;
         Ok(())
     }
 
     /// Removes the entry at `key` if its encoded value still hashes to
-    /// `vhash` (the GC's delete: a newer write in between is kept).
+    /// `vhash` (a newer write in between is kept), for the reason `why`
+    /// (the GC's delete, or an offload after a layout change), which the
+    /// schema's [`TableSchema::removed`] hook receives.
     /// Returns whether it was removed.
-    pub fn delete_if_equal_hash(&self, key: &[u8], vhash: &Hash) -> Result<bool> {
+    pub fn delete_if_equal_hash(&self, key: &[u8], vhash: &Hash, why: Removal) -> Result<bool> {
         let removed = self.db.transaction(|tx| -> db::TxResult<bool, Error> {
             let Some(bytes) = tx.get(&self.store, key)? else {
                 return Ok(false);
@@ -279,7 +281,7 @@ impl<F: TableSchema> TableData<F> {
             let old: F::E = encoding::decode(&bytes).map_err(|e| db::TxError::Abort(e.into()))?;
             tx.remove(&self.store, key)?;
             tx.insert(&self.merkle_todo, key, [])?;
-            self.schema.updated(tx, Some(&old), None)?;
+            self.schema.removed(tx, &old, why)?;
             Ok(true)
         })?;
         if removed {

@@ -18,7 +18,7 @@ use tracing::{debug, info};
 
 use crate::error::{Error, Result};
 use crate::rpc::TableRpc;
-use crate::schema::TableSchema;
+use crate::schema::{Removal, TableSchema};
 use crate::table::Table;
 
 /// Tombstones handled per round.
@@ -148,7 +148,10 @@ impl<F: TableSchema> Table<F> {
                 }
             }
             for d in current {
-                if self.data.delete_if_equal_hash(&d.key, &d.vhash)? {
+                if self
+                    .data
+                    .delete_if_equal_hash(&d.key, &d.vhash, Removal::Collected)?
+                {
                     removed += 1;
                 }
                 self.remove_todo(&d)?;

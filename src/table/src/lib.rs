@@ -30,5 +30,5 @@ pub use any::{AnyTable, TableStats};
 pub use cas::{AcceptOutcome, CasRegisters, Prepared, RegisterId};
 pub use error::{Error, Result};
 pub use queue::InsertQueue;
-pub use schema::{EmptyKey, Entry, PartitionKey, SortKey, TableSchema};
+pub use schema::{EmptyKey, Entry, PartitionKey, Removal, SortKey, TableSchema};
 pub use table::Table;

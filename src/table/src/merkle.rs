@@ -384,7 +384,9 @@ mod tests {
         for e in extra.iter() {
             let key = crate::encoding::tree_key(&e.p, &e.s);
             let bytes = data.store.get(&key).unwrap().unwrap();
-            assert!(data.delete_if_equal_hash(&key, &blake2sum(&bytes)).unwrap());
+            assert!(data
+                .delete_if_equal_hash(&key, &blake2sum(&bytes), crate::Removal::Collected)
+                .unwrap());
         }
         drain(&data);
         let after: Vec<_> = data.merkle_tree.iter().map(|i| i.unwrap()).collect();

@@ -81,6 +81,16 @@ pub trait Entry<P: PartitionKey, S: SortKey>:
     }
 }
 
+/// Why an entry left this node's store (see [`TableSchema::removed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Removal {
+    /// The GC collected a tombstone that every replica holds.
+    Collected,
+    /// This node no longer stores the entry's partition (layout change);
+    /// every node that now holds it had it before it went.
+    Offloaded,
+}
+
 /// A table: its name, key and entry types, range filters, and the hook run
 /// when an entry changes in the local store.
 pub trait TableSchema: Send + Sync + 'static {
@@ -96,16 +106,35 @@ pub trait TableSchema: Send + Sync + 'static {
 
     fn matches_filter(entry: &Self::E, filter: &Self::Filter) -> bool;
 
-    /// Runs inside the transaction that turns `old` into `new` in this
-    /// node's store (`None`: absent), so that derived data (counters, block
+    /// Runs inside the transaction that turns `old` (`None`: absent) into
+    /// `new` in this node's store, so that derived data (counters, block
     /// references) changes atomically with the entry. It must only derive
     /// from `old` and `new`: it runs on every replica, and again whenever a
-    /// merge changes the entry.
+    /// merge changes the entry. A value that stops holding something
+    /// (a version superseded, a reference marked deleted) is a change seen
+    /// here, never a removal.
     fn updated(
         &self,
         _tx: &mut db::Transaction<'_>,
         _old: Option<&Self::E>,
-        _new: Option<&Self::E>,
+        _new: &Self::E,
+    ) -> db::Result<()> {
+        Ok(())
+    }
+
+    /// Runs inside the transaction that removes `old` from this node's
+    /// store. A removal is never a change of the entry's value: `why`
+    /// says whether the GC collected a tombstone that every replica holds,
+    /// or this node stopped storing the partition after a layout change
+    /// (the entry lives on at its new holders). So a hook may drop what
+    /// this node derived locally from `old` (its counts, the references
+    /// that keep its local block copies) but must never propagate a
+    /// deletion to other tables because of a removal.
+    fn removed(
+        &self,
+        _tx: &mut db::Transaction<'_>,
+        _old: &Self::E,
+        _why: Removal,
     ) -> db::Result<()> {
         Ok(())
     }

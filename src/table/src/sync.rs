@@ -26,7 +26,7 @@ use tracing::{debug, info};
 use crate::error::{Error, Result};
 use crate::merkle::{self, MerkleNode};
 use crate::rpc::TableRpc;
-use crate::schema::TableSchema;
+use crate::schema::{Removal, TableSchema};
 use crate::table::Table;
 
 /// Entries per Update request.
@@ -312,7 +312,10 @@ impl<F: TableSchema> Table<F> {
                 return Ok(dropped);
             }
             for (k, v) in items {
-                if self.data.delete_if_equal_hash(&k, &blake2sum(&v))? {
+                if self
+                    .data
+                    .delete_if_equal_hash(&k, &blake2sum(&v), Removal::Offloaded)?
+                {
                     dropped += 1;
                 }
                 let mut next = k;

@@ -19,7 +19,7 @@ use crate::encoding::{self, tree_key};
 use crate::error::{Error, Result};
 use crate::merkle;
 use crate::rpc::TableRpc;
-use crate::schema::{Entry, PartitionKey, TableSchema};
+use crate::schema::{Entry, PartitionKey, Removal, TableSchema};
 
 /// Entries by tree key.
 type ByKey<E> = BTreeMap<Vec<u8>, E>;
@@ -545,7 +545,8 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
         ),
         TableRpc::DeleteIfEqualHash(items) => {
             for (k, h) in items {
-                data.delete_if_equal_hash(&k, &h)?;
+                // Only the GC sends these: every replica holds the tombstone.
+                data.delete_if_equal_hash(&k, &h, Removal::Collected)?;
             }
             TableRpc::Ok
         }
