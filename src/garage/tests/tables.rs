@@ -266,3 +266,131 @@ fn layout_changes_under_a_steady_writer_lose_nothing() {
         );
     }
 }
+
+/// Issue 14, bug 1: adding a node in a new zone, then removing a node,
+/// with objects stored: every object stays readable, with its bytes,
+/// through every node. (On the code before the fix, the nodes that
+/// offloaded partitions to the new node deleted the versions of 3/4 of
+/// the objects cluster-wide.)
+#[test]
+fn objects_survive_adding_a_zone_and_removing_a_node() {
+    use common::s3::{aws, aws_ok, endpoint, make_key};
+    let mut c = cluster(4, 3);
+    let key = make_key(&c, "layout");
+    let dir = tempfile::tempdir().unwrap();
+    let up = dir.path().join("up");
+    // 8 buckets of 40 objects of 10 KB, each with its own bytes.
+    let buckets: Vec<String> = (0..8).map(|b| format!("layout-{b}")).collect();
+    for (b, bucket) in buckets.iter().enumerate() {
+        let src = up.join(bucket);
+        std::fs::create_dir_all(&src).unwrap();
+        for o in 0..40 {
+            let bytes: Vec<u8> = (0..10_000u32)
+                .map(|i| (i.wrapping_mul(31) as u8) ^ ((b * 40 + o) as u8))
+                .collect();
+            std::fs::write(src.join(format!("o{o:02}")), bytes).unwrap();
+        }
+        let e = endpoint(&c, 0);
+        aws_ok(
+            &key,
+            &e,
+            dir.path(),
+            &["s3", "mb", &format!("s3://{bucket}")],
+        );
+        aws_ok(
+            &key,
+            &e,
+            dir.path(),
+            &[
+                "s3",
+                "cp",
+                "--recursive",
+                src.to_str().unwrap(),
+                &format!("s3://{bucket}/"),
+            ],
+        );
+    }
+    // Every object, through node i, with exactly the bytes written;
+    // returns how many are missing or wrong.
+    let check = |c: &Cluster, i: usize| -> usize {
+        let down = dir.path().join(format!("down{i}"));
+        let _ = std::fs::remove_dir_all(&down);
+        let mut bad = 0;
+        for bucket in buckets.iter() {
+            let target = down.join(bucket);
+            let _ = aws(
+                &key,
+                &endpoint(c, i),
+                dir.path(),
+                &[
+                    "s3",
+                    "cp",
+                    "--recursive",
+                    &format!("s3://{bucket}/"),
+                    target.to_str().unwrap(),
+                ],
+            );
+            for o in 0..40 {
+                let name = format!("o{o:02}");
+                let want = std::fs::read(up.join(bucket).join(&name)).unwrap();
+                if std::fs::read(target.join(&name)).ok() != Some(want) {
+                    bad += 1;
+                }
+            }
+        }
+        bad
+    };
+    for i in 0..3 {
+        assert_eq!(check(&c, i), 0, "before any change, through node {i}");
+    }
+    let stable = |c: &Cluster| {
+        c.garage_ok(0, &["layout", "history"])
+            .contains("stable state")
+    };
+    // The nodes that no longer hold a partition dropped their copy: the
+    // 320 object entries are stored exactly 3 times in all.
+    let wait_offloaded = |c: &Cluster| {
+        wait_until("object entries offloaded", Duration::from_secs(180), || {
+            let copies: usize = (0..4)
+                .map(|i| table_stats(c, i).get("object").map_or(0, |s| s.0))
+                .sum();
+            copies == 3 * 320
+        });
+    };
+
+    // A 4th node in a new zone.
+    c.start(3);
+    wait_until("node 0 sees 4 nodes", CLUSTER_DEADLINE, || {
+        let o = c.garage(0, &["status"]);
+        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+    });
+    let id3 = c.nodes[3].id().to_string();
+    c.garage_ok(
+        0,
+        &["layout", "assign", "-z", "dc4", "-c", "1G", &id3[..16]],
+    );
+    c.garage_ok(0, &["layout", "apply", "--version", "2"]);
+    wait_until(
+        "layout 2 transition finished",
+        Duration::from_secs(180),
+        || stable(&c),
+    );
+    wait_offloaded(&c);
+    for i in 0..4 {
+        assert_eq!(check(&c, i), 0, "after adding dc4, through node {i}");
+    }
+
+    // Then node 1 leaves the layout.
+    let id1 = c.nodes[1].id().to_string();
+    c.garage_ok(0, &["layout", "remove", &id1[..16]]);
+    c.garage_ok(0, &["layout", "apply", "--version", "3"]);
+    wait_until(
+        "layout 3 transition finished",
+        Duration::from_secs(180),
+        || stable(&c),
+    );
+    wait_offloaded(&c);
+    for i in 0..4 {
+        assert_eq!(check(&c, i), 0, "after removing node 1, through node {i}");
+    }
+}
