@@ -406,7 +406,7 @@ impl BlockManager {
         let partition = LayoutVersion::partition_of(hash.as_slice());
         let mut candidates: Vec<NodeId> = Vec::new();
         for n in layout
-            .read_version()
+            .read_version(self.system.write_quorum())
             .nodes_of(partition)
             .into_iter()
             .chain(layout.all_storage_nodes_of(partition))

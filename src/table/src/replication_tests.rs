@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use garage_rpc::layout::Tracker;
-
 use crate::testing::{cluster, stop_until_down, wait_for, TestEntry};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,7 +80,7 @@ async fn a_replica_that_missed_writes_catches_up_by_sync_and_read_repair() {
     wait_for("sync trackers at 1", Duration::from_secs(30), || {
         nodes
             .iter()
-            .all(|n| n.system.layout().min_tracker(Tracker::Sync) == 1)
+            .all(|n| n.system.layout().synced_version(2) == 1)
     })
     .await;
 }

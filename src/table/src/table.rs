@@ -200,7 +200,9 @@ impl<F: TableSchema> Table<F> {
     fn read_nodes(&self, partition_key: &F::P) -> Vec<NodeId> {
         let layout = self.system.layout();
         let partition = LayoutVersion::partition_of(partition_key.hash().as_slice());
-        let nodes = layout.read_version().nodes_of(partition);
+        let nodes = layout
+            .read_version(self.system.write_quorum())
+            .nodes_of(partition);
         self.system.nodes_by_distance(&nodes)
     }
 

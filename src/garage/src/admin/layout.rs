@@ -327,13 +327,17 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
     }
     table::print(&rows);
     println!();
-    if min_live == current && layout.min_tracker(Tracker::Sync) == current {
+    // One live version: every node has seen it synced.
+    if min_live == current {
         println!("Your cluster is currently in a stable state with a single live layout version.");
         return Ok(());
     }
     println!(
         "A layout change is in progress: reads use version {}, writes go to versions {min_live} to {current}.",
-        layout.read_version().version
+        // As the nodes see it in `consistent` mode (majority writes).
+        layout
+            .read_version(layout.current().replication_factor / 2 + 1)
+            .version
     );
     println!();
     println!("==== UPDATE TRACKERS ====");

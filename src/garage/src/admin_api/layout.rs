@@ -355,7 +355,8 @@ pub async fn get_cluster_layout_history(
             gateway_nodes: v.roles.len() - v.storage_nodes.len(),
         })
         .collect();
-    let stable = min_live == current && layout.min_tracker(Tracker::Sync) == current;
+    // One live version: every node has seen it synced.
+    let stable = min_live == current;
     let update_trackers = (!stable).then(|| {
         layout
             .tracked_nodes()

@@ -185,9 +185,44 @@ impl LayoutHistory {
             .min(current)
     }
 
-    /// The version reads use: the newest one that every node has synced.
-    pub fn read_version(&self) -> &LayoutVersion {
-        let v = self.min_tracker(Tracker::Sync).max(self.min_live_version());
+    /// The newest version whose data every acknowledged write has reached,
+    /// for writes acknowledged by `write_quorum` nodes of each partition:
+    /// version `v` is synced when every node with a role in `v` or newer
+    /// has synced `v` (pushed what it holds), and, for each older live
+    /// version and partition, enough of that partition's nodes have synced
+    /// `v` that every write quorum includes one of them. So a node that
+    /// only held old copies and is down for good does not block a layout
+    /// change while the others hold every acknowledged write (see
+    /// `garage layout skip-dead-nodes`).
+    pub fn synced_version(&self, write_quorum: usize) -> u64 {
+        let min_live = self.min_live_version();
+        let synced = |n: &NodeId, v: u64| self.trackers.get(Tracker::Sync, n) >= v;
+        let mut best = min_live;
+        for cand in self.live_versions().filter(|l| l.version > min_live) {
+            let v = cand.version;
+            let newer_ok = self.tracked_nodes_of(v).iter().all(|n| synced(n, v));
+            let older_ok = newer_ok
+                && self
+                    .live_versions()
+                    .filter(|u| u.version < v && !u.storage_nodes.is_empty())
+                    .all(|u| {
+                        (0..crate::layout::PARTITIONS).all(|p| {
+                            let set = u.nodes_of(p);
+                            let need = (set.len() + 1).saturating_sub(write_quorum.max(1));
+                            set.iter().filter(|n| synced(n, v)).count() >= need
+                        })
+                    });
+            if older_ok {
+                best = v;
+            }
+        }
+        best
+    }
+
+    /// The version reads use: the newest synced one (see
+    /// [`LayoutHistory::synced_version`]).
+    pub fn read_version(&self, write_quorum: usize) -> &LayoutVersion {
+        let v = self.synced_version(write_quorum);
         let chosen = self
             .live_versions()
             .filter(|l| l.version <= v)

@@ -686,7 +686,7 @@ impl System {
             if let Some(v) = self.progress.synced() {
                 changed |= l.raise_tracker(Tracker::Sync, me, v);
             }
-            let all_synced = l.min_tracker(Tracker::Sync);
+            let all_synced = l.synced_version(self.write_quorum());
             changed |= l.raise_tracker(Tracker::SyncAck, me, all_synced);
             Ok::<_, ()>(changed)
         });
