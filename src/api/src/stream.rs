@@ -95,7 +95,13 @@ async fn send_blocks(
             }
             continue;
         }
+        // The piece that completes the response is held back until the
+        // block stream has ended cleanly, which it does only once the
+        // whole block matched its hash: so a client never receives a
+        // complete body (a Range ending mid-block included) with bytes
+        // that were not checked; with a bad block the body is cut short.
         let mut at = start;
+        let mut final_piece = None;
         while let Some(chunk) = stream.next().await {
             let chunk = chunk.map_err(|e| format!("block {}: {e}", b.hash.short()))?;
             let (c0, c1) = (at, at + chunk.len() as u64);
@@ -104,12 +110,11 @@ async fn send_blocks(
             let hi = range.end.min(c1);
             if lo < hi {
                 let piece = chunk.slice((lo - c0) as usize..(hi - c0) as usize);
-                if tx.send(Ok(piece)).await.is_err() {
+                if hi >= range.end {
+                    final_piece = Some(piece);
+                } else if tx.send(Ok(piece)).await.is_err() {
                     return Ok(()); // the client went away
                 }
-            }
-            if c1 >= range.end {
-                return Ok(());
             }
         }
         if at != end {
@@ -119,6 +124,10 @@ async fn send_blocks(
                 at - start,
                 b.size
             ));
+        }
+        if let Some(piece) = final_piece {
+            let _ = tx.send(Ok(piece)).await;
+            return Ok(());
         }
     }
     if pos < range.end {

@@ -113,50 +113,69 @@ async fn read_body(mut body: ByteStream, max: usize) -> std::result::Result<Byte
     Ok(buf.freeze())
 }
 
-/// Forwards `body` chunk by chunk, hashing it on the blocking pool; ends
-/// with an error if the content does not hash to `hash`.
+/// Forwards `body` chunk by chunk, hashing it on the blocking pool. The
+/// last chunk is held back until the whole content is hashed: it is
+/// yielded only if the hash matches, else the stream ends with an error.
+/// So a reader never gets a block's complete content unchecked (a reader
+/// that needs a prefix only must drain the stream to its end before using
+/// the prefix as final: see `garage_api::stream`).
 fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
     use blake2::digest::{Update, VariableOutput};
+    struct State {
+        body: ByteStream,
+        hasher: blake2::Blake2bVar,
+        held: Option<Bytes>,
+    }
     let hasher = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b output size");
-    let stream =
-        futures::stream::unfold((body, Some(hasher)), move |(mut body, hasher)| async move {
-            let mut hasher = hasher?;
-            match body.next().await {
+    let start = State {
+        body,
+        hasher,
+        held: None,
+    };
+    let stream = futures::stream::unfold(Some(start), move |st| async move {
+        let mut st = st?;
+        loop {
+            match st.body.next().await {
                 Some(Ok(chunk)) => {
-                    let c = chunk.clone();
-                    let hasher = tokio::task::spawn_blocking(move || {
+                    let (hasher, c) = (st.hasher, chunk.clone());
+                    let hashed = tokio::task::spawn_blocking(move || {
+                        let mut hasher = hasher;
                         hasher.update(&c);
                         hasher
                     })
-                    .await
-                    .ok();
-                    match hasher {
-                        Some(h) => Some((Ok(chunk), (body, Some(h)))),
-                        None => Some((
+                    .await;
+                    let Ok(hasher) = hashed else {
+                        return Some((
                             Err(std::io::Error::other("block hashing task failed")),
-                            (body, None),
-                        )),
+                            None,
+                        ));
+                    };
+                    st.hasher = hasher;
+                    if let Some(prev) = st.held.replace(chunk) {
+                        return Some((Ok(prev), Some(st)));
                     }
                 }
-                Some(Err(e)) => Some((Err(e), (body, None))),
+                Some(Err(e)) => return Some((Err(e), None)),
                 None => {
                     let mut out = [0u8; 32];
-                    hasher
+                    st.hasher
                         .finalize_variable(&mut out)
                         .expect("the buffer has the output size");
-                    if Hash::from(out) == hash {
-                        None
-                    } else {
-                        Some((
+                    if Hash::from(out) != hash {
+                        metrics::counter!("block_corrupted_total", "found_by" => "read")
+                            .increment(1);
+                        return Some((
                             Err(std::io::Error::other(format!(
                                 "block {hash:?} is corrupted on the replica that sent it"
                             ))),
-                            (body, None),
-                        ))
+                            None,
+                        ));
                     }
+                    return st.held.take().map(|last| (Ok(last), None));
                 }
             }
-        });
+        }
+    });
     Box::pin(stream)
 }
 
@@ -400,6 +419,23 @@ impl BlockManager {
         })
     }
 
+    /// Moves a corrupted local copy aside and queues the block for resync,
+    /// which fetches a good copy from another replica.
+    pub async fn set_aside_corrupted(&self, hash: Hash) -> Result<Option<std::path::PathBuf>> {
+        let store = self.store.clone();
+        let aside = blocking(move || store.move_aside(&hash)).await??;
+        let queue = self.rc.resync_queue.clone();
+        blocking(move || {
+            queue.insert(
+                crate::rc::queue_key(garage_util::time::now_msec(), &hash),
+                [],
+            )
+        })
+        .await?
+        .map_err(|e| Error::Task(format!("resync queue: {e}")))?;
+        Ok(aside)
+    }
+
     /// Nodes that may hold the block, nearest first.
     fn read_candidates(&self, hash: &Hash) -> Result<Vec<NodeId>> {
         let layout = self.system.layout();
@@ -508,15 +544,39 @@ impl BlockManager {
         }
     }
 
+    /// Sends a stored block, checked against its hash first: a corrupted
+    /// copy is never sent. It is moved aside and queued for resync (which
+    /// fetches a good copy from another replica), and the reader gets an
+    /// error, so it falls back to the next replica.
     async fn handle_get(&self, hash: Hash) -> (BlockRpc, Option<ByteStream>) {
         let store = self.store.clone();
-        match blocking(move || store.read(&hash)).await {
-            Ok(Ok(Some(block))) => (
+        let read = blocking(
+            move || -> std::result::Result<Option<(DataBlock, bool)>, StoreError> {
+                let Some(block) = store.read(&hash)? else {
+                    return Ok(None);
+                };
+                let good = block.verify_and_decode(&hash).is_ok();
+                Ok(Some((block, good)))
+            },
+        );
+        match read.await {
+            Ok(Ok(Some((block, true)))) => (
                 BlockRpc::BlockHeader {
                     compressed: block.is_compressed(),
                 },
                 Some(body_of(block.bytes().clone())),
             ),
+            Ok(Ok(Some((_, false)))) => {
+                metrics::counter!("block_corrupted_total", "found_by" => "read").increment(1);
+                let msg = match self.set_aside_corrupted(hash).await {
+                    Ok(aside) => format!(
+                        "block {hash:?} is corrupted on this node (moved aside to {aside:?}, repair queued)"
+                    ),
+                    Err(e) => format!("block {hash:?} is corrupted on this node ({e})"),
+                };
+                tracing::warn!("{msg}");
+                (BlockRpc::Error(msg), None)
+            }
             Ok(Ok(None)) => (
                 BlockRpc::Error(format!("block {hash:?} is not stored here")),
                 None,

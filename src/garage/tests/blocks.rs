@@ -265,3 +265,108 @@ fn a_gateway_streams_a_block_as_it_arrives() {
         "the gateway handed over its first bytes only after {at_first} bytes had crossed: it must forward them as they arrive"
     );
 }
+
+/// The block files stored under node `node`'s data dir (not those moved
+/// aside as corrupted).
+fn stored_block_files(c: &Cluster, node: usize) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let data = c.nodes[node].dir.join("data");
+    for a in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+        for b in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
+            for f in std::fs::read_dir(b.path()).into_iter().flatten().flatten() {
+                let name = f.file_name().to_string_lossy().into_owned();
+                if name.len() >= 64 && !name.ends_with(".corrupted") && !name.contains(".tmp") {
+                    out.push(f.path());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn flip_byte(path: &std::path::Path, at: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = at.min(bytes.len() - 1);
+    bytes[at] ^= 1;
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// Issue 14, bug 2: a flipped byte in a stored block is never served.
+/// Bad copy on the node serving the GET: the GET returns the exact bytes
+/// from another replica and the bad copy is repaired. Every copy bad:
+/// the GET (whole or Range) never completes with 200 (on the code before
+/// the fix, curl got 200 and the corrupted bytes).
+#[test]
+fn a_flipped_byte_in_a_block_is_never_served() {
+    use common::s3::{aws_ok, endpoint, make_key};
+    let mut c = Cluster::new(3, 3);
+    c.env
+        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
+    start_three(&mut c);
+    let key = make_key(&c, "rot");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let e0 = endpoint(&c, 0);
+    // Not compressible, so that the stored file is the plain block.
+    let mut x = 0x2545_f491_u32;
+    let data: Vec<u8> = (0..100_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    std::fs::write(d.join("obj"), &data).unwrap();
+    aws_ok(&key, &e0, d, &["s3", "mb", "s3://rot"]);
+    aws_ok(&key, &e0, d, &["s3", "cp", "obj", "s3://rot/obj"]);
+    wait_until("every node stores the block", CLUSTER_DEADLINE, || {
+        (0..3).all(|i| stored_block_files(&c, i).len() == 1)
+    });
+
+    // Node 0's copy rots: GETs through node 0 still return the exact
+    // bytes, and node 0 gets a good copy back.
+    let file0 = stored_block_files(&c, 0).remove(0);
+    flip_byte(&file0, 50_000);
+    let good = std::fs::read(stored_block_files(&c, 1).remove(0)).unwrap();
+    for n in 0..3 {
+        aws_ok(
+            &key,
+            &e0,
+            d,
+            &["s3", "cp", "s3://rot/obj", &format!("back{n}")],
+        );
+        assert!(
+            std::fs::read(d.join(format!("back{n}"))).unwrap() == data,
+            "GET {n} through the node with the bad copy returned other bytes"
+        );
+    }
+    wait_until("node 0's copy repaired", CLUSTER_DEADLINE, || {
+        stored_block_files(&c, 0)
+            .first()
+            .is_some_and(|p| std::fs::read(p).ok().as_ref() == Some(&good))
+    });
+
+    // Every copy rots: no GET completes with 200.
+    for i in 0..3 {
+        flip_byte(&stored_block_files(&c, i).remove(0), 70_000);
+    }
+    let url = aws_ok(&key, &e0, d, &["s3", "presign", "s3://rot/obj"]);
+    let url = url.trim();
+    for range in [None, Some("bytes=0-99"), Some("bytes=60000-99999")] {
+        let mut cmd = std::process::Command::new("curl");
+        cmd.args(["-s", "--max-time", "30", "-o"])
+            .arg(d.join("got"))
+            .args(["-w", "%{http_code}"]);
+        if let Some(r) = range {
+            cmd.args(["-H", &format!("Range: {r}")]);
+        }
+        let out = cmd.arg(url).output().expect("curl runs");
+        let code = String::from_utf8_lossy(&out.stdout).into_owned();
+        let complete = out.status.success() && (code == "200" || code == "206");
+        assert!(
+            !complete,
+            "range {range:?}: a GET with every copy corrupted completed with {code}"
+        );
+    }
+}
