@@ -41,6 +41,27 @@ const MAX_ROUNDS: u32 = 16;
 const DEADLINE: Duration = Duration::from_secs(30);
 /// The register namespace of object keys.
 const NAMESPACE: &str = "object";
+/// A register value last proposed longer ago than this is void (see
+/// [`void_after`]); at most this, and at most half the table GC delay.
+const MAX_VOID_AFTER: Duration = Duration::from_secs(3600);
+
+/// How old the ballot of a register value must be for the value to be
+/// void: read as "nothing", not folded into the object's state.
+///
+/// Every chosen value is written to the object table before any client
+/// is told anything about it (a 200 to its writer, a 412 to a loser), so
+/// the register only matters for a value chosen moments ago whose writer
+/// has not written it yet. A value proposed long ago is either in the
+/// object table already (folding it changes nothing), or was deleted
+/// since and its tombstone collected by the GC (folding it would bring
+/// the deleted object back: issue 14, bug 3), or belongs to a writer that
+/// died before answering (nobody was told it succeeded). The bound is far
+/// above a conditional request's duration (30 s) and below the GC delay,
+/// since a deleted version can only vanish from the table a GC delay
+/// after its deletion, which came after the value's last proposal.
+fn void_after(gc_delay: Duration) -> Duration {
+    MAX_VOID_AFTER.min(gc_delay / 2)
+}
 
 /// The conditions of a write.
 #[derive(Clone, Debug, Default)]
@@ -146,7 +167,11 @@ impl Api {
                 Err(e) => return Err(refuse(e.into(), proposed)),
             };
             let obj = obj.map_err(|e| refuse(e.into(), proposed))?;
-            let reg = match p.value.as_deref() {
+            let void_ms = void_after(self.objects.tuning.gc_delay).as_millis() as u64;
+            let void = p
+                .value_round
+                .is_some_and(|r| garage_util::time::now_msec().saturating_sub(r) > void_ms);
+            let reg = match p.value.as_deref().filter(|_| !void) {
                 None | Some([]) => None,
                 Some(b) => Some(
                     ObjectVersion::from_register_value(b)
@@ -156,7 +181,7 @@ impl Api {
 
             // Our own version, accepted in an earlier round: finish it.
             if let Some(r) = reg.as_ref().filter(|r| r.uuid == version.uuid) {
-                if !self.settle(&p).await {
+                if !self.settle(&p, void).await {
                     continue;
                 }
                 let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
@@ -177,7 +202,7 @@ impl Api {
             if let Err(e) = cond.check(state.last_data(), key) {
                 // Act on the state read only once it is chosen: then no
                 // earlier proposal of ours can be chosen any more either.
-                if (reg.is_some() || proposed) && !self.settle(&p).await {
+                if (reg.is_some() || proposed) && !self.settle(&p, void).await {
                     continue;
                 }
                 if let Some(r) = reg.filter(|_| obj.as_ref() != Some(&state)) {
@@ -193,7 +218,7 @@ impl Api {
             if let Some(newest) = state.newest_complete() {
                 if newest >= version.sort_key() {
                     if !retimable {
-                        if proposed && !self.settle(&p).await {
+                        if proposed && !self.settle(&p, void).await {
                             continue;
                         }
                         return Err(refuse(
@@ -237,8 +262,13 @@ impl Api {
 
     /// Makes the value `p` read chosen (phase 2 with it unchanged; an
     /// empty value stands for "none"), unless the promises showed it
-    /// chosen already. Returns whether it is chosen.
-    async fn settle(&self, p: &Prepared) -> bool {
+    /// chosen already. A `void` value is settled as "none", never
+    /// proposed again (which would make it look recent). Returns whether
+    /// it is chosen.
+    async fn settle(&self, p: &Prepared, void: bool) -> bool {
+        if void {
+            return self.cas.accept(p, Vec::new()).await == AcceptOutcome::Chosen;
+        }
         p.chosen
             || self
                 .cas

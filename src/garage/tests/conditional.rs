@@ -9,6 +9,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::cluster::Cluster;
 use common::s3::{endpoint, make_key};
@@ -73,4 +74,66 @@ fn conditional_writes_race_on_three_nodes_with_one_killed() {
         }
     });
     assert!(killed, "the race never reached round 2");
+}
+
+/// Issue 14, bug 3 (Terraform/OpenTofu state locking): lock with
+/// `If-None-Match: *`, delete, wait until the delete's tombstone is
+/// collected, lock again: the new lock wins, and the deleted lock's
+/// content never comes back. (On the code before the fix: 412, and a GET
+/// returned the deleted lock.)
+#[test]
+fn a_deleted_lock_can_be_taken_again_after_gc() {
+    use common::cluster::{table_stats, wait_until};
+    use common::s3::{aws, aws_ok};
+    let mut c = Cluster::new(1, 1);
+    c.env
+        .push(("GARAGE_TABLE_GC_DELAY_SECS".into(), "4".into()));
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "lock");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let e = endpoint(&c, 0);
+    aws_ok(&key, &e, d, &["s3", "mb", "s3://locks"]);
+    std::fs::write(d.join("first"), b"lock held by the first run").unwrap();
+    std::fs::write(d.join("second"), b"lock held by the second run").unwrap();
+    let lock = |body: &str| {
+        aws(
+            &key,
+            &e,
+            d,
+            &[
+                "s3api",
+                "put-object",
+                "--bucket",
+                "locks",
+                "--key",
+                "state.tflock",
+                "--body",
+                body,
+                "--if-none-match",
+                "*",
+            ],
+        )
+    };
+    assert!(lock("first").status.success(), "the first lock is taken");
+    assert!(!lock("second").status.success(), "a held lock is refused");
+    aws_ok(&key, &e, d, &["s3", "rm", "s3://locks/state.tflock"]);
+    // The delete's tombstone is collected (the object table is empty).
+    wait_until(
+        "the tombstone is collected",
+        Duration::from_secs(60),
+        || table_stats(&c, 0).get("object").is_some_and(|s| s.0 == 0),
+    );
+    let o = lock("second");
+    assert!(
+        o.status.success(),
+        "the lock was deleted, taking it again must succeed: {}",
+        common::stderr(&o)
+    );
+    aws_ok(&key, &e, d, &["s3", "cp", "s3://locks/state.tflock", "got"]);
+    assert_eq!(
+        std::fs::read(d.join("got")).unwrap(),
+        b"lock held by the second run"
+    );
 }

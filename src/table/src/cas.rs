@@ -144,6 +144,9 @@ pub struct Prepared {
     /// The register's current value: the value of the highest ballot among
     /// the promises (`None`: never written).
     pub value: Option<Vec<u8>>,
+    /// The round of the ballot `value` was accepted under: when it was
+    /// last proposed, in milliseconds of the proposer's clock.
+    pub value_round: Option<u64>,
     /// Whether `value` is already chosen: a majority of each set reported
     /// it under the same ballot, so accepting it again is not needed.
     pub chosen: bool,
@@ -272,6 +275,7 @@ impl CasRegisters {
             id,
             ballot,
             sets,
+            value_round: best.as_ref().map(|(b, _)| b.round),
             value: best.map(|(_, v)| v.into_vec()),
             chosen,
         })
