@@ -62,6 +62,9 @@ pub trait IDb: Send + Sync {
     /// Writes a consistent copy of the whole database into `dir`, which must
     /// exist and be empty.
     fn snapshot(&self, dir: &Path) -> Result<()>;
+    /// Makes every transaction committed so far durable (synced to disk),
+    /// whatever the engine's `fsync` option.
+    fn sync(&self) -> Result<()>;
 
     fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Value>>;
     fn len(&self, tree: usize) -> Result<usize>;
@@ -231,6 +234,15 @@ impl Db {
             return Err(Error::SnapshotDirNotEmpty(dir.to_path_buf()));
         }
         self.inner.snapshot(dir)
+    }
+
+    /// Syncs every transaction committed so far to disk, even when the
+    /// database was opened without `fsync`: for the few writes that must
+    /// survive a power loss whatever `metadata_fsync` says (the promises
+    /// of compare-and-set acceptors).
+    pub fn sync(&self) -> Result<()> {
+        not_in_tx(self.id)?;
+        self.inner.sync()
     }
 
     /// Runs `f` in one write transaction spanning any trees of this

@@ -133,6 +133,11 @@ impl IDb for LmdbDb {
         Ok(names)
     }
 
+    fn sync(&self) -> Result<()> {
+        // Flushes data and meta pages even with NO_SYNC | NO_META_SYNC.
+        Ok(self.env.force_sync()?)
+    }
+
     fn snapshot(&self, dir: &Path) -> Result<()> {
         self.env
             .copy_to_path(dir.join("data.mdb"), CompactionOption::Enabled)?

@@ -169,6 +169,19 @@ impl IDb for SqliteDb {
             .collect())
     }
 
+    fn sync(&self) -> Result<()> {
+        // With `synchronous = NORMAL`, a checkpoint syncs the WAL first,
+        // then the database file once the pages are copied.
+        let conn = self.conn();
+        let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(FULL)", [], |r| r.get(0))?;
+        if busy != 0 {
+            return Err(Error::Aborted(
+                "SQLite checkpoint could not complete (database busy)".into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn snapshot(&self, dir: &Path) -> Result<()> {
         let target = dir.join("db.sqlite");
         let target_str = target

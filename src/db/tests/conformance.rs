@@ -328,6 +328,31 @@ fn data_persists_across_reopen(engine: Engine) {
     assert_eq!(tree.get(b"tx").unwrap().as_deref(), Some(&b"committed"[..]));
 }
 
+/// `sync` works on a database opened without fsync, refuses to run
+/// inside a transaction, and what it made durable is there on reopen.
+/// (That it survives a power loss cannot be observed from a test.)
+fn sync_flushes_without_fsync(engine: Engine) {
+    let TestDb { _dir, path, db, .. } = new_db(engine);
+    {
+        let tree = db.open_tree("s").unwrap();
+        db.transaction::<_, (), _>(|tx| {
+            tx.insert(&tree, b"promise", b"7")?;
+            Ok(())
+        })
+        .unwrap();
+        db.sync().unwrap();
+        let inside = db.transaction::<_, (), _>(|_| {
+            assert!(db.sync().is_err(), "sync inside a transaction is refused");
+            Ok(())
+        });
+        inside.unwrap();
+    }
+    drop(db);
+    let db = open(engine, &path, &OpenOptions::default()).unwrap();
+    let tree = db.open_tree("s").unwrap();
+    assert_eq!(tree.get(b"promise").unwrap().as_deref(), Some(&b"7"[..]));
+}
+
 fn snapshot_is_a_full_copy(engine: Engine) {
     let t = new_db(engine);
     let a = t.db.open_tree("a").unwrap();
@@ -483,6 +508,7 @@ macro_rules! conformance {
 
 conformance!(
     basic_ops,
+    sync_flushes_without_fsync,
     trees_are_separate_and_listed,
     ordering_is_bytewise,
     matches_model,

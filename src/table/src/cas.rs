@@ -135,12 +135,15 @@ impl Message for CasRpc {
     type Response = CasRpc;
 }
 
-/// The outcome of phase 1.
-#[derive(Debug)]
+/// The outcome of phase 1. It holds the layout its node sets come from
+/// (a write guard, as table writes do) until dropped: this node does not
+/// acknowledge a newer layout version while a round built on an older
+/// one may still run its accept phase.
 pub struct Prepared {
     id: RegisterId,
     ballot: Ballot,
     sets: Vec<Vec<NodeId>>,
+    _guard: garage_rpc::system::trackers::WriteGuard,
     /// The register's current value: the value of the highest ballot among
     /// the promises (`None`: never written).
     pub value: Option<Vec<u8>>,
@@ -150,6 +153,17 @@ pub struct Prepared {
     /// Whether `value` is already chosen: a majority of each set reported
     /// it under the same ballot, so accepting it again is not needed.
     pub chosen: bool,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("ballot", &self.ballot)
+            .field("sets", &self.sets)
+            .field("value", &self.value)
+            .field("chosen", &self.chosen)
+            .finish()
+    }
 }
 
 /// The outcome of phase 2.
@@ -229,7 +243,8 @@ impl CasRegisters {
     /// Phase 1: a new ballot promised by a majority of each acceptor set;
     /// returns the register's current value.
     pub async fn prepare(&self, id: RegisterId) -> Result<Prepared> {
-        let sets = self.system.layout().write_sets(id.partition);
+        let guard = self.system.start_write();
+        let sets = guard.layout.write_sets(id.partition);
         if sets.is_empty() {
             return Err(Error::NoNodes);
         }
@@ -275,6 +290,7 @@ impl CasRegisters {
             id,
             ballot,
             sets,
+            _guard: guard,
             value_round: best.as_ref().map(|(b, _)| b.round),
             value: best.map(|(_, v)| v.into_vec()),
             chosen,
@@ -428,8 +444,24 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
             tx.insert(tree, key.as_slice(), st.encode())?;
             Ok::<_, db::TxError<()>>(answer)
         });
-        Ok(r?)
+        let answer = r?;
+        // A promise or an acceptance that a power loss could roll back
+        // would let two values be chosen: it is synced before the answer,
+        // even when `metadata_fsync` is off (only conditional writes pay).
+        if matches!(answer, CasRpc::Promise { .. } | CasRpc::Accepted) {
+            db.sync()?;
+            SYNCS.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(answer)
     }
+}
+
+/// Acceptor state syncs done by this process (for tests and statistics).
+static SYNCS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times acceptors of this process synced their state to disk.
+pub fn acceptor_syncs() -> u64 {
+    SYNCS.load(Ordering::Relaxed)
 }
 
 /// The smallest majority of `n` acceptors.
@@ -481,7 +513,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::testing::{cluster, stop_until_down};
+    use crate::testing::{cluster, stop_until_down, wait_for};
 
     /// Sets the register to `me` if it is empty; returns whether this call
     /// did (bounded retries with jittered backoff).
@@ -588,6 +620,65 @@ mod tests {
         }
     }
 
+    /// A round holds the layout it started under: while a prepared round
+    /// is alive, its node does not acknowledge a newer layout version
+    /// (other nodes do), so that a transition cannot finish under it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_round_holds_its_layout_version() {
+        use garage_rpc::layout::{NodeRole, Tracker};
+        use garage_rpc::system::LayoutUpdate;
+        let nodes = cluster(3, 3).await;
+        let regs = regs_of(&nodes);
+        let id = RegisterId::new("test", &blake2sum(b"bucket"), b"held");
+        let p = regs[0].prepare(id).await.unwrap();
+        // Layout version 2: node 2's capacity changes.
+        let role = NodeRole {
+            zone: "z2".into(),
+            capacity: Some(2_000_000_000),
+            tags: vec![],
+        };
+        nodes[1]
+            .system
+            .update_layout(LayoutUpdate::StageRoles(vec![(
+                nodes[2].system.id(),
+                Some(role),
+            )]))
+            .unwrap();
+        nodes[1]
+            .system
+            .update_layout(LayoutUpdate::Apply { version: 2 })
+            .unwrap();
+        let acked = |i: usize, by: usize| {
+            nodes[by]
+                .system
+                .layout()
+                .trackers
+                .get(Tracker::Ack, &nodes[i].system.id())
+        };
+        wait_for(
+            "nodes 1 and 2 ack version 2",
+            Duration::from_secs(30),
+            || acked(1, 0) == 2 && acked(2, 0) == 2,
+        )
+        .await;
+        assert_eq!(
+            acked(0, 0),
+            1,
+            "node 0 acked version 2 under a running round"
+        );
+        assert_eq!(
+            regs[0].accept(&p, b"v".to_vec()).await,
+            AcceptOutcome::Chosen
+        );
+        drop(p);
+        wait_for(
+            "node 0 acks version 2 once the round is done",
+            Duration::from_secs(30),
+            || acked(0, 0) == 2,
+        )
+        .await;
+    }
+
     fn regs_of(nodes: &[crate::testing::Node]) -> Vec<Arc<CasRegisters>> {
         nodes
             .iter()
@@ -646,6 +737,9 @@ mod tests {
         let key = blake2sum(b"k");
         let b = |round| Ballot { round, proposer: 1 };
         let ask = |m| handle_local(&db, &tree, m).unwrap();
+        // The database runs without fsync (the default `metadata_fsync`):
+        // every promise and acceptance is synced before it is answered.
+        let syncs_before = acceptor_syncs();
         assert!(matches!(
             ask(CasRpc::Prepare { key, ballot: b(5) }),
             CasRpc::Promise { accepted: None }
@@ -680,6 +774,10 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+        assert!(
+            acceptor_syncs() - syncs_before >= 3,
+            "two promises and one acceptance, each synced"
+        );
         // The state is in the database, in the documented format.
         let stored = tree.get(key.as_slice()).unwrap().unwrap();
         assert_eq!(stored[0], STATE_FORMAT);
