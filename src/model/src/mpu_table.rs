@@ -27,12 +27,20 @@ pub struct MpuPart {
     pub checksum: Option<String>,
 }
 
-/// A part is written once, then learns its etag and size: merging keeps
-/// what is known (the larger value if two differ, for determinism).
+/// A part is written once, then learns its etag and size. Two writes of
+/// one part key by different versions (a retried UploadPart in the same
+/// millisecond) merge as one whole write, the larger version id: never
+/// one's version with the other's etag or size. Within one version,
+/// merging keeps what is known (the larger value if two differ, for
+/// determinism).
 impl Crdt for MpuPart {
     fn merge(&mut self, other: &Self) {
         if other.version > self.version {
-            self.version = other.version;
+            *self = other.clone();
+            return;
+        }
+        if other.version < self.version {
+            return;
         }
         if other.etag > self.etag {
             self.etag = other.etag.clone();
@@ -208,6 +216,64 @@ mod tests {
                 }
                 m
             })
+    }
+
+    fn part(v: u8, etag: Option<&str>, size: Option<u64>) -> MpuPart {
+        MpuPart {
+            version: Uuid::from([v; 32]),
+            etag: etag.map(String::from),
+            size,
+            checksum: etag.map(|e| format!("c-{e}")),
+        }
+    }
+
+    /// Two writes of one part key (same part number, same millisecond) by
+    /// different versions: the merge is one of them whole, never one's
+    /// version with the other's etag or size (issue 14 review item).
+    #[test]
+    fn a_part_merges_as_one_write() {
+        let a = part(1, Some("etag-of-1"), Some(10));
+        let b = part(2, None, None);
+        let mut m = a.clone();
+        m.merge(&b);
+        assert_eq!(m, b, "the newer version, without the older one's etag");
+        let mut m = b.clone();
+        m.merge(&a);
+        assert_eq!(m, b);
+        // The same version learns its etag and size.
+        let mut m = b.clone();
+        m.merge(&part(2, Some("etag-of-2"), Some(20)));
+        assert_eq!(m, part(2, Some("etag-of-2"), Some(20)));
+        check_laws(&a, &b, &part(2, Some("etag-of-2"), Some(20)));
+    }
+
+    fn part_strategy() -> impl Strategy<Value = MpuPart> {
+        (
+            0u8..3,
+            proptest::option::of(0u8..3),
+            proptest::option::of(0u64..3),
+        )
+            .prop_map(|(v, e, s)| MpuPart {
+                version: Uuid::from([v; 32]),
+                etag: e.map(|e| format!("e{e}")),
+                size: s,
+                checksum: e.map(|e| format!("c{e}")),
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn part_merge_laws(a in part_strategy(), b in part_strategy(), c in part_strategy()) {
+            check_laws(&a, &b, &c);
+            // The result is one of the versions merged, with only fields
+            // that a write of that version had.
+            let mut m = a.clone();
+            m.merge(&b);
+            let of_version: Vec<&MpuPart> = [&a, &b].into_iter().filter(|p| p.version == m.version).collect();
+            prop_assert!(!of_version.is_empty());
+            prop_assert!(m.etag.is_none() || of_version.iter().any(|p| p.etag == m.etag));
+            prop_assert!(m.size.is_none() || of_version.iter().any(|p| p.size == m.size));
+        }
     }
 
     /// Entries written before checksums were kept still decode.
