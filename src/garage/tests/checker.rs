@@ -30,8 +30,23 @@ use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 use common::stdout;
 
-const BUCKET: &str = "checker";
+/// Objects are spread over this many buckets: the object table is
+/// partitioned by bucket, so several buckets spread them over partitions
+/// (a layout change moves some and not others).
+const BUCKETS: usize = 8;
+
+/// The bucket of `key`.
+fn bucket_of(key: &str) -> String {
+    let h = key
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
+    format!("checker-{}", h as usize % BUCKETS)
+}
 const KEYS: usize = 10;
+/// Keys written once before the faults start and then only read: data
+/// at rest through every fault (a layout change that loses objects shows
+/// here, where overwrites would hide it).
+const STILL_KEYS: usize = 40;
 /// Sizes: empty, inline (≤ 3 KiB), one block, two blocks.
 const SIZES: &[usize] = &[0, 100, 5000, 1_500_000];
 const OP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -188,7 +203,7 @@ fn is_412<E: std::fmt::Debug>(e: &aws_sdk_s3::error::SdkError<E>) -> bool {
 async fn put(c: &Client, key: &str, id: u64, size: usize, lock: bool) -> Outcome {
     let mut req = c
         .put_object()
-        .bucket(BUCKET)
+        .bucket(bucket_of(key))
         .key(key)
         .metadata("w", id.to_string())
         .body(ByteStream::from(body_of(id, size)));
@@ -206,7 +221,7 @@ async fn multipart(c: &Client, key: &str, id: u64, size: usize) -> Outcome {
     let body = body_of(id, size);
     let up = match c
         .create_multipart_upload()
-        .bucket(BUCKET)
+        .bucket(bucket_of(key))
         .key(key)
         .metadata("w", id.to_string())
         .send()
@@ -222,7 +237,7 @@ async fn multipart(c: &Client, key: &str, id: u64, size: usize) -> Outcome {
         let n = i as i32 + 1;
         match c
             .upload_part()
-            .bucket(BUCKET)
+            .bucket(bucket_of(key))
             .key(key)
             .upload_id(&upload_id)
             .part_number(n)
@@ -241,7 +256,7 @@ async fn multipart(c: &Client, key: &str, id: u64, size: usize) -> Outcome {
     }
     match c
         .complete_multipart_upload()
-        .bucket(BUCKET)
+        .bucket(bucket_of(key))
         .key(key)
         .upload_id(&upload_id)
         .multipart_upload(
@@ -258,7 +273,7 @@ async fn multipart(c: &Client, key: &str, id: u64, size: usize) -> Outcome {
 }
 
 async fn get(c: &Client, key: &str) -> Read {
-    match c.get_object().bucket(BUCKET).key(key).send().await {
+    match c.get_object().bucket(bucket_of(key)).key(key).send().await {
         Ok(o) => {
             let id = o
                 .metadata()
@@ -280,26 +295,35 @@ async fn get(c: &Client, key: &str) -> Read {
     }
 }
 
+/// The keys of every bucket (ListObjectsV2, paged).
 async fn list(c: &Client) -> Option<BTreeSet<String>> {
     let mut keys = BTreeSet::new();
-    let mut token = None;
-    for _ in 0..100 {
-        let out = c
-            .list_objects_v2()
-            .bucket(BUCKET)
-            .set_continuation_token(token.clone())
-            .send()
-            .await
-            .ok()?;
-        for o in out.contents() {
-            keys.insert(o.key().unwrap_or_default().to_string());
+    for b in 0..BUCKETS {
+        let bucket = format!("checker-{b}");
+        let mut token = None;
+        let mut done = false;
+        for _ in 0..100 {
+            let out = c
+                .list_objects_v2()
+                .bucket(&bucket)
+                .set_continuation_token(token.clone())
+                .send()
+                .await
+                .ok()?;
+            for o in out.contents() {
+                keys.insert(o.key().unwrap_or_default().to_string());
+            }
+            token = out.next_continuation_token().map(String::from);
+            if token.is_none() {
+                done = true;
+                break;
+            }
         }
-        token = out.next_continuation_token().map(String::from);
-        if token.is_none() {
-            return Some(keys);
+        if !done {
+            return None;
         }
     }
-    None
+    Some(keys)
 }
 
 /// One client: random operations on the shared keys until `until`.
@@ -312,7 +336,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
             live[rng.random_range(0..live.len())]
         };
         let c = sh.clients[node].clone();
-        let key = format!("k{}", rng.random_range(0..KEYS));
+        let mut key = format!("k{}", rng.random_range(0..KEYS));
         let roll = rng.random_range(0..100);
         let start = sh.now();
         let (kind, outcome) = match roll {
@@ -330,6 +354,9 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                 (Kind::Put { id, size, parts: 2 }, o.unwrap_or_else(unknown))
             }
             38..72 => {
+                if rng.random_range(0..3) == 0 {
+                    key = format!("s{}", rng.random_range(0..STILL_KEYS));
+                }
                 let r = tokio::time::timeout(OP_TIMEOUT, get(&c, &key))
                     .await
                     .unwrap_or_else(|_| Read::Failed("timeout".into()));
@@ -338,7 +365,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
             72..84 => {
                 let o = tokio::time::timeout(
                     OP_TIMEOUT,
-                    c.delete_object().bucket(BUCKET).key(&key).send(),
+                    c.delete_object().bucket(bucket_of(&key)).key(&key).send(),
                 )
                 .await;
                 let o = match o {
@@ -361,9 +388,9 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                 let o = tokio::time::timeout(
                     OP_TIMEOUT,
                     c.copy_object()
-                        .bucket(BUCKET)
+                        .bucket(bucket_of(&key))
                         .key(&key)
-                        .copy_source(format!("{BUCKET}/{src}"))
+                        .copy_source(format!("{}/{src}", bucket_of(&src)))
                         .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
                         .metadata("w", id.to_string())
                         .send(),
@@ -795,13 +822,16 @@ fn checker() {
     let zones = ["dc1", "dc2", "dc3", "dc1"];
     c.apply_layout(&zones, "1G");
     let key = make_key(&c, "checker");
-    c.garage_ok(0, &["bucket", "create", BUCKET]);
-    c.garage_ok(
-        0,
-        &[
-            "bucket", "allow", "--read", "--write", BUCKET, "--key", &key.0,
-        ],
-    );
+    for b in 0..BUCKETS {
+        let bucket = format!("checker-{b}");
+        c.garage_ok(0, &["bucket", "create", &bucket]);
+        c.garage_ok(
+            0,
+            &[
+                "bucket", "allow", "--read", "--write", &bucket, "--key", &key.0,
+            ],
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -822,6 +852,31 @@ fn checker() {
         next_id: Mutex::new(0),
     });
     let until = Duration::from_secs(secs);
+
+    // The keys at rest, written before any fault.
+    rt.block_on(async {
+        for k in 0..STILL_KEYS {
+            let node = k % STORAGE;
+            let id = sh.new_id();
+            let size = SIZES[k % SIZES.len()];
+            let key = format!("s{k}");
+            let start = sh.now();
+            let o = tokio::time::timeout(OP_TIMEOUT, put(&sh.clients[node], &key, id, size, false))
+                .await
+                .unwrap_or_else(unknown);
+            assert_eq!(o, Outcome::Ok, "writing {key} before any fault");
+            sh.record(Op {
+                client: 998,
+                node,
+                key,
+                start,
+                end: sh.now(),
+                kind: Kind::Put { id, size, parts: 1 },
+                outcome: o,
+            });
+        }
+    });
+    let until = sh.now() + until;
 
     // The workload.
     let mut handles = Vec::new();
@@ -916,6 +971,7 @@ fn checker() {
     let mut anomalies = Vec::new();
     let keys: Vec<String> = (0..KEYS)
         .map(|k| format!("k{k}"))
+        .chain((0..STILL_KEYS).map(|k| format!("s{k}")))
         .chain((0..locks).map(|l| format!("lock-{l}")))
         .collect();
     let mut last = BTreeMap::new();
@@ -961,8 +1017,14 @@ fn checker() {
         }
     };
     if !converged {
+        let failing: Vec<(&String, &Read)> = last
+            .iter()
+            .filter(|(_, r)| matches!(r, Read::Failed(_)))
+            .collect();
         anomalies.push(format!(
-            "replicas did not converge within 120 s: last reads {last:?}"
+            "replicas did not converge within 120 s; {} keys unreadable after healing, e.g. {:?}",
+            failing.len(),
+            failing.first()
         ));
     }
     // Listings equal the final state, through every storage node.
