@@ -530,11 +530,16 @@ impl BlockManager {
         } else {
             DataBlock::Plain(bytes)
         };
-        let store = self.store.clone();
+        let (store, rc) = (self.store.clone(), self.rc.clone());
         let res = blocking(move || -> Result<()> {
             // Never store bytes that are not the block they claim to be.
             block.verify_and_decode(&hash)?;
-            store.write(&hash, &block)?;
+            // A block waiting for deletion that is written again is kept:
+            // this write is acknowledged, and its reference comes next.
+            store.write_then(&hash, &block, || {
+                rc.touch(&hash, garage_util::time::now_msec())
+                    .map_err(|e| StoreError::Meta(e.to_string()))
+            })?;
             Ok(())
         })
         .await;

@@ -117,6 +117,31 @@ impl BlockRc {
         }
     }
 
+    /// The block was just written here (a PUT that will reference it):
+    /// if it was waiting for deletion, the deletion waits a full delay
+    /// again, so that the reference on its way arrives first.
+    pub fn touch(&self, hash: &Hash, now_ms: u64) -> db::Result<()> {
+        let rc = &self.rc;
+        self.db
+            .transaction(|tx| -> db::TxResult<(), ()> {
+                if let Some(RcEntry::Deletable { deletable_after }) =
+                    decode(tx.get(rc, hash.as_slice())?)?
+                {
+                    let after = deletable_after.max(now_ms + self.delete_delay_ms);
+                    self.put(
+                        tx,
+                        hash,
+                        RcEntry::Deletable {
+                            deletable_after: after,
+                        },
+                    )?;
+                    tx.insert(&self.resync_queue, queue_key(after, hash), [])?;
+                }
+                Ok(())
+            })
+            .map_err(|e| e.into_db_error())
+    }
+
     /// Forgets a block that was deleted (its entry said deletable).
     pub fn clear_deleted(&self, hash: &Hash) -> db::Result<()> {
         let rc = &self.rc;

@@ -258,11 +258,24 @@ impl BlockManager {
                     return Ok(Outcome::NotYet);
                 }
                 self.hand_over(hash).await?;
-                let store = self.store.clone();
+                // The count read above is old by the hand-over's round
+                // trips: a PUT of this block may have come meanwhile. The
+                // file goes only if the count still says so, checked while
+                // no write of the block can run.
+                let (store, rc) = (self.store.clone(), self.rc.clone());
                 let h = *hash;
-                tokio::task::spawn_blocking(move || store.delete(&h))
-                    .await
-                    .map_err(|e| Error::Task(e.to_string()))??;
+                let deleted = tokio::task::spawn_blocking(move || {
+                    store.delete_if(&h, || {
+                        matches!(rc.get(&h), Ok(Some(RcEntry::Deletable { deletable_after }))
+                            if now_msec() >= deletable_after)
+                    })
+                })
+                .await
+                .map_err(|e| Error::Task(e.to_string()))??;
+                if !deleted {
+                    // Written or referenced again: its resync is queued.
+                    return Ok(Outcome::NotYet);
+                }
                 self.rc.clear_deleted(hash).map_err(to_err)?;
                 Ok(Outcome::Deleted)
             }

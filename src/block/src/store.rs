@@ -26,7 +26,14 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Block(#[from] BlockError),
+    #[error("metadata database: {0}")]
+    Meta(String),
 }
+
+/// Per-hash locks (striped): a block's writes and deletions never
+/// interleave, so two writes of one block in different forms, or a write
+/// and a deletion, cannot remove each other's file.
+const LOCK_STRIPES: usize = 64;
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     move |source| StoreError::Io {
@@ -35,14 +42,29 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
     }
 }
 
+/// Syncs of newly created block directories (with `data_fsync`), for tests.
+pub static DIR_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 pub struct BlockStore {
     pub dirs: DataDirs,
     pub fsync: bool,
+    locks: Vec<std::sync::Mutex<()>>,
 }
 
 impl BlockStore {
     pub fn new(dirs: DataDirs, fsync: bool) -> Self {
-        Self { dirs, fsync }
+        Self {
+            dirs,
+            fsync,
+            locks: (0..LOCK_STRIPES)
+                .map(|_| std::sync::Mutex::new(()))
+                .collect(),
+        }
+    }
+
+    fn lock(&self, hash: &Hash) -> std::sync::MutexGuard<'_, ()> {
+        let i = hash.as_slice()[31] as usize % LOCK_STRIPES;
+        self.locks[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn block_dir(dir: &Path, hash: &Hash) -> PathBuf {
@@ -93,15 +115,57 @@ impl BlockStore {
     }
 
     /// Writes a block in its primary directory (if it is not stored in
-    /// any form already) and removes copies elsewhere.
+    /// this form already) and removes copies elsewhere.
     pub fn write(&self, hash: &Hash, block: &DataBlock) -> Result<(), StoreError> {
+        self.write_then(hash, block, || Ok(()))
+    }
+
+    /// [`BlockStore::write`], then `then` while no other write or deletion
+    /// of the block can run (to record that the block was just written).
+    pub fn write_then(
+        &self,
+        hash: &Hash,
+        block: &DataBlock,
+        then: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let _lock = self.lock(hash);
+        self.write_locked(hash, block)?;
+        then()
+    }
+
+    /// Deletes every copy of the block if `cond` (checked while no write
+    /// of the block can run) holds; returns whether it did.
+    pub fn delete_if(&self, hash: &Hash, cond: impl FnOnce() -> bool) -> Result<bool, StoreError> {
+        let _lock = self.lock(hash);
+        if !cond() {
+            return Ok(false);
+        }
+        self.delete_locked(hash)?;
+        Ok(true)
+    }
+
+    fn write_locked(&self, hash: &Hash, block: &DataBlock) -> Result<(), StoreError> {
         let primary = &self.dirs.primary(hash).path;
         let dir = Self::block_dir(primary, hash);
         let path = dir.join(Self::file_name(hash, block.is_compressed()));
         if path.exists() {
             return Ok(());
         }
+        let new_dirs = !dir.exists();
         fs::create_dir_all(&dir).map_err(io(&dir))?;
+        if self.fsync && new_dirs {
+            // The new directories' entries in their parents, so that the
+            // block file's path survives a power loss too.
+            for d in [dir.parent(), dir.parent().and_then(Path::parent)]
+                .into_iter()
+                .flatten()
+            {
+                fs::File::open(d)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io(d))?;
+            }
+            DIR_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         let tmp = dir.join(format!(
             "{}.tmp{}",
             Self::file_name(hash, block.is_compressed()),
@@ -140,6 +204,11 @@ impl BlockStore {
 
     /// Deletes every stored copy of the block.
     pub fn delete(&self, hash: &Hash) -> Result<(), StoreError> {
+        let _lock = self.lock(hash);
+        self.delete_locked(hash)
+    }
+
+    fn delete_locked(&self, hash: &Hash) -> Result<(), StoreError> {
         for d in self.dirs.dirs() {
             if d.capacity.is_none() {
                 continue;
