@@ -611,7 +611,8 @@ impl EndpointHandler<BlockRpc> for BlockManager {
             }
             BlockRpc::GetBlock { hash } => self.handle_get(hash).await,
             BlockRpc::NeedBlock(hash) => {
-                let referenced = matches!(self.rc.get(&hash), Ok(Some(e)) if e.count() > 0);
+                let rc = self.rc.clone();
+                let referenced = matches!(blocking(move || rc.get(&hash)).await, Ok(Ok(Some(e))) if e.count() > 0);
                 let need = match self.has_block(hash).await {
                     Ok(stored) => referenced && !stored,
                     Err(e) => return (BlockRpc::Error(e.to_string()), None),

@@ -161,30 +161,35 @@ impl BlockManager {
         }
     }
 
-    /// The first due queue item no other worker is handling.
-    fn claim_next(&self, now: u64) -> Result<Option<(Vec<u8>, Hash)>> {
+    /// The first due queue item no other worker is handling. The queue is
+    /// read on the blocking pool, and the busy set locked only after.
+    async fn claim_next(&self, now: u64) -> Result<Option<(Vec<u8>, Hash)>> {
+        let queue = self.rc.resync_queue.clone();
+        let due = tokio::task::spawn_blocking(move || -> Result<Vec<(Vec<u8>, Hash)>> {
+            let mut due = Vec::new();
+            for item in queue.iter().take(MAX_RESYNC_WORKERS + 1) {
+                let (key, _) = item.map_err(to_err)?;
+                let at = u64::from_be_bytes(key[..8].try_into().expect("queue key"));
+                if at > now {
+                    break;
+                }
+                match Hash::try_from_slice(&key[8..]) {
+                    Some(hash) => due.push((key, hash)),
+                    None => queue.remove(&key).map_err(to_err)?,
+                }
+            }
+            Ok(due)
+        })
+        .await
+        .map_err(|e| Error::Task(e.to_string()))??;
         let mut busy = self.resync_busy.lock().unwrap_or_else(|e| e.into_inner());
-        for item in self.rc.resync_queue.iter().take(MAX_RESYNC_WORKERS + 1) {
-            let (key, _) = item.map_err(to_err)?;
-            let due = u64::from_be_bytes(key[..8].try_into().expect("queue key"));
-            if due > now {
-                return Ok(None);
-            }
-            let Some(hash) = Hash::try_from_slice(&key[8..]) else {
-                self.rc.resync_queue.remove(&key).map_err(to_err)?;
-                continue;
-            };
-            if busy.insert(hash) {
-                return Ok(Some((key, hash)));
-            }
-        }
-        Ok(None)
+        Ok(due.into_iter().find(|(_, hash)| busy.insert(*hash)))
     }
 
     /// Handles the first due item of the queue; false when none is due.
     pub async fn resync_next(&self) -> Result<bool> {
         let now = now_msec();
-        let Some((key, hash)) = self.claim_next(now)? else {
+        let Some((key, hash)) = self.claim_next(now).await? else {
             return Ok(false);
         };
         let res = self.resync_block(&hash).await;

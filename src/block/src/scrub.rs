@@ -71,7 +71,12 @@ impl BlockManager {
             return Ok(false);
         }
         let store = self.store.clone();
-        let Some(hash) = self.store.next_block_after(st.cursor) else {
+        let cursor = st.cursor;
+        let walk = store.clone();
+        let next = tokio::task::spawn_blocking(move || walk.next_block_after(cursor))
+            .await
+            .map_err(|e| Error::Task(e.to_string()))?;
+        let Some(hash) = next else {
             st.running = false;
             st.cursor = None;
             st.last_completed = Some(now_msec());

@@ -32,3 +32,16 @@ impl<E: std::fmt::Debug> From<db::TxError<E>> for Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Runs blocking database work on the blocking pool, never on the async
+/// runtime's threads (a long iteration would stall every task there).
+pub async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Remote {
+            node: "local".into(),
+            msg: format!("blocking task failed: {e}"),
+        })?
+}

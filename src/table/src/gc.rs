@@ -16,7 +16,8 @@ use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info};
 
-use crate::error::{Error, Result};
+use crate::data::TableData;
+use crate::error::{off_runtime, Error, Result};
 use crate::rpc::TableRpc;
 use crate::schema::{Removal, TableSchema};
 use crate::table::Table;
@@ -58,37 +59,42 @@ impl<F: TableSchema> Table<F> {
     pub async fn gc_round(&self) -> Result<usize> {
         let now = garage_util::time::now_msec();
         let delay_ms = self.tuning.gc_delay.as_millis() as u64;
-        let mut by_partition: BTreeMap<u8, Vec<Due>> = BTreeMap::new();
-        let mut seen = 0;
-        for item in self.data.gc_todo.iter() {
-            let (key, value) = item?;
-            seen += 1;
-            if seen > GC_BATCH * 8 {
-                break;
+        let data = self.data.clone();
+        let by_partition = off_runtime(move || {
+            let mut by_partition: BTreeMap<u8, Vec<Due>> = BTreeMap::new();
+            let mut seen = 0;
+            for item in data.gc_todo.iter() {
+                let (key, value) = item?;
+                seen += 1;
+                if seen > GC_BATCH * 8 {
+                    break;
+                }
+                let (Some(vhash), Some(ts)) = (
+                    value.get(..32).and_then(Hash::try_from_slice),
+                    value
+                        .get(32..40)
+                        .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
+                ) else {
+                    // Unreadable todo item: drop it (the entry stays).
+                    data.gc_todo.remove(&key)?;
+                    continue;
+                };
+                if now < ts.saturating_add(delay_ms) {
+                    continue;
+                }
+                let p = key[0];
+                by_partition.entry(p).or_default().push(Due {
+                    key,
+                    todo_value: value,
+                    vhash,
+                });
+                if by_partition.values().map(Vec::len).sum::<usize>() >= GC_BATCH {
+                    break;
+                }
             }
-            let (Some(vhash), Some(ts)) = (
-                value.get(..32).and_then(Hash::try_from_slice),
-                value
-                    .get(32..40)
-                    .map(|b| u64::from_be_bytes(b.try_into().expect("8 bytes"))),
-            ) else {
-                // Unreadable todo item: drop it (the entry stays).
-                self.data.gc_todo.remove(&key)?;
-                continue;
-            };
-            if now < ts.saturating_add(delay_ms) {
-                continue;
-            }
-            let p = key[0];
-            by_partition.entry(p).or_default().push(Due {
-                key,
-                todo_value: value,
-                vhash,
-            });
-            if by_partition.values().map(Vec::len).sum::<usize>() >= GC_BATCH {
-                break;
-            }
-        }
+            Ok(by_partition)
+        })
+        .await?;
         let layout = self.system.layout();
         let me = self.system.id();
         let mut removed = 0;
@@ -100,17 +106,22 @@ impl<F: TableSchema> Table<F> {
             }
             // Still a tombstone with the same value? (A newer write may
             // have changed it; then it is no longer ours to remove.)
-            let mut entries = Vec::new();
-            let mut current = Vec::new();
-            for d in items {
-                match self.data.store.get(&d.key)? {
-                    Some(v) if garage_util::data::blake2sum(&v) == d.vhash => {
-                        entries.push(ByteBuf::from(v));
-                        current.push(d);
+            let data = self.data.clone();
+            let (entries, current) = off_runtime(move || {
+                let mut entries = Vec::new();
+                let mut current = Vec::new();
+                for d in items {
+                    match data.store.get(&d.key)? {
+                        Some(v) if garage_util::data::blake2sum(&v) == d.vhash => {
+                            entries.push(ByteBuf::from(v));
+                            current.push(d);
+                        }
+                        _ => remove_todo(&data, &d)?,
                     }
-                    _ => self.remove_todo(&d)?,
                 }
-            }
+                Ok((entries, current))
+            })
+            .await?;
             if current.is_empty() {
                 continue;
             }
@@ -147,27 +158,31 @@ impl<F: TableSchema> Table<F> {
                     Err(e) => return Err(e),
                 }
             }
-            for d in current {
-                if self
-                    .data
-                    .delete_if_equal_hash(&d.key, &d.vhash, Removal::Collected)?
-                {
-                    removed += 1;
+            let data = self.data.clone();
+            removed += off_runtime(move || {
+                let mut removed = 0;
+                for d in current {
+                    if data.delete_if_equal_hash(&d.key, &d.vhash, Removal::Collected)? {
+                        removed += 1;
+                    }
+                    remove_todo(&data, &d)?;
                 }
-                self.remove_todo(&d)?;
-            }
+                Ok(removed)
+            })
+            .await?;
         }
         Ok(removed)
     }
+}
 
-    fn remove_todo(&self, d: &Due) -> Result<()> {
-        let tree = &self.data.gc_todo;
-        self.data.db.transaction(|tx| -> db::TxResult<(), Error> {
-            if tx.get(tree, &d.key)?.as_deref() == Some(d.todo_value.as_slice()) {
-                tx.remove(tree, &d.key)?;
-            }
-            Ok(())
-        })?;
+/// Drops `d` from the GC todo, unless it changed since it was read.
+fn remove_todo<F: TableSchema>(data: &TableData<F>, d: &Due) -> Result<()> {
+    let tree = &data.gc_todo;
+    data.db.transaction(|tx| -> db::TxResult<(), Error> {
+        if tx.get(tree, &d.key)?.as_deref() == Some(d.todo_value.as_slice()) {
+            tx.remove(tree, &d.key)?;
+        }
         Ok(())
-    }
+    })?;
+    Ok(())
 }

@@ -100,14 +100,18 @@ mod worker {
 
         /// One round; returns how many queued entries were inserted.
         pub async fn insert_queue_round(&self) -> Result<usize> {
-            let tree = &self.data.insert_queue;
-            let mut items = Vec::new();
-            for item in tree.iter() {
-                items.push(item?);
-                if items.len() >= BATCH {
-                    break;
+            let data = self.data.clone();
+            let items = crate::error::off_runtime(move || {
+                let mut items = Vec::new();
+                for item in data.insert_queue.iter() {
+                    items.push(item?);
+                    if items.len() >= BATCH {
+                        break;
+                    }
                 }
-            }
+                Ok(items)
+            })
+            .await?;
             if items.is_empty() {
                 return Ok(0);
             }
@@ -116,15 +120,22 @@ mod worker {
                 .map(|(_, v)| encoding::decode::<F::E>(v))
                 .collect::<std::result::Result<Vec<_>, _>>()?;
             self.insert_many(&entries).await?;
-            self.data.db.transaction(|tx| -> db::TxResult<(), Error> {
-                for (k, v) in items.iter() {
-                    if tx.get(tree, k)?.as_deref() == Some(v.as_slice()) {
-                        tx.remove(tree, k)?;
+            let n = items.len();
+            let data = self.data.clone();
+            crate::error::off_runtime(move || {
+                let tree = &data.insert_queue;
+                data.db.transaction(|tx| -> db::TxResult<(), Error> {
+                    for (k, v) in items.iter() {
+                        if tx.get(tree, k)?.as_deref() == Some(v.as_slice()) {
+                            tx.remove(tree, k)?;
+                        }
                     }
-                }
+                    Ok(())
+                })?;
                 Ok(())
-            })?;
-            Ok(items.len())
+            })
+            .await?;
+            Ok(n)
         }
     }
 }

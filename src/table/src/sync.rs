@@ -23,7 +23,8 @@ use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info};
 
-use crate::error::{Error, Result};
+use crate::data::TableData;
+use crate::error::{off_runtime, Error, Result};
 use crate::merkle::{self, MerkleNode};
 use crate::rpc::TableRpc;
 use crate::schema::{Removal, TableSchema};
@@ -159,7 +160,8 @@ impl<F: TableSchema> Table<F> {
                 }
             }
             if ok && !nodes.contains(&me) && !nodes.is_empty() {
-                stats.entries_offloaded += self.drop_partition(p)?;
+                let data = self.data.clone();
+                stats.entries_offloaded += off_runtime(move || drop_partition(&data, p)).await?;
             }
         }
         match first_error {
@@ -319,28 +321,26 @@ impl<F: TableSchema> Table<F> {
             }
         }
     }
+}
 
-    /// Drops this node's copy of partition `p` once every node holding it
-    /// has it (the caller checked). Returns how many entries went.
-    fn drop_partition(&self, p: u8) -> Result<usize> {
-        let mut dropped = 0;
-        let mut from: Option<Vec<u8>> = None;
-        loop {
-            let items = self.data.partition_items(p, from.as_deref(), PUSH_BATCH)?;
-            if items.is_empty() {
-                return Ok(dropped);
+/// Drops this node's copy of partition `p` once every node holding it has
+/// it (the caller checked). Returns how many entries went. Blocking: a
+/// whole partition's deletions.
+fn drop_partition<F: TableSchema>(data: &TableData<F>, p: u8) -> Result<usize> {
+    let mut dropped = 0;
+    let mut from: Option<Vec<u8>> = None;
+    loop {
+        let items = data.partition_items(p, from.as_deref(), PUSH_BATCH)?;
+        if items.is_empty() {
+            return Ok(dropped);
+        }
+        for (k, v) in items {
+            if data.delete_if_equal_hash(&k, &blake2sum(&v), Removal::Offloaded)? {
+                dropped += 1;
             }
-            for (k, v) in items {
-                if self
-                    .data
-                    .delete_if_equal_hash(&k, &blake2sum(&v), Removal::Offloaded)?
-                {
-                    dropped += 1;
-                }
-                let mut next = k;
-                next.push(0);
-                from = Some(next);
-            }
+            let mut next = k;
+            next.push(0);
+            from = Some(next);
         }
     }
 }
