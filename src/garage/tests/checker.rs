@@ -771,11 +771,10 @@ fn summary(h: &History) -> String {
             Kind::List(_) => "list",
         };
         let e = counts.entry(k).or_default();
-        let failed = match (&o.kind, &o.outcome) {
-            (Kind::Get(Read::Failed(_)), _) | (Kind::List(None), _) => true,
-            (_, Outcome::Unknown(_)) => true,
-            _ => false,
-        };
+        let failed = matches!(
+            (&o.kind, &o.outcome),
+            (Kind::Get(Read::Failed(_)), _) | (Kind::List(None), _) | (_, Outcome::Unknown(_))
+        );
         let refused = o.outcome == Outcome::Refused;
         if failed {
             e.1 += 1;
