@@ -19,6 +19,7 @@ pub mod meta;
 pub mod multipart;
 pub mod object;
 pub mod put;
+pub mod rechunk;
 pub mod s3;
 pub mod server;
 pub mod sse;

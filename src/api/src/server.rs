@@ -201,6 +201,20 @@ impl CorsService {
         })
     }
 
+    /// Hands the request to s3s; a POST body (PostObject's form) in
+    /// pieces of at most 32 KiB (see [`crate::rechunk`]).
+    fn forward(
+        &self,
+        req: Request<Incoming>,
+    ) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
+        if req.method() != Method::POST {
+            return hyper::service::Service::call(&self.inner, req);
+        }
+        let req = req.map(|b| Body::http_body_unsync(crate::rechunk::Rechunk::new(b)));
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.call(req).await })
+    }
+
     fn serve(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         let cross_origin = if req.method() == Method::OPTIONS {
             None
@@ -212,10 +226,10 @@ impl CorsService {
                 .zip(self.bucket_of.bucket(req.uri(), req.headers()))
         };
         let Some((origin, bucket)) = cross_origin else {
-            return hyper::service::Service::call(&self.inner, req);
+            return self.forward(req);
         };
         let method = req.method().to_string();
-        let resp = hyper::service::Service::call(&self.inner, req);
+        let resp = self.forward(req);
         let api = self.api.clone();
         Box::pin(async move {
             let (resp, rules) = tokio::join!(resp, api.bucket_cors_rules(&bucket));

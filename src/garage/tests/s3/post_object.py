@@ -159,4 +159,38 @@ r = post(p, b"x")
 check(r.status in (400, 403), "bucket condition checked (%d %r)" % (r.status, r.data))
 check(absent("other.txt"), "nothing stored for another bucket's policy")
 
+# A large form whose file is all CR bytes: every piece of the body the
+# server reads ends with what may start the next boundary ("\r\n--"),
+# which made the form parser buffer the whole next read and refuse the
+# upload (400 "failed to read file stream") when reads exceeded 64 KiB.
+# Sent in one write, then in tiny writes (a chunked body of 1000-byte
+# pieces).
+crs = b"\r" * (3 << 20)
+p = form("big-cr.bin")
+r = post(p, crs)
+check(r.status == 204, "a 3 MiB form in one write (%d %r)" % (r.status, r.data[:200]))
+check(stored("big-cr.bin")["Body"].read() == crs, "its file is the object")
+p = form("tiny-writes.bin")
+boundary = "garage-test-boundary"
+parts = []
+for k, v in p["fields"].items():
+    parts.append(
+        ('--%s\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (boundary, k, v)).encode()
+    )
+parts.append(
+    ('--%s\r\nContent-Disposition: form-data; name="file"; filename="t.bin"\r\n'
+     "Content-Type: application/octet-stream\r\n\r\n" % boundary).encode()
+)
+body = b"".join(parts) + crs[: 300 << 10] + ("\r\n--%s--\r\n" % boundary).encode()
+r = http.request(
+    "POST",
+    p["url"],
+    body=(body[i : i + 1000] for i in range(0, len(body), 1000)),
+    headers={"Content-Type": "multipart/form-data; boundary=%s" % boundary},
+    chunked=True,
+    redirect=False,
+)
+check(r.status == 204, "a form in 1000-byte writes (%d %r)" % (r.status, r.data[:200]))
+check(stored("tiny-writes.bin")["Body"].read() == crs[: 300 << 10], "its file is the object")
+
 print("all checks passed")
