@@ -508,3 +508,45 @@ fn new_block_directories_are_synced_with_data_fsync() {
         assert!(store.find(&h).is_some());
     }
 }
+
+/// Review item (blocking work on the runtime): the resync queue's DB
+/// iteration and scrub's directory walk run on the blocking pool, so on a
+/// single-threaded runtime another task runs while they do. Before, both
+/// ran inline: `resync_next` and `scrub_step` completed in one poll without
+/// ever yielding, and the other task had not run when they returned. This
+/// asserts ordering (the other task ran during the call), not a duration.
+#[tokio::test(flavor = "current_thread")]
+async fn resync_and_scrub_steps_leave_the_runtime_to_other_tasks() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let nodes = cluster(1, 1).await;
+    let ms = managers(&nodes, false, None);
+    let m = &ms.m[0];
+
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    assert!(!m.resync_next().await.unwrap(), "nothing is due");
+    assert!(
+        ran.load(Ordering::SeqCst),
+        "another task ran while resync read its queue"
+    );
+    other.await.unwrap();
+
+    m.set_scrub_state(&garage_block::scrub::ScrubState {
+        running: true,
+        ..Default::default()
+    })
+    .unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    assert!(!m.scrub_step().await.unwrap(), "no block: the pass ends");
+    assert!(
+        ran.load(Ordering::SeqCst),
+        "another task ran while scrub walked its directories"
+    );
+    other.await.unwrap();
+    for n in nodes.iter() {
+        n.stop();
+    }
+}
