@@ -1,0 +1,40 @@
+//! Issue 14 review item: the GC's and the insert queue's DB work runs on the
+//! blocking pool, not on the async runtime. On a single-threaded runtime a
+//! round that did its DB iteration inline completed in one poll, without
+//! ever letting another task run; now the other task runs while the round
+//! waits for the blocking pool. This asserts ordering, never a duration.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use garage_table::testing::cluster;
+
+/// Spawns a task that sets a flag, runs `round`, and says whether the task
+/// ran before `round` finished.
+async fn other_task_ran_during<F: std::future::Future>(round: F) -> (F::Output, bool) {
+    let ran = Arc::new(AtomicBool::new(false));
+    let flag = ran.clone();
+    let other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+    let out = round.await;
+    let during = ran.load(Ordering::SeqCst);
+    other.await.unwrap();
+    (out, during)
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn gc_and_insert_queue_rounds_leave_the_runtime_to_other_tasks() {
+    let nodes = cluster(1, 1).await;
+    let table = &nodes[0].table;
+
+    let (n, during) = other_task_ran_during(table.gc_round()).await;
+    assert_eq!(n.unwrap(), 0, "nothing to collect");
+    assert!(during, "another task ran while the GC read its queue");
+
+    let (n, during) = other_task_ran_during(table.insert_queue_round()).await;
+    assert_eq!(n.unwrap(), 0, "nothing queued");
+    assert!(during, "another task ran while the insert queue was read");
+
+    for n in nodes.iter() {
+        n.stop();
+    }
+}
