@@ -266,24 +266,6 @@ fn a_gateway_streams_a_block_as_it_arrives() {
     );
 }
 
-/// The block files stored under node `node`'s data dir (not those moved
-/// aside as corrupted).
-fn stored_block_files(c: &Cluster, node: usize) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let data = c.nodes[node].dir.join("data");
-    for a in std::fs::read_dir(&data).into_iter().flatten().flatten() {
-        for b in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
-            for f in std::fs::read_dir(b.path()).into_iter().flatten().flatten() {
-                let name = f.file_name().to_string_lossy().into_owned();
-                if name.len() >= 64 && !name.ends_with(".corrupted") && !name.contains(".tmp") {
-                    out.push(f.path());
-                }
-            }
-        }
-    }
-    out
-}
-
 fn flip_byte(path: &std::path::Path, at: usize) {
     let mut bytes = std::fs::read(path).unwrap();
     let at = at.min(bytes.len() - 1);
@@ -321,14 +303,14 @@ fn a_flipped_byte_in_a_block_is_never_served() {
     aws_ok(&key, &e0, d, &["s3", "mb", "s3://rot"]);
     aws_ok(&key, &e0, d, &["s3", "cp", "obj", "s3://rot/obj"]);
     wait_until("every node stores the block", CLUSTER_DEADLINE, || {
-        (0..3).all(|i| stored_block_files(&c, i).len() == 1)
+        (0..3).all(|i| c.block_files(i).len() == 1)
     });
 
     // Node 0's copy rots: GETs through node 0 still return the exact
     // bytes, and node 0 gets a good copy back.
-    let file0 = stored_block_files(&c, 0).remove(0);
+    let file0 = c.block_files(0).remove(0);
     flip_byte(&file0, 50_000);
-    let good = std::fs::read(stored_block_files(&c, 1).remove(0)).unwrap();
+    let good = std::fs::read(c.block_files(1).remove(0)).unwrap();
     for n in 0..3 {
         aws_ok(
             &key,
@@ -342,14 +324,14 @@ fn a_flipped_byte_in_a_block_is_never_served() {
         );
     }
     wait_until("node 0's copy repaired", CLUSTER_DEADLINE, || {
-        stored_block_files(&c, 0)
+        c.block_files(0)
             .first()
             .is_some_and(|p| std::fs::read(p).ok().as_ref() == Some(&good))
     });
 
     // Every copy rots: no GET completes with 200.
     for i in 0..3 {
-        flip_byte(&stored_block_files(&c, i).remove(0), 70_000);
+        flip_byte(&c.block_files(i).remove(0), 70_000);
     }
     let url = aws_ok(&key, &e0, d, &["s3", "presign", "s3://rot/obj"]);
     let url = url.trim();

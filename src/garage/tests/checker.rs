@@ -510,20 +510,7 @@ impl Nemesis {
     }
 
     fn block_files(&self, i: usize) -> Vec<PathBuf> {
-        let mut out = Vec::new();
-        let data = self.c.nodes[i].dir.join("data");
-        for a in std::fs::read_dir(&data).into_iter().flatten().flatten() {
-            for b in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
-                for f in std::fs::read_dir(b.path()).into_iter().flatten().flatten() {
-                    let n = f.file_name().to_string_lossy().into_owned();
-                    if n.len() >= 64 && !n.contains(".corrupted") && !n.contains("tmp") {
-                        out.push(f.path());
-                    }
-                }
-            }
-        }
-        out.sort();
-        out
+        self.c.block_files(i)
     }
 
     /// Runs one fault to its end (faults that last hold for `hold`).

@@ -286,6 +286,25 @@ api_bind_addr = "{ip}:3900"
         self.net.set_delay(one_way);
     }
 
+    /// The block files stored under node `i`'s data dir, sorted (not
+    /// temporary files, nor those moved aside as corrupted).
+    pub fn block_files(&self, i: usize) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        let data = self.nodes[i].dir.join("data");
+        for a in std::fs::read_dir(&data).into_iter().flatten().flatten() {
+            for b in std::fs::read_dir(a.path()).into_iter().flatten().flatten() {
+                for f in std::fs::read_dir(b.path()).into_iter().flatten().flatten() {
+                    let n = f.file_name().to_string_lossy().into_owned();
+                    if n.len() >= 64 && !n.contains(".corrupted") && !n.contains(".tmp") {
+                        out.push(f.path());
+                    }
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
     pub fn binary() -> PathBuf {
         garage_bin()
     }
