@@ -45,8 +45,9 @@ const NAMESPACE: &str = "object";
 /// [`void_after`]); at most this, and at most half the table GC delay.
 const MAX_VOID_AFTER: Duration = Duration::from_secs(3600);
 
-/// How old the ballot of a register value must be for the value to be
-/// void: read as "nothing", not folded into the object's state.
+/// How long after its writer proposed it a register value is void: read
+/// as "nothing", not folded into the object's state. Its writer answers
+/// 200 only before half of it (see [`answer_by`]).
 ///
 /// Every chosen value is written to the object table before any client
 /// is told anything about it (a 200 to its writer, a 412 to a loser), so
@@ -61,6 +62,51 @@ const MAX_VOID_AFTER: Duration = Duration::from_secs(3600);
 /// after its deletion, which came after the value's last proposal.
 fn void_after(gc_delay: Duration) -> Duration {
     MAX_VOID_AFTER.min(gc_delay / 2)
+}
+
+/// The writer of a chosen value answers 200 only if its write to the
+/// object table is done within this of the value's proposal, so that no
+/// other writer can have read the value as void before it was in the
+/// object table (a round in flight racing the voiding). Half the void
+/// delay leaves the other half for clock differences between nodes.
+fn answer_by(void_ms: u64) -> u64 {
+    void_ms / 2
+}
+
+/// First byte of a register value made by [`encode_value`]: the proposal
+/// time, then the version (whose own bytes start with format 1, the
+/// format of values written before the proposal time was kept).
+const VALUE_FORMAT: u8 = 2;
+
+/// A register value: `version`, proposed by its writer at `proposed_at`
+/// (milliseconds, the writer's clock). Others re-propose these bytes
+/// unchanged when they make a value chosen, so the age of a value is the
+/// age of its writer's proposal, never refreshed by a later round.
+fn encode_value(proposed_at: u64, version: &ObjectVersion) -> Vec<u8> {
+    let mut out = vec![VALUE_FORMAT];
+    out.extend_from_slice(&proposed_at.to_be_bytes());
+    out.extend(version.to_register_value());
+    out
+}
+
+/// Reads [`encode_value`]'s bytes: (proposal time, version). A value in
+/// the older format (the version alone) is dated by `ballot_round`, the
+/// round of the ballot it was last accepted under.
+fn decode_value(b: &[u8], ballot_round: u64) -> Result<(u64, ObjectVersion), String> {
+    match b.split_first() {
+        Some((&VALUE_FORMAT, rest)) if rest.len() >= 8 => {
+            let (t, v) = rest.split_at(8);
+            let t = u64::from_be_bytes(t.try_into().expect("8 bytes"));
+            Ok((t, ObjectVersion::from_register_value(v)?))
+        }
+        Some((&VALUE_FORMAT, _)) => Err("register value: truncated".into()),
+        _ => Ok((ballot_round, ObjectVersion::from_register_value(b)?)),
+    }
+}
+
+/// Whether a value proposed at `proposed_at` is void at `now`.
+fn is_void(proposed_at: u64, now: u64, void_ms: u64) -> bool {
+    now.saturating_sub(proposed_at) > void_ms
 }
 
 /// The conditions of a write.
@@ -152,6 +198,7 @@ impl Api {
             error,
             final_: !proposed,
         };
+        let void_ms = void_after(self.objects.tuning.gc_delay).as_millis() as u64;
         for round in 0..MAX_ROUNDS {
             if round > 0 {
                 if start.elapsed() > DEADLINE {
@@ -167,16 +214,19 @@ impl Api {
                 Err(e) => return Err(refuse(e.into(), proposed)),
             };
             let obj = obj.map_err(|e| refuse(e.into(), proposed))?;
-            let void_ms = void_after(self.objects.tuning.gc_delay).as_millis() as u64;
-            let void = p
-                .value_round
-                .is_some_and(|r| garage_util::time::now_msec().saturating_sub(r) > void_ms);
-            let reg = match p.value.as_deref().filter(|_| !void) {
+            let decoded = match p.value.as_deref() {
                 None | Some([]) => None,
                 Some(b) => Some(
-                    ObjectVersion::from_register_value(b)
+                    decode_value(b, p.value_round.unwrap_or(0))
                         .map_err(|e| refuse(ApiError::Internal(e), proposed))?,
                 ),
+            };
+            let void = decoded
+                .as_ref()
+                .is_some_and(|(t, _)| is_void(*t, garage_util::time::now_msec(), void_ms));
+            let (reg_at, reg) = match decoded.filter(|_| !void) {
+                Some((t, r)) => (t, Some(r)),
+                None => (0, None),
             };
 
             // Our own version, accepted in an earlier round: finish it.
@@ -186,10 +236,8 @@ impl Api {
                 }
                 let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
                 versions.push(r.clone());
-                self.objects
-                    .insert(&Object::new(bucket, key.to_string(), versions))
-                    .await
-                    .map_err(|e| refuse(e.into(), true))?;
+                self.write_in_time(bucket, key, versions, reg_at, void_ms)
+                    .await?;
                 return Ok(r.clone());
             }
 
@@ -233,14 +281,17 @@ impl Api {
             }
             proposed = true;
             base.clone_from(&reg);
-            match self.cas.accept(&p, version.to_register_value()).await {
+            let proposed_at = garage_util::time::now_msec();
+            match self
+                .cas
+                .accept(&p, encode_value(proposed_at, &version))
+                .await
+            {
                 AcceptOutcome::Chosen => {
                     let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
                     versions.push(version.clone());
-                    self.objects
-                        .insert(&Object::new(bucket, key.to_string(), versions))
-                        .await
-                        .map_err(|e| refuse(e.into(), true))?;
+                    self.write_in_time(bucket, key, versions, proposed_at, void_ms)
+                        .await?;
                     return Ok(version);
                 }
                 AcceptOutcome::Failed {
@@ -258,6 +309,45 @@ impl Api {
             ),
             proposed,
         ))
+    }
+
+    /// Writes `versions` (ending with this request's chosen version,
+    /// proposed at `proposed_at`) to the object table, if it is still time:
+    /// before and after the write, at most [`answer_by`] may have passed
+    /// since the proposal. Past that, another writer may already read the
+    /// value as void (and win) before it is in the object table, so this
+    /// request must not claim success: it answers 503, its outcome unknown
+    /// to the client (the version is not aborted: it may be current).
+    async fn write_in_time(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        versions: Vec<ObjectVersion>,
+        proposed_at: u64,
+        void_ms: u64,
+    ) -> Result<(), Refused> {
+        let late =
+            || garage_util::time::now_msec().saturating_sub(proposed_at) > answer_by(void_ms);
+        let too_late = || Refused {
+            error: ApiError::Unavailable(
+                "the conditional write took too long to complete; its outcome is unknown".into(),
+            ),
+            final_: false,
+        };
+        if late() {
+            return Err(too_late());
+        }
+        self.objects
+            .insert(&Object::new(bucket, key.to_string(), versions))
+            .await
+            .map_err(|e| Refused {
+                error: e.into(),
+                final_: false,
+            })?;
+        if late() {
+            return Err(too_late());
+        }
+        Ok(())
     }
 
     /// Makes the value `p` read chosen (phase 2 with it unchanged; an
@@ -333,6 +423,33 @@ mod tests {
         assert_eq!(code(m.check(Some(&data("a")), "k")), "ok");
         assert_eq!(code(m.check(Some(&data("b")), "k")), "412");
         assert!(WriteConditions::of(None, None).is_none());
+    }
+
+    /// A register value keeps the time its writer proposed it: the bytes
+    /// others re-propose to make it chosen carry the same time, so a value
+    /// is void a fixed delay after its writer's proposal however many
+    /// later rounds accepted it again (a ballot-based age was refreshed by
+    /// each of them). Values of the older format are dated by the ballot.
+    #[test]
+    fn a_register_value_is_dated_by_its_writers_proposal() {
+        let v = data("e");
+        let b = encode_value(1_000, &v);
+        // Re-accepted under a much later ballot: still dated 1000.
+        assert_eq!(decode_value(&b, 9_000_000).unwrap(), (1_000, v.clone()));
+        let void_ms = void_after(Duration::from_secs(20)).as_millis() as u64;
+        assert_eq!(void_ms, 10_000);
+        assert!(!is_void(1_000, 11_000, void_ms));
+        assert!(is_void(1_000, 11_001, void_ms));
+        // A clock behind the proposal: not void.
+        assert!(!is_void(1_000, 500, void_ms));
+        // The older format: the version alone, dated by its ballot.
+        let old = v.to_register_value();
+        assert_eq!(decode_value(&old, 42).unwrap(), (42, v));
+        assert!(decode_value(&[VALUE_FORMAT, 1, 2], 0).is_err());
+        // The writer answers well before anyone can read its value as void.
+        assert!(answer_by(void_ms) < void_ms);
+        // Production: void after an hour, GC delay a day.
+        assert_eq!(void_after(Duration::from_secs(86400)), MAX_VOID_AFTER);
     }
 
     #[test]
