@@ -407,14 +407,24 @@ fn on_one_node_a_flipped_byte_fails_the_get() {
     let mut objects = Vec::new();
     for (name, data, compressed) in [("plain", &plain, false), ("text", &text, true)] {
         std::fs::write(d.join(name), data).unwrap();
-        aws_ok(&key, &e0, d, &["s3", "cp", name, &format!("s3://rot/{name}")]);
+        aws_ok(
+            &key,
+            &e0,
+            d,
+            &["s3", "cp", name, &format!("s3://rot/{name}")],
+        );
         let file = block_file(&c, 0, &blake2sum(data)).expect("the block is stored");
         assert_eq!(
             file.extension().is_some_and(|e| e == "zst"),
             compressed,
             "{name} stored as {file:?}"
         );
-        let url = aws_ok(&key, &e0, d, &["s3", "presign", &format!("s3://rot/{name}")]);
+        let url = aws_ok(
+            &key,
+            &e0,
+            d,
+            &["s3", "presign", &format!("s3://rot/{name}")],
+        );
         objects.push((name, data, file, url.trim().to_string()));
     }
     let got = d.join("got");
@@ -449,7 +459,10 @@ fn on_one_node_a_flipped_byte_fails_the_get() {
             );
             // The node moved its bad copy aside; put it back for the next
             // GET, so that each one reads the bad copy.
-            assert!(aside.exists(), "{name} {range:?}: the bad copy was not moved aside");
+            assert!(
+                aside.exists(),
+                "{name} {range:?}: the bad copy was not moved aside"
+            );
             std::fs::rename(&aside, file).unwrap();
         }
     }
