@@ -421,9 +421,27 @@ impl BlockManager {
 
     /// Moves a corrupted local copy aside and queues the block for resync,
     /// which fetches a good copy from another replica.
+    ///
+    /// The stored copy is checked again first: two readers may both have
+    /// seen the bad copy, and by the time the second gets here the first
+    /// may have moved it aside and a resync put a good copy in its place,
+    /// which must stay. A copy already gone is not an error.
     pub async fn set_aside_corrupted(&self, hash: Hash) -> Result<Option<std::path::PathBuf>> {
         let store = self.store.clone();
-        let aside = blocking(move || store.move_aside(&hash)).await??;
+        let aside = blocking(move || -> std::result::Result<_, StoreError> {
+            match store.read(&hash)? {
+                Some(b) if b.verify_and_decode(&hash).is_err() => match store.move_aside(&hash) {
+                    Err(StoreError::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        Ok(None)
+                    }
+                    r => r,
+                },
+                _ => Ok(None),
+            }
+        })
+        .await??;
         let queue = self.rc.resync_queue.clone();
         blocking(move || {
             queue.insert(

@@ -550,3 +550,35 @@ async fn resync_and_scrub_steps_leave_the_runtime_to_other_tasks() {
         n.stop();
     }
 }
+
+/// Two readers both see a bad copy; the first moves it aside and a resync
+/// puts a good copy in its place before the second acts: the second must
+/// leave the good copy (it checks the stored copy again), and a copy that
+/// is already gone is not an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setting_aside_a_copy_that_is_good_again_leaves_it() {
+    let nodes = cluster(3, 3).await;
+    let ms = managers(&nodes, false, None);
+    let data = Bytes::from(vec![5u8; 100_000]);
+    let h = blake2sum(&data);
+    ms.m[0].put_block(h, data.clone()).await.unwrap();
+    wait_for(
+        "every replica has the block",
+        Duration::from_secs(10),
+        || ms.m.iter().all(|m| m.store.find(&h).is_some()),
+    )
+    .await;
+    let m = &ms.m[2];
+    flip_stored_byte(m, &h, 10);
+    // The first reader's move.
+    assert!(m.set_aside_corrupted(h).await.unwrap().is_some());
+    // Gone: nothing to move, no error.
+    assert!(m.set_aside_corrupted(h).await.unwrap().is_none());
+    // The repair puts a good copy back; the second reader's late move
+    // leaves it.
+    m.store
+        .write(&h, &garage_block::block::DataBlock::Plain(data.clone()))
+        .unwrap();
+    assert!(m.set_aside_corrupted(h).await.unwrap().is_none());
+    assert!(stored_copy_is_good(m, &h), "the good copy was moved aside");
+}
