@@ -73,6 +73,9 @@ pub enum ApiError {
     Unavailable(String),
     #[error("Internal error: {0}")]
     Internal(String),
+    /// Credentials of a kind or a region this server does not accept.
+    #[error(transparent)]
+    Refused(#[from] crate::auth_scope::Refusal),
 }
 
 impl From<garage_table::Error> for ApiError {
@@ -148,6 +151,7 @@ impl ApiError {
             Body(_) => S3ErrorCode::IncompleteBody,
             Unavailable(_) => S3ErrorCode::ServiceUnavailable,
             Internal(_) => S3ErrorCode::InternalError,
+            Refused(r) => r.code(),
         }
     }
 }

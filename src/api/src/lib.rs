@@ -4,6 +4,7 @@
 //! and the block manager.
 
 pub mod attributes;
+pub mod auth_scope;
 pub mod bucket;
 pub mod bucket_config;
 pub mod checksum;

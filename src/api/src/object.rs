@@ -274,6 +274,14 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<PutObjectInput>,
     ) -> ApiResult<S3Response<PutObjectOutput>> {
+        // PostObject forms reach here (s3s turns them into PutObject): their
+        // credentials, in the body, were not seen by the check in front of
+        // s3s (`auth_scope::check_request`).
+        crate::auth_scope::check_form(
+            req.credentials.is_some(),
+            req.region.as_ref().map(|r| r.as_str()),
+            &self.region,
+        )?;
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         check_key(&i.key)?;
@@ -471,6 +479,7 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        check_delete_count(i.delete.objects.len())?;
         let quiet = i.delete.quiet.unwrap_or(false);
         let mut markers = Vec::new();
         let mut errors = Vec::new();
@@ -655,4 +664,38 @@ pub struct Conditions<'a> {
     pub if_none_match: Option<&'a ETagCondition>,
     pub if_modified_since: Option<&'a Timestamp>,
     pub if_unmodified_since: Option<&'a Timestamp>,
+}
+
+/// The most keys one DeleteObjects request may name (AWS's limit).
+pub const MAX_DELETE_KEYS: usize = 1000;
+
+/// AWS answers `MalformedXML` to a DeleteObjects naming no key or more
+/// than [`MAX_DELETE_KEYS`].
+fn check_delete_count(n: usize) -> ApiResult<()> {
+    match n {
+        0 => Err(ApiError::MalformedXml("Delete names no Object".into())),
+        n if n > MAX_DELETE_KEYS => Err(ApiError::MalformedXml(format!(
+            "Delete names {n} objects, more than the {MAX_DELETE_KEYS} allowed in one request"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod delete_count_tests {
+    use super::*;
+
+    #[test]
+    fn delete_objects_names_one_to_a_thousand_keys() {
+        assert!(matches!(
+            check_delete_count(0),
+            Err(ApiError::MalformedXml(_))
+        ));
+        assert!(check_delete_count(1).is_ok());
+        assert!(check_delete_count(1000).is_ok());
+        assert!(matches!(
+            check_delete_count(1001),
+            Err(ApiError::MalformedXml(m)) if m.contains("1001")
+        ));
+    }
 }

@@ -41,6 +41,56 @@ const DRAIN: Duration = Duration::from_secs(10);
 /// (s3s's own default is 5 GB).
 pub const POST_OBJECT_MAX_SIZE: u64 = 64 << 20;
 
+/// The largest XML body read whole into memory: CompleteMultipartUpload
+/// (10 000 parts with checksums: about 3 MB), DeleteObjects (1 000 keys of
+/// up to 1 KiB, escaped), the CORS, lifecycle and website configurations.
+/// A larger body is refused with `MaxMessageLengthExceeded` (400) before
+/// it is read further. (s3s's own default is 20 MiB.)
+pub const XML_MAX_BODY_SIZE: usize = 8 << 20;
+/// A PostObject form's fields other than the file: each at most 64 KiB
+/// (a policy document is far smaller), 1 MiB and 100 fields in all;
+/// beyond, `MalformedPOSTRequest` (400). (s3s: 1 MiB, 20 MiB, 1 000.)
+pub const FORM_MAX_FIELD_SIZE: usize = 64 << 10;
+pub const FORM_MAX_FIELDS_SIZE: usize = 1 << 20;
+pub const FORM_MAX_PARTS: usize = 100;
+/// At most this many request headers (HTTP/1.1; beyond, hyper answers
+/// 431), in a request head of at most hyper's read buffer (about 400 KiB);
+/// HTTP/2 header lists at most 64 KiB.
+pub const MAX_HEADERS: usize = 100;
+pub const H2_MAX_HEADER_LIST_SIZE: u32 = 64 << 10;
+
+/// Refuses, before any byte of it is read, a body that s3s would read
+/// whole into memory and that is announced larger than
+/// [`XML_MAX_BODY_SIZE`]: every operation's but PutObject's and
+/// UploadPart's (streamed) and PostObject's (bounded by the form limits).
+/// s3s refuses those too, but, for a body that arrives in several pieces,
+/// with a 500 `InternalError` instead of AWS's 400.
+pub fn check_buffered_body(op: &str, headers: &HeaderMap) -> S3Result<()> {
+    if matches!(op, "PutObject" | "UploadPart" | "PostObject") {
+        return Ok(());
+    }
+    let len = headers
+        .get(CONTENT_LENGTH)
+        .and_then(|l| l.to_str().ok())
+        .and_then(|l| l.parse::<u64>().ok());
+    match len {
+        Some(len) if len > XML_MAX_BODY_SIZE as u64 => Err(s3s::s3_error!(
+            MaxMessageLengthExceeded,
+            "Your request was too big: {op} bodies are at most {XML_MAX_BODY_SIZE} bytes, this one is {len}"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The HTTP connection settings of the S3 and website listeners: the
+/// header limits above.
+pub fn http_builder() -> ConnBuilder<TokioExecutor> {
+    let mut b = ConnBuilder::new(TokioExecutor::new());
+    b.http1().max_headers(MAX_HEADERS);
+    b.http2().max_header_list_size(H2_MAX_HEADER_LIST_SIZE);
+    b
+}
+
 pub struct S3Server {
     listener: TcpListener,
     service: CorsService,
@@ -187,7 +237,18 @@ impl CorsService {
                 .headers()
                 .get(CONTENT_LENGTH)
                 .is_some_and(|l| l.as_bytes() != b"0");
-        let fut = self.serve(req);
+        let fut = match crate::auth_scope::check_request(req.headers(), req.uri(), &self.api.region)
+        {
+            Ok(()) => self.serve(req),
+            Err(refusal) => {
+                debug!("request refused before its signature check: {refusal}");
+                let resp = refusal
+                    .into_s3_error()
+                    .to_http_response()
+                    .map_err(|e| HttpError::new(Box::new(e)));
+                Box::pin(std::future::ready(resp))
+            }
+        };
         if !has_body {
             return fut;
         }
@@ -262,6 +323,10 @@ impl S3Server {
         }
         let mut config = s3s::config::S3Config::default();
         config.post_object_max_file_size = POST_OBJECT_MAX_SIZE;
+        config.xml_max_body_size = XML_MAX_BODY_SIZE;
+        config.form_max_field_size = FORM_MAX_FIELD_SIZE;
+        config.form_max_fields_size = FORM_MAX_FIELDS_SIZE;
+        config.form_max_parts = FORM_MAX_PARTS;
         b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
             config,
         ))));
@@ -288,7 +353,7 @@ impl S3Server {
     }
 
     pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
-        let http = ConnBuilder::new(TokioExecutor::new());
+        let http = http_builder();
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         loop {
             let (stream, peer) = tokio::select! {

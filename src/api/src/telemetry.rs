@@ -32,7 +32,9 @@ impl OpSlot {
 }
 
 /// The access hook: records the operation, then applies s3s's default
-/// rule (a request must be signed; anonymous requests are denied).
+/// rule (a request must be signed; anonymous requests are denied), then
+/// refuses a body too large to be read whole (see
+/// [`crate::server::check_buffered_body`]).
 pub struct RecordOp;
 
 #[async_trait::async_trait]
@@ -43,7 +45,7 @@ impl S3Access for RecordOp {
             let _ = slot.0.set(name);
         }
         match cx.credentials() {
-            Some(_) => Ok(()),
+            Some(_) => crate::server::check_buffered_body(cx.s3_op().name(), cx.headers()),
             None => Err(s3_error!(AccessDenied, "Signature is required")),
         }
     }

@@ -42,6 +42,21 @@ where
     }
 }
 
+/// Caps the crates that log secrets below some level, whatever `RUST_LOG`
+/// asks (a second filter: a more specific `RUST_LOG` directive such as
+/// `s3s::ops=trace` cannot lift it).
+///
+/// s3s logs at debug level whole requests with their headers (SSE-C keys),
+/// PostObject forms (policies, SSE-C key fields) and, on a signature
+/// mismatch, the signature it computed, which is the correct one: a reader
+/// of the log could replay it. Its warnings and errors carry none of these.
+fn never_secrets() -> tracing_subscriber::filter::Targets {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    Targets::new()
+        .with_default(LevelFilter::TRACE)
+        .with_target("s3s", LevelFilter::INFO)
+}
+
 /// Installs the log subscriber; with `traces`, also the layer that exports
 /// spans once `telemetry::start_traces` runs (the server only).
 pub fn init(default_level: &str, traces: bool) {
@@ -50,17 +65,15 @@ pub fn init(default_level: &str, traces: bool) {
     use tracing_subscriber::Layer;
 
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level))
-        // s3s logs whole requests at debug level, headers included: SSE-C
-        // keys must never reach the log, whatever RUST_LOG asks.
-        .add_directive("s3s::service=info".parse().expect("a valid directive"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .event_format(WithNode(
             Format::default().with_target(false).without_time(),
         ))
-        .with_filter(filter);
+        .with_filter(filter)
+        .with_filter(never_secrets());
     // The log filter applies to the log lines only: spans exported as
     // traces have their own filter (in `telemetry`).
     tracing_subscriber::registry()

@@ -186,7 +186,7 @@ impl WebServer {
     }
 
     pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
-        let http = ConnBuilder::new(TokioExecutor::new());
+        let http = garage_api::server::http_builder();
         let graceful = GracefulShutdown::new();
         loop {
             let accepted = tokio::select! {

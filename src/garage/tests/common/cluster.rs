@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::proxy::{Net, Proxy};
@@ -74,11 +74,18 @@ pub struct Cluster {
     pub net: Arc<Net>,
     /// Environment variables given to every `garage server` started.
     pub env: Vec<(String, String)>,
+    /// Strings that must never appear in a node's log (the RPC secret,
+    /// access keys' secrets, tokens): checked when the cluster is dropped.
+    secrets: Mutex<Vec<String>>,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        // A test that already failed is not failed again here.
+        if !std::thread::panicking() {
+            self.assert_no_secret_logged();
+        }
         // Processes first (dropping a Proc kills it), then the proxies.
         for n in self.nodes.iter_mut() {
             n.proc = None;
@@ -117,10 +124,11 @@ impl Cluster {
             .collect();
         let c = Self {
             nodes,
-            secret,
+            secret: secret.clone(),
             replication_factor,
             net,
             env: Vec::new(),
+            secrets: Mutex::new(vec![secret]),
             _dir: dir,
         };
         for i in 0..n {
@@ -156,6 +164,29 @@ api_bind_addr = "{ip}:3900"
             ip = n.ip,
         );
         std::fs::write(&n.config, text).unwrap();
+    }
+
+    /// Adds a string that no node may ever write to its log.
+    pub fn note_secret(&self, secret: &str) {
+        self.secrets.lock().unwrap().push(secret.to_string());
+    }
+
+    /// Fails if the log of a running node contains a noted secret.
+    pub fn assert_no_secret_logged(&self) {
+        let secrets = self.secrets.lock().unwrap().clone();
+        for n in &self.nodes {
+            let Some(p) = &n.proc else { continue };
+            let log = p.log();
+            let found = super::leaked(&log, &secrets);
+            assert!(
+                found.is_empty(),
+                "node {} logged {} secret(s) (of {} noted); first at: {:?}",
+                n.index,
+                found.len(),
+                secrets.len(),
+                log.lines().find(|l| l.contains(found[0]))
+            );
+        }
     }
 
     /// Three nodes in zones dc1, dc2 and dc3 (replication 3), started,

@@ -37,8 +37,26 @@ pub fn base_command(dir: &Path) -> Command {
         .env_remove("GARAGE_CONFIG_FILE")
         .env_remove("GARAGE_RPC_SECRET")
         .env_remove("GARAGE_RPC_SECRET_FILE")
-        .env("RUST_LOG", "info");
+        .env("RUST_LOG", test_log_level());
     cmd
+}
+
+/// The `RUST_LOG` of every garage process a test starts: `info`, or
+/// `GARAGE_TEST_LOG` (e.g. `GARAGE_TEST_LOG=trace cargo test -p garage`,
+/// to run the suite with every log line and check that no secret is in
+/// any of them: see [`cluster::Cluster::note_secret`]).
+pub fn test_log_level() -> String {
+    std::env::var("GARAGE_TEST_LOG").unwrap_or_else(|_| "info".into())
+}
+
+/// The secrets among `secrets` that `log` contains (empty strings are
+/// never found).
+pub fn leaked<'a>(log: &str, secrets: &'a [String]) -> Vec<&'a str> {
+    secrets
+        .iter()
+        .filter(|s| !s.is_empty() && log.contains(s.as_str()))
+        .map(String::as_str)
+        .collect()
 }
 
 pub fn stderr(o: &Output) -> String {

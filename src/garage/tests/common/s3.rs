@@ -17,6 +17,7 @@ pub fn make_key(c: &Cluster, name: &str) -> (String, String) {
             .unwrap_or_else(|| panic!("no {label} in {out}"))
     };
     let (id, secret) = (field("Key ID:"), field("Secret key:"));
+    c.note_secret(&secret);
     c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
     (id, secret)
 }
