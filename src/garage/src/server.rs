@@ -49,6 +49,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             config.source
         );
     }
+    raise_open_files_limit();
     match config.ensure_rpc_secret()? {
         SecretOrigin::Configured => (),
         SecretOrigin::Generated { path, new: true } => info!(
@@ -276,6 +277,20 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),
     )
+}
+
+/// Raises this process's soft limit of open files to its hard limit (a
+/// node holds a descriptor per connection and per block being read or
+/// written), and logs the limit in force.
+fn raise_open_files_limit() {
+    let before = rlimit::getrlimit(rlimit::Resource::NOFILE).map(|(soft, _)| soft);
+    match (before, rlimit::increase_nofile_limit(u64::MAX)) {
+        (Ok(before), Ok(now)) if now > before => {
+            info!("open files limit raised from {before} to {now} (the hard limit)")
+        }
+        (_, Ok(now)) => info!("open files limit: {now}"),
+        (_, Err(e)) => warn!("cannot read or raise the open files limit: {e}"),
+    }
 }
 
 /// Starts the RPC listener and the membership loops; returns the system

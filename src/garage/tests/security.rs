@@ -4,11 +4,16 @@
 
 mod common;
 
+use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::cluster::Cluster;
+use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
 use common::http::curl;
 use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
@@ -185,5 +190,153 @@ fn request_bodies_and_headers_are_bounded() {
         "limit checks failed:\n{}\n{}",
         stdout(&out),
         stderr(&out)
+    );
+}
+
+/// Keeps opening silent TCP connections to `target` from 1 000 source
+/// addresses (127.230.0-3.1-250) until `stop` is set (at most 120 waves of
+/// 1 000), holding each for 5 s; `opened` counts them.
+fn flood(
+    target: SocketAddr,
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut held: VecDeque<(Instant, tokio::net::TcpStream)> = VecDeque::new();
+            for wave in 0..120u32 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let mut set = tokio::task::JoinSet::new();
+                for i in 0..1000u32 {
+                    let ip = Ipv4Addr::new(127, 230, (wave % 4) as u8, (i % 250) as u8 + 1);
+                    set.spawn(async move {
+                        let sock = tokio::net::TcpSocket::new_v4()?;
+                        sock.bind(SocketAddr::new(ip.into(), 0))?;
+                        tokio::time::timeout(Duration::from_secs(1), sock.connect(target))
+                            .await
+                            .map_err(std::io::Error::other)?
+                    });
+                }
+                while let Some(r) = set.join_next().await {
+                    if let Ok(Ok(s)) = r {
+                        held.push_back((Instant::now(), s));
+                        opened.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                while held
+                    .front()
+                    .is_some_and(|(t, _)| t.elapsed() > Duration::from_secs(5))
+                {
+                    held.pop_front();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        })
+    })
+}
+
+/// Thousands of silent connections to a node's RPC port, from 1 000
+/// addresses, with the node held to 1 024 open files: its S3, website and
+/// admin endpoints keep answering, writes that need the other nodes (over
+/// established connections) succeed, the refusals are logged (a line per
+/// 10 s, not per connection), and the cluster is whole afterwards.
+#[test]
+fn s3_web_and_admin_keep_serving_while_the_rpc_port_is_flooded() {
+    let mut c = Cluster::new(3, 3);
+    let n0 = &c.nodes[0];
+    let mut text = std::fs::read_to_string(&n0.config).unwrap();
+    text.push_str(&format!(
+        "\n[s3_web]\nbind_addr = \"{ip}:3902\"\nroot_domain = \".web.test\"\n\n[admin]\napi_bind_addr = \"{ip}:3903\"\nadmin_token = \"{ADMIN_TOKEN}\"\n",
+        ip = n0.ip
+    ));
+    std::fs::write(&n0.config, text).unwrap();
+    let (ip0, rpc0) = (n0.ip, n0.rpc_addr().parse::<SocketAddr>().unwrap());
+    c.note_secret(ADMIN_TOKEN);
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = make_key(&c, "flood");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f");
+    std::fs::write(&file, b"written during a flood").unwrap();
+    let f = file.to_str().unwrap();
+    aws_ok(&key, &ep, dir.path(), &["s3", "mb", "s3://flood"]);
+
+    let pid = c.nodes[0].proc().pid().to_string();
+    let st = Command::new("prlimit")
+        .args(["--pid", &pid, "--nofile=1024:1024"])
+        .status()
+        .expect("prlimit runs (util-linux)");
+    assert!(st.success(), "prlimit failed");
+
+    let (stop, opened) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicUsize::new(0)),
+    );
+    let flooder = flood(rpc0, stop.clone(), opened.clone());
+    wait_until("3 000 connections opened", CLUSTER_DEADLINE, || {
+        opened.load(Ordering::Relaxed) >= 3000
+    });
+    let timeouts = ["--cli-connect-timeout", "20", "--cli-read-timeout", "20"];
+    for round in 0..5 {
+        let target = format!("s3://flood/k{round}");
+        let mut put = vec!["s3", "cp", f, &target];
+        put.extend_from_slice(&timeouts);
+        aws_ok(&key, &ep, dir.path(), &put);
+        let mut get = vec!["s3", "cp", &target, "-"];
+        get.extend_from_slice(&timeouts);
+        assert_eq!(
+            aws_ok(&key, &ep, dir.path(), &get),
+            "written during a flood"
+        );
+        let a = curl(&[&format!("http://{ip0}:3903/health")]);
+        assert_eq!(
+            a.status,
+            200,
+            "admin /health during the flood: {}",
+            a.text()
+        );
+        let a = curl(&["-H", "Host: flood.web.test", &format!("http://{ip0}:3902/")]);
+        assert!(
+            a.status == 404 || a.status == 403,
+            "the website endpoint answers during the flood: {} {}",
+            a.status,
+            a.text()
+        );
+    }
+    let during = opened.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    flooder.join().unwrap();
+    assert!(during >= 3000, "{during} connections opened");
+    c.nodes[0]
+        .proc()
+        .wait_log("closed unauthenticated: too many handshakes running");
+    let log = c.nodes[0].proc().log();
+    let count = |what: &str| log.lines().filter(|l| l.contains(what)).count();
+    assert_eq!(
+        count("Too many open files"),
+        0,
+        "the node never ran out of file descriptors"
+    );
+    for what in ["closed unauthenticated", "incoming connection from"] {
+        assert!(
+            count(what) < 20,
+            "{} lines with {what:?} for {during} connections: such lines are rate-limited",
+            count(what)
+        );
+    }
+    wait_until(
+        "the cluster is whole after the flood",
+        CLUSTER_DEADLINE,
+        || parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3,
     );
 }

@@ -15,8 +15,10 @@
 //! (Noise), `frame` (the multiplexing frame), `sched` (what the writer sends
 //! next), `writer` (the task that sends it), `body` (received bodies and flow control), `conn` (one
 //! connection's tasks and call table), `endpoint` (typed endpoints),
-//! `netapp` (connections per peer, listening, dialing).
+//! `netapp` (connections per peer, listening, dialing), `admission` (how
+//! many unauthenticated handshakes may run at once).
 
+pub mod admission;
 mod body;
 mod conn;
 mod endpoint;

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::watch;
 
+use crate::admission::{Admission, Limits, LogLimiter, Ticket};
 use crate::body::ByteStream;
 use crate::conn::{Conn, ConnMeta, Unstarted};
 use crate::endpoint::{no_handler, Endpoint, EndpointHandler, ErasedHandler, Message};
@@ -30,6 +31,12 @@ pub struct NetConfig {
     pub handshake_timeout: Duration,
     /// Local address to dial from (`rpc_bind_outgoing`), if any.
     pub bind_outgoing: Option<IpAddr>,
+    /// How many incoming handshakes may run at once (see
+    /// [`crate::admission`]).
+    pub admission: Limits,
+    /// How long an incoming connection may stay silent before its first
+    /// handshake byte; a dialer sends it at once. Default 3 s.
+    pub first_byte_timeout: Duration,
 }
 
 impl Default for NetConfig {
@@ -38,6 +45,8 @@ impl Default for NetConfig {
             rpc_timeout: Duration::from_secs(300),
             handshake_timeout: Duration::from_secs(10),
             bind_outgoing: None,
+            admission: Limits::default(),
+            first_byte_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -58,6 +67,10 @@ pub struct NetApp {
     /// Numbers our dials, increasing across restarts (it starts from the
     /// clock), so that a peer can tell our newest connection from a stale one.
     dial_seq: AtomicU64,
+    /// Incoming handshakes running now.
+    admission: Arc<Admission>,
+    refusals_log: LogLimiter,
+    failures_log: LogLimiter,
 }
 
 impl NetApp {
@@ -69,13 +82,16 @@ impl NetApp {
         Arc::new(NetApp {
             node_key,
             network_key,
-            config,
+            config: config.clone(),
             endpoints: RwLock::new(HashMap::new()),
             conns: Mutex::new(HashMap::new()),
             on_connected: RwLock::new(Vec::new()),
             on_disconnected: RwLock::new(Vec::new()),
             next_conn_id: AtomicU64::new(0),
             dial_seq: AtomicU64::new(now_us),
+            admission: Admission::new(config.admission),
+            refusals_log: LogLimiter::default(),
+            failures_log: LogLimiter::default(),
         })
     }
 
@@ -85,6 +101,11 @@ impl NetApp {
 
     pub fn config(&self) -> &NetConfig {
         &self.config
+    }
+
+    /// Incoming handshakes running now.
+    pub fn handshakes_running(&self) -> usize {
+        self.admission.running(IpAddr::from([0, 0, 0, 0])).0
     }
 
     /// Binds `bind` and accepts connections until `must_exit` becomes true.
@@ -108,9 +129,48 @@ impl NetApp {
         })
     }
 
-    async fn handle_incoming(self: Arc<Self>, mut sock: TcpStream, addr: SocketAddr) {
+    /// Takes an accepted connection: its handshake runs in its own task if
+    /// admitted, else it is closed at once.
+    fn incoming(self: &Arc<Self>, sock: TcpStream, addr: SocketAddr) {
+        match self.admission.admit(addr.ip()) {
+            Ok(ticket) => {
+                let netapp = self.clone();
+                tokio::spawn(async move { netapp.handle_incoming(sock, addr, ticket).await });
+            }
+            Err(why) => {
+                drop(sock);
+                metrics::counter!("rpc_connections_refused_total", "reason" => why.as_str())
+                    .increment(1);
+                if let Some(held_back) = self.refusals_log.allow(std::time::Instant::now()) {
+                    let (total, from_ip) = self.admission.running(addr.ip());
+                    tracing::warn!(
+                        "incoming connection from {addr} closed unauthenticated: too many handshakes running ({total} in all, {from_ip} from {}; limit {} and {} per address); {held_back} more refused since the last such line",
+                        addr.ip(),
+                        self.config.admission.total,
+                        self.config.admission.per_ip,
+                    );
+                }
+            }
+        }
+    }
+
+    async fn handle_incoming(
+        self: Arc<Self>,
+        mut sock: TcpStream,
+        addr: SocketAddr,
+        ticket: Ticket,
+    ) {
         let res = async {
             sock.set_nodelay(true)?;
+            // A silent connection gives its place back early.
+            tokio::time::timeout(self.config.first_byte_timeout, sock.peek(&mut [0u8; 1]))
+                .await
+                .map_err(|_| {
+                    NetError::Handshake(format!(
+                        "nothing received within {:?}",
+                        self.config.first_byte_timeout
+                    ))
+                })??;
             let timeout = self.config.handshake_timeout;
             let session = tokio::time::timeout(
                 timeout,
@@ -133,6 +193,7 @@ impl NetApp {
                 }
                 return Err(e);
             }
+            drop(ticket);
             // A losing duplicate is still confirmed, then dropped: the
             // dialer sees a completed handshake and keeps the winner.
             if keep {
@@ -142,7 +203,12 @@ impl NetApp {
         }
         .await;
         if let Err(e) = res {
-            tracing::warn!("incoming connection from {addr}: {e}");
+            metrics::counter!("rpc_handshakes_failed_total").increment(1);
+            if let Some(held_back) = self.failures_log.allow(std::time::Instant::now()) {
+                tracing::warn!(
+                    "incoming connection from {addr}: {e} ({held_back} other failed handshakes not logged since the last such line)"
+                );
+            }
         }
     }
 
@@ -397,10 +463,7 @@ impl Listener {
         while !*must_exit.borrow_and_update() {
             tokio::select! {
                 r = self.listener.accept() => match r {
-                    Ok((sock, addr)) => {
-                        let netapp = self.netapp.clone();
-                        tokio::spawn(async move { netapp.handle_incoming(sock, addr).await });
-                    }
+                    Ok((sock, addr)) => self.netapp.incoming(sock, addr),
                     Err(e) => {
                         // Typically out of file descriptors: back off rather
                         // than spin.

@@ -258,3 +258,64 @@ async fn listen_serves_until_told_to_exit() {
     let (b2, aid) = (b.clone(), a.app.id());
     wait_until(move || b2.connected_peers().iter().any(|(p, _)| *p == aid)).await;
 }
+
+/// Silent connections from one address beyond its share are closed at
+/// once, the admitted ones after the first-byte timeout (well before the
+/// handshake timeout), and a node dialing from another address gets in
+/// while the first one floods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_connections_are_capped_and_closed_early() {
+    let config = NetConfig {
+        admission: garage_net::admission::Limits {
+            total: 8,
+            per_ip: 4,
+        },
+        first_byte_timeout: Duration::from_secs(2),
+        handshake_timeout: Duration::from_secs(60),
+        ..NetConfig::default()
+    };
+    let b = node_with(net_key(1), config).await;
+    let _ = serve_ping(&b);
+    let mut silent = Vec::new();
+    for _ in 0..20 {
+        silent.push(tokio::net::TcpStream::connect(b.addr).await.unwrap());
+    }
+    wait_until(|| b.app.handshakes_running() == 4).await;
+
+    // Another address is still admitted: a real node dials from 127.0.0.2.
+    let a = node_with(
+        net_key(1),
+        NetConfig {
+            bind_outgoing: Some("127.0.0.2".parse().unwrap()),
+            ..NetConfig::default()
+        },
+    )
+    .await;
+    let ping = serve_ping(&a);
+    within(a.app.connect(b.addr, Some(b.app.id())))
+        .await
+        .unwrap();
+    assert_eq!(
+        ping.call(&b.app.id(), Ping(1), Priority::High)
+            .await
+            .unwrap(),
+        2
+    );
+
+    // Every silent connection is closed well within the 60 s handshake
+    // timeout: 16 refused at once, 4 after the 2 s first-byte timeout.
+    let mut buf = [0u8; 64];
+    for s in silent.iter_mut() {
+        within(async {
+            loop {
+                match s.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+    }
+    wait_until(|| b.app.handshakes_running() == 0).await;
+    assert_eq!(peers(&b), vec![a.app.id()]);
+}

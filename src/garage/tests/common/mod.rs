@@ -132,6 +132,10 @@ impl Proc {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log(&self) -> String {
         self.lines.0.lock().unwrap().join("\n")
     }
