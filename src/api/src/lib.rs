@@ -13,6 +13,8 @@ pub mod copy;
 pub mod cors;
 pub mod ctx;
 pub mod error;
+#[cfg(test)]
+mod fuzz_tests;
 pub mod lifecycle;
 pub mod lifecycle_worker;
 pub mod list;

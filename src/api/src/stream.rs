@@ -172,6 +172,11 @@ fn in_block(block: Range<u64>, range: &Range<u64>) -> Range<usize> {
 }
 
 #[cfg(test)]
+pub(crate) fn in_block_for_tests(block: Range<u64>, range: &Range<u64>) -> Range<usize> {
+    in_block(block, range)
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::sse::OVERHEAD;

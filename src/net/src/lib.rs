@@ -24,6 +24,8 @@ mod conn;
 mod endpoint;
 mod error;
 mod frame;
+#[cfg(test)]
+mod fuzz_tests;
 mod handshake;
 mod ident;
 mod metrics;

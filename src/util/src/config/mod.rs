@@ -7,6 +7,8 @@
 //! versions are still accepted, with a warning, so old files keep loading.
 
 mod de;
+#[cfg(test)]
+mod fuzz_tests;
 mod secrets;
 
 use std::fmt;
