@@ -7,19 +7,11 @@
 //! They run with bolero: `cargo test -p garage_api fuzz_` for a short
 //! budget (`GARAGE_FUZZ_SECONDS`, default 1 s each; see doc/security.md).
 
-use std::time::Duration;
+use garage_util::fuzzing::budget;
 
 use hyper::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use s3s::dto::*;
 use s3s::xml::{Deserialize, Deserializer};
-
-fn budget() -> Duration {
-    let s = std::env::var("GARAGE_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    Duration::from_secs_f64(s)
-}
 
 const MIB: u64 = 1 << 20;
 

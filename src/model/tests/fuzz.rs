@@ -4,7 +4,7 @@
 //! (`GARAGE_FUZZ_SECONDS`, default 1 s; see doc/security.md). Decoded
 //! entries are also merged, as a node merges what it receives.
 
-use std::time::Duration;
+use garage_util::fuzzing::budget;
 
 use garage_block::manager::BlockRpc;
 use garage_model::block_ref_table::{BlockRef, BlockRefTable};
@@ -21,14 +21,6 @@ use garage_table::encoding;
 use garage_table::rpc::TableRpc;
 use garage_util::crdt::Crdt;
 use serde::de::DeserializeOwned;
-
-fn budget() -> Duration {
-    let s = std::env::var("GARAGE_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    Duration::from_secs_f64(s)
-}
 
 fn decode_as<T: DeserializeOwned>(b: &[u8]) {
     let _ = rmp_serde::from_slice::<T>(b);

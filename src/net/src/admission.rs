@@ -101,6 +101,11 @@ impl Admission {
         })
     }
 
+    /// Handshakes running now.
+    pub fn total(&self) -> usize {
+        self.running.lock().unwrap_or_else(|e| e.into_inner()).total
+    }
+
     /// Handshakes running now (total, from `ip`).
     pub fn running(&self, ip: IpAddr) -> (usize, usize) {
         let r = self.running.lock().unwrap_or_else(|e| e.into_inner());

@@ -13,6 +13,7 @@ use crate::handshake;
 use crate::ident::{NetworkKey, NodeKey};
 use crate::Priority;
 
+/// As `garage_util::fuzzing::budget` (this crate sits below garage_util).
 fn budget() -> Duration {
     let s = std::env::var("GARAGE_FUZZ_SECONDS")
         .ok()

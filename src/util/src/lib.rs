@@ -8,5 +8,6 @@
 pub mod config;
 pub mod crdt;
 pub mod data;
+pub mod fuzzing;
 pub mod socket;
 pub mod time;

@@ -3,18 +3,10 @@
 //! text, and a full configuration with random edits, is parsed and
 //! validated without a panic, and every error names the file.
 
+use crate::fuzzing::budget;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::{Config, ConfigSource};
-
-fn budget() -> Duration {
-    let s = std::env::var("GARAGE_FUZZ_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    Duration::from_secs_f64(s)
-}
 
 const SAMPLE: &str = r#"metadata_dir = "/var/lib/garage/meta"
 data_dir = [{ path = "/d1", capacity = "2T" }, { path = "/d2", read_only = true }]
