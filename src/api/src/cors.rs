@@ -139,7 +139,7 @@ impl Api {
     pub async fn bucket_cors_rules(&self, bucket: &str) -> ApiResult<Option<Vec<CorsRule>>> {
         let id = self
             .metadata
-            .resolve_global_alias(bucket)
+            .global_alias_target(bucket)
             .await?
             .ok_or_else(|| ApiError::NoSuchBucket(bucket.into()))?;
         Ok(self

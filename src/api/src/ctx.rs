@@ -2,9 +2,7 @@
 //! and the two lookups each request starts with (its access key, and the
 //! bucket its name designates for that key, with the permission needed).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use garage_block::manager::BlockManager;
 use garage_model::block_ref_table::BlockRefTable;
@@ -33,15 +31,7 @@ pub struct Api {
     /// `s3_region`: the only location constraint accepted, and the region
     /// requests must be signed for.
     pub region: String,
-    /// Keys read by the signature check, reused by the handler of the same
-    /// request (saves a round trip); an entry lives [`KEY_CACHE_TTL`].
-    key_cache: Mutex<HashMap<String, (Instant, Key)>>,
 }
-
-/// How long a key read for a signature check is reused: a revoked key or
-/// permission takes effect at most this much later.
-pub const KEY_CACHE_TTL: Duration = Duration::from_secs(1);
-const KEY_CACHE_MAX: usize = 10_000;
 
 /// The permission an operation needs on its bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,27 +62,19 @@ impl Api {
             blocks,
             cas,
             region,
-            key_cache: Mutex::new(HashMap::new()),
         })
     }
 
-    /// The live key with this id, fresh from the key table (and cached
-    /// for the handler that follows the signature check).
+    /// The live key with this id, from this node's copy of the key table
+    /// (fully replicated: no round trip; a quorum read when the local copy
+    /// lacks it, see [`garage_table::Table::get`]).
     pub async fn fetch_key(&self, key_id: &str) -> ApiResult<Option<Key>> {
-        let key = self
+        Ok(self
             .metadata
             .keys
             .get(&EmptyKey, &key_id.to_string())
             .await?
-            .filter(|k| k.params().is_some());
-        if let Some(k) = &key {
-            let mut cache = self.key_cache.lock().expect("key cache lock");
-            if cache.len() >= KEY_CACHE_MAX {
-                cache.retain(|_, (t, _)| t.elapsed() < KEY_CACHE_TTL);
-            }
-            cache.insert(key_id.to_string(), (Instant::now(), k.clone()));
-        }
-        Ok(key)
+            .filter(|k| k.params().is_some()))
     }
 
     /// The key that signed the request. Anonymous requests are refused.
@@ -102,65 +84,89 @@ impl Api {
                 "anonymous requests are not allowed: sign the request with an access key".into(),
             ));
         };
-        let cached = {
-            let cache = self.key_cache.lock().expect("key cache lock");
-            cache
-                .get(&c.access_key)
-                .filter(|(t, _)| t.elapsed() < KEY_CACHE_TTL)
-                .map(|(_, k)| k.clone())
-        };
-        match cached {
-            Some(k) => Ok(k),
-            None => self
-                .fetch_key(&c.access_key)
-                .await?
-                .ok_or_else(|| ApiError::AccessDenied(format!("no access key {}", c.access_key))),
-        }
+        self.fetch_key(&c.access_key)
+            .await?
+            .ok_or_else(|| ApiError::AccessDenied(format!("no access key {}", c.access_key)))
     }
 
     /// The id of the bucket `name` designates for `key` (its local alias
     /// first, then the global alias), once `key` has permission `need`.
+    ///
+    /// Decided on this node's copies of the key and alias tables (no round
+    /// trip). A refusal is confirmed by a quorum read of both before it is
+    /// returned, so that a bucket or permission created through another
+    /// node is never refused because its change is still on the way here.
+    /// (A revocation, conversely, takes effect on this node when it
+    /// arrives: see doc/geo-latency.md.)
     pub async fn bucket_id(&self, key: &Key, name: &str, need: Need) -> ApiResult<Uuid> {
-        let local = key
-            .params()
-            .and_then(|p| p.local_aliases.get(&name.to_string()).copied().flatten());
-        let id = match local {
-            Some(id) => id,
-            None => self
-                .metadata
-                .resolve_global_alias(name)
-                .await?
-                .ok_or_else(|| ApiError::NoSuchBucket(name.into()))?,
+        let alias = match local_alias(key, name) {
+            Some(_) => None,
+            None => self.metadata.global_alias_target(name).await?,
         };
-        let perm = key.bucket_permissions(&id);
-        let ok = match need {
-            Need::Read => perm.allow_read,
-            Need::Write => perm.allow_write,
-            Need::Owner => perm.allow_owner,
-        };
-        if !ok {
-            return Err(ApiError::AccessDenied(format!(
-                "key {} has no {} permission on bucket {name}",
-                key.key_id,
-                match need {
-                    Need::Read => "read",
-                    Need::Write => "write",
-                    Need::Owner => "owner",
-                }
-            )));
+        match decide_bucket(key, name, alias, need) {
+            Ok(id) => Ok(id),
+            Err(_) => {
+                let key = self
+                    .metadata
+                    .keys
+                    .get_quorum(&EmptyKey, &key.key_id)
+                    .await?
+                    .filter(|k| k.params().is_some())
+                    .ok_or_else(|| {
+                        ApiError::AccessDenied(format!("no access key {}", key.key_id))
+                    })?;
+                let alias = match local_alias(&key, name) {
+                    Some(_) => None,
+                    None => self.metadata.resolve_global_alias(name).await?,
+                };
+                decide_bucket(&key, name, alias, need)
+            }
         }
-        Ok(id)
     }
 
-    /// The live bucket entry.
+    /// The live bucket entry, from this node's copy (a quorum read
+    /// confirms that it is missing or deleted before NoSuchBucket).
     pub async fn bucket(&self, id: Uuid, name: &str) -> ApiResult<Bucket> {
-        self.metadata
-            .buckets
-            .get(&EmptyKey, &id)
-            .await?
-            .filter(|b| b.params().is_some())
+        let live = |b: Option<Bucket>| b.filter(|b| b.params().is_some());
+        if let Some(b) = live(self.metadata.buckets.get(&EmptyKey, &id).await?) {
+            return Ok(b);
+        }
+        live(self.metadata.buckets.get_quorum(&EmptyKey, &id).await?)
             .ok_or_else(|| ApiError::NoSuchBucket(name.into()))
     }
+}
+
+/// The bucket `name` designates for `key`: its local alias first, then
+/// the global alias (`global`, resolved by the caller); refused unless the
+/// key has permission `need` on it.
+fn decide_bucket(key: &Key, name: &str, global: Option<Uuid>, need: Need) -> ApiResult<Uuid> {
+    let id = local_alias(key, name)
+        .or(global)
+        .ok_or_else(|| ApiError::NoSuchBucket(name.into()))?;
+    let perm = key.bucket_permissions(&id);
+    let ok = match need {
+        Need::Read => perm.allow_read,
+        Need::Write => perm.allow_write,
+        Need::Owner => perm.allow_owner,
+    };
+    if !ok {
+        return Err(ApiError::AccessDenied(format!(
+            "key {} has no {} permission on bucket {name}",
+            key.key_id,
+            match need {
+                Need::Read => "read",
+                Need::Write => "write",
+                Need::Owner => "owner",
+            }
+        )));
+    }
+    Ok(id)
+}
+
+/// The bucket `name` designates in `key`'s own namespace.
+fn local_alias(key: &Key, name: &str) -> Option<Uuid> {
+    key.params()
+        .and_then(|p| p.local_aliases.get(&name.to_string()).copied().flatten())
 }
 
 /// Checks an object key: S3 allows at most 1024 bytes.

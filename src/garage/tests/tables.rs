@@ -159,18 +159,7 @@ fn layout_changes_under_a_steady_writer_lose_nothing() {
     let mut c = cluster(5, 3);
     // A gateway node in this process writes keys without pause.
     let gw = Gateway::join(&c, 4, 2);
-    let keys = gw.block_on(async {
-        garage_table::Table::new(
-            garage_model::key_table::KeyTable,
-            gw.db.clone(),
-            gw.system.clone(),
-        )
-        .unwrap()
-    });
-    {
-        let _guard = gw.rt.enter();
-        keys.clone().spawn_workers(&gw.exit);
-    }
+    let keys = gw.metadata.keys.clone();
 
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let failed = Arc::new(Mutex::new(Vec::<String>::new()));

@@ -1,7 +1,7 @@
 //! Global bucket names: name -> bucket id (`None` once the alias is
 //! removed). One partition holds them all, sorted by name.
 
-use garage_table::{EmptyKey, Entry, TableSchema};
+use garage_table::{EmptyKey, Entry, Replication, TableSchema};
 use garage_util::crdt::{Crdt, Lww};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,8 @@ pub struct BucketAliasTable;
 
 impl TableSchema for BucketAliasTable {
     const TABLE_NAME: &'static str = "bucket_alias";
+    /// Read by every request: every node holds it and reads it locally.
+    const REPLICATION: Replication = Replication::Full;
     type P = EmptyKey;
     type S = String;
     type E = BucketAlias;

@@ -2,7 +2,7 @@
 //! `bucket_alias_table`). One partition holds them all (partition key
 //! [`EmptyKey`], sort key the id), so listing buckets is one range read.
 
-use garage_table::{EmptyKey, Entry, TableSchema};
+use garage_table::{EmptyKey, Entry, Replication, TableSchema};
 use garage_util::crdt::{Crdt, Deletable, Lww, LwwMap};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
@@ -277,6 +277,8 @@ pub struct BucketTable;
 
 impl TableSchema for BucketTable {
     const TABLE_NAME: &'static str = "bucket";
+    /// Read by every request: every node holds it and reads it locally.
+    const REPLICATION: Replication = Replication::Full;
     type P = EmptyKey;
     type S = Uuid;
     type E = Bucket;

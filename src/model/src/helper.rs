@@ -59,8 +59,11 @@ const LIST_LIMIT: usize = 100_000;
 impl Metadata {
     // ---- Buckets ----
 
-    /// The bucket a global alias points to.
-    pub async fn resolve_global_alias(&self, name: &str) -> Result<Option<Uuid>> {
+    /// The bucket a global alias points to, from this node's copy of the
+    /// alias table (fully replicated: no round trip, unless the copy lacks
+    /// the alias). For serving requests; changes use
+    /// [`Metadata::resolve_global_alias`].
+    pub async fn global_alias_target(&self, name: &str) -> Result<Option<Uuid>> {
         Ok(self
             .aliases
             .get(&EmptyKey, &name.to_string())
@@ -68,10 +71,19 @@ impl Metadata {
             .and_then(|a| a.bucket()))
     }
 
+    /// The bucket a global alias points to, read from a quorum.
+    pub async fn resolve_global_alias(&self, name: &str) -> Result<Option<Uuid>> {
+        Ok(self
+            .aliases
+            .get_quorum(&EmptyKey, &name.to_string())
+            .await?
+            .and_then(|a| a.bucket()))
+    }
+
     /// A bucket by global alias, full id, or unique id prefix.
     pub async fn get_bucket(&self, pattern: &str) -> Result<Bucket> {
         if let Some(id) = self.resolve_global_alias(pattern).await? {
-            if let Some(b) = self.buckets.get(&EmptyKey, &id).await? {
+            if let Some(b) = self.buckets.get_quorum(&EmptyKey, &id).await? {
                 if !b.state.is_deleted() {
                     return Ok(b);
                 }
@@ -161,7 +173,7 @@ impl Metadata {
         let params = bucket.params().cloned();
         if let Some(p) = params {
             for (key_id, _, _) in p.authorized_keys.items() {
-                if let Some(mut k) = self.keys.get(&EmptyKey, key_id).await? {
+                if let Some(mut k) = self.keys.get_quorum(&EmptyKey, key_id).await? {
                     if let Some(kp) = k.params_mut() {
                         kp.authorized_buckets.update(bucket.id, BucketKeyPerm::NONE);
                         for (name, _, target) in kp.local_aliases.clone().items() {
@@ -296,7 +308,7 @@ impl Metadata {
     }
 
     async fn existing_bucket(&self, id: Uuid) -> Result<Bucket> {
-        match self.buckets.get(&EmptyKey, &id).await? {
+        match self.buckets.get_quorum(&EmptyKey, &id).await? {
             Some(b) if !b.state.is_deleted() => Ok(b),
             _ => Err(HelperError::NoSuchBucket(id.hex())),
         }
@@ -312,7 +324,7 @@ impl Metadata {
     }
 
     async fn existing_key(&self, key_id: &str) -> Result<Key> {
-        match self.keys.get(&EmptyKey, &key_id.to_string()).await? {
+        match self.keys.get_quorum(&EmptyKey, &key_id.to_string()).await? {
             Some(k) if !k.state.is_deleted() => Ok(k),
             _ => Err(HelperError::NoSuchKey(key_id.into())),
         }
@@ -351,7 +363,12 @@ impl Metadata {
 
     pub async fn import_key(&self, key_id: &str, secret: &str, name: &str) -> Result<Key> {
         let key = Key::import(key_id, secret, name)?;
-        if self.keys.get(&EmptyKey, &key.key_id).await?.is_some() {
+        if self
+            .keys
+            .get_quorum(&EmptyKey, &key.key_id)
+            .await?
+            .is_some()
+        {
             return Err(HelperError::KeyExists(key.key_id));
         }
         self.keys.insert(&key).await?;

@@ -3,7 +3,7 @@
 //! [`EmptyKey`], sort key the key id), so `garage key list` is one range
 //! read; access keys are few.
 
-use garage_table::{EmptyKey, Entry, TableSchema};
+use garage_table::{EmptyKey, Entry, Replication, TableSchema};
 use garage_util::crdt::{Crdt, Deletable, Lww, LwwMap};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
@@ -142,6 +142,8 @@ pub struct KeyTable;
 
 impl TableSchema for KeyTable {
     const TABLE_NAME: &'static str = "key";
+    /// Read by every request: every node holds it and reads it locally.
+    const REPLICATION: Replication = Replication::Full;
     type P = EmptyKey;
     type S = String;
     type E = Key;

@@ -99,7 +99,7 @@ impl<F: TableSchema> Table<F> {
         let me = self.system.id();
         let mut removed = 0;
         for (p, items) in by_partition {
-            let nodes = layout.all_storage_nodes_of(LayoutVersion::partition_of(&[p]));
+            let nodes = F::REPLICATION.all_nodes(&layout, LayoutVersion::partition_of(&[p]));
             if !nodes.contains(&me) {
                 // Not ours any more: sync hands it over and drops it.
                 continue;

@@ -10,6 +10,8 @@ use garage_util::data::{blake2sum, FixedBytes32, Hash};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::replication::Replication;
+
 /// Chooses the partition of an entry: its `hash`'s first byte is the
 /// partition number.
 pub trait PartitionKey:
@@ -97,6 +99,10 @@ pub trait TableSchema: Send + Sync + 'static {
     /// Name of the table, also the prefix of its trees in the metadata
     /// database and of its RPC endpoint. Never change it.
     const TABLE_NAME: &'static str;
+
+    /// Which nodes hold the entries: the partition's nodes (default), or
+    /// every node with a role, which then reads locally.
+    const REPLICATION: Replication = Replication::Sharded;
 
     type P: PartitionKey;
     type S: SortKey;

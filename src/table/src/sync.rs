@@ -124,7 +124,7 @@ impl<F: TableSchema> Table<F> {
         let mut stats = SyncStats::default();
         let mut first_error = None;
         for p in 0..=255u8 {
-            let nodes = layout.all_storage_nodes_of(p as usize);
+            let nodes = F::REPLICATION.all_nodes(layout, p as usize);
             let root = merkle::read_node(&self.data.merkle_tree, p, &[])?;
             if root == MerkleNode::Empty {
                 continue;
@@ -137,7 +137,7 @@ impl<F: TableSchema> Table<F> {
             let required: Vec<NodeId> = layout
                 .live_versions()
                 .filter(|v| v.version >= target)
-                .flat_map(|v| v.nodes_of(p as usize))
+                .flat_map(|v| F::REPLICATION.nodes_in(v, p as usize))
                 .collect();
             let mut ok = true;
             for n in nodes.iter().filter(|n| **n != me) {

@@ -16,8 +16,9 @@ use tracing::{debug, warn, Instrument};
 
 use crate::data::TableData;
 use crate::encoding::{self, tree_key};
-use crate::error::{Error, Result};
+use crate::error::{off_runtime, Error, Result};
 use crate::merkle;
+use crate::replication::Replication;
 use crate::rpc::TableRpc;
 use crate::schema::{Entry, PartitionKey, Removal, TableSchema};
 
@@ -28,6 +29,9 @@ type ByKey<E> = BTreeMap<Vec<u8>, E>;
 pub const TABLE_RPC_TIMEOUT: Duration = Duration::from_secs(30);
 /// Entries per range request when `get_range` has to fetch more.
 const RANGE_BATCH: usize = 1000;
+/// How long a write to a fully replicated table waits for the nodes
+/// beyond its quorum (see [`Replication::Full`]).
+pub const FULL_WRITE_WAIT: Duration = Duration::from_secs(3);
 
 pub struct Table<F: TableSchema> {
     pub system: Arc<System>,
@@ -105,13 +109,12 @@ impl<F: TableSchema> Table<F> {
 
     async fn insert_many_inner(&self, entries: &[F::E]) -> Result<()> {
         let guard = self.system.start_write();
-        let quorum = self.system.write_quorum();
         // For each entry, its node sets; for each node, what to send it.
         let mut sets_of: Vec<Vec<Vec<NodeId>>> = Vec::with_capacity(entries.len());
         let mut per_node: BTreeMap<NodeId, Vec<ByteBuf>> = BTreeMap::new();
         for e in entries {
             let partition = LayoutVersion::partition_of(e.partition_key().hash().as_slice());
-            let sets = guard.layout.write_sets(partition);
+            let sets = F::REPLICATION.write_sets(&guard.layout, partition);
             if sets.is_empty() {
                 return Err(Error::NoNodes);
             }
@@ -162,28 +165,38 @@ impl<F: TableSchema> Table<F> {
         let satisfied = |ok: &[NodeId]| {
             sets_of.iter().all(|sets| {
                 sets.iter().all(|set| {
-                    set.iter().filter(|n| ok.contains(n)).count() >= quorum.min(set.len())
+                    set.iter().filter(|n| ok.contains(n)).count() >= self.write_quorum(set.len())
                 })
             })
         };
         let deadline = tokio::time::Instant::now() + TABLE_RPC_TIMEOUT;
+        // A fully replicated table also waits (a little) for the nodes
+        // beyond the quorum, so that when a change of a key or bucket
+        // returns, every node that is reachable has it.
+        let mut quorum_at: Option<tokio::time::Instant> = None;
         loop {
-            match tokio::time::timeout_at(deadline, pending.next()).await {
+            let until = match quorum_at {
+                Some(t) => (t + FULL_WRITE_WAIT).min(deadline),
+                None => deadline,
+            };
+            match tokio::time::timeout_at(until, pending.next()).await {
+                Err(_) | Ok(None) if quorum_at.is_some() => return Ok(()),
                 Err(_) | Ok(None) => {
                     let timed_out = !pending.is_empty();
+                    let needed = sets_of
+                        .iter()
+                        .flatten()
+                        .map(|set| self.write_quorum(set.len()))
+                        .max()
+                        .unwrap_or(0);
                     return Err(Error::Quorum(QuorumError {
-                        needed: quorum,
+                        needed,
                         ok: ok.len(),
                         timed_out,
                         errors,
                     }));
                 }
-                Ok(Some(Ok((node, Ok(TableRpc::Ok))))) => {
-                    ok.push(node);
-                    if satisfied(&ok) {
-                        return Ok(());
-                    }
-                }
+                Ok(Some(Ok((node, Ok(TableRpc::Ok))))) => ok.push(node),
                 Ok(Some(Ok((node, Ok(TableRpc::Error(e)))))) => errors.push((node, e)),
                 Ok(Some(Ok((node, Ok(other))))) => {
                     errors.push((node, format!("unexpected answer {}", other.kind())))
@@ -191,6 +204,28 @@ impl<F: TableSchema> Table<F> {
                 Ok(Some(Ok((node, Err(e))))) => errors.push((node, e.to_string())),
                 Ok(Some(Err(e))) => warn!(table = F::TABLE_NAME, "write task failed: {e}"),
             }
+            if quorum_at.is_none() && satisfied(&ok) {
+                if F::REPLICATION == Replication::Sharded {
+                    return Ok(());
+                }
+                quorum_at = Some(tokio::time::Instant::now());
+            }
+        }
+    }
+
+    /// Acknowledgements a write needs from a node set of size `n`.
+    fn write_quorum(&self, n: usize) -> usize {
+        match F::REPLICATION {
+            Replication::Sharded => self.system.write_quorum().min(n),
+            Replication::Full => self.system.quorums(n).0,
+        }
+    }
+
+    /// Answers a read needs from a node set of size `n`.
+    fn read_quorum(&self, n: usize) -> usize {
+        match F::REPLICATION {
+            Replication::Sharded => self.system.read_quorum(),
+            Replication::Full => self.system.quorums(n).1,
         }
     }
 
@@ -200,9 +235,7 @@ impl<F: TableSchema> Table<F> {
     fn read_nodes(&self, partition_key: &F::P) -> Vec<NodeId> {
         let layout = self.system.layout();
         let partition = LayoutVersion::partition_of(partition_key.hash().as_slice());
-        let nodes = layout
-            .read_version(self.system.write_quorum())
-            .nodes_of(partition);
+        let nodes = F::REPLICATION.read_nodes(&layout, self.system.write_quorum(), partition);
         self.system.nodes_by_distance(&nodes)
     }
 
@@ -236,7 +269,7 @@ impl<F: TableSchema> Table<F> {
         }
         let answers = call_quorum(
             &nodes,
-            self.system.read_quorum(),
+            self.read_quorum(nodes.len()),
             Strategy::NearestFirst,
             TABLE_RPC_TIMEOUT,
             |node| {
@@ -254,10 +287,40 @@ impl<F: TableSchema> Table<F> {
         Ok(answers)
     }
 
+    /// Reads one entry. Tombstones are returned as they are.
+    ///
+    /// A sharded table reads from a quorum ([`Table::get_quorum`]). A fully
+    /// replicated one answers from this node's copy, with no round trip,
+    /// and asks a quorum only when its copy lacks the entry (a node that
+    /// joined recently, or a write that has not reached it yet): so a
+    /// local answer may lag behind a change acknowledged elsewhere, by the
+    /// time the change takes to reach this node (see
+    /// [`Replication::Full`]); callers that must not lag use
+    /// [`Table::get_quorum`].
+    pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+        if F::REPLICATION == Replication::Full {
+            if let Some(e) = self.get_local(p, s).await? {
+                return Ok(Some(e));
+            }
+        }
+        self.get_quorum(p, s).await
+    }
+
+    /// This node's copy of an entry, if it has one.
+    pub async fn get_local(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+        let data = self.data.clone();
+        let (p, s) = (p.clone(), s.clone());
+        off_runtime(move || match data.read_entry(&p, &s)? {
+            Some(b) => Ok(Some(data.decode_entry(&b)?)),
+            None => Ok(None),
+        })
+        .await
+    }
+
     /// Reads one entry from a read quorum and merges the answers; replicas
     /// that answered something older get the merge back (read repair).
     /// Tombstones are returned as they are.
-    pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
+    pub async fn get_quorum(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
         let answers = self
             .quorum_read(
                 p,
@@ -323,6 +386,40 @@ impl<F: TableSchema> Table<F> {
                 .in_current_span(),
             );
         }
+    }
+
+    /// Whether this node's copy of a fully replicated table is complete
+    /// enough to answer range reads: the node has a role in the layout
+    /// version that reads use, so it has been synced with the others (a
+    /// node that just joined reads from a quorum until then).
+    fn holds_everything(&self) -> bool {
+        F::REPLICATION == Replication::Full
+            && self
+                .system
+                .layout()
+                .read_version(self.system.write_quorum())
+                .roles
+                .contains_key(&self.system.id())
+    }
+
+    /// Up to `limit` entries of `p` from `start` in this node's copy,
+    /// tombstones included, in order.
+    async fn get_range_local(
+        &self,
+        p: &F::P,
+        start: Option<&F::S>,
+        limit: usize,
+        reverse: bool,
+    ) -> Result<Vec<F::E>> {
+        let data = self.data.clone();
+        let (p, start) = (p.clone(), start.cloned());
+        off_runtime(move || {
+            data.read_range(&p, start.as_ref(), limit, reverse)?
+                .iter()
+                .map(|b| data.decode_entry(b))
+                .collect()
+        })
+        .await
     }
 
     /// One round of a range read: up to `limit` entries of `p` from
@@ -442,15 +539,19 @@ impl<F: TableSchema> Table<F> {
         let mut start = start;
         let mut skip_first = false;
         let batch = limit.clamp(1, RANGE_BATCH);
+        let local = self.holds_everything();
         // Each round moves past at least one entry, and the partition is
         // finite: the loop ends. The round count bound is a safety net.
         for _ in 0..1_000_000 {
             if out.len() >= limit {
                 break;
             }
-            let round = self
-                .get_range_round(p, start.as_ref(), batch + skip_first as usize, reverse)
-                .await?;
+            let n = batch + skip_first as usize;
+            let round = if local {
+                self.get_range_local(p, start.as_ref(), n, reverse).await?
+            } else {
+                self.get_range_round(p, start.as_ref(), n, reverse).await?
+            };
             let got = round.len();
             let mut last = None;
             for (i, e) in round.into_iter().enumerate() {

@@ -100,10 +100,11 @@ impl Web {
         if check_bucket_name(&name).is_err() {
             return Err(no_site());
         }
+        // Both lookups read this node's copies (fully replicated tables).
         let id = self
             .api
             .metadata
-            .resolve_global_alias(&name)
+            .global_alias_target(&name)
             .await?
             .ok_or_else(no_site)?;
         let bucket = self

@@ -17,6 +17,9 @@ use super::stdout;
 
 pub struct Gateway {
     pub system: Arc<System>,
+    /// The key, bucket and alias tables, which every node with a role
+    /// holds (fully replicated), with their workers running.
+    pub metadata: garage_model::helper::Metadata,
     pub db: garage_db::Db,
     pub rt: tokio::runtime::Runtime,
     pub exit: watch::Receiver<bool>,
@@ -75,8 +78,28 @@ impl Gateway {
             tokio::spawn(system.clone().run(exit.clone()));
             system
         });
+        let metadata = {
+            use garage_model::{bucket_alias_table, bucket_table, key_table};
+            use garage_table::Table;
+            let _rt = rt.enter();
+            let m = garage_model::helper::Metadata {
+                buckets: Table::new(bucket_table::BucketTable, db.clone(), system.clone()).unwrap(),
+                aliases: Table::new(
+                    bucket_alias_table::BucketAliasTable,
+                    db.clone(),
+                    system.clone(),
+                )
+                .unwrap(),
+                keys: Table::new(key_table::KeyTable, db.clone(), system.clone()).unwrap(),
+            };
+            m.buckets.spawn_workers(&exit);
+            m.aliases.spawn_workers(&exit);
+            m.keys.spawn_workers(&exit);
+            m
+        };
         Gateway {
             system,
+            metadata,
             db,
             rt,
             exit,

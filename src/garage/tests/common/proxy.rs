@@ -32,6 +32,8 @@ const PACE_PIECE: usize = 1500;
 struct NetState {
     isolated: HashSet<IpAddr>,
     delay: Duration,
+    /// Each chunk's one-way latency is `delay` ± up to `jitter` (uniform).
+    jitter: Duration,
     /// Bytes per second per direction of each connection, if limited.
     rate: Option<u64>,
 }
@@ -70,6 +72,13 @@ impl Net {
         self.state().delay = delay;
     }
 
+    /// Spreads each chunk's latency uniformly over `delay ± jitter` (a
+    /// link never reorders bytes: a chunk leaves no earlier than the one
+    /// before it).
+    pub fn set_jitter(&self, jitter: Duration) {
+        self.state().jitter = jitter;
+    }
+
     /// Limits every direction of every link to `bytes_per_sec` (or lifts
     /// the limit).
     pub fn set_rate(&self, bytes_per_sec: Option<u64>) {
@@ -85,8 +94,15 @@ impl Net {
         s.isolated.contains(&a) || s.isolated.contains(&b)
     }
 
+    /// The latency of the next chunk.
     fn delay(&self) -> Duration {
-        self.state().delay
+        let s = self.state();
+        if s.jitter.is_zero() {
+            return s.delay;
+        }
+        let j = s.jitter.as_secs_f64();
+        let d = s.delay.as_secs_f64() + (rand::random::<f64>() * 2.0 - 1.0) * j;
+        Duration::from_secs_f64(d.max(0.0))
     }
 
     fn stopped(&self) -> bool {

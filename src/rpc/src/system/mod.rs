@@ -744,21 +744,29 @@ impl System {
     /// Answers needed for a write: a majority of each partition's nodes,
     /// or one in `dangerous` mode.
     pub fn write_quorum(&self) -> usize {
-        let rf = self.config.replication_factor;
-        match self.config.consistency_mode {
-            ConsistencyMode::Dangerous => 1,
-            _ => rf / 2 + 1,
-        }
+        self.quorums(self.config.replication_factor).0
     }
 
     /// Answers needed for a read: enough to intersect every write quorum
     /// in `consistent` mode, one otherwise.
     pub fn read_quorum(&self) -> usize {
-        let rf = self.config.replication_factor;
-        match self.config.consistency_mode {
-            ConsistencyMode::Consistent => rf + 1 - self.write_quorum(),
+        self.quorums(self.config.replication_factor).1
+    }
+
+    /// The (write, read) quorums over a set of `n` nodes holding the same
+    /// entries: a majority writes (one in `dangerous` mode); a read
+    /// intersects every write in `consistent` mode, else needs one answer.
+    pub fn quorums(&self, n: usize) -> (usize, usize) {
+        let n = n.max(1);
+        let write = match self.config.consistency_mode {
+            ConsistencyMode::Dangerous => 1,
+            _ => n / 2 + 1,
+        };
+        let read = match self.config.consistency_mode {
+            ConsistencyMode::Consistent => n + 1 - write,
             _ => 1,
-        }
+        };
+        (write, read)
     }
 
     /// Connects to `id` now if it is not connected and its address is
