@@ -20,13 +20,15 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 use crate::sse::SseKey;
+use crate::stream::Prefetch;
 
 /// GetObject's and HeadObject's start (their inputs have the same
 /// fields): the current version, for a key with read permission, opened
 /// by the SSE-C key given, and checked against the conditional headers.
 macro_rules! checked_read {
-    ($api:expr, $creds:expr, $i:expr) => {
+    ($api:expr, $creds:expr, $i:expr, $for_get:expr) => {
         $api.read_checked(
+            $for_get,
             &$creds,
             &$i.bucket,
             &$i.key,
@@ -52,6 +54,9 @@ pub struct Current {
     pub timestamp: u64,
     pub meta: ObjectVersionMeta,
     pub data: CurrentData,
+    /// A fetch of the first block already under way (taken by the first
+    /// [`Api::content`] call).
+    prefetch: std::sync::Mutex<Option<Prefetch>>,
 }
 
 pub enum CurrentData {
@@ -63,6 +68,33 @@ impl Api {
     /// The object's current data version, or NoSuchKey.
     pub async fn current(&self, bucket: Uuid, key: &str) -> ApiResult<Current> {
         let obj = self.objects.get(&bucket, &key.to_string()).await?;
+        Self::current_of(obj, key)
+    }
+
+    /// [`Api::current`], for a reader of the data: when this node holds
+    /// the object's partition, the first block named by its own copy of
+    /// the entry is fetched while the quorum read runs, so that a block
+    /// held by another node costs no extra round trip after it (used if
+    /// the quorum agrees on the block, as it does unless a write is
+    /// racing the read).
+    pub async fn current_for_get(self: &Arc<Self>, bucket: Uuid, key: &str) -> ApiResult<Current> {
+        let k = key.to_string();
+        let prefetch = match self.objects.get_local(&bucket, &k).await {
+            Ok(Some(local)) => match local.last_data().map(|v| &v.state) {
+                Some(ObjectVersionState::Complete(ObjectVersionData::FirstBlock(_, h))) => {
+                    Some(Prefetch::start(self, *h))
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let obj = self.objects.get(&bucket, &k).await?;
+        let cur = Self::current_of(obj, key)?;
+        *cur.prefetch.lock().expect("prefetch lock") = prefetch;
+        Ok(cur)
+    }
+
+    fn current_of(obj: Option<Object>, key: &str) -> ApiResult<Current> {
         let v = obj
             .as_ref()
             .and_then(|o| o.last_data())
@@ -81,6 +113,7 @@ impl Api {
             timestamp: v.timestamp,
             meta,
             data,
+            prefetch: Default::default(),
         })
     }
 
@@ -336,7 +369,7 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req.credentials, i);
+        let (cur, sse) = checked_read!(self, req.credentials, i, true);
         let size = cur.meta.size;
         let range = match (&i.range, i.part_number) {
             (Some(_), Some(_)) => {
@@ -400,7 +433,7 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req.credentials, i);
+        let (cur, sse) = checked_read!(self, req.credentials, i, false);
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -610,7 +643,8 @@ impl Api {
                 ))
             }
             CurrentData::FirstBlock(h) => {
-                crate::stream::object_body(self.clone(), cur.uuid, *h, range, sse)
+                let prefetch = cur.prefetch.lock().expect("prefetch lock").take();
+                crate::stream::object_body(self.clone(), cur.uuid, *h, range, sse, prefetch)
             }
         })
     }
@@ -620,7 +654,8 @@ impl Api {
     /// The SSE-C key given must open the version (checked before the
     /// conditions, so that a 304 needs the key too).
     async fn read_checked(
-        &self,
+        self: &Arc<Self>,
+        for_get: bool,
         creds: &Option<s3s::auth::Credentials>,
         bucket: &str,
         key: &str,
@@ -629,7 +664,10 @@ impl Api {
     ) -> ApiResult<(Current, Option<SseKey>)> {
         let k = self.key(creds).await?;
         let id = self.bucket_id(&k, bucket, Need::Read).await?;
-        let cur = self.current(id, key).await?;
+        let cur = match for_get {
+            true => self.current_for_get(id, key).await?,
+            false => self.current(id, key).await?,
+        };
         let sse = check_version(&cur, c, sse_given)?;
         Ok((cur, sse))
     }

@@ -1,13 +1,17 @@
 //! GET bodies: an object's blocks streamed in order, each forwarded as it
-//! arrives from its nearest replica. The first block is requested at once,
-//! alongside the version entry that lists the others, so that the first
-//! byte leaves after one metadata round trip and one block request.
+//! arrives from its nearest replica. The first block (named by the object
+//! entry) is requested at once and sent while the version entry that lists
+//! the others is read; a single-block object needs no version read at all.
+//! The first byte leaves after the object entry's read and one block
+//! request, or sooner when the block fetch started from this node's copy
+//! of the entry ([`Prefetch`]).
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use garage_block::ByteStream;
 use garage_model::version_table::read_version;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
@@ -22,6 +26,33 @@ type Chunk = Result<Bytes, std::io::Error>;
 /// Chunks buffered between the block reader and the HTTP response.
 const CHANNEL_DEPTH: usize = 8;
 
+/// A fetch of an object's first block started before the object entry's
+/// quorum read ended (from this node's copy of the entry), usable if the
+/// entry read names the same block.
+pub struct Prefetch {
+    pub hash: Hash,
+    pub fetch: tokio::task::JoinHandle<Result<ByteStream, garage_block::manager::Error>>,
+}
+
+impl Prefetch {
+    /// Starts fetching block `hash`.
+    pub fn start(api: &Arc<Api>, hash: Hash) -> Prefetch {
+        let blocks = api.blocks.clone();
+        let fetch =
+            tokio::spawn(async move { blocks.get_block_stream(&hash).await }.in_current_span());
+        Prefetch { hash, fetch }
+    }
+}
+
+/// Aborts a background task when dropped.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The bytes `range` (plaintext positions) of the version's blocks; with
 /// `sse`, each block needed is read whole, opened, and sliced.
 pub fn object_body(
@@ -30,11 +61,13 @@ pub fn object_body(
     first: Hash,
     range: Range<u64>,
     sse: Option<SseKey>,
+    prefetch: Option<Prefetch>,
 ) -> StreamingBlob {
     let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
     tokio::spawn(
         async move {
-            if let Err(e) = send_blocks(&api, version, first, range, sse.as_ref(), &tx).await {
+            let res = send_blocks(&api, version, first, range, sse.as_ref(), prefetch, &tx).await;
+            if let Err(e) = res {
                 tracing::warn!("GET of version {} stopped: {e}", version.short());
                 let _ = tx.send(Err(std::io::Error::other(e))).await;
             }
@@ -44,28 +77,55 @@ pub fn object_body(
     StreamingBlob::wrap(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
+/// Whether a block's bytes ended the response.
+enum Sent {
+    /// The block ended at this plaintext position; more is wanted.
+    More(u64),
+    Done,
+}
+
 async fn send_blocks(
     api: &Arc<Api>,
     version: Uuid,
     first: Hash,
     range: Range<u64>,
     sse: Option<&SseKey>,
+    prefetch: Option<Prefetch>,
     tx: &mpsc::Sender<Chunk>,
 ) -> Result<(), String> {
     if range.is_empty() {
         return Ok(());
     }
-    // The first block's stream starts with the version read when the range
-    // starts in it (whatever the block size, it starts at 0).
-    let first_stream = async {
-        if range.start == 0 {
-            Some(api.blocks.get_block_stream(&first).await)
-        } else {
-            None
+    // The version entry lists the blocks after the first one; it is read
+    // while the first block (which starts at 0) is sent, and not waited
+    // for when the first block completes the range (a single-block
+    // object: no metadata read beyond the object entry).
+    let versions = api.versions.clone();
+    let mut version_read = AbortOnDrop(tokio::spawn(
+        async move { read_version(&versions, &version).await }.in_current_span(),
+    ));
+    let mut first_end = None;
+    if range.start == 0 {
+        let stream = match prefetch {
+            Some(p) if p.hash == first => p
+                .fetch
+                .await
+                .map_err(|e| format!("block fetch task: {e}"))
+                .and_then(|r| r.map_err(|e| e.to_string())),
+            _ => api
+                .blocks
+                .get_block_stream(&first)
+                .await
+                .map_err(|e| e.to_string()),
+        }?;
+        match send_block(stream, first, 0, None, &range, sse, tx).await? {
+            Sent::Done => return Ok(()),
+            Sent::More(end) => first_end = Some(end),
         }
-    };
-    let (v, mut prefetched) = tokio::join!(read_version(&api.versions, &version), first_stream);
-    let v = v
+    }
+    let v = (&mut version_read.0)
+        .await
+        .map_err(|e| format!("version read task: {e}"))?
         .map_err(|e| format!("version entry: {e}"))?
         .filter(|v| !v.deleted.get())
         .ok_or("the version entry of the object is missing or deleted")?;
@@ -73,61 +133,33 @@ async fn send_blocks(
     for (_, b) in v.blocks.items() {
         let (start, end) = (pos, pos + plain_size(b.size, sse.is_some()));
         pos = end;
+        if start == 0 {
+            if let Some(sent) = first_end {
+                if b.hash != first || end != sent {
+                    return Err(format!(
+                        "the version's first block ({}, {} bytes) is not the object's ({}, {sent} bytes)",
+                        b.hash.short(),
+                        end,
+                        first.short()
+                    ));
+                }
+                continue;
+            }
+        }
         if end <= range.start {
             continue;
         }
         if start >= range.end {
             break;
         }
-        let stream = match prefetched.take() {
-            Some(s) if b.hash == first && start == 0 => s,
-            _ => api.blocks.get_block_stream(&b.hash).await,
-        };
-        let mut stream = stream.map_err(|e| e.to_string())?;
-        if let Some(k) = sse {
-            let plain = open_block(k, b.hash, b.size, &mut stream).await?;
-            if plain.len() as u64 != end - start {
-                return Err(format!("block {} has the wrong size", b.hash.short()));
-            }
-            let piece = plain.slice(in_block(start..end, &range));
-            if tx.send(Ok(piece)).await.is_err() || end >= range.end {
-                return Ok(());
-            }
-            continue;
-        }
-        // The piece that completes the response is held back until the
-        // block stream has ended cleanly, which it does only once the
-        // whole block matched its hash: so a client never receives a
-        // complete body (a Range ending mid-block included) with bytes
-        // that were not checked; with a bad block the body is cut short.
-        let mut at = start;
-        let mut final_piece = None;
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| format!("block {}: {e}", b.hash.short()))?;
-            let (c0, c1) = (at, at + chunk.len() as u64);
-            at = c1;
-            let lo = range.start.max(c0);
-            let hi = range.end.min(c1);
-            if lo < hi {
-                let piece = chunk.slice((lo - c0) as usize..(hi - c0) as usize);
-                if hi >= range.end {
-                    final_piece = Some(piece);
-                } else if tx.send(Ok(piece)).await.is_err() {
-                    return Ok(()); // the client went away
-                }
-            }
-        }
-        if at != end {
-            return Err(format!(
-                "block {} has {} bytes, the version says {}",
-                b.hash.short(),
-                at - start,
-                b.size
-            ));
-        }
-        if let Some(piece) = final_piece {
-            let _ = tx.send(Ok(piece)).await;
-            return Ok(());
+        let stream = api
+            .blocks
+            .get_block_stream(&b.hash)
+            .await
+            .map_err(|e| e.to_string())?;
+        match send_block(stream, b.hash, start, Some(end), &range, sse, tx).await? {
+            Sent::Done => return Ok(()),
+            Sent::More(_) => (),
         }
     }
     if pos < range.end {
@@ -139,19 +171,83 @@ async fn send_blocks(
     Ok(())
 }
 
+/// Sends the part of `range` in one block, which starts at plaintext
+/// position `start` and ends at `end` when the version entry says so.
+async fn send_block(
+    mut stream: ByteStream,
+    hash: Hash,
+    start: u64,
+    end: Option<u64>,
+    range: &Range<u64>,
+    sse: Option<&SseKey>,
+    tx: &mpsc::Sender<Chunk>,
+) -> Result<Sent, String> {
+    if let Some(k) = sse {
+        let plain = open_block(k, hash, &mut stream).await?;
+        let block_end = start + plain.len() as u64;
+        if end.is_some_and(|e| e != block_end) {
+            return Err(format!("block {} has the wrong size", hash.short()));
+        }
+        let want = in_block(start..block_end, range);
+        if !want.is_empty() {
+            let piece = plain.slice(want);
+            if tx.send(Ok(piece)).await.is_err() {
+                return Ok(Sent::Done); // the client went away
+            }
+        }
+        return Ok(if block_end >= range.end {
+            Sent::Done
+        } else {
+            Sent::More(block_end)
+        });
+    }
+    // The piece that completes the response is held back until the
+    // block stream has ended cleanly, which it does only once the
+    // whole block matched its hash: so a client never receives a
+    // complete body (a Range ending mid-block included) with bytes
+    // that were not checked; with a bad block the body is cut short.
+    let mut at = start;
+    let mut final_piece = None;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| format!("block {}: {e}", hash.short()))?;
+        let (c0, c1) = (at, at + chunk.len() as u64);
+        at = c1;
+        let lo = range.start.max(c0);
+        let hi = range.end.min(c1);
+        if lo < hi {
+            let piece = chunk.slice((lo - c0) as usize..(hi - c0) as usize);
+            if hi >= range.end {
+                final_piece = Some(piece);
+            } else if tx.send(Ok(piece)).await.is_err() {
+                return Ok(Sent::Done); // the client went away
+            }
+        }
+    }
+    if let Some(e) = end {
+        if at != e {
+            return Err(format!(
+                "block {} has {} bytes, the version says {}",
+                hash.short(),
+                at - start,
+                e - start
+            ));
+        }
+    }
+    if let Some(piece) = final_piece {
+        let _ = tx.send(Ok(piece)).await;
+        return Ok(Sent::Done);
+    }
+    Ok(Sent::More(at))
+}
+
 /// A sealed block read whole from its stream, then opened (off the
 /// reactor).
-async fn open_block<S, E>(
-    k: &SseKey,
-    hash: Hash,
-    size: u64,
-    stream: &mut S,
-) -> Result<Bytes, String>
+async fn open_block<S, E>(k: &SseKey, hash: Hash, stream: &mut S) -> Result<Bytes, String>
 where
     S: futures::Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut buf = bytes::BytesMut::with_capacity(size as usize);
+    let mut buf = bytes::BytesMut::new();
     while let Some(chunk) = stream.next().await {
         buf.extend_from_slice(&chunk.map_err(|e| format!("block {}: {e}", hash.short()))?);
     }

@@ -18,4 +18,6 @@ pub mod scrub;
 pub mod store;
 
 pub use block::DataBlock;
+/// A block's bytes as they arrive (see [`manager::BlockManager::get_block_stream`]).
+pub use garage_net::ByteStream;
 pub use store::{BlockStore, StoreError};

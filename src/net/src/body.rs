@@ -22,7 +22,14 @@ use crate::conn::Conn;
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes, io::Error>> + Send>>;
 
 /// Bytes a body's sender may have in flight beyond what the consumer read.
-pub const WINDOW: u32 = 256 * 1024;
+///
+/// Larger than a data block (1 MiB by default, plus compression or
+/// encryption overhead), so that a whole block crosses a long link in one
+/// trip: with a window smaller than the block, the sender would wait a
+/// round trip for credit after each window (a 256 KiB window made a 1 MiB
+/// block cost 4 round trips at 50 ms). It also bounds what a slow consumer
+/// lets pile up per body.
+pub const WINDOW: u32 = 2 * 1024 * 1024;
 /// Credit is given back once this much was read.
 const GRANT_STEP: u32 = WINDOW / 4;
 

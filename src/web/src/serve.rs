@@ -148,7 +148,11 @@ impl Web {
         let object = routing::object_key(&key, index);
 
         let cond = RequestConditions::of(ask.headers);
-        let err = match self.api.current(site.id, &object).await {
+        let lookup = match head {
+            true => self.api.current(site.id, &object).await,
+            false => self.api.current_for_get(site.id, &object).await,
+        };
+        let err = match lookup {
             Ok(cur) => match check_version(&cur, cond.as_conditions(), None) {
                 Ok(sse) => {
                     let range = ask

@@ -158,6 +158,11 @@ fn accept_loop(net: Arc<Net>, listener: TcpListener, target: SocketAddr) {
 /// Forwards both directions between `a` (from address `a_ip`) and `b`.
 fn link(net: Arc<Net>, a: TcpStream, a_ip: IpAddr, b: TcpStream, b_ip: IpAddr) {
     a.set_nonblocking(false).unwrap();
+    // The nodes set TCP_NODELAY on their sockets; the proxy must too, or
+    // Nagle's algorithm on its side holds small writes behind unacked
+    // ones until the peer's delayed ACK (~40 ms), which no real link adds.
+    let _ = a.set_nodelay(true);
+    let _ = b.set_nodelay(true);
     let (a2, b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
     let n2 = net.clone();
     thread::spawn(move || pipe(n2, a, b2, (a_ip, b_ip)));
