@@ -368,7 +368,8 @@ fn bench_cluster(n: usize, s: &Settings) {
     println!("| call | no delay: mean (ms) | delayed: mean (ms) | delayed: median (ms) | rounds | goal |");
     println!("|---|---:|---:|---:|---:|---:|");
     for ((call, t0), (_, t1)) in base.iter().zip(delayed.iter()) {
-        let rounds = (mean_ms(t1) - mean_ms(t0)) / rtt_ms;
+        // Rounded to a tenth, without the sign of a rounded-away noise.
+        let rounds = ((mean_ms(t1) - mean_ms(t0)) / rtt_ms * 10.0).round() / 10.0 + 0.0;
         println!(
             "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
             call.name(),
