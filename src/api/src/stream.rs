@@ -29,9 +29,11 @@ const CHANNEL_DEPTH: usize = 8;
 /// A fetch of an object's first block started before the object entry's
 /// quorum read ended (from this node's copy of the entry), usable if the
 /// entry read names the same block.
+/// Dropping it unused (the quorum named another block, or the read
+/// failed) stops the fetch.
 pub struct Prefetch {
-    pub hash: Hash,
-    pub fetch: tokio::task::JoinHandle<Result<ByteStream, garage_block::manager::Error>>,
+    hash: Hash,
+    fetch: AbortOnDrop<Result<ByteStream, garage_block::manager::Error>>,
 }
 
 impl Prefetch {
@@ -40,7 +42,10 @@ impl Prefetch {
         let blocks = api.blocks.clone();
         let fetch =
             tokio::spawn(async move { blocks.get_block_stream(&hash).await }.in_current_span());
-        Prefetch { hash, fetch }
+        Prefetch {
+            hash,
+            fetch: AbortOnDrop(fetch),
+        }
     }
 }
 
@@ -107,8 +112,7 @@ async fn send_blocks(
     let mut first_end = None;
     if range.start == 0 {
         let stream = match prefetch {
-            Some(p) if p.hash == first => p
-                .fetch
+            Some(mut p) if p.hash == first => (&mut p.fetch.0)
                 .await
                 .map_err(|e| format!("block fetch task: {e}"))
                 .and_then(|r| r.map_err(|e| e.to_string())),
