@@ -99,36 +99,41 @@ impl Api {
     /// (A revocation, conversely, takes effect on this node when it
     /// arrives: see doc/geo-latency.md.)
     pub async fn bucket_id(&self, key: &Key, name: &str, need: Need) -> ApiResult<Uuid> {
+        // Local copies only: a miss is decided by the quorum read below,
+        // not by a second one inside `Table::get`.
         let alias = match local_alias(key, name) {
             Some(_) => None,
-            None => self.metadata.global_alias_target(name).await?,
+            None => self
+                .metadata
+                .aliases
+                .get_local(&EmptyKey, &name.to_string())
+                .await?
+                .and_then(|a| a.bucket()),
         };
-        match decide_bucket(key, name, alias, need) {
-            Ok(id) => Ok(id),
-            Err(_) => {
-                let key = self
-                    .metadata
-                    .keys
-                    .get_quorum(&EmptyKey, &key.key_id)
-                    .await?
-                    .filter(|k| k.params().is_some())
-                    .ok_or_else(|| {
-                        ApiError::AccessDenied(format!("no access key {}", key.key_id))
-                    })?;
-                let alias = match local_alias(&key, name) {
-                    Some(_) => None,
-                    None => self.metadata.resolve_global_alias(name).await?,
-                };
-                decide_bucket(&key, name, alias, need)
-            }
+        if let Ok(id) = decide_bucket(key, name, alias, need) {
+            return Ok(id);
         }
+        // Confirmed before refusing: the key and the alias, read from a
+        // quorum at once (one round trip).
+        let (fresh_key, fresh_alias) = tokio::join!(
+            self.metadata.keys.get_quorum(&EmptyKey, &key.key_id),
+            self.metadata.resolve_global_alias(name),
+        );
+        let key = fresh_key?
+            .filter(|k| k.params().is_some())
+            .ok_or_else(|| ApiError::AccessDenied(format!("no access key {}", key.key_id)))?;
+        let alias = match local_alias(&key, name) {
+            Some(_) => None,
+            None => fresh_alias?,
+        };
+        decide_bucket(&key, name, alias, need)
     }
 
     /// The live bucket entry, from this node's copy (a quorum read
     /// confirms that it is missing or deleted before NoSuchBucket).
     pub async fn bucket(&self, id: Uuid, name: &str) -> ApiResult<Bucket> {
         let live = |b: Option<Bucket>| b.filter(|b| b.params().is_some());
-        if let Some(b) = live(self.metadata.buckets.get(&EmptyKey, &id).await?) {
+        if let Some(b) = live(self.metadata.buckets.get_local(&EmptyKey, &id).await?) {
             return Ok(b);
         }
         live(self.metadata.buckets.get_quorum(&EmptyKey, &id).await?)
