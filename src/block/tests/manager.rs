@@ -510,45 +510,54 @@ fn new_block_directories_are_synced_with_data_fsync() {
 }
 
 /// Review item (blocking work on the runtime): the resync queue's DB
-/// iteration and scrub's directory walk run on the blocking pool, so on a
-/// single-threaded runtime another task runs while they do. Before, both
-/// ran inline: `resync_next` and `scrub_step` completed in one poll without
-/// ever yielding, and the other task had not run when they returned. This
-/// asserts ordering (the other task ran during the call), not a duration.
-#[tokio::test(flavor = "current_thread")]
-async fn resync_and_scrub_steps_leave_the_runtime_to_other_tasks() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    let nodes = cluster(1, 1).await;
-    let ms = managers(&nodes, false, None);
-    let m = &ms.m[0];
+/// iteration and scrub's directory walk run on the blocking pool, not on
+/// the runtime's thread. The runtime has one blocking thread, and the test
+/// holds it with a job that waits for the test's signal; a step is then
+/// polled once. Work queued to the pool cannot run, so the step must be
+/// pending; a step doing its walk inline would complete in that first
+/// poll. Released, the step must finish. This asserts ordering, not
+/// timing (an earlier version raced the pool's thread against the first
+/// poll and failed at random on a loaded machine).
+#[test]
+fn resync_and_scrub_steps_leave_the_runtime_to_other_tasks() {
+    use std::future::Future;
+    use std::task::Poll;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(1)
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let nodes = cluster(1, 1).await;
+        let ms = managers(&nodes, false, None);
+        let m = &ms.m[0];
+        m.set_scrub_state(&garage_block::scrub::ScrubState {
+            running: true,
+            ..Default::default()
+        })
+        .unwrap();
 
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
-    assert!(!m.resync_next().await.unwrap(), "nothing is due");
-    assert!(
-        ran.load(Ordering::SeqCst),
-        "another task ran while resync read its queue"
-    );
-    other.await.unwrap();
-
-    m.set_scrub_state(&garage_block::scrub::ScrubState {
-        running: true,
-        ..Default::default()
-    })
-    .unwrap();
-    let ran = Arc::new(AtomicBool::new(false));
-    let flag = ran.clone();
-    let other = tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
-    assert!(!m.scrub_step().await.unwrap(), "no block: the pass ends");
-    assert!(
-        ran.load(Ordering::SeqCst),
-        "another task ran while scrub walked its directories"
-    );
-    other.await.unwrap();
-    for n in nodes.iter() {
-        n.stop();
-    }
+        async fn first_poll_pending<F: Future>(f: F, what: &str) -> F::Output {
+            // Hold the pool's only thread until the step has been polled.
+            let (release, wait) = std::sync::mpsc::channel::<()>();
+            let gate = tokio::task::spawn_blocking(move || wait.recv());
+            let mut f = std::pin::pin!(f);
+            let pending =
+                std::future::poll_fn(|cx| Poll::Ready(f.as_mut().poll(cx).is_pending())).await;
+            assert!(pending, "{what} completed without leaving the runtime");
+            release.send(()).unwrap();
+            gate.await.unwrap().unwrap();
+            f.await
+        }
+        let due = first_poll_pending(m.resync_next(), "resync's queue read").await;
+        assert!(!due.unwrap(), "nothing is due");
+        let more = first_poll_pending(m.scrub_step(), "scrub's directory walk").await;
+        assert!(!more.unwrap(), "no block: the pass ends");
+        assert!(!m.scrub_state().unwrap().running, "the pass ended");
+        for n in nodes.iter() {
+            n.stop();
+        }
+    });
 }
 
 /// Two readers both see a bad copy; the first moves it aside and a resync
