@@ -1,7 +1,11 @@
 //! Conditional writes: `If-None-Match` and `If-Match` on PutObject and
-//! CompleteMultipartUpload, decided by the object's compare-and-set
-//! register (`garage_table::cas`), so that of several concurrent writers
-//! whose condition holds on the same state exactly one succeeds.
+//! CompleteMultipartUpload, and conditional deletes (`If-Match`,
+//! `x-amz-if-match-last-modified-time`, `x-amz-if-match-size` on
+//! DeleteObject and on each key of DeleteObjects), decided by the object's
+//! compare-and-set register (`garage_table::cas`), so that of several
+//! concurrent writers whose condition holds on the same state exactly one
+//! succeeds. A conditional delete is a conditional write of a delete
+//! marker: it races conditional PUTs through the same register.
 //!
 //! Only conditional writes touch the register; ordinary writes stay
 //! single quorum writes of the object table. The register holds the last
@@ -73,34 +77,132 @@ fn answer_by(void_ms: u64) -> u64 {
     void_ms / 2
 }
 
-/// First byte of a register value made by [`encode_value`]: the proposal
-/// time, then the version (whose own bytes start with format 1, the
-/// format of values written before the proposal time was kept).
-const VALUE_FORMAT: u8 = 2;
+/// First byte of a register value in the format of [`RegisterValue`]
+/// before the chain was kept: the proposal time, then the version.
+const VALUE_FORMAT_TIMED: u8 = 2;
+/// First byte of a [`RegisterValue`]: proposal time, chain position,
+/// recent chain, version.
+const VALUE_FORMAT: u8 = 3;
+/// How many of the previous values of the chain a register value names.
+/// A writer whose proposal may have been chosen and then overwritten
+/// finds out from them; past this many later writes it cannot tell, and
+/// answers that its outcome is unknown.
+const CHAIN: usize = 32;
 
 /// A register value: `version`, proposed by its writer at `proposed_at`
-/// (milliseconds, the writer's clock). Others re-propose these bytes
-/// unchanged when they make a value chosen, so the age of a value is the
-/// age of its writer's proposal, never refreshed by a later round.
-fn encode_value(proposed_at: u64, version: &ObjectVersion) -> Vec<u8> {
-    let mut out = vec![VALUE_FORMAT];
-    out.extend_from_slice(&proposed_at.to_be_bytes());
-    out.extend(version.to_register_value());
-    out
+/// (milliseconds, the writer's clock), the `seq`-th value of the
+/// register's chain of values, built on the values whose version ids are
+/// `recent` (the previous one first, at most [`CHAIN`]).
+///
+/// Others re-propose these bytes unchanged when they make a value chosen,
+/// so the age of a value is the age of its writer's proposal, never
+/// refreshed by a later round.
+///
+/// Why the chain: a writer's proposal may be accepted by some acceptors
+/// only (its round fails), and another writer may then read it as the
+/// register's value and build on it: the first writer's change took
+/// effect, and was overwritten. Finding the register at a newer value, the
+/// first writer must not conclude that its change did not happen (a
+/// conditional delete answered 412 although it deleted the object): it
+/// looks for its version in the chain at the position it proposed it.
+#[derive(Clone, Debug, PartialEq)]
+struct RegisterValue {
+    proposed_at: u64,
+    seq: u64,
+    recent: Vec<Uuid>,
+    version: ObjectVersion,
 }
 
-/// Reads [`encode_value`]'s bytes: (proposal time, version). A value in
-/// the older format (the version alone) is dated by `ballot_round`, the
-/// round of the ballot it was last accepted under.
-fn decode_value(b: &[u8], ballot_round: u64) -> Result<(u64, ObjectVersion), String> {
-    match b.split_first() {
-        Some((&VALUE_FORMAT, rest)) if rest.len() >= 8 => {
-            let (t, v) = rest.split_at(8);
-            let t = u64::from_be_bytes(t.try_into().expect("8 bytes"));
-            Ok((t, ObjectVersion::from_register_value(v)?))
+impl RegisterValue {
+    /// The value that follows `base` (the register's value when read,
+    /// void or not; `None` when it has none).
+    fn after(base: Option<&RegisterValue>, proposed_at: u64, version: ObjectVersion) -> Self {
+        let (seq, recent) = match base {
+            None => (1, Vec::new()),
+            Some(b) => {
+                let mut recent = Vec::with_capacity(CHAIN);
+                recent.push(b.version.uuid);
+                recent.extend(b.recent.iter().take(CHAIN - 1).copied());
+                (b.seq + 1, recent)
+            }
+        };
+        Self {
+            proposed_at,
+            seq,
+            recent,
+            version,
         }
-        Some((&VALUE_FORMAT, _)) => Err("register value: truncated".into()),
-        _ => Ok((ballot_round, ObjectVersion::from_register_value(b)?)),
+    }
+
+    /// Whether version `uuid`, proposed at position `seq`, is in this
+    /// value's chain: `Some(true)` if it is this value or one it was built
+    /// on, `Some(false)` if another value holds that position or the chain
+    /// has not reached it (a proposal past the register's value was not
+    /// chosen: a chosen value is below every later register value), `None`
+    /// if the chain kept here does not reach back to it.
+    fn holds(&self, seq: u64, uuid: Uuid) -> Option<bool> {
+        if seq == self.seq {
+            return Some(self.version.uuid == uuid);
+        }
+        if seq > self.seq {
+            return Some(false);
+        }
+        let back = (self.seq - seq - 1) as usize;
+        self.recent.get(back).map(|u| *u == uuid)
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VALUE_FORMAT];
+        out.extend_from_slice(&self.proposed_at.to_be_bytes());
+        out.extend_from_slice(&self.seq.to_be_bytes());
+        out.push(self.recent.len() as u8);
+        for u in &self.recent {
+            out.extend_from_slice(u.as_slice());
+        }
+        out.extend(self.version.to_register_value());
+        out
+    }
+
+    /// Reads [`RegisterValue::encode`]'s bytes, and the two older formats:
+    /// the version alone (dated by `ballot_round`, the round of the ballot
+    /// it was last accepted under), and the proposal time then the version.
+    /// Older values have position 0 and no chain.
+    fn decode(b: &[u8], ballot_round: u64) -> Result<Self, String> {
+        let old = |proposed_at, v: &[u8]| -> Result<Self, String> {
+            Ok(Self {
+                proposed_at,
+                seq: 0,
+                recent: Vec::new(),
+                version: ObjectVersion::from_register_value(v)?,
+            })
+        };
+        let u64_at = |b: &[u8], i: usize| -> Option<u64> {
+            Some(u64::from_be_bytes(b.get(i..i + 8)?.try_into().ok()?))
+        };
+        let truncated = || "register value: truncated".to_string();
+        match b.split_first() {
+            Some((&VALUE_FORMAT, rest)) => {
+                let proposed_at = u64_at(rest, 0).ok_or_else(truncated)?;
+                let seq = u64_at(rest, 8).ok_or_else(truncated)?;
+                let n = *rest.get(16).ok_or_else(truncated)? as usize;
+                let ids = rest.get(17..17 + 32 * n).ok_or_else(truncated)?;
+                let recent = ids
+                    .chunks(32)
+                    .map(|c| Uuid::try_from_slice(c).ok_or_else(truncated))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Self {
+                    proposed_at,
+                    seq,
+                    recent,
+                    version: ObjectVersion::from_register_value(&rest[17 + 32 * n..])?,
+                })
+            }
+            Some((&VALUE_FORMAT_TIMED, rest)) => {
+                let t = u64_at(rest, 0).ok_or_else(truncated)?;
+                old(t, &rest[8..])
+            }
+            _ => old(ballot_round, b),
+        }
     }
 }
 
@@ -109,11 +211,17 @@ fn is_void(proposed_at: u64, now: u64, void_ms: u64) -> bool {
     now.saturating_sub(proposed_at) > void_ms
 }
 
-/// The conditions of a write.
+/// The conditions of a write (PutObject, CompleteMultipartUpload) or of a
+/// delete (DeleteObject, and each key of DeleteObjects).
 #[derive(Clone, Debug, Default)]
 pub struct WriteConditions {
     pub if_match: Option<ETagCondition>,
     pub if_none_match: Option<ETagCondition>,
+    /// `x-amz-if-match-last-modified-time` (deletes): the current version's
+    /// last-modified time, in whole seconds as HTTP dates carry it.
+    pub if_match_last_modified_s: Option<u64>,
+    /// `x-amz-if-match-size` (deletes): the current version's size.
+    pub if_match_size: Option<u64>,
 }
 
 impl WriteConditions {
@@ -128,13 +236,39 @@ impl WriteConditions {
         Some(Self {
             if_match: if_match.cloned(),
             if_none_match: if_none_match.cloned(),
+            ..Default::default()
+        })
+    }
+
+    /// The conditions of a delete; `None` when it has none (an ordinary
+    /// delete). A negative size never matches.
+    pub fn of_delete(
+        if_match: Option<&ETagCondition>,
+        last_modified: Option<&s3s::dto::Timestamp>,
+        size: Option<i64>,
+    ) -> Option<Self> {
+        if if_match.is_none() && last_modified.is_none() && size.is_none() {
+            return None;
+        }
+        let secs = |t: &s3s::dto::Timestamp| {
+            let odt: time::OffsetDateTime = t.clone().into();
+            odt.unix_timestamp().max(0) as u64
+        };
+        Some(Self {
+            if_match: if_match.cloned(),
+            if_none_match: None,
+            if_match_last_modified_s: last_modified.map(secs),
+            if_match_size: size.map(|s| u64::try_from(s).unwrap_or(u64::MAX)),
         })
     }
 
     /// Whether the write may replace `current` (the object's current data
-    /// version, `None` when there is none): `If-None-Match` fails (412)
-    /// when it matches; `If-Match` fails when it does not (412), or when
-    /// there is no object (404 NoSuchKey, as S3 answers).
+    /// version, `None` when there is none, or when it is a delete marker):
+    /// `If-None-Match` fails (412) when it matches; `If-Match` fails when
+    /// it does not (412), or when there is no object (404 NoSuchKey, as S3
+    /// answers, for writes and deletes alike). The last-modified time and
+    /// the size fail (412) when they differ from an existing object's; with
+    /// no object they hold (S3: "or if the object doesn't exist, 204").
     pub fn check(&self, current: Option<&ObjectVersion>, key: &str) -> Result<(), ApiError> {
         let etag = current.and_then(etag_of);
         if let Some(c) = &self.if_none_match {
@@ -147,6 +281,18 @@ impl WriteConditions {
                 None => return Err(ApiError::NoSuchKey(key.into())),
                 Some(e) if !etag_matches(c, e) => return Err(ApiError::PreconditionFailed),
                 Some(_) => {}
+            }
+        }
+        if let Some(cur) = current.filter(|v| v.is_data()) {
+            if let Some(t) = self.if_match_last_modified_s {
+                if cur.timestamp / 1000 != t {
+                    return Err(ApiError::PreconditionFailed);
+                }
+            }
+            if let Some(s) = self.if_match_size {
+                if cur.size() != s {
+                    return Err(ApiError::PreconditionFailed);
+                }
             }
         }
         Ok(())
@@ -190,10 +336,9 @@ impl Api {
         let id = RegisterId::new(NAMESPACE, &bucket.hash(), key.as_bytes());
         let key_s = key.to_string();
         let start = tokio::time::Instant::now();
-        // Whether our version may be held by an acceptor, and the
-        // register's version it was built on (written with it).
-        let mut proposed = false;
-        let mut base: Option<ObjectVersion> = None;
+        // Our proposals that an acceptor may hold: each value proposed,
+        // with the register's version it was built on (written with it).
+        let mut proposals: Vec<(RegisterValue, Option<ObjectVersion>)> = Vec::new();
         let refuse = |error: ApiError, proposed: bool| Refused {
             error,
             final_: !proposed,
@@ -206,6 +351,7 @@ impl Api {
                 }
                 backoff(round).await;
             }
+            let proposed = !proposals.is_empty();
             let (prepared, obj) =
                 tokio::join!(self.cas.prepare(id), self.objects.get(&bucket, &key_s));
             let p = match prepared {
@@ -217,35 +363,62 @@ impl Api {
             let decoded = match p.value.as_deref() {
                 None | Some([]) => None,
                 Some(b) => Some(
-                    decode_value(b, p.value_round.unwrap_or(0))
+                    RegisterValue::decode(b, p.value_round.unwrap_or(0))
                         .map_err(|e| refuse(ApiError::Internal(e), proposed))?,
                 ),
             };
             let void = decoded
                 .as_ref()
-                .is_some_and(|(t, _)| is_void(*t, garage_util::time::now_msec(), void_ms));
-            let (reg_at, reg) = match decoded.filter(|_| !void) {
-                Some((t, r)) => (t, Some(r)),
-                None => (0, None),
-            };
+                .is_some_and(|r| is_void(r.proposed_at, garage_util::time::now_msec(), void_ms));
+            let reg = decoded.as_ref().filter(|_| !void);
 
-            // Our own version, accepted in an earlier round: finish it.
-            if let Some(r) = reg.as_ref().filter(|r| r.uuid == version.uuid) {
-                if !self.settle(&p, void).await {
-                    continue;
+            // One of our proposals is the register's value, or a value it
+            // was built on: it took effect. Finish it: make the register's
+            // value chosen, and write our version to the object table
+            // before answering (a later value that overwrote it may not be
+            // written yet).
+            if let Some(r) = reg {
+                let mut unknown = false;
+                let mut ours = None;
+                for (v, base) in proposals.iter() {
+                    match r.holds(v.seq, v.version.uuid) {
+                        Some(true) => ours = Some((v, base)),
+                        Some(false) => {}
+                        None => unknown = true,
+                    }
                 }
-                let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
-                versions.push(r.clone());
-                self.write_in_time(bucket, key, versions, reg_at, void_ms)
-                    .await?;
-                return Ok(r.clone());
+                if let Some((v, base)) = ours {
+                    if !self.settle(&p, void).await {
+                        continue;
+                    }
+                    let mut versions: Vec<ObjectVersion> = base.iter().cloned().collect();
+                    versions.push(v.version.clone());
+                    self.write_in_time(bucket, key, versions, v.proposed_at, void_ms)
+                        .await?;
+                    return Ok(v.version.clone());
+                }
+                if unknown {
+                    // So many writes came after ours that the chain no
+                    // longer reaches it: it may have taken effect.
+                    return Err(Refused {
+                        error: ApiError::Unavailable(
+                            "the conditional write raced too many others; its outcome is unknown"
+                                .into(),
+                        ),
+                        final_: false,
+                    });
+                }
             }
 
             let mut state = obj
                 .clone()
                 .unwrap_or_else(|| Object::new(bucket, key.to_string(), vec![]));
-            if let Some(r) = &reg {
-                state.merge(&Object::new(bucket, key.to_string(), vec![r.clone()]));
+            if let Some(r) = reg {
+                state.merge(&Object::new(
+                    bucket,
+                    key.to_string(),
+                    vec![r.version.clone()],
+                ));
             }
             if let Err(e) = cond.check(state.last_data(), key) {
                 // Act on the state read only once it is chosen: then no
@@ -255,7 +428,11 @@ impl Api {
                 }
                 if let Some(r) = reg.filter(|_| obj.as_ref() != Some(&state)) {
                     self.objects
-                        .insert(&Object::new(bucket, key.to_string(), vec![r]))
+                        .insert(&Object::new(
+                            bucket,
+                            key.to_string(),
+                            vec![r.version.clone()],
+                        ))
                         .await
                         .map_err(|e| refuse(e.into(), false))?;
                 }
@@ -279,18 +456,18 @@ impl Api {
                     version.timestamp = newest.0 + 1;
                 }
             }
-            proposed = true;
-            base.clone_from(&reg);
-            let proposed_at = garage_util::time::now_msec();
-            match self
-                .cas
-                .accept(&p, encode_value(proposed_at, &version))
-                .await
-            {
+            let value = RegisterValue::after(
+                decoded.as_ref(),
+                garage_util::time::now_msec(),
+                version.clone(),
+            );
+            let base = reg.map(|r| r.version.clone());
+            proposals.push((value.clone(), base.clone()));
+            match self.cas.accept(&p, value.encode()).await {
                 AcceptOutcome::Chosen => {
                     let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
                     versions.push(version.clone());
-                    self.write_in_time(bucket, key, versions, proposed_at, void_ms)
+                    self.write_in_time(bucket, key, versions, value.proposed_at, void_ms)
                         .await?;
                     return Ok(version);
                 }
@@ -299,7 +476,9 @@ impl Api {
                     why,
                 } => {
                     debug!(%key, "conditional write, round {round}: {why}");
-                    proposed = maybe_accepted || proposed;
+                    if !maybe_accepted {
+                        proposals.pop();
+                    }
                 }
             }
         }
@@ -307,7 +486,7 @@ impl Api {
             ApiError::ConditionalRequestConflict(
                 "too many concurrent conditional writes of this key; try again".into(),
             ),
-            proposed,
+            !proposals.is_empty(),
         ))
     }
 
@@ -433,23 +612,96 @@ mod tests {
     #[test]
     fn a_register_value_is_dated_by_its_writers_proposal() {
         let v = data("e");
-        let b = encode_value(1_000, &v);
+        let b = RegisterValue::after(None, 1_000, v.clone()).encode();
         // Re-accepted under a much later ballot: still dated 1000.
-        assert_eq!(decode_value(&b, 9_000_000).unwrap(), (1_000, v.clone()));
+        let d = RegisterValue::decode(&b, 9_000_000).unwrap();
+        assert_eq!((d.proposed_at, &d.version), (1_000, &v));
         let void_ms = void_after(Duration::from_secs(20)).as_millis() as u64;
         assert_eq!(void_ms, 10_000);
         assert!(!is_void(1_000, 11_000, void_ms));
         assert!(is_void(1_000, 11_001, void_ms));
         // A clock behind the proposal: not void.
         assert!(!is_void(1_000, 500, void_ms));
-        // The older format: the version alone, dated by its ballot.
+        // The oldest format: the version alone, dated by its ballot.
         let old = v.to_register_value();
-        assert_eq!(decode_value(&old, 42).unwrap(), (42, v));
-        assert!(decode_value(&[VALUE_FORMAT, 1, 2], 0).is_err());
+        let d = RegisterValue::decode(&old, 42).unwrap();
+        assert_eq!((d.proposed_at, d.seq, &d.version), (42, 0, &v));
+        // The timed format: proposal time, then the version.
+        let mut timed = vec![VALUE_FORMAT_TIMED];
+        timed.extend_from_slice(&7u64.to_be_bytes());
+        timed.extend(v.to_register_value());
+        let d = RegisterValue::decode(&timed, 42).unwrap();
+        assert_eq!((d.proposed_at, d.seq, &d.version), (7, 0, &v));
+        assert!(RegisterValue::decode(&[VALUE_FORMAT, 1, 2], 0).is_err());
+        assert!(RegisterValue::decode(&[VALUE_FORMAT_TIMED, 1, 2], 0).is_err());
+        // Every prefix of a valid value is refused, never a panic.
+        for n in 0..b.len() {
+            let _ = RegisterValue::decode(&b[..n], 0);
+        }
         // The writer answers well before anyone can read its value as void.
         assert!(answer_by(void_ms) < void_ms);
         // Production: void after an hour, GC delay a day.
         assert_eq!(void_after(Duration::from_secs(86400)), MAX_VOID_AFTER);
+    }
+
+    /// The chain: a writer finds its proposal in a later register value
+    /// that was built on it (its change took effect and was overwritten),
+    /// tells another value at its position apart, treats a position the
+    /// chain has not reached as not chosen, and knows when the chain kept
+    /// no longer reaches back to its proposal.
+    #[test]
+    fn a_writer_finds_its_overwritten_proposal_in_the_chain() {
+        let first = RegisterValue::after(None, 1, data("a"));
+        assert_eq!(first.seq, 1);
+        let mine = RegisterValue::after(Some(&first), 2, data("b"));
+        let other = RegisterValue::after(Some(&first), 2, data("c"));
+        // Built on mine, then more values.
+        let mut cur = RegisterValue::after(Some(&mine), 3, data("d"));
+        assert_eq!(cur.holds(mine.seq, mine.version.uuid), Some(true));
+        assert_eq!(cur.holds(other.seq, other.version.uuid), Some(false));
+        assert_eq!(cur.holds(cur.seq, cur.version.uuid), Some(true));
+        // A position past the register's value: not chosen.
+        assert_eq!(first.holds(mine.seq, mine.version.uuid), Some(false));
+        // The chain survives encoding.
+        let back = RegisterValue::decode(&cur.encode(), 0).unwrap();
+        assert_eq!(back, cur);
+        for i in 0..CHAIN - 1 {
+            cur = RegisterValue::after(Some(&cur), 4 + i as u64, data("e"));
+        }
+        assert_eq!(cur.recent.len(), CHAIN);
+        assert_eq!(cur.holds(mine.seq, mine.version.uuid), Some(true));
+        cur = RegisterValue::after(Some(&cur), 99, data("f"));
+        assert_eq!(cur.recent.len(), CHAIN);
+        assert_eq!(cur.holds(mine.seq, mine.version.uuid), None);
+    }
+
+    /// Delete conditions: If-Match on a missing object is 404 as for
+    /// writes; size and last-modified time compare with an existing
+    /// object (seconds, as HTTP dates carry it) and hold when there is
+    /// none; a negative size never matches.
+    #[test]
+    fn delete_conditions_are_checked_as_s3_does() {
+        let mut v = data("a");
+        v.timestamp = 1_700_000_000_123;
+        let t = |s: i64| {
+            s3s::dto::Timestamp::from(time::OffsetDateTime::from_unix_timestamp(s).unwrap())
+        };
+        let size = WriteConditions::of_delete(None, None, Some(1)).unwrap();
+        assert_eq!(code(size.check(Some(&v), "k")), "ok");
+        assert_eq!(code(size.check(None, "k")), "ok");
+        let size2 = WriteConditions::of_delete(None, None, Some(2)).unwrap();
+        assert_eq!(code(size2.check(Some(&v), "k")), "412");
+        let neg = WriteConditions::of_delete(None, None, Some(-1)).unwrap();
+        assert_eq!(code(neg.check(Some(&v), "k")), "412");
+        let lm = WriteConditions::of_delete(None, Some(&t(1_700_000_000)), None).unwrap();
+        assert_eq!(code(lm.check(Some(&v), "k")), "ok");
+        let lm2 = WriteConditions::of_delete(None, Some(&t(1_700_000_001)), None).unwrap();
+        assert_eq!(code(lm2.check(Some(&v), "k")), "412");
+        let any = ETagCondition::Any;
+        let m = WriteConditions::of_delete(Some(&any), None, None).unwrap();
+        assert_eq!(code(m.check(None, "k")), "404");
+        assert_eq!(code(m.check(Some(&v), "k")), "ok");
+        assert!(WriteConditions::of_delete(None, None, None).is_none());
     }
 
     #[test]

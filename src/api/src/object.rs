@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
@@ -497,12 +498,39 @@ impl Api {
         let i = req.input;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         check_key(&i.key)?;
-        self.objects
-            .insert(&Self::delete_marker(bucket, &i.key))
-            .await?;
+        let cond = WriteConditions::of_delete(
+            i.if_match.as_ref(),
+            i.if_match_last_modified_time.as_ref(),
+            i.if_match_size,
+        );
+        self.delete_one(bucket, &i.key, cond.as_ref()).await?;
         let mut resp = S3Response::new(DeleteObjectOutput::default());
         resp.status = Some(StatusCode::NO_CONTENT);
         Ok(resp)
+    }
+
+    /// Deletes `key`: one quorum write of a delete marker, or, when the
+    /// delete has conditions, a conditional write of the marker through
+    /// the object's register (see [`crate::conditional`]).
+    async fn delete_one(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        cond: Option<&WriteConditions>,
+    ) -> ApiResult<()> {
+        let marker = Self::delete_marker(bucket, key);
+        match cond {
+            None => self.objects.insert(&marker).await?,
+            Some(c) => {
+                let v = marker.versions()[0].clone();
+                // Nothing to release when it is refused: a marker has no
+                // blocks.
+                self.commit_conditional(bucket, key, v, c, true)
+                    .await
+                    .map_err(|r| r.error)?;
+            }
+        }
+        Ok(())
     }
 
     pub async fn delete_objects(
@@ -517,34 +545,58 @@ impl Api {
         let mut markers = Vec::new();
         let mut errors = Vec::new();
         let mut deleted = Vec::new();
+        let mut conditional = Vec::new();
         for o in i.delete.objects {
-            match check_key(&o.key) {
-                Ok(()) => {
+            if let Err(e) = check_key(&o.key) {
+                errors.push(key_error(o.key, &e));
+                continue;
+            }
+            // `<ETag>*</ETag>`: the object exists (as the `If-Match: *`
+            // header).
+            let if_match = o.e_tag.map(|e| match e.value() {
+                "*" => ETagCondition::Any,
+                _ => ETagCondition::ETag(e),
+            });
+            match WriteConditions::of_delete(
+                if_match.as_ref(),
+                o.last_modified_time.as_ref(),
+                o.size,
+            ) {
+                Some(c) => conditional.push((o.key, c)),
+                None => {
                     markers.push(Self::delete_marker(bucket, &o.key));
                     deleted.push(DeletedObject {
                         key: Some(o.key),
                         ..Default::default()
                     });
                 }
-                Err(e) => errors.push(Error {
-                    code: Some(e.code().as_str().to_string()),
-                    message: Some(e.to_string()),
-                    key: Some(o.key),
-                    version_id: None,
-                }),
             }
         }
+        // Keys with conditions: each through its register, a few at once.
+        let this = &self;
+        let outcomes: Vec<(String, ApiResult<()>)> = futures::stream::iter(conditional)
+            .map(|(k, c)| async move {
+                let r = this.delete_one(bucket, &k, Some(&c)).await;
+                (k, r)
+            })
+            .buffered(CONDITIONAL_DELETES_AT_ONCE)
+            .collect()
+            .await;
         if !markers.is_empty() {
             if let Err(e) = self.objects.insert_many(&markers).await {
                 let e = ApiError::from(e);
                 for d in deleted.drain(..) {
-                    errors.push(Error {
-                        code: Some(e.code().as_str().to_string()),
-                        message: Some(e.to_string()),
-                        key: d.key,
-                        version_id: None,
-                    });
+                    errors.push(key_error(d.key.unwrap_or_default(), &e));
                 }
+            }
+        }
+        for (k, r) in outcomes {
+            match r {
+                Ok(()) => deleted.push(DeletedObject {
+                    key: Some(k),
+                    ..Default::default()
+                }),
+                Err(e) => errors.push(key_error(k, &e)),
             }
         }
         Ok(S3Response::new(DeleteObjectsOutput {
@@ -552,6 +604,19 @@ impl Api {
             errors: Some(errors),
             ..Default::default()
         }))
+    }
+}
+
+/// How many conditional deletes of one DeleteObjects request run at once.
+const CONDITIONAL_DELETES_AT_ONCE: usize = 8;
+
+/// A DeleteObjects error entry for `key`.
+fn key_error(key: String, e: &ApiError) -> Error {
+    Error {
+        code: Some(e.code().as_str().to_string()),
+        message: Some(e.to_string()),
+        key: Some(key),
+        version_id: None,
     }
 }
 
