@@ -71,6 +71,23 @@ impl Api {
         } else {
             without_sse(&cur.meta.headers)
         };
+        // Tags: the source's current ones (directive COPY, the default),
+        // or the request's (REPLACE).
+        let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+            Some(TaggingDirective::REPLACE) => i
+                .tagging
+                .as_deref()
+                .map(crate::tagging::parse_header)
+                .transpose()?
+                .unwrap_or_default(),
+            Some(TaggingDirective::COPY) | None => cur.tags.clone(),
+            Some(d) => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "Unknown tagging directive {d:?}: COPY or REPLACE"
+                )))
+            }
+        };
+        crate::tagging::set_in_headers(&mut headers, &tags);
         let sse_out = |etag: String, timestamp: u64| CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(etag)),

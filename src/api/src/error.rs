@@ -61,6 +61,17 @@ pub enum ApiError {
     NoSuchLifecycleConfiguration,
     #[error("{0}")]
     NotImplemented(String),
+    /// A tag set S3 refuses: a key or value too long, a key twice, a
+    /// reserved `aws:` key.
+    #[error("{0}")]
+    InvalidTag(String),
+    /// More tags than S3 allows on an object (10) or a bucket (50).
+    #[error("{0}")]
+    TooManyTags(String),
+    #[error("The TagSet does not exist")]
+    NoSuchTagSet,
+    #[error("The specified version does not exist")]
+    NoSuchVersion(String),
     #[error("Your key is too long (at most 1024 bytes)")]
     KeyTooLong,
     #[error("You did not provide the number of bytes specified by the Content-Length header")]
@@ -145,6 +156,10 @@ impl ApiError {
             NoSuchWebsiteConfiguration => S3ErrorCode::NoSuchWebsiteConfiguration,
             NoSuchLifecycleConfiguration => S3ErrorCode::NoSuchLifecycleConfiguration,
             NotImplemented(_) => S3ErrorCode::NotImplemented,
+            InvalidTag(_) => S3ErrorCode::InvalidTag,
+            TooManyTags(_) => S3ErrorCode::Custom("BadRequest".into()),
+            NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
+            NoSuchVersion(_) => S3ErrorCode::NoSuchVersion,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
             IncompleteBody => S3ErrorCode::IncompleteBody,
             QuotaExceeded(_) => S3ErrorCode::Custom("QuotaExceeded".into()),
@@ -162,6 +177,7 @@ impl From<ApiError> for S3Error {
         let status = match &e {
             ApiError::QuotaExceeded(_) => Some(hyper::StatusCode::FORBIDDEN),
             ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
+            ApiError::TooManyTags(_) => Some(hyper::StatusCode::BAD_REQUEST),
             _ => None,
         };
         let mut err = S3Error::with_message(code, e.to_string());

@@ -27,6 +27,7 @@ pub mod s3;
 pub mod server;
 pub mod sse;
 pub mod stream;
+pub mod tagging;
 pub mod telemetry;
 
 pub use ctx::Api;

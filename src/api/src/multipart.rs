@@ -178,6 +178,9 @@ impl Api {
             i.sse_customer_key_md5.as_deref(),
         )?;
         let mut headers = crate::std_headers!(i).into_pairs();
+        if let Some(t) = i.tagging.as_deref() {
+            crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
+        }
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }

@@ -55,6 +55,8 @@ pub struct Current {
     pub timestamp: u64,
     pub meta: ObjectVersionMeta,
     pub data: CurrentData,
+    /// The version's current tags.
+    pub tags: crate::tagging::Tags,
     /// A fetch of the first block already under way (taken by the first
     /// [`Api::content`] call).
     prefetch: std::sync::Mutex<Option<Prefetch>>,
@@ -109,11 +111,13 @@ impl Api {
             }
             _ => return Err(ApiError::NoSuchKey(key.into())),
         };
+        let tags = crate::tagging::version_tags(obj.as_ref().expect("has a version"), v);
         Ok(Current {
             uuid: v.uuid,
             timestamp: v.timestamp,
             meta,
             data,
+            tags,
             prefetch: Default::default(),
         })
     }
@@ -339,7 +343,10 @@ impl Api {
             i.sse_customer_key.as_deref(),
             i.sse_customer_key_md5.as_deref(),
         )?;
-        let headers = crate::std_headers!(i).into_pairs();
+        let mut headers = crate::std_headers!(i).into_pairs();
+        if let Some(t) = i.tagging.as_deref() {
+            crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
+        }
         let expected = crate::checksum::expected(&req.headers)?;
         let (etag, _, sum) = self
             .store_object(
@@ -413,6 +420,7 @@ impl Api {
                 .or_else(|| stored.get(meta::CONTENT_LANGUAGE)),
             expires: i.response_expires.or_else(|| stored.expires()),
             metadata: stored.user(),
+            tag_count: (!cur.tags.is_empty()).then_some(cur.tags.len() as i32),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
@@ -463,6 +471,14 @@ impl Api {
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         });
+        // Not in s3s's HeadObject output (nor in AWS's model), but S3
+        // sends it on HEAD as on GET.
+        if !cur.tags.is_empty() {
+            resp.headers.insert(
+                "x-amz-tagging-count",
+                hyper::header::HeaderValue::from(cur.tags.len()),
+            );
+        }
         if content_range.is_some() {
             resp.status = Some(StatusCode::PARTIAL_CONTENT);
         } else if checksum_enabled(i.checksum_mode.as_ref()) {

@@ -56,6 +56,12 @@ forward! {
     list_parts: ListPartsInput => ListPartsOutput;
     list_multipart_uploads: ListMultipartUploadsInput => ListMultipartUploadsOutput;
     get_object_attributes: GetObjectAttributesInput => GetObjectAttributesOutput;
+    put_object_tagging: PutObjectTaggingInput => PutObjectTaggingOutput;
+    get_object_tagging: GetObjectTaggingInput => GetObjectTaggingOutput;
+    delete_object_tagging: DeleteObjectTaggingInput => DeleteObjectTaggingOutput;
+    put_bucket_tagging: PutBucketTaggingInput => PutBucketTaggingOutput;
+    get_bucket_tagging: GetBucketTaggingInput => GetBucketTaggingOutput;
+    delete_bucket_tagging: DeleteBucketTaggingInput => DeleteBucketTaggingOutput;
 }
 
 /// Signature checks: the secret of an existing key.

@@ -2,7 +2,8 @@
 //! processes: tests/s3/features.py (boto3, every error case) on one node
 //! and on three nodes in three zones; Terraform's locking pattern
 //! (tests/s3/tf_lock.py: `If-None-Match: *` to lock, a conditional delete
-//! to release) with 8 racing clients through the three nodes.
+//! to release) with 8 racing clients, through one node and through the
+//! three nodes.
 
 mod common;
 

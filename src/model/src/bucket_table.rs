@@ -39,6 +39,14 @@ pub struct BucketParams {
     /// Added with lifecycle support: absent in older entries.
     #[serde(default = "no_lifecycle")]
     pub lifecycle_config: Lww<Option<Vec<LifecycleRule>>>,
+    /// The bucket's tags (PutBucketTagging; `None`: no tag set). Absent
+    /// in older entries.
+    #[serde(default = "no_tags")]
+    pub tags: Lww<Option<Vec<(String, String)>>>,
+}
+
+fn no_tags() -> Lww<Option<Vec<(String, String)>>> {
+    Lww::raw(0, None)
 }
 
 fn website_on() -> Lww<bool> {
@@ -192,6 +200,7 @@ impl Crdt for BucketParams {
         self.cors_config.merge(&other.cors_config);
         self.quotas.merge(&other.quotas);
         self.lifecycle_config.merge(&other.lifecycle_config);
+        self.tags.merge(&other.tags);
     }
 }
 
@@ -209,6 +218,7 @@ impl Bucket {
                 cors_config: Lww::new(None),
                 quotas: Lww::new(BucketQuotas::default()),
                 lifecycle_config: Lww::new(None),
+                tags: no_tags(),
             }),
         }
     }

@@ -27,7 +27,7 @@
 
 use garage_db as db;
 use garage_table::{Entry, InsertQueue, Removal, TableSchema};
-use garage_util::crdt::Crdt;
+use garage_util::crdt::{Crdt, LwwMap};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,13 @@ pub struct Object {
     /// version still listed: when that version was aborted afterwards.
     #[serde(default)]
     complete_mark: Option<(u64, Uuid)>,
+    /// Tag sets given after a version was written (PutObjectTagging,
+    /// DeleteObjectTagging: an empty set), by version id, last writer
+    /// wins. A version's tags are its set here if it has one, else those
+    /// it was written with (`x-amz-tagging`, in its headers). Only
+    /// versions still listed keep a set here. Absent in older entries.
+    #[serde(default)]
+    tag_updates: LwwMap<Uuid, Vec<(String, String)>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +191,7 @@ impl Object {
             key,
             versions: Vec::new(),
             complete_mark: None,
+            tag_updates: LwwMap::new(),
         };
         for v in versions {
             o.merge_version(&v);
@@ -203,6 +211,20 @@ impl Object {
             .binary_search_by(|x| x.sort_key().cmp(&(timestamp, uuid)))
             .ok()
             .map(|i| &self.versions[i])
+    }
+
+    /// The tag set given to version `uuid` after it was written, if any
+    /// (else its tags are those it was written with).
+    pub fn updated_tags(&self, uuid: &Uuid) -> Option<&Vec<(String, String)>> {
+        self.tag_updates.get(uuid)
+    }
+
+    /// Replaces the tags of version `uuid` (listed in this entry), with a
+    /// timestamp after the current set's.
+    pub fn set_tags(&mut self, uuid: Uuid, tags: Vec<(String, String)>) {
+        if self.versions.iter().any(|v| v.uuid == uuid) {
+            self.tag_updates.update(uuid, tags);
+        }
     }
 
     /// The newest complete version (a delete marker, or data).
@@ -244,6 +266,9 @@ impl Object {
         if let Some(mark) = self.complete_mark {
             self.versions.retain(|v| v.sort_key() >= mark);
         }
+        let versions = &self.versions;
+        self.tag_updates
+            .retain(|u| versions.iter().any(|v| v.uuid == *u));
     }
 
     /// What this object adds to its bucket's counters.
@@ -264,14 +289,17 @@ impl Object {
 }
 
 /// Keys never change; versions unite (states merged per version), the
-/// complete mark takes the larger, then pruning applies the mark. This is
-/// associative because everything pruning drops stays dropped: the mark
-/// only grows, and a version below it is below every later mark.
+/// complete mark takes the larger, tag sets merge per version (last
+/// writer wins), then pruning applies the mark and drops the tag sets of
+/// versions no longer listed. This is associative because everything
+/// pruning drops stays dropped: the mark only grows, and a version below
+/// it is below every later mark.
 impl Crdt for Object {
     fn merge(&mut self, other: &Self) {
         for v in other.versions.iter() {
             self.merge_version(v);
         }
+        self.tag_updates.merge(&other.tag_updates);
         if other.complete_mark > self.complete_mark {
             self.complete_mark = other.complete_mark;
         }

@@ -7,7 +7,7 @@ use garage_db as db;
 use garage_table::data::TableData;
 use garage_table::testing::temp_db;
 use garage_table::InsertQueue;
-use garage_util::crdt::{Bool, Lww, LwwMap, Map};
+use garage_util::crdt::{Bool, Crdt, Lww, LwwMap, Map};
 use garage_util::data::{Hash, Uuid};
 use proptest::prelude::*;
 
@@ -46,21 +46,55 @@ fn state(kind: u8, size: u64) -> ObjectVersionState {
 }
 
 fn object() -> impl Strategy<Value = Object> {
-    proptest::collection::vec((0u8..4, 0u8..5, 0u64..3), 0..4).prop_map(|vs| {
-        Object::new(
-            id(1),
-            "k".into(),
-            vs.into_iter()
-                .map(|(u, kind, size)| ObjectVersion {
-                    uuid: id(u),
-                    // A version id has one timestamp; ids and times orders
-                    // differ so that both matter.
-                    timestamp: [3, 1, 4, 2][u as usize],
-                    state: state(kind, size),
-                })
-                .collect(),
-        )
-    })
+    (
+        proptest::collection::vec((0u8..4, 0u8..5, 0u64..3), 0..4),
+        proptest::option::of((0u8..4, 0u8..3)),
+    )
+        .prop_map(|(vs, tags)| {
+            let mut o = Object::new(
+                id(1),
+                "k".into(),
+                vs.into_iter()
+                    .map(|(u, kind, size)| ObjectVersion {
+                        uuid: id(u),
+                        // A version id has one timestamp; ids and times
+                        // orders differ so that both matter.
+                        timestamp: [3, 1, 4, 2][u as usize],
+                        state: state(kind, size),
+                    })
+                    .collect(),
+            );
+            // A tag set given to one of the versions, if listed.
+            if let Some((u, n)) = tags {
+                o.set_tags(id(u), vec![("t".into(), n.to_string())]);
+            }
+            o
+        })
+}
+
+/// Tag sets merge per version, last writer wins, and go away with their
+/// version when it is pruned.
+#[test]
+fn object_tags_follow_their_version() {
+    let v = |u: u8, t: u64| ObjectVersion {
+        uuid: id(u),
+        timestamp: t,
+        state: state(1, 10),
+    };
+    let mut a = Object::new(id(1), "k".into(), vec![v(1, 1)]);
+    a.set_tags(id(1), vec![("a".into(), "1".into())]);
+    let mut b = a.clone();
+    b.set_tags(id(1), vec![]);
+    let mut m = a.clone();
+    m.merge(&b);
+    assert_eq!(m.updated_tags(&id(1)), Some(&vec![]), "the later set wins");
+    // A version not listed gets no set.
+    m.set_tags(id(9), vec![("x".into(), "y".into())]);
+    assert_eq!(m.updated_tags(&id(9)), None);
+    // A newer complete version prunes the old one and its tags.
+    m.merge(&Object::new(id(1), "k".into(), vec![v(2, 5)]));
+    assert_eq!(m.updated_tags(&id(1)), None);
+    assert_eq!(m.versions().len(), 1);
 }
 
 fn version() -> impl Strategy<Value = Version> {

@@ -126,6 +126,13 @@ impl<K: Clone + Ord, V: Clone + Ord> LwwMap<K, V> {
         self.entries.is_empty()
     }
 
+    /// Keeps the keys `f` accepts. Only for keys that, once dropped, are
+    /// dropped by every later merge too (as the tags of an object version
+    /// that was pruned), else a merge brings them back.
+    pub fn retain(&mut self, mut f: impl FnMut(&K) -> bool) {
+        self.entries.retain(|(k, _, _)| f(k));
+    }
+
     /// Empties the map. Only for state that is not merged with older
     /// copies afterwards (a cleared map merged with an old one gets the old
     /// entries back).
