@@ -11,34 +11,19 @@ import sys
 
 import boto3
 from botocore.client import Config
-from botocore.exceptions import ClientError
+
+import s3util
+from s3util import expect_error
 
 key_id, secret, endpoints = sys.argv[1], sys.argv[2], sys.argv[3:]
 
 
 def client(endpoint, key=key_id, sec=secret):
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=key,
-        aws_secret_access_key=sec,
-        region_name="garage",
-        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
-    )
+    return s3util.client(endpoint, key, sec)
 
 
 w = client(endpoints[0])
 readers = [client(e) for e in endpoints]
-
-
-def expect_error(code, status, f, *a, **kw):
-    try:
-        f(*a, **kw)
-    except ClientError as e:
-        got = (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
-        assert got == (code, status), f"expected {(code, status)}, got {got}: {e}"
-        return
-    raise AssertionError(f"expected {code} {status}, the call succeeded")
 
 
 bucket = "suite"

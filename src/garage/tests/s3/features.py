@@ -10,36 +10,13 @@ passed".
 import datetime
 import sys
 
-import boto3
-from botocore.client import Config
 from botocore.exceptions import ClientError
 
+from s3util import client, expect_error
+
 key_id, secret, endpoints = sys.argv[1], sys.argv[2], sys.argv[3:]
-
-
-def client(endpoint):
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=key_id,
-        aws_secret_access_key=secret,
-        region_name="garage",
-        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
-    )
-
-
-w = client(endpoints[0])
-readers = [client(e) for e in endpoints]
-
-
-def expect_error(code, status, f, *a, **kw):
-    try:
-        f(*a, **kw)
-    except ClientError as e:
-        got = (e.response["Error"]["Code"], e.response["ResponseMetadata"]["HTTPStatusCode"])
-        assert got == (code, status), f"expected {(code, status)}, got {got}: {e}"
-        return e
-    raise AssertionError(f"expected {code} {status}, the call succeeded")
+w = client(endpoints[0], key_id, secret)
+readers = [client(e, key_id, secret) for e in endpoints]
 
 
 def exists(key):
