@@ -43,6 +43,31 @@ pub struct BucketParams {
     /// in older entries.
     #[serde(default = "no_tags")]
     pub tags: Lww<Option<Vec<(String, String)>>>,
+    /// PutBucketVersioning. Absent in older entries: off.
+    #[serde(default = "versioning_off")]
+    pub versioning: Lww<Versioning>,
+}
+
+/// A bucket's versioning, as S3 has it: off until it is first enabled,
+/// then enabled or suspended, never off again.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Versioning {
+    #[default]
+    Off,
+    Enabled,
+    Suspended,
+}
+
+impl Versioning {
+    pub fn is_off(&self) -> bool {
+        *self == Versioning::Off
+    }
+}
+
+fn versioning_off() -> Lww<Versioning> {
+    Lww::raw(0, Versioning::Off)
 }
 
 fn no_tags() -> Lww<Option<Vec<(String, String)>>> {
@@ -201,6 +226,7 @@ impl Crdt for BucketParams {
         self.quotas.merge(&other.quotas);
         self.lifecycle_config.merge(&other.lifecycle_config);
         self.tags.merge(&other.tags);
+        self.versioning.merge(&other.versioning);
     }
 }
 
@@ -219,6 +245,7 @@ impl Bucket {
                 quotas: Lww::new(BucketQuotas::default()),
                 lifecycle_config: Lww::new(None),
                 tags: no_tags(),
+                versioning: versioning_off(),
             }),
         }
     }

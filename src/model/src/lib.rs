@@ -23,6 +23,7 @@ pub mod bucket_alias_table;
 pub mod bucket_table;
 pub mod counter_table;
 pub mod helper;
+pub mod history_table;
 pub mod key_table;
 pub mod mpu_table;
 pub mod object_table;

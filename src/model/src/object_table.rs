@@ -31,9 +31,11 @@ use garage_util::crdt::{Crdt, LwwMap};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
+use crate::bucket_table::Versioning;
 use crate::counter_table::{
     CounterTable, Counts, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
 };
+use crate::history_table::{HistoryEntry, HistoryTable};
 use crate::mpu_table::{MpuTable, MultipartUpload};
 use crate::version_table::{Version, VersionBacklink, VersionTable};
 
@@ -60,6 +62,19 @@ pub struct Object {
     /// versions still listed keep a set here. Absent in older entries.
     #[serde(default)]
     tag_updates: LwwMap<Uuid, Vec<(String, String)>>,
+    /// (timestamp, uuid) of the newest null version (written with
+    /// versioning off or suspended) ever seen complete here or in an
+    /// entry merged into this one. That version is kept even when
+    /// newer versions are (it is the key's `null` version); older null
+    /// versions are dropped. Absent in older entries.
+    #[serde(default)]
+    null_mark: Option<(u64, Uuid)>,
+    /// Whether a version written with versioning enabled or suspended was
+    /// ever merged into this entry: its key may have versions in the
+    /// history table, and the entry is never a tombstone (it tells which
+    /// version is current). Absent in older entries: false.
+    #[serde(default)]
+    versioned: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +82,12 @@ pub struct ObjectVersion {
     pub uuid: Uuid,
     pub timestamp: u64,
     pub state: ObjectVersionState,
+    /// The bucket's versioning when the version was written: `Enabled`
+    /// gives it a version id of its own and a copy in the history table
+    /// (see [`crate::history_table`]); `Off` and `Suspended` make it the
+    /// key's `null` version. Absent in older entries: `Off`.
+    #[serde(default, skip_serializing_if = "Versioning::is_off")]
+    pub versioning: Versioning,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -103,7 +124,7 @@ impl ObjectVersionState {
     /// (Two different complete states of one version are never written in
     /// practice, a version is completed once; ties resolve to the larger
     /// so that replicas agree.)
-    fn merge(&mut self, other: &Self) {
+    pub(crate) fn merge(&mut self, other: &Self) {
         let rank = |s: &Self| match s {
             ObjectVersionState::Uploading { .. } => 0,
             ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)) => 1,
@@ -128,6 +149,36 @@ impl ObjectVersionState {
 }
 
 impl ObjectVersion {
+    /// A version written with the bucket's versioning `versioning`.
+    pub fn new(
+        uuid: Uuid,
+        timestamp: u64,
+        state: ObjectVersionState,
+        versioning: Versioning,
+    ) -> Self {
+        Self {
+            uuid,
+            timestamp,
+            state,
+            versioning,
+        }
+    }
+
+    /// Whether this version has a version id of its own (written with
+    /// versioning enabled) and so a copy in the history table; otherwise
+    /// it is the key's `null` version.
+    pub fn in_history(&self) -> bool {
+        self.versioning == Versioning::Enabled
+    }
+
+    /// The id S3 clients name this version by.
+    pub fn version_id(&self) -> VersionId {
+        match self.in_history() {
+            true => VersionId::Id(self.timestamp, self.uuid),
+            false => VersionId::Null,
+        }
+    }
+
     pub fn is_complete(&self) -> bool {
         matches!(self.state, ObjectVersionState::Complete(_))
     }
@@ -182,6 +233,55 @@ impl ObjectVersion {
 /// First byte of [`ObjectVersion::to_register_value`].
 const REGISTER_FORMAT: u8 = 1;
 
+/// How S3 clients name a version: `null` (the version written while the
+/// bucket's versioning was off or suspended), or the (timestamp, id) of a
+/// version written with versioning enabled, as 80 hexadecimal digits
+/// (timestamp then id), so that a version id locates its history entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VersionId {
+    Null,
+    Id(u64, Uuid),
+}
+
+impl std::fmt::Display for VersionId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VersionId::Null => write!(f, "null"),
+            VersionId::Id(ts, uuid) => write!(f, "{ts:016x}{}", hex::encode(uuid.as_slice())),
+        }
+    }
+}
+
+impl std::str::FromStr for VersionId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "null" {
+            return Ok(VersionId::Null);
+        }
+        let bad = || format!("invalid version id {s:?}");
+        if s.len() != 80 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let ts = u64::from_str_radix(&s[..16], 16).map_err(|_| bad())?;
+        let bytes = hex::decode(&s[16..]).map_err(|_| bad())?;
+        let uuid: [u8; 32] = bytes.try_into().map_err(|_| bad())?;
+        Ok(VersionId::Id(ts, Uuid::from(uuid)))
+    }
+}
+
+/// The current version of a key, as its object entry knows it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Head<'a> {
+    /// No complete version (never written, or only uploads).
+    Nothing,
+    /// The newest complete version (data, or a delete marker).
+    Version(&'a ObjectVersion),
+    /// The newest complete version was deleted by its version id: the
+    /// current one is the newest version left in the history table, or
+    /// `null` (the key's null version, kept in the entry) if it is newer.
+    InHistory { null: Option<&'a ObjectVersion> },
+}
+
 impl Object {
     /// An object holding `versions`, merged in the order given (as if each
     /// had been written in turn).
@@ -192,6 +292,8 @@ impl Object {
             versions: Vec::new(),
             complete_mark: None,
             tag_updates: LwwMap::new(),
+            null_mark: None,
+            versioned: false,
         };
         for v in versions {
             o.merge_version(&v);
@@ -227,9 +329,49 @@ impl Object {
         }
     }
 
-    /// The newest complete version (a delete marker, or data).
+    /// The newest complete version (a delete marker, or data), unless it
+    /// was deleted by its version id (see [`Object::head`]).
     pub fn last_complete(&self) -> Option<&ObjectVersion> {
-        self.versions.iter().rev().find(|v| v.is_complete())
+        match self.head() {
+            Head::Version(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The key's current version, as far as this entry knows.
+    pub fn head(&self) -> Head<'_> {
+        let Some((ts, uuid)) = self.complete_mark else {
+            return Head::Nothing;
+        };
+        match self.version(ts, uuid) {
+            Some(v) if v.is_complete() => Head::Version(v),
+            _ if self.versioned => Head::InHistory {
+                null: self.null_version().filter(|v| v.is_complete()),
+            },
+            _ => Head::Nothing,
+        }
+    }
+
+    /// The key's null version, if this entry still has it (complete, or
+    /// aborted: deleted by version id).
+    pub fn null_version(&self) -> Option<&ObjectVersion> {
+        let (ts, uuid) = self.null_mark?;
+        self.version(ts, uuid).filter(|v| !v.in_history())
+    }
+
+    /// Whether a version written with versioning enabled or suspended was
+    /// ever merged into this entry.
+    pub fn is_versioned(&self) -> bool {
+        self.versioned
+    }
+
+    /// The complete versions this entry holds that are not in the history
+    /// table (the null version, current or not), newest first.
+    pub fn null_versions(&self) -> impl Iterator<Item = &ObjectVersion> {
+        self.versions
+            .iter()
+            .rev()
+            .filter(|v| v.is_complete() && !v.in_history())
     }
 
     /// The object's current data: the newest complete version, unless it
@@ -245,26 +387,65 @@ impl Object {
     }
 
     fn merge_version(&mut self, v: &ObjectVersion) {
+        if v.versioning != Versioning::Off {
+            self.versioned = true;
+        }
         match self
             .versions
             .binary_search_by(|x| x.sort_key().cmp(&v.sort_key()))
         {
-            Ok(i) => self.versions[i].state.merge(&v.state),
+            Ok(i) => {
+                let x = &mut self.versions[i];
+                x.state.merge(&v.state);
+                // One version is written with one versioning; if two
+                // copies ever disagreed, the larger wins everywhere.
+                x.versioning = x.versioning.max(v.versioning);
+            }
             Err(i) => self.versions.insert(i, v.clone()),
         }
     }
 
-    /// Raises the mark to the newest complete version, and drops every
-    /// version older than the mark.
+    /// Raises the marks (the newest version ever complete; the newest null
+    /// version ever complete), then keeps only the versions at or after
+    /// the complete mark, the null version at its mark (complete, or
+    /// aborted: deleted by its id), and aborted null versions newer than
+    /// it (an abort wins over a completion that may still arrive, which
+    /// would raise the null mark to it).
+    ///
+    /// Versions written with versioning enabled that are no longer
+    /// current leave the entry: the history table holds them. A null
+    /// version stays until a newer null version replaces it, as in S3.
+    /// Everything dropped stays dropped whatever comes later (the marks
+    /// only grow, and a version below both marks, or below the complete
+    /// mark and not the null one, stays so), which keeps the merge a CRDT.
     fn prune(&mut self) {
-        if let Some(v) = self.last_complete() {
-            let k = Some(v.sort_key());
-            if k > self.complete_mark {
-                self.complete_mark = k;
-            }
+        let complete = self
+            .versions
+            .iter()
+            .rev()
+            .find(|v| v.is_complete())
+            .map(|v| v.sort_key());
+        if complete > self.complete_mark {
+            self.complete_mark = complete;
+        }
+        let null = self
+            .versions
+            .iter()
+            .rev()
+            .find(|v| !v.in_history() && v.is_complete())
+            .map(|v| v.sort_key());
+        if null > self.null_mark {
+            self.null_mark = null;
         }
         if let Some(mark) = self.complete_mark {
-            self.versions.retain(|v| v.sort_key() >= mark);
+            let null_mark = self.null_mark;
+            self.versions.retain(|v| {
+                let k = Some(v.sort_key());
+                k >= Some(mark)
+                    || (!v.in_history()
+                        && (k == null_mark
+                            || (k > null_mark && v.state == ObjectVersionState::Aborted)))
+            });
         }
         let versions = &self.versions;
         self.tag_updates
@@ -303,6 +484,10 @@ impl Crdt for Object {
         if other.complete_mark > self.complete_mark {
             self.complete_mark = other.complete_mark;
         }
+        if other.null_mark > self.null_mark {
+            self.null_mark = other.null_mark;
+        }
+        self.versioned |= other.versioned;
         self.prune();
     }
 }
@@ -314,15 +499,18 @@ impl Entry<Uuid, String> for Object {
     fn sort_key(&self) -> &String {
         &self.key
     }
-    /// Nothing left but a delete marker (or nothing at all).
+    /// Nothing left but a delete marker (or nothing at all), in a key
+    /// that never had versioning (a versioned key's entry tells which of
+    /// its versions is current, and holds its null version).
     fn is_tombstone(&self) -> bool {
-        self.versions.iter().all(|v| {
-            matches!(
-                v.state,
-                ObjectVersionState::Complete(ObjectVersionData::DeleteMarker)
-                    | ObjectVersionState::Aborted
-            )
-        })
+        !self.versioned
+            && self.versions.iter().all(|v| {
+                matches!(
+                    v.state,
+                    ObjectVersionState::Complete(ObjectVersionData::DeleteMarker)
+                        | ObjectVersionState::Aborted
+                )
+            })
     }
 }
 
@@ -340,6 +528,7 @@ pub struct ObjectTable {
     pub versions: InsertQueue<VersionTable>,
     pub mpus: InsertQueue<MpuTable>,
     pub counters: InsertQueue<CounterTable>,
+    pub history: InsertQueue<HistoryTable>,
     pub local_counters: LocalCounters,
 }
 
@@ -352,6 +541,7 @@ impl ObjectTable {
             versions: InsertQueue::open(db)?,
             mpus: InsertQueue::open(db)?,
             counters: InsertQueue::open(db)?,
+            history: InsertQueue::open(db)?,
             local_counters: LocalCounters::open(db)?,
         })
     }
@@ -404,14 +594,30 @@ impl ObjectTable {
         old: &Object,
         new: Option<&Object>,
     ) -> db::Result<()> {
+        let versioned = new.is_some_and(|n| n.versioned);
         for v in old.versions.iter() {
-            let now = new
-                .and_then(|n| n.version(v.timestamp, v.uuid))
-                .map(|x| &x.state);
+            let now_version = new.and_then(|n| n.version(v.timestamp, v.uuid));
+            let now = now_version.map(|x| &x.state);
+            // A version with an id of its own that leaves the entry lives
+            // on in the history table (which its write already reached;
+            // this is in case that write was lost).
+            if v.in_history() && v.is_complete() && now_version.is_none() {
+                self.history
+                    .push(tx, &HistoryEntry::new(old.bucket_id, &old.key, v.clone()))?;
+            }
+            // Superseded in a versioned key, a version with an id of its
+            // own keeps its blocks (the history table owns them), and so
+            // does an upload still in progress (it may complete into the
+            // history, or as the null version).
+            let kept_elsewhere =
+                versioned && now_version.is_none() && (v.in_history() || !v.is_complete());
             // Went away, aborted, or replaced by data without blocks:
             // its blocks are no longer needed. (Every state change is
             // final in that direction, so this is never undone.)
-            if v.state.may_have_blocks() && !now.is_some_and(|s| s.may_have_blocks()) {
+            if v.state.may_have_blocks()
+                && !now.is_some_and(|s| s.may_have_blocks())
+                && !kept_elsewhere
+            {
                 let backlink = VersionBacklink::Object {
                     bucket_id: old.bucket_id,
                     key: old.key.clone(),
@@ -426,7 +632,7 @@ impl ObjectTable {
             // id as the upload) already holds the blocks it uses.
             let still_uploading =
                 now.is_some_and(|s| matches!(s, ObjectVersionState::Uploading { .. }));
-            if v.is_uploading(Some(true)) && !still_uploading {
+            if v.is_uploading(Some(true)) && !still_uploading && !kept_elsewhere {
                 let mut mpu =
                     MultipartUpload::new(v.uuid, v.timestamp, old.bucket_id, old.key.clone());
                 mpu.deleted.set();
@@ -512,11 +718,7 @@ mod tests {
         ObjectVersionState::Complete(ObjectVersionData::DeleteMarker);
 
     fn v(uuid: u8, ts: u64, state: ObjectVersionState) -> ObjectVersion {
-        ObjectVersion {
-            uuid: id(uuid),
-            timestamp: ts,
-            state,
-        }
+        ObjectVersion::new(id(uuid), ts, state, Versioning::Off)
     }
 
     fn obj(key: &str, versions: Vec<ObjectVersion>) -> Object {
@@ -740,7 +942,11 @@ mod tests {
     /// (uuid, kind, size): versions from small ranges so that writes
     /// collide; a uuid always has the same timestamp (from its last
     /// digit), and the two orders differ.
-    fn version_of(uuid: u8, kind: u8, size: u64) -> ObjectVersion {
+    /// A version of `kind` (0: uploading, 1: delete marker, 2: inline,
+    /// 3: blocks, 4: aborted) with a timestamp that depends on its uuid,
+    /// and with `versioned`, written with versioning off,
+    /// enabled or suspended (a uuid always with the same).
+    fn version_in(uuid: u8, kind: u8, size: u64, versioned: bool) -> ObjectVersion {
         let state = match kind {
             0 => uploading(size % 2 == 0),
             1 => DELETE_MARKER,
@@ -748,24 +954,105 @@ mod tests {
             3 => blocks(size),
             _ => ObjectVersionState::Aborted,
         };
-        v(uuid, [3, 1, 4, 2, 5][(uuid % 10) as usize], state)
+        let mut x = v(uuid, [3, 1, 4, 2, 5][(uuid % 10) as usize], state);
+        if versioned {
+            x.versioning =
+                [Versioning::Off, Versioning::Enabled, Versioning::Suspended][(uuid % 3) as usize];
+        }
+        x
     }
 
-    fn object_strategy() -> impl Strategy<Value = Object> {
-        proptest::collection::vec((0u8..5, 0u8..5, 0u64..3), 0..4).prop_map(|vs| {
+    fn object_strategy_in(versioned: bool) -> impl Strategy<Value = Object> {
+        proptest::collection::vec((0u8..5, 0u8..5, 0u64..3), 0..4).prop_map(move |vs| {
             obj(
                 "k",
                 vs.into_iter()
-                    .map(|(u, k, s)| version_of(u, k, s))
+                    .map(|(u, k, s)| version_in(u, k, s, versioned))
                     .collect(),
             )
         })
+    }
+
+    fn object_strategy() -> impl Strategy<Value = Object> {
+        object_strategy_in(false)
     }
 
     proptest! {
         #[test]
         fn object_merge_laws(a in object_strategy(), b in object_strategy(), c in object_strategy()) {
             check_laws(&a, &b, &c);
+        }
+
+        #[test]
+        fn versioned_object_merge_laws(
+            a in object_strategy_in(true),
+            b in object_strategy_in(true),
+            c in object_strategy_in(true),
+        ) {
+            check_laws(&a, &b, &c);
+        }
+    }
+
+    /// A null version stays when versions with ids of their own come
+    /// after it, and goes when a newer null version completes; versions
+    /// with ids leave the entry for the history table, blocks kept.
+    #[test]
+    fn a_versioned_key_keeps_its_null_version_and_sends_the_rest_to_history() {
+        let t = setup(Engine::Lmdb);
+        let mut null1 = v(1, 10, blocks(1));
+        null1.versioning = Versioning::Off;
+        let mut e2 = v(2, 20, blocks(2));
+        e2.versioning = Versioning::Enabled;
+        let mut e3 = v(3, 30, inline(3));
+        e3.versioning = Versioning::Enabled;
+        t.put(&obj("a", vec![null1.clone()]));
+        t.put(&obj("a", vec![e2.clone()]));
+        t.put(&obj("a", vec![e3.clone()]));
+        let o = t.get("a").unwrap();
+        let ids: Vec<_> = o.versions().iter().map(|v| v.uuid).collect();
+        assert_eq!(ids, vec![id(1), id(3)], "null version kept, e2 gone");
+        assert_eq!(o.head(), Head::Version(&o.versions()[1]));
+        assert_eq!(o.null_version().map(|v| v.uuid), Some(id(1)));
+        assert!(t.deleted_versions().is_empty(), "no blocks released");
+        let queued: Vec<Uuid> = queued_in::<HistoryTable>(&t.db)
+            .into_iter()
+            .map(|h| h.version.uuid)
+            .collect();
+        assert_eq!(queued, vec![id(2)], "e2 queued for the history");
+        assert!(!<Object as Entry<Uuid, String>>::is_tombstone(&o));
+
+        // e3 deleted by its id: the head is looked up in the history,
+        // with the null version as a candidate.
+        t.put(&obj(
+            "a",
+            vec![ObjectVersion {
+                state: ObjectVersionState::Aborted,
+                ..e3
+            }],
+        ));
+        let o = t.get("a").unwrap();
+        assert!(matches!(o.head(), Head::InHistory { null: Some(n) } if n.uuid == id(1)));
+
+        // A newer null version (suspended) replaces the old one, whose
+        // blocks go.
+        let mut null4 = v(4, 40, inline(4));
+        null4.versioning = Versioning::Suspended;
+        t.put(&obj("a", vec![null4]));
+        let o = t.get("a").unwrap();
+        assert_eq!(o.null_version().map(|v| v.uuid), Some(id(4)));
+        assert!(o.version(10, id(1)).is_none());
+        assert_eq!(t.deleted_versions(), BTreeSet::from([id(1)]));
+    }
+
+    #[test]
+    fn version_ids_round_trip() {
+        for vid in [VersionId::Null, VersionId::Id(1_700_000_000_123, id(7))] {
+            let s = vid.to_string();
+            assert_eq!(s.parse::<VersionId>(), Ok(vid));
+        }
+        assert_eq!(VersionId::Id(5, id(1)).to_string().len(), 80);
+        for bad in ["", "nul", "zz", &"0".repeat(79), &"g".repeat(80)] {
+            assert!(bad.parse::<VersionId>().is_err(), "{bad:?}");
         }
     }
 
@@ -799,6 +1086,10 @@ mod tests {
     }
 
     fn run_ops(engine: Engine, ops: &[Op]) -> Result<(), TestCaseError> {
+        run_ops_in(engine, ops, false)
+    }
+
+    fn run_ops_in(engine: Engine, ops: &[Op], versioned: bool) -> Result<(), TestCaseError> {
         let t = setup(engine);
         let mut removed = false;
         for op in ops {
@@ -807,7 +1098,7 @@ mod tests {
                     &format!("k{k}"),
                     // Version ids are unique across objects.
                     vs.iter()
-                        .map(|(u, kd, s)| version_of(k * 10 + u, *kd, *s))
+                        .map(|(u, kd, s)| version_in(k * 10 + u, *kd, *s, versioned))
                         .collect(),
                 )),
                 Op::Gc(k) | Op::Drop(k) => {
@@ -869,6 +1160,18 @@ mod tests {
                 live_with_blocks,
                 deleted
             );
+            // Nor did a version sent to the history table.
+            let archived: BTreeSet<Uuid> = queued_in::<HistoryTable>(&t.db)
+                .into_iter()
+                .filter(|h| h.version.state.may_have_blocks())
+                .map(|h| h.version.uuid)
+                .collect();
+            prop_assert!(
+                archived.is_disjoint(&deleted),
+                "archived {:?} deleted {:?}",
+                archived,
+                deleted
+            );
         }
         Ok(())
     }
@@ -880,6 +1183,13 @@ mod tests {
             ops in proptest::collection::vec(put_op(), 0..24)
         ) {
             run_ops(Engine::Lmdb, &ops)?;
+        }
+
+        #[test]
+        fn versioned_writes_in_any_order_never_revive_deleted_versions(
+            ops in proptest::collection::vec(put_op(), 0..24)
+        ) {
+            run_ops_in(Engine::Lmdb, &ops, true)?;
         }
 
         #[test]

@@ -15,6 +15,7 @@ use garage_util::data::{gen_uuid, Hash};
 use garage_util::time::now_msec;
 
 use crate::block_ref_table::BlockRefTable;
+use crate::history_table::{HistoryKey, HistoryTable};
 use crate::mpu_table::MpuTable;
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState,
@@ -26,6 +27,7 @@ pub struct Purge {
     pub versions: Arc<Table<VersionTable>>,
     pub block_refs: Arc<Table<BlockRefTable>>,
     pub mpus: Arc<Table<MpuTable>>,
+    pub history: Arc<Table<HistoryTable>>,
 }
 
 /// What a purge did.
@@ -53,15 +55,32 @@ impl Purge {
             };
             match &version.backlink {
                 VersionBacklink::Object { bucket_id, key } => {
-                    if let Some(obj) = self.objects.get(bucket_id, key).await? {
-                        if let Some(v) = obj.versions().iter().find(|v| v.uuid == r.version) {
-                            if let Some(over) = overwrite(v) {
-                                self.objects
-                                    .insert(&Object::new(*bucket_id, key.clone(), vec![over]))
-                                    .await?;
-                                count.objects_deleted += 1;
-                            }
+                    let obj = self.objects.get(bucket_id, key).await?;
+                    let in_entry = obj
+                        .as_ref()
+                        .and_then(|o| o.versions().iter().find(|v| v.uuid == r.version));
+                    let versioned = obj.as_ref().is_some_and(|o| o.is_versioned());
+                    if let Some(v) = in_entry {
+                        // A versioned key loses the version itself (the
+                        // next one becomes current); another key gets a
+                        // delete marker over it.
+                        let over = match versioned {
+                            true => Some(ObjectVersion {
+                                state: ObjectVersionState::Aborted,
+                                ..v.clone()
+                            }),
+                            false => overwrite(v),
+                        };
+                        if let Some(over) = over {
+                            self.objects
+                                .insert(&Object::new(*bucket_id, key.clone(), vec![over]))
+                                .await?;
+                            count.objects_deleted += 1;
                         }
+                    }
+                    if versioned {
+                        count.objects_deleted +=
+                            self.delete_from_history(*bucket_id, key, r.version).await?;
                     }
                 }
                 VersionBacklink::MultipartUpload { upload_id } => {
@@ -84,20 +103,59 @@ impl Purge {
     }
 }
 
+impl Purge {
+    /// Marks version `uuid` of `key` deleted in the history table, if it
+    /// is there (looked for among the key's first [`MAX_REFS`] versions).
+    async fn delete_from_history(
+        &self,
+        bucket: garage_util::data::Uuid,
+        key: &str,
+        uuid: garage_util::data::Uuid,
+    ) -> Result<usize, garage_table::Error> {
+        let mut start = HistoryKey::first_of(key);
+        let end = HistoryKey::after(key);
+        let mut seen = 0;
+        while seen < MAX_REFS {
+            let batch = self
+                .history
+                .get_range(&bucket, Some(start.clone()), None, 1000, false)
+                .await?;
+            let full = batch.len() == 1000;
+            for e in batch {
+                if e.hkey >= end {
+                    return Ok(0);
+                }
+                seen += 1;
+                if e.version.uuid == uuid {
+                    self.history.insert(&e.deleted()).await?;
+                    return Ok(1);
+                }
+                start = e.hkey.clone();
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(0)
+    }
+}
+
 /// The object version that hides `v`: a delete marker just after it if it
 /// holds data, the same version aborted if it is still uploading.
 fn overwrite(v: &ObjectVersion) -> Option<ObjectVersion> {
     match &v.state {
         ObjectVersionState::Uploading { .. } => Some(ObjectVersion {
-            uuid: v.uuid,
-            timestamp: v.timestamp,
             state: ObjectVersionState::Aborted,
+            ..v.clone()
         }),
-        ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)) => Some(ObjectVersion {
-            uuid: gen_uuid(),
-            timestamp: now_msec().max(v.timestamp + 1),
-            state: ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
-        }),
+        ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)) => {
+            Some(ObjectVersion::new(
+                gen_uuid(),
+                now_msec().max(v.timestamp + 1),
+                ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+                v.versioning,
+            ))
+        }
         _ => None,
     }
 }
@@ -114,14 +172,15 @@ mod tests {
             size: 1 << 20,
             etag: "e".into(),
         };
-        let v = ObjectVersion {
-            uuid: gen_uuid(),
-            timestamp: now_msec() + 60_000,
-            state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+        let v = ObjectVersion::new(
+            gen_uuid(),
+            now_msec() + 60_000,
+            ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
                 meta.clone(),
                 Hash::from([1u8; 32]),
             )),
-        };
+            Default::default(),
+        );
         let o = overwrite(&v).unwrap();
         assert!(o.timestamp > v.timestamp);
         assert_ne!(o.uuid, v.uuid);

@@ -12,6 +12,7 @@ use garage_util::data::{Hash, Uuid};
 use proptest::prelude::*;
 
 use crate::block_ref_table::{BlockRef, BlockRefHook, BlockRefTable};
+use crate::bucket_table::Versioning;
 use crate::counter_table::{
     CounterEntry, CounterTable, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
 };
@@ -57,10 +58,17 @@ fn object() -> impl Strategy<Value = Object> {
                 vs.into_iter()
                     .map(|(u, kind, size)| ObjectVersion {
                         uuid: id(u),
-                        // A version id has one timestamp; ids and times
-                        // orders differ so that both matter.
+                        // A version id has one timestamp and one
+                        // versioning; ids and times orders differ so that
+                        // both matter.
                         timestamp: [3, 1, 4, 2][u as usize],
                         state: state(kind, size),
+                        versioning: [
+                            Versioning::Off,
+                            Versioning::Enabled,
+                            Versioning::Suspended,
+                            Versioning::Enabled,
+                        ][u as usize],
                     })
                     .collect(),
             );
@@ -76,11 +84,7 @@ fn object() -> impl Strategy<Value = Object> {
 /// version when it is pruned.
 #[test]
 fn object_tags_follow_their_version() {
-    let v = |u: u8, t: u64| ObjectVersion {
-        uuid: id(u),
-        timestamp: t,
-        state: state(1, 10),
-    };
+    let v = |u: u8, t: u64| ObjectVersion::new(id(u), t, state(1, 10), Versioning::Off);
     let mut a = Object::new(id(1), "k".into(), vec![v(1, 1)]);
     a.set_tags(id(1), vec![("a".into(), "1".into())]);
     let mut b = a.clone();
@@ -215,6 +219,7 @@ fn object_tables() -> Tables {
             versions: versions.clone(),
             mpus: InsertQueue::open(&db).unwrap(),
             counters: counters.clone(),
+            history: InsertQueue::open(&db).unwrap(),
             local_counters: local.clone(),
         },
         db.clone(),
@@ -234,11 +239,7 @@ fn put(t: &Tables, key: &str, uuid: u8, ts: u64, st: ObjectVersionState) {
     let o = Object::new(
         id(1),
         key.into(),
-        vec![ObjectVersion {
-            uuid: id(uuid),
-            timestamp: ts,
-            state: st,
-        }],
+        vec![ObjectVersion::new(id(uuid), ts, st, Versioning::Off)],
     );
     t.objects.update_entry_with(&o).unwrap();
 }
