@@ -29,11 +29,6 @@ impl Api {
         let i = req.input;
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
-        if i.version_id.as_deref().is_some_and(|v| v != "null") {
-            return Err(ApiError::InvalidArgument(
-                "this bucket has no versioning: the only version id is null".into(),
-            ));
-        }
         // One header, `x-amz-object-attributes: ETag,ObjectSize`, or
         // several: s3s splits only the latter.
         let asked: Vec<String> = i
@@ -43,7 +38,9 @@ impl Api {
             .map(|a| a.trim().to_ascii_lowercase())
             .collect();
         let want = |a: &str| asked.iter().any(|x| *x == a.to_ascii_lowercase());
-        let cur = self.current(bucket, &i.key).await?;
+        let cur = self
+            .current(bucket, &i.key, i.version_id.as_deref())
+            .await?;
         crate::sse::check_read(
             &cur.meta.headers,
             crate::sse::SseKey::from_headers(
@@ -55,6 +52,7 @@ impl Api {
         )?;
         let mut out = GetObjectAttributesOutput {
             last_modified: Some(meta::timestamp(cur.timestamp)),
+            version_id: cur.version_id.clone(),
             ..Default::default()
         };
         if want(ObjectAttributes::ETAG) {

@@ -127,15 +127,6 @@ impl Api {
         }))
     }
 
-    pub async fn get_bucket_versioning(
-        self: Arc<Self>,
-        req: S3Request<GetBucketVersioningInput>,
-    ) -> ApiResult<S3Response<GetBucketVersioningOutput>> {
-        let key = self.key(&req.credentials).await?;
-        self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
-        Ok(S3Response::new(GetBucketVersioningOutput::default()))
-    }
-
     pub async fn delete_bucket(
         self: Arc<Self>,
         req: S3Request<DeleteBucketInput>,

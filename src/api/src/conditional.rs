@@ -427,12 +427,7 @@ impl Api {
                     continue;
                 }
                 if let Some(r) = reg.filter(|_| obj.as_ref() != Some(&state)) {
-                    self.objects
-                        .insert(&Object::new(
-                            bucket,
-                            key.to_string(),
-                            vec![r.version.clone()],
-                        ))
+                    self.write_object_versions(bucket, key, vec![r.version.clone()])
                         .await
                         .map_err(|e| refuse(e.into(), false))?;
                 }
@@ -516,8 +511,7 @@ impl Api {
         if late() {
             return Err(too_late());
         }
-        self.objects
-            .insert(&Object::new(bucket, key.to_string(), versions))
+        self.write_object_versions(bucket, key, versions)
             .await
             .map_err(|e| Refused {
                 error: e.into(),
@@ -574,6 +568,7 @@ mod tests {
                 },
                 vec![0],
             )),
+            versioning: Default::default(),
         }
     }
 

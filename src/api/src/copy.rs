@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
+use garage_model::bucket_table::Versioning;
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
@@ -29,13 +30,15 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         check_key(&i.key)?;
-        let (src_bucket, src_key) = source_of(&i.copy_source)?;
+        let (src_bucket, src_key, src_vid) = source_of(&i.copy_source)?;
         let (src, dst) = tokio::join!(
             self.bucket_id(&key, src_bucket, Need::Read),
             self.bucket_id(&key, &i.bucket, Need::Write)
         );
         let (src, dst) = (src?, dst?);
-        let cur = self.current(src, src_key).await?;
+        let (cur, versioning) =
+            tokio::join!(self.current(src, src_key, src_vid), self.versioning_of(dst));
+        let (cur, versioning) = (copy_source_missing(cur)?, versioning?);
         check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
@@ -59,7 +62,7 @@ impl Api {
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let same_sealing = src_sse == dst_sse;
-        if !replace && same_sealing && src == dst && src_key == i.key {
+        if !replace && same_sealing && src == dst && src_key == i.key && src_vid.is_none() {
             return Err(ApiError::InvalidRequest(
                 "This copy request is illegal because it is trying to copy an object to itself \
                  without changing the object's metadata"
@@ -88,12 +91,15 @@ impl Api {
             }
         };
         crate::tagging::set_in_headers(&mut headers, &tags);
-        let sse_out = |etag: String, timestamp: u64| CopyObjectOutput {
+        let source_version_id = cur.version_id.clone();
+        let sse_out = |etag: String, v: &ObjectVersion| CopyObjectOutput {
             copy_object_result: Some(CopyObjectResult {
                 e_tag: Some(ETag::Strong(etag)),
-                last_modified: Some(meta::timestamp(timestamp)),
+                last_modified: Some(meta::timestamp(v.timestamp)),
                 ..Default::default()
             }),
+            copy_source_version_id: source_version_id.clone(),
+            version_id: (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),
             sse_customer_algorithm: dst_sse.as_ref().map(|_| AES256.into()),
             sse_customer_key_md5: dst_sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
@@ -108,8 +114,7 @@ impl Api {
             headers.retain(|(k, _)| {
                 !k.starts_with("x-amz-checksum-") && k != crate::checksum::PARTS_HEADER
             });
-            let timestamp = now_msec();
-            let (etag, _, _) = self
+            let w = self
                 .store_object(
                     dst,
                     &i.key,
@@ -121,9 +126,10 @@ impl Api {
                     None,
                     None,
                     dst_sse.as_ref(),
+                    versioning,
                 )
                 .await?;
-            return Ok(S3Response::new(sse_out(etag, timestamp)));
+            return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));
         }
         // Same key (or none): the sealed data is shared as it is, with the
         // source's key check.
@@ -164,39 +170,45 @@ impl Api {
                 let uploading = Object::new(
                     dst,
                     i.key.clone(),
-                    vec![ObjectVersion {
+                    vec![ObjectVersion::new(
                         uuid,
                         timestamp,
-                        state: ObjectVersionState::Uploading {
+                        ObjectVersionState::Uploading {
                             multipart: false,
                             headers: vec![],
                         },
-                    }],
+                        versioning,
+                    )],
                 );
+                // Registered as uploading as in `Api::store_object`, and
+                // not in a bucket with versioning, for the same reason.
+                let mark = async {
+                    match versioning {
+                        Versioning::Off => self.objects.insert(&uploading).await,
+                        _ => Ok(()),
+                    }
+                };
                 let (a, b, c) = tokio::join!(
-                    self.objects.insert(&uploading),
+                    mark,
                     self.versions.insert_many(&copy),
                     self.block_refs.insert_many(&refs)
                 );
                 if let Err(e) = a.and(b).and(c) {
-                    self.abort_version(dst, &i.key, uuid, timestamp).await;
+                    self.abort_version(dst, &i.key, uuid, timestamp, versioning)
+                        .await;
                     return Err(e.into());
                 }
                 ObjectVersionData::FirstBlock(meta, *first)
             }
         };
-        self.objects
-            .insert(&Object::new(
-                dst,
-                i.key.clone(),
-                vec![ObjectVersion {
-                    uuid,
-                    timestamp,
-                    state: ObjectVersionState::Complete(data),
-                }],
-            ))
-            .await?;
-        Ok(S3Response::new(sse_out(cur.meta.etag.clone(), timestamp)))
+        let v = ObjectVersion::new(
+            uuid,
+            timestamp,
+            ObjectVersionState::Complete(data),
+            versioning,
+        );
+        self.write_version(dst, &i.key, &v).await?;
+        Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
     }
 }
 
@@ -211,24 +223,30 @@ pub fn copy_source_error(e: ApiError) -> ApiError {
     }
 }
 
-/// The (bucket, key) of an `x-amz-copy-source`.
-pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str)> {
+/// The (bucket, key, version id) of an `x-amz-copy-source`.
+pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str, Option<&str>)> {
     match c {
         CopySource::Bucket {
             bucket,
             key,
             version_id,
-        } => {
-            if version_id.as_deref().is_some_and(|v| v != "null") {
-                return Err(ApiError::InvalidArgument(
-                    "versioning is not enabled: x-amz-copy-source cannot name a version".into(),
-                ));
-            }
-            Ok((bucket, key))
-        }
+        } => Ok((bucket, key, version_id.as_deref())),
         _ => Err(ApiError::InvalidArgument(
             "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
         )),
+    }
+}
+
+/// A copy source that is a delete marker: S3 answers 404 NoSuchKey for
+/// the current version, 400 InvalidRequest for one named by its id.
+pub fn copy_source_missing<T>(r: ApiResult<T>) -> ApiResult<T> {
+    match r {
+        Err(ApiError::DeleteMarker { key, by_id: false, .. }) => Err(ApiError::NoSuchKey(key)),
+        Err(ApiError::DeleteMarker { by_id: true, .. }) => Err(ApiError::InvalidRequest(
+            "The source of a copy request may not specifically refer to a delete marker by version id."
+                .into(),
+        )),
+        r => r,
     }
 }
 

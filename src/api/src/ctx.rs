@@ -8,6 +8,7 @@ use garage_block::manager::BlockManager;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_table::Bucket;
 use garage_model::helper::Metadata;
+use garage_model::history_table::HistoryTable;
 use garage_model::key_table::Key;
 use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
@@ -25,6 +26,8 @@ pub struct Api {
     pub versions: Arc<Table<VersionTable>>,
     pub block_refs: Arc<Table<BlockRefTable>>,
     pub mpus: Arc<Table<MpuTable>>,
+    /// Versions written with versioning enabled.
+    pub history: Arc<Table<HistoryTable>>,
     pub blocks: Arc<BlockManager>,
     /// Compare-and-set registers, for conditional writes only.
     pub cas: Arc<CasRegisters>,
@@ -49,6 +52,7 @@ impl Api {
         versions: Arc<Table<VersionTable>>,
         block_refs: Arc<Table<BlockRefTable>>,
         mpus: Arc<Table<MpuTable>>,
+        history: Arc<Table<HistoryTable>>,
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
         region: String,
@@ -59,6 +63,7 @@ impl Api {
             versions,
             block_refs,
             mpus,
+            history,
             blocks,
             cas,
             region,

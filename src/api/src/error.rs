@@ -72,6 +72,16 @@ pub enum ApiError {
     NoSuchTagSet,
     #[error("The specified version does not exist")]
     NoSuchVersion(String),
+    /// A read reached a delete marker: the current version (404
+    /// NoSuchKey) or one named by its id (405 MethodNotAllowed), with
+    /// `x-amz-delete-marker` and the marker's version id.
+    #[error("{}", if *by_id { "The specified method is not allowed against this resource." } else { "The specified key does not exist." })]
+    DeleteMarker {
+        key: String,
+        version_id: String,
+        last_modified: u64,
+        by_id: bool,
+    },
     #[error("Your key is too long (at most 1024 bytes)")]
     KeyTooLong,
     #[error("You did not provide the number of bytes specified by the Content-Length header")]
@@ -160,6 +170,8 @@ impl ApiError {
             TooManyTags(_) => S3ErrorCode::Custom("BadRequest".into()),
             NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
             NoSuchVersion(_) => S3ErrorCode::NoSuchVersion,
+            DeleteMarker { by_id: false, .. } => S3ErrorCode::NoSuchKey,
+            DeleteMarker { by_id: true, .. } => S3ErrorCode::MethodNotAllowed,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
             IncompleteBody => S3ErrorCode::IncompleteBody,
             QuotaExceeded(_) => S3ErrorCode::Custom("QuotaExceeded".into()),
@@ -183,6 +195,26 @@ impl From<ApiError> for S3Error {
         let mut err = S3Error::with_message(code, e.to_string());
         if let Some(s) = status {
             err.set_status_code(s);
+        }
+        if let ApiError::DeleteMarker {
+            version_id,
+            last_modified,
+            ..
+        } = &e
+        {
+            let mut h = hyper::HeaderMap::new();
+            h.insert(
+                "x-amz-delete-marker",
+                hyper::header::HeaderValue::from_static("true"),
+            );
+            if let Ok(v) = hyper::header::HeaderValue::from_str(version_id) {
+                h.insert("x-amz-version-id", v);
+            }
+            let date = crate::meta::http_date(&crate::meta::timestamp(*last_modified));
+            if let Some(v) = date.and_then(|d| hyper::header::HeaderValue::from_str(&d).ok()) {
+                h.insert(hyper::header::LAST_MODIFIED, v);
+            }
+            err.set_headers(h);
         }
         if matches!(e, ApiError::Internal(_) | ApiError::Unavailable(_)) {
             tracing::warn!("S3 request failed: {e}");

@@ -29,6 +29,7 @@ pub mod sse;
 pub mod stream;
 pub mod tagging;
 pub mod telemetry;
+pub mod versioning;
 
 pub use ctx::Api;
 pub use server::S3Server;

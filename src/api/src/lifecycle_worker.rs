@@ -16,6 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use garage_model::bucket_table::Versioning;
 use garage_model::bucket_table::{days_after, Bucket, LifecycleRule};
 use garage_model::mpu_table::MultipartUpload;
 use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
@@ -148,6 +149,7 @@ impl LifecycleWorker {
         let now = now_msec() + self.clock_offset_ms;
         let mut stats = BucketPass::default();
         let mut start: Option<String> = None;
+        let versioning = b.params().map(|p| *p.versioning.get()).unwrap_or_default();
         loop {
             let page = self
                 .api
@@ -160,9 +162,9 @@ impl LifecycleWorker {
                     continue;
                 }
                 stats.scanned += 1;
-                let todo = plan(o, rules, now);
+                let todo = plan(o, rules, now, versioning);
                 if let Some(m) = todo.marker {
-                    markers.push(m);
+                    markers.push((m.key.clone(), m.versions()[0].clone()));
                 }
                 for mpu in todo.aborts {
                     match self.abort_if_still_idle(&mpu, now).await {
@@ -177,7 +179,7 @@ impl LifecycleWorker {
                 }
             }
             if !markers.is_empty() {
-                self.api.objects.insert_many(&markers).await?;
+                self.api.write_versions(b.id, &markers).await?;
                 stats.expired += markers.len();
             }
             if page.len() < PAGE {
@@ -230,7 +232,7 @@ pub struct Plan {
 }
 
 /// Applies the (enabled) `rules` to one object.
-pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64) -> Plan {
+pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versioning) -> Plan {
     let mut out = Plan::default();
     if let Some(v) = o.last_data() {
         let expired = rules.iter().any(|r| {
@@ -243,11 +245,12 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64) -> Plan {
             out.marker = Some(Object::new(
                 o.bucket_id,
                 o.key.clone(),
-                vec![ObjectVersion {
-                    uuid: gen_uuid(),
-                    timestamp: v.timestamp + 1,
-                    state: ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
-                }],
+                vec![ObjectVersion::new(
+                    gen_uuid(),
+                    v.timestamp + 1,
+                    ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+                    versioning,
+                )],
             ));
         }
     }
@@ -329,15 +332,23 @@ mod tests {
         // Two days later, rounded up to midnight: not before; too large,
         // or another prefix: kept.
         let o = Object::new(b, "logs/a".into(), vec![data(day + 5, 10)]);
-        assert!(plan(&o, &rules, day + 3 * DAY_MSEC - 1).marker.is_none());
-        let m = plan(&o, &rules, day + 3 * DAY_MSEC).marker.unwrap();
+        assert!(plan(&o, &rules, day + 3 * DAY_MSEC - 1, Versioning::Off)
+            .marker
+            .is_none());
+        let m = plan(&o, &rules, day + 3 * DAY_MSEC, Versioning::Off)
+            .marker
+            .unwrap();
         let mut merged = o.clone();
         merged.merge(&m);
         assert!(merged.last_data().is_none());
         let big = Object::new(b, "logs/b".into(), vec![data(day, 200)]);
-        assert!(plan(&big, &rules, day + 10 * DAY_MSEC).marker.is_none());
+        assert!(plan(&big, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .marker
+            .is_none());
         let other = Object::new(b, "data/a".into(), vec![data(day, 10)]);
-        assert!(plan(&other, &rules, day + 10 * DAY_MSEC).marker.is_none());
+        assert!(plan(&other, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .marker
+            .is_none());
         // A PUT after the expired one survives the marker.
         let newer = data(day + 3 * DAY_MSEC, 10);
         let mut replaced = o.clone();
@@ -347,11 +358,15 @@ mod tests {
         // Uploads: only under tmp/, once a day has passed.
         let u = upload(day + 7);
         let o = Object::new(b, "tmp/x".into(), vec![u.clone()]);
-        assert!(plan(&o, &rules, day + DAY_MSEC - 1).aborts.is_empty());
-        let a = plan(&o, &rules, day + 2 * DAY_MSEC).aborts;
+        assert!(plan(&o, &rules, day + DAY_MSEC - 1, Versioning::Off)
+            .aborts
+            .is_empty());
+        let a = plan(&o, &rules, day + 2 * DAY_MSEC, Versioning::Off).aborts;
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].upload_id, a[0].timestamp), (u.uuid, u.timestamp));
         let o = Object::new(b, "logs/x".into(), vec![upload(day)]);
-        assert!(plan(&o, &rules, day + 10 * DAY_MSEC).aborts.is_empty());
+        assert!(plan(&o, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .aborts
+            .is_empty());
     }
 }

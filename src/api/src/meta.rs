@@ -67,7 +67,7 @@ impl StdHeaders {
     }
 }
 
-fn http_date(t: &Timestamp) -> Option<String> {
+pub fn http_date(t: &Timestamp) -> Option<String> {
     let mut buf = Vec::new();
     t.format(TimestampFormat::HttpDate, &mut buf).ok()?;
     String::from_utf8(buf).ok()

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
+use garage_model::bucket_table::Versioning;
 use garage_model::mpu_table::{MpuChecksum, MpuPart, MpuPartKey, MultipartUpload};
 use garage_model::object_table::{
     Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
@@ -186,17 +187,19 @@ impl Api {
         }
         let upload_id = gen_uuid();
         let timestamp = now_msec();
+        let versioning = self.versioning_of(bucket).await?;
         let obj = Object::new(
             bucket,
             i.key.clone(),
-            vec![ObjectVersion {
-                uuid: upload_id,
+            vec![ObjectVersion::new(
+                upload_id,
                 timestamp,
-                state: ObjectVersionState::Uploading {
+                ObjectVersionState::Uploading {
                     multipart: true,
                     headers,
                 },
-            }],
+                versioning,
+            )],
         );
         let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
         mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
@@ -286,7 +289,7 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let i = req.input;
         check_part_number(i.part_number)?;
-        let (src_bucket, src_key) = crate::copy::source_of(&i.copy_source)?;
+        let (src_bucket, src_key, src_vid) = crate::copy::source_of(&i.copy_source)?;
         let (src, dst) = tokio::join!(
             self.bucket_id(&key, src_bucket, Need::Read),
             self.bucket_id(&key, &i.bucket, Need::Write)
@@ -298,10 +301,10 @@ impl Api {
             i.sse_customer_key_md5.as_deref(),
         )?;
         let (cur, mpu) = tokio::join!(
-            self.current(src, src_key),
+            self.current(src, src_key, src_vid),
             self.upload_sealing(dst, &i.key, &i.upload_id, given)
         );
-        let (cur, (mpu, sse)) = (cur?, mpu?);
+        let (cur, (mpu, sse)) = (crate::copy::copy_source_missing(cur)?, mpu?);
         let src_sse = crate::copy::open_source(
             &cur,
             i.copy_source_sse_customer_algorithm.as_deref(),
@@ -638,17 +641,16 @@ impl Api {
                 ObjectVersionData::FirstBlock(meta, first.hash)
             }
         };
-        let version = ObjectVersion {
-            uuid: mpu.upload_id,
-            timestamp: mpu.timestamp,
-            state: ObjectVersionState::Complete(data),
-        };
+        let version = ObjectVersion::new(
+            mpu.upload_id,
+            mpu.timestamp,
+            ObjectVersionState::Complete(data),
+            self.versioning_of(bucket).await?,
+        );
+        let version_id =
+            (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         match cond {
-            None => {
-                self.objects
-                    .insert(&Object::new(bucket, i.key.clone(), vec![version]))
-                    .await?
-            }
+            None => self.write_version(bucket, &i.key, &version).await?,
             // A refused completion leaves the upload as it was (as S3
             // does): it can be completed again, or aborted.
             Some(c) => {
@@ -662,6 +664,7 @@ impl Api {
             key: Some(i.key.clone()),
             e_tag: Some(ETag::Strong(etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
+            version_id,
             ..Default::default()
         };
         if let Some((h, v, full)) = object_sum {
@@ -693,11 +696,12 @@ impl Api {
         let aborted = Object::new(
             mpu.bucket_id,
             mpu.key.clone(),
-            vec![ObjectVersion {
-                uuid: mpu.upload_id,
-                timestamp: mpu.timestamp,
-                state: ObjectVersionState::Aborted,
-            }],
+            vec![ObjectVersion::new(
+                mpu.upload_id,
+                mpu.timestamp,
+                ObjectVersionState::Aborted,
+                Default::default(),
+            )],
         );
         let mut gone = mpu.clone();
         gone.deleted.set();

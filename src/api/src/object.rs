@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
+use garage_model::bucket_table::Versioning;
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
@@ -33,6 +34,7 @@ macro_rules! checked_read {
             &$creds,
             &$i.bucket,
             &$i.key,
+            $i.version_id.as_deref(),
             Conditions {
                 if_match: $i.if_match.as_ref(),
                 if_none_match: $i.if_none_match.as_ref(),
@@ -57,9 +59,27 @@ pub struct Current {
     pub data: CurrentData,
     /// The version's current tags.
     pub tags: crate::tagging::Tags,
+    /// Its `x-amz-version-id` (none in a key that never had versioning).
+    pub version_id: Option<String>,
     /// A fetch of the first block already under way (taken by the first
     /// [`Api::content`] call).
     prefetch: std::sync::Mutex<Option<Prefetch>>,
+}
+
+/// What a write stored.
+pub struct Written {
+    pub etag: String,
+    pub size: u64,
+    pub checksum: Option<(String, String)>,
+    /// The version made current.
+    pub version: ObjectVersion,
+}
+
+impl Written {
+    /// Its `x-amz-version-id`: none when the bucket never had versioning.
+    pub fn version_id(&self) -> Option<String> {
+        (self.version.versioning != Versioning::Off).then(|| self.version.version_id().to_string())
+    }
 }
 
 pub enum CurrentData {
@@ -68,10 +88,16 @@ pub enum CurrentData {
 }
 
 impl Api {
-    /// The object's current data version, or NoSuchKey.
-    pub async fn current(&self, bucket: Uuid, key: &str) -> ApiResult<Current> {
-        let obj = self.objects.get(&bucket, &key.to_string()).await?;
-        Self::current_of(obj, key)
+    /// The object's current data version, or the version `version_id`
+    /// names; NoSuchKey, NoSuchVersion, or a delete marker's error.
+    pub async fn current(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> ApiResult<Current> {
+        let found = self.find_version(bucket, key, version_id).await?;
+        Self::current_of(found, key)
     }
 
     /// [`Api::current`], for a reader of the data: when this node holds
@@ -80,7 +106,15 @@ impl Api {
     /// held by another node costs no extra round trip after it (used if
     /// the quorum agrees on the block, as it does unless a write is
     /// racing the read).
-    pub async fn current_for_get(self: &Arc<Self>, bucket: Uuid, key: &str) -> ApiResult<Current> {
+    pub async fn current_for_get(
+        self: &Arc<Self>,
+        bucket: Uuid,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> ApiResult<Current> {
+        if version_id.is_some() {
+            return self.current(bucket, key, version_id).await;
+        }
         let k = key.to_string();
         let prefetch = match self.objects.get_local(&bucket, &k).await {
             Ok(Some(local)) => match local.last_data().map(|v| &v.state) {
@@ -92,16 +126,14 @@ impl Api {
             _ => None,
         };
         let obj = self.objects.get(&bucket, &k).await?;
-        let cur = Self::current_of(obj, key)?;
+        let found = self.current_in(bucket, key, obj).await?;
+        let cur = Self::current_of(found, key)?;
         *cur.prefetch.lock().expect("prefetch lock") = prefetch;
         Ok(cur)
     }
 
-    fn current_of(obj: Option<Object>, key: &str) -> ApiResult<Current> {
-        let v = obj
-            .as_ref()
-            .and_then(|o| o.last_data())
-            .ok_or_else(|| ApiError::NoSuchKey(key.into()))?;
+    fn current_of(found: crate::versioning::Found, key: &str) -> ApiResult<Current> {
+        let v = &found.version;
         let (meta, data) = match &v.state {
             ObjectVersionState::Complete(ObjectVersionData::Inline(m, d)) => {
                 (m.clone(), CurrentData::Inline(Bytes::from(d.clone())))
@@ -111,13 +143,13 @@ impl Api {
             }
             _ => return Err(ApiError::NoSuchKey(key.into())),
         };
-        let tags = crate::tagging::version_tags(obj.as_ref().expect("has a version"), v);
         Ok(Current {
             uuid: v.uuid,
             timestamp: v.timestamp,
             meta,
             data,
-            tags,
+            tags: found.tags(),
+            version_id: found.version_id(),
             prefetch: Default::default(),
         })
     }
@@ -137,7 +169,8 @@ impl Api {
         trailers: Option<&s3s::TrailingHeaders>,
         cond: Option<&WriteConditions>,
         sse: Option<&SseKey>,
-    ) -> ApiResult<(String, u64, Option<(String, String)>)> {
+        versioning: Versioning,
+    ) -> ApiResult<Written> {
         let mut headers = headers;
         if let Some(k) = sse {
             headers.extend(k.stored_pairs());
@@ -168,10 +201,10 @@ impl Api {
                 Some(k) => k.seal(&first),
                 None => first.to_vec(),
             };
-            let v = ObjectVersion {
+            let v = ObjectVersion::new(
                 uuid,
                 timestamp,
-                state: ObjectVersionState::Complete(ObjectVersionData::Inline(
+                ObjectVersionState::Complete(ObjectVersionData::Inline(
                     ObjectVersionMeta {
                         headers,
                         size,
@@ -179,27 +212,46 @@ impl Api {
                     },
                     data,
                 )),
-            };
-            self.finish_version(bucket, key, v, cond, true).await?;
-            return Ok((etag, size, sum));
+                versioning,
+            );
+            let v = self.finish_version(bucket, key, v, cond, true).await?;
+            return Ok(Written {
+                etag,
+                size,
+                checksum: sum,
+                version: v,
+            });
         }
 
         // The version is registered as uploading (so that an interrupted
-        // upload is cleaned up) while its first block is written.
+        // upload is cleaned up) while its first block is written. Not in
+        // a bucket with versioning: there a newer version completing
+        // first would cancel it (releasing its blocks), while S3 keeps
+        // both; an upload that fails is aborted below, one whose node
+        // dies leaves its blocks unreferenced (see doc/versioning.md).
         let uploading = Object::new(
             bucket,
             key.to_string(),
-            vec![ObjectVersion {
+            vec![ObjectVersion::new(
                 uuid,
                 timestamp,
-                state: ObjectVersionState::Uploading {
+                ObjectVersionState::Uploading {
                     multipart: false,
                     headers: headers.clone(),
                 },
-            }],
+                versioning,
+            )],
         );
         let objects = self.objects.clone();
-        let mark = tokio::spawn(async move { objects.insert(&uploading).await }.in_current_span());
+        let mark = tokio::spawn(
+            async move {
+                match versioning {
+                    Versioning::Off => objects.insert(&uploading).await,
+                    _ => Ok(()),
+                }
+            }
+            .in_current_span(),
+        );
         let backlink = VersionBacklink::Object {
             bucket_id: bucket,
             key: key.to_string(),
@@ -231,7 +283,8 @@ impl Api {
         let (w, sum) = match checked {
             Ok(w) => w,
             Err(e) => {
-                self.abort_version(bucket, key, uuid, timestamp).await;
+                self.abort_version(bucket, key, uuid, timestamp, versioning)
+                    .await;
                 return Err(e);
             }
         };
@@ -240,10 +293,10 @@ impl Api {
             None => hex::encode(w.md5),
         };
         headers.extend(sum.clone());
-        let complete = ObjectVersion {
+        let complete = ObjectVersion::new(
             uuid,
             timestamp,
-            state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+            ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
                 ObjectVersionMeta {
                     headers,
                     size: w.size,
@@ -251,10 +304,17 @@ impl Api {
                 },
                 w.first_block,
             )),
-        };
-        self.finish_version(bucket, key, complete, cond, false)
+            versioning,
+        );
+        let v = self
+            .finish_version(bucket, key, complete, cond, false)
             .await?;
-        Ok((etag, w.size, sum))
+        Ok(Written {
+            etag,
+            size: w.size,
+            checksum: sum,
+            version: v,
+        })
     }
 
     /// Makes a complete version current: one quorum write, or through the
@@ -271,12 +331,10 @@ impl Api {
         retimable: bool,
     ) -> ApiResult<ObjectVersion> {
         let Some(cond) = cond else {
-            self.objects
-                .insert(&Object::new(bucket, key.to_string(), vec![version.clone()]))
-                .await?;
+            self.write_version(bucket, key, &version).await?;
             return Ok(version);
         };
-        let (uuid, timestamp) = (version.uuid, version.timestamp);
+        let (uuid, timestamp, versioning) = (version.uuid, version.timestamp, version.versioning);
         match self
             .commit_conditional(bucket, key, version, cond, retimable)
             .await
@@ -284,7 +342,8 @@ impl Api {
             Ok(v) => Ok(v),
             Err(r) => {
                 if r.final_ && !retimable {
-                    self.abort_version(bucket, key, uuid, timestamp).await;
+                    self.abort_version(bucket, key, uuid, timestamp, versioning)
+                        .await;
                 }
                 Err(r.error)
             }
@@ -292,19 +351,40 @@ impl Api {
     }
 
     /// Marks a version aborted (its blocks are then released); an error
-    /// is logged, the anti-entropy and the next write finish the job.
-    pub async fn abort_version(&self, bucket: Uuid, key: &str, uuid: Uuid, timestamp: u64) {
+    /// is logged, the anti-entropy and the next write finish the job. In
+    /// a versioned key the object entry may have dropped the version
+    /// already (superseded while uploading) without releasing its blocks:
+    /// its version entry is deleted directly.
+    pub async fn abort_version(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        uuid: Uuid,
+        timestamp: u64,
+        versioning: Versioning,
+    ) {
         let aborted = Object::new(
             bucket,
             key.to_string(),
-            vec![ObjectVersion {
+            vec![ObjectVersion::new(
                 uuid,
                 timestamp,
-                state: ObjectVersionState::Aborted,
-            }],
+                ObjectVersionState::Aborted,
+                versioning,
+            )],
         );
         if let Err(e) = self.objects.insert(&aborted).await {
             warn!("cannot mark the failed upload of {key:?} aborted: {e}");
+        }
+        if versioning != Versioning::Off {
+            let backlink = VersionBacklink::Object {
+                bucket_id: bucket,
+                key: key.to_string(),
+            };
+            let deleted = garage_model::version_table::Version::deleted(uuid, backlink);
+            if let Err(e) = self.versions.insert(&deleted).await {
+                warn!("cannot release the blocks of the failed upload of {key:?}: {e}");
+            }
         }
     }
 
@@ -348,7 +428,8 @@ impl Api {
             crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
         }
         let expected = crate::checksum::expected(&req.headers)?;
-        let (etag, _, sum) = self
+        let versioning = self.versioning_of(bucket).await?;
+        let w = self
             .store_object(
                 bucket,
                 &i.key,
@@ -360,15 +441,21 @@ impl Api {
                 req.trailing_headers.as_ref(),
                 cond.as_ref(),
                 sse.as_ref(),
+                versioning,
             )
             .await?;
         let mut out = PutObjectOutput {
-            e_tag: Some(ETag::Strong(etag)),
+            version_id: w.version_id(),
+            e_tag: Some(ETag::Strong(w.etag)),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
         };
-        crate::set_checksums!(out, crate::checksum::stored(sum.as_slice()), with_type);
+        crate::set_checksums!(
+            out,
+            crate::checksum::stored(w.checksum.as_slice()),
+            with_type
+        );
         Ok(S3Response::new(out))
     }
 
@@ -421,6 +508,7 @@ impl Api {
             expires: i.response_expires.or_else(|| stored.expires()),
             metadata: stored.user(),
             tag_count: (!cur.tags.is_empty()).then_some(cur.tags.len() as i32),
+            version_id: cur.version_id.clone(),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
@@ -467,6 +555,7 @@ impl Api {
             content_language: stored.get(meta::CONTENT_LANGUAGE),
             expires: stored.expires(),
             metadata: stored.user(),
+            version_id: cur.version_id.clone(),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
             ..Default::default()
@@ -494,15 +583,12 @@ impl Api {
     /// A delete marker newer than anything written so far: one quorum
     /// write, no read. Deleting a key that does not exist succeeds, as in
     /// S3.
-    fn delete_marker(bucket: Uuid, key: &str) -> Object {
-        Object::new(
-            bucket,
-            key.to_string(),
-            vec![ObjectVersion {
-                uuid: gen_uuid(),
-                timestamp: now_msec(),
-                state: ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
-            }],
+    fn delete_marker(versioning: Versioning) -> ObjectVersion {
+        ObjectVersion::new(
+            gen_uuid(),
+            now_msec(),
+            ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+            versioning,
         )
     }
 
@@ -519,34 +605,58 @@ impl Api {
             i.if_match_last_modified_time.as_ref(),
             i.if_match_size,
         );
-        self.delete_one(bucket, &i.key, cond.as_ref()).await?;
-        let mut resp = S3Response::new(DeleteObjectOutput::default());
+        let mut out = DeleteObjectOutput::default();
+        match i.version_id.as_deref() {
+            Some(vid) => {
+                if cond.is_some() {
+                    return Err(ApiError::NotImplemented(
+                        "conditional deletes of a version named by its id are not supported".into(),
+                    ));
+                }
+                let was_marker = self.delete_version(bucket, &i.key, vid).await?;
+                out.version_id = Some(vid.to_string());
+                out.delete_marker = was_marker.then_some(true);
+            }
+            None => {
+                let versioning = self.versioning_of(bucket).await?;
+                let marker = self
+                    .delete_one(bucket, &i.key, cond.as_ref(), versioning)
+                    .await?;
+                if versioning != Versioning::Off {
+                    out.version_id = Some(marker.version_id().to_string());
+                    out.delete_marker = Some(true);
+                }
+            }
+        }
+        let mut resp = S3Response::new(out);
         resp.status = Some(StatusCode::NO_CONTENT);
         Ok(resp)
     }
 
     /// Deletes `key`: one quorum write of a delete marker, or, when the
     /// delete has conditions, a conditional write of the marker through
-    /// the object's register (see [`crate::conditional`]).
+    /// the object's register (see [`crate::conditional`]). Returns the
+    /// marker.
     async fn delete_one(
         &self,
         bucket: Uuid,
         key: &str,
         cond: Option<&WriteConditions>,
-    ) -> ApiResult<()> {
-        let marker = Self::delete_marker(bucket, key);
+        versioning: Versioning,
+    ) -> ApiResult<ObjectVersion> {
+        let marker = Self::delete_marker(versioning);
         match cond {
-            None => self.objects.insert(&marker).await?,
-            Some(c) => {
-                let v = marker.versions()[0].clone();
-                // Nothing to release when it is refused: a marker has no
-                // blocks.
-                self.commit_conditional(bucket, key, v, c, true)
-                    .await
-                    .map_err(|r| r.error)?;
+            None => {
+                self.write_version(bucket, key, &marker).await?;
+                Ok(marker)
             }
+            // Nothing to release when it is refused: a marker has no
+            // blocks.
+            Some(c) => self
+                .commit_conditional(bucket, key, marker, c, true)
+                .await
+                .map_err(|r| r.error),
         }
-        Ok(())
     }
 
     pub async fn delete_objects(
@@ -557,14 +667,17 @@ impl Api {
         let i = req.input;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         check_delete_count(i.delete.objects.len())?;
+        let versioning = self.versioning_of(bucket).await?;
         let quiet = i.delete.quiet.unwrap_or(false);
-        let mut markers = Vec::new();
+        let mut markers: Vec<(String, ObjectVersion)> = Vec::new();
         let mut errors = Vec::new();
         let mut deleted = Vec::new();
-        let mut conditional = Vec::new();
+        // Keys with conditions, or with a version id: one by one, a few
+        // at once.
+        let mut one_by_one = Vec::new();
         for o in i.delete.objects {
             if let Err(e) = check_key(&o.key) {
-                errors.push(key_error(o.key, &e));
+                errors.push(key_error(o.key, o.version_id, &e));
                 continue;
             }
             // `<ETag>*</ETag>`: the object exists (as the `If-Match: *`
@@ -573,46 +686,61 @@ impl Api {
                 "*" => ETagCondition::Any,
                 _ => ETagCondition::ETag(e),
             });
-            match WriteConditions::of_delete(
+            let cond = WriteConditions::of_delete(
                 if_match.as_ref(),
                 o.last_modified_time.as_ref(),
                 o.size,
-            ) {
-                Some(c) => conditional.push((o.key, c)),
-                None => {
-                    markers.push(Self::delete_marker(bucket, &o.key));
-                    deleted.push(DeletedObject {
-                        key: Some(o.key),
-                        ..Default::default()
-                    });
+            );
+            match (cond, o.version_id) {
+                (None, None) => {
+                    let m = Self::delete_marker(versioning);
+                    deleted.push(deleted_entry(o.key.clone(), None, &m));
+                    markers.push((o.key, m));
                 }
+                (c, vid) => one_by_one.push((o.key, c, vid)),
             }
         }
-        // Keys with conditions: each through its register, a few at once.
         let this = &self;
-        let outcomes: Vec<(String, ApiResult<()>)> = futures::stream::iter(conditional)
-            .map(|(k, c)| async move {
-                let r = this.delete_one(bucket, &k, Some(&c)).await;
-                (k, r)
-            })
-            .buffered(CONDITIONAL_DELETES_AT_ONCE)
-            .collect()
-            .await;
+        let outcomes: Vec<(String, Option<String>, ApiResult<DeletedObject>)> =
+            futures::stream::iter(one_by_one)
+                .map(|(k, c, vid)| async move {
+                    let r = match (&vid, &c) {
+                        (Some(_), Some(_)) => Err(ApiError::NotImplemented(
+                            "conditional deletes of a version named by its id are not supported"
+                                .into(),
+                        )),
+                        (Some(v), None) => {
+                            this.delete_version(bucket, &k, v).await.map(|was_marker| {
+                                DeletedObject {
+                                    key: Some(k.clone()),
+                                    version_id: Some(v.clone()),
+                                    delete_marker: was_marker.then_some(true),
+                                    ..Default::default()
+                                }
+                            })
+                        }
+                        (None, c) => this
+                            .delete_one(bucket, &k, c.as_ref(), versioning)
+                            .await
+                            .map(|m| deleted_entry(k.clone(), None, &m)),
+                    };
+                    (k, vid, r)
+                })
+                .buffered(CONDITIONAL_DELETES_AT_ONCE)
+                .collect()
+                .await;
         if !markers.is_empty() {
-            if let Err(e) = self.objects.insert_many(&markers).await {
+            if let Err(e) = self.write_versions(bucket, &markers).await {
                 let e = ApiError::from(e);
                 for d in deleted.drain(..) {
-                    errors.push(key_error(d.key.unwrap_or_default(), &e));
+                    errors.push(key_error(d.key.unwrap_or_default(), None, &e));
                 }
             }
         }
-        for (k, r) in outcomes {
+        for (k, vid, r) in outcomes {
             match r {
-                Ok(()) => deleted.push(DeletedObject {
-                    key: Some(k),
-                    ..Default::default()
-                }),
-                Err(e) => errors.push(key_error(k, &e)),
+                Ok(d) => deleted.push(d),
+                Err(e) => errors.push(key_error(k, vid, &e)),
             }
         }
         Ok(S3Response::new(DeleteObjectsOutput {
@@ -623,16 +751,28 @@ impl Api {
     }
 }
 
+/// The DeleteObjects entry of a key deleted by writing `marker`: with the
+/// marker's id when the bucket has versioning.
+fn deleted_entry(key: String, version_id: Option<String>, marker: &ObjectVersion) -> DeletedObject {
+    let versioned = marker.versioning != Versioning::Off;
+    DeletedObject {
+        key: Some(key),
+        version_id,
+        delete_marker: versioned.then_some(true),
+        delete_marker_version_id: versioned.then(|| marker.version_id().to_string()),
+    }
+}
+
 /// How many conditional deletes of one DeleteObjects request run at once.
 const CONDITIONAL_DELETES_AT_ONCE: usize = 8;
 
 /// A DeleteObjects error entry for `key`.
-fn key_error(key: String, e: &ApiError) -> Error {
+fn key_error(key: String, version_id: Option<String>, e: &ApiError) -> Error {
     Error {
         code: Some(e.code().as_str().to_string()),
         message: Some(e.to_string()),
         key: Some(key),
-        version_id: None,
+        version_id,
     }
 }
 
@@ -740,14 +880,15 @@ impl Api {
         creds: &Option<s3s::auth::Credentials>,
         bucket: &str,
         key: &str,
+        version_id: Option<&str>,
         c: Conditions<'_>,
         sse_given: Option<SseKey>,
     ) -> ApiResult<(Current, Option<SseKey>)> {
         let k = self.key(creds).await?;
         let id = self.bucket_id(&k, bucket, Need::Read).await?;
         let cur = match for_get {
-            true => self.current_for_get(id, key).await?,
-            false => self.current(id, key).await?,
+            true => self.current_for_get(id, key, version_id).await?,
+            false => self.current(id, key, version_id).await?,
         };
         let sse = check_version(&cur, c, sse_given)?;
         Ok((cur, sse))

@@ -31,6 +31,7 @@ forward! {
     delete_bucket: DeleteBucketInput => DeleteBucketOutput;
     get_bucket_location: GetBucketLocationInput => GetBucketLocationOutput;
     get_bucket_versioning: GetBucketVersioningInput => GetBucketVersioningOutput;
+    put_bucket_versioning: PutBucketVersioningInput => PutBucketVersioningOutput;
     get_bucket_cors: GetBucketCorsInput => GetBucketCorsOutput;
     put_bucket_cors: PutBucketCorsInput => PutBucketCorsOutput;
     delete_bucket_cors: DeleteBucketCorsInput => DeleteBucketCorsOutput;

@@ -16,6 +16,7 @@ use s3s::{S3Request, S3Response};
 
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
+use crate::versioning::Found;
 
 /// Where an object version's tags given at write time are kept, among its
 /// headers (URL-encoded, as the request header carries them).
@@ -109,6 +110,11 @@ pub fn version_tags(obj: &Object, v: &ObjectVersion) -> Tags {
     if let Some(t) = obj.updated_tags(&v.uuid) {
         return t.clone();
     }
+    stored_tags(v)
+}
+
+/// The tags version `v` was written with.
+pub fn stored_tags(v: &ObjectVersion) -> Tags {
     match &v.state {
         garage_model::object_table::ObjectVersionState::Complete(
             garage_model::object_table::ObjectVersionData::Inline(m, _)
@@ -139,9 +145,8 @@ fn to_xml(tags: Tags) -> TagSet {
 }
 
 impl Api {
-    /// The object entry and its current data version for a tagging
-    /// request. Without version ids (versioning is not implemented), a
-    /// `versionId` must be `null`: anything else is NoSuchVersion.
+    /// The version a tagging request names (the current one, or the one
+    /// its `versionId` names).
     async fn tagged_object(
         &self,
         creds: &Option<s3s::auth::Credentials>,
@@ -149,29 +154,61 @@ impl Api {
         key: &str,
         version_id: Option<&str>,
         need: Need,
-    ) -> ApiResult<(Object, ObjectVersion)> {
+    ) -> ApiResult<Found> {
         check_key(key)?;
         let k = self.key(creds).await?;
         let id = self.bucket_id(&k, bucket, need).await?;
-        let obj = self.objects.get(&id, &key.to_string()).await?;
-        let cur = obj
-            .as_ref()
-            .and_then(|o| o.last_data())
-            .cloned()
-            .ok_or_else(|| ApiError::NoSuchKey(key.into()))?;
-        if let Some(v) = version_id.filter(|v| *v != "null") {
-            return Err(ApiError::NoSuchVersion(v.into()));
-        }
-        Ok((obj.expect("checked above"), cur))
+        self.find_version(id, key, version_id)
+            .await
+            .map_err(|e| match e {
+                // S3 answers 405 for a delete marker, named or current.
+                ApiError::DeleteMarker {
+                    key,
+                    version_id,
+                    last_modified,
+                    ..
+                } => ApiError::DeleteMarker {
+                    key,
+                    version_id,
+                    last_modified,
+                    by_id: true,
+                },
+                e => e,
+            })
     }
 
-    /// Writes `tags` as the current tag set of version `v` of `obj`: one
-    /// quorum write of the entry as read, with the new set (timestamped
-    /// after the set read; merging the rest again changes nothing).
-    async fn write_tags(&self, obj: &Object, v: &ObjectVersion, tags: Tags) -> ApiResult<()> {
-        let mut e = obj.clone();
-        e.set_tags(v.uuid, tags);
-        self.objects.insert(&e).await?;
+    /// Writes `tags` as the current tag set of the version found: in its
+    /// object entry when it is there (one quorum write of the entry as
+    /// read, with the new set, timestamped after the set read), else in
+    /// its history entry.
+    async fn write_tags(&self, f: &Found, tags: Tags) -> ApiResult<()> {
+        match (&f.history, &f.obj) {
+            (Some(h), _) => {
+                let mut e = h.clone();
+                e.tags.update(Some(tags));
+                self.history.insert(&e).await?;
+            }
+            (None, Some(obj)) => {
+                let mut e = obj.clone();
+                e.set_tags(f.version.uuid, tags.clone());
+                if f.version.in_history() {
+                    // Its history entry too: the set must stay once the
+                    // version is no longer current.
+                    let mut h = garage_model::history_table::HistoryEntry::new(
+                        obj.bucket_id,
+                        &obj.key,
+                        f.version.clone(),
+                    );
+                    h.tags.update(Some(tags));
+                    let (a, b) = tokio::join!(self.objects.insert(&e), self.history.insert(&h));
+                    a?;
+                    b?;
+                } else {
+                    self.objects.insert(&e).await?;
+                }
+            }
+            (None, None) => return Err(ApiError::NoSuchKey(String::new())),
+        }
         Ok(())
     }
 
@@ -181,7 +218,7 @@ impl Api {
     ) -> ApiResult<S3Response<PutObjectTaggingOutput>> {
         let i = req.input;
         let tags = from_xml(i.tagging, MAX_OBJECT_TAGS)?;
-        let (obj, v) = self
+        let f = self
             .tagged_object(
                 &req.credentials,
                 &i.bucket,
@@ -190,8 +227,10 @@ impl Api {
                 Need::Write,
             )
             .await?;
-        self.write_tags(&obj, &v, tags).await?;
-        Ok(S3Response::new(PutObjectTaggingOutput::default()))
+        self.write_tags(&f, tags).await?;
+        Ok(S3Response::new(PutObjectTaggingOutput {
+            version_id: f.version_id(),
+        }))
     }
 
     pub async fn get_object_tagging(
@@ -199,7 +238,7 @@ impl Api {
         req: S3Request<GetObjectTaggingInput>,
     ) -> ApiResult<S3Response<GetObjectTaggingOutput>> {
         let i = req.input;
-        let (obj, v) = self
+        let f = self
             .tagged_object(
                 &req.credentials,
                 &i.bucket,
@@ -209,8 +248,8 @@ impl Api {
             )
             .await?;
         Ok(S3Response::new(GetObjectTaggingOutput {
-            tag_set: to_xml(version_tags(&obj, &v)),
-            version_id: None,
+            tag_set: to_xml(f.tags()),
+            version_id: f.version_id(),
         }))
     }
 
@@ -219,7 +258,7 @@ impl Api {
         req: S3Request<DeleteObjectTaggingInput>,
     ) -> ApiResult<S3Response<DeleteObjectTaggingOutput>> {
         let i = req.input;
-        let (obj, v) = self
+        let f = self
             .tagged_object(
                 &req.credentials,
                 &i.bucket,
@@ -228,8 +267,10 @@ impl Api {
                 Need::Write,
             )
             .await?;
-        self.write_tags(&obj, &v, Vec::new()).await?;
-        let mut resp = S3Response::new(DeleteObjectTaggingOutput::default());
+        self.write_tags(&f, Vec::new()).await?;
+        let mut resp = S3Response::new(DeleteObjectTaggingOutput {
+            version_id: f.version_id(),
+        });
         resp.status = Some(hyper::StatusCode::NO_CONTENT);
         Ok(resp)
     }

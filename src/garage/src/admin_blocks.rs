@@ -184,6 +184,7 @@ pub async fn purge_blocks(g: &Garage, hashes: &[Hash]) -> Result<PurgeCount> {
         versions: g.version_table.clone(),
         block_refs: g.block_ref_table.clone(),
         mpus: g.mpu_table.clone(),
+        history: g.history_table.clone(),
     };
     let mut total = PurgeCount::default();
     for h in hashes.iter() {

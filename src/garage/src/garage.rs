@@ -12,6 +12,7 @@ use garage_model::bucket_alias_table::BucketAliasTable;
 use garage_model::bucket_table::BucketTable;
 use garage_model::counter_table::{CounterTable, LocalCounters};
 use garage_model::helper::Metadata;
+use garage_model::history_table::HistoryTable;
 use garage_model::key_table::KeyTable;
 use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
@@ -44,6 +45,8 @@ pub struct Garage {
     pub block_ref_table: Arc<Table<BlockRefTable>>,
     pub mpu_table: Arc<Table<MpuTable>>,
     pub counter_table: Arc<Table<CounterTable>>,
+    /// Versions written with versioning enabled.
+    pub history_table: Arc<Table<HistoryTable>>,
     /// Compare-and-set registers (conditional writes).
     pub cas_registers: Arc<CasRegisters>,
     /// Every table, for statistics, repairs and workers.
@@ -100,12 +103,20 @@ impl Garage {
             system.clone(),
         )?;
         let counter_table = Table::new(CounterTable, db.clone(), system.clone())?;
+        let history_table = Table::new(
+            HistoryTable {
+                versions: InsertQueue::open(&db)?,
+            },
+            db.clone(),
+            system.clone(),
+        )?;
         let object_table = Table::new(
             ObjectTable {
                 node,
                 versions: InsertQueue::open(&db)?,
                 mpus: InsertQueue::open(&db)?,
                 counters: InsertQueue::open(&db)?,
+                history: InsertQueue::open(&db)?,
                 local_counters: LocalCounters::open(&db)?,
             },
             db.clone(),
@@ -121,6 +132,7 @@ impl Garage {
             block_ref_table.clone(),
             mpu_table.clone(),
             counter_table.clone(),
+            history_table.clone(),
         ];
         Ok(Arc::new(Self {
             db,
@@ -134,6 +146,7 @@ impl Garage {
             block_ref_table,
             mpu_table,
             counter_table,
+            history_table,
             cas_registers,
             tables,
         }))

@@ -273,6 +273,7 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.version_table.clone(),
         garage.block_ref_table.clone(),
         garage.mpu_table.clone(),
+        garage.history_table.clone(),
         garage.block_manager.clone(),
         garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),

@@ -27,7 +27,7 @@
 
 use garage_db as db;
 use garage_table::{Entry, InsertQueue, Removal, TableSchema};
-use garage_util::crdt::{Crdt, LwwMap};
+use garage_util::crdt::{Crdt, Lww, LwwMap};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +71,8 @@ pub struct Object {
     null_mark: Option<(u64, Uuid)>,
     /// Whether a version written with versioning enabled or suspended was
     /// ever merged into this entry: its key may have versions in the
-    /// history table, and the entry is never a tombstone (it tells which
-    /// version is current). Absent in older entries: false.
+    /// history table, and a null delete marker is a version to keep.
+    /// Absent in older entries: false.
     #[serde(default)]
     versioned: bool,
 }
@@ -499,18 +499,19 @@ impl Entry<Uuid, String> for Object {
     fn sort_key(&self) -> &String {
         &self.key
     }
-    /// Nothing left but a delete marker (or nothing at all), in a key
-    /// that never had versioning (a versioned key's entry tells which of
-    /// its versions is current, and holds its null version).
+    /// Nothing left but a delete marker (or nothing at all). In a
+    /// versioned key, a null delete marker is a version of its own, kept
+    /// only here: it is not a tombstone (a marker with an id of its own is
+    /// in the history table, which readers fall back to when the entry
+    /// is gone).
     fn is_tombstone(&self) -> bool {
-        !self.versioned
-            && self.versions.iter().all(|v| {
-                matches!(
-                    v.state,
-                    ObjectVersionState::Complete(ObjectVersionData::DeleteMarker)
-                        | ObjectVersionState::Aborted
-                )
-            })
+        self.versions.iter().all(|v| match &v.state {
+            ObjectVersionState::Aborted => true,
+            ObjectVersionState::Complete(ObjectVersionData::DeleteMarker) => {
+                !self.versioned || v.in_history()
+            }
+            _ => false,
+        })
     }
 }
 
@@ -594,7 +595,6 @@ impl ObjectTable {
         old: &Object,
         new: Option<&Object>,
     ) -> db::Result<()> {
-        let versioned = new.is_some_and(|n| n.versioned);
         for v in old.versions.iter() {
             let now_version = new.and_then(|n| n.version(v.timestamp, v.uuid));
             let now = now_version.map(|x| &x.state);
@@ -602,15 +602,19 @@ impl ObjectTable {
             // on in the history table (which its write already reached;
             // this is in case that write was lost).
             if v.in_history() && v.is_complete() && now_version.is_none() {
-                self.history
-                    .push(tx, &HistoryEntry::new(old.bucket_id, &old.key, v.clone()))?;
+                let mut h = HistoryEntry::new(old.bucket_id, &old.key, v.clone());
+                if let Some((_, ts, tags)) = old.tag_updates.items().find(|(u, _, _)| **u == v.uuid)
+                {
+                    h.tags = Lww::raw(ts, Some(tags.clone()));
+                }
+                self.history.push(tx, &h)?;
             }
-            // Superseded in a versioned key, a version with an id of its
-            // own keeps its blocks (the history table owns them), and so
-            // does an upload still in progress (it may complete into the
-            // history, or as the null version).
-            let kept_elsewhere =
-                versioned && now_version.is_none() && (v.in_history() || !v.is_complete());
+            // Superseded, a version with an id of its own keeps its
+            // blocks: the history table owns them. (An upload superseded
+            // while in progress is cancelled, versioned or not; writers
+            // in a versioned bucket do not show their single-part uploads
+            // here, see `garage_api::object`.)
+            let kept_elsewhere = now_version.is_none() && v.in_history() && v.is_complete();
             // Went away, aborted, or replaced by data without blocks:
             // its blocks are no longer needed. (Every state change is
             // final in that direction, so this is never undone.)
@@ -632,7 +636,7 @@ impl ObjectTable {
             // id as the upload) already holds the blocks it uses.
             let still_uploading =
                 now.is_some_and(|s| matches!(s, ObjectVersionState::Uploading { .. }));
-            if v.is_uploading(Some(true)) && !still_uploading && !kept_elsewhere {
+            if v.is_uploading(Some(true)) && !still_uploading {
                 let mut mpu =
                     MultipartUpload::new(v.uuid, v.timestamp, old.bucket_id, old.key.clone());
                 mpu.deleted.set();

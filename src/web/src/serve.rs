@@ -149,8 +149,8 @@ impl Web {
 
         let cond = RequestConditions::of(ask.headers);
         let lookup = match head {
-            true => self.api.current(site.id, &object).await,
-            false => self.api.current_for_get(site.id, &object).await,
+            true => self.api.current(site.id, &object, None).await,
+            false => self.api.current_for_get(site.id, &object, None).await,
         };
         let err = match lookup {
             Ok(cur) => match check_version(&cur, cond.as_conditions(), None) {
@@ -173,7 +173,7 @@ impl Web {
             // A directory named without its final slash: send the browser
             // to the slashed path, so that relative links in its index work.
             let dir_index = format!("{key}/{index}");
-            if self.api.current(site.id, &dir_index).await.is_ok() {
+            if self.api.current(site.id, &dir_index, None).await.is_ok() {
                 let mut location = routing::path_of(&format!("{key}/"));
                 if let Some(q) = ask.uri.query() {
                     location = format!("{location}?{q}");
@@ -195,7 +195,7 @@ impl Web {
             if let Some(doc) = &site.config.error_document {
                 // The bucket's own 404 page; when it is missing or cannot be
                 // read, the built-in one.
-                if let Ok(cur) = self.api.current(site.id, doc).await {
+                if let Ok(cur) = self.api.current(site.id, doc, None).await {
                     if let Ok(sse) = check_version(&cur, Conditions::default(), None) {
                         return self.object_response(&cur, sse, None, status, head);
                     }
