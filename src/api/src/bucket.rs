@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use garage_model::bucket_table::check_bucket_name;
 use garage_model::helper::HelperError;
-use garage_model::object_table::ObjectFilter;
 use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
@@ -135,17 +134,14 @@ impl Api {
         let name = req.input.bucket;
         let id = self.bucket_id(&key, &name, Need::Owner).await?;
         let bucket = self.bucket(id, &name).await?;
-        for filter in [
-            ObjectFilter::IsData,
-            ObjectFilter::IsUploading { multipart: None },
-        ] {
-            let some = self
-                .objects
-                .get_range(&id, None, Some(filter), 1, false)
-                .await?;
-            if !some.is_empty() {
-                return Err(ApiError::BucketNotEmpty(name));
-            }
+        // Any object, upload or version (delete markers included, as in
+        // S3) keeps the bucket.
+        let (objects, versions) = tokio::join!(
+            self.objects.get_range(&id, None, None, 1, false),
+            self.history.get_range(&id, None, None, 1, false)
+        );
+        if !objects?.is_empty() || !versions?.is_empty() {
+            return Err(ApiError::BucketNotEmpty(name));
         }
         self.metadata.delete_bucket(&bucket).await?;
         let mut resp = S3Response::new(DeleteBucketOutput::default());

@@ -18,6 +18,7 @@ mod fuzz_tests;
 pub mod lifecycle;
 pub mod lifecycle_worker;
 pub mod list;
+pub mod list_versions;
 pub mod meta;
 pub mod multipart;
 pub mod object;

@@ -15,12 +15,12 @@ use crate::error::{ApiError, ApiResult};
 use crate::meta;
 
 /// Entries asked of the object table per round.
-const BATCH: usize = 1000;
+pub(crate) const BATCH: usize = 1000;
 /// Most keys a listing returns, whatever max-keys says.
 const MAX_KEYS: usize = 1000;
 /// Sorts after every string that starts with the same prefix, in practice
 /// (no UTF-8 key contains it).
-const AFTER_ALL: char = '\u{10FFFF}';
+pub(crate) const AFTER_ALL: char = '\u{10FFFF}';
 
 pub struct ListQuery {
     pub bucket: Uuid,
@@ -229,7 +229,7 @@ impl Api {
     }
 }
 
-fn max_keys(m: Option<i32>) -> ApiResult<usize> {
+pub(crate) fn max_keys(m: Option<i32>) -> ApiResult<usize> {
     match m {
         None => Ok(MAX_KEYS),
         Some(n) if n < 0 => Err(ApiError::InvalidArgument(
@@ -239,7 +239,7 @@ fn max_keys(m: Option<i32>) -> ApiResult<usize> {
     }
 }
 
-fn url_encoding(e: &Option<EncodingType>) -> ApiResult<bool> {
+pub(crate) fn url_encoding(e: &Option<EncodingType>) -> ApiResult<bool> {
     match e {
         None => Ok(false),
         Some(e) if e.as_str() == "url" => Ok(true),
@@ -252,7 +252,7 @@ fn url_encoding(e: &Option<EncodingType>) -> ApiResult<bool> {
 
 /// `encoding-type=url`: everything but unreserved characters and `/` is
 /// percent-encoded.
-fn enc(url: bool, s: &str) -> String {
+pub(crate) fn enc(url: bool, s: &str) -> String {
     use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
     const SET: &AsciiSet = &NON_ALPHANUMERIC
         .remove(b'-')

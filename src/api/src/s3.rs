@@ -49,6 +49,7 @@ forward! {
     delete_objects: DeleteObjectsInput => DeleteObjectsOutput;
     list_objects: ListObjectsInput => ListObjectsOutput;
     list_objects_v2: ListObjectsV2Input => ListObjectsV2Output;
+    list_object_versions: ListObjectVersionsInput => ListObjectVersionsOutput;
     create_multipart_upload: CreateMultipartUploadInput => CreateMultipartUploadOutput;
     upload_part: UploadPartInput => UploadPartOutput;
     upload_part_copy: UploadPartCopyInput => UploadPartCopyOutput;
