@@ -329,8 +329,8 @@ impl Api {
             let modified = Some(meta::timestamp(l.version.timestamp));
             match &l.version.state {
                 ObjectVersionState::Complete(ObjectVersionData::Inline(m, _))
-                | ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) => {
-                    versions.push(dto::ObjectVersion {
+                | ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) => versions
+                    .push(dto::ObjectVersion {
                         key: Some(enc(url, &l.key)),
                         version_id: id,
                         is_latest: Some(l.latest),
@@ -342,8 +342,7 @@ impl Api {
                             dto::ObjectVersionStorageClass::STANDARD,
                         )),
                         ..Default::default()
-                    })
-                }
+                    }),
                 _ => markers.push(dto::DeleteMarkerEntry {
                     key: Some(enc(url, &l.key)),
                     version_id: id,

@@ -10,7 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::cluster::{wait_until, Cluster};
-use common::s3::{endpoint, make_key};
+use common::s3::{aws, aws_ok, endpoint, make_key};
+use common::stdout;
 
 const DONE: &str = "all versioning checks passed";
 
@@ -36,12 +37,16 @@ fn run(
     if let Some(d) = pause {
         cmd.env("GARAGE_TEST_PAUSE", d);
     }
-    let child = cmd.spawn().expect("python3 runs (CI installs it with boto3)");
+    let child = cmd
+        .spawn()
+        .expect("python3 runs (CI installs it with boto3)");
     if let Some(d) = pause {
         let ready = d.join("ready");
-        wait_until("the script's first writes", Duration::from_secs(120), || {
-            ready.exists()
-        });
+        wait_until(
+            "the script's first writes",
+            Duration::from_secs(120),
+            || ready.exists(),
+        );
         meanwhile();
         std::fs::write(d.join("go"), b"").unwrap();
     }
@@ -62,6 +67,70 @@ fn versioning_on_one_node() {
     c.apply_layout(&["dc1"], "1G");
     let key = make_key(&c, "versions");
     run(&key, &[endpoint(&c, 0)], None, || {});
+    with_aws_cli(&c, &key);
+}
+
+/// The same switch and listing with aws-cli, and `garage bucket info`
+/// showing the bucket's versioning.
+fn with_aws_cli(c: &Cluster, key: &(String, String)) {
+    let ep = endpoint(c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let s3 = |args: &[&str]| aws_ok(key, &ep, d, args);
+    s3(&["s3api", "create-bucket", "--bucket", "vinfo"]);
+    let info = c.garage_ok(0, &["bucket", "info", "vinfo"]);
+    assert!(info.contains("Versioning:      off"), "{info}");
+    s3(&[
+        "s3api",
+        "put-bucket-versioning",
+        "--bucket",
+        "vinfo",
+        "--versioning-configuration",
+        "Status=Enabled",
+    ]);
+    let got = s3(&["s3api", "get-bucket-versioning", "--bucket", "vinfo"]);
+    assert!(got.contains("\"Enabled\""), "{got}");
+    std::fs::write(d.join("f"), b"hello").unwrap();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let out = s3(&[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "vinfo",
+            "--key",
+            "k",
+            "--body",
+            "f",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        ids.push(v["VersionId"].as_str().unwrap().to_string());
+    }
+    let out = s3(&["s3api", "list-object-versions", "--bucket", "vinfo"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let listed: Vec<&str> = v["Versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["VersionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, vec![ids[1].as_str(), ids[0].as_str()]);
+    let o = aws(
+        key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "put-bucket-versioning",
+            "--bucket",
+            "vinfo",
+            "--versioning-configuration",
+            "Status=Off",
+        ],
+    );
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let info = c.garage_ok(0, &["bucket", "info", "vinfo"]);
+    assert!(info.contains("Versioning:      enabled"), "{info}");
 }
 
 #[test]

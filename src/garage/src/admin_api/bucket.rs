@@ -101,6 +101,8 @@ pub struct GetBucketInfoResponse {
     /// The same count (every unfinished upload is a multipart one here).
     pub unfinished_multipart_uploads: i64,
     pub quotas: ApiBucketQuotas,
+    /// S3 versioning: `off` (never enabled), `enabled` or `suspended`.
+    pub versioning: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -181,6 +183,12 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
             max_size: q.max_size,
             max_objects: q.max_objects,
         },
+        versioning: match p.versioning.get() {
+            garage_model::bucket_table::Versioning::Off => "off",
+            garage_model::bucket_table::Versioning::Enabled => "enabled",
+            garage_model::bucket_table::Versioning::Suspended => "suspended",
+        }
+        .into(),
     })
 }
 
