@@ -2,9 +2,10 @@
 //! checks them and kept in the bucket entry (a last-writer-wins register,
 //! like CORS). The lifecycle worker (`lifecycle_worker.rs`) applies them.
 //! Supported: Status, ID, a filter on prefix and object size,
-//! Expiration (Days or Date) and AbortIncompleteMultipartUpload; storage
-//! class transitions and noncurrent versions (there is no versioning)
-//! answer NotImplemented, tag filters too.
+//! Expiration (Days, Date or ExpiredObjectDeleteMarker),
+//! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions)
+//! and AbortIncompleteMultipartUpload; storage class transitions
+//! (current or noncurrent) answer NotImplemented, tag filters too.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -126,17 +127,21 @@ fn filter_from_dto(f: LifecycleRuleFilter) -> ApiResult<LifecycleFilter> {
     Ok(out)
 }
 
-fn expiration_from_dto(e: S3Expiration) -> ApiResult<LifecycleExpiration> {
-    if e.expired_object_delete_marker.is_some() {
+/// An Expiration: Days or Date (`Some`), or ExpiredObjectDeleteMarker
+/// alone (`None`, with `true`).
+fn expiration_from_dto(e: S3Expiration) -> ApiResult<(Option<LifecycleExpiration>, bool)> {
+    if let Some(m) = e.expired_object_delete_marker {
         if e.days.is_some() || e.date.is_some() {
             return Err(invalid(
                 "ExpiredObjectDeleteMarker cannot be specified with Days or Date in a Lifecycle Expiration Policy",
             ));
         }
-        return Err(ApiError::NotImplemented(
-            "ExpiredObjectDeleteMarker is not supported (garage has no versioning)".into(),
-        ));
+        return Ok((None, m));
     }
+    expiration_time(e).map(|t| (Some(t), false))
+}
+
+fn expiration_time(e: S3Expiration) -> ApiResult<LifecycleExpiration> {
     match (e.days, e.date) {
         (Some(d), None) => {
             if d <= 0 {
@@ -168,11 +173,29 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
             "lifecycle Transitions are not supported: garage has a single storage class".into(),
         ));
     }
-    if r.noncurrent_version_expiration.is_some() {
-        return Err(ApiError::NotImplemented(
-            "NoncurrentVersionExpiration is not supported: garage has no versioning".into(),
-        ));
-    }
+    let noncurrent_expiration = match r.noncurrent_version_expiration {
+        None => None,
+        Some(n) => {
+            let days = match n.noncurrent_days {
+                Some(d) if d > 0 => d as u32,
+                _ => {
+                    return Err(invalid(
+                        "'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer",
+                    ))
+                }
+            };
+            let keep = match n.newer_noncurrent_versions {
+                None => None,
+                Some(k) if (1..=100).contains(&k) => Some(k as u32),
+                Some(_) => {
+                    return Err(invalid(
+                        "'NewerNoncurrentVersions' must be between 1 and 100",
+                    ))
+                }
+            };
+            Some(model::NoncurrentExpiration { days, keep })
+        }
+    };
     let enabled = match r.status.as_str() {
         ExpirationStatus::ENABLED => true,
         ExpirationStatus::DISABLED => false,
@@ -199,7 +222,10 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
             ..Default::default()
         },
     };
-    let expiration = r.expiration.map(expiration_from_dto).transpose()?;
+    let (expiration, expired_delete_marker) = match r.expiration {
+        Some(e) => expiration_from_dto(e)?,
+        None => (None, false),
+    };
     let abort_incomplete_mpu_days = match r.abort_incomplete_multipart_upload {
         None => None,
         Some(a) => match a.days_after_initiation {
@@ -222,7 +248,11 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
             "AbortIncompleteMultipartUpload cannot be specified with an object size filter (an upload has no size yet)",
         ));
     }
-    if expiration.is_none() && abort_incomplete_mpu_days.is_none() {
+    if expiration.is_none()
+        && abort_incomplete_mpu_days.is_none()
+        && noncurrent_expiration.is_none()
+        && !expired_delete_marker
+    {
         return Err(invalid(
             "At least one action needs to be specified in a rule",
         ));
@@ -233,6 +263,8 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
         filter,
         expiration,
         abort_incomplete_mpu_days,
+        noncurrent_expiration,
+        expired_delete_marker,
     })
 }
 
@@ -297,22 +329,32 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
             ExpirationStatus::DISABLED
         }),
         filter: Some(filter),
-        expiration: r.expiration.map(|e| match e {
-            LifecycleExpiration::AfterDays(d) => S3Expiration {
+        expiration: match (r.expiration, r.expired_delete_marker) {
+            (Some(LifecycleExpiration::AfterDays(d)), _) => Some(S3Expiration {
                 days: Some(d as i32),
                 ..Default::default()
-            },
-            LifecycleExpiration::AtDate(ms) => S3Expiration {
+            }),
+            (Some(LifecycleExpiration::AtDate(ms)), _) => Some(S3Expiration {
                 date: Some(meta::timestamp(ms)),
                 ..Default::default()
-            },
-        }),
+            }),
+            (None, true) => Some(S3Expiration {
+                expired_object_delete_marker: Some(true),
+                ..Default::default()
+            }),
+            (None, false) => None,
+        },
         abort_incomplete_multipart_upload: r.abort_incomplete_mpu_days.map(|d| {
             AbortIncompleteMultipartUpload {
                 days_after_initiation: Some(d as i32),
             }
         }),
-        noncurrent_version_expiration: None,
+        noncurrent_version_expiration: r.noncurrent_expiration.map(|n| {
+            NoncurrentVersionExpiration {
+                noncurrent_days: Some(n.days as i32),
+                newer_noncurrent_versions: n.keep.map(|k| k as i32),
+            }
+        }),
         noncurrent_version_transitions: None,
         prefix: None,
         transitions: None,
@@ -438,9 +480,50 @@ mod tests {
         let mut t = rule(days(1));
         t.transitions = Some(vec![Transition::default()]);
         assert_eq!(code(check(vec![t])), "NotImplemented");
-        let mut nc = rule(days(1));
+        let mut nt = rule(days(1));
+        nt.noncurrent_version_transitions = Some(vec![NoncurrentVersionTransition::default()]);
+        assert_eq!(code(check(vec![nt])), "NotImplemented");
+        // NoncurrentVersionExpiration: NoncurrentDays > 0, and 1 to 100
+        // newer versions kept; round trips.
+        let mut nc = rule(None);
         nc.noncurrent_version_expiration = Some(NoncurrentVersionExpiration::default());
-        assert_eq!(code(check(vec![nc])), "NotImplemented");
+        assert_eq!(code(check(vec![nc.clone()])), "InvalidArgument");
+        nc.noncurrent_version_expiration = Some(NoncurrentVersionExpiration {
+            noncurrent_days: Some(3),
+            newer_noncurrent_versions: Some(101),
+        });
+        assert_eq!(code(check(vec![nc.clone()])), "InvalidArgument");
+        nc.noncurrent_version_expiration = Some(NoncurrentVersionExpiration {
+            noncurrent_days: Some(3),
+            newer_noncurrent_versions: Some(2),
+        });
+        let stored = check(vec![nc.clone()]).unwrap();
+        assert_eq!(
+            stored[0].noncurrent_expiration,
+            Some(model::NoncurrentExpiration {
+                days: 3,
+                keep: Some(2)
+            })
+        );
+        assert_eq!(
+            rule_to_dto(&stored[0]).noncurrent_version_expiration,
+            nc.noncurrent_version_expiration
+        );
+        // ExpiredObjectDeleteMarker alone is an action; with Days, refused.
+        let em = rule(Some(S3Expiration {
+            expired_object_delete_marker: Some(true),
+            ..Default::default()
+        }));
+        let stored = check(vec![em]).unwrap();
+        assert!(stored[0].expired_delete_marker && stored[0].expiration.is_none());
+        assert_eq!(
+            code(check(vec![rule(Some(S3Expiration {
+                expired_object_delete_marker: Some(true),
+                days: Some(1),
+                ..Default::default()
+            }))])),
+            "InvalidArgument"
+        );
         let mut two = rule(days(1));
         two.filter = Some(LifecycleRuleFilter {
             prefix: Some("a".into()),

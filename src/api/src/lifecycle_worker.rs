@@ -18,8 +18,11 @@ use std::time::Duration;
 
 use garage_model::bucket_table::Versioning;
 use garage_model::bucket_table::{days_after, Bucket, LifecycleRule};
+use garage_model::history_table::{HistoryEntry, HistoryKey};
 use garage_model::mpu_table::MultipartUpload;
-use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
+use garage_model::object_table::{
+    Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState,
+};
 use garage_rpc::layout::version::LayoutVersion;
 use garage_rpc::system::System;
 use garage_table::{EmptyKey, PartitionKey};
@@ -45,6 +48,8 @@ pub struct BucketPass {
     pub scanned: usize,
     pub expired: usize,
     pub aborted: usize,
+    /// Noncurrent versions and lone delete markers deleted.
+    pub versions_deleted: usize,
 }
 
 pub struct LifecycleWorker {
@@ -124,8 +129,8 @@ impl LifecycleWorker {
                     .unwrap_or_else(|| b.id.hex());
                 match self.bucket_pass(b, &rules).await {
                     Ok(p) => info!(
-                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted",
-                        p.scanned, p.expired, p.aborted
+                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted",
+                        p.scanned, p.expired, p.aborted, p.versions_deleted
                     ),
                     Err(e) => warn!("lifecycle: bucket {name}: {e}"),
                 }
@@ -183,11 +188,134 @@ impl LifecycleWorker {
                 stats.expired += markers.len();
             }
             if page.len() < PAGE {
-                return Ok(stats);
+                break;
             }
             start = page.last().map(|o| o.key.clone());
         }
+        let for_versions = rules
+            .iter()
+            .any(|r| r.noncurrent_expiration.is_some() || r.expired_delete_marker);
+        if for_versions && versioning != Versioning::Off {
+            stats.versions_deleted = self.history_pass(b, rules, now).await?;
+        }
+        Ok(stats)
     }
+
+    /// Walks the bucket's history table key by key and deletes what
+    /// [`plan_history`] says. Returns how many versions it deleted.
+    async fn history_pass(
+        &self,
+        b: &Bucket,
+        rules: &[LifecycleRule],
+        now: u64,
+    ) -> ApiResult<usize> {
+        let mut deleted = 0;
+        let mut start: Option<HistoryKey> = None;
+        let mut group: Vec<HistoryEntry> = Vec::new();
+        loop {
+            let page = self
+                .api
+                .history
+                .get_range(&b.id, start.clone(), None, PAGE, false)
+                .await?;
+            let last_page = page.len() < PAGE;
+            start = page.last().map(|h| h.hkey.clone()).or(start);
+            for h in page {
+                if group.first().is_some_and(|g| g.key != h.key) {
+                    deleted += self.apply_history(b, rules, now, &group).await?;
+                    group.clear();
+                }
+                if group.last().is_none_or(|g| g.hkey != h.hkey) {
+                    group.push(h);
+                }
+            }
+            if last_page {
+                break;
+            }
+        }
+        if !group.is_empty() {
+            deleted += self.apply_history(b, rules, now, &group).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// One key's history entries (newest first): deletes the versions the
+    /// rules expire.
+    async fn apply_history(
+        &self,
+        b: &Bucket,
+        rules: &[LifecycleRule],
+        now: u64,
+        group: &[HistoryEntry],
+    ) -> ApiResult<usize> {
+        let key = &group[0].key;
+        let obj = self.api.objects.get(&b.id, key).await?;
+        let versions: Vec<ObjectVersion> = group.iter().map(|h| h.version.clone()).collect();
+        let newer_null = obj.as_ref().and_then(|o| match o.head() {
+            Head::Version(v) if !v.in_history() && v.sort_key() > versions[0].sort_key() => {
+                Some(v.timestamp)
+            }
+            _ => None,
+        });
+        let has_null = obj
+            .as_ref()
+            .is_some_and(|o| o.null_versions().next().is_some());
+        let doomed = plan_history(key, &versions, newer_null, has_null, rules, now);
+        for v in doomed.iter() {
+            self.api
+                .delete_version(b.id, key, &v.version_id().to_string())
+                .await?;
+        }
+        Ok(doomed.len())
+    }
+}
+
+/// Which of a key's versions with ids (`versions`, newest first) the
+/// rules delete at `now`: a noncurrent version (one with a newer version;
+/// `newer_null` is the time of a current null version newer than all of
+/// them) once NoncurrentDays have passed since its successor was written,
+/// unless it is among the NewerNoncurrentVersions newest noncurrent ones;
+/// and, with ExpiredObjectDeleteMarker, a current delete marker that is
+/// the key's only version (`has_null`: the key has a null version).
+pub fn plan_history(
+    key: &str,
+    versions: &[ObjectVersion],
+    newer_null: Option<u64>,
+    has_null: bool,
+    rules: &[LifecycleRule],
+    now: u64,
+) -> Vec<ObjectVersion> {
+    let mut out = Vec::new();
+    let mut successor = newer_null;
+    let mut rank = 0;
+    for v in versions {
+        if let Some(became_noncurrent) = successor {
+            rank += 1;
+            let expired = rules.iter().any(|r| {
+                r.noncurrent_expiration.is_some_and(|n| {
+                    now >= days_after(became_noncurrent, n.days)
+                        && rank > n.keep.unwrap_or(0) as usize
+                }) && r.filter.matches(key, v.size())
+            });
+            if expired {
+                out.push(v.clone());
+            }
+        }
+        successor = Some(v.timestamp);
+    }
+    let lone_marker = versions.len() == 1
+        && newer_null.is_none()
+        && !has_null
+        && versions[0].is_complete()
+        && !versions[0].is_data();
+    if lone_marker
+        && rules
+            .iter()
+            .any(|r| r.expired_delete_marker && r.filter.matches_key(key))
+    {
+        out.push(versions[0].clone());
+    }
+    out
 }
 
 impl LifecycleWorker {
@@ -274,6 +402,7 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versionin
 
 #[cfg(test)]
 mod tests {
+    use garage_model::bucket_table::NoncurrentExpiration;
     use garage_model::bucket_table::{LifecycleExpiration, LifecycleFilter, DAY_MSEC};
     use garage_model::object_table::ObjectVersionMeta;
     use garage_util::crdt::Crdt;
@@ -293,6 +422,7 @@ mod tests {
                 },
                 vec![0; size as usize],
             )),
+            versioning: Default::default(),
         }
     }
 
@@ -304,6 +434,7 @@ mod tests {
                 multipart: true,
                 headers: Vec::new(),
             },
+            versioning: Default::default(),
         }
     }
 
@@ -318,7 +449,60 @@ mod tests {
             },
             expiration: exp,
             abort_incomplete_mpu_days: abort,
+            noncurrent_expiration: None,
+            expired_delete_marker: false,
         }
+    }
+
+    #[test]
+    fn noncurrent_versions_and_lone_markers_follow_the_rules() {
+        let day = 100 * DAY_MSEC;
+        let mut r = rule("nc/", None, None);
+        r.filter.size_lt = None;
+        r.noncurrent_expiration = Some(NoncurrentExpiration {
+            days: 1,
+            keep: Some(1),
+        });
+        let mut m = rule("", None, None);
+        m.filter.size_lt = None;
+        m.expired_delete_marker = true;
+        let rules = [r, m];
+        // Newest first: v3 current, v2 and v1 noncurrent since v3 and v2
+        // were written.
+        let vs = vec![data(day + 30, 1), data(day + 20, 1), data(day + 10, 1)];
+        let ids = |x: Vec<ObjectVersion>| x.into_iter().map(|v| v.uuid).collect::<Vec<_>>();
+        assert!(plan_history("nc/a", &vs, None, false, &rules, day + DAY_MSEC - 1).is_empty());
+        // A day later (at midnight): v1 goes, v2 is the one kept.
+        assert_eq!(
+            ids(plan_history("nc/a", &vs, None, false, &rules, 2 * day)),
+            vec![vs[2].uuid]
+        );
+        // A newer null version is current: v3 is noncurrent too.
+        assert_eq!(
+            ids(plan_history(
+                "nc/a",
+                &vs,
+                Some(day + 40),
+                true,
+                &rules,
+                2 * day
+            )),
+            vec![vs[1].uuid, vs[2].uuid]
+        );
+        // Another prefix: nothing.
+        assert!(plan_history("x/a", &vs, None, false, &rules, 3 * day).is_empty());
+        // A lone current delete marker goes; not with a null version, nor
+        // with other versions.
+        let mut marker = data(day, 0);
+        marker.state = ObjectVersionState::Complete(ObjectVersionData::DeleteMarker);
+        let lone = vec![marker.clone()];
+        assert_eq!(
+            ids(plan_history("x/b", &lone, None, false, &rules, day)),
+            vec![marker.uuid]
+        );
+        assert!(plan_history("x/b", &lone, None, true, &rules, day).is_empty());
+        let two = vec![marker, data(day - 5, 1)];
+        assert!(plan_history("x/b", &two, None, false, &rules, day).is_empty());
     }
 
     #[test]

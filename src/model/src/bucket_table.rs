@@ -133,6 +133,21 @@ pub struct LifecycleRule {
     pub expiration: Option<LifecycleExpiration>,
     /// Abort multipart uploads this many days after their creation.
     pub abort_incomplete_mpu_days: Option<u32>,
+    /// NoncurrentVersionExpiration. Absent in older entries.
+    #[serde(default)]
+    pub noncurrent_expiration: Option<NoncurrentExpiration>,
+    /// ExpiredObjectDeleteMarker: a delete marker that is a key's only
+    /// version goes. Absent in older entries.
+    #[serde(default)]
+    pub expired_delete_marker: bool,
+}
+
+/// Noncurrent versions go this many days after they stopped being
+/// current, except the `keep` newest of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NoncurrentExpiration {
+    pub days: u32,
+    pub keep: Option<u32>,
 }
 
 /// Which objects a rule applies to: all of the conditions given.
