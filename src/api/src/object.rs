@@ -731,7 +731,6 @@ impl Api {
                 .await;
         if !markers.is_empty() {
             if let Err(e) = self.write_versions(bucket, &markers).await {
-                let e = ApiError::from(e);
                 for d in deleted.drain(..) {
                     errors.push(key_error(d.key.unwrap_or_default(), None, &e));
                 }
@@ -874,6 +873,7 @@ impl Api {
     /// permission, then the object, then the conditional headers.
     /// The SSE-C key given must open the version (checked before the
     /// conditions, so that a 304 needs the key too).
+    #[allow(clippy::too_many_arguments)]
     async fn read_checked(
         self: &Arc<Self>,
         for_get: bool,
