@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use garage_model::object_table::ObjectFilter;
 use garage_model::bucket_table::check_bucket_name;
 use garage_model::helper::HelperError;
 use garage_model::permission::BucketKeyPerm;
@@ -137,7 +138,8 @@ impl Api {
         // Any object, upload or version (delete markers included, as in
         // S3) keeps the bucket.
         let (objects, versions) = tokio::join!(
-            self.objects.get_range(&id, None, None, 1, false),
+            self.objects
+                .get_range(&id, None, Some(ObjectFilter::HasVersions), 1, false),
             self.history.get_range(&id, None, None, 1, false)
         );
         if !objects?.is_empty() || !versions?.is_empty() {

@@ -83,7 +83,20 @@ impl Api {
                 if !o.key.starts_with(&q.prefix) {
                     break 'rounds;
                 }
-                let Some(v) = o.last_data() else { continue };
+                // The current version deleted by its id: the one now
+                // current is in the history (one more read, for this key).
+                let resolved;
+                let v = match o.last_data() {
+                    Some(v) => v,
+                    None => match self.current_in(q.bucket, &o.key, Some(o.clone())).await {
+                        Ok(f) => {
+                            resolved = f.version;
+                            &resolved
+                        }
+                        Err(ApiError::NoSuchKey(_) | ApiError::DeleteMarker { .. }) => continue,
+                        Err(e) => return Err(e),
+                    },
+                };
                 let rest = &o.key[q.prefix.len()..];
                 let common = q
                     .delimiter

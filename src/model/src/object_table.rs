@@ -503,8 +503,15 @@ impl Entry<Uuid, String> for Object {
     /// versioned key, a null delete marker is a version of its own, kept
     /// only here: it is not a tombstone (a marker with an id of its own is
     /// in the history table, which readers fall back to when the entry
-    /// is gone).
+    /// is gone); nor is an entry whose current version was deleted by its
+    /// id (listings must learn that the current one is in the history).
+    /// Such an entry stays until the key is written again.
     fn is_tombstone(&self) -> bool {
+        // The current version was deleted by its id: the entry says the
+        // current one is in the history, and must stay.
+        if matches!(self.head(), Head::InHistory { .. }) {
+            return false;
+        }
         self.versions.iter().all(|v| match &v.state {
             ObjectVersionState::Aborted => true,
             ObjectVersionState::Complete(ObjectVersionData::DeleteMarker) => {
@@ -517,8 +524,11 @@ impl Entry<Uuid, String> for Object {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum ObjectFilter {
-    /// Objects whose newest complete version has data.
+    /// Objects whose newest complete version has data, or whose current
+    /// version is to be found in the history table.
     IsData,
+    /// Objects with a version (data or a delete marker) or an upload.
+    HasVersions,
     /// Objects with an upload in progress (multipart or not, or either).
     IsUploading { multipart: Option<bool> },
 }
@@ -557,7 +567,13 @@ impl TableSchema for ObjectTable {
 
     fn matches_filter(entry: &Object, filter: &ObjectFilter) -> bool {
         match filter {
-            ObjectFilter::IsData => entry.last_data().is_some(),
+            ObjectFilter::IsData => {
+                entry.last_data().is_some() || matches!(entry.head(), Head::InHistory { .. })
+            }
+            ObjectFilter::HasVersions => entry
+                .versions
+                .iter()
+                .any(|v| v.is_complete() || v.is_uploading(None)),
             ObjectFilter::IsUploading { multipart } => {
                 entry.versions.iter().any(|v| v.is_uploading(*multipart))
             }

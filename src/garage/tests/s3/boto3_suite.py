@@ -115,7 +115,10 @@ bad_lifecycle("MalformedXML", 400, Status="Sometimes", Expiration={"Days": 1})
 bad_lifecycle("InvalidArgument", 400, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})
 bad_lifecycle("InvalidArgument", 400)  # no action
 bad_lifecycle("NotImplemented", 501, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
-bad_lifecycle("NotImplemented", 501, NoncurrentVersionExpiration={"NoncurrentDays": 3})
+bad_lifecycle("NotImplemented", 501,
+              NoncurrentVersionTransitions=[{"NoncurrentDays": 30, "StorageClass": "GLACIER"}])
+bad_lifecycle("InvalidArgument", 400, NoncurrentVersionExpiration={"NoncurrentDays": 0})
+bad_lifecycle("InvalidArgument", 400, Expiration={"ExpiredObjectDeleteMarker": True, "Days": 3})
 expect_error("InvalidArgument", 400, w.put_bucket_lifecycle_configuration, Bucket=bucket,
              LifecycleConfiguration={"Rules": [lifecycle[0], lifecycle[0]]})
 # A refused configuration leaves the previous one in place.

@@ -131,6 +131,8 @@ def basics():
         assert got["Body"].read() == b"one" and got["VersionId"] == v1
         expect_error("NoSuchVersion", 404, r.get_object, Bucket=bucket, Key="a", VersionId=v2)
         assert versions_of(r, "a") == [("a", v1, True, False), ("a", "null", False, False)]
+        listed = [(o["Key"], o["Size"]) for o in r.list_objects_v2(Bucket=bucket)["Contents"]]
+        assert listed == [("a", 3), ("m", 4)], listed
     # Copy from a version; tags by version id.
     c = w.copy_object(Bucket=bucket, Key="c", CopySource={"Bucket": bucket, "Key": "a",
                                                           "VersionId": "null"})
