@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use garage_model::object_table::ObjectFilter;
 use garage_model::bucket_table::check_bucket_name;
 use garage_model::helper::HelperError;
+use garage_model::object_table::ObjectFilter;
 use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
