@@ -13,10 +13,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use garage_model::history_table::{HistoryEntry, HistoryKey};
+use garage_model::history_table::{HistoryKey, HistoryTable};
 use garage_model::object_table::{
-    Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
+    Head, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
 };
+use garage_table::{Entry, Table, TableSchema};
 use garage_util::data::Uuid;
 use s3s::dto;
 use s3s::{S3Request, S3Response};
@@ -27,80 +28,51 @@ use crate::list::{enc, max_keys, url_encoding, AFTER_ALL, BATCH};
 use crate::meta;
 use crate::versioning::parse_version_id;
 
-/// The object table, read in batches from a key on.
-struct Objects {
-    buf: VecDeque<Object>,
+/// A table's partition, read in batches from a sort key on.
+struct Cursor<F: TableSchema> {
+    buf: VecDeque<F::E>,
     /// Next read starts here (included)...
-    from: String,
-    /// ... and skips keys up to this one (included).
-    after: Option<String>,
+    from: F::S,
+    /// ... and skips entries up to this sort key (included).
+    after: Option<F::S>,
     done: bool,
 }
 
-/// The history table, read in batches from a position on.
-struct History {
-    buf: VecDeque<HistoryEntry>,
-    from: HistoryKey,
-    after: Option<HistoryKey>,
-    done: bool,
-}
+impl<F: TableSchema> Cursor<F>
+where
+    F::S: Ord,
+{
+    fn new(from: F::S) -> Self {
+        Self {
+            buf: VecDeque::new(),
+            from,
+            after: None,
+            done: false,
+        }
+    }
 
-impl Objects {
-    async fn peek(&mut self, api: &Api, bucket: Uuid) -> ApiResult<Option<&Object>> {
+    async fn peek(&mut self, table: &Table<F>, p: &F::P) -> ApiResult<Option<&F::E>> {
         while self.buf.is_empty() && !self.done {
-            let batch = api
-                .objects
-                .get_range(&bucket, Some(self.from.clone()), None, BATCH, false)
+            let batch = table
+                .get_range(p, Some(self.from.clone()), None, BATCH, false)
                 .await?;
             self.done = batch.len() < BATCH;
             if let Some(last) = batch.last() {
-                self.from = last.key.clone();
+                self.from = last.sort_key().clone();
             }
             let after = self.after.replace(self.from.clone());
             self.buf.extend(
                 batch
                     .into_iter()
-                    .filter(|o| after.as_ref().is_none_or(|a| o.key > *a)),
+                    .filter(|e| after.as_ref().is_none_or(|a| e.sort_key() > a)),
             );
         }
         Ok(self.buf.front())
     }
 
     /// Goes on from `from` (included), forgetting what was read.
-    fn jump(&mut self, from: String) {
-        self.buf.clear();
-        self.from = from;
-        self.after = None;
-        self.done = false;
-    }
-}
-
-impl History {
-    async fn peek(&mut self, api: &Api, bucket: Uuid) -> ApiResult<Option<&HistoryEntry>> {
-        while self.buf.is_empty() && !self.done {
-            let batch = api
-                .history
-                .get_range(&bucket, Some(self.from.clone()), None, BATCH, false)
-                .await?;
-            self.done = batch.len() < BATCH;
-            if let Some(last) = batch.last() {
-                self.from = last.hkey.clone();
-            }
-            let after = self.after.replace(self.from.clone());
-            self.buf.extend(
-                batch
-                    .into_iter()
-                    .filter(|h| after.as_ref().is_none_or(|a| h.hkey > *a)),
-            );
-        }
-        Ok(self.buf.front())
-    }
-
-    fn jump(&mut self, from: HistoryKey) {
-        self.buf.clear();
-        self.from = from;
-        self.after = None;
-        self.done = false;
+    fn jump(&mut self, from: F::S) {
+        *self = Self::new(from);
     }
 }
 
@@ -137,18 +109,8 @@ impl Api {
             return Ok(res);
         }
         let bucket = q.bucket;
-        let mut objs = Objects {
-            buf: VecDeque::new(),
-            from: q.prefix.clone(),
-            after: None,
-            done: false,
-        };
-        let mut hist = History {
-            buf: VecDeque::new(),
-            from: HistoryKey::first_of(&q.prefix),
-            after: None,
-            done: false,
-        };
+        let mut objs = Cursor::<ObjectTable>::new(q.prefix.clone());
+        let mut hist = Cursor::<HistoryTable>::new(HistoryKey::first_of(&q.prefix));
         // Resuming inside a key: only its versions older than this one.
         let mut resume: Option<(String, HistoryKey)> = None;
         match (&q.key_marker, &q.version_id_marker) {
@@ -191,8 +153,14 @@ impl Api {
         // Each round lists a key or a prefix, or ends; the bound is a
         // safety net.
         'keys: for _ in 0..10_000_000 {
-            let ok = objs.peek(self, bucket).await?.map(|o| o.key.clone());
-            let hk = hist.peek(self, bucket).await?.map(|h| h.key.clone());
+            let ok = objs
+                .peek(&self.objects, &bucket)
+                .await?
+                .map(|o| o.key.clone());
+            let hk = hist
+                .peek(&self.history, &bucket)
+                .await?
+                .map(|h| h.key.clone());
             let k = match (ok.as_ref(), hk.as_ref()) {
                 (Some(a), Some(b)) => a.min(b).clone(),
                 (Some(a), None) => a.clone(),
@@ -249,7 +217,10 @@ impl Api {
             let resume_here = resume.take().filter(|(rk, _)| *rk == k).map(|(_, p)| p);
             let mut first = resume_here.is_none();
             for _ in 0..100_000_000u64 {
-                let h = hist.peek(self, bucket).await?.filter(|h| h.key == k);
+                let h = hist
+                    .peek(&self.history, &bucket)
+                    .await?
+                    .filter(|h| h.key == k);
                 let hpos = h.map(|h| h.hkey.clone());
                 let epos = in_entry.front().map(|(p, _)| p.clone());
                 let from_history = match (&hpos, &epos) {
