@@ -19,8 +19,9 @@ const RULES: &str = r#"{"Rules": [
    "Expiration": {"Date": "2020-01-01T00:00:00Z"}}
 ]}"#;
 
-#[test]
-fn lifecycle_worker_expires_objects_and_aborts_uploads() {
+/// One node whose lifecycle worker runs every second with its clock two
+/// days ahead.
+fn lifecycle_node() -> Cluster {
     let mut c = Cluster::new(1, 1);
     c.env
         .push(("GARAGE_LIFECYCLE_INTERVAL_SECS".into(), "1".into()));
@@ -30,6 +31,12 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
     ));
     c.start_all();
     c.apply_layout(&["dc1"], "1G");
+    c
+}
+
+#[test]
+fn lifecycle_worker_expires_objects_and_aborts_uploads() {
+    let c = lifecycle_node();
     let out = c.garage_ok(0, &["key", "create", "lifecycle"]);
     let field = |label: &str| {
         out.lines()
@@ -178,15 +185,7 @@ const VERSION_RULES: &str = r#"{"Rules": [
 /// delete markers left alone; the rest stays.
 #[test]
 fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
-    let mut c = Cluster::new(1, 1);
-    c.env
-        .push(("GARAGE_LIFECYCLE_INTERVAL_SECS".into(), "1".into()));
-    c.env.push((
-        "GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS".into(),
-        (2 * 86400).to_string(),
-    ));
-    c.start_all();
-    c.apply_layout(&["dc1"], "1G");
+    let c = lifecycle_node();
     let key = common::s3::make_key(&c, "lifecycle");
     let ep = common::s3::endpoint(&c, 0);
     let dir = tempfile::tempdir().unwrap();
