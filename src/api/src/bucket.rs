@@ -95,6 +95,15 @@ impl Api {
             Err(HelperError::AliasTaken(n)) => return Err(ApiError::BucketAlreadyExists(n)),
             Err(e) => return Err(e.into()),
         };
+        // Before the creator may use it: object lock from the first write.
+        if i.object_lock_enabled_for_bucket == Some(true) {
+            self.update_bucket(bucket.clone(), |p| {
+                p.versioning
+                    .update(garage_model::bucket_table::Versioning::Enabled);
+                p.object_lock.set();
+            })
+            .await?;
+        }
         self.metadata
             .set_permissions(bucket.id, &key.key_id, BucketKeyPerm::ALL)
             .await?;

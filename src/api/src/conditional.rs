@@ -569,6 +569,7 @@ mod tests {
                 vec![0],
             )),
             versioning: Default::default(),
+            lock: Default::default(),
         }
     }
 

@@ -36,9 +36,19 @@ impl Api {
             self.bucket_id(&key, &i.bucket, Need::Write)
         );
         let (src, dst) = (src?, dst?);
-        let (cur, versioning) =
-            tokio::join!(self.current(src, src_key, src_vid), self.versioning_of(dst));
-        let (cur, versioning) = (copy_source_missing(cur)?, versioning?);
+        // The copy gets the request's lock (or the bucket's default), not
+        // the source's, as in S3.
+        let lock_headers = crate::object_lock::LockHeaders {
+            mode: i.object_lock_mode.as_ref(),
+            until: i.object_lock_retain_until_date.as_ref(),
+            legal_hold: i.object_lock_legal_hold_status.as_ref(),
+        };
+        let (cur, place) = tokio::join!(
+            self.current(src, src_key, src_vid),
+            self.placement(dst, lock_headers)
+        );
+        let (cur, place) = (copy_source_missing(cur)?, place?);
+        let versioning = place.versioning;
         check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
@@ -126,7 +136,7 @@ impl Api {
                     None,
                     None,
                     dst_sse.as_ref(),
-                    versioning,
+                    &place,
                 )
                 .await?;
             return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));
@@ -201,12 +211,13 @@ impl Api {
                 ObjectVersionData::FirstBlock(meta, *first)
             }
         };
-        let v = ObjectVersion::new(
+        let mut v = ObjectVersion::new(
             uuid,
             timestamp,
             ObjectVersionState::Complete(data),
             versioning,
         );
+        v.lock = place.lock;
         self.write_version(dst, &i.key, &v).await?;
         Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
     }

@@ -72,6 +72,12 @@ pub enum ApiError {
     NoSuchTagSet,
     #[error("The specified version does not exist")]
     NoSuchVersion(String),
+    #[error("{0}")]
+    InvalidBucketState(String),
+    #[error("Object Lock configuration does not exist for this bucket")]
+    ObjectLockConfigurationNotFound(String),
+    #[error("The specified object does not have a ObjectLock configuration")]
+    NoSuchObjectLockConfiguration,
     /// A read reached a delete marker: the current version (404
     /// NoSuchKey) or one named by its id (405 MethodNotAllowed), with
     /// `x-amz-delete-marker` and the marker's version id.
@@ -170,6 +176,9 @@ impl ApiError {
             TooManyTags(_) => S3ErrorCode::Custom("BadRequest".into()),
             NoSuchTagSet => S3ErrorCode::NoSuchTagSet,
             NoSuchVersion(_) => S3ErrorCode::NoSuchVersion,
+            InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
+            ObjectLockConfigurationNotFound(_) => S3ErrorCode::ObjectLockConfigurationNotFoundError,
+            NoSuchObjectLockConfiguration => S3ErrorCode::NoSuchObjectLockConfiguration,
             DeleteMarker { by_id: false, .. } => S3ErrorCode::NoSuchKey,
             DeleteMarker { by_id: true, .. } => S3ErrorCode::MethodNotAllowed,
             KeyTooLong => S3ErrorCode::KeyTooLongError,

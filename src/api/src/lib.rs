@@ -22,6 +22,7 @@ pub mod list_versions;
 pub mod meta;
 pub mod multipart;
 pub mod object;
+pub mod object_lock;
 pub mod put;
 pub mod rechunk;
 pub mod s3;

@@ -32,7 +32,7 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::ctx::Api;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 
 /// Objects read per round trip.
 const PAGE: usize = 1000;
@@ -261,12 +261,24 @@ impl LifecycleWorker {
             .as_ref()
             .is_some_and(|o| o.null_versions().next().is_some());
         let doomed = plan_history(key, &versions, newer_null, has_null, rules, now);
+        let mut deleted = 0;
         for v in doomed.iter() {
-            self.api
-                .delete_version(b.id, key, &v.version_id().to_string())
-                .await?;
+            // A locked version stays until its lock lets it go (S3's
+            // rule); the lock is checked again, at quorum, by the delete.
+            if v.lock.check_delete(now, false).is_err() {
+                continue;
+            }
+            match self
+                .api
+                .delete_version(b.id, key, &v.version_id().to_string(), false)
+                .await
+            {
+                Ok(_) => deleted += 1,
+                Err(ApiError::AccessDenied(_)) => (),
+                Err(e) => return Err(e),
+            }
         }
-        Ok(doomed.len())
+        Ok(deleted)
     }
 }
 
@@ -423,6 +435,7 @@ mod tests {
                 vec![0; size as usize],
             )),
             versioning: Default::default(),
+            lock: Default::default(),
         }
     }
 
@@ -435,6 +448,7 @@ mod tests {
                 headers: Vec::new(),
             },
             versioning: Default::default(),
+            lock: Default::default(),
         }
     }
 

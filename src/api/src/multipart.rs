@@ -187,20 +187,29 @@ impl Api {
         }
         let upload_id = gen_uuid();
         let timestamp = now_msec();
-        let versioning = self.versioning_of(bucket).await?;
-        let obj = Object::new(
-            bucket,
-            i.key.clone(),
-            vec![ObjectVersion::new(
-                upload_id,
-                timestamp,
-                ObjectVersionState::Uploading {
-                    multipart: true,
-                    headers,
+        // The lock is decided now (the bucket's default retention counts
+        // from the upload's creation) and kept with the upload's version.
+        let place = self
+            .placement(
+                bucket,
+                crate::object_lock::LockHeaders {
+                    mode: i.object_lock_mode.as_ref(),
+                    until: i.object_lock_retain_until_date.as_ref(),
+                    legal_hold: i.object_lock_legal_hold_status.as_ref(),
                 },
-                versioning,
-            )],
+            )
+            .await?;
+        let mut upload = ObjectVersion::new(
+            upload_id,
+            timestamp,
+            ObjectVersionState::Uploading {
+                multipart: true,
+                headers,
+            },
+            place.versioning,
         );
+        upload.lock = place.lock;
+        let obj = Object::new(bucket, i.key.clone(), vec![upload]);
         let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
         mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
             algorithm: a.name().to_string(),
@@ -469,11 +478,13 @@ impl Api {
             // Fails early; decided at the end.
             c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
         }
-        let headers = obj
+        let (headers, lock) = obj
             .and_then(|o| {
                 o.version(mpu.timestamp, mpu.upload_id)
                     .and_then(|v| match &v.state {
-                        ObjectVersionState::Uploading { headers, .. } => Some(headers.clone()),
+                        ObjectVersionState::Uploading { headers, .. } => {
+                            Some((headers.clone(), v.lock.clone()))
+                        }
                         _ => None,
                     })
             })
@@ -641,12 +652,13 @@ impl Api {
                 ObjectVersionData::FirstBlock(meta, first.hash)
             }
         };
-        let version = ObjectVersion::new(
+        let mut version = ObjectVersion::new(
             mpu.upload_id,
             mpu.timestamp,
             ObjectVersionState::Complete(data),
             self.versioning_of(bucket).await?,
         );
+        version.lock = lock;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         match cond {

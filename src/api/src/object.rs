@@ -21,6 +21,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
+use crate::object_lock::{LockHeaders, Placement};
 use crate::sse::SseKey;
 use crate::stream::Prefetch;
 
@@ -61,6 +62,8 @@ pub struct Current {
     pub tags: crate::tagging::Tags,
     /// Its `x-amz-version-id` (none in a key that never had versioning).
     pub version_id: Option<String>,
+    /// Its object lock.
+    pub lock: garage_model::object_lock::ObjectLock,
     /// A fetch of the first block already under way (taken by the first
     /// [`Api::content`] call).
     prefetch: std::sync::Mutex<Option<Prefetch>>,
@@ -150,6 +153,7 @@ impl Api {
             data,
             tags: found.tags(),
             version_id: found.version_id(),
+            lock: found.lock(),
             prefetch: Default::default(),
         })
     }
@@ -169,8 +173,9 @@ impl Api {
         trailers: Option<&s3s::TrailingHeaders>,
         cond: Option<&WriteConditions>,
         sse: Option<&SseKey>,
-        versioning: Versioning,
+        place: &Placement,
     ) -> ApiResult<Written> {
+        let versioning = place.versioning;
         let mut headers = headers;
         if let Some(k) = sse {
             headers.extend(k.stored_pairs());
@@ -201,7 +206,7 @@ impl Api {
                 Some(k) => k.seal(&first),
                 None => first.to_vec(),
             };
-            let v = ObjectVersion::new(
+            let mut v = ObjectVersion::new(
                 uuid,
                 timestamp,
                 ObjectVersionState::Complete(ObjectVersionData::Inline(
@@ -214,6 +219,7 @@ impl Api {
                 )),
                 versioning,
             );
+            v.lock = place.lock.clone();
             let v = self.finish_version(bucket, key, v, cond, true).await?;
             return Ok(Written {
                 etag,
@@ -293,7 +299,7 @@ impl Api {
             None => hex::encode(w.md5),
         };
         headers.extend(sum.clone());
-        let complete = ObjectVersion::new(
+        let mut complete = ObjectVersion::new(
             uuid,
             timestamp,
             ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
@@ -306,6 +312,7 @@ impl Api {
             )),
             versioning,
         );
+        complete.lock = place.lock.clone();
         let v = self
             .finish_version(bucket, key, complete, cond, false)
             .await?;
@@ -428,7 +435,16 @@ impl Api {
             crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
         }
         let expected = crate::checksum::expected(&req.headers)?;
-        let versioning = self.versioning_of(bucket).await?;
+        let place = self
+            .placement(
+                bucket,
+                LockHeaders {
+                    mode: i.object_lock_mode.as_ref(),
+                    until: i.object_lock_retain_until_date.as_ref(),
+                    legal_hold: i.object_lock_legal_hold_status.as_ref(),
+                },
+            )
+            .await?;
         let w = self
             .store_object(
                 bucket,
@@ -441,7 +457,7 @@ impl Api {
                 req.trailing_headers.as_ref(),
                 cond.as_ref(),
                 sse.as_ref(),
-                versioning,
+                &place,
             )
             .await?;
         let mut out = PutObjectOutput {
@@ -483,7 +499,11 @@ impl Api {
         let body_range = range.clone().unwrap_or(0..size);
         let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
+        let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
+            object_lock_mode: lock_mode,
+            object_lock_retain_until_date: lock_until,
+            object_lock_legal_hold_status: legal_hold,
             body: Some(body),
             accept_ranges: Some("bytes".into()),
             content_length: Some((body_range.end - body_range.start) as i64),
@@ -540,7 +560,11 @@ impl Api {
             content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end - 1));
         }
         let stored = Stored(&cur.meta.headers);
+        let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {
+            object_lock_mode: lock_mode,
+            object_lock_retain_until_date: lock_until,
+            object_lock_legal_hold_status: legal_hold,
             accept_ranges: Some("bytes".into()),
             content_length: Some(length as i64),
             content_range: content_range.clone(),
@@ -613,7 +637,10 @@ impl Api {
                         "conditional deletes of a version named by its id are not supported".into(),
                     ));
                 }
-                let was_marker = self.delete_version(bucket, &i.key, vid).await?;
+                let bypass = self
+                    .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
+                    .await;
+                let was_marker = self.delete_version(bucket, &i.key, vid, bypass).await?;
                 out.version_id = Some(vid.to_string());
                 out.delete_marker = was_marker.then_some(true);
             }
@@ -668,6 +695,9 @@ impl Api {
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         check_delete_count(i.delete.objects.len())?;
         let versioning = self.versioning_of(bucket).await?;
+        let bypass = self
+            .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
+            .await;
         let quiet = i.delete.quiet.unwrap_or(false);
         let mut markers: Vec<(String, ObjectVersion)> = Vec::new();
         let mut errors = Vec::new();
@@ -710,7 +740,7 @@ impl Api {
                                 .into(),
                         )),
                         (Some(v), None) => {
-                            this.delete_version(bucket, &k, v).await.map(|was_marker| {
+                            this.delete_version(bucket, &k, v, bypass).await.map(|was_marker| {
                                 DeletedObject {
                                     key: Some(k.clone()),
                                     version_id: Some(v.clone()),

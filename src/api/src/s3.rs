@@ -64,6 +64,12 @@ forward! {
     put_bucket_tagging: PutBucketTaggingInput => PutBucketTaggingOutput;
     get_bucket_tagging: GetBucketTaggingInput => GetBucketTaggingOutput;
     delete_bucket_tagging: DeleteBucketTaggingInput => DeleteBucketTaggingOutput;
+    put_object_lock_configuration: PutObjectLockConfigurationInput => PutObjectLockConfigurationOutput;
+    get_object_lock_configuration: GetObjectLockConfigurationInput => GetObjectLockConfigurationOutput;
+    put_object_retention: PutObjectRetentionInput => PutObjectRetentionOutput;
+    get_object_retention: GetObjectRetentionInput => GetObjectRetentionOutput;
+    put_object_legal_hold: PutObjectLegalHoldInput => PutObjectLegalHoldOutput;
+    get_object_legal_hold: GetObjectLegalHoldInput => GetObjectLegalHoldOutput;
 }
 
 /// Signature checks: the secret of an existing key.

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use garage_model::bucket_table::Versioning;
 use garage_model::history_table::{HistoryEntry, HistoryKey};
+use garage_model::object_lock::ObjectLock;
 use garage_model::object_table::{
     Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
 };
@@ -48,6 +49,16 @@ impl Found {
             Some(o) if self.history.is_none() => crate::tagging::version_tags(o, &self.version),
             _ => crate::tagging::stored_tags(&self.version),
         }
+    }
+
+    /// The version's lock: its copy in the object entry and in the
+    /// history entry, merged (each has every change made through it).
+    pub fn lock(&self) -> ObjectLock {
+        let mut l = self.version.lock.clone();
+        if let Some(h) = &self.history {
+            garage_util::crdt::Crdt::merge(&mut l, &h.version.lock);
+        }
+        l
     }
 
     /// The `x-amz-version-id` to answer: the version's id in a key that
@@ -215,7 +226,7 @@ impl Api {
                     self.objects.get(&bucket, &k),
                     self.history.get(&bucket, &hkey)
                 );
-                let (obj, h) = (obj?, h?.filter(|h| !h.deleted.get()));
+                let (obj, h) = (obj?, h?.filter(|h| !h.is_deleted()));
                 let in_entry = obj
                     .as_ref()
                     .and_then(|o| o.version(ts, uuid))
@@ -302,12 +313,16 @@ impl Api {
     /// DeleteObject with a `versionId`: that version goes for good (its
     /// blocks with it); if it was current, the one before it becomes
     /// current. Returns whether it was a delete marker. Deleting a
-    /// version that does not exist succeeds, as in S3.
+    /// version that does not exist succeeds, as in S3. A locked version
+    /// is AccessDenied (`bypass`: the caller may and asks to bypass
+    /// governance retention); its lock is read from both of its entries,
+    /// at quorum, before anything is written.
     pub async fn delete_version(
         &self,
         bucket: Uuid,
         key: &str,
         version_id: &str,
+        bypass: bool,
     ) -> ApiResult<bool> {
         let vid = parse_version_id(version_id)?;
         let k = key.to_string();
@@ -333,11 +348,14 @@ impl Api {
                     .and_then(|o| o.version(ts, uuid))
                     .filter(|v| v.in_history() && v.is_complete())
                     .cloned();
-                let h = h.or_else(|| {
+                let mut h = h.or_else(|| {
                     in_entry
                         .as_ref()
                         .map(|v| HistoryEntry::new(bucket, key, v.clone()))
                 });
+                if let (Some(h), Some(e)) = (h.as_mut(), &in_entry) {
+                    garage_util::crdt::Crdt::merge(&mut h.version.lock, &e.lock);
+                }
                 let v = h.as_ref().map(|h| h.version.clone());
                 (v, h)
             }
@@ -345,6 +363,10 @@ impl Api {
         let Some(v) = target else {
             return Ok(false);
         };
+        let now = garage_util::time::now_msec();
+        v.lock
+            .check_delete(now, bypass)
+            .map_err(crate::object_lock::locked_error)?;
         let was_marker = is_marker(&v);
         let removed = Object::new(
             bucket,
@@ -356,7 +378,9 @@ impl Api {
         );
         match history {
             Some(h) => {
-                let gone = h.deleted();
+                let gone = h
+                    .delete(now, bypass)
+                    .map_err(crate::object_lock::locked_error)?;
                 let (a, b) =
                     tokio::join!(self.objects.insert(&removed), self.history.insert(&gone));
                 a?;
@@ -396,6 +420,11 @@ impl Api {
             ));
         }
         let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        if v != Versioning::Enabled && b.params().is_some_and(|p| p.object_lock.get()) {
+            return Err(ApiError::InvalidBucketState(
+                "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.".into(),
+            ));
+        }
         self.update_bucket(b, |p| p.versioning.update(v)).await?;
         Ok(S3Response::new(PutBucketVersioningOutput::default()))
     }

@@ -108,13 +108,20 @@ pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
                 .map(|b| parse_hash(b))
                 .collect::<Result<Vec<_>>>()?;
             let total = purge_blocks(g, &hashes).await?;
-            Ok(format!(
+            let mut out = format!(
                 "Purged {} blocks: {} versions deleted, {} objects deleted, {} multipart uploads aborted.\n",
                 hashes.len(),
                 total.versions,
                 total.objects_deleted,
                 total.uploads_aborted
-            ))
+            );
+            if total.locked > 0 {
+                out.push_str(&format!(
+                    "{} versions were kept: their object lock forbids deleting them.\n",
+                    total.locked
+                ));
+            }
+            Ok(out)
         }
     }
 }
@@ -191,12 +198,13 @@ pub async fn purge_blocks(g: &Garage, hashes: &[Hash]) -> Result<PurgeCount> {
         let c = purge.purge_block(h).await.map_err(|e| e.to_string())?;
         info!(
             block = %h.hex(),
-            "block purge: {} versions deleted, {} objects deleted, {} uploads aborted",
-            c.versions, c.objects_deleted, c.uploads_aborted
+            "block purge: {} versions deleted, {} objects deleted, {} uploads aborted, {} locked versions kept",
+            c.versions, c.objects_deleted, c.uploads_aborted, c.locked
         );
         total.versions += c.versions;
         total.objects_deleted += c.objects_deleted;
         total.uploads_aborted += c.uploads_aborted;
+        total.locked += c.locked;
     }
     Ok(total)
 }

@@ -376,6 +376,7 @@ async fn bucket_info(g: &Garage, b: &Bucket) -> Result<String> {
         limit(i.quotas.max_objects)
     );
     let _ = writeln!(out, "Versioning:      {}", i.versioning);
+    let _ = writeln!(out, "Object lock:     {}", i.object_lock);
     match b.params().and_then(|p| p.website()) {
         Some(w) => {
             let _ = writeln!(out, "Website access:  true");

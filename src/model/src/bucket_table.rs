@@ -3,10 +3,11 @@
 //! [`EmptyKey`], sort key the id), so listing buckets is one range read.
 
 use garage_table::{EmptyKey, Entry, Replication, TableSchema};
-use garage_util::crdt::{Crdt, Deletable, Lww, LwwMap};
+use garage_util::crdt::{Bool, Crdt, Deletable, Lww, LwwMap};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
+use crate::object_lock::DefaultRetention;
 use crate::permission::BucketKeyPerm;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,6 +47,17 @@ pub struct BucketParams {
     /// PutBucketVersioning. Absent in older entries: off.
     #[serde(default = "versioning_off")]
     pub versioning: Lww<Versioning>,
+    /// Object lock: once enabled, never off again (and versioning stays
+    /// enabled). Absent in older entries: off.
+    #[serde(default)]
+    pub object_lock: Bool,
+    /// The default retention of new versions (PutObjectLockConfiguration).
+    #[serde(default = "no_default_retention")]
+    pub default_retention: Lww<Option<DefaultRetention>>,
+}
+
+fn no_default_retention() -> Lww<Option<DefaultRetention>> {
+    Lww::raw(0, None)
 }
 
 /// A bucket's versioning, as S3 has it: off until it is first enabled,
@@ -242,6 +254,8 @@ impl Crdt for BucketParams {
         self.lifecycle_config.merge(&other.lifecycle_config);
         self.tags.merge(&other.tags);
         self.versioning.merge(&other.versioning);
+        self.object_lock.merge(&other.object_lock);
+        self.default_retention.merge(&other.default_retention);
     }
 }
 
@@ -261,6 +275,8 @@ impl Bucket {
                 lifecycle_config: Lww::new(None),
                 tags: no_tags(),
                 versioning: versioning_off(),
+                object_lock: Bool::new(false),
+                default_retention: no_default_retention(),
             }),
         }
     }

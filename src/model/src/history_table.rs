@@ -22,6 +22,7 @@ use garage_util::crdt::{Bool, Crdt, Lww};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
+use crate::object_lock::Locked;
 use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
 use crate::version_table::{Version, VersionBacklink, VersionTable};
 
@@ -82,8 +83,8 @@ pub struct HistoryEntry {
     pub key: String,
     /// Complete: data or a delete marker.
     pub version: ObjectVersion,
-    /// Deleted by its version id.
-    pub deleted: Bool,
+    /// Deleted by its version id (see [`HistoryEntry::delete`]).
+    deleted: Bool,
     /// Tags given after the version was written (`None`: the tags it was
     /// written with).
     pub tags: Lww<Option<Vec<(String, String)>>>,
@@ -101,10 +102,18 @@ impl HistoryEntry {
         }
     }
 
-    /// The entry that deletes this version.
-    pub fn deleted(mut self) -> Self {
+    /// The entry that deletes this version at `now` (ms), unless its
+    /// lock forbids it (`bypass`: the caller may and asks to bypass
+    /// governance retention). The only way to delete a version, so that
+    /// every path (S3, lifecycle, admin, block purge) respects locks.
+    pub fn delete(mut self, now: u64, bypass: bool) -> Result<Self, Locked> {
+        self.version.lock.check_delete(now, bypass)?;
         self.deleted.set();
-        self
+        Ok(self)
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.get()
     }
 
     fn has_blocks(&self) -> bool {
@@ -116,12 +125,13 @@ impl HistoryEntry {
 }
 
 /// The version's state merges as in the object table (it only moves
-/// forward); deleted is a flag that only gets set; tags are last writer
-/// wins.
+/// forward), its lock as [`crate::object_lock::ObjectLock`] does; deleted is a flag that only
+/// gets set; tags are last writer wins.
 impl Crdt for HistoryEntry {
     fn merge(&mut self, other: &Self) {
         self.version.state.merge(&other.version.state);
         self.version.versioning = self.version.versioning.max(other.version.versioning);
+        self.version.lock.merge(&other.version.lock);
         self.deleted.merge(&other.deleted);
         self.tags.merge(&other.tags);
     }
@@ -240,6 +250,14 @@ mod tests {
         }
         if let Some((ts, t)) = tags {
             e.tags = Lww::raw(ts, Some(vec![("t".into(), t.to_string())]));
+            // Copies of one version with different locks.
+            e.version.lock = crate::object_lock::ObjectLock::new(
+                Some(crate::object_lock::Retention {
+                    mode: crate::object_lock::RetentionMode::Compliance,
+                    until: ts,
+                }),
+                t == 1,
+            );
         }
         e
     }

@@ -26,6 +26,7 @@ pub mod helper;
 pub mod history_table;
 pub mod key_table;
 pub mod mpu_table;
+pub mod object_lock;
 pub mod object_table;
 pub mod permission;
 pub mod purge;

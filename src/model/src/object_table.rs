@@ -37,6 +37,7 @@ use crate::counter_table::{
 };
 use crate::history_table::{HistoryEntry, HistoryTable};
 use crate::mpu_table::{MpuTable, MultipartUpload};
+use crate::object_lock::ObjectLock;
 use crate::version_table::{Version, VersionBacklink, VersionTable};
 
 /// Objects up to this size are stored inline in the object table.
@@ -88,6 +89,10 @@ pub struct ObjectVersion {
     /// key's `null` version. Absent in older entries: `Off`.
     #[serde(default, skip_serializing_if = "Versioning::is_off")]
     pub versioning: Versioning,
+    /// Its object lock as written (see [`crate::object_lock`]); the
+    /// history entry has the latest. Absent in older entries: none.
+    #[serde(default, skip_serializing_if = "ObjectLock::is_none")]
+    pub lock: ObjectLock,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -161,6 +166,7 @@ impl ObjectVersion {
             timestamp,
             state,
             versioning,
+            lock: ObjectLock::default(),
         }
     }
 
@@ -400,6 +406,7 @@ impl Object {
                 // One version is written with one versioning; if two
                 // copies ever disagreed, the larger wins everywhere.
                 x.versioning = x.versioning.max(v.versioning);
+                x.lock.merge(&v.lock);
             }
             Err(i) => self.versions.insert(i, v.clone()),
         }

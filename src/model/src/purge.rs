@@ -11,11 +11,12 @@
 use std::sync::Arc;
 
 use garage_table::{EmptyKey, Table};
+use garage_util::crdt::Crdt;
 use garage_util::data::{gen_uuid, Hash};
 use garage_util::time::now_msec;
 
 use crate::block_ref_table::BlockRefTable;
-use crate::history_table::{HistoryKey, HistoryTable};
+use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
 use crate::mpu_table::MpuTable;
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState,
@@ -36,6 +37,8 @@ pub struct PurgeCount {
     pub versions: usize,
     pub objects_deleted: usize,
     pub uploads_aborted: usize,
+    /// Versions kept because of their object lock.
+    pub locked: usize,
 }
 
 /// At most this many versions per block are purged in one call (a block
@@ -45,6 +48,7 @@ const MAX_REFS: usize = 100_000;
 impl Purge {
     pub async fn purge_block(&self, hash: &Hash) -> Result<PurgeCount, garage_table::Error> {
         let mut count = PurgeCount::default();
+        let now = now_msec();
         let refs = self
             .block_refs
             .get_range(hash, None, None, MAX_REFS, false)
@@ -60,6 +64,20 @@ impl Purge {
                         .as_ref()
                         .and_then(|o| o.versions().iter().find(|v| v.uuid == r.version));
                     let versioned = obj.as_ref().is_some_and(|o| o.is_versioned());
+                    let history = match versioned {
+                        true => self.find_in_history(*bucket_id, key, r.version).await?,
+                        false => None,
+                    };
+                    // A locked version keeps everything, its blocks'
+                    // references included: no purge deletes it.
+                    let mut lock = in_entry.map(|v| v.lock.clone()).unwrap_or_default();
+                    if let Some(h) = &history {
+                        lock.merge(&h.version.lock);
+                    }
+                    if lock.check_delete(now, false).is_err() {
+                        count.locked += 1;
+                        continue;
+                    }
                     if let Some(v) = in_entry {
                         // A versioned key loses the version itself (the
                         // next one becomes current); another key gets a
@@ -78,9 +96,17 @@ impl Purge {
                             count.objects_deleted += 1;
                         }
                     }
-                    if versioned {
-                        count.objects_deleted +=
-                            self.delete_from_history(*bucket_id, key, r.version).await?;
+                    if let Some(h) = history.filter(|h| !h.is_deleted()) {
+                        match h.delete(now, false) {
+                            Ok(gone) => {
+                                self.history.insert(&gone).await?;
+                                count.objects_deleted += 1;
+                            }
+                            Err(_) => {
+                                count.locked += 1;
+                                continue;
+                            }
+                        }
                     }
                 }
                 VersionBacklink::MultipartUpload { upload_id } => {
@@ -104,14 +130,14 @@ impl Purge {
 }
 
 impl Purge {
-    /// Marks version `uuid` of `key` deleted in the history table, if it
-    /// is there (looked for among the key's first [`MAX_REFS`] versions).
-    async fn delete_from_history(
+    /// Version `uuid` of `key` in the history table, if it is there
+    /// (looked for among the key's first [`MAX_REFS`] versions).
+    async fn find_in_history(
         &self,
         bucket: garage_util::data::Uuid,
         key: &str,
         uuid: garage_util::data::Uuid,
-    ) -> Result<usize, garage_table::Error> {
+    ) -> Result<Option<HistoryEntry>, garage_table::Error> {
         let mut start = HistoryKey::first_of(key);
         let end = HistoryKey::after(key);
         let mut seen = 0;
@@ -123,12 +149,11 @@ impl Purge {
             let full = batch.len() == 1000;
             for e in batch {
                 if e.hkey >= end {
-                    return Ok(0);
+                    return Ok(None);
                 }
                 seen += 1;
                 if e.version.uuid == uuid {
-                    self.history.insert(&e.deleted()).await?;
-                    return Ok(1);
+                    return Ok(Some(e));
                 }
                 start = e.hkey.clone();
             }
@@ -136,7 +161,7 @@ impl Purge {
                 break;
             }
         }
-        Ok(0)
+        Ok(None)
     }
 }
 

@@ -69,6 +69,15 @@ fn object() -> impl Strategy<Value = Object> {
                             Versioning::Suspended,
                             Versioning::Enabled,
                         ][u as usize],
+                        // Copies of one version may carry different
+                        // locks (a retention set through one of them).
+                        lock: crate::object_lock::ObjectLock::new(
+                            (size % 2 == 1).then_some(crate::object_lock::Retention {
+                                mode: crate::object_lock::RetentionMode::Compliance,
+                                until: size,
+                            }),
+                            size % 3 == 0,
+                        ),
                     })
                     .collect(),
             );

@@ -103,6 +103,10 @@ pub struct GetBucketInfoResponse {
     pub quotas: ApiBucketQuotas,
     /// S3 versioning: `off` (never enabled), `enabled` or `suspended`.
     pub versioning: String,
+    /// S3 object lock: `off`, `enabled`, or `enabled, default
+    /// GOVERNANCE|COMPLIANCE N days|years`.
+    #[serde(default)]
+    pub object_lock: String,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -189,7 +193,26 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
             garage_model::bucket_table::Versioning::Suspended => "suspended",
         }
         .into(),
+        object_lock: lock_summary(p),
     })
+}
+
+/// How `bucket info` and GetBucketInfo describe a bucket's object lock.
+fn lock_summary(p: &garage_model::bucket_table::BucketParams) -> String {
+    use garage_model::object_lock::Period;
+    if !p.object_lock.get() {
+        return "off".into();
+    }
+    match p.default_retention.get() {
+        None => "enabled".into(),
+        Some(d) => {
+            let period = match d.period {
+                Period::Days(n) => format!("{n} days"),
+                Period::Years(n) => format!("{n} years"),
+            };
+            format!("enabled, default {} {period}", d.mode.as_str())
+        }
+    }
 }
 
 /// The bucket with exactly this id.

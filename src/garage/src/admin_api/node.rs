@@ -298,6 +298,7 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
                 objects_deleted: c.objects_deleted as u64,
                 uploads_deleted: c.uploads_aborted as u64,
                 versions_deleted: c.versions as u64,
+                versions_locked: c.locked as u64,
             })
         }
     }
@@ -623,6 +624,9 @@ pub struct PurgeBlocksResponse {
     pub objects_deleted: u64,
     pub uploads_deleted: u64,
     pub versions_deleted: u64,
+    /// Versions kept because their object lock forbids deleting them.
+    #[serde(default)]
+    pub versions_locked: u64,
 }
 
 /// Deletes every object and upload that uses these blocks (for blocks
