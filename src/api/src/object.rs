@@ -20,8 +20,8 @@ use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
-use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 use crate::object_lock::{LockHeaders, Placement};
+use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 use crate::sse::SseKey;
 use crate::stream::Prefetch;
 
@@ -740,14 +740,14 @@ impl Api {
                                 .into(),
                         )),
                         (Some(v), None) => {
-                            this.delete_version(bucket, &k, v, bypass).await.map(|was_marker| {
-                                DeletedObject {
+                            this.delete_version(bucket, &k, v, bypass)
+                                .await
+                                .map(|was_marker| DeletedObject {
                                     key: Some(k.clone()),
                                     version_id: Some(v.clone()),
                                     delete_marker: was_marker.then_some(true),
                                     ..Default::default()
-                                }
-                            })
+                                })
                         }
                         (None, c) => this
                             .delete_one(bucket, &k, c.as_ref(), versioning)

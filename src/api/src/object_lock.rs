@@ -232,8 +232,7 @@ impl Api {
         let conf = i
             .object_lock_configuration
             .ok_or_else(|| ApiError::MalformedXml("ObjectLockConfiguration is missing".into()))?;
-        if conf.object_lock_enabled.as_ref().map(|e| e.as_str())
-            != Some(ObjectLockEnabled::ENABLED)
+        if conf.object_lock_enabled.as_ref().map(|e| e.as_str()) != Some(ObjectLockEnabled::ENABLED)
         {
             return Err(ApiError::MalformedXml(
                 "ObjectLockEnabled must be Enabled".into(),
@@ -268,9 +267,10 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         let id = self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
         let b = self.bucket(id, &req.input.bucket).await?;
-        let p = b.params().filter(|p| p.object_lock.get()).ok_or_else(|| {
-            ApiError::ObjectLockConfigurationNotFound(req.input.bucket.clone())
-        })?;
+        let p = b
+            .params()
+            .filter(|p| p.object_lock.get())
+            .ok_or_else(|| ApiError::ObjectLockConfigurationNotFound(req.input.bucket.clone()))?;
         let rule = p.default_retention.get().map(|d| ObjectLockRule {
             default_retention: Some(DefaultRetention {
                 mode: Some(ObjectLockRetentionMode::from(d.mode.as_str().to_string())),
@@ -308,9 +308,8 @@ impl Api {
             (None, None) => None,
             (m, t) => {
                 let m = m.map(|m| m.as_str());
-                let t = t.ok_or_else(|| {
-                    ApiError::MalformedXml("RetainUntilDate is missing".into())
-                })?;
+                let t =
+                    t.ok_or_else(|| ApiError::MalformedXml("RetainUntilDate is missing".into()))?;
                 let m = m.ok_or_else(|| ApiError::MalformedXml("Mode is missing".into()))?;
                 parse_retention(Some(m), Some(t), now)?
             }
@@ -482,8 +481,14 @@ mod tests {
             days,
             years,
         };
-        assert_eq!(parse_default(&d(Some(3), None)).unwrap().period, Period::Days(3));
-        assert_eq!(parse_default(&d(None, Some(1))).unwrap().period, Period::Years(1));
+        assert_eq!(
+            parse_default(&d(Some(3), None)).unwrap().period,
+            Period::Days(3)
+        );
+        assert_eq!(
+            parse_default(&d(None, Some(1))).unwrap().period,
+            Period::Years(1)
+        );
         assert!(matches!(
             parse_default(&d(Some(1), Some(1))),
             Err(ApiError::MalformedXml(_))

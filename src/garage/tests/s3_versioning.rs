@@ -6,58 +6,20 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use common::cluster::{wait_until, Cluster};
-use common::s3::{aws, aws_ok, endpoint, make_key};
+use common::cluster::Cluster;
+use common::s3::{aws, aws_ok, endpoint, make_key, run_script};
 use common::stdout;
 
 const DONE: &str = "all versioning checks passed";
 
-fn script() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/versioning.py")
-}
-
-/// Runs versioning.py to the end; with `pause`, the script waits in that
-/// directory for `go` after writing `ready`, and `meanwhile` runs then.
 fn run(
     key: &(String, String),
     endpoints: &[String],
     pause: Option<&Path>,
     meanwhile: impl FnOnce(),
 ) {
-    let mut cmd = Command::new("python3");
-    cmd.arg(script())
-        .arg(&key.0)
-        .arg(&key.1)
-        .args(endpoints)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(d) = pause {
-        cmd.env("GARAGE_TEST_PAUSE", d);
-    }
-    let child = cmd
-        .spawn()
-        .expect("python3 runs (CI installs it with boto3)");
-    if let Some(d) = pause {
-        let ready = d.join("ready");
-        wait_until(
-            "the script's first writes",
-            Duration::from_secs(120),
-            || ready.exists(),
-        );
-        meanwhile();
-        std::fs::write(d.join("go"), b"").unwrap();
-    }
-    let out = child.wait_with_output().unwrap();
-    let so = String::from_utf8_lossy(&out.stdout);
-    eprintln!("{so}");
-    assert!(
-        out.status.success() && so.contains(DONE),
-        "versioning.py failed:\n{so}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_script("versioning.py", DONE, key, endpoints, &[], pause, meanwhile)
 }
 
 #[test]

@@ -52,10 +52,14 @@ pub struct Retention {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Locked {
     LegalHold,
-    Compliance { until: u64 },
+    Compliance {
+        until: u64,
+    },
     /// Bypassing governance retention needs the bucket's owner
     /// permission and `x-amz-bypass-governance-retention: true`.
-    Governance { until: u64 },
+    Governance {
+        until: u64,
+    },
 }
 
 impl std::fmt::Display for Locked {
@@ -63,7 +67,10 @@ impl std::fmt::Display for Locked {
         let date = |ms: u64| {
             time::OffsetDateTime::from_unix_timestamp((ms / 1000) as i64)
                 .ok()
-                .and_then(|d| d.format(&time::format_description::well_known::Rfc3339).ok())
+                .and_then(|d| {
+                    d.format(&time::format_description::well_known::Rfc3339)
+                        .ok()
+                })
                 .unwrap_or_else(|| format!("{ms} ms"))
         };
         match self {

@@ -55,3 +55,55 @@ pub fn aws_ok(key: &(String, String), endpoint: &str, dir: &Path, args: &[&str])
     );
     stdout(&o)
 }
+
+/// Runs the boto3 script `tests/s3/<name>` with a key and endpoints, and
+/// checks that it succeeds and prints `done`. With `pause`, the script
+/// waits in that directory for `go` after writing `ready`
+/// (`s3util.pause()`), and `meanwhile` runs then. `env`: more
+/// environment for the script.
+#[allow(dead_code)]
+pub fn run_script(
+    name: &str,
+    done: &str,
+    key: &(String, String),
+    endpoints: &[String],
+    env: &[(&str, String)],
+    pause: Option<&Path>,
+    meanwhile: impl FnOnce(),
+) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/s3")
+        .join(name);
+    let mut cmd = Command::new("python3");
+    cmd.arg(script)
+        .arg(&key.0)
+        .arg(&key.1)
+        .args(endpoints)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(d) = pause {
+        cmd.env("GARAGE_TEST_PAUSE", d);
+    }
+    let child = cmd
+        .spawn()
+        .expect("python3 runs (CI installs it with boto3)");
+    if let Some(d) = pause {
+        let ready = d.join("ready");
+        super::cluster::wait_until(
+            "the script's first writes",
+            std::time::Duration::from_secs(120),
+            || ready.exists(),
+        );
+        meanwhile();
+        std::fs::write(d.join("go"), b"").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let so = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{so}");
+    assert!(
+        out.status.success() && so.contains(done),
+        "{name} failed:\n{so}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -1,5 +1,8 @@
 """Helpers shared by the boto3 scripts of this directory (imported from
 the script's own directory, which Python puts first on its path)."""
+import os
+import time
+
 import boto3
 from botocore.client import Config
 from botocore.exceptions import ClientError
@@ -28,3 +31,21 @@ def expect_error(code, status, f, *a, **kw):
         assert got == (code, status), f"expected {(code, status)}, got {got}: {e}"
         return e
     raise AssertionError(f"expected {code} {status}, the call succeeded")
+
+
+def wait_for(what, check, seconds=30):
+    """Polls `check` until it is true, failing after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def pause():
+    """With GARAGE_TEST_PAUSE=DIR: writes DIR/ready, then waits for DIR/go
+    (the test kills a node meanwhile)."""
+    d = os.environ.get("GARAGE_TEST_PAUSE")
+    if not d:
+        return
+    open(os.path.join(d, "ready"), "w").close()
+    wait_for("the test to kill a node", lambda: os.path.exists(os.path.join(d, "go")), 120)

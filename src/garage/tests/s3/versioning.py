@@ -14,23 +14,15 @@ versioning checks passed".
 """
 import os
 import sys
-import time
 
 from botocore.exceptions import ClientError
 
-from s3util import client, expect_error
+from s3util import client, expect_error, pause, wait_for
 
 key_id, secret, endpoints = sys.argv[1], sys.argv[2], sys.argv[3:]
 w = client(endpoints[0], key_id, secret)
 readers = [client(e, key_id, secret) for e in endpoints]
 bucket = "versions"
-
-
-def wait_for(what, check, seconds=30):
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def set_versioning(status):
@@ -54,14 +46,6 @@ def versions_of(r, prefix, **kw):
     out = [(v["Key"], v["VersionId"], v["IsLatest"], False) for v in res.get("Versions", [])]
     out += [(m["Key"], m["VersionId"], m["IsLatest"], True) for m in res.get("DeleteMarkers", [])]
     return out
-
-
-def pause():
-    d = os.environ.get("GARAGE_TEST_PAUSE")
-    if not d:
-        return
-    open(os.path.join(d, "ready"), "w").close()
-    wait_for("the test to kill a node", lambda: os.path.exists(os.path.join(d, "go")), 120)
 
 
 def basics():
