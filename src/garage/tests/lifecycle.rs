@@ -181,8 +181,9 @@ const VERSION_RULES: &str = r#"{"Rules": [
 
 /// In a versioned bucket, with the worker's clock two days ahead:
 /// NoncurrentVersionExpiration deletes the noncurrent versions under its
-/// prefix except the newest one it keeps, ExpiredObjectDeleteMarker the
-/// delete markers left alone; the rest stays.
+/// prefix except the newest one it keeps (and those under object lock),
+/// ExpiredObjectDeleteMarker the delete markers left alone; the rest
+/// stays.
 #[test]
 fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
     let c = lifecycle_node();
@@ -220,6 +221,35 @@ fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
         o.trim().to_string()
     };
     let nc: Vec<String> = (0..3).map(|_| put("nc/a")).collect();
+    // nc/b's oldest version is under COMPLIANCE retention: the rule
+    // would delete it, its lock keeps it.
+    s3(&[
+        "s3api",
+        "put-object-lock-configuration",
+        "--bucket",
+        b,
+        "--object-lock-configuration",
+        r#"{"ObjectLockEnabled":"Enabled"}"#,
+    ]);
+    let locked = s3(&[
+        "s3api",
+        "put-object",
+        "--bucket",
+        b,
+        "--key",
+        "nc/b",
+        "--body",
+        "f",
+        "--object-lock-mode",
+        "COMPLIANCE",
+        "--object-lock-retain-until-date",
+        "2099-01-01T00:00:00Z",
+        "--query",
+        "VersionId",
+        "--output",
+        "text",
+    ]);
+    let ncb: Vec<String> = vec![locked.trim().to_string(), put("nc/b"), put("nc/b")];
     let keep: Vec<String> = (0..2).map(|_| put("keep/a")).collect();
     let data = put("dm/a");
     s3(&["s3api", "delete-object", "--bucket", b, "--key", "dm/a"]);
@@ -265,12 +295,13 @@ fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
         VERSION_RULES,
     ]);
     wait_until("the rules are applied", CLUSTER_DEADLINE, || {
-        versions("nc/").0.len() == 2 && versions("dm/").1.is_empty()
+        versions("nc/a").0.len() == 2 && versions("dm/").1.is_empty()
     });
     c.nodes[0]
         .proc()
-        .wait_log("lifecycle: bucket lcv: 2 objects scanned, 0 expired, 0 uploads aborted, 2 versions deleted");
-    assert_eq!(versions("nc/").0, vec![nc[2].clone(), nc[1].clone()]);
+        .wait_log("lifecycle: bucket lcv: 3 objects scanned, 0 expired, 0 uploads aborted, 2 versions deleted");
+    assert_eq!(versions("nc/a").0, vec![nc[2].clone(), nc[1].clone()]);
+    assert_eq!(versions("nc/b").0, vec![ncb[2].clone(), ncb[1].clone(), ncb[0].clone()]);
     assert_eq!(versions("keep/").0, vec![keep[1].clone(), keep[0].clone()]);
     assert_eq!(versions("dm/"), (vec![], vec![]));
 }
