@@ -236,13 +236,16 @@ fn website_summary(c: &WebsiteConfig) -> String {
     s
 }
 
-/// Whether the bucket holds no object.
+/// Whether the bucket holds no object, upload or version.
 pub async fn bucket_is_empty(g: &Garage, id: &Uuid) -> Result<bool> {
-    let objects = g
-        .object_table
-        .get_range(id, None, Some(ObjectFilter::IsData), 1, false)
-        .await?;
-    Ok(objects.is_empty())
+    // As S3's DeleteBucket: any object, upload or version (delete
+    // markers and locked versions included) keeps the bucket.
+    let (objects, versions) = tokio::join!(
+        g.object_table
+            .get_range(id, None, Some(ObjectFilter::HasVersions), 1, false),
+        g.history_table.get_range(id, None, None, 1, false)
+    );
+    Ok(objects?.is_empty() && versions?.is_empty())
 }
 
 /// Grants (`allow`) or revokes the rights set in `change` of `key` on the
