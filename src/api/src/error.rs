@@ -37,6 +37,8 @@ pub enum ApiError {
     InvalidDigest,
     #[error("The requested range is not satisfiable")]
     InvalidRange,
+    #[error("The requested partnumber is not satisfiable (part {0})")]
+    InvalidPartNumber(i32),
     #[error("One or more of the specified parts could not be found: {0}")]
     InvalidPart(String),
     #[error("The list of parts was not in ascending order")]
@@ -162,6 +164,7 @@ impl ApiError {
             BadDigest | BadDigestOf(_) => S3ErrorCode::BadDigest,
             InvalidDigest => S3ErrorCode::InvalidDigest,
             InvalidRange => S3ErrorCode::InvalidRange,
+            InvalidPartNumber(_) => S3ErrorCode::Custom("InvalidPartNumber".into()),
             InvalidPart(_) => S3ErrorCode::InvalidPart,
             InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
             EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
@@ -199,6 +202,7 @@ impl From<ApiError> for S3Error {
             ApiError::QuotaExceeded(_) => Some(hyper::StatusCode::FORBIDDEN),
             ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
             ApiError::TooManyTags(_) => Some(hyper::StatusCode::BAD_REQUEST),
+            ApiError::InvalidPartNumber(_) => Some(hyper::StatusCode::RANGE_NOT_SATISFIABLE),
             _ => None,
         };
         let mut err = S3Error::with_message(code, e.to_string());

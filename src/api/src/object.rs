@@ -85,6 +85,13 @@ impl Written {
     }
 }
 
+/// What `partNumber` names: a byte range (`None`: the whole object) and
+/// the object's part count (none for an object not uploaded in parts).
+struct PartRange {
+    range: Option<std::ops::Range<u64>>,
+    count: Option<i32>,
+}
+
 pub enum CurrentData {
     Inline(Bytes),
     FirstBlock(Hash),
@@ -408,7 +415,15 @@ impl Api {
             &self.region,
         )?;
         let key = self.key(&req.credentials).await?;
-        let i = req.input;
+        let mut i = req.input;
+        // A form's `${filename}`: the name of the file it carries.
+        if let Some(name) = req
+            .extensions
+            .get::<crate::rechunk::FormFileName>()
+            .and_then(|n| n.get())
+        {
+            i.key = i.key.replace("${filename}", &name);
+        }
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         let md5 = i
@@ -482,20 +497,9 @@ impl Api {
         let i = req.input;
         let (cur, sse) = checked_read!(self, req.credentials, i, true);
         let size = cur.meta.size;
-        let range = match (&i.range, i.part_number) {
-            (Some(_), Some(_)) => {
-                return Err(ApiError::InvalidArgument(
-                    "Range and partNumber cannot both be given".into(),
-                ))
-            }
-            (Some(r), None) => Some(r.check(size).map_err(|_| ApiError::InvalidRange)?),
-            (None, Some(1)) | (None, None) => None,
-            (None, Some(n)) => {
-                return Err(ApiError::InvalidPart(format!(
-                    "part {n}: this object has a single part"
-                )))
-            }
-        };
+        let (range, parts_count) = self
+            .requested_range(&cur, i.range.as_ref(), i.part_number)
+            .await?;
         let body_range = range.clone().unwrap_or(0..size);
         let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
@@ -528,6 +532,7 @@ impl Api {
             expires: i.response_expires.or_else(|| stored.expires()),
             metadata: stored.user(),
             tag_count: (!cur.tags.is_empty()).then_some(cur.tags.len() as i32),
+            parts_count,
             version_id: cur.version_id.clone(),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
@@ -554,10 +559,12 @@ impl Api {
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
-        if let Some(r) = &i.range {
-            let r = r.check(size).map_err(|_| ApiError::InvalidRange)?;
+        let (range, parts_count) = self
+            .requested_range(&cur, i.range.as_ref(), i.part_number)
+            .await?;
+        if let Some(r) = &range {
             length = r.end - r.start;
-            content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end - 1));
+            content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end.max(1) - 1));
         }
         let stored = Stored(&cur.meta.headers);
         let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
@@ -579,6 +586,7 @@ impl Api {
             content_language: stored.get(meta::CONTENT_LANGUAGE),
             expires: stored.expires(),
             metadata: stored.user(),
+            parts_count,
             version_id: cur.version_id.clone(),
             sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
             sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
@@ -829,8 +837,19 @@ fn checksum_enabled(mode: Option<&ChecksumMode>) -> bool {
 pub fn etag_matches(cond: &ETagCondition, etag: &str) -> bool {
     match cond {
         ETagCondition::Any => true,
-        ETagCondition::ETag(e) => e.value() == etag,
+        ETagCondition::ETag(e) => etag_list(e).any(|x| x == etag),
     }
+}
+
+/// The ETags of a header that may list several (`"a", W/"b"`): s3s
+/// parses such a list as one ETag whose value runs from the first
+/// quote to the last.
+fn etag_list(e: &ETag) -> impl Iterator<Item = &str> {
+    e.value().split(',').map(|x| {
+        let x = x.trim();
+        let x = x.strip_prefix("W/").unwrap_or(x);
+        x.trim_matches('"')
+    })
 }
 
 /// The conditional request headers of RFC 9110, in S3's order: If-Match,
@@ -872,6 +891,73 @@ pub fn check_conditions(
 }
 
 impl Api {
+    /// The bytes a GET or HEAD asks for (`None`: all) by `Range` or
+    /// `partNumber` (not both), with the object's part count for the
+    /// latter.
+    async fn requested_range(
+        &self,
+        cur: &Current,
+        range: Option<&Range>,
+        part: Option<i32>,
+    ) -> ApiResult<(Option<std::ops::Range<u64>>, Option<i32>)> {
+        match (range, part) {
+            (Some(_), Some(_)) => Err(ApiError::InvalidArgument(
+                "Range and partNumber cannot both be given".into(),
+            )),
+            (Some(r), None) => Ok((
+                Some(r.check(cur.meta.size).map_err(|_| ApiError::InvalidRange)?),
+                None,
+            )),
+            (None, Some(n)) => {
+                let p = self.part_range(cur, n).await?;
+                Ok((p.range, p.count))
+            }
+            (None, None) => Ok((None, None)),
+        }
+    }
+
+    /// The byte range of part `n` (its number as uploaded) of a
+    /// multipart object, with the object's part count; part 1 of any
+    /// other object is all of it (`range` none, no count). Else
+    /// InvalidPartNumber.
+    async fn part_range(&self, cur: &Current, n: i32) -> ApiResult<PartRange> {
+        if n < 1 || n > 10_000 {
+            return Err(ApiError::InvalidArgument(
+                "Part number must be an integer between 1 and 10000, inclusive".into(),
+            ));
+        }
+        let multipart = cur.meta.etag.contains('-');
+        if !multipart || matches!(cur.data, CurrentData::Inline(_)) {
+            return match n {
+                1 => Ok(PartRange {
+                    range: None,
+                    count: multipart.then_some(1),
+                }),
+                _ => Err(ApiError::InvalidPartNumber(n)),
+            };
+        }
+        let v = garage_model::version_table::read_version(&self.versions, &cur.uuid)
+            .await?
+            .filter(|v| !v.deleted.get())
+            .ok_or_else(|| ApiError::NoSuchKey(String::new()))?;
+        let sealed = crate::sse::is_encrypted(&cur.meta.headers);
+        let mut parts: std::collections::BTreeMap<u64, u64> = Default::default();
+        for (k, b) in v.blocks.items() {
+            *parts.entry(k.part_number).or_default() += crate::sse::plain_size(b.size, sealed);
+        }
+        let mut start = 0;
+        for (p, len) in parts.iter() {
+            if *p == n as u64 {
+                return Ok(PartRange {
+                    range: Some(start..start + len),
+                    count: Some(parts.len() as i32),
+                });
+            }
+            start += len;
+        }
+        Err(ApiError::InvalidPartNumber(n))
+    }
+
     /// The bytes `range` of an object version, as a response body (inline
     /// data sliced, or the blocks streamed), opened with `sse` (the key
     /// [`crate::sse::check_read`] returned for it).
@@ -987,5 +1073,21 @@ mod delete_count_tests {
             check_delete_count(1001),
             Err(ApiError::MalformedXml(m)) if m.contains("1001")
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn etag_conditions_may_list_several() {
+        let c = |h: &str| ETagCondition::parse_http_header(h.as_bytes()).unwrap();
+        assert!(etag_matches(&c("\"abc\""), "abc"));
+        assert!(etag_matches(&c("\"x\", \"abc\""), "abc"));
+        assert!(etag_matches(&c("\"x\",W/\"abc\""), "abc"));
+        assert!(!etag_matches(&c("\"x\", \"y\""), "abc"));
+        assert!(!etag_matches(&c("\"xabc\""), "abc"));
+        assert!(etag_matches(&c("*"), "abc"));
     }
 }

@@ -10,6 +10,13 @@
 //! file stream` (`BoundaryBufferTooLarge`), at random. With pieces of at
 //! most 32 KiB the buffer never exceeds the limit. Splitting copies
 //! nothing (`Bytes::split_to`).
+//!
+//! On the way, the file part's name (`Content-Disposition: form-data;
+//! name="file"; filename="…"`) is noted in a [`FormFileName`] that the
+//! request carries to PostObject, which substitutes it for `${filename}`
+//! in the key (s3s does not pass it on). Only the headers before the file
+//! are looked at: once found, or once the file's data starts, nothing is
+//! scanned any more.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -24,6 +31,7 @@ pub struct Rechunk<B> {
     inner: B,
     /// The rest of a frame larger than [`MAX_PIECE`].
     pending: Bytes,
+    sniffer: Option<Sniffer>,
 }
 
 impl<B> Rechunk<B> {
@@ -31,8 +39,97 @@ impl<B> Rechunk<B> {
         Self {
             inner,
             pending: Bytes::new(),
+            sniffer: None,
         }
     }
+
+    /// Also notes the form's file name in `slot`.
+    pub fn with_file_name(inner: B, slot: FormFileName) -> Self {
+        Self {
+            inner,
+            pending: Bytes::new(),
+            sniffer: Some(Sniffer {
+                slot,
+                partial: Vec::new(),
+            }),
+        }
+    }
+
+    fn sniff(&mut self, piece: &[u8]) {
+        if let Some(s) = self.sniffer.as_mut() {
+            if s.feed(piece) {
+                self.sniffer = None;
+            }
+        }
+    }
+}
+
+/// The file name of a PostObject form, once its body was read that far.
+#[derive(Clone, Default, Debug)]
+pub struct FormFileName(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl FormFileName {
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().expect("file name lock").clone()
+    }
+}
+
+/// Finds the file part's `Content-Disposition` line in the pieces of a
+/// form.
+struct Sniffer {
+    slot: FormFileName,
+    /// The incomplete last line of what was seen (at most 4 KiB kept
+    /// between pieces).
+    partial: Vec<u8>,
+}
+
+/// Header lines longer than this are not looked at.
+const MAX_LINE: usize = 4096;
+
+impl Sniffer {
+    /// Looks at the lines completed by `piece`; true when done (the name
+    /// was found).
+    fn feed(&mut self, piece: &[u8]) -> bool {
+        self.partial.extend_from_slice(piece);
+        let mut start = 0;
+        while let Some(i) = self.partial[start..].windows(2).position(|w| w == b"\r\n") {
+            if let Some(name) = file_name_in(&self.partial[start..start + i]) {
+                *self.slot.0.lock().expect("file name lock") = Some(name);
+                return true;
+            }
+            start += i + 2;
+        }
+        self.partial.drain(..start);
+        if self.partial.len() > MAX_LINE {
+            // Not a header line: keep only what may start a line end.
+            let last = self.partial.len() - 1;
+            self.partial.drain(..last);
+        }
+        false
+    }
+}
+
+/// The file name of a `Content-Disposition: form-data; name="file";
+/// filename="…"` header line.
+fn file_name_in(line: &[u8]) -> Option<String> {
+    let line = std::str::from_utf8(line).ok()?;
+    let (name, value) = line.split_once(':')?;
+    if !name.trim().eq_ignore_ascii_case("content-disposition") {
+        return None;
+    }
+    let mut is_file = false;
+    let mut file_name = None;
+    for param in value.split(';').map(str::trim) {
+        if let Some((k, v)) = param.split_once('=') {
+            let v = v.trim().trim_matches('"');
+            match k.trim().to_ascii_lowercase().as_str() {
+                "name" => is_file = v.eq_ignore_ascii_case("file"),
+                "filename" => file_name = Some(v.to_string()),
+                _ => (),
+            }
+        }
+    }
+    file_name.filter(|_| is_file)
 }
 
 impl<B: Body<Data = Bytes> + Unpin> Body for Rechunk<B> {
@@ -51,6 +148,7 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Rechunk<B> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                 Ok(mut data) => {
+                    self.sniff(&data);
                     if data.len() > MAX_PIECE {
                         self.pending = data.split_off(MAX_PIECE);
                     }
@@ -85,6 +183,30 @@ mod tests {
     use http_body_util::{BodyExt, StreamBody};
 
     use super::*;
+
+    /// The file's name is found whatever the pieces its header line is
+    /// cut into; a field named otherwise is not taken for it.
+    #[test]
+    fn the_file_name_is_found_across_pieces() {
+        let form = b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nup/${filename}\r\n--b\r\nContent-Disposition: form-data; name=\"notfile\"; filename=\"no.txt\"\r\n\r\nx\r\n--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"photo 1.jpg\"\r\nContent-Type: image/jpeg\r\n\r\nDATA\r\n--b--\r\n";
+        for cut in [1, 2, 7, 13, 64, form.len()] {
+            let slot = FormFileName::default();
+            let mut s = Sniffer {
+                slot: slot.clone(),
+                partial: Vec::new(),
+            };
+            for piece in form.chunks(cut) {
+                if s.feed(piece) {
+                    break;
+                }
+            }
+            assert_eq!(
+                slot.get().as_deref(),
+                Some("photo 1.jpg"),
+                "pieces of {cut}"
+            );
+        }
+    }
 
     /// Frames of every size come out as pieces of at most MAX_PIECE,
     /// with the same bytes in the same order.

@@ -271,7 +271,12 @@ impl CorsService {
         if req.method() != Method::POST {
             return hyper::service::Service::call(&self.inner, req);
         }
-        let req = req.map(|b| Body::http_body_unsync(crate::rechunk::Rechunk::new(b)));
+        let name = crate::rechunk::FormFileName::default();
+        let mut req = req.map({
+            let name = name.clone();
+            |b| Body::http_body_unsync(crate::rechunk::Rechunk::with_file_name(b, name))
+        });
+        req.extensions_mut().insert(name);
         let inner = self.inner.clone();
         Box::pin(async move { inner.call(req).await })
     }

@@ -301,7 +301,10 @@ fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
         .proc()
         .wait_log("lifecycle: bucket lcv: 3 objects scanned, 0 expired, 0 uploads aborted, 2 versions deleted");
     assert_eq!(versions("nc/a").0, vec![nc[2].clone(), nc[1].clone()]);
-    assert_eq!(versions("nc/b").0, vec![ncb[2].clone(), ncb[1].clone(), ncb[0].clone()]);
+    assert_eq!(
+        versions("nc/b").0,
+        vec![ncb[2].clone(), ncb[1].clone(), ncb[0].clone()]
+    );
     assert_eq!(versions("keep/").0, vec![keep[1].clone(), keep[0].clone()]);
     assert_eq!(versions("dm/"), (vec![], vec![]));
 }

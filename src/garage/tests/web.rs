@@ -265,8 +265,38 @@ fn check_site(ip: &str, big: &[u8]) {
     assert_eq!(a.header("etag"), Some(etag.as_str()));
     let a = g("/", &["-H", "If-None-Match: \"other\""]);
     assert_eq!(a.status, 200);
+    let inm = format!("If-None-Match: \"other\", {etag}");
+    let a = g("/", &["-H", &inm]);
+    assert_eq!(a.status, 304, "one of several ETags matches");
     let a = g("/", &["-H", "If-Match: \"other\""]);
     assert_eq!(a.status, 412);
+    // The error document answers every 4xx, not only 404.
+    assert_eq!(a.text(), NOT_FOUND);
+
+    // If-Range: the range when the validator is the object's, else all.
+    let ir = format!("If-Range: {etag}");
+    let a = g("/", &["-H", "Range: bytes=0-14", "-H", &ir]);
+    assert_eq!(a.status, 206);
+    assert_eq!(a.text(), &INDEX[..15]);
+    let a = g(
+        "/",
+        &["-H", "Range: bytes=0-14", "-H", "If-Range: \"other\""],
+    );
+    assert_eq!(a.status, 200);
+    assert_eq!(a.text(), INDEX);
+    let lm = format!("If-Range: {}", g("/", &[]).header("last-modified").unwrap());
+    let a = g("/", &["-H", "Range: bytes=0-14", "-H", &lm]);
+    assert_eq!(a.status, 206);
+    let a = g(
+        "/",
+        &[
+            "-H",
+            "Range: bytes=0-14",
+            "-H",
+            "If-Range: Wed, 01 Jan 2020 00:00:00 GMT",
+        ],
+    );
+    assert_eq!(a.status, 200);
 
     // Ranges, in one block and across blocks of the large object.
     let a = g("/", &["-H", "Range: bytes=0-14"]);

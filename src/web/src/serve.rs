@@ -159,7 +159,8 @@ impl Web {
                         .headers
                         .get(header::RANGE)
                         .and_then(|r| r.to_str().ok())
-                        .and_then(|r| Range::parse(r).ok());
+                        .and_then(|r| Range::parse(r).ok())
+                        .filter(|_| if_range_holds(ask.headers, &cur));
                     return self.object_response(&cur, sse, range, StatusCode::OK, head);
                 }
                 Err(ApiError::NotModified) => return Ok(not_modified(&cur)),
@@ -191,10 +192,10 @@ impl Web {
                 )));
             }
         }
-        if status == StatusCode::NOT_FOUND {
+        if status.is_client_error() {
             if let Some(doc) = &site.config.error_document {
-                // The bucket's own 404 page; when it is missing or cannot be
-                // read, the built-in one.
+                // The bucket's own error page, for every 4xx as S3 does;
+                // when it is missing or cannot be read, the built-in one.
                 if let Ok(cur) = self.api.current(site.id, doc, None).await {
                     if let Ok(sse) = check_version(&cur, Conditions::default(), None) {
                         return self.object_response(&cur, sse, None, status, head);
@@ -256,6 +257,26 @@ impl Web {
             .status(status)
             .body(body)
             .map_err(|e| WebError::Api(ApiError::Internal(format!("response: {e}"))))
+    }
+}
+
+/// Whether a `Range` applies under the request's `If-Range` (RFC 9110
+/// 13.1.5): always without one; with an ETag, if it is the object's
+/// (strong comparison: a weak one never matches); with a date, if it is
+/// the object's Last-Modified. Otherwise the whole object is sent.
+fn if_range_holds(h: &HeaderMap, cur: &Current) -> bool {
+    let Some(v) = h.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let v = v.trim();
+    if v.starts_with('"') || v.starts_with("W/") {
+        return v == format!("\"{}\"", cur.meta.etag);
+    }
+    match httpdate::parse_http_date(v) {
+        Ok(t) => t
+            .duration_since(UNIX_EPOCH)
+            .is_ok_and(|d| d.as_secs() == cur.timestamp / 1000),
+        Err(_) => false,
     }
 }
 

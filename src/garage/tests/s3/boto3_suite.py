@@ -173,6 +173,11 @@ expect_error("InvalidRange", 416, w.get_object, Bucket=bucket, Key="sizes/1", Ra
 expect_error("NoSuchKey", 404, w.get_object, Bucket=bucket, Key="nope")
 etag = w.head_object(Bucket=bucket, Key="sizes/3073")["ETag"]
 expect_error("304", 304, w.get_object, Bucket=bucket, Key="sizes/3073", IfNoneMatch=etag)
+expect_error("304", 304, w.get_object, Bucket=bucket, Key="sizes/3073", IfNoneMatch=f'"abc", {etag}')
+assert w.get_object(Bucket=bucket, Key="sizes/3073", IfNoneMatch='"abc", "def"')["ContentLength"] == 3073
+one = w.get_object(Bucket=bucket, Key="sizes/3073", PartNumber=1)
+assert one["ContentLength"] == 3073 and "PartsCount" not in one, one
+expect_error("InvalidPartNumber", 416, w.get_object, Bucket=bucket, Key="sizes/3073", PartNumber=2)
 expect_error("PreconditionFailed", 412, w.get_object, Bucket=bucket, Key="sizes/3073", IfMatch='"abc"')
 expect_error("BadDigest", 400, w.put_object, Bucket=bucket, Key="bad", Body=b"hello",
              ContentMD5="1B2M2Y8AsgTpgAmY7PhCfg==")
@@ -226,6 +231,14 @@ for r in readers:
     assert got["ContentType"] == "video/x-test"
     mid = r.get_object(Bucket=bucket, Key="mp", Range=f"bytes={5 * MIB - 2}-{5 * MIB + 1}")
     assert mid["Body"].read() == whole[5 * MIB - 2:5 * MIB + 2]
+    # partNumber: one part of the object as uploaded, with the part count.
+    p2 = r.get_object(Bucket=bucket, Key="mp", PartNumber=2)
+    assert p2["Body"].read() == parts_data[1] and p2["PartsCount"] == 3, p2
+    assert p2["ContentRange"] == f"bytes {5 * MIB}-{10 * MIB - 1}/{10 * MIB + 1}", p2
+    assert p2["ResponseMetadata"]["HTTPStatusCode"] == 206
+    h3 = r.head_object(Bucket=bucket, Key="mp", PartNumber=3)
+    assert h3["ContentLength"] == 1 and h3["PartsCount"] == 3, h3
+    expect_error("InvalidPartNumber", 416, r.get_object, Bucket=bucket, Key="mp", PartNumber=4)
 
 # GetObjectAttributes: a multipart object (parts paged), a checksummed one,
 # a missing one.

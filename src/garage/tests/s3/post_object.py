@@ -119,6 +119,13 @@ q = parse_qs(loc.query)
 check(loc.netloc == "app.example" and q["x"] == ["1"], "redirected where asked")
 check(q["bucket"] == [BUCKET] and q["key"] == ["redir.txt"] and q["etag"], "redirect carries bucket, key, etag")
 
+# ${filename} in the key: the name of the form's file.
+p = form("named/${filename}", conditions=[["starts-with", "$key", "named/"]])
+r = post(p, b"named", filename="report 2026.txt")
+check(r.status == 204, "a ${filename} key accepted (%d %r)" % (r.status, r.data))
+check(stored("named/report 2026.txt")["Body"].read() == b"named", "${filename} is the file's name")
+check(absent("named/${filename}"), "the key is not stored literally")
+
 # Refusals: nothing is stored.
 p = form("small.txt", conditions=[["content-length-range", 1, 10]])
 r = post(p, b"x" * 11)
