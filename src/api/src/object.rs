@@ -921,7 +921,7 @@ impl Api {
     /// other object is all of it (`range` none, no count). Else
     /// InvalidPartNumber.
     async fn part_range(&self, cur: &Current, n: i32) -> ApiResult<PartRange> {
-        if n < 1 || n > 10_000 {
+        if !(1..=10_000).contains(&n) {
             return Err(ApiError::InvalidArgument(
                 "Part number must be an integer between 1 and 10000, inclusive".into(),
             ));
