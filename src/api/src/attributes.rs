@@ -49,6 +49,7 @@ impl Api {
                 i.sse_customer_key_md5.as_deref(),
             )?
             .as_ref(),
+            self.sse_master.as_ref(),
         )?;
         let mut out = GetObjectAttributesOutput {
             last_modified: Some(meta::timestamp(cur.timestamp)),

@@ -20,7 +20,9 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::object::{check_conditions, Current, CurrentData};
-use crate::sse::{check_read, without_sse, SseKey, AES256, ALGORITHM_HEADER, KEY_CHECK_HEADER};
+use crate::sse::{
+    check_read, without_sse, SseKey, ALGORITHM_HEADER, KEY_CHECK_HEADER, S3_KEY_HEADER,
+};
 
 impl Api {
     pub async fn copy_object(
@@ -57,16 +59,28 @@ impl Api {
             i.copy_source_if_unmodified_since.as_ref(),
         )?;
         let src_sse = open_source(
+            self.sse_master.as_ref(),
             &cur,
             i.copy_source_sse_customer_algorithm.as_deref(),
             i.copy_source_sse_customer_key.as_deref(),
             i.copy_source_sse_customer_key_md5.as_deref(),
         )?;
-        let dst_sse = SseKey::from_headers(
+        let customer = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
             i.sse_customer_key_md5.as_deref(),
         )?;
+        // An SSE-S3 copy of an SSE-S3 source keeps the source's data key,
+        // so that it shares the sealed blocks.
+        let dst_sse = crate::sse::write_key(
+            self.sse_master.as_ref(),
+            customer,
+            i.server_side_encryption.as_ref().map(|s| s.as_str()),
+            place.sse_s3_default,
+            src_sse.as_ref(),
+        )?;
+        let (sse_customer_algorithm, sse_customer_key_md5, server_side_encryption) =
+            SseKey::response_fields(dst_sse.as_ref());
         let replace = i
             .metadata_directive
             .as_ref()
@@ -110,8 +124,9 @@ impl Api {
             }),
             copy_source_version_id: source_version_id.clone(),
             version_id: (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),
-            sse_customer_algorithm: dst_sse.as_ref().map(|_| AES256.into()),
-            sse_customer_key_md5: dst_sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_customer_algorithm.clone(),
+            sse_customer_key_md5: sse_customer_key_md5.clone(),
+            server_side_encryption: server_side_encryption.clone(),
             ..Default::default()
         };
         if !same_sealing {
@@ -142,12 +157,14 @@ impl Api {
             return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));
         }
         // Same key (or none): the sealed data is shared as it is, with the
-        // source's key check.
+        // source's key check (SSE-C) or wrapped data key (SSE-S3).
         headers.extend(
             cur.meta
                 .headers
                 .iter()
-                .filter(|(k, _)| k == ALGORITHM_HEADER || k == KEY_CHECK_HEADER)
+                .filter(|(k, _)| {
+                    k == ALGORITHM_HEADER || k == KEY_CHECK_HEADER || k == S3_KEY_HEADER
+                })
                 .cloned(),
         );
         let meta = ObjectVersionMeta {
@@ -287,6 +304,7 @@ pub fn check_copy_conditions(
 /// `x-amz-copy-source-server-side-encryption-customer-*` headers), checked
 /// against the source version; errors as S3 answers them for a source.
 pub fn open_source(
+    master: Option<&crate::sse::MasterKey>,
     cur: &crate::object::Current,
     algorithm: Option<&str>,
     key: Option<&str>,
@@ -295,6 +313,7 @@ pub fn open_source(
     check_read(
         &cur.meta.headers,
         SseKey::from_headers(algorithm, key, key_md5)?.as_ref(),
+        master,
     )
     .map_err(copy_source_error)
 }

@@ -34,6 +34,9 @@ pub struct Api {
     /// `s3_region`: the only location constraint accepted, and the region
     /// requests must be signed for.
     pub region: String,
+    /// `sse_master_key`: wraps the data keys of SSE-S3 objects; without
+    /// it SSE-S3 is refused.
+    pub sse_master: Option<crate::sse::MasterKey>,
 }
 
 /// The permission an operation needs on its bucket.
@@ -56,6 +59,7 @@ impl Api {
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
         region: String,
+        sse_master: Option<crate::sse::MasterKey>,
     ) -> Arc<Self> {
         Arc::new(Self {
             metadata,
@@ -67,6 +71,7 @@ impl Api {
             blocks,
             cas,
             region,
+            sse_master,
         })
     }
 

@@ -80,6 +80,8 @@ pub enum ApiError {
     ObjectLockConfigurationNotFound(String),
     #[error("The specified object does not have a ObjectLock configuration")]
     NoSuchObjectLockConfiguration,
+    #[error("The server side encryption configuration was not found")]
+    NoSuchEncryptionConfiguration,
     /// A read reached a delete marker: the current version (404
     /// NoSuchKey) or one named by its id (405 MethodNotAllowed), with
     /// `x-amz-delete-marker` and the marker's version id.
@@ -182,6 +184,9 @@ impl ApiError {
             InvalidBucketState(_) => S3ErrorCode::InvalidBucketState,
             ObjectLockConfigurationNotFound(_) => S3ErrorCode::ObjectLockConfigurationNotFoundError,
             NoSuchObjectLockConfiguration => S3ErrorCode::NoSuchObjectLockConfiguration,
+            NoSuchEncryptionConfiguration => {
+                S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError
+            }
             DeleteMarker { by_id: false, .. } => S3ErrorCode::NoSuchKey,
             DeleteMarker { by_id: true, .. } => S3ErrorCode::MethodNotAllowed,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
@@ -203,6 +208,7 @@ impl From<ApiError> for S3Error {
             ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
             ApiError::TooManyTags(_) => Some(hyper::StatusCode::BAD_REQUEST),
             ApiError::InvalidPartNumber(_) => Some(hyper::StatusCode::RANGE_NOT_SATISFIABLE),
+            ApiError::NoSuchEncryptionConfiguration => Some(hyper::StatusCode::NOT_FOUND),
             _ => None,
         };
         let mut err = S3Error::with_message(code, e.to_string());

@@ -7,6 +7,7 @@ pub mod attributes;
 pub mod auth_scope;
 pub mod bucket;
 pub mod bucket_config;
+pub mod bucket_encryption;
 pub mod checksum;
 pub mod conditional;
 pub mod copy;

@@ -31,7 +31,7 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
-use crate::sse::{check_read, is_encrypted, plain_size, SseKey, AES256};
+use crate::sse::{check_read, is_encrypted, plain_size, SseKey, S3_KEY_HEADER};
 
 /// Smallest part size, except for the last part.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
@@ -123,7 +123,8 @@ impl Api {
                     })
             })
             .ok_or_else(|| ApiError::NoSuchUpload(id.into()))?;
-        let sse = check_read(&headers, given.as_ref()).map_err(|e| match e {
+        let sse = check_read(&headers, given.as_ref(), self.sse_master.as_ref()).map_err(|e| {
+            match e {
             ApiError::InvalidRequest(_) if given.is_none() => ApiError::InvalidRequest(
                 "The multipart upload initiate requested encryption. Subsequent part requests \
                  must include the appropriate encryption parameters."
@@ -133,6 +134,7 @@ impl Api {
                 "The provided encryption parameters did not match the ones used originally.".into(),
             ),
             e => e,
+        }
         })?;
         Ok((mpu, sse))
     }
@@ -173,7 +175,7 @@ impl Api {
             }
             (Some(a), t) => Some((a, a.upload_type(t.as_ref().map(|t| t.as_str()))?)),
         };
-        let sse = SseKey::from_headers(
+        let customer = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
             i.sse_customer_key_md5.as_deref(),
@@ -182,13 +184,11 @@ impl Api {
         if let Some(t) = i.tagging.as_deref() {
             crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
         }
-        if let Some(k) = &sse {
-            headers.extend(k.stored_pairs());
-        }
         let upload_id = gen_uuid();
         let timestamp = now_msec();
         // The lock is decided now (the bucket's default retention counts
-        // from the upload's creation) and kept with the upload's version.
+        // from the upload's creation) and kept with the upload's version;
+        // so is the encryption (an SSE-S3 upload's data key is made now).
         let place = self
             .placement(
                 bucket,
@@ -199,6 +199,16 @@ impl Api {
                 },
             )
             .await?;
+        let sse = crate::sse::write_key(
+            self.sse_master.as_ref(),
+            customer,
+            i.server_side_encryption.as_ref().map(|s| s.as_str()),
+            place.sse_s3_default,
+            None,
+        )?;
+        if let Some(k) = &sse {
+            headers.extend(k.stored_pairs());
+        }
         let mut upload = ObjectVersion::new(
             upload_id,
             timestamp,
@@ -218,6 +228,7 @@ impl Api {
         let (a, b) = tokio::join!(self.objects.insert(&obj), self.mpus.insert(&mpu));
         a?;
         b?;
+        let sse_fields = SseKey::response_fields(sse.as_ref());
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),
@@ -226,8 +237,9 @@ impl Api {
                 .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
             checksum_type: checksum
                 .map(|(_, f)| ChecksumType::from_static(crate::checksum::type_name(f))),
-            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_fields.0,
+            sse_customer_key_md5: sse_fields.1,
+            server_side_encryption: sse_fields.2,
             ..Default::default()
         }))
     }
@@ -277,10 +289,12 @@ impl Api {
                 },
             )
             .await?;
+        let sse_fields = SseKey::response_fields(sse.as_ref());
         let mut out = UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
-            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_fields.0,
+            sse_customer_key_md5: sse_fields.1,
+            server_side_encryption: sse_fields.2,
             ..Default::default()
         };
         if let Some(sum) = sum {
@@ -315,6 +329,7 @@ impl Api {
         );
         let (cur, (mpu, sse)) = (crate::copy::copy_source_missing(cur)?, mpu?);
         let src_sse = crate::copy::open_source(
+            self.sse_master.as_ref(),
             &cur,
             i.copy_source_sse_customer_algorithm.as_deref(),
             i.copy_source_sse_customer_key.as_deref(),
@@ -376,10 +391,12 @@ impl Api {
         if let Some(sum) = sum {
             crate::set_checksums!(result, crate::checksum::stored(&[sum]));
         }
+        let sse_fields = SseKey::response_fields(sse.as_ref());
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
-            sse_customer_algorithm: sse.as_ref().map(|_| AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_fields.0,
+            sse_customer_key_md5: sse_fields.1,
+            server_side_encryption: sse_fields.2,
             ..Default::default()
         }))
     }
@@ -450,10 +467,7 @@ impl Api {
             .as_ref()
             .filter(|_| mpu.checksum.is_some())
             .map(|(_, v)| v.clone());
-        let etag = match sse {
-            Some(_) => crate::sse::opaque_etag(),
-            None => hex::encode(md5),
-        };
+        let etag = crate::sse::etag_of(sse, &md5);
         self.mpus
             .insert(&entry(Some(etag.clone()), Some(size), kept))
             .await?;
@@ -581,6 +595,7 @@ impl Api {
         let mut etags = Md5::new();
         let mut size = 0u64;
         let sealed = is_encrypted(&headers);
+        let sse_s3 = headers.iter().any(|(k, _)| k == S3_KEY_HEADER);
         for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
             let v = v
                 .as_ref()
@@ -677,6 +692,8 @@ impl Api {
             e_tag: Some(ETag::Strong(etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
             version_id,
+            server_side_encryption: sse_s3
+                .then(|| ServerSideEncryption::from_static(ServerSideEncryption::AES256)),
             ..Default::default()
         };
         if let Some((h, v, full)) = object_sum {

@@ -204,10 +204,7 @@ impl Api {
                 }
                 None => None,
             };
-            let etag = match sse {
-                Some(_) => crate::sse::opaque_etag(),
-                None => hex::encode(md5),
-            };
+            let etag = crate::sse::etag_of(sse, &md5);
             let size = first.len() as u64;
             let data = match sse {
                 Some(k) => k.seal(&first),
@@ -301,10 +298,7 @@ impl Api {
                 return Err(e);
             }
         };
-        let etag = match sse {
-            Some(_) => crate::sse::opaque_etag(),
-            None => hex::encode(w.md5),
-        };
+        let etag = crate::sse::etag_of(sse, &w.md5);
         headers.extend(sum.clone());
         let mut complete = ObjectVersion::new(
             uuid,
@@ -440,7 +434,7 @@ impl Api {
                 c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
             }
         }
-        let sse = SseKey::from_headers(
+        let customer = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
             i.sse_customer_key_md5.as_deref(),
@@ -460,6 +454,13 @@ impl Api {
                 },
             )
             .await?;
+        let sse = crate::sse::write_key(
+            self.sse_master.as_ref(),
+            customer,
+            i.server_side_encryption.as_ref().map(|s| s.as_str()),
+            place.sse_s3_default,
+            None,
+        )?;
         let w = self
             .store_object(
                 bucket,
@@ -475,11 +476,14 @@ impl Api {
                 &place,
             )
             .await?;
+        let (sse_customer_algorithm, sse_customer_key_md5, server_side_encryption) =
+            SseKey::response_fields(sse.as_ref());
         let mut out = PutObjectOutput {
             version_id: w.version_id(),
             e_tag: Some(ETag::Strong(w.etag)),
-            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm,
+            sse_customer_key_md5,
+            server_side_encryption,
             ..Default::default()
         };
         crate::set_checksums!(
@@ -503,6 +507,7 @@ impl Api {
         let body_range = range.clone().unwrap_or(0..size);
         let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
+        let sse_fields = SseKey::response_fields(sse.as_ref());
         let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
             object_lock_mode: lock_mode,
@@ -534,8 +539,9 @@ impl Api {
             tag_count: (!cur.tags.is_empty()).then_some(cur.tags.len() as i32),
             parts_count,
             version_id: cur.version_id.clone(),
-            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_fields.0,
+            sse_customer_key_md5: sse_fields.1,
+            server_side_encryption: sse_fields.2,
             ..Default::default()
         };
         if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
@@ -567,6 +573,7 @@ impl Api {
             content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end.max(1) - 1));
         }
         let stored = Stored(&cur.meta.headers);
+        let sse_fields = SseKey::response_fields(sse.as_ref());
         let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {
             object_lock_mode: lock_mode,
@@ -588,8 +595,9 @@ impl Api {
             metadata: stored.user(),
             parts_count,
             version_id: cur.version_id.clone(),
-            sse_customer_algorithm: sse.as_ref().map(|_| crate::sse::AES256.into()),
-            sse_customer_key_md5: sse.as_ref().map(|k| k.key_md5().into()),
+            sse_customer_algorithm: sse_fields.0,
+            sse_customer_key_md5: sse_fields.1,
+            server_side_encryption: sse_fields.2,
             ..Default::default()
         });
         // Not in s3s's HeadObject output (nor in AWS's model), but S3
@@ -1006,7 +1014,7 @@ impl Api {
             true => self.current_for_get(id, key, version_id).await?,
             false => self.current(id, key, version_id).await?,
         };
-        let sse = check_version(&cur, c, sse_given)?;
+        let sse = check_version(&cur, c, sse_given, self.sse_master.as_ref())?;
         Ok((cur, sse))
     }
 }
@@ -1021,8 +1029,9 @@ pub fn check_version(
     cur: &Current,
     c: Conditions<'_>,
     sse_given: Option<SseKey>,
+    master: Option<&crate::sse::MasterKey>,
 ) -> ApiResult<Option<SseKey>> {
-    let sse = crate::sse::check_read(&cur.meta.headers, sse_given.as_ref())?;
+    let sse = crate::sse::check_read(&cur.meta.headers, sse_given.as_ref(), master)?;
     check_conditions(
         cur,
         c.if_match,

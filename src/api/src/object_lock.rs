@@ -22,12 +22,13 @@ use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::versioning::Found;
 
-/// How a new version is written: with the bucket's versioning, and the
-/// lock it starts with.
+/// How a new version is written: with the bucket's versioning, the lock
+/// it starts with, and whether the bucket encrypts by default.
 #[derive(Clone, Debug, Default)]
 pub struct Placement {
     pub versioning: Versioning,
     pub lock: ObjectLock,
+    pub sse_s3_default: bool,
 }
 
 /// The `x-amz-object-lock-*` headers of a write.
@@ -113,6 +114,7 @@ impl Api {
         let p = b.as_ref().and_then(|b| b.params());
         let versioning = p.map(|p| *p.versioning.get()).unwrap_or_default();
         let enabled = p.is_some_and(|p| p.object_lock.get());
+        let sse_s3_default = p.is_some_and(|p| p.encryption.get().is_some());
         let now = now_msec();
         let given = parse_retention(h.mode.map(|m| m.as_str()), h.until, now)?;
         let hold = h.legal_hold.map(|s| parse_hold(s.as_str())).transpose()?;
@@ -123,6 +125,7 @@ impl Api {
             return Ok(Placement {
                 versioning,
                 lock: ObjectLock::default(),
+                sse_s3_default,
             });
         }
         let default = p.and_then(|p| *p.default_retention.get());
@@ -130,6 +133,7 @@ impl Api {
         Ok(Placement {
             versioning,
             lock: ObjectLock::new(retention, hold.unwrap_or(false)),
+            sse_s3_default,
         })
     }
 

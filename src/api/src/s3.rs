@@ -64,6 +64,9 @@ forward! {
     put_bucket_tagging: PutBucketTaggingInput => PutBucketTaggingOutput;
     get_bucket_tagging: GetBucketTaggingInput => GetBucketTaggingOutput;
     delete_bucket_tagging: DeleteBucketTaggingInput => DeleteBucketTaggingOutput;
+    put_bucket_encryption: PutBucketEncryptionInput => PutBucketEncryptionOutput;
+    get_bucket_encryption: GetBucketEncryptionInput => GetBucketEncryptionOutput;
+    delete_bucket_encryption: DeleteBucketEncryptionInput => DeleteBucketEncryptionOutput;
     put_object_lock_configuration: PutObjectLockConfigurationInput => PutObjectLockConfigurationOutput;
     get_object_lock_configuration: GetObjectLockConfigurationInput => GetObjectLockConfigurationOutput;
     put_object_retention: PutObjectRetentionInput => PutObjectRetentionOutput;

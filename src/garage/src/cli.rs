@@ -92,6 +92,17 @@ pub struct SecretOpt {
     /// File holding the bearer token for /metrics
     #[arg(long, env = "GARAGE_METRICS_TOKEN_FILE", global = true)]
     pub metrics_token_file: Option<PathBuf>,
+    /// SSE-S3 master key (64 hexadecimal characters)
+    #[arg(
+        long,
+        env = "GARAGE_SSE_MASTER_KEY",
+        hide_env_values = true,
+        global = true
+    )]
+    pub sse_master_key: Option<String>,
+    /// File holding the SSE-S3 master key
+    #[arg(long, env = "GARAGE_SSE_MASTER_KEY_FILE", global = true)]
+    pub sse_master_key_file: Option<PathBuf>,
     /// Accept secret files that other users can read
     #[arg(long, env = "GARAGE_ALLOW_WORLD_READABLE_SECRETS", global = true)]
     pub allow_world_readable_secrets: Option<bool>,

@@ -37,6 +37,8 @@ pub fn load(opt: &Opt, builtin_fallback: bool) -> anyhow::Result<(Config, Loaded
         admin_token_file: s.admin_token_file.clone(),
         metrics_token: s.metrics_token.clone(),
         metrics_token_file: s.metrics_token_file.clone(),
+        sse_master_key: s.sse_master_key.clone(),
+        sse_master_key_file: s.sse_master_key_file.clone(),
         allow_world_readable_secrets: s.allow_world_readable_secrets,
     })?;
     Ok((config, loaded))

@@ -277,6 +277,10 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.block_manager.clone(),
         garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),
+        config
+            .sse_master_key
+            .as_deref()
+            .and_then(garage_api::sse::MasterKey::from_hex),
     )
 }
 

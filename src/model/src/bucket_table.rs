@@ -54,6 +54,22 @@ pub struct BucketParams {
     /// The default retention of new versions (PutObjectLockConfiguration).
     #[serde(default = "no_default_retention")]
     pub default_retention: Lww<Option<DefaultRetention>>,
+    /// Default encryption of new objects (PutBucketEncryption). Absent in
+    /// older entries: none.
+    #[serde(default = "no_default_encryption")]
+    pub encryption: Lww<Option<DefaultEncryption>>,
+}
+
+/// A bucket's default encryption: SSE-S3 (the only kind served).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct DefaultEncryption {
+    /// Echoed as set (S3 Bucket Keys reduce KMS calls; there is no KMS
+    /// here).
+    pub bucket_key_enabled: bool,
+}
+
+fn no_default_encryption() -> Lww<Option<DefaultEncryption>> {
+    Lww::raw(0, None)
 }
 
 fn no_default_retention() -> Lww<Option<DefaultRetention>> {
@@ -256,6 +272,7 @@ impl Crdt for BucketParams {
         self.versioning.merge(&other.versioning);
         self.object_lock.merge(&other.object_lock);
         self.default_retention.merge(&other.default_retention);
+        self.encryption.merge(&other.encryption);
     }
 }
 
@@ -277,6 +294,7 @@ impl Bucket {
                 versioning: versioning_off(),
                 object_lock: Bool::new(false),
                 default_retention: no_default_retention(),
+                encryption: no_default_encryption(),
             }),
         }
     }

@@ -192,7 +192,14 @@ api_bind_addr = "{ip}:3900"
     /// Three nodes in zones dc1, dc2 and dc3 (replication 3), started,
     /// seeing each other, with a layout applied.
     pub fn three_zones() -> Self {
+        Self::three_zones_with_env(&[])
+    }
+
+    /// [`Cluster::three_zones`], each node started with `env` too.
+    pub fn three_zones_with_env(env: &[(&str, &str)]) -> Self {
         let mut c = Self::new(3, 3);
+        c.env
+            .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         c.start_all();
         wait_until("nodes see each other", CLUSTER_DEADLINE, || {
             parse_status(&super::stdout(&c.garage(0, &["status"])))

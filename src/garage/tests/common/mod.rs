@@ -167,3 +167,40 @@ impl Drop for Proc {
         let _ = self.child.wait();
     }
 }
+
+/// Objects written with a `secret` marker were encrypted: the marker is
+/// found in clear in no file of the node (blocks in `data`, inline objects
+/// in `meta`), while the `control` marker of plain objects is found in
+/// both, which shows the search works.
+#[allow(dead_code)]
+pub fn plaintext_not_stored(node_dir: &Path, secret: &[u8], control: &[u8]) {
+    fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                files(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let contains = |b: &[u8], m: &[u8]| b.windows(m.len()).any(|w| w == m);
+    for sub in ["data", "meta"] {
+        let mut all = Vec::new();
+        files(&node_dir.join(sub), &mut all);
+        let mut seen = false;
+        for f in &all {
+            let Ok(b) = std::fs::read(f) else { continue };
+            assert!(
+                !contains(&b, secret),
+                "encrypted plaintext found in clear in {}",
+                f.display()
+            );
+            seen |= contains(&b, control);
+        }
+        assert!(
+            seen,
+            "the plain control marker is not found in {sub}: the search is blind"
+        );
+    }
+}

@@ -133,6 +133,13 @@ pub struct Config {
     pub rpc_secret: Option<String>,
     #[serde(default)]
     pub rpc_secret_file: Option<PathBuf>,
+    /// SSE-S3's master key (64 hexadecimal characters): wraps each
+    /// encrypted object's data key. Without it SSE-S3 is refused. Every
+    /// node serving S3 requests needs the same one.
+    #[serde(default)]
+    pub sse_master_key: Option<String>,
+    #[serde(default)]
+    pub sse_master_key_file: Option<PathBuf>,
     pub rpc_bind_addr: SocketAddr,
     #[serde(default)]
     pub rpc_bind_outgoing: bool,

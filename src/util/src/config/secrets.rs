@@ -1,4 +1,5 @@
-//! Secrets (`rpc_secret`, `admin_token`, `metrics_token`): where each comes
+//! Secrets (`rpc_secret`, `admin_token`, `metrics_token`,
+//! `sse_master_key`): where each comes
 //! from, in order of precedence: a command-line flag or environment variable
 //! (`GARAGE_RPC_SECRET`, ...), the file such a flag or variable names
 //! (`GARAGE_RPC_SECRET_FILE`, ...), the value in `garage.toml`, the file
@@ -23,6 +24,8 @@ pub struct SecretOverrides {
     pub admin_token_file: Option<PathBuf>,
     pub metrics_token: Option<String>,
     pub metrics_token_file: Option<PathBuf>,
+    pub sse_master_key: Option<String>,
+    pub sse_master_key_file: Option<PathBuf>,
     pub allow_world_readable_secrets: Option<bool>,
 }
 
@@ -65,6 +68,17 @@ impl Config {
             (&self.admin.metrics_token, &self.admin.metrics_token_file),
             allow,
         )?;
+        let sse = self.pick(
+            "sse_master_key",
+            (&o.sse_master_key, &o.sse_master_key_file),
+            (&self.sse_master_key, &self.sse_master_key_file),
+            allow,
+        )?;
+        if let Some(s) = &sse {
+            check_rpc_secret(s).map_err(|m| self.invalid("sse_master_key", m))?;
+        }
+        self.sse_master_key = sse;
+        self.sse_master_key_file = None;
         self.rpc_secret = rpc;
         self.rpc_secret_file = None;
         self.admin.admin_token = admin;

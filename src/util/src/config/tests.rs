@@ -326,3 +326,54 @@ fn secret_precedence_and_file_permissions() {
     );
     assert!(err(&both).contains("only one of rpc_secret and rpc_secret_file"));
 }
+
+#[test]
+fn sse_master_key_sources() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sse");
+    std::fs::write(&file, format!("{}\n", "ef".repeat(32))).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let with =
+        |k: &str| parse(&MINIMAL.replacen("rpc_bind_addr", &format!("{k}\nrpc_bind_addr"), 1));
+
+    let mut c = with(&format!("sse_master_key_file = \"{}\"", file.display())).unwrap();
+    c.resolve_secrets(&SecretOverrides::default()).unwrap();
+    assert_eq!(c.sse_master_key, Some("ef".repeat(32)));
+
+    // The environment's value wins; a bad one is named.
+    let mut c = with(&format!("sse_master_key = \"{}\"", "01".repeat(32))).unwrap();
+    c.resolve_secrets(&SecretOverrides {
+        sse_master_key: Some("23".repeat(32)),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(c.sse_master_key, Some("23".repeat(32)));
+    let mut c = with("sse_master_key = \"nothex\"").unwrap();
+    let e = c
+        .resolve_secrets(&SecretOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sse_master_key") && e.contains("64 hexadecimal"),
+        "{e}"
+    );
+    let mut c = with(&format!(
+        "sse_master_key = \"{}\"\nsse_master_key_file = \"{}\"",
+        "01".repeat(32),
+        file.display()
+    ))
+    .unwrap();
+    let e = c
+        .resolve_secrets(&SecretOverrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("only one of sse_master_key and sse_master_key_file"),
+        "{e}"
+    );
+    // None configured: none (SSE-S3 is then refused by the S3 API).
+    let mut c = with("").unwrap();
+    c.resolve_secrets(&SecretOverrides::default()).unwrap();
+    assert_eq!(c.sse_master_key, None);
+}
