@@ -40,14 +40,9 @@ impl Api {
         let (src, dst) = (src?, dst?);
         // The copy gets the request's lock (or the bucket's default), not
         // the source's, as in S3.
-        let lock_headers = crate::object_lock::LockHeaders {
-            mode: i.object_lock_mode.as_ref(),
-            until: i.object_lock_retain_until_date.as_ref(),
-            legal_hold: i.object_lock_legal_hold_status.as_ref(),
-        };
         let (cur, place) = tokio::join!(
             self.current(src, src_key, src_vid),
-            self.placement(dst, lock_headers)
+            self.placement(dst, crate::lock_headers!(i))
         );
         let (cur, place) = (copy_source_missing(cur)?, place?);
         let versioning = place.versioning;

@@ -189,23 +189,14 @@ impl Api {
         // The lock is decided now (the bucket's default retention counts
         // from the upload's creation) and kept with the upload's version;
         // so is the encryption (an SSE-S3 upload's data key is made now).
-        let place = self
-            .placement(
+        let (place, sse) = self
+            .prepare_write(
                 bucket,
-                crate::object_lock::LockHeaders {
-                    mode: i.object_lock_mode.as_ref(),
-                    until: i.object_lock_retain_until_date.as_ref(),
-                    legal_hold: i.object_lock_legal_hold_status.as_ref(),
-                },
+                crate::lock_headers!(i),
+                customer,
+                i.server_side_encryption.as_ref(),
             )
             .await?;
-        let sse = crate::sse::write_key(
-            self.sse_master.as_ref(),
-            customer,
-            i.server_side_encryption.as_ref().map(|s| s.as_str()),
-            place.sse_s3_default,
-            None,
-        )?;
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }

@@ -20,7 +20,7 @@ use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
-use crate::object_lock::{LockHeaders, Placement};
+use crate::object_lock::Placement;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE, INLINE_MAX};
 use crate::sse::SseKey;
 use crate::stream::Prefetch;
@@ -444,23 +444,14 @@ impl Api {
             crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
         }
         let expected = crate::checksum::expected(&req.headers)?;
-        let place = self
-            .placement(
+        let (place, sse) = self
+            .prepare_write(
                 bucket,
-                LockHeaders {
-                    mode: i.object_lock_mode.as_ref(),
-                    until: i.object_lock_retain_until_date.as_ref(),
-                    legal_hold: i.object_lock_legal_hold_status.as_ref(),
-                },
+                crate::lock_headers!(i),
+                customer,
+                i.server_side_encryption.as_ref(),
             )
             .await?;
-        let sse = crate::sse::write_key(
-            self.sse_master.as_ref(),
-            customer,
-            i.server_side_encryption.as_ref().map(|s| s.as_str()),
-            place.sse_s3_default,
-            None,
-        )?;
         let w = self
             .store_object(
                 bucket,

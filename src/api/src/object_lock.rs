@@ -39,6 +39,19 @@ pub struct LockHeaders<'a> {
     pub legal_hold: Option<&'a ObjectLockLegalHoldStatus>,
 }
 
+/// The [`LockHeaders`] of an s3s input that has the object lock fields
+/// (PutObject, CopyObject, CreateMultipartUpload).
+#[macro_export]
+macro_rules! lock_headers {
+    ($i:expr) => {
+        $crate::object_lock::LockHeaders {
+            mode: $i.object_lock_mode.as_ref(),
+            until: $i.object_lock_retain_until_date.as_ref(),
+            legal_hold: $i.object_lock_legal_hold_status.as_ref(),
+        }
+    };
+}
+
 fn ms_of(t: &Timestamp) -> u64 {
     let odt: time::OffsetDateTime = t.clone().into();
     (odt.unix_timestamp_nanos() / 1_000_000).max(0) as u64
@@ -137,6 +150,28 @@ impl Api {
         })
     }
 
+    /// How a new object is written to `bucket` ([`Api::placement`]) and
+    /// the key its data is sealed with ([`crate::sse::write_key`]): from
+    /// the request's lock headers, SSE-C key and
+    /// `x-amz-server-side-encryption`.
+    pub async fn prepare_write(
+        &self,
+        bucket: Uuid,
+        lock: LockHeaders<'_>,
+        customer: Option<crate::sse::SseKey>,
+        requested: Option<&ServerSideEncryption>,
+    ) -> ApiResult<(Placement, Option<crate::sse::SseKey>)> {
+        let place = self.placement(bucket, lock).await?;
+        let sse = crate::sse::write_key(
+            self.sse_master.as_ref(),
+            customer,
+            requested.map(|s| s.as_str()),
+            place.sse_s3_default,
+            None,
+        )?;
+        Ok((place, sse))
+    }
+
     /// Whether the caller may bypass governance retention: it asks to,
     /// and its key owns the bucket.
     pub async fn may_bypass(
@@ -226,6 +261,33 @@ impl Api {
             return Err(missing_config());
         }
         Ok((key, id))
+    }
+
+    /// The lock of a version, for GetObjectRetention and
+    /// GetObjectLegalHold.
+    async fn lock_of(
+        &self,
+        creds: &Option<s3s::auth::Credentials>,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> ApiResult<ObjectLock> {
+        let (_, id) = self.locked_bucket(creds, bucket, Need::Read).await?;
+        Ok(self.version_lock(id, key, version_id).await?.1)
+    }
+
+    /// Changes the lock of a version with `change` (which may refuse),
+    /// for PutObjectRetention and PutObjectLegalHold.
+    async fn change_lock(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        version_id: Option<&str>,
+        change: impl FnOnce(&mut ObjectLock) -> ApiResult<()>,
+    ) -> ApiResult<()> {
+        let (found, mut lock) = self.version_lock(bucket, key, version_id).await?;
+        change(&mut lock)?;
+        self.write_lock(bucket, key, found, lock).await
     }
 
     pub async fn put_object_lock_configuration(
@@ -321,13 +383,13 @@ impl Api {
         let bypass = self
             .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
             .await;
-        let (found, mut lock) = self
-            .version_lock(bucket, &i.key, i.version_id.as_deref())
-            .await?;
-        lock.check_retention_change(new, now, bypass)
-            .map_err(locked_error)?;
-        lock.set_retention(new);
-        self.write_lock(bucket, &i.key, found, lock).await?;
+        self.change_lock(bucket, &i.key, i.version_id.as_deref(), |lock| {
+            lock.check_retention_change(new, now, bypass)
+                .map_err(locked_error)?;
+            lock.set_retention(new);
+            Ok(())
+        })
+        .await?;
         Ok(S3Response::new(PutObjectRetentionOutput::default()))
     }
 
@@ -336,11 +398,8 @@ impl Api {
         req: S3Request<GetObjectRetentionInput>,
     ) -> ApiResult<S3Response<GetObjectRetentionOutput>> {
         let i = req.input;
-        let (_, bucket) = self
-            .locked_bucket(&req.credentials, &i.bucket, Need::Read)
-            .await?;
-        let (_, lock) = self
-            .version_lock(bucket, &i.key, i.version_id.as_deref())
+        let lock = self
+            .lock_of(&req.credentials, &i.bucket, &i.key, i.version_id.as_deref())
             .await?;
         let r = lock
             .retention()
@@ -366,11 +425,11 @@ impl Api {
             .and_then(|h| h.status)
             .ok_or_else(|| ApiError::MalformedXml("Status is missing".into()))?;
         let on = parse_hold(status.as_str()).map_err(|e| ApiError::MalformedXml(e.to_string()))?;
-        let (found, mut lock) = self
-            .version_lock(bucket, &i.key, i.version_id.as_deref())
-            .await?;
-        lock.set_legal_hold(on);
-        self.write_lock(bucket, &i.key, found, lock).await?;
+        self.change_lock(bucket, &i.key, i.version_id.as_deref(), |lock| {
+            lock.set_legal_hold(on);
+            Ok(())
+        })
+        .await?;
         Ok(S3Response::new(PutObjectLegalHoldOutput::default()))
     }
 
@@ -379,11 +438,8 @@ impl Api {
         req: S3Request<GetObjectLegalHoldInput>,
     ) -> ApiResult<S3Response<GetObjectLegalHoldOutput>> {
         let i = req.input;
-        let (_, bucket) = self
-            .locked_bucket(&req.credentials, &i.bucket, Need::Read)
-            .await?;
-        let (_, lock) = self
-            .version_lock(bucket, &i.key, i.version_id.as_deref())
+        let lock = self
+            .lock_of(&req.credentials, &i.bucket, &i.key, i.version_id.as_deref())
             .await?;
         if !lock.has_legal_hold_status() {
             return Err(ApiError::NoSuchObjectLockConfiguration);

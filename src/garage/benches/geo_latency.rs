@@ -33,6 +33,9 @@ use common::s3::make_key;
 const WEB_PORT: u16 = 3902;
 const ROOT_DOMAIN: &str = "web.bench";
 const BUCKET: &str = "geo-bench";
+/// A bucket with object lock (so versioning) and a default GOVERNANCE
+/// retention: every write there makes a locked version.
+const LOCKED: &str = "geo-bench-locked";
 const MIB: usize = 1 << 20;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -65,10 +68,13 @@ enum Call {
     GetBig,
     HeadBig,
     WebsiteGet,
+    PutLocked,
+    GetLocked,
+    DeleteLocked,
 }
 
 impl Call {
-    const ALL: [Call; 10] = [
+    const ALL: [Call; 13] = [
         Call::ListBuckets,
         Call::ListObjectsV2,
         Call::PutSmall,
@@ -79,6 +85,9 @@ impl Call {
         Call::GetBig,
         Call::HeadBig,
         Call::WebsiteGet,
+        Call::PutLocked,
+        Call::GetLocked,
+        Call::DeleteLocked,
     ];
 
     fn name(self) -> &'static str {
@@ -93,6 +102,9 @@ impl Call {
             Call::GetBig => "GetObject 1 MiB",
             Call::HeadBig => "HeadObject 1 MiB",
             Call::WebsiteGet => "website GET (index)",
+            Call::PutLocked => "PutObject 16 B, locked version",
+            Call::GetLocked => "GetObject 16 B, versioned key",
+            Call::DeleteLocked => "DeleteObject, versioned (marker)",
         }
     }
 
@@ -172,6 +184,33 @@ impl Bench {
                 .is_ok()
         });
         c.garage_ok(0, &["bucket", "website", "--allow", BUCKET]);
+        rt.block_on(async {
+            s3.create_bucket()
+                .bucket(LOCKED)
+                .object_lock_enabled_for_bucket(true)
+                .send()
+                .await
+                .expect("CreateBucket with object lock");
+            let rule = aws_sdk_s3::types::ObjectLockRule::builder()
+                .default_retention(
+                    aws_sdk_s3::types::DefaultRetention::builder()
+                        .mode(aws_sdk_s3::types::ObjectLockRetentionMode::Governance)
+                        .days(1)
+                        .build(),
+                )
+                .build();
+            s3.put_object_lock_configuration()
+                .bucket(LOCKED)
+                .object_lock_configuration(
+                    aws_sdk_s3::types::ObjectLockConfiguration::builder()
+                        .object_lock_enabled(aws_sdk_s3::types::ObjectLockEnabled::Enabled)
+                        .rule(rule)
+                        .build(),
+                )
+                .send()
+                .await
+                .expect("PutObjectLockConfiguration");
+        });
         let web_url = format!("http://{}:{WEB_PORT}/", c.nodes[0].ip);
         let b = Bench {
             cluster: c,
@@ -211,6 +250,7 @@ impl Bench {
         self.rt.block_on(async {
             for k in p.small.iter().chain(p.doomed.iter()) {
                 self.put(k, vec![7u8; 16]).await;
+                self.put_in(LOCKED, k, vec![7u8; 16]).await;
             }
             for k in &p.big {
                 self.put(k, big.clone()).await;
@@ -220,9 +260,13 @@ impl Bench {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
+        self.put_in(BUCKET, key, body).await
+    }
+
+    async fn put_in(&self, bucket: &str, key: &str, body: Vec<u8>) {
         self.s3
             .put_object()
-            .bucket(BUCKET)
+            .bucket(bucket)
             .key(key)
             .body(ByteStream::from(body))
             .send()
@@ -252,6 +296,28 @@ impl Bench {
                     assert_eq!(out.contents().len(), p.small.len());
                 }
                 Call::PutSmall => self.put(&p.fresh_small[i], vec![1u8; 16]).await,
+                Call::PutLocked => self.put_in(LOCKED, &p.fresh_small[i], vec![1u8; 16]).await,
+                Call::GetLocked => {
+                    let out = s3
+                        .get_object()
+                        .bucket(LOCKED)
+                        .key(&p.small[i])
+                        .send()
+                        .await
+                        .expect("GetObject (locked bucket)");
+                    assert!(out.object_lock_mode().is_some());
+                    out.body.collect().await.expect("GetObject body");
+                }
+                Call::DeleteLocked => {
+                    let out = s3
+                        .delete_object()
+                        .bucket(LOCKED)
+                        .key(&p.doomed[i])
+                        .send()
+                        .await
+                        .expect("DeleteObject (locked bucket)");
+                    assert_eq!(out.delete_marker(), Some(true));
+                }
                 Call::PutBig => self.put(&p.fresh_big[i], big.to_vec()).await,
                 Call::GetSmall | Call::GetBig => {
                     let (key, len) = match call {
