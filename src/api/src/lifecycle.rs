@@ -1,11 +1,11 @@
 //! Get/Put/DeleteBucketLifecycleConfiguration: the rules are checked as S3
 //! checks them and kept in the bucket entry (a last-writer-wins register,
 //! like CORS). The lifecycle worker (`lifecycle_worker.rs`) applies them.
-//! Supported: Status, ID, a filter on prefix and object size,
+//! Supported: Status, ID, a filter on prefix, object size and tags,
 //! Expiration (Days, Date or ExpiredObjectDeleteMarker),
 //! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions)
 //! and AbortIncompleteMultipartUpload; storage class transitions
-//! (current or noncurrent) answer NotImplemented, tag filters too.
+//! (current or noncurrent) answer NotImplemented.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -83,16 +83,31 @@ fn size(what: &str, v: Option<i64>) -> ApiResult<Option<u64>> {
         .transpose()
 }
 
+/// A filter's tags: each with a key and a value, checked as object tags
+/// are.
+fn tags_from_dto(tags: Vec<Tag>) -> ApiResult<Vec<(String, String)>> {
+    let tags = tags
+        .into_iter()
+        .map(|t| match (t.key, t.value) {
+            (Some(k), Some(v)) => Ok((k, v)),
+            _ => Err(ApiError::MalformedXml(
+                "a lifecycle filter Tag has a Key and a Value".into(),
+            )),
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    crate::tagging::check_tags(&tags, MAX_FILTER_TAGS)?;
+    Ok(tags)
+}
+
+/// Tags one filter may name.
+const MAX_FILTER_TAGS: usize = 10;
+
 fn filter_from_dto(f: LifecycleRuleFilter) -> ApiResult<LifecycleFilter> {
-    if f.tag.is_some() || f.and.as_ref().is_some_and(|a| a.tags.is_some()) {
-        return Err(ApiError::NotImplemented(
-            "lifecycle filters on object tags are not supported (garage has no object tags)".into(),
-        ));
-    }
     let given = [
         f.prefix.is_some(),
         f.object_size_greater_than.is_some(),
         f.object_size_less_than.is_some(),
+        f.tag.is_some(),
         f.and.is_some(),
     ];
     if given.iter().filter(|g| **g).count() > 1 {
@@ -100,22 +115,25 @@ fn filter_from_dto(f: LifecycleRuleFilter) -> ApiResult<LifecycleFilter> {
             "a lifecycle Filter has one of Prefix, ObjectSizeGreaterThan, ObjectSizeLessThan, Tag or And".into(),
         ));
     }
-    let (prefix, gt, lt) = match f.and {
+    let (prefix, gt, lt, tags) = match f.and {
         Some(a) => (
             a.prefix,
             a.object_size_greater_than,
             a.object_size_less_than,
+            a.tags.unwrap_or_default(),
         ),
         None => (
             f.prefix,
             f.object_size_greater_than,
             f.object_size_less_than,
+            f.tag.into_iter().collect(),
         ),
     };
     let out = LifecycleFilter {
         prefix: prefix.filter(|p| !p.is_empty()),
         size_gt: size("ObjectSizeGreaterThan", gt)?,
         size_lt: size("ObjectSizeLessThan", lt)?,
+        tags: tags_from_dto(tags)?,
     };
     if let (Some(g), Some(l)) = (out.size_gt, out.size_lt) {
         if g >= l {
@@ -248,6 +266,16 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
             "AbortIncompleteMultipartUpload cannot be specified with an object size filter (an upload has no size yet)",
         ));
     }
+    if abort_incomplete_mpu_days.is_some() && !filter.tags.is_empty() {
+        return Err(invalid(
+            "AbortIncompleteMultipartUpload cannot be specified with Tags.",
+        ));
+    }
+    if expired_delete_marker && !filter.tags.is_empty() {
+        return Err(invalid(
+            "ExpiredObjectDeleteMarker cannot be specified with Tags.",
+        ));
+    }
     if expiration.is_none()
         && abort_incomplete_mpu_days.is_none()
         && noncurrent_expiration.is_none()
@@ -302,14 +330,19 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
     let n = [f.prefix.is_some(), f.size_gt.is_some(), f.size_lt.is_some()]
         .iter()
         .filter(|g| **g)
-        .count();
+        .count()
+        + f.tags.len();
+    let tag = |(k, v): &(String, String)| Tag {
+        key: Some(k.clone()),
+        value: Some(v.clone()),
+    };
     let filter = if n > 1 {
         LifecycleRuleFilter {
             and: Some(LifecycleRuleAndOperator {
                 prefix: f.prefix.clone(),
                 object_size_greater_than: f.size_gt.map(|s| s as i64),
                 object_size_less_than: f.size_lt.map(|s| s as i64),
-                tags: None,
+                tags: (!f.tags.is_empty()).then(|| f.tags.iter().map(tag).collect()),
             }),
             ..Default::default()
         }
@@ -318,6 +351,7 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
             prefix: f.prefix.clone().or_else(|| (n == 0).then(String::new)),
             object_size_greater_than: f.size_gt.map(|s| s as i64),
             object_size_less_than: f.size_lt.map(|s| s as i64),
+            tag: f.tags.first().map(tag),
             ..Default::default()
         }
     };

@@ -33,6 +33,7 @@ use tracing::{info, warn};
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
+use crate::tagging::Tags;
 
 /// Objects read per round trip.
 const PAGE: usize = 1000;
@@ -251,6 +252,13 @@ impl LifecycleWorker {
         let key = &group[0].key;
         let obj = self.api.objects.get(&b.id, key).await?;
         let versions: Vec<ObjectVersion> = group.iter().map(|h| h.version.clone()).collect();
+        let tags: Vec<Tags> = group
+            .iter()
+            .map(|h| match h.tags.get() {
+                Some(t) => t.clone(),
+                None => crate::tagging::stored_tags(&h.version),
+            })
+            .collect();
         let newer_null = obj.as_ref().and_then(|o| match o.head() {
             Head::Version(v) if !v.in_history() && v.sort_key() > versions[0].sort_key() => {
                 Some(v.timestamp)
@@ -260,7 +268,7 @@ impl LifecycleWorker {
         let has_null = obj
             .as_ref()
             .is_some_and(|o| o.null_versions().next().is_some());
-        let doomed = plan_history(key, &versions, newer_null, has_null, rules, now);
+        let doomed = plan_history(key, &versions, &tags, newer_null, has_null, rules, now);
         let mut deleted = 0;
         for v in doomed.iter() {
             // A locked version stays until its lock lets it go (S3's
@@ -289,9 +297,11 @@ impl LifecycleWorker {
 /// unless it is among the NewerNoncurrentVersions newest noncurrent ones;
 /// and, with ExpiredObjectDeleteMarker, a current delete marker that is
 /// the key's only version (`has_null`: the key has a null version).
+/// `tags[i]` are the tags of `versions[i]` (none when missing).
 pub fn plan_history(
     key: &str,
     versions: &[ObjectVersion],
+    tags: &[Tags],
     newer_null: Option<u64>,
     has_null: bool,
     rules: &[LifecycleRule],
@@ -300,14 +310,15 @@ pub fn plan_history(
     let mut out = Vec::new();
     let mut successor = newer_null;
     let mut rank = 0;
-    for v in versions {
+    for (i, v) in versions.iter().enumerate() {
         if let Some(became_noncurrent) = successor {
             rank += 1;
+            let v_tags = tags.get(i).map(Vec::as_slice).unwrap_or(&[]);
             let expired = rules.iter().any(|r| {
                 r.noncurrent_expiration.is_some_and(|n| {
                     now >= days_after(became_noncurrent, n.days)
                         && rank > n.keep.unwrap_or(0) as usize
-                }) && r.filter.matches(key, v.size())
+                }) && r.filter.matches(key, v.size(), v_tags)
             });
             if expired {
                 out.push(v.clone());
@@ -377,7 +388,8 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versionin
     if let Some(v) = o.last_data() {
         let expired = rules.iter().any(|r| {
             r.expiration.is_some_and(|e| e.expired(v.timestamp, now))
-                && r.filter.matches(&o.key, v.size())
+                && r.filter
+                    .matches(&o.key, v.size(), &crate::tagging::version_tags(o, v))
         });
         if expired {
             // Just newer than the expired data: older than any write that
@@ -460,6 +472,7 @@ mod tests {
                 prefix: Some(prefix.into()),
                 size_gt: None,
                 size_lt: Some(100),
+                tags: vec![],
             },
             expiration: exp,
             abort_incomplete_mpu_days: abort,
@@ -485,10 +498,10 @@ mod tests {
         // were written.
         let vs = vec![data(day + 30, 1), data(day + 20, 1), data(day + 10, 1)];
         let ids = |x: Vec<ObjectVersion>| x.into_iter().map(|v| v.uuid).collect::<Vec<_>>();
-        assert!(plan_history("nc/a", &vs, None, false, &rules, day + DAY_MSEC - 1).is_empty());
+        assert!(plan_history("nc/a", &vs, &[], None, false, &rules, day + DAY_MSEC - 1).is_empty());
         // A day later (at midnight): v1 goes, v2 is the one kept.
         assert_eq!(
-            ids(plan_history("nc/a", &vs, None, false, &rules, 2 * day)),
+            ids(plan_history("nc/a", &vs, &[], None, false, &rules, 2 * day)),
             vec![vs[2].uuid]
         );
         // A newer null version is current: v3 is noncurrent too.
@@ -496,6 +509,7 @@ mod tests {
             ids(plan_history(
                 "nc/a",
                 &vs,
+                &[],
                 Some(day + 40),
                 true,
                 &rules,
@@ -504,19 +518,19 @@ mod tests {
             vec![vs[1].uuid, vs[2].uuid]
         );
         // Another prefix: nothing.
-        assert!(plan_history("x/a", &vs, None, false, &rules, 3 * day).is_empty());
+        assert!(plan_history("x/a", &vs, &[], None, false, &rules, 3 * day).is_empty());
         // A lone current delete marker goes; not with a null version, nor
         // with other versions.
         let mut marker = data(day, 0);
         marker.state = ObjectVersionState::Complete(ObjectVersionData::DeleteMarker);
         let lone = vec![marker.clone()];
         assert_eq!(
-            ids(plan_history("x/b", &lone, None, false, &rules, day)),
+            ids(plan_history("x/b", &lone, &[], None, false, &rules, day)),
             vec![marker.uuid]
         );
-        assert!(plan_history("x/b", &lone, None, true, &rules, day).is_empty());
+        assert!(plan_history("x/b", &lone, &[], None, true, &rules, day).is_empty());
         let two = vec![marker, data(day - 5, 1)];
-        assert!(plan_history("x/b", &two, None, false, &rules, day).is_empty());
+        assert!(plan_history("x/b", &two, &[], None, false, &rules, day).is_empty());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The lifecycle worker on a real single-node `garage`: an Expiration Date
 //! in the past expires the objects under its prefix, and an
 //! AbortIncompleteMultipartUpload of one day aborts the uploads under its
-//! prefix (the worker's clock is moved two days forward); everything else
-//! stays. The worker runs every second here.
+//! prefix (the worker's clock is moved two days forward), and a tag filter
+//! expires the objects with that tag (written with it, or tagged later);
+//! everything else stays. The worker runs every second here.
 
 mod common;
 
@@ -16,6 +17,9 @@ const RULES: &str = r#"{"Rules": [
   {"ID": "abort-tmp", "Status": "Enabled", "Filter": {"Prefix": "tmp/"},
    "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}},
   {"ID": "disabled", "Status": "Disabled", "Filter": {"Prefix": "keep/"},
+   "Expiration": {"Date": "2020-01-01T00:00:00Z"}},
+  {"ID": "expire-tagged", "Status": "Enabled",
+   "Filter": {"Tag": {"Key": "class", "Value": "tmp"}},
    "Expiration": {"Date": "2020-01-01T00:00:00Z"}}
 ]}"#;
 
@@ -71,6 +75,35 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
             f,
         ]);
     }
+    // Tags: written with the object, or given afterwards.
+    for (k, t) in [
+        ("tagged/x", "class=tmp"),
+        ("tagged/y", "class=keep"),
+        ("tagged/z", "a=b"),
+    ] {
+        s3(&[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "lifecycle",
+            "--key",
+            k,
+            "--body",
+            "small",
+            "--tagging",
+            t,
+        ]);
+    }
+    s3(&[
+        "s3api",
+        "put-object-tagging",
+        "--bucket",
+        "lifecycle",
+        "--key",
+        "tagged/z",
+        "--tagging",
+        r#"{"TagSet": [{"Key": "class", "Value": "tmp"}]}"#,
+    ]);
     let upload = |k: &str| {
         let o = s3(&[
             "s3api",
@@ -135,7 +168,7 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
     };
     // The first pass comes a second after start, then every second.
     wait_until("the expired objects are gone", CLUSTER_DEADLINE, || {
-        !exists("old/inline") && !exists("old/blocks")
+        !exists("old/inline") && !exists("old/blocks") && !exists("tagged/x") && !exists("tagged/z")
     });
     wait_until("the old upload is aborted", CLUSTER_DEADLINE, || {
         !uploads().contains(&tmp_upload)
@@ -143,9 +176,9 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
     // One pass did it all, and said so.
     c.nodes[0]
         .proc()
-        .wait_log("lifecycle: bucket lifecycle: 6 objects scanned, 2 expired, 1 uploads aborted");
-    // Nothing else was touched: other prefixes, the disabled rule.
-    assert!(exists("keep/a") && exists("older"));
+        .wait_log("lifecycle: bucket lifecycle: 9 objects scanned, 4 expired, 1 uploads aborted");
+    // Nothing else was touched: other prefixes and tags, the disabled rule.
+    assert!(exists("keep/a") && exists("older") && exists("tagged/y"));
     assert!(uploads().contains(&kept_upload), "{}", uploads());
     let ls = s3(&["s3", "ls", "--recursive", "s3://lifecycle"]);
     assert!(!ls.contains("old/"), "{ls}");

@@ -186,6 +186,10 @@ pub struct LifecycleFilter {
     pub size_gt: Option<u64>,
     /// Strictly smaller than this many bytes.
     pub size_lt: Option<u64>,
+    /// Tags the object must all have (key and value). Absent in older
+    /// entries: none.
+    #[serde(default)]
+    pub tags: Vec<(String, String)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -201,11 +205,12 @@ pub enum LifecycleExpiration {
 pub const DAY_MSEC: u64 = 86_400_000;
 
 impl LifecycleFilter {
-    /// Whether an object of this key and size matches.
-    pub fn matches(&self, key: &str, size: u64) -> bool {
+    /// Whether an object of this key, size and tag set matches.
+    pub fn matches(&self, key: &str, size: u64, tags: &[(String, String)]) -> bool {
         self.matches_key(key)
             && self.size_gt.is_none_or(|g| size > g)
             && self.size_lt.is_none_or(|l| size < l)
+            && self.tags.iter().all(|t| tags.contains(t))
     }
 
     /// Whether a key matches the prefix (an upload has no size yet).
@@ -529,12 +534,22 @@ mod tests {
             prefix: Some("logs/".into()),
             size_gt: Some(10),
             size_lt: Some(100),
+            tags: vec![],
         };
-        assert!(f.matches("logs/a", 50));
-        assert!(!f.matches("logs/a", 10));
-        assert!(!f.matches("logs/a", 100));
-        assert!(!f.matches("data/a", 50));
+        assert!(f.matches("logs/a", 50, &[]));
+        assert!(!f.matches("logs/a", 10, &[]));
+        assert!(!f.matches("logs/a", 100, &[]));
+        assert!(!f.matches("data/a", 50, &[]));
         assert!(f.matches_key("logs/b"));
-        assert!(LifecycleFilter::default().matches("anything", 0));
+        assert!(LifecycleFilter::default().matches("anything", 0, &[]));
+        // Tags: every tag of the filter, with its value.
+        let t = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let tagged = LifecycleFilter {
+            tags: vec![t("class", "tmp"), t("team", "a")],
+            ..Default::default()
+        };
+        assert!(tagged.matches("k", 1, &[t("team", "a"), t("x", "y"), t("class", "tmp")]));
+        assert!(!tagged.matches("k", 1, &[t("team", "a")]));
+        assert!(!tagged.matches("k", 1, &[t("team", "b"), t("class", "tmp")]));
     }
 }

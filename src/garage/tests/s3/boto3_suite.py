@@ -95,6 +95,11 @@ lifecycle = [
      "Expiration": {"Date": datetime.datetime(2030, 1, 1, tzinfo=utc)}},
     {"ID": "uploads", "Status": "Enabled", "Filter": {"Prefix": "tmp/"},
      "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}},
+    {"ID": "tagged", "Status": "Enabled", "Filter": {"Tag": {"Key": "class", "Value": "tmp"}},
+     "Expiration": {"Days": 1}},
+    {"ID": "tagged-and", "Status": "Enabled",
+     "Filter": {"And": {"Prefix": "t/", "Tags": [{"Key": "a", "Value": "1"}, {"Key": "b", "Value": "2"}]}},
+     "Expiration": {"Days": 2}},
 ]
 w.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": lifecycle})
 got = readers[-1].get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
@@ -119,6 +124,13 @@ bad_lifecycle("NotImplemented", 501,
               NoncurrentVersionTransitions=[{"NoncurrentDays": 30, "StorageClass": "GLACIER"}])
 bad_lifecycle("InvalidArgument", 400, NoncurrentVersionExpiration={"NoncurrentDays": 0})
 bad_lifecycle("InvalidArgument", 400, Expiration={"ExpiredObjectDeleteMarker": True, "Days": 3})
+tag_filter = {"Tag": {"Key": "class", "Value": "tmp"}}
+bad_lifecycle("InvalidArgument", 400, Filter=tag_filter,
+              AbortIncompleteMultipartUpload={"DaysAfterInitiation": 1})
+bad_lifecycle("InvalidArgument", 400, Filter=tag_filter, Expiration={"ExpiredObjectDeleteMarker": True})
+bad_lifecycle("InvalidTag", 400, Filter={"Tag": {"Key": "k" * 129, "Value": "v"}}, Expiration={"Days": 1})
+bad_lifecycle("MalformedXML", 400, Filter={"Prefix": "a/", "Tag": {"Key": "k", "Value": "v"}},
+              Expiration={"Days": 1})
 expect_error("InvalidArgument", 400, w.put_bucket_lifecycle_configuration, Bucket=bucket,
              LifecycleConfiguration={"Rules": [lifecycle[0], lifecycle[0]]})
 # A refused configuration leaves the previous one in place.
