@@ -410,13 +410,15 @@ impl Api {
         )?;
         let key = self.key(&req.credentials).await?;
         let mut i = req.input;
-        // A form's `${filename}`: the name of the file it carries.
-        if let Some(name) = req
+        // A form's `${filename}` (the name of the file it carries) and
+        // `tagging` field.
+        let form = req
             .extensions
-            .get::<crate::rechunk::FormFileName>()
-            .and_then(|n| n.get())
-        {
-            i.key = i.key.replace("${filename}", &name);
+            .get::<crate::rechunk::FormFields>()
+            .map(|f| f.get())
+            .unwrap_or_default();
+        if let Some(name) = &form.file_name {
+            i.key = i.key.replace("${filename}", name);
         }
         check_key(&i.key)?;
         let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
@@ -440,8 +442,13 @@ impl Api {
             i.sse_customer_key_md5.as_deref(),
         )?;
         let mut headers = crate::std_headers!(i).into_pairs();
-        if let Some(t) = i.tagging.as_deref() {
-            crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
+        let tags = match (i.tagging.as_deref(), &form.tagging) {
+            (Some(t), _) => Some(crate::tagging::parse_header(t)?),
+            (None, Some(xml)) => Some(crate::tagging::parse_form_field(xml)?),
+            (None, None) => None,
+        };
+        if let Some(t) = tags {
+            crate::tagging::set_in_headers(&mut headers, &t);
         }
         let expected = crate::checksum::expected(&req.headers)?;
         let (place, sse) = self

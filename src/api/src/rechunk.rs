@@ -12,11 +12,11 @@
 //! nothing (`Bytes::split_to`).
 //!
 //! On the way, the file part's name (`Content-Disposition: form-data;
-//! name="file"; filename="…"`) is noted in a [`FormFileName`] that the
-//! request carries to PostObject, which substitutes it for `${filename}`
-//! in the key (s3s does not pass it on). Only the headers before the file
-//! are looked at: once found, or once the file's data starts, nothing is
-//! scanned any more.
+//! name="file"; filename="…"`) and the `tagging` field are noted in a
+//! [`FormFields`] that the request carries to PostObject, which
+//! substitutes the name for `${filename}` in the key and applies the tags
+//! (s3s passes on neither). Only what comes before the file is looked at:
+//! once the file's headers are reached, nothing is scanned any more.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -43,14 +43,15 @@ impl<B> Rechunk<B> {
         }
     }
 
-    /// Also notes the form's file name in `slot`.
-    pub fn with_file_name(inner: B, slot: FormFileName) -> Self {
+    /// Also notes the form's file name and `tagging` field in `slot`.
+    pub fn with_form_fields(inner: B, slot: FormFields) -> Self {
         Self {
             inner,
             pending: Bytes::new(),
             sniffer: Some(Sniffer {
                 slot,
                 partial: Vec::new(),
+                at: At::Other,
             }),
         }
     }
@@ -64,40 +65,61 @@ impl<B> Rechunk<B> {
     }
 }
 
-/// The file name of a PostObject form, once its body was read that far.
+/// What PostObject needs of a form that s3s does not pass on: the file's
+/// name (for `${filename}` in the key) and the `tagging` field (an XML
+/// tag set), once the body was read that far.
 #[derive(Clone, Default, Debug)]
-pub struct FormFileName(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+pub struct FormFields(std::sync::Arc<std::sync::Mutex<Fields>>);
 
-impl FormFileName {
-    pub fn get(&self) -> Option<String> {
-        self.0.lock().expect("file name lock").clone()
+#[derive(Clone, Default, Debug)]
+pub struct Fields {
+    pub file_name: Option<String>,
+    pub tagging: Option<String>,
+}
+
+impl FormFields {
+    pub fn get(&self) -> Fields {
+        self.0.lock().expect("form fields lock").clone()
     }
 }
 
-/// Finds the file part's `Content-Disposition` line in the pieces of a
-/// form.
+/// Reads the parts' headers (and the `tagging` field's value) in the
+/// pieces of a form.
 struct Sniffer {
-    slot: FormFileName,
+    slot: FormFields,
     /// The incomplete last line of what was seen (at most 4 KiB kept
     /// between pieces).
     partial: Vec<u8>,
+    at: At,
+}
+
+/// Where the sniffer is in the form.
+enum At {
+    Other,
+    /// In the headers of the `tagging` field.
+    TaggingHeaders,
+    /// In its value: the lines so far.
+    TaggingValue(Vec<String>),
 }
 
 /// Header lines longer than this are not looked at.
 const MAX_LINE: usize = 4096;
+/// A `tagging` field longer than this is not kept (s3s refuses fields
+/// over 64 KiB anyway).
+const MAX_TAGGING: usize = 64 * 1024;
 
 impl Sniffer {
-    /// Looks at the lines completed by `piece`; true when done (the name
-    /// was found).
+    /// Looks at the lines completed by `piece`; true when done (the file
+    /// part, which S3 requires last, was reached).
     fn feed(&mut self, piece: &[u8]) -> bool {
         self.partial.extend_from_slice(piece);
         let mut start = 0;
         while let Some(i) = self.partial[start..].windows(2).position(|w| w == b"\r\n") {
-            if let Some(name) = file_name_in(&self.partial[start..start + i]) {
-                *self.slot.0.lock().expect("file name lock") = Some(name);
+            let line = String::from_utf8_lossy(&self.partial[start..start + i]).into_owned();
+            start += i + 2;
+            if self.line(line) {
                 return true;
             }
-            start += i + 2;
         }
         self.partial.drain(..start);
         if self.partial.len() > MAX_LINE {
@@ -107,29 +129,57 @@ impl Sniffer {
         }
         false
     }
+
+    fn line(&mut self, line: String) -> bool {
+        if let Some((name, file_name)) = disposition(&line) {
+            if name.eq_ignore_ascii_case("file") {
+                self.slot.0.lock().expect("form fields lock").file_name = file_name;
+                return true;
+            }
+            self.at = match name.eq_ignore_ascii_case("tagging") {
+                true => At::TaggingHeaders,
+                false => At::Other,
+            };
+            return false;
+        }
+        match &mut self.at {
+            At::TaggingHeaders if line.is_empty() => self.at = At::TaggingValue(Vec::new()),
+            At::TaggingValue(v) if line.starts_with("--") => {
+                let value = v.join("\r\n");
+                self.slot.0.lock().expect("form fields lock").tagging = Some(value);
+                self.at = At::Other;
+            }
+            At::TaggingValue(v) => {
+                if v.iter().map(|l| l.len() + 2).sum::<usize>() + line.len() <= MAX_TAGGING {
+                    v.push(line);
+                }
+            }
+            _ => (),
+        }
+        false
+    }
 }
 
-/// The file name of a `Content-Disposition: form-data; name="file";
-/// filename="…"` header line.
-fn file_name_in(line: &[u8]) -> Option<String> {
-    let line = std::str::from_utf8(line).ok()?;
+/// The field name and file name of a `Content-Disposition: form-data;
+/// name="…"[; filename="…"]` header line.
+fn disposition(line: &str) -> Option<(String, Option<String>)> {
     let (name, value) = line.split_once(':')?;
     if !name.trim().eq_ignore_ascii_case("content-disposition") {
         return None;
     }
-    let mut is_file = false;
+    let mut field = None;
     let mut file_name = None;
     for param in value.split(';').map(str::trim) {
         if let Some((k, v)) = param.split_once('=') {
-            let v = v.trim().trim_matches('"');
+            let v = v.trim().trim_matches('"').to_string();
             match k.trim().to_ascii_lowercase().as_str() {
-                "name" => is_file = v.eq_ignore_ascii_case("file"),
-                "filename" => file_name = Some(v.to_string()),
+                "name" => field = Some(v),
+                "filename" => file_name = Some(v),
                 _ => (),
             }
         }
     }
-    file_name.filter(|_| is_file)
+    Some((field?, file_name))
 }
 
 impl<B: Body<Data = Bytes> + Unpin> Body for Rechunk<B> {
@@ -184,25 +234,33 @@ mod tests {
 
     use super::*;
 
-    /// The file's name is found whatever the pieces its header line is
-    /// cut into; a field named otherwise is not taken for it.
+    /// The file's name and the tagging field are found whatever the
+    /// pieces the form is cut into; a field named otherwise is not taken
+    /// for them.
     #[test]
-    fn the_file_name_is_found_across_pieces() {
-        let form = b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nup/${filename}\r\n--b\r\nContent-Disposition: form-data; name=\"notfile\"; filename=\"no.txt\"\r\n\r\nx\r\n--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"photo 1.jpg\"\r\nContent-Type: image/jpeg\r\n\r\nDATA\r\n--b--\r\n";
+    fn the_form_fields_are_found_across_pieces() {
+        let form = b"--b\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\nup/${filename}\r\n--b\r\nContent-Disposition: form-data; name=\"tagging\"\r\n\r\n<Tagging><TagSet>\r\n<Tag><Key>a</Key><Value>1</Value></Tag></TagSet></Tagging>\r\n--b\r\nContent-Disposition: form-data; name=\"notfile\"; filename=\"no.txt\"\r\n\r\nx\r\n--b\r\ncontent-disposition: form-data; name=\"file\"; filename=\"photo 1.jpg\"\r\nContent-Type: image/jpeg\r\n\r\nDATA\r\n--b--\r\n";
         for cut in [1, 2, 7, 13, 64, form.len()] {
-            let slot = FormFileName::default();
+            let slot = FormFields::default();
             let mut s = Sniffer {
                 slot: slot.clone(),
                 partial: Vec::new(),
+                at: At::Other,
             };
             for piece in form.chunks(cut) {
                 if s.feed(piece) {
                     break;
                 }
             }
+            let f = slot.get();
             assert_eq!(
-                slot.get().as_deref(),
+                f.file_name.as_deref(),
                 Some("photo 1.jpg"),
+                "pieces of {cut}"
+            );
+            assert_eq!(
+                f.tagging.as_deref(),
+                Some("<Tagging><TagSet>\r\n<Tag><Key>a</Key><Value>1</Value></Tag></TagSet></Tagging>"),
                 "pieces of {cut}"
             );
         }

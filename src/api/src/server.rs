@@ -271,12 +271,12 @@ impl CorsService {
         if req.method() != Method::POST {
             return hyper::service::Service::call(&self.inner, req);
         }
-        let name = crate::rechunk::FormFileName::default();
+        let fields = crate::rechunk::FormFields::default();
         let mut req = req.map({
-            let name = name.clone();
-            |b| Body::http_body_unsync(crate::rechunk::Rechunk::with_file_name(b, name))
+            let fields = fields.clone();
+            |b| Body::http_body_unsync(crate::rechunk::Rechunk::with_form_fields(b, fields))
         });
-        req.extensions_mut().insert(name);
+        req.extensions_mut().insert(fields);
         let inner = self.inner.clone();
         Box::pin(async move { inner.call(req).await })
     }

@@ -124,6 +124,18 @@ pub fn stored_tags(v: &ObjectVersion) -> Tags {
     }
 }
 
+/// The tag set of a PostObject form's `tagging` field: an XML `Tagging`
+/// document, as the body of PutObjectTagging.
+pub fn parse_form_field(xml: &str) -> ApiResult<Tags> {
+    let mut d = s3s::xml::Deserializer::new(xml.trim().as_bytes());
+    let t = <Tagging as s3s::xml::Deserialize>::deserialize(&mut d).map_err(|e| {
+        ApiError::MalformedXml(format!(
+            "the form's tagging field is not a Tagging document: {e}"
+        ))
+    })?;
+    from_xml(t, MAX_OBJECT_TAGS)
+}
+
 /// The tag set of a request body, checked against `max`.
 fn from_xml(t: Tagging, max: usize) -> ApiResult<Tags> {
     let tags: Tags = t
@@ -319,6 +331,26 @@ impl Api {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn form_tagging_field() {
+        let xml = "<Tagging><TagSet><Tag><Key>a</Key><Value>1</Value></Tag>\r\n<Tag><Key>b c</Key><Value></Value></Tag></TagSet></Tagging>";
+        assert_eq!(
+            parse_form_field(xml).unwrap(),
+            vec![
+                ("a".to_string(), "1".to_string()),
+                ("b c".to_string(), String::new())
+            ]
+        );
+        assert!(matches!(
+            parse_form_field("a=1"),
+            Err(ApiError::MalformedXml(_))
+        ));
+        let many: String = (0..11)
+            .map(|i| format!("<Tag><Key>k{i}</Key><Value>v</Value></Tag>"))
+            .collect();
+        assert!(parse_form_field(&format!("<Tagging><TagSet>{many}</TagSet></Tagging>")).is_err());
+    }
 
     fn t(pairs: &[(&str, &str)]) -> Tags {
         pairs
