@@ -128,12 +128,12 @@ check(absent("named/${filename}"), "the key is not stored literally")
 
 # The tagging field: an XML tag set.
 tagging = "<Tagging><TagSet><Tag><Key>source</Key><Value>form</Value></Tag></TagSet></Tagging>"
-p = form("tagged.txt", fields={"tagging": tagging})
+p = form("tagged.txt", fields={"tagging": tagging}, conditions=[{"tagging": tagging}])
 r = post(p, b"tagged")
 check(r.status == 204, "a form with a tagging field accepted (%d %r)" % (r.status, r.data))
 ts = s3.get_object_tagging(Bucket=BUCKET, Key="tagged.txt")["TagSet"]
 check(ts == [{"Key": "source", "Value": "form"}], "the tagging field's tags are the object's (%r)" % ts)
-p = form("badtags.txt", fields={"tagging": "source=form"})
+p = form("badtags.txt", fields={"tagging": "source=form"}, conditions=[{"tagging": "source=form"}])
 r = post(p, b"x")
 check(r.status == 400 and code(r) == "MalformedXML", "a tagging field that is not XML: MalformedXML")
 check(absent("badtags.txt"), "nothing stored with bad tags")
