@@ -149,10 +149,10 @@ impl Sniffer {
                 self.slot.0.lock().expect("form fields lock").tagging = Some(value);
                 self.at = At::Other;
             }
-            At::TaggingValue(v) => {
-                if v.iter().map(|l| l.len() + 2).sum::<usize>() + line.len() <= MAX_TAGGING {
-                    v.push(line);
-                }
+            At::TaggingValue(v)
+                if v.iter().map(|l| l.len() + 2).sum::<usize>() + line.len() <= MAX_TAGGING =>
+            {
+                v.push(line)
             }
             _ => (),
         }
