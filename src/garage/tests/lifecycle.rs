@@ -58,13 +58,17 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
     let s3 = |args: &[&str]| aws_ok(&key, &ep, d, args);
 
     s3(&["s3api", "create-bucket", "--bucket", "lifecycle"]);
-    for (k, f) in [
-        ("old/inline", "small"),
-        ("old/blocks", "big"),
-        ("keep/a", "small"),
-        ("older", "small"),
+    // Tags: written with the object (`tagged/*`), or given afterwards.
+    for (k, f, tags) in [
+        ("old/inline", "small", None),
+        ("old/blocks", "big", None),
+        ("keep/a", "small", None),
+        ("older", "small", None),
+        ("tagged/x", "small", Some("class=tmp")),
+        ("tagged/y", "small", Some("class=keep")),
+        ("tagged/z", "small", Some("a=b")),
     ] {
-        s3(&[
+        let mut args = vec![
             "s3api",
             "put-object",
             "--bucket",
@@ -73,26 +77,11 @@ fn lifecycle_worker_expires_objects_and_aborts_uploads() {
             k,
             "--body",
             f,
-        ]);
-    }
-    // Tags: written with the object, or given afterwards.
-    for (k, t) in [
-        ("tagged/x", "class=tmp"),
-        ("tagged/y", "class=keep"),
-        ("tagged/z", "a=b"),
-    ] {
-        s3(&[
-            "s3api",
-            "put-object",
-            "--bucket",
-            "lifecycle",
-            "--key",
-            k,
-            "--body",
-            "small",
-            "--tagging",
-            t,
-        ]);
+        ];
+        if let Some(t) = tags {
+            args.extend(["--tagging", t]);
+        }
+        s3(&args);
     }
     s3(&[
         "s3api",

@@ -94,6 +94,17 @@ fn object_lock_with_a_node_killed_mid_test() {
     );
 }
 
+/// aws-cli's CreateBucket with object lock.
+fn create_locked(bucket: &str) -> [&str; 5] {
+    [
+        "s3api",
+        "create-bucket",
+        "--bucket",
+        bucket,
+        "--object-lock-enabled-for-bucket",
+    ]
+}
+
 /// aws-cli makes a bucket with object lock and a COMPLIANCE version with
 /// blocks; `garage block purge` of every block keeps that version (and
 /// its data), and says so.
@@ -102,13 +113,7 @@ fn with_aws_cli_and_purge(c: &Cluster, key: &(String, String)) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let s3 = |args: &[&str]| aws_ok(key, &ep, d, args);
-    s3(&[
-        "s3api",
-        "create-bucket",
-        "--bucket",
-        "vault",
-        "--object-lock-enabled-for-bucket",
-    ]);
+    s3(&create_locked("vault"));
     let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::write(d.join("f"), &data).unwrap();
     let until = "2099-01-01T00:00:00Z";
@@ -203,13 +208,7 @@ fn with_restic(c: &Cluster, key: &(String, String)) {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let s3 = |args: &[&str]| aws_ok(key, &ep, d, args);
-    s3(&[
-        "s3api",
-        "create-bucket",
-        "--bucket",
-        "backups",
-        "--object-lock-enabled-for-bucket",
-    ]);
+    s3(&create_locked("backups"));
     s3(&[
         "s3api",
         "put-object-lock-configuration",
