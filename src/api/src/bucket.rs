@@ -116,9 +116,15 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<HeadBucketInput>,
     ) -> ApiResult<S3Response<HeadBucketOutput>> {
-        let key = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
-        self.bucket(id, &req.input.bucket).await?;
+        let who = self.requester(&req).await?;
+        self.authorize(
+            &who,
+            &req.input.bucket,
+            crate::authorize::Action::ListBucket,
+            None,
+            None,
+        )
+        .await?;
         Ok(S3Response::new(HeadBucketOutput {
             bucket_region: Some(self.region.clone()),
             ..Default::default()

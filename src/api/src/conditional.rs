@@ -570,6 +570,7 @@ mod tests {
             )),
             versioning: Default::default(),
             lock: Default::default(),
+            acl: Default::default(),
         }
     }
 

@@ -16,7 +16,7 @@ use garage_util::time::now_msec;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{check_key, Api, Need};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::object::{check_conditions, Current, CurrentData};
@@ -29,22 +29,23 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<CopyObjectInput>,
     ) -> ApiResult<S3Response<CopyObjectOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
         check_key(&i.key)?;
         let (src_bucket, src_key, src_vid) = source_of(&i.copy_source)?;
-        let (src, dst) = tokio::join!(
-            self.bucket_id(&key, src_bucket, Need::Read),
-            self.bucket_id(&key, &i.bucket, Need::Write)
-        );
-        let (src, dst) = (src?, dst?);
+        let (src_access, dst) = self
+            .authorize_copy(&who, (src_bucket, src_key, src_vid), (&i.bucket, &i.key))
+            .await?;
+        let src = src_access.bucket;
         // The copy gets the request's lock (or the bucket's default), not
         // the source's, as in S3.
         let (cur, place) = tokio::join!(
             self.current(src, src_key, src_vid),
             self.placement(dst, crate::lock_headers!(i))
         );
-        let (cur, place) = (copy_source_missing(cur)?, place?);
+        let (cur, mut place) = (src_access.hide(copy_source_missing(cur))?, place?);
+        src_access.check_version(Some(cur.acl))?;
+        place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
         let versioning = place.versioning;
         check_copy_conditions(
             &cur,
@@ -229,7 +230,7 @@ impl Api {
             ObjectVersionState::Complete(data),
             versioning,
         );
-        v.lock = place.lock;
+        place.apply(&mut v);
         self.write_version(dst, &i.key, &v).await?;
         Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
     }

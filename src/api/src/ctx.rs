@@ -139,6 +139,30 @@ impl Api {
         decide_bucket(&key, name, alias, need)
     }
 
+    /// The bucket `name` designates for `key` (its local alias first) or
+    /// for an anonymous request (global aliases only), whatever the
+    /// permissions; a missing alias is confirmed by a quorum read before
+    /// NoSuchBucket.
+    pub async fn resolve_bucket(&self, key: Option<&Key>, name: &str) -> ApiResult<Uuid> {
+        if let Some(id) = key.and_then(|k| local_alias(k, name)) {
+            return Ok(id);
+        }
+        let local = self
+            .metadata
+            .aliases
+            .get_local(&EmptyKey, &name.to_string())
+            .await?
+            .and_then(|a| a.bucket());
+        match local {
+            Some(id) => Ok(id),
+            None => self
+                .metadata
+                .resolve_global_alias(name)
+                .await?
+                .ok_or_else(|| ApiError::NoSuchBucket(name.into())),
+        }
+    }
+
     /// The live bucket entry, from this node's copy (a quorum read
     /// confirms that it is missing or deleted before NoSuchBucket).
     pub async fn bucket(&self, id: Uuid, name: &str) -> ApiResult<Bucket> {

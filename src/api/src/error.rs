@@ -82,6 +82,20 @@ pub enum ApiError {
     NoSuchObjectLockConfiguration,
     #[error("The server side encryption configuration was not found")]
     NoSuchEncryptionConfiguration,
+    #[error("The bucket does not allow ACLs")]
+    AccessControlListNotSupported,
+    #[error("Bucket cannot have ACLs set with ObjectOwnership's BucketOwnerEnforced setting: make the bucket ACL private first")]
+    InvalidBucketAclWithObjectOwnership,
+    #[error("The XML you provided was not well-formed or did not validate against our published schema: {0}")]
+    MalformedAcl(String),
+    #[error("{0}")]
+    MalformedPolicy(String),
+    #[error("The bucket policy does not exist")]
+    NoSuchBucketPolicy,
+    #[error("The bucket ownership controls were not found")]
+    OwnershipControlsNotFound,
+    #[error("The public access block configuration was not found")]
+    NoSuchPublicAccessBlockConfiguration,
     /// A read reached a delete marker: the current version (404
     /// NoSuchKey) or one named by its id (405 MethodNotAllowed), with
     /// `x-amz-delete-marker` and the marker's version id.
@@ -187,6 +201,17 @@ impl ApiError {
             NoSuchEncryptionConfiguration => {
                 S3ErrorCode::ServerSideEncryptionConfigurationNotFoundError
             }
+            AccessControlListNotSupported => S3ErrorCode::AccessControlListNotSupported,
+            MalformedAcl(_) => S3ErrorCode::MalformedACLError,
+            InvalidBucketAclWithObjectOwnership => {
+                S3ErrorCode::Custom("InvalidBucketAclWithObjectOwnership".into())
+            }
+            MalformedPolicy(_) => S3ErrorCode::MalformedPolicy,
+            NoSuchBucketPolicy => S3ErrorCode::NoSuchBucketPolicy,
+            OwnershipControlsNotFound => S3ErrorCode::OwnershipControlsNotFoundError,
+            NoSuchPublicAccessBlockConfiguration => {
+                S3ErrorCode::Custom("NoSuchPublicAccessBlockConfiguration".into())
+            }
             DeleteMarker { by_id: false, .. } => S3ErrorCode::NoSuchKey,
             DeleteMarker { by_id: true, .. } => S3ErrorCode::MethodNotAllowed,
             KeyTooLong => S3ErrorCode::KeyTooLongError,
@@ -208,7 +233,11 @@ impl From<ApiError> for S3Error {
             ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
             ApiError::TooManyTags(_) => Some(hyper::StatusCode::BAD_REQUEST),
             ApiError::InvalidPartNumber(_) => Some(hyper::StatusCode::RANGE_NOT_SATISFIABLE),
-            ApiError::NoSuchEncryptionConfiguration => Some(hyper::StatusCode::NOT_FOUND),
+            ApiError::NoSuchEncryptionConfiguration
+            | ApiError::NoSuchPublicAccessBlockConfiguration => Some(hyper::StatusCode::NOT_FOUND),
+            ApiError::MalformedAcl(_) | ApiError::InvalidBucketAclWithObjectOwnership => {
+                Some(hyper::StatusCode::BAD_REQUEST)
+            }
             _ => None,
         };
         let mut err = S3Error::with_message(code, e.to_string());

@@ -3,8 +3,10 @@
 //! crate's; this crate implements its operations over the model tables
 //! and the block manager.
 
+pub mod acl;
 pub mod attributes;
 pub mod auth_scope;
+pub mod authorize;
 pub mod bucket;
 pub mod bucket_config;
 pub mod bucket_encryption;
@@ -24,6 +26,7 @@ pub mod meta;
 pub mod multipart;
 pub mod object;
 pub mod object_lock;
+pub mod policy;
 pub mod put;
 pub mod rechunk;
 pub mod s3;

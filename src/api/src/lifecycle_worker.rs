@@ -448,6 +448,7 @@ mod tests {
             )),
             versioning: Default::default(),
             lock: Default::default(),
+            acl: Default::default(),
         }
     }
 
@@ -461,6 +462,7 @@ mod tests {
             },
             versioning: Default::default(),
             lock: Default::default(),
+            acl: Default::default(),
         }
     }
 

@@ -10,7 +10,8 @@ use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::authorize::Action;
+use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 
@@ -155,9 +156,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<ListObjectsV2Input>,
     ) -> ApiResult<S3Response<ListObjectsV2Output>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::ListBucket,
+                None,
+                Some(i.prefix.as_deref().unwrap_or_default()),
+            )
+            .await?
+            .bucket;
         let token_after = i
             .continuation_token
             .as_deref()
@@ -177,10 +187,11 @@ impl Api {
         };
         let r = self.list(&q).await?;
         let url = url_encoding(&i.encoding_type)?;
-        let owner = i.fetch_owner.unwrap_or(false).then(|| Owner {
-            id: Some(key.key_id.clone()),
-            display_name: Some(key.name().to_string()),
-        });
+        let owner = i
+            .fetch_owner
+            .unwrap_or(false)
+            .then(|| who.owner())
+            .flatten();
         let key_count = (r.objects.len() + r.prefixes.len()) as i32;
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(i.bucket),
@@ -206,9 +217,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<ListObjectsInput>,
     ) -> ApiResult<S3Response<ListObjectsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::ListBucket,
+                None,
+                Some(i.prefix.as_deref().unwrap_or_default()),
+            )
+            .await?
+            .bucket;
         let max_keys = max_keys(i.max_keys)?;
         let q = ListQuery {
             bucket,
@@ -219,10 +239,7 @@ impl Api {
         };
         let r = self.list(&q).await?;
         let url = url_encoding(&i.encoding_type)?;
-        let owner = Some(Owner {
-            id: Some(key.key_id.clone()),
-            display_name: Some(key.name().to_string()),
-        });
+        let owner = who.owner();
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(i.bucket),
             prefix: Some(enc(url, &q.prefix)),

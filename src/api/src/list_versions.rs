@@ -22,7 +22,8 @@ use garage_util::data::Uuid;
 use s3s::dto;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::authorize::Action;
+use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::list::{enc, max_keys, url_encoding, AFTER_ALL, BATCH};
 use crate::meta;
@@ -268,9 +269,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<dto::ListObjectVersionsInput>,
     ) -> ApiResult<S3Response<dto::ListObjectVersionsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::ListBucketVersions,
+                None,
+                Some(i.prefix.as_deref().unwrap_or_default()),
+            )
+            .await?
+            .bucket;
         let max_keys = max_keys(i.max_keys)?;
         let key_marker = i.key_marker.clone().filter(|m| !m.is_empty());
         let version_id_marker = i.version_id_marker.clone().filter(|m| !m.is_empty());
@@ -289,10 +299,7 @@ impl Api {
         };
         let r = self.list_versions(&q).await?;
         let url = url_encoding(&i.encoding_type)?;
-        let owner = Some(dto::Owner {
-            id: Some(key.key_id.clone()),
-            display_name: Some(key.name().to_string()),
-        });
+        let owner = who.owner();
         let mut versions = Vec::new();
         let mut markers = Vec::new();
         for l in r.versions {

@@ -25,9 +25,10 @@ use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::authorize::Action;
 use crate::checksum::{Algo, Expected};
 use crate::conditional::WriteConditions;
-use crate::ctx::{check_key, Api, Need};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
@@ -153,10 +154,13 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<CreateMultipartUploadInput>,
     ) -> ApiResult<S3Response<CreateMultipartUploadOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
         check_key(&i.key)?;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let bucket = self
+            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
+            .await?
+            .bucket;
         let algo = i
             .checksum_algorithm
             .as_ref()
@@ -189,7 +193,7 @@ impl Api {
         // The lock is decided now (the bucket's default retention counts
         // from the upload's creation) and kept with the upload's version;
         // so is the encryption (an SSE-S3 upload's data key is made now).
-        let (place, sse) = self
+        let (mut place, sse) = self
             .prepare_write(
                 bucket,
                 crate::lock_headers!(i),
@@ -197,6 +201,7 @@ impl Api {
                 i.server_side_encryption.as_ref(),
             )
             .await?;
+        place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }
@@ -209,7 +214,7 @@ impl Api {
             },
             place.versioning,
         );
-        upload.lock = place.lock;
+        place.apply(&mut upload);
         let obj = Object::new(bucket, i.key.clone(), vec![upload]);
         let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
         mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
@@ -239,9 +244,12 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<UploadPartInput>,
     ) -> ApiResult<S3Response<UploadPartOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let bucket = self
+            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
+            .await?
+            .bucket;
         check_part_number(i.part_number)?;
         let md5_given = i
             .content_md5
@@ -300,15 +308,14 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<UploadPartCopyInput>,
     ) -> ApiResult<S3Response<UploadPartCopyOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
         check_part_number(i.part_number)?;
         let (src_bucket, src_key, src_vid) = crate::copy::source_of(&i.copy_source)?;
-        let (src, dst) = tokio::join!(
-            self.bucket_id(&key, src_bucket, Need::Read),
-            self.bucket_id(&key, &i.bucket, Need::Write)
-        );
-        let (src, dst) = (src?, dst?);
+        let (src_access, dst) = self
+            .authorize_copy(&who, (src_bucket, src_key, src_vid), (&i.bucket, &i.key))
+            .await?;
+        let src = src_access.bucket;
         let given = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
@@ -318,7 +325,11 @@ impl Api {
             self.current(src, src_key, src_vid),
             self.upload_sealing(dst, &i.key, &i.upload_id, given)
         );
-        let (cur, (mpu, sse)) = (crate::copy::copy_source_missing(cur)?, mpu?);
+        let (cur, (mpu, sse)) = (
+            src_access.hide(crate::copy::copy_source_missing(cur))?,
+            mpu?,
+        );
+        src_access.check_version(Some(cur.acl))?;
         let src_sse = crate::copy::open_source(
             self.sse_master.as_ref(),
             &cur,
@@ -469,9 +480,12 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> ApiResult<S3Response<CompleteMultipartUploadOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let bucket = self
+            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
+            .await?
+            .bucket;
         let (mpu, obj) = tokio::join!(
             self.upload(bucket, &i.key, &i.upload_id),
             self.objects.get(&bucket, &i.key)
@@ -483,12 +497,12 @@ impl Api {
             // Fails early; decided at the end.
             c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
         }
-        let (headers, lock) = obj
+        let (headers, lock, acl) = obj
             .and_then(|o| {
                 o.version(mpu.timestamp, mpu.upload_id)
                     .and_then(|v| match &v.state {
                         ObjectVersionState::Uploading { headers, .. } => {
-                            Some((headers.clone(), v.lock.clone()))
+                            Some((headers.clone(), v.lock.clone(), v.acl.clone()))
                         }
                         _ => None,
                     })
@@ -665,6 +679,7 @@ impl Api {
             self.versioning_of(bucket).await?,
         );
         version.lock = lock;
+        version.acl = acl;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         match cond {
@@ -698,9 +713,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<AbortMultipartUploadInput>,
     ) -> ApiResult<S3Response<AbortMultipartUploadOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::AbortMultipartUpload,
+                Some(&i.key),
+                None,
+            )
+            .await?
+            .bucket;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         self.abort_upload(&mpu).await?;
         let mut resp = S3Response::new(AbortMultipartUploadOutput::default());
@@ -736,9 +760,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<ListPartsInput>,
     ) -> ApiResult<S3Response<ListPartsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::ListMultipartUploadParts,
+                Some(&i.key),
+                None,
+            )
+            .await?
+            .bucket;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
         let marker = i.part_number_marker.unwrap_or(0).max(0) as u64;
@@ -790,9 +823,18 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<ListMultipartUploadsInput>,
     ) -> ApiResult<S3Response<ListMultipartUploadsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = self
+            .authorize(
+                &who,
+                &i.bucket,
+                Action::ListBucketMultipartUploads,
+                None,
+                i.prefix.as_deref(),
+            )
+            .await?
+            .bucket;
         let prefix = i.prefix.clone().unwrap_or_default();
         let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
         let objects = self

@@ -16,8 +16,9 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 use tracing::{warn, Instrument};
 
+use crate::authorize::{Action, Requester};
 use crate::conditional::WriteConditions;
-use crate::ctx::{check_key, Api, Need};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::object_lock::Placement;
@@ -29,10 +30,11 @@ use crate::stream::Prefetch;
 /// fields): the current version, for a key with read permission, opened
 /// by the SSE-C key given, and checked against the conditional headers.
 macro_rules! checked_read {
-    ($api:expr, $creds:expr, $i:expr, $for_get:expr) => {
+    ($api:expr, $req:expr, $i:expr, $for_get:expr) => {
         $api.read_checked(
             $for_get,
-            &$creds,
+            $api.requester_of(&$req.credentials, &$req.extensions)
+                .await?,
             &$i.bucket,
             &$i.key,
             $i.version_id.as_deref(),
@@ -64,6 +66,8 @@ pub struct Current {
     pub version_id: Option<String>,
     /// Its object lock.
     pub lock: garage_model::object_lock::ObjectLock,
+    /// Its ACL.
+    pub acl: garage_model::access::CannedAcl,
     /// A fetch of the first block already under way (taken by the first
     /// [`Api::content`] call).
     prefetch: std::sync::Mutex<Option<Prefetch>>,
@@ -161,6 +165,7 @@ impl Api {
             tags: found.tags(),
             version_id: found.version_id(),
             lock: found.lock(),
+            acl: v.acl.get(),
             prefetch: Default::default(),
         })
     }
@@ -223,7 +228,7 @@ impl Api {
                 )),
                 versioning,
             );
-            v.lock = place.lock.clone();
+            place.apply(&mut v);
             let v = self.finish_version(bucket, key, v, cond, true).await?;
             return Ok(Written {
                 etag,
@@ -313,7 +318,7 @@ impl Api {
             )),
             versioning,
         );
-        complete.lock = place.lock.clone();
+        place.apply(&mut complete);
         let v = self
             .finish_version(bucket, key, complete, cond, false)
             .await?;
@@ -408,7 +413,7 @@ impl Api {
             req.region.as_ref().map(|r| r.as_str()),
             &self.region,
         )?;
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let mut i = req.input;
         // A form's `${filename}` (the name of the file it carries) and
         // `tagging` field.
@@ -421,7 +426,10 @@ impl Api {
             i.key = i.key.replace("${filename}", name);
         }
         check_key(&i.key)?;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
+        let bucket = self
+            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
+            .await?
+            .bucket;
         let md5 = i
             .content_md5
             .as_deref()
@@ -451,7 +459,7 @@ impl Api {
             crate::tagging::set_in_headers(&mut headers, &t);
         }
         let expected = crate::checksum::expected(&req.headers)?;
-        let (place, sse) = self
+        let (mut place, sse) = self
             .prepare_write(
                 bucket,
                 crate::lock_headers!(i),
@@ -459,6 +467,7 @@ impl Api {
                 i.server_side_encryption.as_ref(),
             )
             .await?;
+        place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
         let w = self
             .store_object(
                 bucket,
@@ -497,7 +506,7 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req.credentials, i, true);
+        let (cur, sse) = checked_read!(self, req, i, true);
         let size = cur.meta.size;
         let (range, parts_count) = self
             .requested_range(&cur, i.range.as_ref(), i.part_number)
@@ -559,7 +568,7 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req.credentials, i, false);
+        let (cur, sse) = checked_read!(self, req, i, false);
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -634,10 +643,17 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<DeleteObjectInput>,
     ) -> ApiResult<S3Response<DeleteObjectOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         check_key(&i.key)?;
+        let action = match i.version_id {
+            Some(_) => Action::DeleteObjectVersion,
+            None => Action::DeleteObject,
+        };
+        let bucket = self
+            .authorize(&who, &i.bucket, action, Some(&i.key), None)
+            .await?
+            .bucket;
         let cond = WriteConditions::of_delete(
             i.if_match.as_ref(),
             i.if_match_last_modified_time.as_ref(),
@@ -652,7 +668,7 @@ impl Api {
                     ));
                 }
                 let bypass = self
-                    .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
+                    .may_bypass(who.key.as_ref(), &i.bucket, i.bypass_governance_retention)
                     .await;
                 let was_marker = self.delete_version(bucket, &i.key, vid, bypass).await?;
                 out.version_id = Some(vid.to_string());
@@ -704,26 +720,51 @@ impl Api {
         self: Arc<Self>,
         req: S3Request<DeleteObjectsInput>,
     ) -> ApiResult<S3Response<DeleteObjectsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Write).await?;
         check_delete_count(i.delete.objects.len())?;
-        let versioning = self.versioning_of(bucket).await?;
-        let bypass = self
-            .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
-            .await;
-        let quiet = i.delete.quiet.unwrap_or(false);
-        let mut markers: Vec<(String, ObjectVersion)> = Vec::new();
+        // Each key is authorized on its own (a policy may deny some);
+        // the first decision also finds the bucket (NoSuchBucket ends
+        // the request).
+        let mut bucket = None;
+        let mut allowed = Vec::new();
         let mut errors = Vec::new();
-        let mut deleted = Vec::new();
-        // Keys with conditions, or with a version id: one by one, a few
-        // at once.
-        let mut one_by_one = Vec::new();
         for o in i.delete.objects {
             if let Err(e) = check_key(&o.key) {
                 errors.push(key_error(o.key, o.version_id, &e));
                 continue;
             }
+            let action = match o.version_id {
+                Some(_) => Action::DeleteObjectVersion,
+                None => Action::DeleteObject,
+            };
+            match self
+                .authorize(&who, &i.bucket, action, Some(&o.key), None)
+                .await
+            {
+                Ok(a) => {
+                    bucket = Some(a.bucket);
+                    allowed.push(o);
+                }
+                Err(e @ ApiError::NoSuchBucket(_)) => return Err(e),
+                Err(e) => errors.push(key_error(o.key, o.version_id, &e)),
+            }
+        }
+        let bucket = match bucket {
+            Some(b) => b,
+            None => self.resolve_bucket(who.key.as_ref(), &i.bucket).await?,
+        };
+        let versioning = self.versioning_of(bucket).await?;
+        let bypass = self
+            .may_bypass(who.key.as_ref(), &i.bucket, i.bypass_governance_retention)
+            .await;
+        let quiet = i.delete.quiet.unwrap_or(false);
+        let mut markers: Vec<(String, ObjectVersion)> = Vec::new();
+        let mut deleted = Vec::new();
+        // Keys with conditions, or with a version id: one by one, a few
+        // at once.
+        let mut one_by_one = Vec::new();
+        for o in allowed {
             // `<ETag>*</ETag>`: the object exists (as the `If-Match: *`
             // header).
             let if_match = o.e_tag.map(|e| match e.value() {
@@ -999,19 +1040,26 @@ impl Api {
     async fn read_checked(
         self: &Arc<Self>,
         for_get: bool,
-        creds: &Option<s3s::auth::Credentials>,
+        who: Requester,
         bucket: &str,
         key: &str,
         version_id: Option<&str>,
         c: Conditions<'_>,
         sse_given: Option<SseKey>,
     ) -> ApiResult<(Current, Option<SseKey>)> {
-        let k = self.key(creds).await?;
-        let id = self.bucket_id(&k, bucket, Need::Read).await?;
-        let cur = match for_get {
-            true => self.current_for_get(id, key, version_id).await?,
-            false => self.current(id, key, version_id).await?,
+        let action = match version_id {
+            Some(_) => Action::GetObjectVersion,
+            None => Action::GetObject,
         };
+        let access = self
+            .authorize(&who, bucket, action, Some(key), None)
+            .await?;
+        let id = access.bucket;
+        let cur = access.hide(match for_get {
+            true => self.current_for_get(id, key, version_id).await,
+            false => self.current(id, key, version_id).await,
+        })?;
+        access.check_version(Some(cur.acl))?;
         let sse = check_version(&cur, c, sse_given, self.sse_master.as_ref())?;
         Ok((cur, sse))
     }

@@ -23,12 +23,26 @@ use crate::error::{ApiError, ApiResult};
 use crate::versioning::Found;
 
 /// How a new version is written: with the bucket's versioning, the lock
-/// it starts with, and whether the bucket encrypts by default.
+/// it starts with, whether the bucket encrypts by default; the bucket's
+/// access settings, and the ACL the version is written with (set by the
+/// caller from `x-amz-acl`, see [`crate::acl::written_acl`]).
 #[derive(Clone, Debug, Default)]
 pub struct Placement {
     pub versioning: Versioning,
     pub lock: ObjectLock,
     pub sse_s3_default: bool,
+    pub access: garage_model::access::BucketAccess,
+    pub acl: Option<garage_model::access::CannedAcl>,
+}
+
+impl Placement {
+    /// Gives a new version its lock and ACL.
+    pub fn apply(&self, v: &mut garage_model::object_table::ObjectVersion) {
+        v.lock = self.lock.clone();
+        if let Some(a) = self.acl {
+            v.acl = garage_model::access::VersionAcl::written(v.timestamp, a);
+        }
+    }
 }
 
 /// The `x-amz-object-lock-*` headers of a write.
@@ -128,6 +142,7 @@ impl Api {
         let versioning = p.map(|p| *p.versioning.get()).unwrap_or_default();
         let enabled = p.is_some_and(|p| p.object_lock.get());
         let sse_s3_default = p.is_some_and(|p| p.encryption.get().is_some());
+        let access = p.map(|p| p.access.clone()).unwrap_or_default();
         let now = now_msec();
         let given = parse_retention(h.mode.map(|m| m.as_str()), h.until, now)?;
         let hold = h.legal_hold.map(|s| parse_hold(s.as_str())).transpose()?;
@@ -139,6 +154,8 @@ impl Api {
                 versioning,
                 lock: ObjectLock::default(),
                 sse_s3_default,
+                access,
+                acl: None,
             });
         }
         let default = p.and_then(|p| *p.default_retention.get());
@@ -147,6 +164,8 @@ impl Api {
             versioning,
             lock: ObjectLock::new(retention, hold.unwrap_or(false)),
             sse_s3_default,
+            access,
+            acl: None,
         })
     }
 
@@ -176,11 +195,16 @@ impl Api {
     /// and its key owns the bucket.
     pub async fn may_bypass(
         &self,
-        key: &garage_model::key_table::Key,
+        key: Option<&garage_model::key_table::Key>,
         bucket: &str,
         asked: Option<bool>,
     ) -> bool {
-        asked == Some(true) && self.bucket_id(key, bucket, Need::Owner).await.is_ok()
+        match key {
+            Some(key) if asked == Some(true) => {
+                self.bucket_id(key, bucket, Need::Owner).await.is_ok()
+            }
+            _ => false,
+        }
     }
 
     /// The lock of version `version_id` of `key` (`None`: the current
@@ -203,18 +227,18 @@ impl Api {
         Ok((found, lock))
     }
 
-    /// Writes a version's new lock into its history entry and, if it is
-    /// still listed there, its object entry (where reads of the current
-    /// version see it).
-    async fn write_lock(
+    /// Writes a change of a version (its lock, its ACL) into its history
+    /// entry and, if it is still listed there, its object entry (where
+    /// reads of the current version see it).
+    pub(crate) async fn change_version(
         &self,
         bucket: Uuid,
         key: &str,
         found: Found,
-        lock: ObjectLock,
+        change: impl Fn(&mut garage_model::object_table::ObjectVersion),
     ) -> ApiResult<()> {
         let mut v = found.version;
-        v.lock = lock;
+        change(&mut v);
         let in_entry = found
             .obj
             .as_ref()
@@ -223,7 +247,7 @@ impl Api {
             Some(h) => h,
             None => garage_model::history_table::HistoryEntry::new(bucket, key, v.clone()),
         };
-        h.version.lock = v.lock.clone();
+        change(&mut h.version);
         let history = async {
             match v.in_history() {
                 true => self.history.insert(&h).await,
@@ -287,7 +311,8 @@ impl Api {
     ) -> ApiResult<()> {
         let (found, mut lock) = self.version_lock(bucket, key, version_id).await?;
         change(&mut lock)?;
-        self.write_lock(bucket, key, found, lock).await
+        self.change_version(bucket, key, found, |v| v.lock = lock.clone())
+            .await
     }
 
     pub async fn put_object_lock_configuration(
@@ -381,7 +406,7 @@ impl Api {
             }
         };
         let bypass = self
-            .may_bypass(&key, &i.bucket, i.bypass_governance_retention)
+            .may_bypass(Some(&key), &i.bucket, i.bypass_governance_retention)
             .await;
         self.change_lock(bucket, &i.key, i.version_id.as_deref(), |lock| {
             lock.check_retention_change(new, now, bypass)

@@ -73,6 +73,20 @@ forward! {
     get_object_retention: GetObjectRetentionInput => GetObjectRetentionOutput;
     put_object_legal_hold: PutObjectLegalHoldInput => PutObjectLegalHoldOutput;
     get_object_legal_hold: GetObjectLegalHoldInput => GetObjectLegalHoldOutput;
+    get_bucket_acl: GetBucketAclInput => GetBucketAclOutput;
+    put_bucket_acl: PutBucketAclInput => PutBucketAclOutput;
+    get_object_acl: GetObjectAclInput => GetObjectAclOutput;
+    put_object_acl: PutObjectAclInput => PutObjectAclOutput;
+    put_bucket_policy: PutBucketPolicyInput => PutBucketPolicyOutput;
+    get_bucket_policy: GetBucketPolicyInput => GetBucketPolicyOutput;
+    get_bucket_policy_status: GetBucketPolicyStatusInput => GetBucketPolicyStatusOutput;
+    delete_bucket_policy: DeleteBucketPolicyInput => DeleteBucketPolicyOutput;
+    put_bucket_ownership_controls: PutBucketOwnershipControlsInput => PutBucketOwnershipControlsOutput;
+    get_bucket_ownership_controls: GetBucketOwnershipControlsInput => GetBucketOwnershipControlsOutput;
+    delete_bucket_ownership_controls: DeleteBucketOwnershipControlsInput => DeleteBucketOwnershipControlsOutput;
+    put_public_access_block: PutPublicAccessBlockInput => PutPublicAccessBlockOutput;
+    get_public_access_block: GetPublicAccessBlockInput => GetPublicAccessBlockOutput;
+    delete_public_access_block: DeletePublicAccessBlockInput => DeletePublicAccessBlockOutput;
 }
 
 /// Signature checks: the secret of an existing key.

@@ -191,6 +191,9 @@ pub struct CorsService {
     inner: S3Service,
     api: Arc<Api>,
     bucket_of: BucketOf,
+    /// The connection's peer (set per connection; the `aws:SourceIp` of
+    /// bucket policies).
+    peer: Option<SocketAddr>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for CorsService {
@@ -201,6 +204,9 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let slot = OpSlot::default();
         req.extensions_mut().insert(slot.clone());
+        if let Some(p) = self.peer {
+            req.extensions_mut().insert(crate::authorize::Peer(p));
+        }
         let method = req.method().clone();
         let request_id = telemetry::new_request_id();
         let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
@@ -349,6 +355,7 @@ impl S3Server {
                 inner: b.build(),
                 api,
                 bucket_of,
+                peer: None,
             },
         })
     }
@@ -374,7 +381,11 @@ impl S3Server {
             };
             let _ = stream.set_nodelay(true);
             debug!("S3 connection from {peer}");
-            let conn = http.serve_connection(TokioIo::new(stream), self.service.clone());
+            let service = CorsService {
+                peer: Some(peer),
+                ..self.service.clone()
+            };
+            let conn = http.serve_connection(TokioIo::new(stream), service);
             let conn = graceful.watch(conn.into_owned());
             tokio::spawn(async move {
                 if let Err(e) = conn.await {

@@ -31,9 +31,10 @@ impl OpSlot {
     }
 }
 
-/// The access hook: records the operation, then applies s3s's default
-/// rule (a request must be signed; anonymous requests are denied), then
-/// refuses a body too large to be read whole (see
+/// The access hook: records the operation, then lets anonymous requests
+/// through only for the operations a bucket's ACL or policy may open to
+/// them ([`ANONYMOUS_OPS`], decided by [`crate::authorize`]), then refuses
+/// a body too large to be read whole (see
 /// [`crate::server::check_buffered_body`]).
 pub struct RecordOp;
 
@@ -44,12 +45,35 @@ impl S3Access for RecordOp {
         if let Some(slot) = cx.extensions_mut().get::<OpSlot>() {
             let _ = slot.0.set(name);
         }
-        match cx.credentials() {
-            Some(_) => crate::server::check_buffered_body(cx.s3_op().name(), cx.headers()),
-            None => Err(s3_error!(AccessDenied, "Signature is required")),
+        let op = cx.s3_op().name();
+        if cx.credentials().is_none() && !ANONYMOUS_OPS.contains(&op) {
+            return Err(s3_error!(AccessDenied, "Signature is required"));
         }
+        crate::server::check_buffered_body(op, cx.headers())
     }
 }
+
+/// The operations an anonymous request may reach (where a bucket's ACL or
+/// policy may allow it); every other one needs a signature.
+pub const ANONYMOUS_OPS: &[&str] = &[
+    "GetObject",
+    "HeadObject",
+    "PutObject",
+    "CopyObject",
+    "DeleteObject",
+    "DeleteObjects",
+    "ListObjects",
+    "ListObjectsV2",
+    "ListObjectVersions",
+    "HeadBucket",
+    "CreateMultipartUpload",
+    "UploadPart",
+    "UploadPartCopy",
+    "CompleteMultipartUpload",
+    "AbortMultipartUpload",
+    "ListParts",
+    "ListMultipartUploads",
+];
 
 /// A new request id: 16 hex digits, unique within this process and
 /// unlikely to repeat across nodes and restarts (the start time is mixed

@@ -380,6 +380,37 @@ async fn bucket_info(g: &Garage, b: &Bucket) -> Result<String> {
     );
     let _ = writeln!(out, "Versioning:      {}", i.versioning);
     let _ = writeln!(out, "Object lock:     {}", i.object_lock);
+    let a = &i.access;
+    let _ = writeln!(
+        out,
+        "ACL:             {}{}",
+        a.acl,
+        match a.object_ownership.as_deref() {
+            Some("BucketOwnerEnforced") => " (ACLs disabled: BucketOwnerEnforced)",
+            _ => "",
+        }
+    );
+    if let Some(block) = &a.public_access_block {
+        let _ = writeln!(
+            out,
+            "Public access:   blocked by {}",
+            match block.is_empty() {
+                true => "nothing (all settings off)".to_string(),
+                false => block.join(", "),
+            }
+        );
+    }
+    match &a.policy {
+        None => {
+            let _ = writeln!(out, "Policy:          none");
+        }
+        Some(p) => {
+            let _ = writeln!(out, "Policy:");
+            for line in p.lines() {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
     match b.params().and_then(|p| p.website()) {
         Some(w) => {
             let _ = writeln!(out, "Website access:  true");

@@ -7,6 +7,7 @@ use garage_util::crdt::{Bool, Crdt, Deletable, Lww, LwwMap};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
+use crate::access::BucketAccess;
 use crate::object_lock::DefaultRetention;
 use crate::permission::BucketKeyPerm;
 
@@ -58,6 +59,10 @@ pub struct BucketParams {
     /// older entries: none.
     #[serde(default = "no_default_encryption")]
     pub encryption: Lww<Option<DefaultEncryption>>,
+    /// ACL, policy, ownership controls, public access block (see
+    /// [`crate::access`]). Absent in older entries: the defaults.
+    #[serde(default)]
+    pub access: BucketAccess,
 }
 
 /// A bucket's default encryption: SSE-S3 (the only kind served).
@@ -278,6 +283,7 @@ impl Crdt for BucketParams {
         self.object_lock.merge(&other.object_lock);
         self.default_retention.merge(&other.default_retention);
         self.encryption.merge(&other.encryption);
+        self.access.merge(&other.access);
     }
 }
 
@@ -300,6 +306,7 @@ impl Bucket {
                 object_lock: Bool::new(false),
                 default_retention: no_default_retention(),
                 encryption: no_default_encryption(),
+                access: BucketAccess::default(),
             }),
         }
     }

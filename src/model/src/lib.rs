@@ -18,6 +18,7 @@
 //! object change moves this node's counters of its bucket, which are
 //! published in `bucket_counters`.
 
+pub mod access;
 pub mod block_ref_table;
 pub mod bucket_alias_table;
 pub mod bucket_table;

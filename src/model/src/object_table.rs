@@ -31,6 +31,7 @@ use garage_util::crdt::{Crdt, Lww, LwwMap};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
+use crate::access::VersionAcl;
 use crate::bucket_table::Versioning;
 use crate::counter_table::{
     CounterTable, Counts, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
@@ -93,6 +94,10 @@ pub struct ObjectVersion {
     /// history entry has the latest. Absent in older entries: none.
     #[serde(default, skip_serializing_if = "ObjectLock::is_none")]
     pub lock: ObjectLock,
+    /// Its ACL (see [`crate::access`]), kept in the history entry too.
+    /// Absent in older entries: private.
+    #[serde(default, skip_serializing_if = "VersionAcl::is_default")]
+    pub acl: VersionAcl,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -167,6 +172,7 @@ impl ObjectVersion {
             state,
             versioning,
             lock: ObjectLock::default(),
+            acl: VersionAcl::default(),
         }
     }
 
@@ -407,6 +413,7 @@ impl Object {
                 // copies ever disagreed, the larger wins everywhere.
                 x.versioning = x.versioning.max(v.versioning);
                 x.lock.merge(&v.lock);
+                x.acl.merge(&v.acl);
             }
             Err(i) => self.versions.insert(i, v.clone()),
         }

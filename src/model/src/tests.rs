@@ -78,6 +78,15 @@ fn object() -> impl Strategy<Value = Object> {
                             }),
                             size % 3 == 0,
                         ),
+                        // And different ACLs (changed through one copy).
+                        acl: crate::access::VersionAcl::written(
+                            size % 4,
+                            [
+                                crate::access::CannedAcl::Private,
+                                crate::access::CannedAcl::PublicRead,
+                                crate::access::CannedAcl::AuthenticatedRead,
+                            ][(size % 3) as usize],
+                        ),
                     })
                     .collect(),
             );

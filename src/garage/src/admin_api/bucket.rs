@@ -107,6 +107,26 @@ pub struct GetBucketInfoResponse {
     /// GOVERNANCE|COMPLIANCE N days|years`.
     #[serde(default)]
     pub object_lock: String,
+    /// S3 access control beyond key permissions.
+    #[serde(default)]
+    pub access: GetBucketInfoAccess,
+}
+
+/// A bucket's ACL, policy, ownership controls and public access block.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoAccess {
+    /// The canned ACL: `private`, `public-read`, `public-read-write`,
+    /// `authenticated-read`.
+    pub acl: String,
+    /// The bucket policy (JSON), if any.
+    pub policy: Option<String>,
+    /// `BucketOwnerEnforced`, `BucketOwnerPreferred`, `ObjectWriter`, or
+    /// null (not set).
+    pub object_ownership: Option<String>,
+    /// The public access block settings that are on (e.g.
+    /// `BlockPublicAcls`); null: not set.
+    pub public_access_block: Option<Vec<String>>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -194,7 +214,28 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
         }
         .into(),
         object_lock: lock_summary(p),
+        access: access_summary(&p.access),
     })
+}
+
+fn access_summary(a: &garage_model::access::BucketAccess) -> GetBucketInfoAccess {
+    GetBucketInfoAccess {
+        acl: a.acl.get().as_str().into(),
+        policy: a.policy.get().clone(),
+        object_ownership: a.ownership.get().map(|o| o.as_str().into()),
+        public_access_block: a.public_access_block.get().map(|b| {
+            [
+                (b.block_public_acls, "BlockPublicAcls"),
+                (b.ignore_public_acls, "IgnorePublicAcls"),
+                (b.block_public_policy, "BlockPublicPolicy"),
+                (b.restrict_public_buckets, "RestrictPublicBuckets"),
+            ]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| n.to_string())
+            .collect()
+        }),
+    }
 }
 
 /// How `bucket info` and GetBucketInfo describe a bucket's object lock.

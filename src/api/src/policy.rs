@@ -1,0 +1,611 @@
+//! Bucket policies: the common subset of AWS's policy language, parsed
+//! and checked when a policy is put, evaluated on each request to the
+//! bucket. See doc/access-control.md.
+//!
+//! Served: `Effect` Allow / Deny; `Principal` `"*"` or `{"AWS": …}` with
+//! `"*"` or access key ids; `Action` (`s3:…`, with `*` and `?`);
+//! `Resource` ARNs of the bucket and its objects (with `*` and `?`);
+//! `Condition` with `IpAddress` / `NotIpAddress` on `aws:SourceIp`,
+//! `Bool` on `aws:SecureTransport`, `StringEquals` / `StringNotEquals` /
+//! `StringLike` / `StringNotLike` on `s3:prefix`. Anything else is
+//! refused with `MalformedPolicy` naming it: a condition that would be
+//! ignored could turn a Deny into nothing.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde_json::Value;
+use wildmatch::WildMatch;
+
+/// AWS's limit on a bucket policy's size.
+pub const MAX_POLICY_SIZE: usize = 20 * 1024;
+
+/// The S3 actions a statement may name (besides wildcards). Those garage
+/// decides on by policy are listed in doc/access-control.md; the others
+/// are accepted, so that policies written for AWS load, and grant
+/// nothing here.
+const KNOWN_ACTIONS: &[&str] = &[
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:ListBucket",
+    "s3:ListBucketVersions",
+    "s3:ListBucketMultipartUploads",
+    "s3:ListMultipartUploadParts",
+    "s3:AbortMultipartUpload",
+    "s3:GetObjectTagging",
+    "s3:GetObjectVersionTagging",
+    "s3:PutObjectTagging",
+    "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging",
+    "s3:DeleteObjectVersionTagging",
+    "s3:GetObjectAcl",
+    "s3:GetObjectVersionAcl",
+    "s3:PutObjectAcl",
+    "s3:PutObjectVersionAcl",
+    "s3:GetObjectRetention",
+    "s3:PutObjectRetention",
+    "s3:GetObjectLegalHold",
+    "s3:PutObjectLegalHold",
+    "s3:BypassGovernanceRetention",
+    "s3:GetBucketLocation",
+    "s3:GetBucketAcl",
+    "s3:PutBucketAcl",
+    "s3:GetBucketPolicy",
+    "s3:PutBucketPolicy",
+    "s3:DeleteBucketPolicy",
+    "s3:GetBucketPolicyStatus",
+    "s3:GetBucketVersioning",
+    "s3:PutBucketVersioning",
+    "s3:GetBucketCORS",
+    "s3:PutBucketCORS",
+    "s3:GetBucketWebsite",
+    "s3:PutBucketWebsite",
+    "s3:DeleteBucketWebsite",
+    "s3:GetLifecycleConfiguration",
+    "s3:PutLifecycleConfiguration",
+    "s3:GetBucketTagging",
+    "s3:PutBucketTagging",
+    "s3:GetEncryptionConfiguration",
+    "s3:PutEncryptionConfiguration",
+    "s3:GetBucketObjectLockConfiguration",
+    "s3:PutBucketObjectLockConfiguration",
+    "s3:GetBucketOwnershipControls",
+    "s3:PutBucketOwnershipControls",
+    "s3:GetBucketPublicAccessBlock",
+    "s3:PutBucketPublicAccessBlock",
+    "s3:DeleteBucket",
+    "s3:ListAllMyBuckets",
+    "s3:CreateBucket",
+];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    Allow,
+    Deny,
+}
+
+#[derive(Debug)]
+enum Principals {
+    Anyone,
+    Keys(Vec<String>),
+}
+
+#[derive(Debug)]
+enum Test {
+    /// `IpAddress` (`negated`: `NotIpAddress`) on `aws:SourceIp`.
+    SourceIp { nets: Vec<IpNet>, negated: bool },
+    /// `Bool` on `aws:SecureTransport`.
+    SecureTransport(bool),
+    /// `StringEquals`/`StringLike` (`negated`: the `Not` forms) on
+    /// `s3:prefix`.
+    Prefix {
+        patterns: Vec<StringTest>,
+        negated: bool,
+    },
+}
+
+/// A value of a string condition: equal to it, or like it (`*`, `?`).
+#[derive(Debug)]
+enum StringTest {
+    Equals(String),
+    Like(WildMatch),
+}
+
+impl StringTest {
+    fn matches(&self, s: &str) -> bool {
+        match self {
+            StringTest::Equals(v) => v == s,
+            StringTest::Like(w) => w.matches(s),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Statement {
+    effect: Effect,
+    principals: Principals,
+    actions: Vec<WildMatch>,
+    /// Resource patterns relative to the bucket: `""` is the bucket,
+    /// `"/…"` its objects (the bucket's name is cut off, so that the
+    /// policy holds under every alias of the bucket).
+    resources: Vec<WildMatch>,
+    tests: Vec<Test>,
+}
+
+/// A parsed, checked bucket policy.
+#[derive(Debug)]
+pub struct Policy {
+    statements: Vec<Statement>,
+}
+
+/// What a policy is asked about.
+pub struct Request<'a> {
+    /// The access key id that signed the request; `None`: anonymous.
+    pub key_id: Option<&'a str>,
+    /// `s3:GetObject`, …
+    pub action: &'a str,
+    /// The object key; `None` for a bucket action.
+    pub object: Option<&'a str>,
+    pub source_ip: Option<IpAddr>,
+    pub secure: bool,
+    /// `s3:prefix` (list requests: their `prefix`, `""` without one).
+    pub prefix: Option<&'a str>,
+}
+
+/// The policy's answer: an explicit deny, an allow, or nothing said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Deny,
+    Allow,
+    NotApplicable,
+}
+
+fn bad(msg: impl Into<String>) -> String {
+    msg.into()
+}
+
+/// A string or a list of strings (AWS allows both almost everywhere).
+fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {
+    match v {
+        Value::String(s) => Ok(vec![s.clone()]),
+        Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|x| match x {
+                Value::String(s) => Ok(s.clone()),
+                _ => Err(bad(format!("{what}: expected strings"))),
+            })
+            .collect(),
+        _ => Err(bad(format!(
+            "{what}: expected a string or a list of strings"
+        ))),
+    }
+}
+
+fn parse_principal(v: Option<&Value>) -> Result<Principals, String> {
+    let v = v.ok_or_else(|| bad("Missing required field Principal"))?;
+    let ids = match v {
+        Value::String(s) if s == "*" => return Ok(Principals::Anyone),
+        Value::Object(m) => {
+            if m.len() != 1 || !m.contains_key("AWS") {
+                return Err(bad(
+                    "Invalid principal in policy: only \"*\" and {\"AWS\": …} with \"*\" or access key ids are served",
+                ));
+            }
+            strings(&m["AWS"], "Principal.AWS")?
+        }
+        _ => return Err(bad("Invalid principal in policy")),
+    };
+    if ids.iter().any(|i| i == "*") {
+        return Ok(Principals::Anyone);
+    }
+    for id in &ids {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(bad(format!(
+                "Invalid principal in policy: {id:?} is not an access key id (GK…) or \"*\""
+            )));
+        }
+    }
+    Ok(Principals::Keys(ids))
+}
+
+fn parse_action(a: &str) -> Result<WildMatch, String> {
+    let known = a == "*"
+        || (a.len() > 3 && a[..3].eq_ignore_ascii_case("s3:") && (a.contains(['*', '?'])))
+        || KNOWN_ACTIONS.iter().any(|k| k.eq_ignore_ascii_case(a));
+    if !known {
+        return Err(bad(format!("Policy has invalid action: {a:?}")));
+    }
+    Ok(WildMatch::new_case_insensitive(a))
+}
+
+fn parse_resource(r: &str, bucket: Option<&str>) -> Result<WildMatch, String> {
+    let invalid = || bad(format!("Policy has invalid resource: {r:?}"));
+    let rest = r.strip_prefix("arn:aws:s3:::").ok_or_else(invalid)?;
+    let (b, obj) = match rest.split_once('/') {
+        Some((b, o)) => (b, Some(o)),
+        None => (rest, None),
+    };
+    if let Some(bucket) = bucket {
+        if !WildMatch::new(b).matches(bucket) {
+            return Err(bad(format!(
+                "Policy has invalid resource: {r:?} is not in bucket {bucket}"
+            )));
+        }
+    }
+    Ok(match obj {
+        None => WildMatch::new(""),
+        Some(o) => WildMatch::new(&format!("/{o}")),
+    })
+}
+
+fn parse_conditions(v: Option<&Value>) -> Result<Vec<Test>, String> {
+    let Some(v) = v else {
+        return Ok(Vec::new());
+    };
+    let ops = v
+        .as_object()
+        .ok_or_else(|| bad("Condition: expected an object"))?;
+    let mut tests = Vec::new();
+    for (op, keys) in ops {
+        let keys = keys
+            .as_object()
+            .ok_or_else(|| bad(format!("Condition {op}: expected an object")))?;
+        for (key, values) in keys {
+            let values = strings(values, &format!("Condition {op} {key}"))?;
+            let k = key.to_ascii_lowercase();
+            let test = match (op.as_str(), k.as_str()) {
+                ("IpAddress" | "NotIpAddress", "aws:sourceip") => Test::SourceIp {
+                    nets: values
+                        .iter()
+                        .map(|v| {
+                            v.parse::<IpNet>()
+                                .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
+                                .map_err(|_| {
+                                    bad(format!("Condition {op} {key}: {v:?} is not an IP range"))
+                                })
+                        })
+                        .collect::<Result<_, _>>()?,
+                    negated: op == "NotIpAddress",
+                },
+                ("Bool", "aws:securetransport") => match values.as_slice() {
+                    [v] if v == "true" || v == "false" => Test::SecureTransport(v == "true"),
+                    _ => {
+                        return Err(bad(format!(
+                            "Condition Bool {key}: expected \"true\" or \"false\""
+                        )))
+                    }
+                },
+                (
+                    "StringEquals" | "StringNotEquals" | "StringLike" | "StringNotLike",
+                    "s3:prefix",
+                ) => {
+                    let like = op.ends_with("Like");
+                    Test::Prefix {
+                        patterns: values
+                            .iter()
+                            .map(|v| match like {
+                                true => StringTest::Like(WildMatch::new(v)),
+                                false => StringTest::Equals(v.clone()),
+                            })
+                            .collect(),
+                        negated: op.contains("Not"),
+                    }
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "Condition {op} on {key} is not served: the served conditions are \
+                         IpAddress/NotIpAddress on aws:SourceIp, Bool on aws:SecureTransport, \
+                         and StringEquals/StringNotEquals/StringLike/StringNotLike on s3:prefix"
+                    )))
+                }
+            };
+            tests.push(test);
+        }
+    }
+    Ok(tests)
+}
+
+fn parse_statement(v: &Value, bucket: Option<&str>) -> Result<Statement, String> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| bad("Statement: expected an object"))?;
+    for k in m.keys() {
+        if !matches!(
+            k.as_str(),
+            "Sid" | "Effect" | "Principal" | "Action" | "Resource" | "Condition"
+        ) {
+            return Err(bad(format!(
+                "Statement field {k} is not served (NotPrincipal, NotAction and NotResource are not)"
+            )));
+        }
+    }
+    let effect = match m.get("Effect").and_then(|e| e.as_str()) {
+        Some("Allow") => Effect::Allow,
+        Some("Deny") => Effect::Deny,
+        _ => return Err(bad("Statement Effect must be \"Allow\" or \"Deny\"")),
+    };
+    let principals = parse_principal(m.get("Principal"))?;
+    let actions = strings(
+        m.get("Action")
+            .ok_or_else(|| bad("Missing required field Action"))?,
+        "Action",
+    )?
+    .iter()
+    .map(|a| parse_action(a))
+    .collect::<Result<_, _>>()?;
+    let resources = strings(
+        m.get("Resource")
+            .ok_or_else(|| bad("Missing required field Resource"))?,
+        "Resource",
+    )?
+    .iter()
+    .map(|r| parse_resource(r, bucket))
+    .collect::<Result<_, _>>()?;
+    let tests = parse_conditions(m.get("Condition"))?;
+    Ok(Statement {
+        effect,
+        principals,
+        actions,
+        resources,
+        tests,
+    })
+}
+
+impl Policy {
+    /// Parses and checks a policy put on bucket `bucket` (the name the
+    /// request used; `None`: a stored policy, whose resources were
+    /// checked when it was put); the error is the `MalformedPolicy`
+    /// message.
+    pub fn parse(text: &str, bucket: Option<&str>) -> Result<Self, String> {
+        if text.len() > MAX_POLICY_SIZE {
+            return Err(bad(format!(
+                "Policies must be at most {MAX_POLICY_SIZE} bytes; this one is {}",
+                text.len()
+            )));
+        }
+        let v: Value = serde_json::from_str(text)
+            .map_err(|e| bad(format!("Policies must be valid JSON: {e}")))?;
+        let m = v
+            .as_object()
+            .ok_or_else(|| bad("Policies must be a JSON object"))?;
+        if let Some(ver) = m.get("Version") {
+            if !matches!(ver.as_str(), Some("2012-10-17") | Some("2008-10-17")) {
+                return Err(bad("The policy must contain a valid version string"));
+            }
+        }
+        for k in m.keys() {
+            if !matches!(k.as_str(), "Version" | "Id" | "Statement") {
+                return Err(bad(format!("Unknown field {k}")));
+            }
+        }
+        let statements = match m.get("Statement") {
+            Some(Value::Array(a)) if !a.is_empty() => a
+                .iter()
+                .map(|s| parse_statement(s, bucket))
+                .collect::<Result<_, _>>()?,
+            Some(s @ Value::Object(_)) => vec![parse_statement(s, bucket)?],
+            _ => return Err(bad("Missing required field Statement")),
+        };
+        Ok(Self { statements })
+    }
+
+    /// What the policy says of `r`: an explicit deny wins over any allow.
+    pub fn evaluate(&self, r: &Request<'_>) -> Decision {
+        let mut allowed = false;
+        for s in self.statements.iter().filter(|s| s.applies(r)) {
+            match s.effect {
+                Effect::Deny => return Decision::Deny,
+                Effect::Allow => allowed = true,
+            }
+        }
+        match allowed {
+            true => Decision::Allow,
+            false => Decision::NotApplicable,
+        }
+    }
+
+    /// Whether it grants anything to everyone (AWS's "public" policy):
+    /// an Allow for `"*"` not limited to source IP ranges.
+    pub fn is_public(&self) -> bool {
+        self.statements.iter().any(|s| {
+            s.effect == Effect::Allow
+                && matches!(s.principals, Principals::Anyone)
+                && !s.tests.iter().any(|t| match t {
+                    Test::SourceIp { nets, negated } => {
+                        !negated && nets.iter().all(|n| n.prefix_len() > 0)
+                    }
+                    _ => false,
+                })
+        })
+    }
+
+    /// Whether it names `key_id` as a principal (an allow for a key
+    /// given by id is not a public grant).
+    pub fn names_key(&self, key_id: &str) -> bool {
+        self.statements
+            .iter()
+            .any(|s| matches!(&s.principals, Principals::Keys(k) if k.iter().any(|k| k == key_id)))
+    }
+}
+
+impl Statement {
+    fn applies(&self, r: &Request<'_>) -> bool {
+        let principal = match &self.principals {
+            Principals::Anyone => true,
+            Principals::Keys(ids) => r.key_id.is_some_and(|k| ids.iter().any(|i| i == k)),
+        };
+        let resource = match r.object {
+            None => String::new(),
+            Some(o) => format!("/{o}"),
+        };
+        principal
+            && self.actions.iter().any(|a| a.matches(r.action))
+            && self.resources.iter().any(|p| p.matches(&resource))
+            && self.tests.iter().all(|t| t.holds(r))
+    }
+}
+
+impl Test {
+    fn holds(&self, r: &Request<'_>) -> bool {
+        match self {
+            // A missing key matches no value: the positive forms fail,
+            // the negated ones hold (as on AWS).
+            Test::SourceIp { nets, negated } => {
+                let hit = r
+                    .source_ip
+                    .is_some_and(|ip| nets.iter().any(|n| n.contains(&ip)));
+                hit != *negated
+            }
+            Test::SecureTransport(want) => r.secure == *want,
+            Test::Prefix { patterns, negated } => {
+                let hit = r
+                    .prefix
+                    .is_some_and(|p| patterns.iter().any(|w| w.matches(p)));
+                hit != *negated
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(key: Option<&'a str>, action: &'a str, object: Option<&'a str>) -> Request<'a> {
+        Request {
+            key_id: key,
+            action,
+            object,
+            source_ip: Some("192.0.2.7".parse().unwrap()),
+            secure: false,
+            prefix: None,
+        }
+    }
+
+    #[test]
+    fn public_read_policy() {
+        let p = Policy::parse(
+            r#"{"Version":"2012-10-17","Statement":[{"Sid":"PublicRead","Effect":"Allow",
+                "Principal":"*","Action":["s3:GetObject"],"Resource":["arn:aws:s3:::site/*"]}]}"#,
+            Some("site"),
+        )
+        .unwrap();
+        assert_eq!(
+            p.evaluate(&req(None, "s3:GetObject", Some("a/b.html"))),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.evaluate(&req(None, "s3:PutObject", Some("a"))),
+            Decision::NotApplicable
+        );
+        assert_eq!(
+            p.evaluate(&req(None, "s3:ListBucket", None)),
+            Decision::NotApplicable
+        );
+        assert!(p.is_public());
+    }
+
+    #[test]
+    fn explicit_deny_wins_and_wildcards_match() {
+        let p = Policy::parse(
+            r#"{"Statement":[
+                {"Effect":"Allow","Principal":{"AWS":["GK1","GK2"]},"Action":"s3:*","Resource":"arn:aws:s3:::b*/*"},
+                {"Effect":"Deny","Principal":{"AWS":"GK2"},"Action":"s3:Delete*","Resource":"arn:aws:s3:::bkt/logs/*"}]}"#,
+            Some("bkt"),
+        )
+        .unwrap();
+        assert_eq!(
+            p.evaluate(&req(Some("GK2"), "s3:DeleteObject", Some("logs/1"))),
+            Decision::Deny
+        );
+        assert_eq!(
+            p.evaluate(&req(Some("GK2"), "s3:DeleteObject", Some("data/1"))),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.evaluate(&req(Some("GK1"), "s3:deleteobject", Some("logs/1"))),
+            Decision::Allow
+        );
+        assert_eq!(
+            p.evaluate(&req(Some("GK3"), "s3:GetObject", Some("x"))),
+            Decision::NotApplicable
+        );
+        assert_eq!(
+            p.evaluate(&req(None, "s3:GetObject", Some("x"))),
+            Decision::NotApplicable
+        );
+        assert!(!p.is_public());
+        assert!(p.names_key("GK2"));
+    }
+
+    #[test]
+    fn conditions() {
+        let p = Policy::parse(
+            r#"{"Statement":[
+                {"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"IpAddress":{"aws:SourceIp":["192.0.2.0/24","2001:db8::/32"]}}},
+                {"Effect":"Allow","Principal":"*","Action":"s3:ListBucket","Resource":"arn:aws:s3:::b",
+                 "Condition":{"StringLike":{"s3:prefix":["public/*",""]}}},
+                {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"Bool":{"aws:SecureTransport":"false"}}}]}"#,
+            Some("b"),
+        )
+        .unwrap();
+        let mut r = req(None, "s3:GetObject", Some("k"));
+        assert_eq!(p.evaluate(&r), Decision::Allow);
+        r.source_ip = Some("198.51.100.1".parse().unwrap());
+        assert_eq!(p.evaluate(&r), Decision::NotApplicable);
+        r.source_ip = None;
+        assert_eq!(p.evaluate(&r), Decision::NotApplicable);
+        let mut l = req(None, "s3:ListBucket", None);
+        l.prefix = Some("public/img/");
+        assert_eq!(p.evaluate(&l), Decision::Allow);
+        l.prefix = Some("");
+        assert_eq!(p.evaluate(&l), Decision::Allow);
+        l.prefix = Some("private/");
+        assert_eq!(p.evaluate(&l), Decision::NotApplicable);
+        let mut w = req(Some("GK1"), "s3:PutObject", Some("k"));
+        assert_eq!(p.evaluate(&w), Decision::Deny);
+        w.secure = true;
+        assert_eq!(p.evaluate(&w), Decision::NotApplicable);
+        // Limited to IP ranges: the GetObject grant is not public; the
+        // ListBucket one is.
+        assert!(p.is_public());
+    }
+
+    #[test]
+    fn string_equals_is_not_a_pattern() {
+        let p = Policy::parse(
+            r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:ListBucket","Resource":"arn:aws:s3:::b",
+                 "Condition":{"StringEquals":{"s3:prefix":"a*"}}}}"#,
+            Some("b"),
+        )
+        .unwrap();
+        let mut l = req(None, "s3:ListBucket", None);
+        l.prefix = Some("abc");
+        assert_eq!(p.evaluate(&l), Decision::NotApplicable);
+        l.prefix = Some("a*");
+        assert_eq!(p.evaluate(&l), Decision::Allow);
+    }
+
+    #[test]
+    fn malformed_policies_name_what_is_wrong() {
+        let err = |t: &str| Policy::parse(t, Some("b")).unwrap_err();
+        assert!(err("not json").contains("valid JSON"));
+        assert!(err(r#"{"Statement":[]}"#).contains("Statement"));
+        assert!(err(r#"{"Version":"2020-01-01","Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("version"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:Fly","Resource":"arn:aws:s3:::b/*"}}"#).contains("invalid action"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"ec2:*","Resource":"arn:aws:s3:::b/*"}}"#).contains("invalid action"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}}"#).contains("invalid resource"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":{"Service":"x"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("principal"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"StringEquals":{"aws:UserAgent":"x"}}}}"#).contains("not served"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","NotPrincipal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("NotPrincipal"));
+        assert!(err(r#"{"Statement":{"Effect":"Maybe","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("Effect"));
+        assert!(err(&" ".repeat(MAX_POLICY_SIZE + 1)).contains("at most"));
+    }
+}
