@@ -248,7 +248,7 @@ fn key_grants(b: &Bucket, all_keys: bool) -> Vec<Grant> {
         return out;
     };
     let mut keys: Vec<_> = p.authorized_keys.items().collect();
-    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys.sort_by(|a, b| a.0.cmp(b.0));
     for (id, _, perm) in keys {
         if perm.allow_owner {
             out.push(user(id, Permission::FULL_CONTROL));

@@ -221,9 +221,18 @@ impl Api {
         object: Option<&str>,
         prefix: Option<&str>,
     ) -> ApiResult<Access> {
+        self.decider(who, name, action.need())
+            .await?
+            .decide(who, action, object, prefix)
+    }
+
+    /// What the decisions of `who` on bucket `name` for actions needing
+    /// key permission `need` depend on, read once (for DeleteObjects,
+    /// which decides each key).
+    pub async fn decider(&self, who: &Requester, name: &str, need: Need) -> ApiResult<Decider> {
         let key = who.key.as_ref();
         let (id, by_key, refusal) = match key {
-            Some(k) => match self.bucket_id(k, name, action.need()).await {
+            Some(k) => match self.bucket_id(k, name, need).await {
                 Ok(id) => (id, true, None),
                 Err(e @ ApiError::AccessDenied(_)) => {
                     (self.resolve_bucket(Some(k), name).await?, false, Some(e))
@@ -237,18 +246,53 @@ impl Api {
             .params()
             .map(|p| p.access.clone())
             .unwrap_or_default();
+        let policy = access
+            .policy
+            .get()
+            .as_deref()
+            .and_then(|t| Policy::parse(t, None).ok());
+        Ok(Decider {
+            bucket: id,
+            name: name.to_string(),
+            by_key,
+            refusal,
+            access,
+            policy,
+        })
+    }
+}
+
+/// The state one bucket's decisions for one requester depend on (see
+/// [`Api::decider`]); [`Decider::decide`] is pure.
+pub struct Decider {
+    pub bucket: Uuid,
+    name: String,
+    /// The key has the permission needed.
+    by_key: bool,
+    /// Why the key's permissions refuse, if they do.
+    refusal: Option<ApiError>,
+    access: BucketAccess,
+    policy: Option<Policy>,
+}
+
+impl Decider {
+    /// Decides `action` on `object` (see [`Api::authorize`]).
+    pub fn decide(
+        &self,
+        who: &Requester,
+        action: Action,
+        object: Option<&str>,
+        prefix: Option<&str>,
+    ) -> ApiResult<Access> {
+        let key = who.key.as_ref();
+        let (id, access) = (self.bucket, &self.access);
         let signed = key.is_some();
         let granted = Access {
             bucket: id,
             grant: Grant::Granted,
             signed,
         };
-        let policy = access
-            .policy
-            .get()
-            .as_deref()
-            .and_then(|t| Policy::parse(t, None).ok());
-        let decision = policy.as_ref().map(|p| {
+        let decision = self.policy.as_ref().map(|p| {
             p.evaluate(&crate::policy::Request {
                 key_id: key.map(|k| k.key_id.as_str()),
                 action: action.name(),
@@ -261,15 +305,16 @@ impl Api {
         match decision {
             Some(Decision::Deny) => {
                 return Err(ApiError::AccessDenied(format!(
-                    "Access Denied: explicitly denied by the policy of bucket {name}"
+                    "Access Denied: explicitly denied by the policy of bucket {}",
+                    self.name
                 )))
             }
-            _ if by_key => return Ok(granted),
+            _ if self.by_key => return Ok(granted),
             Some(Decision::Allow) => {
                 // RestrictPublicBuckets: a public policy grants only to
                 // keys with some permission on the bucket.
                 let restricted = access.block().restrict_public_buckets
-                    && policy.as_ref().is_some_and(|p| p.is_public())
+                    && self.policy.as_ref().is_some_and(|p| p.is_public())
                     && !key.is_some_and(|k| k.bucket_permissions(&id).is_any());
                 if !restricted {
                     return Ok(granted);
@@ -283,10 +328,13 @@ impl Api {
         if action.reads_object() && access.acls_enabled() {
             return Ok(Access {
                 bucket: id,
-                grant: Grant::IfObjectAcl(Box::new(access)),
+                grant: Grant::IfObjectAcl(Box::new(access.clone())),
                 signed,
             });
         }
-        Err(refusal.unwrap_or_else(denied))
+        Err(match &self.refusal {
+            Some(ApiError::AccessDenied(m)) => ApiError::AccessDenied(m.clone()),
+            _ => denied(),
+        })
     }
 }

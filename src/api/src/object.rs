@@ -723,10 +723,12 @@ impl Api {
         let who = self.requester(&req).await?;
         let i = req.input;
         check_delete_count(i.delete.objects.len())?;
-        // Each key is authorized on its own (a policy may deny some);
-        // the first decision also finds the bucket (NoSuchBucket ends
-        // the request).
-        let mut bucket = None;
+        // Each key is decided on its own (a policy may deny some), on
+        // the bucket's state read once.
+        let decider = self
+            .decider(&who, &i.bucket, Action::DeleteObject.need())
+            .await?;
+        let bucket = decider.bucket;
         let mut allowed = Vec::new();
         let mut errors = Vec::new();
         for o in i.delete.objects {
@@ -738,22 +740,11 @@ impl Api {
                 Some(_) => Action::DeleteObjectVersion,
                 None => Action::DeleteObject,
             };
-            match self
-                .authorize(&who, &i.bucket, action, Some(&o.key), None)
-                .await
-            {
-                Ok(a) => {
-                    bucket = Some(a.bucket);
-                    allowed.push(o);
-                }
-                Err(e @ ApiError::NoSuchBucket(_)) => return Err(e),
+            match decider.decide(&who, action, Some(&o.key), None) {
+                Ok(_) => allowed.push(o),
                 Err(e) => errors.push(key_error(o.key, o.version_id, &e)),
             }
         }
-        let bucket = match bucket {
-            Some(b) => b,
-            None => self.resolve_bucket(who.key.as_ref(), &i.bucket).await?,
-        };
         let versioning = self.versioning_of(bucket).await?;
         let bypass = self
             .may_bypass(who.key.as_ref(), &i.bucket, i.bypass_governance_retention)
