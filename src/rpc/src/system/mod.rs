@@ -433,6 +433,12 @@ impl System {
     }
 
     async fn ping(self: Arc<Self>, id: NodeId) {
+        self.ping_once(id).await
+    }
+
+    /// Pings `id` once: it learns this node's status and address, and this
+    /// node records its answer.
+    async fn ping_once(&self, id: NodeId) {
         let start = Instant::now();
         let msg = SystemRpc::Ping(self.local_status());
         let res =
@@ -812,11 +818,15 @@ impl System {
         }
     }
 
-    /// Connects to `<id>@<host>:<port>` now.
+    /// Connects to `<id>@<host>:<port>` now, and pings it once: when this
+    /// returns, each side knows the other (its status, its address), so a
+    /// `garage layout assign` of this node through the peer works at once
+    /// instead of after the next ping round.
     pub async fn connect(&self, peer: &str) -> Result<(), SystemError> {
         let (id, addr) = parse_peer(peer)?;
         self.peers().learn(id, Some(addr), Instant::now());
         self.netapp.connect(addr, Some(id)).await?;
+        self.ping_once(id).await;
         Ok(())
     }
 }
