@@ -262,8 +262,6 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
 
 /// `garage worker list | get | set`.
 pub async fn worker(g: &std::sync::Arc<Garage>, op: WorkerOperation) -> Result<String> {
-    use std::sync::atomic::Ordering;
-    let m = &g.block_manager;
     match op {
         WorkerOperation::List => {
             let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors".to_string()];
@@ -305,55 +303,73 @@ pub async fn worker(g: &std::sync::Arc<Garage>, op: WorkerOperation) -> Result<S
             Ok(columns(&rows))
         }
         WorkerOperation::Get { variable } => {
-            let sc = m.scrub_state().map_err(|e| e.to_string())?;
-            let vars = [
-                (
-                    "resync-tranquility",
-                    m.resync_settings
-                        .tranquility
-                        .load(Ordering::Relaxed)
-                        .to_string(),
-                ),
-                (
-                    "resync-worker-count",
-                    m.resync_settings
-                        .workers
-                        .load(Ordering::Relaxed)
-                        .to_string(),
-                ),
-                ("scrub-tranquility", sc.tranquility.to_string()),
-            ];
             let mut out = String::new();
-            for (k, v) in vars.iter() {
-                if variable.as_deref().is_none_or(|x| x == *k) {
-                    let _ = writeln!(out, "{k}  {v}");
-                }
-            }
-            if out.is_empty() {
-                return Err(unknown_variable(variable.as_deref().unwrap_or("")));
+            for (k, v) in worker_variables(g, variable.as_deref())? {
+                let _ = writeln!(out, "{k}  {v}");
             }
             Ok(out)
         }
         WorkerOperation::Set { variable, value } => {
-            let n: u64 = value
-                .parse()
-                .map_err(|_| format!("{variable}: {value:?} is not a number"))?;
-            match variable.as_str() {
-                "resync-tranquility" => m
-                    .resync_settings
-                    .set_tranquility(n as u32)
-                    .map_err(|e| e.to_string())?,
-                "resync-worker-count" => m.resync_settings.set_workers(n as usize)?,
-                "scrub-tranquility" => {
-                    let mut sc = m.scrub_state().map_err(|e| e.to_string())?;
-                    sc.tranquility = n as u32;
-                    m.set_scrub_state(&sc).map_err(|e| e.to_string())?;
-                }
-                other => return Err(unknown_variable(other)),
-            }
+            let n = set_worker_variable(g, &variable, &value)?;
             Ok(format!("{variable} set to {n}.\n"))
         }
     }
+}
+
+/// The tunable worker variables and their values (only `only`, if
+/// given): `garage worker get` and GetWorkerVariable.
+pub fn worker_variables(g: &Garage, only: Option<&str>) -> Result<Vec<(&'static str, String)>> {
+    use std::sync::atomic::Ordering;
+    let m = &g.block_manager;
+    let sc = m.scrub_state().map_err(|e| e.to_string())?;
+    let vars = vec![
+        (
+            "resync-tranquility",
+            m.resync_settings
+                .tranquility
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "resync-worker-count",
+            m.resync_settings
+                .workers
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        ("scrub-tranquility", sc.tranquility.to_string()),
+    ];
+    let out: Vec<_> = vars
+        .into_iter()
+        .filter(|(k, _)| only.is_none_or(|x| x == *k))
+        .collect();
+    if out.is_empty() {
+        return Err(unknown_variable(only.unwrap_or("")));
+    }
+    Ok(out)
+}
+
+/// Sets a worker variable (`garage worker set`, SetWorkerVariable);
+/// returns the value set.
+pub fn set_worker_variable(g: &Garage, variable: &str, value: &str) -> Result<u64> {
+    let m = &g.block_manager;
+    let n: u64 = value
+        .parse()
+        .map_err(|_| format!("{variable}: {value:?} is not a number"))?;
+    match variable {
+        "resync-tranquility" => m
+            .resync_settings
+            .set_tranquility(n as u32)
+            .map_err(|e| e.to_string())?,
+        "resync-worker-count" => m.resync_settings.set_workers(n as usize)?,
+        "scrub-tranquility" => {
+            let mut sc = m.scrub_state().map_err(|e| e.to_string())?;
+            sc.tranquility = n as u32;
+            m.set_scrub_state(&sc).map_err(|e| e.to_string())?;
+        }
+        other => return Err(unknown_variable(other)),
+    }
+    Ok(n)
 }
 
 /// One background worker as `worker list`, `worker info` and the admin

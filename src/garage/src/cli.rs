@@ -115,6 +115,17 @@ pub enum Command {
         /// Configuration file (same as `garage -c FILE server`)
         #[arg(short = 'c', long)]
         config: Option<PathBuf>,
+        /// On first start, give this node a role (zone dc1, 100 GiB) and
+        /// apply that layout: a one-node cluster with no CLI step (needs
+        /// replication_factor = 1)
+        #[arg(long)]
+        single_node: bool,
+        /// On every start, make sure the key GARAGE_DEFAULT_ACCESS_KEY (with
+        /// secret GARAGE_DEFAULT_SECRET_KEY) and the bucket
+        /// GARAGE_DEFAULT_BUCKET exist, the key with read, write and owner
+        /// permission on the bucket (for containers)
+        #[arg(long)]
+        default_bucket: bool,
     },
     /// Show the nodes of the cluster and their health
     Status,
@@ -144,6 +155,9 @@ pub enum Command {
     /// Data blocks: list-errors, info, retry-now
     #[command(subcommand)]
     Block(BlockOperation),
+    /// Metadata database: snapshot
+    #[command(subcommand)]
+    Meta(MetaOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
 }
@@ -161,6 +175,7 @@ impl Command {
             Command::Stats { .. } => "stats",
             Command::Worker(_) => "worker",
             Command::Block(_) => "block",
+            Command::Meta(_) => "meta",
             Command::ConvertDb(_) => "convert-db",
         }
     }
@@ -443,6 +458,17 @@ pub enum WorkerOperation {
     Get { variable: Option<String> },
     /// Set a worker variable: resync-tranquility, resync-worker-count, scrub-tranquility
     Set { variable: String, value: String },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum MetaOperation {
+    /// Write a snapshot of the metadata database into
+    /// metadata_snapshots_dir (the two newest are kept)
+    Snapshot {
+        /// On every node of the cluster, not only the one reached
+        #[arg(short = 'a', long)]
+        all: bool,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]

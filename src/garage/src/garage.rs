@@ -51,6 +51,8 @@ pub struct Garage {
     pub cas_registers: Arc<CasRegisters>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
+    /// Where metadata snapshots go (`metadata_snapshots_dir`).
+    pub metadata_snapshots_dir: std::path::PathBuf,
 }
 
 impl Garage {
@@ -135,6 +137,7 @@ impl Garage {
             history_table.clone(),
         ];
         Ok(Arc::new(Self {
+            metadata_snapshots_dir: config.metadata_snapshots_dir(),
             db,
             block_manager,
             system,

@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         | Command::Stats { .. }
         | Command::Repair(_)
         | Command::Block(_)
+        | Command::Meta(_)
         | Command::Worker(_) => run_admin(&opt),
     };
     match res {

@@ -29,7 +29,29 @@ const FORMAT_KEY: &[u8] = b"db_format_version";
 const SNAPSHOTS_KEPT: usize = 2;
 
 pub fn run(opt: &Opt) -> anyhow::Result<()> {
+    let (single_node, default_bucket) = match &opt.cmd {
+        crate::cli::Command::Server {
+            single_node,
+            default_bucket,
+            ..
+        } => (*single_node, *default_bucket),
+        _ => (false, false),
+    };
     let (mut config, loaded) = load(opt, true)?;
+    if single_node && config.replication_factor != 1 {
+        anyhow::bail!(
+            "--single-node needs replication_factor = 1 in {} (it is {}): one node cannot hold {} copies",
+            config.source,
+            config.replication_factor,
+            config.replication_factor
+        );
+    }
+    // Read before anything starts, so that a missing variable is named
+    // at once.
+    let defaults = match default_bucket {
+        true => Some(crate::single::DefaultBucket::from_env()?),
+        false => None,
+    };
     match loaded {
         Loaded::BuiltIn => info!(
             "no configuration file (no -c, and {DEFAULT_CONFIG_PATH} does not exist): running a single node \
@@ -43,9 +65,9 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         ),
         Loaded::File => info!("configuration read from {}", config.source),
     }
-    for key in config.ignored_keys() {
+    for (key, why) in config.ignored_keys() {
         warn!(
-            "configuration key `{key}` in {} is no longer used by garage and is ignored",
+            "configuration key `{key}` in {} is ignored: {why}",
             config.source
         );
     }
@@ -73,7 +95,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
-        if builtin {
+        if builtin || single_node {
             crate::single::ensure_layout(&system)?;
         }
         let garage = Garage::new(&config, db.clone(), system.clone())?;
@@ -124,6 +146,9 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 None
             }
         };
+        if let Some(d) = &defaults {
+            d.ensure(&garage.metadata()).await?;
+        }
         if let Some((task, endpoint)) = s3 {
             tasks.push(task);
             if builtin {

@@ -3,6 +3,11 @@
 //! 1, and a key named `default` (allowed to create buckets) is created.
 //! Every start prints the S3 endpoint and that key on standard output
 //! (not in the log: the log never holds secrets).
+//!
+//! `garage server --single-node` does the layout step with any
+//! configuration file (replication_factor = 1), and `--default-bucket`
+//! makes a key and a bucket from environment variables (as the reference
+//! v2.3 does, for containers).
 
 use garage_model::helper::Metadata;
 use garage_rpc::layout::NodeRole;
@@ -68,4 +73,85 @@ pub async fn ensure_key_and_print(
         key.key_id, key.key_id
     );
     Ok(())
+}
+
+/// `--default-bucket`: the key and bucket named by the environment.
+pub struct DefaultBucket {
+    key_id: String,
+    secret: String,
+    bucket: String,
+}
+
+const ENV_KEY: &str = "GARAGE_DEFAULT_ACCESS_KEY";
+const ENV_SECRET: &str = "GARAGE_DEFAULT_SECRET_KEY";
+const ENV_BUCKET: &str = "GARAGE_DEFAULT_BUCKET";
+
+impl DefaultBucket {
+    pub fn from_env() -> anyhow::Result<Self> {
+        let var = |name: &str, what: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--default-bucket needs {name} ({what}) in the environment")
+                })
+        };
+        Ok(Self {
+            key_id: var(ENV_KEY, "an access key id: GK and 24 hex digits")?,
+            secret: var(
+                ENV_SECRET,
+                "its secret: 64 hex digits, e.g. `openssl rand -hex 32`",
+            )?,
+            bucket: var(ENV_BUCKET, "the bucket's name")?,
+        })
+    }
+
+    /// Makes the key (imported with the given secret) and the bucket if
+    /// they do not exist, and gives the key read, write and owner
+    /// permission on the bucket. A key of that id with another secret is
+    /// an error (the environment and the cluster disagree).
+    pub async fn ensure(&self, metadata: &Metadata) -> anyhow::Result<()> {
+        use garage_model::permission::BucketKeyPerm;
+        let key = match metadata.get_key(&self.key_id).await {
+            Ok(k) if k.key_id == self.key_id => {
+                let secret = k.params().map(|p| p.secret_key.as_str());
+                if secret != Some(self.secret.as_str()) {
+                    anyhow::bail!(
+                        "access key {} exists with another secret than {ENV_SECRET}",
+                        self.key_id
+                    );
+                }
+                k
+            }
+            _ => {
+                let k = metadata
+                    .import_key(&self.key_id, &self.secret, "default")
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{ENV_KEY}/{ENV_SECRET}: {e}"))?;
+                info!("default bucket: imported access key {}", k.key_id);
+                k
+            }
+        };
+        let bucket = match metadata.resolve_global_alias(&self.bucket).await? {
+            Some(id) => id,
+            None => {
+                let b = metadata
+                    .create_bucket(&self.bucket)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{ENV_BUCKET}: {e}"))?;
+                info!("default bucket: created bucket {}", self.bucket);
+                b.id
+            }
+        };
+        if key.bucket_permissions(&bucket) != BucketKeyPerm::ALL {
+            metadata
+                .set_permissions(bucket, &key.key_id, BucketKeyPerm::ALL)
+                .await?;
+        }
+        info!(
+            "default bucket {} ready for access key {}",
+            self.bucket, key.key_id
+        );
+        Ok(())
+    }
 }

@@ -644,3 +644,103 @@ fn without_admin_token_only_health_answers() {
         );
     }
 }
+
+/// The endpoints added for the reference v2 list: PreviewClusterLayoutChanges
+/// (what applying would do, nothing applied), ClusterLayoutSkipDeadNodes,
+/// Get/SetWorkerVariable (the same variables as `garage worker get/set`),
+/// CreateMetadataSnapshot and `garage meta snapshot`; and /v1/ paths
+/// refused with a message naming the v2 API.
+#[test]
+fn layout_preview_worker_variables_and_snapshots() {
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c, 0, Some(TOKEN));
+    c.start_all();
+    let id = c.nodes[0].id().to_string();
+    api_err(
+        &base,
+        "POST",
+        "/v2/PreviewClusterLayoutChanges",
+        None,
+        400,
+        "InvalidRequest",
+    );
+    api(
+        &base,
+        "POST",
+        "/v2/UpdateClusterLayout",
+        Some(json!({"roles": [{"id": id, "zone": "dc1", "capacity": 1_000_000_000u64}]})),
+    );
+    let p = api(&base, "POST", "/v2/PreviewClusterLayoutChanges", None);
+    assert_eq!(p["newLayout"]["version"], 1, "{p}");
+    assert_eq!(p["newLayout"]["roles"][0]["storedPartitions"], 256, "{p}");
+    assert!(p["message"][0].as_str().unwrap().contains("zones"), "{p}");
+    // Nothing applied by the preview.
+    let l = api(&base, "GET", "/v2/GetClusterLayout", None);
+    assert_eq!(l["version"], 0, "{l}");
+    api(
+        &base,
+        "POST",
+        "/v2/ApplyClusterLayout",
+        Some(json!({"version": 1})),
+    );
+    // Its one node is up: nothing to skip, said so.
+    let (status, text) = http(
+        &base,
+        Some(TOKEN),
+        "POST",
+        "/v2/ClusterLayoutSkipDeadNodes",
+        Some(&json!({"version": 1})),
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("no dead node"), "{text}");
+
+    let v = api(
+        &base,
+        "POST",
+        "/v2/GetWorkerVariable?node=self",
+        Some(json!({})),
+    );
+    let vars = &v["success"][&id];
+    assert!(vars["resync-tranquility"].is_string(), "{v}");
+    assert!(vars["scrub-tranquility"].is_string(), "{v}");
+    let set = api(
+        &base,
+        "POST",
+        "/v2/SetWorkerVariable?node=self",
+        Some(json!({"variable": "resync-tranquility", "value": "7"})),
+    );
+    assert_eq!(set["success"][&id]["value"], "7", "{set}");
+    let v = api(
+        &base,
+        "POST",
+        "/v2/GetWorkerVariable?node=self",
+        Some(json!({"variable": "resync-tranquility"})),
+    );
+    assert_eq!(v["success"][&id], json!({"resync-tranquility": "7"}), "{v}");
+    let cli = c.garage_ok(0, &["worker", "get", "resync-tranquility"]);
+    assert!(cli.contains("resync-tranquility  7"), "{cli}");
+    api_err(
+        &base,
+        "POST",
+        "/v2/SetWorkerVariable?node=self",
+        Some(json!({"variable": "speed", "value": "1"})),
+        400,
+        "InvalidRequest",
+    );
+
+    let snap = api(&base, "POST", "/v2/CreateMetadataSnapshot?node=*", None);
+    let path = snap["success"][&id]["path"].as_str().unwrap().to_string();
+    assert!(std::path::Path::new(&path).is_dir(), "{snap}");
+    let out = c.garage_ok(0, &["meta", "snapshot", "--all"]);
+    assert!(out.contains("snapshot written to"), "{out}");
+    let dir = std::path::Path::new(&path).parent().unwrap();
+    assert_eq!(
+        std::fs::read_dir(dir).unwrap().count(),
+        2,
+        "two snapshots kept"
+    );
+
+    let (status, text) = http(&base, Some(TOKEN), "GET", "/v1/status", None);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("/v2/"), "{text}");
+}

@@ -202,9 +202,15 @@ fn a_connected_node_is_known_to_both_sides_at_once() {
         let b_id = c.nodes[b].id().to_string();
         c.garage_ok(b, &["node", "connect", &a]);
         // No wait: the assignment on A right after the connect on B.
-        c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-c", "1G", &b_id[..16]]);
+        c.garage_ok(
+            0,
+            &["layout", "assign", "-z", "dc1", "-c", "1G", &b_id[..16]],
+        );
         let a_id = c.nodes[0].id().to_string();
-        c.garage_ok(b, &["layout", "assign", "-z", "dc1", "-c", "1G", &a_id[..16]]);
+        c.garage_ok(
+            b,
+            &["layout", "assign", "-z", "dc1", "-c", "1G", &a_id[..16]],
+        );
     }
     let show = c.garage_ok(0, &["layout", "show"]);
     for b in 1..4 {

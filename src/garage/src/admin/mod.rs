@@ -187,6 +187,66 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Block(op) => print_text(admin.call_admin(AdminRpc::BlockOp(op.clone())).await?),
         Command::Worker(op) => print_text(admin.call_admin(AdminRpc::WorkerOp(op.clone())).await?),
         Command::Repair(opt) => stats::repair(&admin, opt).await,
+        Command::Meta(crate::cli::MetaOperation::Snapshot { all }) => {
+            meta_snapshot(&admin, *all).await
+        }
         other => bail!("`garage {}` is not an admin command", other.name()),
     }
+}
+
+/// Runs a node-local admin request (the admin API's `?node=` operations)
+/// on the reached node, or on every node it sees up; each node's JSON
+/// answer or error.
+pub async fn on_nodes(
+    admin: &Admin,
+    all: bool,
+    req: &crate::admin_api::node::NodeRequest,
+) -> anyhow::Result<Vec<(NodeId, anyhow::Result<serde_json::Value>)>> {
+    let json = serde_json::to_string(req)?;
+    let parse = |a: AdminRpc| -> anyhow::Result<serde_json::Value> {
+        match a {
+            AdminRpc::NodeApiResult(s) => Ok(serde_json::from_str(&s)?),
+            other => bail!("unexpected answer from the node: {other:?}"),
+        }
+    };
+    if !all {
+        let a = admin.call_admin(AdminRpc::NodeApi(json)).await?;
+        return Ok(vec![(admin.target, parse(a))]);
+    }
+    let status = status::get(admin).await?;
+    let mut out = Vec::new();
+    for n in status.nodes.iter() {
+        let res = match n.addr.filter(|_| n.is_up) {
+            None => Err(anyhow!("down, or its address is unknown")),
+            Some(addr) => admin
+                .call_admin_on(n.id, addr, AdminRpc::NodeApi(json.clone()))
+                .await
+                .and_then(parse),
+        };
+        out.push((n.id, res));
+    }
+    Ok(out)
+}
+
+/// `garage meta snapshot [--all]`.
+async fn meta_snapshot(admin: &Admin, all: bool) -> anyhow::Result<()> {
+    let req = crate::admin_api::node::NodeRequest::CreateMetadataSnapshot;
+    let mut failed = 0;
+    for (id, res) in on_nodes(admin, all, &req).await? {
+        match res {
+            Ok(v) => println!(
+                "{:.16}  snapshot written to {}",
+                id.to_string(),
+                v["path"].as_str().unwrap_or("?")
+            ),
+            Err(e) => {
+                failed += 1;
+                println!("{:.16}  error: {e:#}", id.to_string());
+            }
+        }
+    }
+    if failed > 0 {
+        bail!("{failed} node(s) made no snapshot");
+    }
+    Ok(())
 }

@@ -20,6 +20,8 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(apply_cluster_layout))
         .routes(routes!(revert_cluster_layout))
         .routes(routes!(get_cluster_layout_history))
+        .routes(routes!(preview_cluster_layout_changes))
+        .routes(routes!(cluster_layout_skip_dead_nodes))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -95,10 +97,10 @@ impl From<&LayoutParameters> for ApiLayoutParameters {
     }
 }
 
-fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
-    let current = layout.current();
+/// The roles of a layout version, with what each node stores.
+fn roles_of(current: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutNodeRole> {
     let per_node = current.partitions_per_node();
-    let roles = current
+    current
         .roles
         .iter()
         .map(|(id, r)| {
@@ -112,7 +114,12 @@ fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
                 tags: r.tags.clone(),
             }
         })
-        .collect();
+        .collect()
+}
+
+fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
+    let current = layout.current();
+    let roles = roles_of(current);
     let staged_role_changes = layout
         .staging
         .roles
@@ -378,5 +385,114 @@ pub async fn get_cluster_layout_history(
         min_ack: min_live,
         versions,
         update_trackers,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewClusterLayoutChangesResponse {
+    /// What applying would change, in words.
+    pub message: Vec<String>,
+    /// The layout that ApplyClusterLayout would make (its version is the
+    /// one to give it).
+    pub new_layout: GetClusterLayoutResponse,
+}
+
+/// Computes the layout the staged changes would make, without applying it.
+#[utoipa::path(post, path = "/v2/PreviewClusterLayoutChanges", tag = "Cluster layout",
+    responses((status = 200, body = PreviewClusterLayoutChangesResponse), (status = 400, body = ErrorBody)))]
+pub async fn preview_cluster_layout_changes(
+    State(st): State<St>,
+) -> Answer<PreviewClusterLayoutChangesResponse> {
+    let layout = st.garage.system.layout();
+    let shown = layout_response(&layout);
+    if shown.staged_role_changes.is_empty() && shown.staged_parameters.is_none() {
+        return Err(ApiError::bad(
+            "no changes are staged: stage some with UpdateClusterLayout first",
+        ));
+    }
+    let (next, report) = layout
+        .preview()
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let message = vec![
+        format!(
+            "Partitions are replicated over {} distinct zones at least.",
+            report.zone_redundancy
+        ),
+        format!("Optimal partition size: {} bytes.", report.partition_size),
+        format!(
+            "Partition copies that move to a new node: {}.",
+            report.moved
+        ),
+    ];
+    ok(PreviewClusterLayoutChangesResponse {
+        message,
+        new_layout: GetClusterLayoutResponse {
+            version: next.version,
+            roles: roles_of(&next),
+            partition_size: next.partition_size,
+            parameters: (&next.parameters).into(),
+            staged_role_changes: vec![],
+            staged_parameters: None,
+        },
+    })
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterLayoutSkipDeadNodesRequest {
+    /// The layout version the trackers of the nodes that are down move to
+    /// (the current one, usually).
+    pub version: u64,
+    /// Also count them as synced, which may lose the data only they held:
+    /// for nodes that are gone for good.
+    #[serde(default)]
+    pub allow_missing_data: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterLayoutSkipDeadNodesResponse {
+    /// Nodes whose ack tracker moved.
+    pub ack_updated: Vec<String>,
+    /// Nodes whose sync tracker moved.
+    pub sync_updated: Vec<String>,
+}
+
+/// Moves the update trackers of the nodes that are down to `version`, so
+/// that a layout change completes without them (`garage layout
+/// skip-dead-nodes`).
+#[utoipa::path(post, path = "/v2/ClusterLayoutSkipDeadNodes", tag = "Cluster layout",
+    request_body = ClusterLayoutSkipDeadNodesRequest,
+    responses((status = 200, body = ClusterLayoutSkipDeadNodesResponse), (status = 400, body = ErrorBody)))]
+pub async fn cluster_layout_skip_dead_nodes(
+    State(st): State<St>,
+    Body(req): Body<ClusterLayoutSkipDeadNodesRequest>,
+) -> Answer<ClusterLayoutSkipDeadNodesResponse> {
+    let system = &st.garage.system;
+    let trackers = |t: Tracker| {
+        let l = system.layout();
+        l.tracked_nodes()
+            .into_iter()
+            .map(|n| (n, l.trackers.get(t, &n)))
+            .collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let (ack0, sync0) = (trackers(Tracker::Ack), trackers(Tracker::Sync));
+    system
+        .update_layout(LayoutUpdate::SkipDeadNodes {
+            version: req.version,
+            allow_missing_data: req.allow_missing_data,
+        })
+        .map_err(layout_error)?;
+    let moved = |before: std::collections::BTreeMap<_, u64>, t: Tracker| {
+        trackers(t)
+            .into_iter()
+            .filter(|(n, v)| before.get(n) != Some(v))
+            .map(|(n, _)| n.to_string())
+            .collect()
+    };
+    ok(ClusterLayoutSkipDeadNodesResponse {
+        ack_updated: moved(ack0, Tracker::Ack),
+        sync_updated: moved(sync0, Tracker::Sync),
     })
 }

@@ -119,10 +119,19 @@ pub fn router(state: St) -> Router {
     }
     r.merge(protected)
         .fallback(|req: Request| async move {
+            let path = req.uri().path();
+            // The reference's older API versions: refused by name, so that
+            // a client made for them says what to change.
+            if path.starts_with("/v1/") || path.starts_with("/v0/") {
+                return ApiError::BadRequest(format!(
+                    "{} endpoints are not served: this admin API is the reference's v2 \
+                     (`/v2/<EndpointName>`, e.g. /v2/GetClusterStatus; list at /v2/openapi.json)",
+                    &path[..3]
+                ));
+            }
             ApiError::NotFound(format!(
-                "no admin API endpoint {} {}: see /v2/openapi.json for the list",
+                "no admin API endpoint {} {path}: see /v2/openapi.json for the list",
                 req.method(),
-                req.uri().path()
             ))
         })
         .layer(middleware::from_fn_with_state(

@@ -35,6 +35,9 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(get_block_info))
         .routes(routes!(retry_block_resync))
         .routes(routes!(purge_blocks))
+        .routes(routes!(get_worker_variable))
+        .routes(routes!(set_worker_variable))
+        .routes(routes!(create_metadata_snapshot))
 }
 
 /// A node-local operation, as sent to another node.
@@ -49,6 +52,9 @@ pub enum NodeRequest {
     GetBlockInfo(GetBlockInfoRequest),
     RetryBlockResync(RetryBlockResyncRequest),
     PurgeBlocks(Vec<String>),
+    GetWorkerVariable(GetWorkerVariableRequest),
+    SetWorkerVariable(SetWorkerVariableRequest),
+    CreateMetadataSnapshot,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -207,6 +213,34 @@ async fn run_local(g: &Arc<Garage>, req: NodeRequest) -> Result<serde_json::Valu
                 ApiError::NoSuchWorker(format!("no worker {}: workers are numbered 1 to {n}", r.id))
             })?;
             js(w)
+        }
+        NodeRequest::GetWorkerVariable(r) => {
+            let vars = admin_blocks::worker_variables(g, r.variable.as_deref())
+                .map_err(ApiError::BadRequest)?;
+            js(vars
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<BTreeMap<_, _>>())
+        }
+        NodeRequest::SetWorkerVariable(r) => {
+            let n = admin_blocks::set_worker_variable(g, &r.variable, &r.value)
+                .map_err(ApiError::BadRequest)?;
+            js(SetWorkerVariableResponse {
+                variable: r.variable,
+                value: n.to_string(),
+            })
+        }
+        NodeRequest::CreateMetadataSnapshot => {
+            let (db, dir) = (g.db.clone(), g.metadata_snapshots_dir.clone());
+            let path =
+                tokio::task::spawn_blocking(move || crate::server::snapshot_metadata(&db, &dir))
+                    .await
+                    .map_err(|e| ApiError::Internal(e.to_string()))?
+                    .map_err(|e| ApiError::Internal(format!("{e:#}")))?;
+            tracing::info!("metadata snapshot written to {}", path.display());
+            js(MetadataSnapshot {
+                path: path.display().to_string(),
+            })
         }
         NodeRequest::ListBlockErrors => {
             let m = &g.block_manager;
@@ -640,4 +674,72 @@ pub async fn purge_blocks(
     Body(hashes): Body<Vec<String>>,
 ) -> Answer<MultiResponse<PurgeBlocksResponse>> {
     on_nodes(&st, &q.node, NodeRequest::PurgeBlocks(hashes)).await
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetWorkerVariableRequest {
+    /// One variable; all of them when absent.
+    #[serde(default)]
+    pub variable: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWorkerVariableRequest {
+    /// `resync-tranquility`, `resync-worker-count` or `scrub-tranquility`.
+    pub variable: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWorkerVariableResponse {
+    pub variable: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataSnapshot {
+    /// Where the snapshot was written (under `metadata_snapshots_dir`).
+    pub path: String,
+}
+
+/// The tunable variables of the node's background workers (variable name
+/// -> value), as `garage worker get`.
+#[utoipa::path(post, path = "/v2/GetWorkerVariable", tag = "Node", params(NodeQuery),
+    request_body = GetWorkerVariableRequest,
+    responses((status = 200, body = MultiResponse<BTreeMap<String, String>>), (status = 400, body = ErrorBody)))]
+pub async fn get_worker_variable(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+    Body(req): Body<GetWorkerVariableRequest>,
+) -> Answer<MultiResponse<BTreeMap<String, String>>> {
+    on_nodes(&st, &q.node, NodeRequest::GetWorkerVariable(req)).await
+}
+
+/// Sets a tunable variable of the node's background workers, as `garage
+/// worker set`.
+#[utoipa::path(post, path = "/v2/SetWorkerVariable", tag = "Node", params(NodeQuery),
+    request_body = SetWorkerVariableRequest,
+    responses((status = 200, body = MultiResponse<SetWorkerVariableResponse>), (status = 400, body = ErrorBody)))]
+pub async fn set_worker_variable(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+    Body(req): Body<SetWorkerVariableRequest>,
+) -> Answer<MultiResponse<SetWorkerVariableResponse>> {
+    on_nodes(&st, &q.node, NodeRequest::SetWorkerVariable(req)).await
+}
+
+/// Writes a snapshot of the node's metadata database into
+/// `metadata_snapshots_dir` (the two newest are kept), as `garage meta
+/// snapshot`.
+#[utoipa::path(post, path = "/v2/CreateMetadataSnapshot", tag = "Node", params(NodeQuery),
+    responses((status = 200, body = MultiResponse<MetadataSnapshot>), (status = 400, body = ErrorBody)))]
+pub async fn create_metadata_snapshot(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+) -> Answer<MultiResponse<MetadataSnapshot>> {
+    on_nodes(&st, &q.node, NodeRequest::CreateMetadataSnapshot).await
 }

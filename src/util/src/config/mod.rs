@@ -51,14 +51,15 @@ api_bind_addr = "127.0.0.1:3903"
 /// Name shown as the "file" of the built-in configuration in messages.
 pub const BUILTIN_NAME: &str = "<built-in default configuration>";
 
-/// Keys the reference system accepted once and removed since. They are
-/// ignored with a warning.
-const REMOVED_KEYS: &[&str] = &[
-    "sled_cache_capacity",
-    "sled_flush_every_ms",
-    "block_manager_background_tranquility",
-    "fjall_block_cache_size",
-];
+/// Why a key of the reference system is accepted and ignored.
+const REMOVED: &str = "the reference system removed it; garage ignores it";
+const NO_DISCOVERY: &str =
+    "garage does not discover peers through Consul or Kubernetes: list them in `bootstrap_peers` or use `garage node connect`";
+const NO_K2V: &str = "garage does not serve the K2V API";
+const NO_WEB_INDEX: &str =
+    "the index document is set per bucket (PutBucketWebsite, `garage bucket website --allow --index-document`); this key was removed in the reference's v0.6";
+const NO_RPC_TLS: &str =
+    "RPC is encrypted with `rpc_secret`; TLS options were removed in the reference's v0.5";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -164,7 +165,10 @@ pub struct Config {
     #[serde(default)]
     pub admin: AdminConfig,
 
-    // Removed options, accepted and ignored (see REMOVED_KEYS).
+    // Keys and sections of the reference system that garage accepts and
+    // ignores, with a warning (see `Config::ignored_keys`): removed ones,
+    // and those of features garage does not have, so that the reference's
+    // documented files (quick-start, cookbooks, Helm chart) load.
     #[serde(default)]
     sled_cache_capacity: Option<toml::Value>,
     #[serde(default)]
@@ -173,6 +177,26 @@ pub struct Config {
     block_manager_background_tranquility: Option<toml::Value>,
     #[serde(default)]
     fjall_block_cache_size: Option<toml::Value>,
+    #[serde(default)]
+    max_concurrent_rpc_requests: Option<toml::Value>,
+    #[serde(default)]
+    consul_host: Option<toml::Value>,
+    #[serde(default)]
+    consul_service_name: Option<toml::Value>,
+    #[serde(default)]
+    kubernetes_namespace: Option<toml::Value>,
+    #[serde(default)]
+    kubernetes_service_name: Option<toml::Value>,
+    #[serde(default)]
+    kubernetes_skip_crd: Option<toml::Value>,
+    #[serde(default)]
+    rpc_tls: Option<toml::Value>,
+    #[serde(default)]
+    consul_discovery: Option<toml::Value>,
+    #[serde(default)]
+    kubernetes_discovery: Option<toml::Value>,
+    #[serde(default)]
+    k2v_api: Option<toml::Value>,
 
     /// The file this configuration was read from (not a TOML key).
     #[serde(skip)]
@@ -225,6 +249,9 @@ pub struct WebConfig {
     pub root_domain: String,
     #[serde(default)]
     pub add_host_to_metrics: bool,
+    /// Removed in the reference's v0.6, still in its quick-start: ignored.
+    #[serde(default)]
+    index: Option<toml::Value>,
 }
 
 #[derive(Deserialize, Debug, Clone, Default)]
@@ -454,21 +481,75 @@ impl Config {
         Ok(())
     }
 
-    /// Options of the reference system that this file sets and that garage
-    /// ignores; the caller logs them.
-    pub fn ignored_keys(&self) -> Vec<&'static str> {
-        let set = [
-            self.sled_cache_capacity.is_some(),
-            self.sled_flush_every_ms.is_some(),
-            self.block_manager_background_tranquility.is_some(),
-            self.fjall_block_cache_size.is_some(),
-        ];
-        REMOVED_KEYS
-            .iter()
-            .zip(set)
-            .filter(|(_, s)| *s)
-            .map(|(k, _)| *k)
-            .collect()
+    /// Keys and sections of the reference system that this file sets and
+    /// that garage ignores, each with why; the caller logs them.
+    pub fn ignored_keys(&self) -> Vec<(&'static str, &'static str)> {
+        let web_index = self.s3_web.as_ref().is_some_and(|w| w.index.is_some());
+        [
+            (
+                "sled_cache_capacity",
+                self.sled_cache_capacity.is_some(),
+                REMOVED,
+            ),
+            (
+                "sled_flush_every_ms",
+                self.sled_flush_every_ms.is_some(),
+                REMOVED,
+            ),
+            (
+                "block_manager_background_tranquility",
+                self.block_manager_background_tranquility.is_some(),
+                REMOVED,
+            ),
+            (
+                "fjall_block_cache_size",
+                self.fjall_block_cache_size.is_some(),
+                REMOVED,
+            ),
+            (
+                "max_concurrent_rpc_requests",
+                self.max_concurrent_rpc_requests.is_some(),
+                REMOVED,
+            ),
+            ("consul_host", self.consul_host.is_some(), NO_DISCOVERY),
+            (
+                "consul_service_name",
+                self.consul_service_name.is_some(),
+                NO_DISCOVERY,
+            ),
+            (
+                "kubernetes_namespace",
+                self.kubernetes_namespace.is_some(),
+                NO_DISCOVERY,
+            ),
+            (
+                "kubernetes_service_name",
+                self.kubernetes_service_name.is_some(),
+                NO_DISCOVERY,
+            ),
+            (
+                "kubernetes_skip_crd",
+                self.kubernetes_skip_crd.is_some(),
+                NO_DISCOVERY,
+            ),
+            ("[rpc_tls]", self.rpc_tls.is_some(), NO_RPC_TLS),
+            (
+                "[consul_discovery]",
+                self.consul_discovery.is_some(),
+                NO_DISCOVERY,
+            ),
+            (
+                "[kubernetes_discovery]",
+                self.kubernetes_discovery.is_some(),
+                NO_DISCOVERY,
+            ),
+            ("[k2v_api]", self.k2v_api.is_some(), NO_K2V),
+            ("s3_web.index", web_index, NO_WEB_INDEX),
+        ]
+        .into_iter()
+        .filter(|(_, set, _)| *set)
+        .map(|(k, _, why)| (k, why))
+        .collect()
     }
 
     /// LMDB map size in bytes: the configured one rounded down to a whole
