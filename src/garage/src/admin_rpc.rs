@@ -38,6 +38,9 @@ pub enum AdminRpc {
     NodeApi(String),
     /// Its JSON result.
     NodeApiResult(String),
+    /// An admin token operation (`garage admin-token`).
+    Tokens(crate::admin_api::token::TokenRequest),
+    TokensResult(crate::admin_api::token::TokenResponse),
 }
 
 impl Message for AdminRpc {
@@ -147,6 +150,11 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                     Err(e) => AdminRpc::Error(e.to_string()),
                 }
             }
+            AdminRpc::Tokens(req) => match crate::admin_api::token::handle(&self.garage, req).await
+            {
+                Ok(r) => AdminRpc::TokensResult(r),
+                Err(e) => AdminRpc::Error(e.to_string()),
+            },
             other => AdminRpc::Error(format!("not a request: {other:?}")),
         }
     }

@@ -158,6 +158,9 @@ pub enum Command {
     /// Metadata database: snapshot
     #[command(subcommand)]
     Meta(MetaOperation),
+    /// Admin API tokens: list, info, create, rename, set, delete, delete-expired
+    #[command(subcommand)]
+    AdminToken(AdminTokenOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
 }
@@ -176,6 +179,7 @@ impl Command {
             Command::Worker(_) => "worker",
             Command::Block(_) => "block",
             Command::Meta(_) => "meta",
+            Command::AdminToken(_) => "admin-token",
             Command::ConvertDb(_) => "convert-db",
         }
     }
@@ -458,6 +462,59 @@ pub enum WorkerOperation {
     Get { variable: Option<String> },
     /// Set a worker variable: resync-tranquility, resync-worker-count, scrub-tranquility
     Set { variable: String, value: String },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum AdminTokenOperation {
+    /// Every admin token (not the configuration's admin_token)
+    List,
+    /// One token, by id, unique id prefix, or name
+    Info { token: String },
+    /// A new token; its secret is printed once
+    Create {
+        /// Its name
+        name: String,
+        /// Expires after this long (e.g. 30d, 12h)
+        #[arg(long, conflicts_with = "expires_at")]
+        expires_in: Option<String>,
+        /// Expires at this RFC 3339 date
+        #[arg(long)]
+        expires_at: Option<String>,
+        /// Endpoints it may call, comma-separated (e.g. ListBuckets,GetBucketInfo or List*); all by default
+        #[arg(long, default_value = "*")]
+        scope: String,
+        /// Print only the token
+        #[arg(short = 'q', long)]
+        quiet: bool,
+    },
+    /// Rename a token
+    Rename { token: String, new_name: String },
+    /// Change a token's expiration or scope
+    Set {
+        token: String,
+        #[arg(long, conflicts_with_all = ["expires_at", "never_expires"])]
+        expires_in: Option<String>,
+        #[arg(long, conflicts_with = "never_expires")]
+        expires_at: Option<String>,
+        #[arg(long)]
+        never_expires: bool,
+        /// Endpoints it may call, comma-separated
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Revoke a token
+    Delete {
+        token: String,
+        /// Confirm
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Revoke every expired token
+    DeleteExpired {
+        /// Confirm
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]

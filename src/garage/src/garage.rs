@@ -7,6 +7,7 @@ use garage_block::manager::BlockManager;
 use garage_block::rc::BlockRc;
 use garage_block::BlockStore;
 use garage_db::Db;
+use garage_model::admin_token_table::AdminTokenTable;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_alias_table::BucketAliasTable;
 use garage_model::bucket_table::BucketTable;
@@ -40,6 +41,8 @@ pub struct Garage {
     pub bucket_table: Arc<Table<BucketTable>>,
     pub bucket_alias_table: Arc<Table<BucketAliasTable>>,
     pub key_table: Arc<Table<KeyTable>>,
+    /// Admin API tokens beyond the configured one.
+    pub admin_token_table: Arc<Table<AdminTokenTable>>,
     pub object_table: Arc<Table<ObjectTable>>,
     pub version_table: Arc<Table<VersionTable>>,
     pub block_ref_table: Arc<Table<BlockRefTable>>,
@@ -61,6 +64,7 @@ impl Garage {
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
+        let admin_token_table = Table::new(AdminTokenTable, db.clone(), system.clone())?;
         let block_rc = BlockRc::open(&db, block_delete_delay().as_millis() as u64)?;
         let dirs = match &config.data_dir {
             DataDirs::Single(p) => garage_block::dirs::DataDirs::single(p),
@@ -135,6 +139,7 @@ impl Garage {
             mpu_table.clone(),
             counter_table.clone(),
             history_table.clone(),
+            admin_token_table.clone(),
         ];
         Ok(Arc::new(Self {
             metadata_snapshots_dir: config.metadata_snapshots_dir(),
@@ -144,6 +149,7 @@ impl Garage {
             bucket_table,
             bucket_alias_table,
             key_table,
+            admin_token_table,
             object_table,
             version_table,
             block_ref_table,

@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         | Command::Repair(_)
         | Command::Block(_)
         | Command::Meta(_)
+        | Command::AdminToken(_)
         | Command::Worker(_) => run_admin(&opt),
     };
     match res {

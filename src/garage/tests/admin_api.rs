@@ -744,3 +744,104 @@ fn layout_preview_worker_variables_and_snapshots() {
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("/v2/"), "{text}");
 }
+
+/// Admin tokens of the admin_token table, made by the CLI (over the admin
+/// RPC) and by the API: scoped (endpoint names and prefixes), expiring,
+/// revoked; the secret shown once.
+#[test]
+fn scoped_and_expiring_admin_tokens() {
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c, 0, Some(TOKEN));
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let status = |token: &str, path: &str| http(&base, Some(token), "GET", path, None).0;
+
+    let reader = c
+        .garage_ok(
+            0,
+            &[
+                "admin-token",
+                "create",
+                "reader",
+                "--scope",
+                "ListBuckets,GetKey*",
+                "-q",
+            ],
+        )
+        .trim()
+        .to_string();
+    c.note_secret(&reader);
+    assert_eq!(status(&reader, "/v2/ListBuckets"), 200);
+    assert_eq!(status(&reader, "/v2/GetKeyInfo?search=nothing"), 404);
+    assert_eq!(status(&reader, "/v2/ListKeys"), 403);
+    let (code, text) = http(
+        &base,
+        Some(&reader),
+        "POST",
+        "/v2/CreateBucket",
+        Some(&json!({"globalAlias": "nope"})),
+    );
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("CreateBucket"), "{text}");
+    // A wrong secret with a real id.
+    let (id, _) = reader.split_once('.').unwrap();
+    assert_eq!(
+        status(&format!("{id}.{}", "0".repeat(64)), "/v2/ListBuckets"),
+        403
+    );
+
+    // Through the API: one that expired already, one for everything.
+    let old = api(
+        &base,
+        "POST",
+        "/v2/CreateAdminToken",
+        Some(json!({"name": "old", "expiration": "2001-01-01T00:00:00Z", "scope": ["*"]})),
+    );
+    let old_secret = old["secretToken"].as_str().unwrap().to_string();
+    c.note_secret(&old_secret);
+    assert_eq!(old["expired"], true, "{old}");
+    assert_eq!(status(&old_secret, "/v2/ListBuckets"), 403);
+    let all = api(
+        &base,
+        "POST",
+        "/v2/CreateAdminToken",
+        Some(json!({"name": "ops"})),
+    );
+    let all_secret = all["secretToken"].as_str().unwrap().to_string();
+    c.note_secret(&all_secret);
+    assert_eq!(all["scope"], json!(["*"]), "{all}");
+    assert_eq!(status(&all_secret, "/v2/ListKeys"), 200);
+    // The secret is never shown again.
+    let info = api(&base, "GET", "/v2/GetAdminTokenInfo?search=ops", None);
+    assert!(info.get("secretToken").is_none(), "{info}");
+    let list = api(&base, "GET", "/v2/ListAdminTokens", None);
+    assert_eq!(list.as_array().unwrap().len(), 3, "{list}");
+    api_err(
+        &base,
+        "POST",
+        "/v2/CreateAdminToken",
+        Some(json!({"name": "x", "expiration": "tomorrow"})),
+        400,
+        "InvalidRequest",
+    );
+    api_err(
+        &base,
+        "GET",
+        "/v2/GetAdminTokenInfo?id=ffff",
+        None,
+        404,
+        "NoSuchAdminToken",
+    );
+
+    // Scope changes and revocations take effect at once.
+    c.garage_ok(0, &["admin-token", "set", "reader", "--scope", "List*"]);
+    assert_eq!(status(&reader, "/v2/ListKeys"), 200);
+    let out = c.garage_ok(0, &["admin-token", "delete-expired", "--yes"]);
+    assert!(out.contains("1 expired admin token(s) revoked"), "{out}");
+    let o = c.garage(0, &["admin-token", "delete", "reader"]);
+    assert!(!o.status.success());
+    c.garage_ok(0, &["admin-token", "delete", "reader", "--yes"]);
+    assert_eq!(status(&reader, "/v2/ListBuckets"), 403);
+    let list = c.garage_ok(0, &["admin-token", "list"]);
+    assert!(list.contains("ops") && !list.contains("reader"), "{list}");
+}

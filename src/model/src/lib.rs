@@ -19,6 +19,7 @@
 //! published in `bucket_counters`.
 
 pub mod access;
+pub mod admin_token_table;
 pub mod block_ref_table;
 pub mod bucket_alias_table;
 pub mod bucket_table;

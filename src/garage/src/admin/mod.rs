@@ -7,6 +7,7 @@ pub(crate) mod layout;
 pub(crate) mod stats;
 mod status;
 pub(crate) mod table;
+mod tokens;
 
 use std::sync::Arc;
 
@@ -187,6 +188,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Block(op) => print_text(admin.call_admin(AdminRpc::BlockOp(op.clone())).await?),
         Command::Worker(op) => print_text(admin.call_admin(AdminRpc::WorkerOp(op.clone())).await?),
         Command::Repair(opt) => stats::repair(&admin, opt).await,
+        Command::AdminToken(op) => tokens::run(&admin, op).await,
         Command::Meta(crate::cli::MetaOperation::Snapshot { all }) => {
             meta_snapshot(&admin, *all).await
         }

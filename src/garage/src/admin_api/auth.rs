@@ -70,10 +70,28 @@ pub fn check(expected: Option<&str>, header: Option<&[u8]>) -> Result<(), ApiErr
 
 pub async fn require_admin_token(State(state): State<St>, req: Request, next: Next) -> Response {
     let header = req.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
-    match check(state.admin_token.as_deref(), header) {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+    let refusal = match check(state.admin_token.as_deref(), header) {
+        Ok(()) => return next.run(req).await,
+        Err(e) => e,
+    };
+    // Not the configuration's token: a token of the admin_token table
+    // whose scope names this endpoint.
+    let bearer = header
+        .and_then(|h| h.strip_prefix(b"Bearer "))
+        .and_then(|t| std::str::from_utf8(t.trim_ascii()).ok());
+    let endpoint = req.uri().path().strip_prefix("/v2/").unwrap_or("");
+    if let Some(token) = bearer {
+        if garage_model::admin_token_table::split_token(token).is_some() {
+            if super::token::user_token_allows(&state.garage, token, endpoint).await {
+                return next.run(req).await;
+            }
+            return ApiError::Forbidden(format!(
+                "this admin token is unknown, expired, or not allowed to call {endpoint}"
+            ))
+            .into_response();
+        }
     }
+    refusal.into_response()
 }
 
 #[cfg(test)]

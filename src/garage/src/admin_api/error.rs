@@ -29,6 +29,8 @@ pub enum ApiError {
     #[error("{0}")]
     NoSuchWorker(String),
     #[error("{0}")]
+    NoSuchAdminToken(String),
+    #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
     BucketAlreadyExists(String),
@@ -51,6 +53,7 @@ impl ApiError {
             ApiError::NoSuchNode(_) => "NoSuchNode",
             ApiError::NoSuchBlock(_) => "NoSuchBlock",
             ApiError::NoSuchWorker(_) => "NoSuchWorker",
+            ApiError::NoSuchAdminToken(_) => "NoSuchAdminToken",
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -68,6 +71,7 @@ impl ApiError {
             | ApiError::NoSuchNode(_)
             | ApiError::NoSuchBlock(_)
             | ApiError::NoSuchWorker(_)
+            | ApiError::NoSuchAdminToken(_)
             | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)

@@ -18,6 +18,7 @@ pub(crate) mod key;
 mod layout;
 pub(crate) mod node;
 mod openapi;
+pub(crate) mod token;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -59,6 +60,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = key::routes(r);
     let r = bucket::routes(r);
     let r = node::routes(r);
+    let r = token::routes(r);
     r.split_for_parts()
 }
 
