@@ -38,6 +38,17 @@ pub enum AdminRpc {
     NodeApi(String),
     /// Its JSON result.
     NodeApiResult(String),
+    /// `garage json-api`: an admin API endpoint by name, with its JSON
+    /// request (query parameters and body fields together).
+    JsonApi {
+        endpoint: String,
+        request: String,
+    },
+    /// Its HTTP status and JSON answer.
+    JsonApiResult {
+        status: u16,
+        body: String,
+    },
     /// An admin token operation (`garage admin-token`).
     Tokens(crate::admin_api::token::TokenRequest),
     TokensResult(crate::admin_api::token::TokenResponse),
@@ -102,6 +113,11 @@ pub fn repair_tables(garage: &Garage) {
 
 pub struct AdminRpcHandler {
     pub garage: Arc<Garage>,
+    /// This endpoint itself (for `json-api` calls of node-local
+    /// endpoints, which ask other nodes through it).
+    pub endpoint: std::sync::Weak<garage_net::Endpoint<AdminRpc, AdminRpcHandler>>,
+    /// `s3_api.s3_region`, named in admin API error bodies.
+    pub region: String,
 }
 
 impl AdminRpcHandler {
@@ -148,6 +164,21 @@ impl EndpointHandler<AdminRpc> for AdminRpcHandler {
                 match crate::admin_api::node::run_local_json(&self.garage, &json).await {
                     Ok(t) => AdminRpc::NodeApiResult(t),
                     Err(e) => AdminRpc::Error(e.to_string()),
+                }
+            }
+            AdminRpc::JsonApi { endpoint, request } => {
+                let Some(rpc) = self.endpoint.upgrade() else {
+                    return AdminRpc::Error("the node is stopping".into());
+                };
+                let st = Arc::new(crate::admin_api::AdminState {
+                    garage: self.garage.clone(),
+                    admin_token: None,
+                    region: self.region.clone(),
+                    admin_rpc: rpc,
+                });
+                match crate::admin_api::call_in_process(st, &endpoint, &request).await {
+                    Ok((status, body)) => AdminRpc::JsonApiResult { status, body },
+                    Err(e) => AdminRpc::Error(e),
                 }
             }
             AdminRpc::Tokens(req) => match crate::admin_api::token::handle(&self.garage, req).await

@@ -158,6 +158,15 @@ pub enum Command {
     /// Metadata database: snapshot
     #[command(subcommand)]
     Meta(MetaOperation),
+    /// Call any admin API endpoint by name with a JSON request (its query
+    /// parameters and body fields in one object; `-` reads it from standard
+    /// input) and print the JSON answer
+    JsonApi {
+        /// Endpoint name, e.g. GetClusterStatus, GetBucketInfo
+        endpoint: String,
+        /// The request, e.g. '{"globalAlias": "photos"}'
+        request: Option<String>,
+    },
     /// Admin API tokens: list, info, create, rename, set, delete, delete-expired
     #[command(subcommand)]
     AdminToken(AdminTokenOperation),
@@ -180,6 +189,7 @@ impl Command {
             Command::Block(_) => "block",
             Command::Meta(_) => "meta",
             Command::AdminToken(_) => "admin-token",
+            Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
         }
     }

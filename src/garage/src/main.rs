@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         | Command::Block(_)
         | Command::Meta(_)
         | Command::AdminToken(_)
+        | Command::JsonApi { .. }
         | Command::Worker(_) => run_admin(&opt),
     };
     match res {

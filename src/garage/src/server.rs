@@ -130,7 +130,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT);
         admin_rpc.set_handler(Arc::new(AdminRpcHandler {
             garage: garage.clone(),
+            endpoint: Arc::downgrade(&admin_rpc),
+            region: config.s3_api.s3_region.clone(),
         }));
+        // The handler holds the endpoint weakly; this keeps it for the
+        // server's whole life, with or without the admin API listener.
+        let _admin_rpc_alive = admin_rpc.clone();
         if let Some(task) =
             start_admin_api(&config, &garage, admin_rpc, metrics, exit_rx.clone()).await?
         {

@@ -217,3 +217,46 @@ fn a_connected_node_is_known_to_both_sides_at_once() {
         assert!(show.contains(&c.nodes[b].id()[..16]), "{show}");
     }
 }
+
+/// `garage json-api`: any admin API endpoint by name, over the cluster RPC
+/// (no admin listener, no admin token), with its query parameters and
+/// body fields in one JSON object; JSON out, errors on standard error.
+#[test]
+fn json_api_calls_any_admin_endpoint_over_rpc() {
+    let mut c = Cluster::new(1, 1);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut all = vec!["json-api"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&c.garage_ok(0, &all)).unwrap()
+    };
+    let status = json(&["GetClusterStatus"]);
+    assert_eq!(status["nodes"].as_array().unwrap().len(), 1, "{status}");
+    let b = json(&["CreateBucket", r#"{"globalAlias": "from-json"}"#]);
+    let id = b["id"].as_str().unwrap().to_string();
+    // A query parameter (globalAlias) taken from the object.
+    let info = json(&["GetBucketInfo", r#"{"globalAlias": "from-json"}"#]);
+    assert_eq!(info["id"], id.as_str(), "{info}");
+    // Query (id) and body (quotas) together.
+    let req = format!(r#"{{"id": "{id}", "quotas": {{"maxObjects": 7, "maxSize": null}}}}"#);
+    let upd = json(&["UpdateBucket", &req]);
+    assert_eq!(upd["quotas"]["maxObjects"], 7, "{upd}");
+    // A per-node endpoint: this node unless `node` is given.
+    let node = json(&["GetNodeInfo"]);
+    assert_eq!(node["success"].as_object().unwrap().len(), 1, "{node}");
+    // Errors: the answer's JSON on standard error, a failure exit.
+    let o = c.garage(
+        0,
+        &["json-api", "GetBucketInfo", r#"{"globalAlias": "nope"}"#],
+    );
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("NoSuchBucket"), "{}", stderr(&o));
+    let o = c.garage(0, &["json-api", "FlyToTheMoon"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("no admin API endpoint FlyToTheMoon"),
+        "{}",
+        stderr(&o)
+    );
+}

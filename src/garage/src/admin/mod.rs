@@ -189,6 +189,9 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Worker(op) => print_text(admin.call_admin(AdminRpc::WorkerOp(op.clone())).await?),
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         Command::AdminToken(op) => tokens::run(&admin, op).await,
+        Command::JsonApi { endpoint, request } => {
+            json_api(&admin, endpoint, request.as_deref()).await
+        }
         Command::Meta(crate::cli::MetaOperation::Snapshot { all }) => {
             meta_snapshot(&admin, *all).await
         }
@@ -251,4 +254,39 @@ async fn meta_snapshot(admin: &Admin, all: bool) -> anyhow::Result<()> {
         bail!("{failed} node(s) made no snapshot");
     }
     Ok(())
+}
+
+/// `garage json-api ENDPOINT [REQUEST|-]`: the answer's JSON on standard
+/// output (pretty-printed); an error answer's JSON on standard error, and
+/// a failure exit.
+async fn json_api(admin: &Admin, endpoint: &str, request: Option<&str>) -> anyhow::Result<()> {
+    let request = match request {
+        Some("-") => {
+            let mut s = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)?;
+            s
+        }
+        Some(r) => r.to_string(),
+        None => String::new(),
+    };
+    let answer = admin
+        .call_admin(AdminRpc::JsonApi {
+            endpoint: endpoint.to_string(),
+            request,
+        })
+        .await?;
+    let AdminRpc::JsonApiResult { status, body } = answer else {
+        bail!("unexpected answer from the node: {answer:?}");
+    };
+    let pretty = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or(body);
+    if (200..300).contains(&status) {
+        println!("{pretty}");
+        Ok(())
+    } else {
+        eprintln!("{pretty}");
+        bail!("{endpoint} answered HTTP {status}")
+    }
 }

@@ -261,3 +261,98 @@ where
         warn!("admin API server stopped: {e}");
     }
 }
+
+/// Runs one admin API endpoint in this process, as `garage json-api` asks
+/// it over the admin RPC (the caller proved it holds `rpc_secret`): the
+/// endpoint by name, its query parameters and body fields given together
+/// as one JSON object (fields the endpoint declares as query parameters
+/// go to the query, the rest is the body; a per-node endpoint's `node`
+/// is `self` unless given). Returns the HTTP status and the JSON answer,
+/// exactly as the HTTP API answers.
+pub async fn call_in_process(
+    mut state: St,
+    endpoint: &str,
+    request: &str,
+) -> Result<(u16, String), String> {
+    use tower::ServiceExt;
+    if !endpoint.chars().all(|c| c.is_ascii_alphanumeric()) || endpoint.is_empty() {
+        return Err(format!(
+            "{endpoint:?} is not an endpoint name (e.g. ListBuckets)"
+        ));
+    }
+    let path = format!("/v2/{endpoint}");
+    let doc = openapi_document();
+    let item = doc.paths.paths.get(&path).ok_or_else(|| {
+        format!("no admin API endpoint {endpoint}: see /v2/openapi.json for the list")
+    })?;
+    let (method, op) = match (&item.get, &item.post) {
+        (Some(op), _) => (Method::GET, op),
+        (None, Some(op)) => (Method::POST, op),
+        _ => return Err(format!("{endpoint} is neither GET nor POST")),
+    };
+    let query_params: Vec<String> = op
+        .parameters
+        .iter()
+        .flatten()
+        .filter(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Query))
+        .map(|p| p.name.clone())
+        .collect();
+    let mut fields: serde_json::Value = match request.trim() {
+        "" => serde_json::json!({}),
+        r => serde_json::from_str(r).map_err(|e| format!("the request is not JSON: {e}"))?,
+    };
+    let query = {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        if let Some(obj) = fields.as_object_mut() {
+            for name in &query_params {
+                match obj.remove(name) {
+                    Some(serde_json::Value::String(v)) => {
+                        query.append_pair(name, &v);
+                    }
+                    Some(v) => {
+                        query.append_pair(name, &v.to_string());
+                    }
+                    None if name == "node" => {
+                        query.append_pair("node", "self");
+                    }
+                    None => (),
+                }
+            }
+        }
+        query.finish()
+    };
+    let uri = match query.is_empty() {
+        true => path,
+        false => format!("{path}?{query}"),
+    };
+    // The in-process call is authorized by the RPC: a token made for it.
+    let token = hex::encode(rand::random::<[u8; 32]>());
+    Arc::get_mut(&mut state)
+        .ok_or("the admin state is shared")?
+        .admin_token = Some(token.clone());
+    let mut req = Request::builder()
+        .method(method.clone())
+        .uri(uri)
+        .header(header::AUTHORIZATION, format!("Bearer {token}"));
+    let body = match method {
+        Method::POST if request_body_expected(op) => {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+            axum::body::Body::from(fields.to_string())
+        }
+        _ => axum::body::Body::empty(),
+    };
+    let req = req.body(body).map_err(|e| e.to_string())?;
+    let res = router(state)
+        .oneshot(req)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = res.status().as_u16();
+    let bytes = axum::body::to_bytes(res.into_body(), 64 << 20)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+fn request_body_expected(op: &utoipa::openapi::path::Operation) -> bool {
+    op.request_body.is_some()
+}
