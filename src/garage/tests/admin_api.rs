@@ -740,6 +740,11 @@ fn layout_preview_worker_variables_and_snapshots() {
         "two snapshots kept"
     );
 
+    let stats = api(&base, "GET", "/v2/GetClusterStatistics", None);
+    let text = stats["freeform"].as_str().unwrap();
+    assert!(text.contains(&id[..16]) && text.contains("dc1"), "{text}");
+    assert!(text.contains("data: ") && !text.contains("data: ?"), "{text}");
+
     let (status, text) = http(&base, Some(TOKEN), "GET", "/v1/status", None);
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("/v2/"), "{text}");

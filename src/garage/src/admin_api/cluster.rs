@@ -16,6 +16,104 @@ use super::St;
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_cluster_status))
         .routes(routes!(connect_cluster_nodes))
+        .routes(routes!(get_cluster_statistics))
+}
+
+// ---- GetClusterStatistics ----
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetClusterStatisticsResponse {
+    /// A table of the storage nodes (zone, capacity, partitions, data
+    /// and metadata space available) and the estimated space the cluster
+    /// can still store, as text.
+    pub freeform: String,
+}
+
+/// The storage nodes' capacity and free space, and what the cluster can
+/// still store: for each node, its free data space divided by the share
+/// of the data it holds; the smallest of those is the cluster's.
+pub fn cluster_statistics(system: &System) -> String {
+    use std::fmt::Write;
+    let status = system.cluster_status();
+    let current = status.layout.current();
+    let per_node = current.partitions_per_node();
+    let size = |b: u64| bytesize::ByteSize::b(b).display().si().to_string();
+    let mut out = String::from("Storage nodes:\n");
+    let _ = writeln!(
+        out,
+        "  {:<16}  {:<12}  {:<6}  {:>10}  {:>10}  {:>22}  {:>22}",
+        "ID", "Hostname", "Zone", "Capacity", "Partitions", "Data available", "Metadata available"
+    );
+    let mut cluster_data: Option<u64> = None;
+    let mut cluster_meta: Option<u64> = None;
+    let mut ids: Vec<_> = current.storage_nodes.clone();
+    ids.sort();
+    for id in ids {
+        let role = &current.roles[&id];
+        let node = status.nodes.iter().find(|n| n.id == id);
+        let parts = per_node.get(&id).copied().unwrap_or(0);
+        let free = |f: Option<garage_rpc::system::status::FreeSpace>, acc: &mut Option<u64>| {
+            match f {
+                Some(f) => {
+                    if parts > 0 {
+                        let whole = f.available.saturating_mul(256) / parts as u64;
+                        *acc = Some(acc.map_or(whole, |a| a.min(whole)));
+                    }
+                    format!(
+                        "{}/{} ({}%)",
+                        size(f.available),
+                        size(f.total),
+                        f.available * 100 / f.total.max(1)
+                    )
+                }
+                None => "?".into(),
+            }
+        };
+        let data = free(node.and_then(|n| n.data_space), &mut cluster_data);
+        let meta = free(node.and_then(|n| n.metadata_space), &mut cluster_meta);
+        let _ = writeln!(
+            out,
+            "  {:<16}  {:<12}  {:<6}  {:>10}  {:>10}  {:>22}  {:>22}",
+            &id.to_string()[..16],
+            node.and_then(|n| n.hostname.clone()).unwrap_or_default(),
+            role.zone,
+            role.capacity.map(size).unwrap_or_else(|| "gateway".into()),
+            parts,
+            data,
+            meta
+        );
+    }
+    // A node holding `parts` of the 256 partitions can take `available`
+    // more bytes: the cluster `available * 256 / parts` more bytes of
+    // objects (each partition's copies are on distinct nodes); the
+    // fullest node bounds it.
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Estimated available storage space cluster-wide (might be lower in practice):"
+    );
+    let _ = writeln!(
+        out,
+        "  data: {}",
+        cluster_data.map(size).unwrap_or_else(|| "?".into())
+    );
+    let _ = writeln!(
+        out,
+        "  metadata: {}",
+        cluster_meta.map(size).unwrap_or_else(|| "?".into())
+    );
+    out
+}
+
+/// The storage nodes' capacity and free space, and the space the cluster
+/// can still store, as text (as the reference answers it).
+#[utoipa::path(get, path = "/v2/GetClusterStatistics", tag = "Cluster",
+    responses((status = 200, body = GetClusterStatisticsResponse), (status = 403, body = ErrorBody)))]
+pub async fn get_cluster_statistics(State(st): State<St>) -> Answer<GetClusterStatisticsResponse> {
+    ok(GetClusterStatisticsResponse {
+        freeform: cluster_statistics(&st.garage.system),
+    })
 }
 
 // ---- GetClusterStatus ----
