@@ -264,6 +264,39 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
         &["s3", "cp", "s3://api-bucket/obj.bin", "down.bin"],
     );
     assert_eq!(std::fs::read(dir.path().join("down.bin")).unwrap(), payload);
+    // InspectObject: its one complete version and the block holding it.
+    let bid = api(
+        &base,
+        "GET",
+        "/v2/GetBucketInfo?globalAlias=api-bucket",
+        None,
+    )["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ins = api(
+        &base,
+        "GET",
+        &format!("/v2/InspectObject?bucketId={bid}&key=obj.bin"),
+        None,
+    );
+    let v = ins["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["state"] == "complete")
+        .unwrap_or_else(|| panic!("{ins}"));
+    assert_eq!(v["size"], 100_000, "{ins}");
+    assert_eq!(v["blocks"].as_array().unwrap().len(), 1, "{ins}");
+    assert_eq!(v["blocks"][0]["size"], 100_000, "{ins}");
+    api_err(
+        &base,
+        "GET",
+        &format!("/v2/InspectObject?bucketId={bid}&key=missing"),
+        None,
+        404,
+        "NoSuchObject",
+    );
     wait_until("bucket counters", CLUSTER_DEADLINE, || {
         let b = api(
             &base,
@@ -743,7 +776,10 @@ fn layout_preview_worker_variables_and_snapshots() {
     let stats = api(&base, "GET", "/v2/GetClusterStatistics", None);
     let text = stats["freeform"].as_str().unwrap();
     assert!(text.contains(&id[..16]) && text.contains("dc1"), "{text}");
-    assert!(text.contains("data: ") && !text.contains("data: ?"), "{text}");
+    assert!(
+        text.contains("data: ") && !text.contains("data: ?"),
+        "{text}"
+    );
 
     let (status, text) = http(&base, Some(TOKEN), "GET", "/v1/status", None);
     assert_eq!(status, 400, "{text}");

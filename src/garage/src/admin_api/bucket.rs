@@ -28,6 +28,7 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(remove_bucket_alias))
         .routes(routes!(allow_bucket_key))
         .routes(routes!(deny_bucket_key))
+        .routes(routes!(inspect_object))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -591,4 +592,165 @@ pub async fn deny_bucket_key(
     Body(req): Body<BucketKeyPermChangeRequest>,
 ) -> Answer<GetBucketInfoResponse> {
     change_perm(&st, req, false).await
+}
+
+// ---- InspectObject ----
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectObjectQuery {
+    /// The bucket's full id.
+    pub bucket_id: String,
+    pub key: String,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectObjectResponse {
+    pub bucket_id: String,
+    pub key: String,
+    /// The versions of the object entry, oldest first, then those of the
+    /// history table (versioned buckets; at most 100), newest first.
+    pub versions: Vec<InspectObjectVersion>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectObjectVersion {
+    pub uuid: String,
+    /// RFC 3339.
+    pub timestamp: String,
+    /// `uploading`, `complete` or `aborted`.
+    pub state: String,
+    /// `objectEntry` or `history` (and, there, whether it was deleted by
+    /// its id).
+    pub r#where: String,
+    pub deleted: bool,
+    pub is_delete_marker: bool,
+    /// `off`, `enabled` or `suspended`: the bucket's versioning when it was
+    /// written.
+    pub versioning: String,
+    pub inline: bool,
+    pub size: Option<u64>,
+    pub etag: Option<String>,
+    pub headers: Vec<(String, String)>,
+    /// Its data blocks, in order (versions with blocks).
+    pub blocks: Vec<InspectObjectBlock>,
+}
+
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InspectObjectBlock {
+    pub part_number: u64,
+    pub offset: u64,
+    pub hash: String,
+    pub size: u64,
+}
+
+async fn inspect_version(
+    g: &Garage,
+    v: &garage_model::object_table::ObjectVersion,
+    r#where: &str,
+    deleted: bool,
+) -> Result<InspectObjectVersion, ApiError> {
+    use garage_model::object_table::{ObjectVersionData as D, ObjectVersionState as S};
+    let (state, meta, inline, marker, first) = match &v.state {
+        S::Uploading { headers, .. } => (
+            "uploading",
+            Some((headers.clone(), None, None)),
+            false,
+            false,
+            false,
+        ),
+        S::Aborted => ("aborted", None, false, false, false),
+        S::Complete(D::DeleteMarker) => ("complete", None, false, true, false),
+        S::Complete(D::Inline(m, _)) => (
+            "complete",
+            Some((m.headers.clone(), Some(m.size), Some(m.etag.clone()))),
+            true,
+            false,
+            false,
+        ),
+        S::Complete(D::FirstBlock(m, _)) => (
+            "complete",
+            Some((m.headers.clone(), Some(m.size), Some(m.etag.clone()))),
+            false,
+            false,
+            true,
+        ),
+    };
+    let mut blocks = Vec::new();
+    if first || state == "uploading" {
+        if let Some(ver) =
+            garage_model::version_table::read_version(&g.version_table, &v.uuid).await?
+        {
+            for (k, b) in ver.blocks.items() {
+                blocks.push(InspectObjectBlock {
+                    part_number: k.part_number,
+                    offset: k.offset,
+                    hash: b.hash.hex(),
+                    size: b.size,
+                });
+            }
+        }
+    }
+    let (headers, size, etag) = meta.unwrap_or((vec![], None, None));
+    Ok(InspectObjectVersion {
+        uuid: v.uuid.hex(),
+        timestamp: rfc3339(v.timestamp),
+        state: state.into(),
+        r#where: r#where.into(),
+        deleted,
+        is_delete_marker: marker,
+        versioning: format!("{:?}", v.versioning).to_lowercase(),
+        inline,
+        size,
+        etag,
+        headers,
+        blocks,
+    })
+}
+
+/// The internal state of an object: the versions of its entry and of the
+/// history table, their states and data blocks (read at quorum).
+#[utoipa::path(get, path = "/v2/InspectObject", tag = "Bucket", params(InspectObjectQuery),
+    responses((status = 200, body = InspectObjectResponse), (status = 404, body = ErrorBody)))]
+pub async fn inspect_object(
+    State(st): State<St>,
+    Query(q): Query<InspectObjectQuery>,
+) -> Answer<InspectObjectResponse> {
+    let g = &st.garage;
+    let b = bucket_by_id(&g.metadata(), &q.bucket_id).await?;
+    let obj = g.object_table.get(&b.id, &q.key).await?;
+    let history = g
+        .history_table
+        .get_range(
+            &b.id,
+            Some(garage_model::history_table::HistoryKey::first_of(&q.key)),
+            None,
+            100,
+            false,
+        )
+        .await?;
+    let mut versions = Vec::new();
+    if let Some(o) = &obj {
+        for v in o.versions() {
+            versions.push(inspect_version(g, v, "objectEntry", false).await?);
+        }
+    }
+    for h in history.iter().filter(|h| h.key == q.key) {
+        versions.push(inspect_version(g, &h.version, "history", h.is_deleted()).await?);
+    }
+    if versions.is_empty() {
+        return Err(ApiError::NoSuchObject(format!(
+            "no object {:?} in bucket {}",
+            q.key, q.bucket_id
+        )));
+    }
+    ok(InspectObjectResponse {
+        bucket_id: b.id.hex(),
+        key: q.key,
+        versions,
+    })
 }

@@ -53,22 +53,21 @@ pub fn cluster_statistics(system: &System) -> String {
         let role = &current.roles[&id];
         let node = status.nodes.iter().find(|n| n.id == id);
         let parts = per_node.get(&id).copied().unwrap_or(0);
-        let free = |f: Option<garage_rpc::system::status::FreeSpace>, acc: &mut Option<u64>| {
-            match f {
-                Some(f) => {
-                    if parts > 0 {
-                        let whole = f.available.saturating_mul(256) / parts as u64;
-                        *acc = Some(acc.map_or(whole, |a| a.min(whole)));
-                    }
-                    format!(
-                        "{}/{} ({}%)",
-                        size(f.available),
-                        size(f.total),
-                        f.available * 100 / f.total.max(1)
-                    )
+        let free = |f: Option<garage_rpc::system::status::FreeSpace>, acc: &mut Option<u64>| match f
+        {
+            Some(f) => {
+                if parts > 0 {
+                    let whole = f.available.saturating_mul(256) / parts as u64;
+                    *acc = Some(acc.map_or(whole, |a| a.min(whole)));
                 }
-                None => "?".into(),
+                format!(
+                    "{}/{} ({}%)",
+                    size(f.available),
+                    size(f.total),
+                    f.available * 100 / f.total.max(1)
+                )
             }
+            None => "?".into(),
         };
         let data = free(node.and_then(|n| n.data_space), &mut cluster_data);
         let meta = free(node.and_then(|n| n.metadata_space), &mut cluster_meta);

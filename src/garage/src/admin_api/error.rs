@@ -31,6 +31,8 @@ pub enum ApiError {
     #[error("{0}")]
     NoSuchAdminToken(String),
     #[error("{0}")]
+    NoSuchObject(String),
+    #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
     BucketAlreadyExists(String),
@@ -54,6 +56,7 @@ impl ApiError {
             ApiError::NoSuchBlock(_) => "NoSuchBlock",
             ApiError::NoSuchWorker(_) => "NoSuchWorker",
             ApiError::NoSuchAdminToken(_) => "NoSuchAdminToken",
+            ApiError::NoSuchObject(_) => "NoSuchObject",
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -72,6 +75,7 @@ impl ApiError {
             | ApiError::NoSuchBlock(_)
             | ApiError::NoSuchWorker(_)
             | ApiError::NoSuchAdminToken(_)
+            | ApiError::NoSuchObject(_)
             | ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)
