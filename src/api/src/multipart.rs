@@ -737,19 +737,7 @@ impl Api {
     /// lifecycle worker, with an entry it did not read (a
     /// [`MultipartUpload::new`] of the upload: the merge keeps the rest).
     pub async fn abort_upload(&self, mpu: &MultipartUpload) -> ApiResult<()> {
-        let aborted = Object::new(
-            mpu.bucket_id,
-            mpu.key.clone(),
-            vec![ObjectVersion::new(
-                mpu.upload_id,
-                mpu.timestamp,
-                ObjectVersionState::Aborted,
-                Default::default(),
-            )],
-        );
-        let mut gone = mpu.clone();
-        gone.deleted.set();
-        gone.parts.clear();
+        let (aborted, gone) = mpu.abort_entries();
         let (a, b) = tokio::join!(self.objects.insert(&aborted), self.mpus.insert(&gone));
         a?;
         b?;

@@ -34,6 +34,30 @@ fn date(ms: u64) -> String {
 pub async fn bucket(g: &Garage, op: BucketOperation) -> Result<String> {
     let m = &g.metadata();
     match op {
+        BucketOperation::CleanupIncompleteUploads {
+            older_than,
+            buckets,
+        } => {
+            let age = garage_util::config::parse_duration(&older_than)
+                .map_err(|e| refuse(format!("--older-than {older_than:?}: {e}")))?;
+            let mut out = String::new();
+            for name in buckets {
+                let b = m.get_bucket(&name).await?;
+                let req = crate::admin_api::bucket::CleanupIncompleteUploadsRequest {
+                    bucket_id: b.id.hex(),
+                    older_than_secs: age.as_secs(),
+                };
+                let r = crate::admin_api::bucket::cleanup_incomplete_uploads_of(g, &req)
+                    .await
+                    .map_err(|e| refuse(e.to_string()))?;
+                let _ = writeln!(
+                    out,
+                    "{name}: {} incomplete multipart upload(s) aborted",
+                    r.uploads_deleted
+                );
+            }
+            Ok(out)
+        }
         BucketOperation::List => {
             let mut rows = vec!["ID\tCreated\tGlobal aliases\tLocal aliases".to_string()];
             for b in m.list_buckets().await? {

@@ -278,6 +278,16 @@ pub struct AssignRoleOpt {
 pub enum BucketOperation {
     /// List the buckets
     List,
+    /// Abort the multipart uploads older than a given age (their parts
+    /// are released)
+    CleanupIncompleteUploads {
+        /// Uploads started longer ago than this (e.g. 1d, 12h)
+        #[arg(long, default_value = "1d")]
+        older_than: String,
+        /// Buckets: global aliases, ids or unique id prefixes
+        #[arg(required = true)]
+        buckets: Vec<String>,
+    },
     /// Information about a bucket
     Info {
         /// Global alias, id or unique id prefix

@@ -886,3 +886,99 @@ fn scoped_and_expiring_admin_tokens() {
     let list = c.garage_ok(0, &["admin-token", "list"]);
     assert!(list.contains("ops") && !list.contains("reader"), "{list}");
 }
+
+/// CleanupIncompleteUploads and `garage bucket cleanup-incomplete-uploads`:
+/// an upload younger than the limit stays, an older one is aborted (S3
+/// no longer lists it).
+#[test]
+fn cleanup_incomplete_uploads() {
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c, 0, Some(TOKEN));
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = common::s3::make_key(&c, "mpu");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    aws_ok(
+        &key,
+        &ep,
+        d,
+        &["s3api", "create-bucket", "--bucket", "uploads"],
+    );
+    std::fs::write(d.join("part"), vec![7u8; 1 << 20]).unwrap();
+    let up = aws_ok(
+        &key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "create-multipart-upload",
+            "--bucket",
+            "uploads",
+            "--key",
+            "big",
+        ],
+    );
+    let upload_id = serde_json::from_str::<Value>(&up).unwrap()["UploadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    aws_ok(
+        &key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "upload-part",
+            "--bucket",
+            "uploads",
+            "--key",
+            "big",
+            "--part-number",
+            "1",
+            "--upload-id",
+            &upload_id,
+            "--body",
+            "part",
+        ],
+    );
+    let listed = |k: &(String, String)| {
+        aws_ok(
+            k,
+            &ep,
+            d,
+            &["s3api", "list-multipart-uploads", "--bucket", "uploads"],
+        )
+    };
+    assert!(listed(&key).contains(&upload_id));
+    let id = api(&base, "GET", "/v2/GetBucketInfo?globalAlias=uploads", None)["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Younger than an hour: kept.
+    let r = api(
+        &base,
+        "POST",
+        "/v2/CleanupIncompleteUploads",
+        Some(json!({"bucketId": id, "olderThanSecs": 3600})),
+    );
+    assert_eq!(r["uploadsDeleted"], 0, "{r}");
+    assert!(listed(&key).contains(&upload_id));
+    // Any age: the upload was started more than a millisecond ago.
+    let out = c.garage_ok(
+        0,
+        &[
+            "bucket",
+            "cleanup-incomplete-uploads",
+            "--older-than",
+            "0s",
+            "uploads",
+        ],
+    );
+    assert!(
+        out.contains("uploads: 1 incomplete multipart upload(s) aborted"),
+        "{out}"
+    );
+    assert!(!listed(&key).contains(&upload_id));
+}

@@ -79,6 +79,28 @@ pub struct MpuChecksum {
 }
 
 impl MultipartUpload {
+    /// The two entries that abort this upload, to insert together: its
+    /// object version marked aborted, and its own entry deleted (the hooks
+    /// then release its parts). `self` may be an entry read, or a
+    /// [`MultipartUpload::new`] of the upload (the merge keeps the rest).
+    pub fn abort_entries(&self) -> (crate::object_table::Object, MultipartUpload) {
+        use crate::object_table::{Object, ObjectVersion, ObjectVersionState};
+        let aborted = Object::new(
+            self.bucket_id,
+            self.key.clone(),
+            vec![ObjectVersion::new(
+                self.upload_id,
+                self.timestamp,
+                ObjectVersionState::Aborted,
+                Default::default(),
+            )],
+        );
+        let mut gone = self.clone();
+        gone.deleted.set();
+        gone.parts.clear();
+        (aborted, gone)
+    }
+
     pub fn new(upload_id: Uuid, timestamp: u64, bucket_id: Uuid, key: String) -> Self {
         Self {
             upload_id,

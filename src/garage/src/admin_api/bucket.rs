@@ -29,6 +29,7 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(allow_bucket_key))
         .routes(routes!(deny_bucket_key))
         .routes(routes!(inspect_object))
+        .routes(routes!(cleanup_incomplete_uploads))
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -753,4 +754,74 @@ pub async fn inspect_object(
         key: q.key,
         versions,
     })
+}
+
+// ---- CleanupIncompleteUploads ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupIncompleteUploadsRequest {
+    pub bucket_id: String,
+    /// Abort the multipart uploads started more than this many seconds
+    /// ago.
+    pub older_than_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupIncompleteUploadsResponse {
+    pub uploads_deleted: u64,
+}
+
+/// Aborts the bucket's multipart uploads older than `olderThanSecs` (as
+/// AbortMultipartUpload does each: their parts are released). Scans the
+/// bucket's object entries 1 000 at a time.
+pub async fn cleanup_incomplete_uploads_of(
+    g: &Garage,
+    req: &CleanupIncompleteUploadsRequest,
+) -> Result<CleanupIncompleteUploadsResponse, ApiError> {
+    use garage_model::mpu_table::MultipartUpload;
+    let b = bucket_by_id(&g.metadata(), &req.bucket_id).await?;
+    let cutoff = garage_util::time::now_msec().saturating_sub(req.older_than_secs * 1000);
+    let mut from: Option<String> = None;
+    let mut deleted = 0u64;
+    loop {
+        let page = g
+            .object_table
+            .get_range(&b.id, from.clone(), None, 1000, false)
+            .await?;
+        let full = page.len() == 1000;
+        for o in page.iter() {
+            if from.as_deref() == Some(o.key.as_str()) {
+                continue;
+            }
+            for v in o.versions() {
+                if v.is_uploading(Some(true)) && v.timestamp < cutoff {
+                    let mpu = MultipartUpload::new(v.uuid, v.timestamp, b.id, o.key.clone());
+                    let (aborted, gone) = mpu.abort_entries();
+                    g.object_table.insert(&aborted).await?;
+                    g.mpu_table.insert(&gone).await?;
+                    deleted += 1;
+                }
+            }
+        }
+        match (full, page.last()) {
+            (true, Some(last)) => from = Some(last.key.clone()),
+            _ => break,
+        }
+    }
+    Ok(CleanupIncompleteUploadsResponse {
+        uploads_deleted: deleted,
+    })
+}
+
+/// Aborts a bucket's multipart uploads older than a given age.
+#[utoipa::path(post, path = "/v2/CleanupIncompleteUploads", tag = "Bucket",
+    request_body = CleanupIncompleteUploadsRequest,
+    responses((status = 200, body = CleanupIncompleteUploadsResponse), (status = 404, body = ErrorBody)))]
+pub async fn cleanup_incomplete_uploads(
+    State(st): State<St>,
+    Body(req): Body<CleanupIncompleteUploadsRequest>,
+) -> Answer<CleanupIncompleteUploadsResponse> {
+    ok(cleanup_incomplete_uploads_of(&st.garage, &req).await?)
 }
