@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod lifecycle_worker;
 pub mod list;
 pub mod list_versions;
+pub mod listener;
 pub mod meta;
 pub mod multipart;
 pub mod object;

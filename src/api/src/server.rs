@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
@@ -16,24 +16,20 @@ use hyper::header::{
 };
 use hyper::http::Extensions;
 use hyper::{Method, Request, StatusCode, Uri};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::host::{S3Host, SingleDomain};
 use s3s::route::S3Route;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{Body, HttpError, HttpResponse, S3Request, S3Response, S3Result};
-use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{debug, Instrument};
 
 use crate::cors;
 use crate::ctx::Api;
 use crate::error::ApiError;
 use crate::s3::{GarageS3, KeyAuth};
 use crate::telemetry::{self, OpSlot, RecordOp};
-
-/// How long running requests get to finish at shutdown.
-const DRAIN: Duration = Duration::from_secs(10);
 
 /// The largest file a PostObject form may carry. s3s 0.14 reads the whole
 /// file into memory before the handler sees it (to check the policy's
@@ -92,7 +88,7 @@ pub fn http_builder() -> ConnBuilder<TokioExecutor> {
 }
 
 pub struct S3Server {
-    listener: TcpListener,
+    listener: crate::listener::Listener,
     service: CorsService,
 }
 
@@ -317,10 +313,11 @@ impl CorsService {
 }
 
 impl S3Server {
-    /// Binds the listener (so that a taken port fails at startup).
+    /// Binds the listener (so that a taken port fails at startup):
+    /// `addr` is `ip:port` or the path of a Unix socket.
     pub async fn bind(
         api: Arc<Api>,
-        addr: SocketAddr,
+        addr: &str,
         root_domain: Option<&str>,
     ) -> Result<Self, String> {
         let mut b = S3ServiceBuilder::new(GarageS3(api.clone()));
@@ -346,9 +343,7 @@ impl S3Server {
             api: api.clone(),
             bucket_of: bucket_of.clone(),
         });
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot listen for S3 on {addr}: {e}"))?;
+        let listener = crate::listener::Listener::bind(addr, "s3_api.api_bind_addr").await?;
         Ok(Self {
             listener,
             service: CorsService {
@@ -360,43 +355,22 @@ impl S3Server {
         })
     }
 
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+    /// Where it listens: `http://ip:port`, or `unix:<path>`.
+    pub fn url(&self) -> String {
+        self.listener.url()
     }
 
-    pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
-        let http = http_builder();
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        loop {
-            let (stream, peer) = tokio::select! {
-                r = self.listener.accept() => match r {
-                    Ok(c) => c,
-                    Err(e) => {
-                        warn!("S3 listener: accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
+    pub async fn run(self, must_exit: watch::Receiver<bool>) {
+        let service = self.service;
+        self.listener
+            .serve(
+                "S3",
+                move |peer| CorsService {
+                    peer,
+                    ..service.clone()
                 },
-                _ = must_exit.changed() => break,
-            };
-            let _ = stream.set_nodelay(true);
-            debug!("S3 connection from {peer}");
-            let service = CorsService {
-                peer: Some(peer),
-                ..self.service.clone()
-            };
-            let conn = http.serve_connection(TokioIo::new(stream), service);
-            let conn = graceful.watch(conn.into_owned());
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    debug!("S3 connection from {peer} ended: {e}");
-                }
-            });
-        }
-        info!(
-            "S3 listener stopping; waiting up to {}s for requests in progress",
-            DRAIN.as_secs()
-        );
-        let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+                must_exit,
+            )
+            .await
     }
 }

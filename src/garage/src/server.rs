@@ -208,18 +208,11 @@ async fn start_s3(
     addr: &str,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<(tokio::task::JoinHandle<()>, String)> {
-    let sock: std::net::SocketAddr = addr.parse().with_context(|| {
-        format!(
-            "s3_api.api_bind_addr {addr:?} in {} is not an address:port",
-            config.source
-        )
-    })?;
     let api = s3_api(config, garage);
-    let server = garage_api::S3Server::bind(api, sock, config.s3_api.root_domain.as_deref())
+    let server = garage_api::S3Server::bind(api, addr, config.s3_api.root_domain.as_deref())
         .await
-        .map_err(|e| anyhow::anyhow!("{e} (s3_api.api_bind_addr in {})", config.source))?;
-    let local = server.local_addr()?;
-    let endpoint = format!("http://{local}");
+        .map_err(|e| anyhow::anyhow!("{e} (in {})", config.source))?;
+    let endpoint = server.url();
     info!(
         "S3 API listening on {endpoint} (region {})",
         config.s3_api.s3_region
@@ -244,7 +237,7 @@ async fn start_web(
     .map_err(|e| anyhow::anyhow!("s3_web.bind_addr in {}: {e}", config.source))?;
     info!(
         "website endpoint listening on {} (buckets as <bucket>.{}, or by a global alias equal to the host name)",
-        server.local_addr(),
+        server.url(),
         web.root_domain.trim_start_matches('.')
     );
     Ok(tokio::spawn(server.run(must_exit)))

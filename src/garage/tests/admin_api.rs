@@ -655,7 +655,14 @@ fn without_admin_token_only_health_answers() {
     // On a Unix socket, this time.
     let sock = c.nodes[0].dir.join("admin.sock");
     let config = &c.nodes[0].config;
-    let text = std::fs::read_to_string(config).unwrap();
+    // S3 on a Unix socket too (the listener loop shared by S3, the
+    // website endpoint and the admin API).
+    let s3_sock = c.nodes[0].dir.join("s3.sock");
+    let text = std::fs::read_to_string(config).unwrap().replace(
+        &format!("api_bind_addr = \"{}:3900\"", c.nodes[0].ip),
+        &format!("api_bind_addr = \"{}\"", s3_sock.display()),
+    );
+    assert!(text.contains("s3.sock"), "{text}");
     std::fs::write(
         config,
         format!("{text}\n[admin]\napi_bind_addr = \"{}\"\n", sock.display()),
@@ -664,6 +671,18 @@ fn without_admin_token_only_health_answers() {
     let base = format!("unix:{}", sock.display());
     c.start(0);
     c.nodes[0].proc().wait_log("no admin.admin_token");
+    c.nodes[0]
+        .proc()
+        .wait_log(&format!("S3 API listening on unix:{}", s3_sock.display()));
+    let (status, text) = http(
+        &format!("unix:{}", s3_sock.display()),
+        None,
+        "GET",
+        "/",
+        None,
+    );
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("<Code>AccessDenied</Code>"), "{text}");
     let (status, text) = http(&base, None, "GET", "/v2/GetClusterHealth", None);
     assert_eq!(status, 200, "{text}");
     for token in [None, Some("anything")] {

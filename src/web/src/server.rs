@@ -1,31 +1,21 @@
-//! The website listener: hyper (HTTP/1.1 and h2c) on `[s3_web]
-//! bind_addr` (`ip:port`, with `TCP_NODELAY` on every connection, or a
-//! Unix socket path), graceful stop, and the request metrics (through the
-//! `metrics` facade: no-ops until an exporter is installed).
+//! The website listener on `[s3_web] bind_addr` (the shared listener
+//! loop of [`garage_api::listener`]: `ip:port` or a Unix socket path,
+//! graceful stop), and the request metrics (through the `metrics` facade:
+//! no-ops until an exporter is installed).
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use garage_api::listener::Listener;
 use garage_api::Api;
-use garage_util::socket::{bind_unix_socket, is_socket_path, SocketError};
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder as ConnBuilder;
-use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 use crate::host::host_name;
 use crate::serve::{Ask, Response, Web};
-
-/// How long running requests get to finish at shutdown.
-const DRAIN: Duration = Duration::from_secs(10);
 
 /// Requests served, by method.
 pub const REQUEST_COUNTER: &str = "web_requests_total";
@@ -33,11 +23,6 @@ pub const REQUEST_COUNTER: &str = "web_requests_total";
 pub const ERROR_COUNTER: &str = "web_errors_total";
 /// Time to the response's head, in seconds, by method.
 pub const REQUEST_DURATION: &str = "web_request_duration_seconds";
-
-enum Listener {
-    Tcp(TcpListener),
-    Unix(UnixListener, PathBuf),
-}
 
 pub struct WebServer {
     listener: Listener,
@@ -134,23 +119,7 @@ impl WebServer {
         root_domain: &str,
         host_label: bool,
     ) -> Result<Self, String> {
-        let listener = if is_socket_path(bind_addr) {
-            let path = PathBuf::from(bind_addr);
-            let l = bind_unix_socket(&path)
-                .and_then(|l| {
-                    UnixListener::from_std(l).map_err(|e| SocketError::Bind(path.clone(), e))
-                })
-                .map_err(|e| format!("website endpoint: {e}"))?;
-            Listener::Unix(l, path)
-        } else {
-            let addr: SocketAddr = bind_addr
-                .parse()
-                .map_err(|_| format!("{bind_addr:?} is neither ip:port nor a socket path"))?;
-            let l = TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("cannot listen for the website endpoint on {addr}: {e}"))?;
-            Listener::Tcp(l)
-        };
+        let listener = Listener::bind(bind_addr, "s3_web.bind_addr").await?;
         Ok(Self {
             listener,
             web: Arc::new(Web::new(api, root_domain)),
@@ -159,61 +128,22 @@ impl WebServer {
     }
 
     /// Where it listens: `http://ip:port`, or `unix:<path>`.
-    pub fn local_addr(&self) -> String {
-        match &self.listener {
-            Listener::Tcp(l) => l
-                .local_addr()
-                .map(|a| format!("http://{a}"))
-                .unwrap_or_else(|e| format!("(unknown address: {e})")),
-            Listener::Unix(_, p) => format!("unix:{}", p.display()),
-        }
+    pub fn url(&self) -> String {
+        self.listener.url()
     }
 
-    fn spawn_conn<T>(&self, http: &ConnBuilder<TokioExecutor>, g: &GracefulShutdown, io: T)
-    where
-        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
-        let web = self.web.clone();
-        let host_label = self.host_label;
-        let service = hyper::service::service_fn(move |req| serve(web.clone(), host_label, req));
-        let conn = http.serve_connection(TokioIo::new(io), service);
-        let conn = g.watch(conn.into_owned());
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                debug!("website connection ended: {e}");
-            }
-        });
-    }
-
-    pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
-        let http = garage_api::server::http_builder();
-        let graceful = GracefulShutdown::new();
-        loop {
-            let accepted = tokio::select! {
-                r = async {
-                    match &self.listener {
-                        Listener::Tcp(l) => l.accept().await.map(|(s, _)| {
-                            let _ = s.set_nodelay(true);
-                            self.spawn_conn(&http, &graceful, s)
-                        }),
-                        Listener::Unix(l, _) => l
-                            .accept()
-                            .await
-                            .map(|(s, _)| self.spawn_conn(&http, &graceful, s)),
-                    }
-                } => r,
-                _ = must_exit.changed() => break,
-            };
-            if let Err(e) = accepted {
-                warn!("website listener: accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        info!(
-            "website listener stopping; waiting up to {}s for requests in progress",
-            DRAIN.as_secs()
-        );
-        let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    pub async fn run(self, must_exit: watch::Receiver<bool>) {
+        let (web, host_label) = (self.web, self.host_label);
+        self.listener
+            .serve(
+                "website",
+                move |_peer| {
+                    let web = web.clone();
+                    hyper::service::service_fn(move |req| serve(web.clone(), host_label, req))
+                },
+                must_exit,
+            )
+            .await
     }
 }
 

@@ -20,7 +20,6 @@ pub(crate) mod node;
 mod openapi;
 pub(crate) mod token;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
@@ -209,57 +208,22 @@ async fn finish_response(State(state): State<St>, req: Request, next: Next) -> R
 
 /// Binds `addr` (`ip:port`, or the path of a Unix socket), so that a bad
 /// address stops startup, and returns the task serving the admin API
-/// until `must_exit`.
+/// until `must_exit` (the listener loop shared with S3 and the website
+/// endpoint: [`garage_api::listener`]).
 pub async fn start(
     addr: &str,
     router: Router,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    if garage_util::socket::is_socket_path(addr) {
-        let path = std::path::Path::new(addr);
-        let listener = garage_util::socket::bind_unix_socket(path)
-            .and_then(|l| {
-                tokio::net::UnixListener::from_std(l)
-                    .map_err(|e| garage_util::socket::SocketError::Bind(path.into(), e))
-            })
-            .map_err(|e| anyhow::anyhow!("admin.api_bind_addr: {e}"))?;
-        info!("admin API listening on unix:{addr}");
-        return Ok(tokio::spawn(serve(listener, router, must_exit)));
-    }
-    let sock: SocketAddr = addr.parse().map_err(|_| {
-        anyhow::anyhow!("admin.api_bind_addr {addr:?} is not an ip:port or a socket path")
-    })?;
-    let listener = tokio::net::TcpListener::bind(sock)
+    let listener = garage_api::listener::Listener::bind(addr, "admin.api_bind_addr")
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on admin.api_bind_addr {sock}: {e}"))?;
-    info!("admin API listening on http://{}", listener.local_addr()?);
-    // Small JSON answers: no Nagle delay.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            debug!("admin API: cannot set TCP_NODELAY: {e}");
-        }
-    });
-    Ok(tokio::spawn(serve(listener, router, must_exit)))
-}
-
-async fn serve<L>(listener: L, router: Router, mut must_exit: tokio::sync::watch::Receiver<bool>)
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    let shutdown = async move {
-        while !*must_exit.borrow_and_update() {
-            if must_exit.changed().await.is_err() {
-                break;
-            }
-        }
-    };
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
-    {
-        warn!("admin API server stopped: {e}");
-    }
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    info!("admin API listening on {}", listener.url());
+    Ok(tokio::spawn(listener.serve(
+        "admin API",
+        move |_peer| hyper_util::service::TowerToHyperService::new(router.clone()),
+        must_exit,
+    )))
 }
 
 /// Runs one admin API endpoint in this process, as `garage json-api` asks

@@ -1,0 +1,139 @@
+//! The one HTTP listener loop of the S3 API, the website endpoint and the
+//! admin API: bound to `ip:port` (with `TCP_NODELAY` on every connection)
+//! or to a Unix socket path (a stale socket file there is replaced,
+//! nothing else), HTTP/1.1 and h2c with the header limits of
+//! [`crate::server::http_builder`], and a graceful stop that gives the
+//! requests in progress [`DRAIN`] to finish.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use garage_util::socket::{bind_unix_socket, is_socket_path, SocketError};
+use hyper::body::Incoming;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// How long running requests get to finish at shutdown.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// A bound listener.
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, PathBuf),
+}
+
+impl Listener {
+    /// Binds `bind_addr`: `ip:port`, or the path of a Unix socket. `what`
+    /// names the setting in errors (e.g. `s3_api.api_bind_addr`).
+    pub async fn bind(bind_addr: &str, what: &str) -> Result<Self, String> {
+        if is_socket_path(bind_addr) {
+            let path = PathBuf::from(bind_addr);
+            let l = bind_unix_socket(&path)
+                .and_then(|l| {
+                    UnixListener::from_std(l).map_err(|e| SocketError::Bind(path.clone(), e))
+                })
+                .map_err(|e| format!("{what}: {e}"))?;
+            return Ok(Listener::Unix(l, path));
+        }
+        let addr: SocketAddr = bind_addr.parse().map_err(|_| {
+            format!(
+                "{what} {bind_addr:?} is neither ip:port nor a socket path (starting with / or .)"
+            )
+        })?;
+        let l = TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot listen on {what} {addr}: {e}"))?;
+        Ok(Listener::Tcp(l))
+    }
+
+    /// Where it listens: `http://ip:port`, or `unix:<path>`.
+    pub fn url(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map(|a| format!("http://{a}"))
+                .unwrap_or_else(|e| format!("(unknown address: {e})")),
+            Listener::Unix(_, p) => format!("unix:{}", p.display()),
+        }
+    }
+
+    /// The TCP address, if it is one.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Listener::Tcp(l) => l.local_addr().ok(),
+            Listener::Unix(..) => None,
+        }
+    }
+
+    /// Serves connections until `must_exit`, each with the service
+    /// `service(peer)` makes (`peer`: the TCP peer; none on a Unix socket),
+    /// then waits up to [`DRAIN`] for the requests in progress. `name`
+    /// names the listener in logs.
+    pub async fn serve<S, B>(
+        self,
+        name: &'static str,
+        service: impl Fn(Option<SocketAddr>) -> S,
+        mut must_exit: watch::Receiver<bool>,
+    ) where
+        S: hyper::service::Service<Request<Incoming>, Response = hyper::Response<B>>
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        B: hyper::body::Body + Send + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let http = crate::server::http_builder();
+        let graceful = GracefulShutdown::new();
+        let spawn = |io: Box<dyn Io>, peer: Option<SocketAddr>| {
+            let conn = http.serve_connection(TokioIo::new(io), service(peer));
+            let conn = graceful.watch(conn.into_owned());
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    debug!("{name} connection ended: {e}");
+                }
+            });
+        };
+        loop {
+            let accepted = tokio::select! {
+                r = async {
+                    match &self {
+                        Listener::Tcp(l) => l.accept().await.map(|(s, peer)| {
+                            let _ = s.set_nodelay(true);
+                            debug!("{name} connection from {peer}");
+                            (Box::new(s) as Box<dyn Io>, Some(peer))
+                        }),
+                        Listener::Unix(l, _) => l
+                            .accept()
+                            .await
+                            .map(|(s, _)| (Box::new(s) as Box<dyn Io>, None)),
+                    }
+                } => r,
+                _ = must_exit.changed() => break,
+            };
+            match accepted {
+                Ok((io, peer)) => spawn(io, peer),
+                Err(e) => {
+                    warn!("{name} listener: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        info!(
+            "{name} listener stopping; waiting up to {}s for requests in progress",
+            DRAIN.as_secs()
+        );
+        let _ = tokio::time::timeout(DRAIN, graceful.shutdown()).await;
+    }
+}
+
+/// A connection's byte stream, TCP or Unix.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
