@@ -36,6 +36,9 @@ const BUCKET: &str = "geo-bench";
 /// A bucket with object lock (so versioning) and a default GOVERNANCE
 /// retention: every write there makes a locked version.
 const LOCKED: &str = "geo-bench-locked";
+/// A bucket with a policy (public reads, a deny on another prefix): its
+/// requests evaluate the policy, anonymous ones included.
+const PUBLIC: &str = "geo-bench-public";
 const MIB: usize = 1 << 20;
 
 fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -71,10 +74,12 @@ enum Call {
     PutLocked,
     GetLocked,
     DeleteLocked,
+    GetPolicy,
+    GetAnonymous,
 }
 
 impl Call {
-    const ALL: [Call; 13] = [
+    const ALL: [Call; 15] = [
         Call::ListBuckets,
         Call::ListObjectsV2,
         Call::PutSmall,
@@ -88,6 +93,8 @@ impl Call {
         Call::PutLocked,
         Call::GetLocked,
         Call::DeleteLocked,
+        Call::GetPolicy,
+        Call::GetAnonymous,
     ];
 
     fn name(self) -> &'static str {
@@ -105,6 +112,8 @@ impl Call {
             Call::PutLocked => "PutObject 16 B, locked version",
             Call::GetLocked => "GetObject 16 B, versioned key",
             Call::DeleteLocked => "DeleteObject, versioned (marker)",
+            Call::GetPolicy => "GetObject 16 B, bucket with a policy",
+            Call::GetAnonymous => "GetObject 16 B, anonymous (policy allows)",
         }
     }
 
@@ -211,6 +220,24 @@ impl Bench {
                 .await
                 .expect("PutObjectLockConfiguration");
         });
+        rt.block_on(async {
+            s3.create_bucket()
+                .bucket(PUBLIC)
+                .send()
+                .await
+                .expect("CreateBucket (public)");
+            let policy = format!(
+                r#"{{"Version":"2012-10-17","Statement":[
+                {{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{PUBLIC}/*"}},
+                {{"Effect":"Deny","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::{PUBLIC}/private/*"}}]}}"#
+            );
+            s3.put_bucket_policy()
+                .bucket(PUBLIC)
+                .policy(policy)
+                .send()
+                .await
+                .expect("PutBucketPolicy");
+        });
         let web_url = format!("http://{}:{WEB_PORT}/", c.nodes[0].ip);
         let b = Bench {
             cluster: c,
@@ -251,6 +278,7 @@ impl Bench {
             for k in p.small.iter().chain(p.doomed.iter()) {
                 self.put(k, vec![7u8; 16]).await;
                 self.put_in(LOCKED, k, vec![7u8; 16]).await;
+                self.put_in(PUBLIC, k, vec![7u8; 16]).await;
             }
             for k in &p.big {
                 self.put(k, big.clone()).await;
@@ -317,6 +345,31 @@ impl Bench {
                         .await
                         .expect("DeleteObject (locked bucket)");
                     assert_eq!(out.delete_marker(), Some(true));
+                }
+                Call::GetPolicy => {
+                    let out = s3
+                        .get_object()
+                        .bucket(PUBLIC)
+                        .key(&p.small[i])
+                        .send()
+                        .await
+                        .expect("GetObject (bucket with a policy)");
+                    let body = out.body.collect().await.expect("GetObject body");
+                    assert_eq!(body.into_bytes().len(), 16);
+                }
+                Call::GetAnonymous => {
+                    let url = self
+                        .web_url
+                        .replace(&format!(":{WEB_PORT}/"), &format!(":3900/{PUBLIC}/"));
+                    let r = self
+                        .http
+                        .get(format!("{url}{}", p.small[i]))
+                        .timeout(Duration::from_secs(30))
+                        .send()
+                        .await
+                        .expect("anonymous GET");
+                    assert_eq!(r.status().as_u16(), 200);
+                    assert_eq!(r.bytes().await.expect("body").len(), 16);
                 }
                 Call::PutBig => self.put(&p.fresh_big[i], big.to_vec()).await,
                 Call::GetSmall | Call::GetBig => {
