@@ -145,11 +145,19 @@ impl Access {
         }
     }
 
-    /// A lookup's result for a read allowed only by the object's ACL: its
-    /// error (NoSuchKey, …) becomes AccessDenied.
+    /// A lookup's result for a read allowed only by the object's ACL: a
+    /// missing key, version or a delete marker becomes AccessDenied (other
+    /// errors, such as 503, stay).
     pub fn hide<T>(&self, r: ApiResult<T>) -> ApiResult<T> {
         match (&self.grant, r) {
-            (Grant::IfObjectAcl(_), Err(_)) => Err(denied()),
+            (
+                Grant::IfObjectAcl(_),
+                Err(
+                    ApiError::NoSuchKey(_)
+                    | ApiError::NoSuchVersion(_)
+                    | ApiError::DeleteMarker { .. },
+                ),
+            ) => Err(denied()),
             (_, r) => r,
         }
     }

@@ -90,6 +90,19 @@ mod tests {
         ("POST", "/v2/GetBlockInfo"),
         ("POST", "/v2/RetryBlockResync"),
         ("POST", "/v2/PurgeBlocks"),
+        ("GET", "/v2/GetClusterStatistics"),
+        ("POST", "/v2/PreviewClusterLayoutChanges"),
+        ("POST", "/v2/ClusterLayoutSkipDeadNodes"),
+        ("GET", "/v2/InspectObject"),
+        ("POST", "/v2/CleanupIncompleteUploads"),
+        ("POST", "/v2/GetWorkerVariable"),
+        ("POST", "/v2/SetWorkerVariable"),
+        ("POST", "/v2/CreateMetadataSnapshot"),
+        ("GET", "/v2/ListAdminTokens"),
+        ("GET", "/v2/GetAdminTokenInfo"),
+        ("POST", "/v2/CreateAdminToken"),
+        ("POST", "/v2/UpdateAdminToken"),
+        ("POST", "/v2/DeleteAdminToken"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {
