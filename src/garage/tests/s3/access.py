@@ -192,6 +192,7 @@ def main():
          "Condition": {"IpAddress": {"aws:SourceIp": ["127.0.0.0/8", "::1/128"]}}},
     )
     s.put_bucket_policy(Bucket=B, Policy=p)
+    eventually("the policy", c.get_bucket_policy, Bucket=B)
     assert json.loads(c.get_bucket_policy(Bucket=B)["Policy"]) == json.loads(p)
     assert c.get_bucket_policy_status(Bucket=B)["PolicyStatus"]["IsPublic"] is True
     s.put_object(Bucket=B, Key="ten/x", Body=b"ten")
@@ -261,6 +262,7 @@ def main():
                  Bucket=B, OwnershipControls=enforced)
     s.put_bucket_acl(Bucket=B, ACL="private")
     s.put_bucket_ownership_controls(Bucket=B, OwnershipControls=enforced)
+    eventually("the ownership controls", c.get_bucket_ownership_controls, Bucket=B)
     got = c.get_bucket_ownership_controls(Bucket=B)["OwnershipControls"]["Rules"]
     assert got == [{"ObjectOwnership": "BucketOwnerEnforced"}], got
     eventually("ACLs disabled", a.get_object, Bucket=B, Key="public.txt", want=403)
@@ -284,6 +286,7 @@ def main():
     s.put_public_access_block(Bucket=B, PublicAccessBlockConfiguration={
         "BlockPublicAcls": True, "IgnorePublicAcls": False,
         "BlockPublicPolicy": True, "RestrictPublicBuckets": False})
+    eventually("the public access block", c.get_public_access_block, Bucket=B)
     got = c.get_public_access_block(Bucket=B)["PublicAccessBlockConfiguration"]
     assert got == {"BlockPublicAcls": True, "IgnorePublicAcls": False,
                    "BlockPublicPolicy": True, "RestrictPublicBuckets": False}, got
