@@ -195,6 +195,21 @@ impl Api {
         })
     }
 
+    /// Decides a listing of bucket `name` (`prefix`: the request's, for
+    /// `s3:prefix`; absent: empty); the bucket's id.
+    pub async fn authorize_list(
+        &self,
+        who: &Requester,
+        name: &str,
+        action: Action,
+        prefix: Option<&str>,
+    ) -> ApiResult<Uuid> {
+        Ok(self
+            .authorize(who, name, action, None, Some(prefix.unwrap_or_default()))
+            .await?
+            .bucket)
+    }
+
     /// The decisions of a copy: reading the source (its version's ACL
     /// still to check, see [`Access::check_version`]) and writing the
     /// destination; both at once.

@@ -159,15 +159,8 @@ impl Api {
         let who = self.requester(&req).await?;
         let i = req.input;
         let bucket = self
-            .authorize(
-                &who,
-                &i.bucket,
-                Action::ListBucket,
-                None,
-                Some(i.prefix.as_deref().unwrap_or_default()),
-            )
-            .await?
-            .bucket;
+            .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
+            .await?;
         let token_after = i
             .continuation_token
             .as_deref()
@@ -220,15 +213,8 @@ impl Api {
         let who = self.requester(&req).await?;
         let i = req.input;
         let bucket = self
-            .authorize(
-                &who,
-                &i.bucket,
-                Action::ListBucket,
-                None,
-                Some(i.prefix.as_deref().unwrap_or_default()),
-            )
-            .await?
-            .bucket;
+            .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
+            .await?;
         let max_keys = max_keys(i.max_keys)?;
         let q = ListQuery {
             bucket,

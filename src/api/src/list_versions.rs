@@ -272,15 +272,13 @@ impl Api {
         let who = self.requester(&req).await?;
         let i = req.input;
         let bucket = self
-            .authorize(
+            .authorize_list(
                 &who,
                 &i.bucket,
                 Action::ListBucketVersions,
-                None,
-                Some(i.prefix.as_deref().unwrap_or_default()),
+                i.prefix.as_deref(),
             )
-            .await?
-            .bucket;
+            .await?;
         let max_keys = max_keys(i.max_keys)?;
         let key_marker = i.key_marker.clone().filter(|m| !m.is_empty());
         let version_id_marker = i.version_id_marker.clone().filter(|m| !m.is_empty());
