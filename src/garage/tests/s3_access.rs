@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 
 use common::cluster::Cluster;
-use common::s3::{aws_ok, endpoint, make_key, run_script};
+use common::s3::{aws_ok, endpoint, make_key, run_script, run_script_killing_node_2};
 use common::stdout;
 
 const DONE: &str = "all access control checks passed";
@@ -116,16 +116,6 @@ fn access_control_on_three_zones() {
 #[test]
 fn access_control_with_a_node_killed_mid_test() {
     let mut c = Cluster::three_zones();
-    let eps: Vec<String> = (0..2).map(|i| endpoint(&c, i)).collect();
-    let dir = tempfile::tempdir().unwrap();
     let (owner, env) = keys(&c);
-    run_script(
-        "access.py",
-        DONE,
-        &owner,
-        &eps,
-        &env,
-        Some(dir.path()),
-        || c.kill(2),
-    );
+    run_script_killing_node_2(&mut c, "access.py", DONE, &owner, &env);
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 use common::cluster::Cluster;
-use common::s3::{aws, aws_ok, endpoint, make_key, run_script};
+use common::s3::{aws, aws_ok, endpoint, make_key, run_script, run_script_killing_node_2};
 use common::{stderr, stdout};
 
 const DONE: &str = "all object lock checks passed";
@@ -79,19 +79,9 @@ fn object_lock_on_three_zones() {
 #[test]
 fn object_lock_with_a_node_killed_mid_test() {
     let mut c = Cluster::three_zones();
-    let eps: Vec<String> = (0..2).map(|i| endpoint(&c, i)).collect();
-    let dir = tempfile::tempdir().unwrap();
     let (owner, writer) = keys(&c);
     let env = [("GARAGE_TEST_WRITER", format!("{}:{}", writer.0, writer.1))];
-    run_script(
-        "object_lock.py",
-        DONE,
-        &owner,
-        &eps,
-        &env,
-        Some(dir.path()),
-        || c.kill(2),
-    );
+    run_script_killing_node_2(&mut c, "object_lock.py", DONE, &owner, &env);
 }
 
 /// aws-cli's CreateBucket with object lock.

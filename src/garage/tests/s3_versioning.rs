@@ -8,7 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::cluster::Cluster;
-use common::s3::{aws, aws_ok, endpoint, make_key, run_script};
+use common::s3::{aws, aws_ok, endpoint, make_key, run_script, run_script_killing_node_2};
 use common::stdout;
 
 const DONE: &str = "all versioning checks passed";
@@ -111,7 +111,5 @@ fn versioning_on_three_zones() {
 fn versioning_with_a_node_killed_mid_test() {
     let mut c = Cluster::three_zones();
     let key = make_key(&c, "versions");
-    let eps: Vec<String> = (0..2).map(|i| endpoint(&c, i)).collect();
-    let dir = tempfile::tempdir().unwrap();
-    run(&key, &eps, Some(dir.path()), || c.kill(2));
+    run_script_killing_node_2(&mut c, "versioning.py", DONE, &key, &[]);
 }

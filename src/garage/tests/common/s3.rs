@@ -107,3 +107,19 @@ pub fn run_script(
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs `tests/s3/<name>` through nodes 0 and 1 of a three-node cluster
+/// and SIGKILLs node 2 when the script pauses (`s3util.pause()`, after
+/// its first writes): everything after goes through the two survivors.
+#[allow(dead_code)]
+pub fn run_script_killing_node_2(
+    c: &mut Cluster,
+    name: &str,
+    done: &str,
+    key: &(String, String),
+    env: &[(&str, String)],
+) {
+    let eps: Vec<String> = (0..2).map(|i| endpoint(c, i)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    run_script(name, done, key, &eps, env, Some(dir.path()), || c.kill(2));
+}
