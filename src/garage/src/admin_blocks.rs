@@ -13,7 +13,7 @@ use tracing::info;
 
 use crate::admin::table::format as columns;
 use crate::cli::{BlockOperation, RepairWhat, ScrubCmd, WorkerOperation};
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 type Result<T> = std::result::Result<T, String>;
 

@@ -17,7 +17,7 @@ use garage_util::data::Uuid;
 
 use crate::admin::table::format as columns;
 use crate::cli::{BucketOperation, KeyOperation, PermOpt, WebsiteOpt};
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 type Result<T> = std::result::Result<T, HelperError>;
 

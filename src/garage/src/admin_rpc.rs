@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use tracing::{info, warn};
 
 use crate::cli::{BlockOperation, BucketOperation, KeyOperation, RepairWhat, WorkerOperation};
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 use garage_model::helper::Metadata;
 
 pub const ADMIN_ENDPOINT: &str = "garage/admin";

@@ -12,7 +12,7 @@ use tracing::warn;
 use garage_table::any::TableStats;
 
 use crate::admin_rpc::NodeStats;
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 /// How often the gauges are recomputed.
 pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);

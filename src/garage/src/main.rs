@@ -10,7 +10,6 @@ mod admin_ops;
 mod admin_rpc;
 mod cli;
 mod convert_db;
-mod garage;
 mod gauges;
 mod load_config;
 mod logging;

@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 
 use crate::admin_rpc::{AdminRpc, AdminRpcHandler, ADMIN_ENDPOINT};
 use crate::cli::Opt;
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 use crate::load_config::{load, Loaded};
 use garage_rpc::system::System;
 

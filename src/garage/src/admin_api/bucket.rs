@@ -16,7 +16,7 @@ use super::extract::{ok, Answer, Body, Query};
 use super::key::{existing_key, ApiBucketKeyPerm, IdQuery};
 use super::St;
 use crate::admin_ops;
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(list_buckets))

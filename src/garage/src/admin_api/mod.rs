@@ -33,7 +33,7 @@ use tracing::{debug, info, warn};
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::admin_rpc::{AdminRpc, AdminRpcHandler};
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 use error::{ApiError, ErrorBody, PendingError};
 
 /// What every handler gets.

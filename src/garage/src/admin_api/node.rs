@@ -23,7 +23,7 @@ use super::St;
 use crate::admin_blocks;
 use crate::admin_rpc::AdminRpc;
 use crate::cli::{RepairWhat, ScrubCmd};
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_node_info))

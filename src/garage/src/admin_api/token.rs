@@ -16,7 +16,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ok, Answer, Body, Query};
 use super::St;
-use crate::garage::Garage;
+use garage_model::garage::Garage;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(list_admin_tokens))

@@ -7,21 +7,33 @@ use garage_block::manager::BlockManager;
 use garage_block::rc::BlockRc;
 use garage_block::BlockStore;
 use garage_db::Db;
-use garage_model::admin_token_table::AdminTokenTable;
-use garage_model::block_ref_table::BlockRefTable;
-use garage_model::bucket_alias_table::BucketAliasTable;
-use garage_model::bucket_table::BucketTable;
-use garage_model::counter_table::{CounterTable, LocalCounters};
-use garage_model::helper::Metadata;
-use garage_model::history_table::HistoryTable;
-use garage_model::key_table::KeyTable;
-use garage_model::mpu_table::MpuTable;
-use garage_model::object_table::ObjectTable;
-use garage_model::version_table::VersionTable;
+use crate::admin_token_table::AdminTokenTable;
+use crate::block_ref_table::BlockRefTable;
+use crate::bucket_alias_table::BucketAliasTable;
+use crate::bucket_table::BucketTable;
+use crate::counter_table::{CounterTable, LocalCounters};
+use crate::helper::Metadata;
+use crate::history_table::HistoryTable;
+use crate::key_table::KeyTable;
+use crate::mpu_table::MpuTable;
+use crate::object_table::ObjectTable;
+use crate::version_table::VersionTable;
 use garage_rpc::system::System;
 use garage_table::{AnyTable, CasRegisters, InsertQueue, Table};
 use garage_util::config::{Config, DataDirState, DataDirs};
 use garage_util::data::Uuid;
+
+/// Why a node's tables could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("metadata database: {0}")]
+    Db(#[from] garage_db::Error),
+    #[error("{0}")]
+    Table(#[from] garage_table::Error),
+    /// A bad `data_dir` list, with the configuration file it came from.
+    #[error("data_dir in {file}: {why}")]
+    DataDir { file: String, why: String },
+}
 
 /// How long a block nothing references is kept before it is deleted:
 /// 10 minutes, or `GARAGE_BLOCK_DELETE_DELAY_SECS` (for tests).
@@ -59,7 +71,7 @@ pub struct Garage {
 }
 
 impl Garage {
-    pub fn new(config: &Config, db: Db, system: Arc<System>) -> anyhow::Result<Arc<Self>> {
+    pub fn new(config: &Config, db: Db, system: Arc<System>) -> Result<Arc<Self>, OpenError> {
         let node = Uuid::from(system.id().0);
         let bucket_table = Table::new(BucketTable, db.clone(), system.clone())?;
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
@@ -79,7 +91,10 @@ impl Garage {
                     })
                     .collect(),
             )
-            .map_err(|e| anyhow::anyhow!("data_dir in {}: {e}", config.source))?,
+            .map_err(|e| OpenError::DataDir {
+                file: config.source.to_string(),
+                why: e.to_string(),
+            })?,
         };
         let block_manager = BlockManager::new(
             system.clone(),
