@@ -1,7 +1,6 @@
-//! The node's state as numbers: table sizes and queues, block queues, disk
-//! space and cluster health. [`node_stats`] computes them; the periodic
-//! [`refresh_loop`] publishes them as Prometheus gauges, and `garage stats`
-//! and `garage worker` print the same [`NodeStats`] (one source of truth).
+//! The node's state as Prometheus gauges: the periodic [`refresh_loop`]
+//! publishes the [`NodeStats`] that `garage stats` and `garage worker`
+//! print too ([`crate::ops::stats`] computes them: one source of truth).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,11 +10,11 @@ use tracing::warn;
 
 use garage_table::any::TableStats;
 
-use crate::admin_rpc::NodeStats;
+use crate::ops::stats::{compute, NodeStats};
 use garage_model::garage::Garage;
 
 /// How often the gauges are recomputed.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(5);
+pub const REFRESH_INTERVAL: Duration = crate::telemetry::REFRESH_INTERVAL;
 
 /// How often SQLite's table sizes (the `table_*` gauges and
 /// `block_rc_entries`) are recounted: `COUNT(*)` is linear and runs under
@@ -31,55 +30,11 @@ pub fn count_interval(engine: garage_db::Engine) -> Duration {
     }
 }
 
-/// This node's statistics, read from its tables, block manager and
-/// system (blocking: database reads).
-pub fn node_stats(g: &Garage) -> Result<NodeStats, String> {
-    stats(g, true)
-}
-
-/// [`node_stats`], without the table sizes when `with_counts` is false
-/// (`tables` empty and `block_rc_entries` 0: the refresh loop fills in the
-/// last counts).
-fn stats(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
-    let bm = &g.block_manager;
-    let (tables, block_rc_entries) = if with_counts {
-        let tables = g
-            .tables
-            .iter()
-            .map(|t| t.stats())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("cannot read table statistics: {e}"))?;
-        (tables, bm.rc.rc.len().map_err(|e| e.to_string())?)
-    } else {
-        (vec![], 0)
-    };
-    let local = g.system.local_status();
-    Ok(NodeStats {
-        node: g.system.id(),
-        db_engine: g.db.engine().to_string(),
-        tables,
-        block_rc_entries,
-        resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
-        resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
-        data_space: local.data_space,
-        metadata_space: local.metadata_space,
-        health: Some(g.system.health()),
-        // Filled in by the admin RPC only (rendering them is not free).
-        counters: Default::default(),
-    })
-}
-
-/// Sets `garage_build_info` (again at each refresh: gauges not set for a
-/// while are dropped by the exporter).
-pub fn build_info() {
-    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
-}
-
 /// Sets every state gauge from `s` (and the per-node layout gauges from
 /// the system).
 pub fn publish(g: &Garage, s: &NodeStats) {
     use metrics::gauge;
-    build_info();
+    crate::telemetry::build_info();
     for t in &s.tables {
         let name = t.name.clone();
         gauge!("table_size", "table_name" => name.clone()).set(t.items as f64);
@@ -144,7 +99,7 @@ pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) 
             .as_ref()
             .is_none_or(|(at, _, _)| at.elapsed() >= counts_every);
         let g2 = g.clone();
-        match tokio::task::spawn_blocking(move || stats(&g2, with_counts)).await {
+        match tokio::task::spawn_blocking(move || compute(&g2, with_counts)).await {
             Ok(Ok(mut s)) => {
                 if with_counts {
                     counted = Some((Instant::now(), s.tables.clone(), s.block_rc_entries));

@@ -5,14 +5,15 @@
 
 mod admin;
 mod admin_api;
-mod admin_blocks;
-mod admin_ops;
 mod admin_rpc;
+mod bearer;
 mod cli;
+mod columns;
 mod convert_db;
 mod gauges;
 mod load_config;
 mod logging;
+mod ops;
 mod rpc_addr;
 mod server;
 mod single;

@@ -15,8 +15,8 @@ use tracing::{error, info, warn};
 
 use crate::admin_rpc::{AdminRpc, AdminRpcHandler, ADMIN_ENDPOINT};
 use crate::cli::Opt;
-use garage_model::garage::Garage;
 use crate::load_config::{load, Loaded};
+use garage_model::garage::Garage;
 use garage_rpc::system::System;
 
 /// Version of the layout of garage's own trees in the metadata database;
@@ -25,8 +25,6 @@ use garage_rpc::system::System;
 pub const DB_FORMAT_VERSION: u64 = 1;
 const META_TREE: &str = "garage_meta";
 const FORMAT_KEY: &[u8] = b"db_format_version";
-/// How many automatic metadata snapshots are kept.
-const SNAPSHOTS_KEPT: usize = 2;
 
 pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let (single_node, default_bucket) = match &opt.cmd {
@@ -128,11 +126,14 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         let admin_rpc = system
             .netapp
             .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT);
-        admin_rpc.set_handler(Arc::new(AdminRpcHandler {
+        let handler = Arc::new(AdminRpcHandler::new(garage.clone()));
+        let json_api: Arc<dyn crate::admin_rpc::JsonApi> = Arc::new(crate::admin_api::InProcess {
             garage: garage.clone(),
-            endpoint: Arc::downgrade(&admin_rpc),
             region: config.s3_api.s3_region.clone(),
-        }));
+            admin_rpc: Arc::downgrade(&admin_rpc),
+        });
+        let _ = handler.json_api.set(json_api);
+        admin_rpc.set_handler(handler);
         // The handler holds the endpoint weakly; this keeps it for the
         // server's whole life, with or without the admin API listener.
         let _admin_rpc_alive = admin_rpc.clone();
@@ -508,35 +509,15 @@ fn prepare_data_dirs(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Takes a snapshot of the metadata database into a new timestamped
-/// directory under `dir`, then removes all but the newest ones.
-pub fn snapshot_metadata(db: &Db, dir: &Path) -> anyhow::Result<PathBuf> {
-    let name = jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H%M%S%.3fZ")
-        .to_string();
-    let target = dir.join(name);
-    db.snapshot(&target)
-        .with_context(|| format!("metadata snapshot into {} failed", target.display()))?;
-    let mut existing: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    existing.sort();
-    let excess = existing.len().saturating_sub(SNAPSHOTS_KEPT);
-    for old in existing.into_iter().take(excess) {
-        std::fs::remove_dir_all(&old)
-            .with_context(|| format!("cannot remove old snapshot {}", old.display()))?;
-    }
-    Ok(target)
-}
-
 async fn auto_snapshot(db: Db, dir: PathBuf, interval: Duration) {
     let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
         let (db, dir) = (db.clone(), dir.clone());
-        match tokio::task::spawn_blocking(move || snapshot_metadata(&db, &dir)).await {
+        match tokio::task::spawn_blocking(move || crate::ops::stats::snapshot_metadata(&db, &dir))
+            .await
+        {
             Ok(Ok(path)) => info!("metadata snapshot written to {}", path.display()),
             Ok(Err(e)) => error!("{e:#}"),
             Err(e) => error!("metadata snapshot task failed: {e}"),

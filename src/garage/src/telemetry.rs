@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use crate::admin_api::auth::{check_bearer, TokenCheck};
+use crate::bearer::{check_bearer, TokenCheck};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -37,6 +37,16 @@ const DURATION_BUCKETS: &[f64] = &[
 
 static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
 
+/// How often the state gauges are recomputed (by `gauges.rs`); the
+/// exporter keeps a gauge three times as long without an update.
+pub const REFRESH_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Sets `garage_build_info` (again at each refresh: gauges not set for a
+/// while are dropped by the exporter).
+pub fn build_info() {
+    metrics::gauge!("garage_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
+}
+
 /// Installs the process's Prometheus recorder (once; later calls return
 /// the same handle) and describes every metric.
 pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
@@ -49,12 +59,12 @@ pub fn install_metrics() -> anyhow::Result<PrometheusHandle> {
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), DURATION_BUCKETS)?
         .idle_timeout(
             metrics_util::MetricKindMask::GAUGE,
-            Some(3 * crate::gauges::REFRESH_INTERVAL),
+            Some(3 * REFRESH_INTERVAL),
         )
         .install_recorder()
         .map_err(|e| anyhow::anyhow!("cannot install the metrics recorder: {e}"))?;
     describe();
-    crate::gauges::build_info();
+    build_info();
     Ok(HANDLE.get_or_init(|| handle).clone())
 }
 

@@ -3,10 +3,6 @@
 
 use std::sync::Arc;
 
-use garage_block::manager::BlockManager;
-use garage_block::rc::BlockRc;
-use garage_block::BlockStore;
-use garage_db::Db;
 use crate::admin_token_table::AdminTokenTable;
 use crate::block_ref_table::BlockRefTable;
 use crate::bucket_alias_table::BucketAliasTable;
@@ -18,6 +14,10 @@ use crate::key_table::KeyTable;
 use crate::mpu_table::MpuTable;
 use crate::object_table::ObjectTable;
 use crate::version_table::VersionTable;
+use garage_block::manager::BlockManager;
+use garage_block::rc::BlockRc;
+use garage_block::BlockStore;
+use garage_db::Db;
 use garage_rpc::system::System;
 use garage_table::{AnyTable, CasRegisters, InsertQueue, Table};
 use garage_util::config::{Config, DataDirState, DataDirs};

@@ -9,8 +9,9 @@ use garage_rpc::system::{LayoutUpdate, SystemRpc};
 use garage_util::config::parse_size;
 
 use super::status::{capacity_string, get};
-use super::{table, Admin};
+use super::Admin;
 use crate::cli::{AssignRoleOpt, LayoutOperation};
+use crate::columns as table;
 
 pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
     match op {
@@ -88,31 +89,9 @@ async fn update(admin: &Admin, u: LayoutUpdate) -> anyhow::Result<()> {
     }
 }
 
-/// The node whose id starts with `prefix`, among known nodes and nodes with
-/// a (current or staged) role.
-pub(crate) fn find_node(
-    status: &garage_rpc::system::ClusterStatus,
-    prefix: &str,
-) -> anyhow::Result<NodeId> {
-    let prefix = prefix.to_ascii_lowercase();
-    let mut found: Vec<NodeId> = status
-        .nodes
-        .iter()
-        .map(|n| n.id)
-        .chain(status.layout.staged_roles().into_keys())
-        .chain(status.layout.current().roles.keys().copied())
-        .filter(|id| id.to_string().starts_with(&prefix))
-        .collect();
-    found.sort();
-    found.dedup();
-    match found.as_slice() {
-        [id] => Ok(*id),
-        [] => bail!("no node id starts with {prefix:?}: see `garage status` for the nodes"),
-        many => bail!(
-            "{} nodes match {prefix:?}: give more characters of the id",
-            many.len()
-        ),
-    }
+/// [`find_node`](crate::ops::layout::find_node), as a CLI error.
+fn find_node(status: &garage_rpc::system::ClusterStatus, prefix: &str) -> anyhow::Result<NodeId> {
+    crate::ops::layout::find_node(status, prefix).map_err(|e| anyhow!(e))
 }
 
 async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
@@ -297,17 +276,6 @@ async fn show(admin: &Admin) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How `layout history` and the admin API name a version's state.
-pub(crate) fn version_status(v: &LayoutVersion, current: u64, min_live: u64) -> &'static str {
-    if v.version == current {
-        "Current"
-    } else if v.version >= min_live {
-        "Draining"
-    } else {
-        "Historical"
-    }
-}
-
 async fn history(admin: &Admin) -> anyhow::Result<()> {
     let status = get(admin).await?;
     let layout = &status.layout;
@@ -320,7 +288,7 @@ async fn history(admin: &Admin) -> anyhow::Result<()> {
         rows.push(format!(
             "#{}\t{}\t{}\t{}",
             v.version,
-            version_status(v, current, min_live),
+            crate::ops::layout::version_status(v, current, min_live),
             storage,
             v.roles.len() - storage
         ));

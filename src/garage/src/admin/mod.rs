@@ -1,12 +1,16 @@
-//! Admin commands (`garage status`, `node`, `layout`): they reach a running
-//! daemon over the cluster RPC, with the same `rpc_secret`, as a client
-//! with a throwaway node key. By default the daemon is the one this
-//! machine's configuration describes; `-h <id>@<host>:<port>` names another.
+//! The admin CLI (`garage status`, `node`, `layout`, `bucket`, `key`, …):
+//! it reaches a running daemon over the cluster RPC, with the same
+//! `rpc_secret`, as a client with a throwaway node key. By default the
+//! daemon is the one this machine's configuration describes; `-h
+//! <id>@<host>:<port>` names another. It sends the typed requests of
+//! [`crate::ops`] and formats their answers itself.
 
-pub(crate) mod layout;
-pub(crate) mod stats;
+mod blocks;
+mod bucket;
+mod key;
+mod layout;
+mod stats;
 mod status;
-pub(crate) mod table;
 mod tokens;
 
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use garage_rpc::system::{parse_peer, SystemRpc, SYSTEM_ENDPOINT};
 use crate::admin_rpc::{AdminRpc, ADMIN_ENDPOINT};
 use crate::cli::{Command, NodeOperation, Opt};
 use crate::load_config::load;
+use crate::ops::node::{NodeRequest, NodeResponse};
+use crate::ops::{AdminRequest, AdminResponse};
 use crate::rpc_addr;
 
 /// An admin client has no endpoint of its own to serve; it answers nothing.
@@ -134,17 +140,52 @@ impl Admin {
             r => Ok(r),
         }
     }
+
+    /// Runs a cluster-wide admin operation on the daemon.
+    pub async fn op(&self, req: AdminRequest) -> anyhow::Result<AdminResponse> {
+        match self.call_admin(AdminRpc::Op(req)).await? {
+            AdminRpc::OpResult(Ok(r)) => Ok(r),
+            AdminRpc::OpResult(Err(e)) => bail!("{}", e.message),
+            other => bail!("unexpected answer from the node: {other:?}"),
+        }
+    }
+
+    /// Runs an operation on the reached node itself.
+    pub async fn node(&self, req: NodeRequest) -> anyhow::Result<NodeResponse> {
+        node_result(self.call_admin(AdminRpc::Node(req)).await?)
+    }
+
+    /// Runs an operation on another node, at `addr`.
+    pub async fn node_on(
+        &self,
+        node: NodeId,
+        addr: std::net::SocketAddr,
+        req: NodeRequest,
+    ) -> anyhow::Result<NodeResponse> {
+        node_result(self.call_admin_on(node, addr, AdminRpc::Node(req)).await?)
+    }
 }
 
-fn print_text(answer: AdminRpc) -> anyhow::Result<()> {
-    match answer {
-        AdminRpc::Text(t) => {
-            print!("{t}");
-            Ok(())
-        }
+fn node_result(a: AdminRpc) -> anyhow::Result<NodeResponse> {
+    match a {
+        AdminRpc::NodeResult(Ok(r)) => Ok(r),
+        AdminRpc::NodeResult(Err(e)) => bail!("{}", e.message),
         other => bail!("unexpected answer from the node: {other:?}"),
     }
 }
+
+/// The answer of `op`, or an error naming what came instead.
+macro_rules! expect_answer {
+    ($answer:expr, $pat:pat => $out:expr) => {
+        match $answer {
+            $pat => Ok($out),
+            other => Err(anyhow::anyhow!(
+                "unexpected answer from the node: {other:?}"
+            )),
+        }
+    };
+}
+pub(crate) use expect_answer as expect;
 
 /// Runs an admin command.
 pub async fn run(opt: &Opt) -> anyhow::Result<()> {
@@ -183,10 +224,10 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         }
         Command::Layout(op) => layout::run(&admin, op).await,
         Command::Stats { all_nodes } => stats::show(&admin, *all_nodes).await,
-        Command::Bucket(op) => print_text(admin.call_admin(AdminRpc::BucketOp(op.clone())).await?),
-        Command::Key(op) => print_text(admin.call_admin(AdminRpc::KeyOp(op.clone())).await?),
-        Command::Block(op) => print_text(admin.call_admin(AdminRpc::BlockOp(op.clone())).await?),
-        Command::Worker(op) => print_text(admin.call_admin(AdminRpc::WorkerOp(op.clone())).await?),
+        Command::Bucket(op) => bucket::run(&admin, op).await,
+        Command::Key(op) => key::run(&admin, op).await,
+        Command::Block(op) => blocks::block(&admin, op).await,
+        Command::Worker(op) => blocks::worker(&admin, op).await,
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         Command::AdminToken(op) => tokens::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
@@ -199,34 +240,22 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
     }
 }
 
-/// Runs a node-local admin request (the admin API's `?node=` operations)
-/// on the reached node, or on every node it sees up; each node's JSON
-/// answer or error.
+/// Runs a node-local operation on the reached node, or on every node it
+/// sees up; each node's answer or error.
 pub async fn on_nodes(
     admin: &Admin,
     all: bool,
-    req: &crate::admin_api::node::NodeRequest,
-) -> anyhow::Result<Vec<(NodeId, anyhow::Result<serde_json::Value>)>> {
-    let json = serde_json::to_string(req)?;
-    let parse = |a: AdminRpc| -> anyhow::Result<serde_json::Value> {
-        match a {
-            AdminRpc::NodeApiResult(s) => Ok(serde_json::from_str(&s)?),
-            other => bail!("unexpected answer from the node: {other:?}"),
-        }
-    };
+    req: &NodeRequest,
+) -> anyhow::Result<Vec<(NodeId, anyhow::Result<NodeResponse>)>> {
     if !all {
-        let a = admin.call_admin(AdminRpc::NodeApi(json)).await?;
-        return Ok(vec![(admin.target, parse(a))]);
+        return Ok(vec![(admin.target, admin.node(req.clone()).await)]);
     }
     let status = status::get(admin).await?;
     let mut out = Vec::new();
     for n in status.nodes.iter() {
         let res = match n.addr.filter(|_| n.is_up) {
             None => Err(anyhow!("down, or its address is unknown")),
-            Some(addr) => admin
-                .call_admin_on(n.id, addr, AdminRpc::NodeApi(json.clone()))
-                .await
-                .and_then(parse),
+            Some(addr) => admin.node_on(n.id, addr, req.clone()).await,
         };
         out.push((n.id, res));
     }
@@ -235,15 +264,11 @@ pub async fn on_nodes(
 
 /// `garage meta snapshot [--all]`.
 async fn meta_snapshot(admin: &Admin, all: bool) -> anyhow::Result<()> {
-    let req = crate::admin_api::node::NodeRequest::CreateMetadataSnapshot;
+    let req = NodeRequest::CreateMetadataSnapshot;
     let mut failed = 0;
     for (id, res) in on_nodes(admin, all, &req).await? {
-        match res {
-            Ok(v) => println!(
-                "{:.16}  snapshot written to {}",
-                id.to_string(),
-                v["path"].as_str().unwrap_or("?")
-            ),
+        match res.and_then(|r| expect!(r, NodeResponse::Snapshot(s) => s)) {
+            Ok(s) => println!("{:.16}  snapshot written to {}", id.to_string(), s.path),
             Err(e) => {
                 failed += 1;
                 println!("{:.16}  error: {e:#}", id.to_string());

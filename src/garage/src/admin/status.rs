@@ -3,7 +3,8 @@
 use anyhow::bail;
 use garage_rpc::system::{ClusterStatus, SystemRpc};
 
-use super::{layout, table, Admin};
+use super::{layout, Admin};
+use crate::columns as table;
 
 pub async fn get(admin: &Admin) -> anyhow::Result<ClusterStatus> {
     match admin.call(SystemRpc::GetClusterStatus).await? {
@@ -100,7 +101,7 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
 
     if let Some(h) = &status.health {
         println!();
-        print!("{}", super::stats::format_health(h));
+        print!("{}", crate::ops::stats::format_health(h));
     }
 
     if layout::print_staged_changes(layout) {

@@ -1,19 +1,17 @@
 //! `garage admin-token`: a client of the token operations
-//! ([`crate::admin_api::token::handle`], reached over the admin RPC),
+//! ([`crate::ops::token::handle`], reached over the admin RPC),
 //! formatting their answers.
 
 use anyhow::{anyhow, bail};
 
 use super::Admin;
-use crate::admin_api::token::{
-    AdminTokenInfo, TokenRequest, TokenResponse, UpdateAdminTokenRequest,
-};
-use crate::admin_rpc::AdminRpc;
 use crate::cli::AdminTokenOperation as Op;
+use crate::ops::token::{AdminTokenInfo, TokenRequest, TokenResponse, UpdateAdminTokenRequest};
+use crate::ops::{AdminRequest, AdminResponse};
 
 async fn call(admin: &Admin, req: TokenRequest) -> anyhow::Result<TokenResponse> {
-    match admin.call_admin(AdminRpc::Tokens(req)).await? {
-        AdminRpc::TokensResult(r) => Ok(r),
+    match admin.op(AdminRequest::Token(req)).await? {
+        AdminResponse::Token(r) => Ok(r),
         other => bail!("unexpected answer from the node: {other:?}"),
     }
 }

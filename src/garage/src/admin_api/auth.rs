@@ -9,43 +9,11 @@ use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use garage_util::data::blake2sum;
-use subtle::ConstantTimeEq;
+
+pub use crate::bearer::{check_bearer, TokenCheck};
 
 use super::error::ApiError;
 use super::St;
-
-/// What a request's `Authorization` header says about a bearer token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenCheck {
-    /// The header carries the expected token.
-    Valid,
-    /// No header, or one that is not `Bearer <token>`.
-    Missing,
-    /// A bearer token, but not the expected one.
-    Wrong,
-}
-
-/// Compares the bearer token of `header` with `expected` in constant time,
-/// on hashes so that the token's length does not leak either. The one
-/// check of the admin API and of `/metrics`.
-pub fn check_bearer(expected: &str, header: Option<&[u8]>) -> TokenCheck {
-    let Some(given) = header
-        .and_then(|h| h.strip_prefix(b"Bearer "))
-        .map(|t| t.trim_ascii())
-    else {
-        return TokenCheck::Missing;
-    };
-    let ok: bool = blake2sum(given)
-        .as_slice()
-        .ct_eq(blake2sum(expected.as_bytes()).as_slice())
-        .into();
-    if ok {
-        TokenCheck::Valid
-    } else {
-        TokenCheck::Wrong
-    }
-}
 
 /// Why a request is refused, if it is.
 pub fn check(expected: Option<&str>, header: Option<&[u8]>) -> Result<(), ApiError> {
@@ -82,7 +50,7 @@ pub async fn require_admin_token(State(state): State<St>, req: Request, next: Ne
     let endpoint = req.uri().path().strip_prefix("/v2/").unwrap_or("");
     if let Some(token) = bearer {
         if garage_model::admin_token_table::split_token(token).is_some() {
-            if super::token::user_token_allows(&state.garage, token, endpoint).await {
+            if crate::ops::token::user_token_allows(&state.garage, token, endpoint).await {
                 return next.run(req).await;
             }
             return ApiError::Forbidden(format!(

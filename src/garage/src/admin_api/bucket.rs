@@ -1,22 +1,14 @@
-//! Buckets: list, info, create, update (website access, quotas), delete,
-//! aliases, and the rights of keys on them.
+//! The bucket endpoints: HTTP wrappers of [`crate::ops::bucket`].
 
 use axum::extract::State;
-use garage_model::bucket_table::{Bucket, BucketQuotas};
-use garage_model::counter_table::{BYTES, OBJECTS, UNFINISHED_UPLOADS};
-use garage_model::helper::Metadata;
-use garage_util::data::Uuid;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::ErrorBody;
 use super::extract::{ok, Answer, Body, Query};
-use super::key::{existing_key, ApiBucketKeyPerm, IdQuery};
+use super::key::IdQuery;
 use super::St;
-use crate::admin_ops;
-use garage_model::garage::Garage;
+use crate::ops::bucket::{self as op, *};
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(list_buckets))
@@ -32,254 +24,11 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(cleanup_incomplete_uploads))
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ListBucketsResponseItem {
-    pub id: String,
-    /// Creation date (RFC 3339).
-    pub created: String,
-    pub global_aliases: Vec<String>,
-    pub local_aliases: Vec<BucketLocalAlias>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BucketLocalAlias {
-    pub access_key_id: String,
-    pub alias: String,
-}
-
-fn rfc3339(ms: u64) -> String {
-    jiff::Timestamp::from_millisecond(ms as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
-
-fn local_aliases(b: &Bucket) -> Vec<BucketLocalAlias> {
-    b.local_aliases()
-        .into_iter()
-        .map(|(access_key_id, alias)| BucketLocalAlias {
-            access_key_id,
-            alias,
-        })
-        .collect()
-}
-
 /// Every bucket.
 #[utoipa::path(get, path = "/v2/ListBuckets", tag = "Bucket",
     responses((status = 200, body = Vec<ListBucketsResponseItem>), (status = 403, body = ErrorBody)))]
 pub async fn list_buckets(State(st): State<St>) -> Answer<Vec<ListBucketsResponseItem>> {
-    let buckets = st.garage.metadata().list_buckets().await?;
-    ok(buckets
-        .iter()
-        .filter_map(|b| {
-            let p = b.params()?;
-            Some(ListBucketsResponseItem {
-                id: b.id.hex(),
-                created: rfc3339(p.creation_date),
-                global_aliases: b.global_aliases(),
-                local_aliases: local_aliases(b),
-            })
-        })
-        .collect())
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GetBucketInfoResponse {
-    pub id: String,
-    /// Creation date (RFC 3339).
-    pub created: String,
-    pub global_aliases: Vec<String>,
-    /// Whether the website endpoint serves this bucket.
-    pub website_access: bool,
-    pub website_config: Option<GetBucketInfoWebsiteResponse>,
-    /// Keys with rights on the bucket.
-    pub keys: Vec<GetBucketInfoKey>,
-    pub objects: i64,
-    pub bytes: i64,
-    /// Multipart uploads not completed or aborted yet.
-    pub unfinished_uploads: i64,
-    /// The same count (every unfinished upload is a multipart one here).
-    pub unfinished_multipart_uploads: i64,
-    pub quotas: ApiBucketQuotas,
-    /// S3 versioning: `off` (never enabled), `enabled` or `suspended`.
-    pub versioning: String,
-    /// S3 object lock: `off`, `enabled`, or `enabled, default
-    /// GOVERNANCE|COMPLIANCE N days|years`.
-    #[serde(default)]
-    pub object_lock: String,
-    /// S3 access control beyond key permissions.
-    #[serde(default)]
-    pub access: GetBucketInfoAccess,
-}
-
-/// A bucket's ACL, policy, ownership controls and public access block.
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GetBucketInfoAccess {
-    /// The canned ACL: `private`, `public-read`, `public-read-write`,
-    /// `authenticated-read`.
-    pub acl: String,
-    /// The bucket policy (JSON), if any.
-    pub policy: Option<String>,
-    /// `BucketOwnerEnforced`, `BucketOwnerPreferred`, `ObjectWriter`, or
-    /// null (not set).
-    pub object_ownership: Option<String>,
-    /// The public access block settings that are on (e.g.
-    /// `BlockPublicAcls`); null: not set.
-    pub public_access_block: Option<Vec<String>>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GetBucketInfoWebsiteResponse {
-    pub index_document: Option<String>,
-    pub error_document: Option<String>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct GetBucketInfoKey {
-    pub access_key_id: String,
-    pub name: String,
-    pub permissions: ApiBucketKeyPerm,
-    /// The key's aliases for this bucket.
-    pub bucket_local_aliases: Vec<String>,
-}
-
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApiBucketQuotas {
-    /// Bytes; null: no limit.
-    pub max_size: Option<u64>,
-    /// Null: no limit.
-    pub max_objects: Option<u64>,
-}
-
-/// What GetBucketInfo (and `garage bucket info`) say about a bucket.
-pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse, ApiError> {
-    let m = g.metadata();
-    let p = b
-        .params()
-        .ok_or_else(|| ApiError::NoSuchBucket(format!("bucket {} is deleted", b.id.hex())))?;
-    let counts = admin_ops::bucket_counts(g, &b.id).await?;
-    let count = |k: &str| counts.get(k).copied().unwrap_or(0);
-    let mut keys = Vec::new();
-    for (key_id, _, perm) in p.authorized_keys.items() {
-        if !perm.is_any() {
-            continue;
-        }
-        let name = match m.get_key(key_id).await {
-            Ok(k) => k.name().to_string(),
-            Err(_) => String::new(),
-        };
-        keys.push(GetBucketInfoKey {
-            access_key_id: key_id.clone(),
-            name,
-            permissions: (*perm).into(),
-            bucket_local_aliases: b
-                .local_aliases()
-                .into_iter()
-                .filter(|(k, _)| k == key_id)
-                .map(|(_, n)| n)
-                .collect(),
-        });
-    }
-    let q = p.quotas.get();
-    Ok(GetBucketInfoResponse {
-        id: b.id.hex(),
-        created: rfc3339(p.creation_date),
-        global_aliases: b.global_aliases(),
-        website_access: admin_ops::website_access(p),
-        website_config: p
-            .website_config
-            .get()
-            .as_ref()
-            .map(|w| GetBucketInfoWebsiteResponse {
-                index_document: w.index_document.clone(),
-                error_document: w.error_document.clone(),
-            }),
-        keys,
-        objects: count(OBJECTS),
-        bytes: count(BYTES),
-        unfinished_uploads: count(UNFINISHED_UPLOADS),
-        unfinished_multipart_uploads: count(UNFINISHED_UPLOADS),
-        quotas: ApiBucketQuotas {
-            max_size: q.max_size,
-            max_objects: q.max_objects,
-        },
-        versioning: match p.versioning.get() {
-            garage_model::bucket_table::Versioning::Off => "off",
-            garage_model::bucket_table::Versioning::Enabled => "enabled",
-            garage_model::bucket_table::Versioning::Suspended => "suspended",
-        }
-        .into(),
-        object_lock: lock_summary(p),
-        access: access_summary(&p.access),
-    })
-}
-
-fn access_summary(a: &garage_model::access::BucketAccess) -> GetBucketInfoAccess {
-    GetBucketInfoAccess {
-        acl: a.acl.get().as_str().into(),
-        policy: a.policy.get().clone(),
-        object_ownership: a.ownership.get().map(|o| o.as_str().into()),
-        public_access_block: a.public_access_block.get().map(|b| {
-            [
-                (b.block_public_acls, "BlockPublicAcls"),
-                (b.ignore_public_acls, "IgnorePublicAcls"),
-                (b.block_public_policy, "BlockPublicPolicy"),
-                (b.restrict_public_buckets, "RestrictPublicBuckets"),
-            ]
-            .into_iter()
-            .filter(|(on, _)| *on)
-            .map(|(_, n)| n.to_string())
-            .collect()
-        }),
-    }
-}
-
-/// How `bucket info` and GetBucketInfo describe a bucket's object lock.
-fn lock_summary(p: &garage_model::bucket_table::BucketParams) -> String {
-    use garage_model::object_lock::Period;
-    if !p.object_lock.get() {
-        return "off".into();
-    }
-    match p.default_retention.get() {
-        None => "enabled".into(),
-        Some(d) => {
-            let period = match d.period {
-                Period::Days(n) => format!("{n} days"),
-                Period::Years(n) => format!("{n} years"),
-            };
-            format!("enabled, default {} {period}", d.mode.as_str())
-        }
-    }
-}
-
-/// The bucket with exactly this id.
-async fn bucket_by_id(m: &Metadata, id: &str) -> Result<Bucket, ApiError> {
-    let parsed = id
-        .parse::<Uuid>()
-        .map_err(|_| ApiError::bad(format!("{id:?} is not a bucket id (64 hexadecimal digits)")))?;
-    let b = m.get_bucket(id).await?;
-    if b.id != parsed {
-        return Err(ApiError::NoSuchBucket(format!("no bucket with id {id}")));
-    }
-    Ok(b)
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[serde(rename_all = "camelCase")]
-#[into_params(parameter_in = Query)]
-pub struct GetBucketInfoQuery {
-    /// The bucket's full id.
-    pub id: Option<String>,
-    /// One of its global aliases.
-    pub global_alias: Option<String>,
-    /// A global alias, or a unique prefix of the id.
-    pub search: Option<String>,
+    ok(op::list_buckets(&st.garage).await?)
 }
 
 /// One bucket, by `id`, `globalAlias` or `search`.
@@ -289,44 +38,7 @@ pub async fn get_bucket_info(
     State(st): State<St>,
     Query(q): Query<GetBucketInfoQuery>,
 ) -> Answer<GetBucketInfoResponse> {
-    let m = st.garage.metadata();
-    let b = match (q.id, q.global_alias, q.search) {
-        (Some(id), None, None) => bucket_by_id(&m, &id).await?,
-        (None, Some(alias), None) => {
-            let id = m
-                .resolve_global_alias(&alias)
-                .await?
-                .ok_or_else(|| ApiError::NoSuchBucket(format!("no bucket named {alias:?}")))?;
-            bucket_by_id(&m, &id.hex()).await?
-        }
-        (None, None, Some(s)) => m.get_bucket(&s).await?,
-        _ => {
-            return Err(ApiError::bad(
-                "give exactly one of the id, globalAlias and search query parameters",
-            ))
-        }
-    };
-    ok(bucket_info(&st.garage, &b).await?)
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreateBucketRequest {
-    /// A global name for the bucket.
-    #[serde(default)]
-    pub global_alias: Option<String>,
-    /// A name in one key's namespace (and that key's rights on the bucket).
-    #[serde(default)]
-    pub local_alias: Option<CreateBucketLocalAlias>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CreateBucketLocalAlias {
-    pub access_key_id: String,
-    pub alias: String,
-    #[serde(default)]
-    pub allow: ApiBucketKeyPerm,
+    ok(op::get_bucket_info(&st.garage, q).await?)
 }
 
 /// Creates a bucket with a global alias, a local alias, or both.
@@ -337,64 +49,11 @@ pub async fn create_bucket(
     State(st): State<St>,
     Body(req): Body<CreateBucketRequest>,
 ) -> Answer<GetBucketInfoResponse> {
-    let m = st.garage.metadata();
-    let local_key = match &req.local_alias {
-        Some(la) => Some(existing_key(&m, &la.access_key_id).await?),
-        None => None,
-    };
-    let b = match (&req.global_alias, &req.local_alias, &local_key) {
-        (Some(name), local, key) => {
-            // Both names are checked before anything is created: a taken
-            // local alias must not leave a bucket behind.
-            if let (Some(la), Some(k)) = (local, key) {
-                m.check_local_alias_free(k, &la.alias).await?;
-            }
-            let b = m.create_bucket(name).await?;
-            if let (Some(la), Some(k)) = (local, key) {
-                m.set_local_alias(b.id, k, &la.alias).await?;
-            }
-            b
-        }
-        (None, Some(la), Some(k)) => m.create_bucket_local(k, &la.alias).await?,
-        _ => {
-            return Err(ApiError::bad(
-                "give a globalAlias, a localAlias, or both: a bucket needs a name",
-            ))
-        }
-    };
-    if let (Some(la), Some(k)) = (&req.local_alias, &local_key) {
-        let perm: garage_model::permission::BucketKeyPerm = la.allow.into();
-        if perm.is_any() {
-            m.set_permissions(b.id, &k.key_id, perm).await?;
-        }
-    }
-    tracing::info!("admin API: bucket {} created", b.id.hex());
-    let b = bucket_by_id(&m, &b.id.hex()).await?;
-    ok(bucket_info(&st.garage, &b).await?)
+    ok(op::create_bucket(&st.garage, req).await?)
 }
 
-#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UpdateBucketRequestBody {
-    #[serde(default)]
-    pub website_access: Option<UpdateBucketWebsiteAccess>,
-    /// New quotas (both fields are set: null removes a limit).
-    #[serde(default)]
-    pub quotas: Option<ApiBucketQuotas>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct UpdateBucketWebsiteAccess {
-    pub enabled: bool,
-    /// Required when enabling (for example `index.html`).
-    #[serde(default)]
-    pub index_document: Option<String>,
-    #[serde(default)]
-    pub error_document: Option<String>,
-}
-
-/// Enables or disables website access, or sets quotas.
+/// Enables or disables website access (without `indexDocument`, enabling
+/// keeps the current documents, `index.html` if none), or sets quotas.
 #[utoipa::path(post, path = "/v2/UpdateBucket", tag = "Bucket", params(IdQuery),
     request_body = UpdateBucketRequestBody,
     responses((status = 200, body = GetBucketInfoResponse), (status = 404, body = ErrorBody)))]
@@ -403,85 +62,14 @@ pub async fn update_bucket(
     Query(q): Query<IdQuery>,
     Body(req): Body<UpdateBucketRequestBody>,
 ) -> Answer<GetBucketInfoResponse> {
-    let g = &st.garage;
-    let m = g.metadata();
-    let b = bucket_by_id(&m, &q.id).await?;
-    if let Some(w) = req.website_access {
-        let enable = if w.enabled {
-            let index = w.index_document.filter(|s| !s.is_empty()).ok_or_else(|| {
-                ApiError::bad("websiteAccess: indexDocument is required to enable website access")
-            })?;
-            Some((Some(index), w.error_document))
-        } else {
-            if w.index_document.is_some() || w.error_document.is_some() {
-                return Err(ApiError::bad(
-                    "websiteAccess: indexDocument and errorDocument cannot be set when disabling website access",
-                ));
-            }
-            None
-        };
-        // The same switch as `garage bucket website`: routing rules set by
-        // PutBucketWebsite are kept.
-        admin_ops::set_website_access(&m, b.clone(), enable).await?;
-    }
-    if let Some(q) = req.quotas {
-        m.set_quotas(
-            b.id,
-            BucketQuotas {
-                max_size: q.max_size,
-                max_objects: q.max_objects,
-            },
-        )
-        .await?;
-    }
-    let b = bucket_by_id(&m, &q.id).await?;
-    ok(bucket_info(g, &b).await?)
+    ok(op::update_bucket(&st.garage, &q.id, req).await?)
 }
 
 /// Deletes an empty bucket.
 #[utoipa::path(post, path = "/v2/DeleteBucket", tag = "Bucket", params(IdQuery),
     responses((status = 200), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub async fn delete_bucket(State(st): State<St>, Query(q): Query<IdQuery>) -> Answer<()> {
-    let g = &st.garage;
-    let m = g.metadata();
-    let b = bucket_by_id(&m, &q.id).await?;
-    if !admin_ops::bucket_is_empty(g, &b.id).await? {
-        return Err(ApiError::BucketNotEmpty(format!(
-            "bucket {} is not empty: delete its objects first",
-            b.id.hex()
-        )));
-    }
-    m.delete_bucket(&b).await?;
-    tracing::info!("admin API: bucket {} deleted", b.id.hex());
-    ok(())
-}
-
-/// A global alias, or a local one (`localAlias` with `accessKeyId`).
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BucketAliasRequest {
-    pub bucket_id: String,
-    #[serde(default)]
-    pub global_alias: Option<String>,
-    #[serde(default)]
-    pub local_alias: Option<String>,
-    #[serde(default)]
-    pub access_key_id: Option<String>,
-}
-
-enum AliasKind {
-    Global(String),
-    Local { alias: String, key_id: String },
-}
-
-fn alias_kind(req: BucketAliasRequest) -> Result<AliasKind, ApiError> {
-    match (req.global_alias, req.local_alias, req.access_key_id) {
-        (Some(g), None, None) => Ok(AliasKind::Global(g)),
-        (None, Some(alias), Some(key_id)) => Ok(AliasKind::Local { alias, key_id }),
-        _ => Err(ApiError::bad(
-            "give either globalAlias, or localAlias and accessKeyId",
-        )),
-    }
+    ok(op::delete_bucket(&st.garage, &q.id).await?)
 }
 
 /// Adds a global or local alias to a bucket.
@@ -492,17 +80,7 @@ pub async fn add_bucket_alias(
     State(st): State<St>,
     Body(req): Body<BucketAliasRequest>,
 ) -> Answer<GetBucketInfoResponse> {
-    let m = st.garage.metadata();
-    let b = bucket_by_id(&m, &req.bucket_id).await?;
-    match alias_kind(req)? {
-        AliasKind::Global(name) => m.set_global_alias(b.id, &name).await?,
-        AliasKind::Local { alias, key_id } => {
-            let k = existing_key(&m, &key_id).await?;
-            m.set_local_alias(b.id, &k, &alias).await?
-        }
-    }
-    let b = bucket_by_id(&m, &b.id.hex()).await?;
-    ok(bucket_info(&st.garage, &b).await?)
+    ok(op::add_bucket_alias(&st.garage, req).await?)
 }
 
 /// Removes a global or local alias of a bucket (not its last name).
@@ -513,64 +91,7 @@ pub async fn remove_bucket_alias(
     State(st): State<St>,
     Body(req): Body<BucketAliasRequest>,
 ) -> Answer<GetBucketInfoResponse> {
-    let m = st.garage.metadata();
-    let b = bucket_by_id(&m, &req.bucket_id).await?;
-    match alias_kind(req)? {
-        AliasKind::Global(name) => {
-            if m.resolve_global_alias(&name).await? != Some(b.id) {
-                return Err(ApiError::NoSuchBucket(format!(
-                    "{name:?} is not a global alias of bucket {}",
-                    b.id.hex()
-                )));
-            }
-            m.unset_global_alias(&name).await?
-        }
-        AliasKind::Local { alias, key_id } => {
-            let k = existing_key(&m, &key_id).await?;
-            let target = k
-                .params()
-                .and_then(|p| p.local_aliases.get(&alias).cloned())
-                .flatten();
-            if target != Some(b.id) {
-                return Err(ApiError::NoSuchBucket(format!(
-                    "{alias:?} is not an alias of bucket {} for key {key_id}",
-                    b.id.hex()
-                )));
-            }
-            m.unset_local_alias(&k, &alias).await?
-        }
-    }
-    let b = bucket_by_id(&m, &b.id.hex()).await?;
-    ok(bucket_info(&st.garage, &b).await?)
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BucketKeyPermChangeRequest {
-    pub bucket_id: String,
-    pub access_key_id: String,
-    /// The rights to grant (AllowBucketKey) or revoke (DenyBucketKey);
-    /// those set to false are left as they are.
-    pub permissions: ApiBucketKeyPerm,
-}
-
-async fn change_perm(
-    st: &St,
-    req: BucketKeyPermChangeRequest,
-    allow: bool,
-) -> Answer<GetBucketInfoResponse> {
-    let m = st.garage.metadata();
-    let b = bucket_by_id(&m, &req.bucket_id).await?;
-    let k = existing_key(&m, &req.access_key_id).await?;
-    let perm = admin_ops::change_permissions(&m, &b, &k, req.permissions.into(), allow).await?;
-    tracing::info!(
-        "admin API: key {} on bucket {}: {}",
-        k.key_id,
-        b.id.hex(),
-        perm.letters()
-    );
-    let b = bucket_by_id(&m, &b.id.hex()).await?;
-    ok(bucket_info(&st.garage, &b).await?)
+    ok(op::remove_bucket_alias(&st.garage, req).await?)
 }
 
 /// Grants rights on a bucket to a key.
@@ -581,7 +102,7 @@ pub async fn allow_bucket_key(
     State(st): State<St>,
     Body(req): Body<BucketKeyPermChangeRequest>,
 ) -> Answer<GetBucketInfoResponse> {
-    change_perm(&st, req, true).await
+    ok(op::change_perm(&st.garage, req, true).await?)
 }
 
 /// Revokes rights on a bucket from a key.
@@ -592,125 +113,7 @@ pub async fn deny_bucket_key(
     State(st): State<St>,
     Body(req): Body<BucketKeyPermChangeRequest>,
 ) -> Answer<GetBucketInfoResponse> {
-    change_perm(&st, req, false).await
-}
-
-// ---- InspectObject ----
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(rename_all = "camelCase")]
-pub struct InspectObjectQuery {
-    /// The bucket's full id.
-    pub bucket_id: String,
-    pub key: String,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InspectObjectResponse {
-    pub bucket_id: String,
-    pub key: String,
-    /// The versions of the object entry, oldest first, then those of the
-    /// history table (versioned buckets; at most 100), newest first.
-    pub versions: Vec<InspectObjectVersion>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InspectObjectVersion {
-    pub uuid: String,
-    /// RFC 3339.
-    pub timestamp: String,
-    /// `uploading`, `complete` or `aborted`.
-    pub state: String,
-    /// `objectEntry` or `history` (and, there, whether it was deleted by
-    /// its id).
-    pub r#where: String,
-    pub deleted: bool,
-    pub is_delete_marker: bool,
-    /// `off`, `enabled` or `suspended`: the bucket's versioning when it was
-    /// written.
-    pub versioning: String,
-    pub inline: bool,
-    pub size: Option<u64>,
-    pub etag: Option<String>,
-    pub headers: Vec<(String, String)>,
-    /// Its data blocks, in order (versions with blocks).
-    pub blocks: Vec<InspectObjectBlock>,
-}
-
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct InspectObjectBlock {
-    pub part_number: u64,
-    pub offset: u64,
-    pub hash: String,
-    pub size: u64,
-}
-
-async fn inspect_version(
-    g: &Garage,
-    v: &garage_model::object_table::ObjectVersion,
-    r#where: &str,
-    deleted: bool,
-) -> Result<InspectObjectVersion, ApiError> {
-    use garage_model::object_table::{ObjectVersionData as D, ObjectVersionState as S};
-    let (state, meta, inline, marker, first) = match &v.state {
-        S::Uploading { headers, .. } => (
-            "uploading",
-            Some((headers.clone(), None, None)),
-            false,
-            false,
-            false,
-        ),
-        S::Aborted => ("aborted", None, false, false, false),
-        S::Complete(D::DeleteMarker) => ("complete", None, false, true, false),
-        S::Complete(D::Inline(m, _)) => (
-            "complete",
-            Some((m.headers.clone(), Some(m.size), Some(m.etag.clone()))),
-            true,
-            false,
-            false,
-        ),
-        S::Complete(D::FirstBlock(m, _)) => (
-            "complete",
-            Some((m.headers.clone(), Some(m.size), Some(m.etag.clone()))),
-            false,
-            false,
-            true,
-        ),
-    };
-    let mut blocks = Vec::new();
-    if first || state == "uploading" {
-        if let Some(ver) =
-            garage_model::version_table::read_version(&g.version_table, &v.uuid).await?
-        {
-            for (k, b) in ver.blocks.items() {
-                blocks.push(InspectObjectBlock {
-                    part_number: k.part_number,
-                    offset: k.offset,
-                    hash: b.hash.hex(),
-                    size: b.size,
-                });
-            }
-        }
-    }
-    let (headers, size, etag) = meta.unwrap_or((vec![], None, None));
-    Ok(InspectObjectVersion {
-        uuid: v.uuid.hex(),
-        timestamp: rfc3339(v.timestamp),
-        state: state.into(),
-        r#where: r#where.into(),
-        deleted,
-        is_delete_marker: marker,
-        versioning: format!("{:?}", v.versioning).to_lowercase(),
-        inline,
-        size,
-        etag,
-        headers,
-        blocks,
-    })
+    ok(op::change_perm(&st.garage, req, false).await?)
 }
 
 /// The internal state of an object: the versions of its entry and of the
@@ -721,98 +124,7 @@ pub async fn inspect_object(
     State(st): State<St>,
     Query(q): Query<InspectObjectQuery>,
 ) -> Answer<InspectObjectResponse> {
-    let g = &st.garage;
-    let b = bucket_by_id(&g.metadata(), &q.bucket_id).await?;
-    let obj = g.object_table.get(&b.id, &q.key).await?;
-    let history = g
-        .history_table
-        .get_range(
-            &b.id,
-            Some(garage_model::history_table::HistoryKey::first_of(&q.key)),
-            None,
-            100,
-            false,
-        )
-        .await?;
-    let mut versions = Vec::new();
-    if let Some(o) = &obj {
-        for v in o.versions() {
-            versions.push(inspect_version(g, v, "objectEntry", false).await?);
-        }
-    }
-    for h in history.iter().filter(|h| h.key == q.key) {
-        versions.push(inspect_version(g, &h.version, "history", h.is_deleted()).await?);
-    }
-    if versions.is_empty() {
-        return Err(ApiError::NoSuchObject(format!(
-            "no object {:?} in bucket {}",
-            q.key, q.bucket_id
-        )));
-    }
-    ok(InspectObjectResponse {
-        bucket_id: b.id.hex(),
-        key: q.key,
-        versions,
-    })
-}
-
-// ---- CleanupIncompleteUploads ----
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CleanupIncompleteUploadsRequest {
-    pub bucket_id: String,
-    /// Abort the multipart uploads started more than this many seconds
-    /// ago.
-    pub older_than_secs: u64,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CleanupIncompleteUploadsResponse {
-    pub uploads_deleted: u64,
-}
-
-/// Aborts the bucket's multipart uploads older than `olderThanSecs` (as
-/// AbortMultipartUpload does each: their parts are released). Scans the
-/// bucket's object entries 1 000 at a time.
-pub async fn cleanup_incomplete_uploads_of(
-    g: &Garage,
-    req: &CleanupIncompleteUploadsRequest,
-) -> Result<CleanupIncompleteUploadsResponse, ApiError> {
-    use garage_model::mpu_table::MultipartUpload;
-    let b = bucket_by_id(&g.metadata(), &req.bucket_id).await?;
-    let cutoff = garage_util::time::now_msec().saturating_sub(req.older_than_secs * 1000);
-    let mut from: Option<String> = None;
-    let mut deleted = 0u64;
-    loop {
-        let page = g
-            .object_table
-            .get_range(&b.id, from.clone(), None, 1000, false)
-            .await?;
-        let full = page.len() == 1000;
-        for o in page.iter() {
-            if from.as_deref() == Some(o.key.as_str()) {
-                continue;
-            }
-            for v in o.versions() {
-                if v.is_uploading(Some(true)) && v.timestamp < cutoff {
-                    let mpu = MultipartUpload::new(v.uuid, v.timestamp, b.id, o.key.clone());
-                    let (aborted, gone) = mpu.abort_entries();
-                    g.object_table.insert(&aborted).await?;
-                    g.mpu_table.insert(&gone).await?;
-                    deleted += 1;
-                }
-            }
-        }
-        match (full, page.last()) {
-            (true, Some(last)) => from = Some(last.key.clone()),
-            _ => break,
-        }
-    }
-    Ok(CleanupIncompleteUploadsResponse {
-        uploads_deleted: deleted,
-    })
+    ok(op::inspect_object(&st.garage, q).await?)
 }
 
 /// Aborts a bucket's multipart uploads older than a given age.
@@ -823,5 +135,5 @@ pub async fn cleanup_incomplete_uploads(
     State(st): State<St>,
     Body(req): Body<CleanupIncompleteUploadsRequest>,
 ) -> Answer<CleanupIncompleteUploadsResponse> {
-    ok(cleanup_incomplete_uploads_of(&st.garage, &req).await?)
+    ok(op::cleanup_incomplete_uploads(&st.garage, &req).await?)
 }

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ok, Answer, Body};
 use super::St;
-use crate::admin::layout::{find_node, version_status};
+use crate::ops::layout::{find_node, version_status};
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_cluster_layout))

@@ -5,9 +5,10 @@
 //! (`/v2/openapi.json`) are both built from those annotations, so they
 //! cannot drift apart.
 //!
-//! The handlers call the same functions as the CLI (`admin_ops`,
-//! `admin_blocks`, `System::update_layout`, the model's `Metadata`
-//! helper): the HTTP API and `garage …` share one implementation.
+//! The handlers are thin wrappers of the typed operations of
+//! [`crate::ops`] (and of `System::update_layout`), which the CLI reaches
+//! over the admin RPC: the HTTP API and `garage …` share one
+//! implementation.
 
 pub(crate) mod auth;
 pub(crate) mod bucket;
@@ -33,8 +34,8 @@ use tracing::{debug, info, warn};
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::admin_rpc::{AdminRpc, AdminRpcHandler};
-use garage_model::garage::Garage;
 use error::{ApiError, ErrorBody, PendingError};
+use garage_model::garage::Garage;
 
 /// What every handler gets.
 pub struct AdminState {
@@ -224,6 +225,29 @@ pub async fn start(
         move |_peer| hyper_util::service::TowerToHyperService::new(router.clone()),
         must_exit,
     )))
+}
+
+/// The admin API's in-process executor of `garage json-api` calls, given
+/// to the admin RPC handler. It holds the endpoint weakly: the endpoint
+/// holds the handler, which holds this.
+pub struct InProcess {
+    pub garage: Arc<Garage>,
+    pub region: String,
+    pub admin_rpc: std::sync::Weak<Endpoint<AdminRpc, AdminRpcHandler>>,
+}
+
+#[async_trait::async_trait]
+impl crate::admin_rpc::JsonApi for InProcess {
+    async fn call(&self, endpoint: &str, request: &str) -> Result<(u16, String), String> {
+        let rpc = self.admin_rpc.upgrade().ok_or("the node is stopping")?;
+        let st = Arc::new(AdminState {
+            garage: self.garage.clone(),
+            admin_token: None,
+            region: self.region.clone(),
+            admin_rpc: rpc,
+        });
+        call_in_process(st, endpoint, request).await
+    }
 }
 
 /// Runs one admin API endpoint in this process, as `garage json-api` asks

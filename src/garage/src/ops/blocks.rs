@@ -1,7 +1,5 @@
-//! `garage block …`, `garage repair blocks|scrub …`, run by the daemon
-//! that the CLI reached; each returns the text the CLI prints.
-
-use std::fmt::Write;
+//! Blocks and background workers of a node: block references, resync
+//! retries, purges, block repairs, worker rows and variables.
 
 use garage_block::manager::BlockManager;
 use garage_block::rc::queue_key;
@@ -11,8 +9,7 @@ use garage_util::data::{Hash, Uuid};
 use garage_util::time::now_msec;
 use tracing::info;
 
-use crate::admin::table::format as columns;
-use crate::cli::{BlockOperation, RepairWhat, ScrubCmd, WorkerOperation};
+use crate::ops::stats::NodeStats;
 use garage_model::garage::Garage;
 
 type Result<T> = std::result::Result<T, String>;
@@ -28,101 +25,6 @@ fn ago(ms: u64) -> String {
         format!("in {}s", (ms - now) / 1000)
     } else {
         format!("{}s ago", (now - ms) / 1000)
-    }
-}
-
-pub async fn block(g: &Garage, op: BlockOperation) -> Result<String> {
-    let m = &g.block_manager;
-    match op {
-        BlockOperation::ListErrors => {
-            let mut rows = vec!["Hash\tFailures\tLast try\tNext try".to_string()];
-            for (h, e) in m.resync_errors().map_err(|e| e.to_string())? {
-                rows.push(format!(
-                    "{}\t{}\t{}\t{}",
-                    h.hex(),
-                    e.failures,
-                    ago(e.last_try),
-                    ago(e.next_try)
-                ));
-            }
-            Ok(columns(&rows))
-        }
-        BlockOperation::Info { hash } => {
-            let h = parse_hash(&hash)?;
-            let rc = m.rc.get(&h).map_err(|e| e.to_string())?;
-            let stored = m.store.find(&h);
-            let mut out = String::new();
-            let _ = writeln!(out, "Block hash:        {}", h.hex());
-            let _ = writeln!(out, "Reference count:   {:?}", rc);
-            match stored {
-                Some((path, compressed)) => {
-                    let _ = writeln!(
-                        out,
-                        "Stored here:       {} ({})",
-                        path.display(),
-                        if compressed { "zstd" } else { "plain" }
-                    );
-                }
-                None => {
-                    let _ = writeln!(out, "Stored here:       no");
-                }
-            }
-            let mut rows = vec!["Version\tBucket\tKey\tState".to_string()];
-            for r in block_refs(g, &h).await? {
-                let (bucket, key) = match &r.backlink {
-                    Some(VersionBacklink::Object { bucket_id, key }) => {
-                        (bucket_id.hex(), key.clone())
-                    }
-                    Some(VersionBacklink::MultipartUpload { upload_id }) => {
-                        ("(multipart upload)".to_string(), upload_id.hex())
-                    }
-                    None => ("?".into(), "?".into()),
-                };
-                let state = match r.deleted {
-                    Some(true) => "deleted",
-                    Some(false) => "live",
-                    None => "version not found",
-                };
-                rows.push(format!("{}\t{bucket}\t{key}\t{state}", r.version.hex()));
-            }
-            if rows.len() > 1 {
-                let _ = writeln!(out, "\nReferenced by:");
-                out.push_str(&columns(&rows));
-            } else {
-                let _ = writeln!(out, "Referenced by:     no live reference");
-            }
-            Ok(out)
-        }
-        BlockOperation::RetryNow { all, blocks } => {
-            let n = retry_now(m, all, &blocks)?;
-            Ok(format!("{n} blocks queued for a resync now.\n"))
-        }
-        BlockOperation::Purge { yes, blocks } => {
-            if !yes {
-                return Err("block purge deletes every object that uses these blocks: \
-                            add --yes to confirm"
-                    .into());
-            }
-            let hashes = blocks
-                .iter()
-                .map(|b| parse_hash(b))
-                .collect::<Result<Vec<_>>>()?;
-            let total = purge_blocks(g, &hashes).await?;
-            let mut out = format!(
-                "Purged {} blocks: {} versions deleted, {} objects deleted, {} multipart uploads aborted.\n",
-                hashes.len(),
-                total.versions,
-                total.objects_deleted,
-                total.uploads_aborted
-            );
-            if total.locked > 0 {
-                out.push_str(&format!(
-                    "{} versions were kept: their object lock forbids deleting them.\n",
-                    total.locked
-                ));
-            }
-            Ok(out)
-        }
     }
 }
 
@@ -209,10 +111,24 @@ pub async fn purge_blocks(g: &Garage, hashes: &[Hash]) -> Result<PurgeCount> {
     Ok(total)
 }
 
-pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
+/// What a block repair does (`garage repair blocks | rebalance | scrub`,
+/// LaunchRepairOperation).
+#[derive(Debug, Clone, Copy)]
+pub enum BlockRepair {
+    /// Queue every block with a reference count for a resync check.
+    Blocks,
+    /// Move blocks to their data directory.
+    Rebalance,
+    ScrubStart,
+    ScrubPause,
+    ScrubResume,
+    ScrubCancel,
+}
+
+/// Runs a block repair; what it did, in words.
+pub async fn repair(m: &BlockManager, what: BlockRepair) -> Result<String> {
     match what {
-        RepairWhat::Tables => Err("tables are repaired through AdminRpc::RepairTables".into()),
-        RepairWhat::Blocks => {
+        BlockRepair::Blocks => {
             let mut n = 0;
             for item in m.rc.rc.iter() {
                 let (k, _) = item.map_err(|e| e.to_string())?;
@@ -223,101 +139,41 @@ pub async fn repair(m: &BlockManager, what: RepairWhat) -> Result<String> {
                     n += 1;
                 }
             }
-            Ok(format!("{n} blocks queued for a resync check.\n"))
+            Ok(format!("{n} blocks queued for a resync check."))
         }
-        RepairWhat::Rebalance => {
+        BlockRepair::Rebalance => {
             let n = m.rebalance().await.map_err(|e| e.to_string())?;
-            Ok(format!("{n} blocks moved to their data directory.\n"))
+            Ok(format!("{n} blocks moved to their data directory."))
         }
-        RepairWhat::Scrub(cmd) => {
+        BlockRepair::ScrubStart => {
+            m.scrub_start().map_err(|e| e.to_string())?;
+            Ok("Scrub started.".into())
+        }
+        cmd => {
             let mut st = m.scrub_state().map_err(|e| e.to_string())?;
             let msg = match cmd {
-                ScrubCmd::Start => {
-                    m.scrub_start().map_err(|e| e.to_string())?;
-                    return Ok("Scrub started.\n".into());
-                }
-                ScrubCmd::Pause => {
+                BlockRepair::ScrubPause => {
                     st.paused = true;
                     "Scrub paused."
                 }
-                ScrubCmd::Resume => {
+                BlockRepair::ScrubResume => {
                     st.paused = false;
                     "Scrub resumed."
                 }
-                ScrubCmd::Cancel => {
+                _ => {
                     st.running = false;
                     st.cursor = None;
                     "Scrub cancelled."
                 }
-                ScrubCmd::SetTranquility { tranquility } => {
-                    st.tranquility = tranquility;
-                    "Scrub tranquility set."
-                }
             };
             m.set_scrub_state(&st).map_err(|e| e.to_string())?;
-            Ok(format!("{msg}\n"))
-        }
-    }
-}
-
-/// `garage worker list | get | set`.
-pub async fn worker(g: &std::sync::Arc<Garage>, op: WorkerOperation) -> Result<String> {
-    match op {
-        WorkerOperation::List => {
-            let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors".to_string()];
-            let stats = crate::admin_rpc::node_stats(g).await?;
-            for (i, w) in workers(g, &stats)?.iter().enumerate() {
-                rows.push(format!(
-                    "{}\t{}\t{}\t{}\t{}",
-                    i + 1,
-                    w.name,
-                    w.state,
-                    w.queue.map(|q| q.to_string()).unwrap_or_default(),
-                    w.errors.map(|q| q.to_string()).unwrap_or_default()
-                ));
-            }
-            Ok(columns(&rows))
-        }
-        WorkerOperation::Info { tid } => {
-            let stats = crate::admin_rpc::node_stats(g).await?;
-            let all = workers(g, &stats)?;
-            let Some(w) = tid.checked_sub(1).and_then(|i| all.get(i)) else {
-                return Err(format!(
-                    "no worker {tid}: `garage worker list` numbers them from 1 to {}",
-                    all.len()
-                ));
-            };
-            let mut rows = vec![
-                format!("Worker:\t{}", w.name),
-                format!("State:\t{}", w.state),
-            ];
-            if let Some(q) = w.queue {
-                rows.push(format!("Queue length:\t{q}"));
-            }
-            if let Some(e) = w.errors {
-                rows.push(format!("Errors:\t{e}"));
-            }
-            for (k, v) in w.details.iter() {
-                rows.push(format!("{k}:\t{v}"));
-            }
-            Ok(columns(&rows))
-        }
-        WorkerOperation::Get { variable } => {
-            let mut out = String::new();
-            for (k, v) in worker_variables(g, variable.as_deref())? {
-                let _ = writeln!(out, "{k}  {v}");
-            }
-            Ok(out)
-        }
-        WorkerOperation::Set { variable, value } => {
-            let n = set_worker_variable(g, &variable, &value)?;
-            Ok(format!("{variable} set to {n}.\n"))
+            Ok(msg.into())
         }
     }
 }
 
 /// The tunable worker variables and their values (only `only`, if
-/// given): `garage worker get` and GetWorkerVariable.
+/// given): GetWorkerVariable (and `garage worker get`).
 pub fn worker_variables(g: &Garage, only: Option<&str>) -> Result<Vec<(&'static str, String)>> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
@@ -387,8 +243,8 @@ fn busy(queue: usize) -> String {
 }
 
 /// The node's workers, in a stable order (their TIDs, from 1), from
-/// `stats` (read off the async runtime: `admin_rpc::node_stats`).
-pub fn workers(g: &Garage, stats: &crate::admin_rpc::NodeStats) -> Result<Vec<WorkerRow>> {
+/// `stats` (read off the async runtime: [`crate::ops::stats::node_stats`]).
+pub fn workers(g: &Garage, stats: &NodeStats) -> Result<Vec<WorkerRow>> {
     use std::sync::atomic::Ordering;
     let m = &g.block_manager;
     let mut out = Vec::new();

@@ -1,0 +1,524 @@
+//! Node-local operations: node info and statistics, repairs, background
+//! workers, blocks, metadata snapshots. The admin API runs them on the
+//! nodes its `?node=` names; the CLI on the node it reached.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::blocks::{self, BlockRepair};
+use super::error::ApiError;
+use super::stats::{self, NodeStats};
+use garage_model::garage::Garage;
+
+/// A node-local operation, as sent to another node.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum NodeRequest {
+    GetNodeInfo,
+    GetNodeStatistics,
+    LaunchRepairOperation(LaunchRepairOperationRequest),
+    ListWorkers(ListWorkersRequest),
+    GetWorkerInfo(GetWorkerInfoRequest),
+    ListBlockErrors,
+    GetBlockInfo(GetBlockInfoRequest),
+    RetryBlockResync(RetryBlockResyncRequest),
+    PurgeBlocks(Vec<String>),
+    GetWorkerVariable(GetWorkerVariableRequest),
+    SetWorkerVariable(SetWorkerVariableRequest),
+    CreateMetadataSnapshot,
+    /// The node's statistics, as numbers (`garage stats`).
+    Stats,
+}
+
+/// The answer to a [`NodeRequest`], one variant per request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum NodeResponse {
+    NodeInfo(NodeInfo),
+    Statistics(NodeStatistics),
+    RepairLaunched(RepairLaunched),
+    Workers(Vec<WorkerInfo>),
+    Worker(WorkerInfo),
+    BlockErrors(Vec<BlockError>),
+    Block(BlockInfo),
+    Retried(RetryBlockResyncResponse),
+    Purged(PurgeBlocksResponse),
+    Variables(BTreeMap<String, String>),
+    VariableSet(SetWorkerVariableResponse),
+    Snapshot(MetadataSnapshot),
+    Stats(Box<NodeStats>),
+}
+
+/// An answer type of [`NodeResponse`]: the HTTP API picks its variant out.
+pub trait NodeAnswer: Sized {
+    fn pick(r: NodeResponse) -> Option<Self>;
+}
+
+macro_rules! node_answer {
+    ($($t:ty => $v:ident),* $(,)?) => {$(
+        impl NodeAnswer for $t {
+            fn pick(r: NodeResponse) -> Option<Self> {
+                match r {
+                    NodeResponse::$v(x) => Some(x),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+
+node_answer!(
+    NodeInfo => NodeInfo,
+    NodeStatistics => Statistics,
+    RepairLaunched => RepairLaunched,
+    Vec<WorkerInfo> => Workers,
+    WorkerInfo => Worker,
+    Vec<BlockError> => BlockErrors,
+    BlockInfo => Block,
+    RetryBlockResyncResponse => Retried,
+    PurgeBlocksResponse => Purged,
+    BTreeMap<String, String> => Variables,
+    SetWorkerVariableResponse => VariableSet,
+    MetadataSnapshot => Snapshot,
+);
+
+/// Runs a node-local operation on this node.
+pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiError> {
+    use NodeResponse as A;
+    Ok(match req {
+        NodeRequest::Stats => A::Stats(Box::new(
+            stats::node_stats(g).await.map_err(ApiError::Internal)?,
+        )),
+        NodeRequest::GetNodeInfo => A::NodeInfo(NodeInfo {
+            node_id: g.system.id().to_string(),
+            garage_version: env!("CARGO_PKG_VERSION").into(),
+            garage_features: None,
+            db_engine: g.db.engine().to_string(),
+        }),
+        NodeRequest::GetNodeStatistics => {
+            let stats = stats::node_stats(g).await;
+            let stats = stats.map_err(ApiError::Internal)?;
+            A::Statistics(NodeStatistics {
+                freeform: stats::format_stats(&stats),
+            })
+        }
+        NodeRequest::LaunchRepairOperation(r) => A::RepairLaunched(RepairLaunched {
+            detail: Some(launch_repair(g, r.repair_type).await?),
+        }),
+        NodeRequest::ListWorkers(r) => {
+            let all = worker_list(g).await?;
+            A::Workers(
+                all.into_iter()
+                    .filter(|w| !r.busy_only || matches!(w.state, WorkerState::Busy))
+                    .filter(|w| !r.error_only || w.errors.unwrap_or(0) > 0)
+                    .collect(),
+            )
+        }
+        NodeRequest::GetWorkerInfo(r) => {
+            let all = worker_list(g).await?;
+            let n = all.len();
+            let w = all.into_iter().find(|w| w.id == r.id).ok_or_else(|| {
+                ApiError::NoSuchWorker(format!("no worker {}: workers are numbered 1 to {n}", r.id))
+            })?;
+            A::Worker(w)
+        }
+        NodeRequest::GetWorkerVariable(r) => {
+            let vars =
+                blocks::worker_variables(g, r.variable.as_deref()).map_err(ApiError::BadRequest)?;
+            A::Variables(vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        }
+        NodeRequest::SetWorkerVariable(r) => {
+            let n = blocks::set_worker_variable(g, &r.variable, &r.value)
+                .map_err(ApiError::BadRequest)?;
+            A::VariableSet(SetWorkerVariableResponse {
+                variable: r.variable,
+                value: n.to_string(),
+            })
+        }
+        NodeRequest::CreateMetadataSnapshot => {
+            let (db, dir) = (g.db.clone(), g.metadata_snapshots_dir.clone());
+            let path = tokio::task::spawn_blocking(move || stats::snapshot_metadata(&db, &dir))
+                .await
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+                .map_err(|e| ApiError::Internal(format!("{e:#}")))?;
+            tracing::info!("metadata snapshot written to {}", path.display());
+            A::Snapshot(MetadataSnapshot {
+                path: path.display().to_string(),
+            })
+        }
+        NodeRequest::ListBlockErrors => {
+            let m = &g.block_manager;
+            let now = garage_util::time::now_msec();
+            let mut out = Vec::new();
+            for (h, e) in m
+                .resync_errors()
+                .map_err(|e| ApiError::Internal(e.to_string()))?
+            {
+                out.push(BlockError {
+                    block_hash: h.hex(),
+                    refcount: refcount(g, &h)?,
+                    error_count: e.failures,
+                    last_try_secs_ago: now.saturating_sub(e.last_try) / 1000,
+                    next_try_in_secs: e.next_try.saturating_sub(now) / 1000,
+                });
+            }
+            A::BlockErrors(out)
+        }
+        NodeRequest::GetBlockInfo(r) => {
+            let h = blocks::parse_hash(&r.block_hash).map_err(ApiError::BadRequest)?;
+            let rc = refcount(g, &h)?;
+            let refs = blocks::block_refs(g, &h)
+                .await
+                .map_err(ApiError::Internal)?;
+            let stored = g.block_manager.store.find(&h);
+            if refs.is_empty() && rc == 0 && stored.is_none() {
+                return Err(ApiError::NoSuchBlock(format!(
+                    "block {} is not known to this node",
+                    h.hex()
+                )));
+            }
+            let versions = refs
+                .into_iter()
+                .map(|r| BlockVersion {
+                    version_id: r.version.hex(),
+                    ref_deleted: r.ref_deleted,
+                    deleted: r.deleted.unwrap_or(true),
+                    garbage_collected: r.deleted.is_none(),
+                    backlink: r.backlink.map(|b| match b {
+                        garage_model::version_table::VersionBacklink::Object { bucket_id, key } => {
+                            BlockVersionBacklink::Object {
+                                bucket_id: bucket_id.hex(),
+                                key,
+                            }
+                        }
+                        garage_model::version_table::VersionBacklink::MultipartUpload {
+                            upload_id,
+                        } => BlockVersionBacklink::Upload {
+                            upload_id: upload_id.hex(),
+                        },
+                    }),
+                })
+                .collect();
+            A::Block(BlockInfo {
+                block_hash: h.hex(),
+                refcount: rc,
+                stored_here: stored.map(|(path, zstd)| {
+                    format!(
+                        "{} ({})",
+                        path.display(),
+                        if zstd { "zstd" } else { "plain" }
+                    )
+                }),
+                versions,
+            })
+        }
+        NodeRequest::RetryBlockResync(r) => {
+            let n = match (r.all, r.block_hashes) {
+                (Some(true), None) => blocks::retry_now(&g.block_manager, true, &[]),
+                (None | Some(false), Some(hashes)) if !hashes.is_empty() => {
+                    blocks::retry_now(&g.block_manager, false, &hashes)
+                }
+                _ => {
+                    return Err(ApiError::bad(
+                        "give either \"all\": true or a non-empty \"blockHashes\" list",
+                    ))
+                }
+            }
+            .map_err(ApiError::BadRequest)?;
+            A::Retried(RetryBlockResyncResponse { count: n as u64 })
+        }
+        NodeRequest::PurgeBlocks(hashes) => {
+            if hashes.is_empty() {
+                return Err(ApiError::bad("give the hashes of the blocks to purge"));
+            }
+            let hashes = hashes
+                .iter()
+                .map(|h| blocks::parse_hash(h))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(ApiError::BadRequest)?;
+            let c = blocks::purge_blocks(g, &hashes)
+                .await
+                .map_err(ApiError::Internal)?;
+            A::Purged(PurgeBlocksResponse {
+                blocks_purged: hashes.len() as u64,
+                objects_deleted: c.objects_deleted as u64,
+                uploads_deleted: c.uploads_aborted as u64,
+                versions_deleted: c.versions as u64,
+                versions_locked: c.locked as u64,
+            })
+        }
+    })
+}
+
+fn refcount(g: &Garage, h: &garage_util::data::Hash) -> Result<u64, ApiError> {
+    use garage_block::rc::RcEntry;
+    Ok(
+        match g
+            .block_manager
+            .rc
+            .get(h)
+            .map_err(|e| ApiError::Internal(e.to_string()))?
+        {
+            Some(RcEntry::Present { count }) => count,
+            _ => 0,
+        },
+    )
+}
+
+// ---- GetNodeInfo ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeInfo {
+    pub node_id: String,
+    pub garage_version: String,
+    /// Optional features this build has (none in this version).
+    pub garage_features: Option<Vec<String>>,
+    /// `lmdb` or `sqlite`.
+    pub db_engine: String,
+}
+
+// ---- GetNodeStatistics ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct NodeStatistics {
+    /// What `garage stats` prints.
+    pub freeform: String,
+}
+
+// ---- LaunchRepairOperation ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaunchRepairOperationRequest {
+    pub repair_type: RepairType,
+}
+
+/// `"tables"`, `"blocks"`, `"rebalance"`, or `{"scrub": "start" | "pause" |
+/// "resume" | "cancel"}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum RepairType {
+    Tables,
+    Blocks,
+    Rebalance,
+    Scrub(ScrubCommand),
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ScrubCommand {
+    Start,
+    Pause,
+    Resume,
+    Cancel,
+}
+
+/// The repair is running (in the background; see the node's log).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct RepairLaunched {
+    /// What it did or started, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// Starts a repair; what it did, in words.
+async fn launch_repair(g: &Garage, r: RepairType) -> Result<String, ApiError> {
+    let what = match r {
+        RepairType::Tables => {
+            stats::repair_tables(g);
+            return Ok(
+                "every table is being synced with the other nodes (see the node's log)".into(),
+            );
+        }
+        RepairType::Blocks => BlockRepair::Blocks,
+        RepairType::Rebalance => BlockRepair::Rebalance,
+        RepairType::Scrub(ScrubCommand::Start) => BlockRepair::ScrubStart,
+        RepairType::Scrub(ScrubCommand::Pause) => BlockRepair::ScrubPause,
+        RepairType::Scrub(ScrubCommand::Resume) => BlockRepair::ScrubResume,
+        RepairType::Scrub(ScrubCommand::Cancel) => BlockRepair::ScrubCancel,
+    };
+    let text = blocks::repair(&g.block_manager, what)
+        .await
+        .map_err(ApiError::BadRequest)?;
+    tracing::info!("admin: repair: {text}");
+    Ok(text)
+}
+
+// ---- Workers ----
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ListWorkersRequest {
+    /// Only the workers that have work now.
+    #[serde(default)]
+    pub busy_only: bool,
+    /// Only the workers with errors.
+    #[serde(default)]
+    pub error_only: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerInfo {
+    /// Its number, from 1 (as `garage worker list` shows it).
+    pub id: u64,
+    pub name: String,
+    pub state: WorkerState,
+    /// Errors it counts (blocks in error for the resync workers, corrupted
+    /// blocks for the scrub).
+    pub errors: Option<u64>,
+    pub queue_length: Option<u64>,
+    /// Its state in words, then its settings and counters, one per line.
+    pub freeform: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum WorkerState {
+    Busy,
+    Idle,
+}
+
+/// The node's workers; the table statistics are read by
+/// [`stats::node_stats`] (blocking database counts, off the runtime).
+async fn worker_list(g: &Arc<Garage>) -> Result<Vec<WorkerInfo>, ApiError> {
+    let stats = stats::node_stats(g).await.map_err(ApiError::Internal)?;
+    let rows = blocks::workers(g, &stats).map_err(ApiError::Internal)?;
+    Ok(rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| WorkerInfo {
+            id: i as u64 + 1,
+            state: if w.state == "busy" || w.state.starts_with("running") {
+                WorkerState::Busy
+            } else {
+                WorkerState::Idle
+            },
+            freeform: std::iter::once(format!("State: {}", w.state))
+                .chain(w.details.iter().map(|(k, v)| format!("{k}: {v}")))
+                .collect(),
+            name: w.name,
+            errors: w.errors.map(|e| e as u64),
+            queue_length: w.queue.map(|q| q as u64),
+        })
+        .collect())
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct GetWorkerInfoRequest {
+    pub id: u64,
+}
+
+// ---- Blocks ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockError {
+    pub block_hash: String,
+    pub refcount: u64,
+    pub error_count: u64,
+    pub last_try_secs_ago: u64,
+    pub next_try_in_secs: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBlockInfoRequest {
+    pub block_hash: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockInfo {
+    pub block_hash: String,
+    pub refcount: u64,
+    /// The block's file on this node (and `zstd` or `plain`), if it holds
+    /// one.
+    #[serde(default)]
+    pub stored_here: Option<String>,
+    /// Versions that reference the block.
+    pub versions: Vec<BlockVersion>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlockVersion {
+    pub version_id: String,
+    /// The version is deleted (or gone).
+    pub deleted: bool,
+    /// The version entry is gone.
+    pub garbage_collected: bool,
+    /// The reference itself is marked deleted.
+    pub ref_deleted: bool,
+    pub backlink: Option<BlockVersionBacklink>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BlockVersionBacklink {
+    #[serde(rename_all = "camelCase")]
+    Object { bucket_id: String, key: String },
+    #[serde(rename_all = "camelCase")]
+    Upload { upload_id: String },
+}
+
+/// `{"all": true}`, or `{"blockHashes": [...]}`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryBlockResyncRequest {
+    #[serde(default)]
+    pub all: Option<bool>,
+    #[serde(default)]
+    pub block_hashes: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryBlockResyncResponse {
+    /// Blocks queued for a resync now.
+    pub count: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PurgeBlocksResponse {
+    pub blocks_purged: u64,
+    pub objects_deleted: u64,
+    pub uploads_deleted: u64,
+    pub versions_deleted: u64,
+    /// Versions kept because their object lock forbids deleting them.
+    #[serde(default)]
+    pub versions_locked: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetWorkerVariableRequest {
+    /// One variable; all of them when absent.
+    #[serde(default)]
+    pub variable: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWorkerVariableRequest {
+    /// `resync-tranquility`, `resync-worker-count` or `scrub-tranquility`.
+    pub variable: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWorkerVariableResponse {
+    pub variable: String,
+    pub value: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetadataSnapshot {
+    /// Where the snapshot was written (under `metadata_snapshots_dir`).
+    pub path: String,
+}

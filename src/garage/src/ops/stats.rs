@@ -1,0 +1,236 @@
+//! A node's statistics ([`NodeStats`], shown by `garage stats`, `garage
+//! worker` and the gauges), table repair, metadata snapshots.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use garage_db::Db;
+use garage_net::NodeId;
+use garage_table::TableStats;
+use serde::{Deserialize, Serialize};
+use tracing::{info, warn};
+
+use garage_model::garage::Garage;
+
+/// How many metadata snapshots are kept.
+const SNAPSHOTS_KEPT: usize = 2;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStats {
+    pub node: NodeId,
+    pub db_engine: String,
+    pub tables: Vec<TableStats>,
+    /// Blocks with a reference count entry, resync queue length, blocks
+    /// whose resync failed.
+    pub block_rc_entries: usize,
+    pub resync_queue: usize,
+    pub resync_errors: usize,
+    /// Free space of the data and metadata volumes.
+    #[serde(default)]
+    pub data_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub metadata_space: Option<garage_rpc::system::status::FreeSpace>,
+    #[serde(default)]
+    pub health: Option<garage_rpc::system::health::ClusterHealth>,
+    /// Totals of the node's metric counters since it started, by name.
+    #[serde(default)]
+    pub counters: std::collections::BTreeMap<String, f64>,
+}
+
+/// Statistics of this node's tables and blocks.
+pub async fn node_stats(garage: &Arc<Garage>) -> Result<NodeStats, String> {
+    let g = garage.clone();
+    match tokio::task::spawn_blocking(move || node_stats_blocking(&g)).await {
+        Ok(Ok(mut stats)) => {
+            stats.counters = crate::telemetry::counter_totals();
+            Ok(stats)
+        }
+        Ok(Err(e)) => Err(e),
+        Err(e) => Err(format!("statistics task failed: {e}")),
+    }
+}
+
+/// Starts an anti-entropy pass of every table, in the background.
+pub fn repair_tables(garage: &Garage) {
+    for t in garage.tables.clone() {
+        tokio::spawn(async move {
+            info!(table = t.name(), "repair: table sync requested");
+            match t.sync_now().await {
+                Ok(s) => info!(
+                    table = t.name(),
+                    "repair: table sync done: {} partitions, {} entries sent",
+                    s.partitions,
+                    s.entries_sent
+                ),
+                Err(e) => warn!(table = t.name(), "repair: table sync failed: {e}"),
+            }
+        });
+    }
+}
+
+/// This node's statistics, read from its tables, block manager and
+/// system (blocking: database reads).
+pub fn node_stats_blocking(g: &Garage) -> Result<NodeStats, String> {
+    compute(g, true)
+}
+
+/// [`node_stats_blocking`], without the table sizes when `with_counts` is false
+/// (`tables` empty and `block_rc_entries` 0: the refresh loop fills in the
+/// last counts).
+pub fn compute(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
+    let bm = &g.block_manager;
+    let (tables, block_rc_entries) = if with_counts {
+        let tables = g
+            .tables
+            .iter()
+            .map(|t| t.stats())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("cannot read table statistics: {e}"))?;
+        (tables, bm.rc.rc.len().map_err(|e| e.to_string())?)
+    } else {
+        (vec![], 0)
+    };
+    let local = g.system.local_status();
+    Ok(NodeStats {
+        node: g.system.id(),
+        db_engine: g.db.engine().to_string(),
+        tables,
+        block_rc_entries,
+        resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
+        resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
+        data_space: local.data_space,
+        metadata_space: local.metadata_space,
+        health: Some(g.system.health()),
+        // Filled in by the admin RPC only (rendering them is not free).
+        counters: Default::default(),
+    })
+}
+
+/// Takes a snapshot of the metadata database into a new timestamped
+/// directory under `dir`, then removes all but the newest ones.
+pub fn snapshot_metadata(db: &Db, dir: &Path) -> anyhow::Result<PathBuf> {
+    let name = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H%M%S%.3fZ")
+        .to_string();
+    let target = dir.join(name);
+    db.snapshot(&target)
+        .with_context(|| format!("metadata snapshot into {} failed", target.display()))?;
+    let mut existing: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    existing.sort();
+    let excess = existing.len().saturating_sub(SNAPSHOTS_KEPT);
+    for old in existing.into_iter().take(excess) {
+        std::fs::remove_dir_all(&old)
+            .with_context(|| format!("cannot remove old snapshot {}", old.display()))?;
+    }
+    Ok(target)
+}
+
+/// What `garage stats` prints for one node (and GetNodeStatistics answers).
+pub fn format_stats(stats: &NodeStats) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "Node: {}", stats.node);
+    let _ = writeln!(out, "Database engine: {}", stats.db_engine);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Table stats:");
+    let mut rows =
+        vec!["  Table\tItems\tMklItems\tMklTodo\tGcTodo\tInsertQueue\tMerkleDigest".to_string()];
+    for t in stats.tables.iter() {
+        rows.push(format!(
+            "  {}\t{}\t{}\t{}\t{}\t{}\t{}",
+            t.name,
+            t.items,
+            t.merkle_nodes,
+            t.merkle_todo,
+            t.gc_todo,
+            t.insert_queue,
+            &t.merkle_digest.hex()[..16]
+        ));
+    }
+    out.push_str(&crate::columns::format(&rows));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Block manager stats:");
+    let _ = writeln!(
+        out,
+        "  number of referenced blocks (RC): {}",
+        stats.block_rc_entries
+    );
+    let _ = writeln!(out, "  resync queue length: {}", stats.resync_queue);
+    let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
+    let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
+        Some(f) => format!(
+            // (Not 7 words: test parsers take 7-column lines for table rows.)
+            "{} free of {} in total",
+            bytesize::ByteSize::b(f.available).display().si(),
+            bytesize::ByteSize::b(f.total).display().si()
+        ),
+        None => "unknown".into(),
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Storage:");
+    let _ = writeln!(out, "  data: {}", space(&stats.data_space));
+    let _ = writeln!(out, "  metadata: {}", space(&stats.metadata_space));
+    if let Some(h) = &stats.health {
+        let _ = writeln!(out);
+        out.push_str(&format_health(h));
+    }
+    if !stats.counters.is_empty() {
+        // The same counters `/metrics` shows, summed over their labels.
+        let c = |name: &str| stats.counters.get(name).copied().unwrap_or(0.0) as u64;
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Since this node started (the counters of /metrics):");
+        let _ = writeln!(
+            out,
+            "  S3 requests: {} ({} errors)",
+            c("api_s3_requests_total"),
+            c("api_s3_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  RPC calls: {} ({} timeouts, {} communication errors)",
+            c("rpc_requests_total"),
+            c("rpc_timeouts_total"),
+            c("rpc_netapp_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  quorum failures: {} table, {} block",
+            c("table_quorum_errors_total"),
+            c("block_quorum_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  block bytes read: {}, written: {}",
+            c("block_bytes_read_total"),
+            c("block_bytes_written_total")
+        );
+        let _ = writeln!(
+            out,
+            "  table entries sent by sync: {}",
+            c("table_sync_items_sent_total")
+        );
+    }
+    out
+}
+
+/// The cluster health lines of `garage stats` and `garage status`.
+pub fn format_health(h: &garage_rpc::system::health::ClusterHealth) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "Cluster health: {}", h.status);
+    let _ = writeln!(
+        out,
+        "  nodes: {} connected of {} known; storage nodes: {} of {} up",
+        h.connected_nodes, h.known_nodes, h.storage_nodes_up, h.storage_nodes
+    );
+    let _ = writeln!(
+        out,
+        "  partitions: {} with quorum, {} with all nodes up, of {}",
+        h.partitions_quorum, h.partitions_all_ok, h.partitions
+    );
+    out
+}
