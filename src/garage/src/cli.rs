@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
-use serde::{Deserialize, Serialize};
 
 impl Opt {
     /// The configuration file given with `-c`, before or after `server`.
@@ -141,7 +140,7 @@ pub enum Command {
     /// Access keys: list, info, create, rename, delete, allow, deny, import
     #[command(subcommand)]
     Key(KeyOperation),
-    /// Start repair operations (this version: tables)
+    /// Start repair operations (tables, blocks, rebalance, scrub)
     Repair(RepairOpt),
     /// Statistics of the node's tables and blocks
     Stats {
@@ -274,7 +273,7 @@ pub struct AssignRoleOpt {
     pub replace: Vec<String>,
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum BucketOperation {
     /// List the buckets
     List,
@@ -342,7 +341,7 @@ pub enum BucketOperation {
     },
 }
 
-#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+#[derive(Args, Debug, Clone)]
 pub struct WebsiteOpt {
     /// Serve the bucket on the website endpoint
     #[arg(long)]
@@ -361,7 +360,7 @@ pub struct WebsiteOpt {
     pub bucket: String,
 }
 
-#[derive(Args, Debug, Clone, Serialize, Deserialize)]
+#[derive(Args, Debug, Clone)]
 pub struct PermOpt {
     /// Read objects
     #[arg(long)]
@@ -379,7 +378,7 @@ pub struct PermOpt {
     pub bucket: String,
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum KeyOperation {
     /// List the access keys
     List,
@@ -445,7 +444,7 @@ pub struct RepairOpt {
     pub what: RepairWhat,
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum RepairWhat {
     /// Compare every table with the other replicas now and send what they lack
     Tables,
@@ -458,7 +457,7 @@ pub enum RepairWhat {
     Scrub(ScrubCmd),
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum ScrubCmd {
     /// Start a pass from the beginning
     Start,
@@ -472,7 +471,7 @@ pub enum ScrubCmd {
     SetTranquility { tranquility: u32 },
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum WorkerOperation {
     /// The background workers of the node and their queues
     List,
@@ -548,7 +547,7 @@ pub enum MetaOperation {
     },
 }
 
-#[derive(Subcommand, Debug, Clone, Serialize, Deserialize)]
+#[derive(Subcommand, Debug, Clone)]
 pub enum BlockOperation {
     /// Blocks whose resync failed, with their retry state
     ListErrors,

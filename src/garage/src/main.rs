@@ -4,20 +4,18 @@
 //! garage crate; nothing depends on it.
 
 mod admin;
-mod admin_api;
-mod admin_rpc;
-mod bearer;
 mod cli;
-mod columns;
 mod convert_db;
 mod gauges;
 mod load_config;
 mod logging;
-mod ops;
 mod rpc_addr;
 mod server;
 mod single;
 mod telemetry;
+
+// The admin layer, a crate of its own (src/admin).
+use garage_admin::{admin_api, admin_rpc, bearer, columns, ops};
 
 use std::process::ExitCode;
 

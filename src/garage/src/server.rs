@@ -90,6 +90,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let metrics = crate::telemetry::install_metrics()?;
+    let _ = crate::ops::stats::COUNTER_TOTALS.set(crate::telemetry::counter_totals);
     let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;

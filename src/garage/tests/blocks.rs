@@ -180,13 +180,17 @@ fn blocks_are_replicated_repaired_and_collected() {
         info.contains(&uuid.hex()) && info.contains("live"),
         "{info}"
     );
-    let workers = c.garage_ok(0, &["worker", "list"]);
-    let scrub_tid = workers
-        .lines()
-        .find(|l| l.contains("Block scrub worker"))
-        .and_then(|l| l.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no scrub worker in {workers}"))
-        .to_string();
+    let workers = c.json_api(1, "ListWorkers", serde_json::json!({}));
+    let scrub_tid = workers["success"]
+        .as_object()
+        .and_then(|m| m.values().next())
+        .and_then(|l| l.as_array())
+        .and_then(|l| l.iter().find(|w| w["name"] == "Block scrub worker"))
+        .map(|w| w["id"].to_string())
+        .unwrap_or_else(|| panic!("no scrub worker in {workers}"));
+    assert!(c
+        .garage_ok(1, &["worker", "list"])
+        .contains("Block scrub worker"));
     let scrub = c.garage_ok(1, &["worker", "info", &scrub_tid]);
     assert!(scrub.contains("Corrupted blocks found:"), "{scrub}");
     let o = c.garage(0, &["worker", "info", "9999"]);

@@ -30,27 +30,28 @@ fn cluster(total: usize, started: usize) -> Cluster {
     c
 }
 
+/// The key ids node `i` lists (ListKeys through `garage json-api`), or
+/// none if it cannot answer.
 fn key_ids(c: &Cluster, i: usize) -> Option<BTreeSet<String>> {
-    let o = c.garage(i, &["key", "list"]);
+    let o = c.garage(i, &["json-api", "ListKeys"]);
     if !o.status.success() {
         return None;
     }
+    let list: serde_json::Value = serde_json::from_str(&stdout(&o)).ok()?;
     Some(
-        stdout(&o)
-            .lines()
-            .filter_map(|l| l.split_whitespace().next())
-            .filter(|id| id.starts_with("GK"))
-            .map(String::from)
+        list.as_array()?
+            .iter()
+            .filter_map(|k| k["id"].as_str().map(String::from))
             .collect(),
     )
 }
 
 fn create_key(c: &Cluster, i: usize, name: &str) -> String {
-    let out = c.garage_ok(i, &["key", "create", name]);
-    out.lines()
-        .find_map(|l| l.strip_prefix("Key ID:"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| panic!("no key id in:\n{out}"))
+    let k = c.json_api(i, "CreateKey", serde_json::json!({ "name": name }));
+    k["accessKeyId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no key id in {k}"))
+        .to_string()
 }
 
 /// Waits until the given nodes report equal Merkle digests for every table.

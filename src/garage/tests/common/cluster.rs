@@ -286,6 +286,19 @@ api_bind_addr = "{ip}:3900"
         stdout(&o)
     }
 
+    /// Calls the admin API endpoint `endpoint` on node `i` through `garage
+    /// json-api` (query parameters and body fields in one object); the
+    /// JSON answer. The call must succeed.
+    pub fn json_api(
+        &self,
+        i: usize,
+        endpoint: &str,
+        request: serde_json::Value,
+    ) -> serde_json::Value {
+        let out = self.garage_ok(i, &["json-api", endpoint, &request.to_string()]);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{endpoint}: not JSON ({e}): {out}"))
+    }
+
     /// Assigns node i to `zones[i]` with `capacity`, and applies.
     pub fn apply_layout(&self, zones: &[&str], capacity: &str) {
         for (i, z) in zones.iter().enumerate() {

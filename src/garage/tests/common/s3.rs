@@ -9,16 +9,19 @@ use super::{stderr, stdout};
 
 /// An access key allowed to create buckets, made with the CLI on node 0.
 pub fn make_key(c: &Cluster, name: &str) -> (String, String) {
-    let out = c.garage_ok(0, &["key", "create", name]);
-    let field = |label: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no {label} in {out}"))
+    let k = c.json_api(0, "CreateKey", serde_json::json!({ "name": name }));
+    let field = |f: &str| {
+        k[f].as_str()
+            .unwrap_or_else(|| panic!("no {f} in {k}"))
+            .to_string()
     };
-    let (id, secret) = (field("Key ID:"), field("Secret key:"));
+    let (id, secret) = (field("accessKeyId"), field("secretAccessKey"));
     c.note_secret(&secret);
-    c.garage_ok(0, &["key", "allow", "--create-bucket", &id]);
+    c.json_api(
+        0,
+        "UpdateKey",
+        serde_json::json!({ "id": id, "allow": { "createBucket": true } }),
+    );
     (id, secret)
 }
 

@@ -13,6 +13,11 @@ use tracing::{info, warn};
 
 use garage_model::garage::Garage;
 
+/// Where [`node_stats`] reads the totals of the node's metric counters:
+/// set by the binary, which owns the metrics recorder.
+pub static COUNTER_TOTALS: std::sync::OnceLock<fn() -> std::collections::BTreeMap<String, f64>> =
+    std::sync::OnceLock::new();
+
 /// How many metadata snapshots are kept.
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -43,7 +48,9 @@ pub async fn node_stats(garage: &Arc<Garage>) -> Result<NodeStats, String> {
     let g = garage.clone();
     match tokio::task::spawn_blocking(move || node_stats_blocking(&g)).await {
         Ok(Ok(mut stats)) => {
-            stats.counters = crate::telemetry::counter_totals();
+            if let Some(totals) = COUNTER_TOTALS.get() {
+                stats.counters = totals();
+            }
             Ok(stats)
         }
         Ok(Err(e)) => Err(e),

@@ -1,0 +1,183 @@
+//! The modules of the binary and of the admin crate depend on each other
+//! one way: no import cycle between their files (issue 18). A file
+//! `a/b.rs` is module `a::b`;
+//! it depends on the modules its `crate::…` and `super::…` paths name
+//! (test modules excluded). A child naming its parent (`super::Admin` in
+//! `admin/bucket.rs`) is not counted: a parent module and its children
+//! are one unit, as they are in Rust.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Every module of `src/` (by path, `a::b`) and its source (without its
+/// test module).
+fn modules(src: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+                continue;
+            }
+            if p.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            let rel = p.strip_prefix(src).unwrap().with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if parts.last().map(String::as_str) == Some("mod") {
+                parts.pop();
+            }
+            let name = parts.join("::");
+            let text = std::fs::read_to_string(&p).unwrap();
+            let text = text.split("#[cfg(test)]").next().unwrap().to_string();
+            out.insert(name, text);
+        }
+    }
+    out
+}
+
+/// The module a path names: the longest known module that prefixes it.
+fn resolve(known: &BTreeMap<String, String>, path: &[&str]) -> Option<String> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].join("::"))
+        .find(|m| known.contains_key(m))
+}
+
+fn parent(m: &str) -> &str {
+    m.rsplit_once("::").map(|(p, _)| p).unwrap_or("main")
+}
+
+fn edges(known: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, text) in known {
+        let mut refs: Vec<Vec<&str>> = Vec::new();
+        for (i, _) in text.match_indices("crate::") {
+            let rest = &text[i + 7..];
+            refs.push(
+                rest.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .collect(),
+            );
+        }
+        // `super::x` in `a::b` names `a::x`.
+        let up = parent(m);
+        for (i, _) in text.match_indices("super::") {
+            if text[..i].ends_with("::") {
+                continue;
+            }
+            let rest = &text[i + 7..];
+            let mut p: Vec<&str> = if up == "main" {
+                vec![]
+            } else {
+                up.split("::").collect()
+            };
+            p.extend(
+                rest.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                    .next()
+                    .unwrap_or("")
+                    .split("::")
+                    .filter(|s| !s.is_empty()),
+            );
+            refs.push(p);
+        }
+        for r in refs {
+            let Some(t) = resolve(known, &r) else {
+                continue;
+            };
+            // Itself, or one of its ancestors (a child naming its parent).
+            if t == *m || m.starts_with(&format!("{t}::")) {
+                continue;
+            }
+            out.entry(m.clone()).or_default().insert(t);
+        }
+    }
+    out
+}
+
+/// The cycles of the graph (strongly connected components of more than
+/// one module).
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    let nodes: BTreeSet<&String> = g.keys().chain(g.values().flatten()).collect();
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.clone()];
+        while let Some(n) = todo.pop() {
+            for t in g.get(&n).into_iter().flatten() {
+                if seen.insert(t.clone()) {
+                    todo.push(t.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        nodes.iter().map(|n| (*n, reach(n))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    let mut done = BTreeSet::new();
+    for n in nodes.iter() {
+        if done.contains(*n) || !reaches[n].contains(*n) {
+            continue;
+        }
+        let scc: Vec<String> = nodes
+            .iter()
+            .filter(|m| reaches[n].contains(**m) && reaches[*m].contains(*n))
+            .map(|m| (*m).clone())
+            .collect();
+        done.extend(scc.iter().cloned());
+        out.push(scc);
+    }
+    out
+}
+
+#[test]
+fn no_import_cycles_in_the_binary_nor_in_the_admin_crate() {
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let binary = modules(&here.join("src"));
+    let admin = modules(&here.join("../admin/src"));
+    assert!(
+        admin.contains_key("ops::bucket") && binary.contains_key("admin::bucket"),
+        "{:?} {:?}",
+        admin.keys(),
+        binary.keys()
+    );
+    let g = edges(&admin);
+    // The layering of the admin crate: HTTP → RPC → operations.
+    assert!(g["admin_api::bucket"].contains("ops::bucket"), "{g:?}");
+    assert!(g["admin_rpc"].contains("ops"), "{g:?}");
+    for m in admin.keys().filter(|m| m.starts_with("ops")) {
+        for t in g.get(m).into_iter().flatten() {
+            assert!(
+                !t.starts_with("admin_api") && !t.starts_with("admin_rpc"),
+                "{m} names {t}: the operations know neither HTTP nor the RPC"
+            );
+        }
+    }
+    assert!(
+        !g["admin_rpc"].iter().any(|t| t.starts_with("admin_api")),
+        "{g:?}"
+    );
+    let c = cycles(&g);
+    assert!(c.is_empty(), "import cycles in garage_admin: {c:?}");
+    let c = cycles(&edges(&binary));
+    assert!(c.is_empty(), "import cycles in the binary: {c:?}");
+}
+
+#[test]
+fn the_cycle_finder_finds_a_cycle() {
+    let mut known = BTreeMap::new();
+    known.insert("a".to_string(), "use crate::b::x;".to_string());
+    known.insert("b".to_string(), "fn f() { crate::c::y() }".to_string());
+    known.insert("c".to_string(), "use crate::a;".to_string());
+    known.insert("d".to_string(), "use crate::a;".to_string());
+    let c = cycles(&edges(&known));
+    assert_eq!(c, vec![vec!["a".to_string(), "b".into(), "c".into()]]);
+}
