@@ -142,6 +142,43 @@ impl BlockRc {
             .map_err(|e| e.into_db_error())
     }
 
+    /// Sets the block's count to `count`, recounted from the references
+    /// (`garage repair block-rc`), in the transaction that read them.
+    /// As [`incref`](Self::incref) and [`decref`](Self::decref) do, a count
+    /// that becomes non-zero queues a resync now (fetch the block), and one
+    /// that drops to zero makes the block deletable after the delay.
+    /// Returns whether the entry changed.
+    pub fn reset(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        hash: &Hash,
+        count: u64,
+        now_ms: u64,
+    ) -> db::Result<bool> {
+        let old = decode(tx.get(&self.rc, hash.as_slice())?)?;
+        let old_count = old.map(|e| e.count()).unwrap_or(0);
+        if old_count == count {
+            return Ok(false);
+        }
+        if count == 0 {
+            let after = now_ms + self.delete_delay_ms;
+            self.put(
+                tx,
+                hash,
+                RcEntry::Deletable {
+                    deletable_after: after,
+                },
+            )?;
+            tx.insert(&self.resync_queue, queue_key(after, hash), [])?;
+        } else {
+            self.put(tx, hash, RcEntry::Present { count })?;
+            if old_count == 0 {
+                tx.insert(&self.resync_queue, queue_key(now_ms, hash), [])?;
+            }
+        }
+        Ok(true)
+    }
+
     /// Forgets a block that was deleted (its entry said deletable).
     pub fn clear_deleted(&self, hash: &Hash) -> db::Result<()> {
         let rc = &self.rc;
@@ -185,6 +222,44 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn a_recount_sets_the_count_and_queues_what_it_implies() {
+        let (_d, db, rc) = open();
+        let h = blake2sum(b"block");
+        let reset = |count: u64, now: u64| {
+            db.transaction(|t| -> db::TxResult<bool, ()> { Ok(rc.reset(t, &h, count, now)?) })
+                .unwrap()
+        };
+        assert!(!reset(0, 5), "no entry and no reference: nothing to fix");
+        assert!(rc.get(&h).unwrap().is_none());
+        assert!(reset(3, 10));
+        assert_eq!(rc.get(&h).unwrap(), Some(RcEntry::Present { count: 3 }));
+        assert_eq!(
+            queued(&rc),
+            vec![(10, h)],
+            "a count from 0 fetches the block"
+        );
+        assert!(!reset(3, 20));
+        assert!(reset(2, 30));
+        assert_eq!(
+            queued(&rc).len(),
+            1,
+            "a count that stays non-zero queues nothing"
+        );
+        assert!(reset(0, 40));
+        assert_eq!(
+            rc.get(&h).unwrap(),
+            Some(RcEntry::Deletable {
+                deletable_after: 1040
+            })
+        );
+        assert_eq!(queued(&rc), vec![(10, h), (1040, h)]);
+        assert!(
+            !reset(0, 50),
+            "already deletable: the delay is not restarted"
+        );
     }
 
     #[test]

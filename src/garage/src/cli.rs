@@ -452,6 +452,8 @@ pub enum RepairWhat {
     Blocks,
     /// Move every block to the data directory the placement gives it
     Rebalance,
+    /// Recount every block's references from this node's block_ref table and fix the counts
+    BlockRc,
     /// Check every block file against its hash
     #[command(subcommand)]
     Scrub(ScrubCmd),

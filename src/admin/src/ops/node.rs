@@ -295,7 +295,7 @@ pub struct LaunchRepairOperationRequest {
     pub repair_type: RepairType,
 }
 
-/// `"tables"`, `"blocks"`, `"rebalance"`, or `{"scrub": "start" | "pause" |
+/// `"tables"`, `"blocks"`, `"rebalance"`, `"blockRc"`, or `{"scrub": "start" | "pause" |
 /// "resume" | "cancel"}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -303,6 +303,8 @@ pub enum RepairType {
     Tables,
     Blocks,
     Rebalance,
+    /// Recount every block's references (`blockRc`).
+    BlockRc,
     Scrub(ScrubCommand),
 }
 
@@ -324,7 +326,7 @@ pub struct RepairLaunched {
 }
 
 /// Starts a repair; what it did, in words.
-async fn launch_repair(g: &Garage, r: RepairType) -> Result<String, ApiError> {
+async fn launch_repair(g: &Arc<Garage>, r: RepairType) -> Result<String, ApiError> {
     let what = match r {
         RepairType::Tables => {
             stats::repair_tables(g);
@@ -334,12 +336,13 @@ async fn launch_repair(g: &Garage, r: RepairType) -> Result<String, ApiError> {
         }
         RepairType::Blocks => BlockRepair::Blocks,
         RepairType::Rebalance => BlockRepair::Rebalance,
+        RepairType::BlockRc => BlockRepair::BlockRc,
         RepairType::Scrub(ScrubCommand::Start) => BlockRepair::ScrubStart,
         RepairType::Scrub(ScrubCommand::Pause) => BlockRepair::ScrubPause,
         RepairType::Scrub(ScrubCommand::Resume) => BlockRepair::ScrubResume,
         RepairType::Scrub(ScrubCommand::Cancel) => BlockRepair::ScrubCancel,
     };
-    let text = blocks::repair(&g.block_manager, what)
+    let text = blocks::repair(g, what)
         .await
         .map_err(ApiError::BadRequest)?;
     tracing::info!("admin: repair: {text}");

@@ -61,6 +61,7 @@ pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {
         RepairWhat::Tables => repair(RepairType::Tables),
         RepairWhat::Blocks => repair(RepairType::Blocks),
         RepairWhat::Rebalance => repair(RepairType::Rebalance),
+        RepairWhat::BlockRc => repair(RepairType::BlockRc),
         RepairWhat::Scrub(ScrubCmd::Start) => repair(RepairType::Scrub(ScrubCommand::Start)),
         RepairWhat::Scrub(ScrubCmd::Pause) => repair(RepairType::Scrub(ScrubCommand::Pause)),
         RepairWhat::Scrub(ScrubCmd::Resume) => repair(RepairType::Scrub(ScrubCommand::Resume)),
