@@ -96,23 +96,32 @@ impl BlockRc {
         Ok(())
     }
 
+    /// No reference left: the block may be deleted after the delay, when
+    /// a resync is queued for it.
+    fn make_deletable(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        hash: &Hash,
+        now_ms: u64,
+    ) -> db::Result<()> {
+        let after = now_ms + self.delete_delay_ms;
+        self.put(
+            tx,
+            hash,
+            RcEntry::Deletable {
+                deletable_after: after,
+            },
+        )?;
+        tx.insert(&self.resync_queue, queue_key(after, hash), [])
+    }
+
     /// One reference less. The last one makes the block deletable after
     /// the delay, and queues a resync for then.
     pub fn decref(&self, tx: &mut db::Transaction<'_>, hash: &Hash, now_ms: u64) -> db::Result<()> {
         let old = decode(tx.get(&self.rc, hash.as_slice())?)?;
         match old.map(|e| e.count()).unwrap_or(0) {
             0 => Ok(()), // nothing to release (never counted here)
-            1 => {
-                let after = now_ms + self.delete_delay_ms;
-                self.put(
-                    tx,
-                    hash,
-                    RcEntry::Deletable {
-                        deletable_after: after,
-                    },
-                )?;
-                tx.insert(&self.resync_queue, queue_key(after, hash), [])
-            }
+            1 => self.make_deletable(tx, hash, now_ms),
             n => self.put(tx, hash, RcEntry::Present { count: n - 1 }),
         }
     }
@@ -161,15 +170,7 @@ impl BlockRc {
             return Ok(false);
         }
         if count == 0 {
-            let after = now_ms + self.delete_delay_ms;
-            self.put(
-                tx,
-                hash,
-                RcEntry::Deletable {
-                    deletable_after: after,
-                },
-            )?;
-            tx.insert(&self.resync_queue, queue_key(after, hash), [])?;
+            self.make_deletable(tx, hash, now_ms)?;
         } else {
             self.put(tx, hash, RcEntry::Present { count })?;
             if old_count == 0 {

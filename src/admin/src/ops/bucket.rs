@@ -380,7 +380,8 @@ pub struct UpdateBucketRequestBody {
 #[serde(rename_all = "camelCase")]
 pub struct UpdateBucketWebsiteAccess {
     pub enabled: bool,
-    /// Required when enabling (for example `index.html`).
+    /// A file name such as `index.html`. Left out when enabling, the
+    /// current index document is kept (`index.html` if none).
     #[serde(default)]
     pub index_document: Option<String>,
     #[serde(default)]
