@@ -131,6 +131,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         let json_api: Arc<dyn crate::admin_rpc::JsonApi> = Arc::new(crate::admin_api::InProcess {
             garage: garage.clone(),
             region: config.s3_api.s3_region.clone(),
+            root_domains: root_domains(&config),
             admin_rpc: Arc::downgrade(&admin_rpc),
         });
         let _ = handler.json_api.set(json_api);
@@ -271,6 +272,7 @@ async fn start_admin_api(
         garage: garage.clone(),
         admin_token: config.admin.admin_token.clone(),
         region: config.s3_api.s3_region.clone(),
+        root_domains: root_domains(config),
         admin_rpc,
     });
     let metrics_token = config.admin.metrics_token.clone();
@@ -508,6 +510,15 @@ fn prepare_data_dirs(config: &Config) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The root domains under which buckets are named (`/check` strips them).
+fn root_domains(config: &garage_util::config::Config) -> Vec<String> {
+    let web = config.s3_web.as_ref().map(|w| w.root_domain.clone());
+    web.into_iter()
+        .chain(config.s3_api.root_domain.clone())
+        .filter(|d| !d.is_empty())
+        .collect()
 }
 
 async fn auto_snapshot(db: Db, dir: PathBuf, interval: Duration) {

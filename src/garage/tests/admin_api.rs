@@ -623,13 +623,19 @@ fn openapi_document_matches_what_is_served() {
     // Every documented operation is routed: without a token, the
     // protected ones answer 403 (never 404 or 405) and the others 200 (or
     // 503 for /health on a node without a layout).
-    let free = ["/health", "/v2/GetClusterHealth", "/v2/openapi.json"];
+    // (`/check` without its `domain` parameter: 400.)
+    let free = [
+        "/health",
+        "/check",
+        "/v2/GetClusterHealth",
+        "/v2/openapi.json",
+    ];
     for (path, item) in paths {
         for (method, op) in item.as_object().unwrap() {
             let (status, text) = http(&base, None, &method.to_uppercase(), path, None);
             if free.contains(&path.as_str()) {
                 assert!(
-                    status == 200 || status == 503,
+                    status == 200 || status == 503 || (path == "/check" && status == 400),
                     "{method} {path}: {status} {text}"
                 );
                 assert_eq!(
@@ -1000,4 +1006,43 @@ fn cleanup_incomplete_uploads() {
         "{out}"
     );
     assert!(!listed(&key).contains(&upload_id));
+}
+
+/// `/check?domain=` (for reverse proxies that get TLS certificates on
+/// demand) answers 200 for a bucket with website access, by its name or
+/// under the web root domain, and 400 saying why for anything else; no
+/// token needed.
+#[test]
+fn check_answers_for_website_buckets_only() {
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c, 0, Some(TOKEN));
+    let config = &c.nodes[0].config;
+    let mut text = std::fs::read_to_string(config).unwrap();
+    text.push_str(&format!(
+        "\n[s3_web]\nbind_addr = \"{}:3902\"\nroot_domain = \".web.test\"\n",
+        c.nodes[0].ip
+    ));
+    std::fs::write(config, text).unwrap();
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    for b in ["site", "plain"] {
+        c.garage_ok(0, &["bucket", "create", b]);
+    }
+    c.garage_ok(0, &["bucket", "website", "--allow", "site"]);
+    for domain in ["site", "site.web.test", "site.web.test."] {
+        let (status, text) = http(&base, None, "GET", &format!("/check?domain={domain}"), None);
+        assert_eq!(status, 200, "{domain}: {text}");
+        assert!(text.contains("is managed by Garage"), "{text}");
+    }
+    for (domain, why) in [
+        ("plain.web.test", "no website access"),
+        ("nothing.web.test", "no bucket is named \\\"nothing\\\""),
+        ("web.test", "no bucket is named"),
+    ] {
+        let (status, text) = http(&base, None, "GET", &format!("/check?domain={domain}"), None);
+        assert_eq!(status, 400, "{domain}: {text}");
+        assert!(text.contains(why), "{domain}: {text}");
+    }
+    let (status, _) = http(&base, None, "GET", "/check", None);
+    assert_eq!(status, 400);
 }

@@ -2,15 +2,15 @@
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use garage_rpc::system::System;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ok, Answer, Body};
+use super::extract::{ok, Answer, Body, Query};
 use super::St;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
@@ -280,6 +280,27 @@ pub async fn health(State(st): State<St>) -> impl IntoResponse {
         [(header::CONTENT_TYPE, "text/plain")],
         format!("{text}\nConsult the full health check API endpoint at /v2/GetClusterHealth for more details\n"),
     )
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CheckQuery {
+    /// The domain a client asked for.
+    pub domain: String,
+}
+
+/// Whether the website endpoint serves a domain (`200` and a line of
+/// text), for reverse proxies that get TLS certificates on demand (Caddy's
+/// `on_demand_tls ask`). No token needed.
+#[utoipa::path(get, path = "/check", tag = "Special", security(()), params(CheckQuery),
+    responses(
+        (status = 200, description = "A bucket with website access answers for this domain", body = String, content_type = "text/plain"),
+        (status = 400, description = "No bucket with website access answers for it", body = ErrorBody)))]
+pub async fn check(State(st): State<St>, Query(q): Query<CheckQuery>) -> Response {
+    match crate::ops::bucket::check_domain(&st.garage, &q.domain, &st.root_domains).await {
+        Ok(text) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response(),
+        Err(e) => e.into_response(),
+    }
 }
 
 // ---- ConnectClusterNodes ----

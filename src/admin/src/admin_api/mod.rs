@@ -45,6 +45,8 @@ pub struct AdminState {
     pub admin_token: Option<String>,
     /// `s3_api.s3_region`, named in error bodies.
     pub region: String,
+    /// `s3_web.root_domain` and `s3_api.root_domain`, for `/check`.
+    pub root_domains: Vec<String>,
     /// The admin RPC endpoint, to run node-local operations on other nodes.
     pub admin_rpc: Arc<Endpoint<AdminRpc, AdminRpcHandler>>,
 }
@@ -68,6 +70,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
 fn special_routes() -> Vec<(Method, &'static str, MethodRouter<St>)> {
     vec![
         (Method::GET, "/health", get(cluster::health)),
+        (Method::GET, "/check", get(cluster::check)),
         (
             Method::GET,
             "/v2/GetClusterHealth",
@@ -233,6 +236,7 @@ pub async fn start(
 pub struct InProcess {
     pub garage: Arc<Garage>,
     pub region: String,
+    pub root_domains: Vec<String>,
     pub admin_rpc: std::sync::Weak<Endpoint<AdminRpc, AdminRpcHandler>>,
 }
 
@@ -244,6 +248,7 @@ impl crate::admin_rpc::JsonApi for InProcess {
             garage: self.garage.clone(),
             admin_token: None,
             region: self.region.clone(),
+            root_domains: self.root_domains.clone(),
             admin_rpc: rpc,
         });
         call_in_process(st, endpoint, request).await

@@ -14,10 +14,10 @@ use utoipa::{Modify, OpenApi};
     info(
         title = "garage admin API",
         description = "Administration of a garage cluster: the v2 admin API of the reference \
-                       system (Garage). Every endpoint but /health, /v2/GetClusterHealth and \
+                       system (Garage). Every endpoint but /health, /check, /v2/GetClusterHealth and \
                        /v2/openapi.json needs `Authorization: Bearer <admin_token>`."
     ),
-    paths(super::cluster::get_cluster_health, super::cluster::health, openapi_json),
+    paths(super::cluster::get_cluster_health, super::cluster::health, super::cluster::check, openapi_json),
     modifiers(&BearerAuth),
     security(("bearerAuth" = []))
 )]
@@ -57,6 +57,7 @@ mod tests {
     /// their methods.
     const EXPECTED: &[(&str, &str)] = &[
         ("GET", "/health"),
+        ("GET", "/check"),
         ("GET", "/v2/openapi.json"),
         ("GET", "/v2/GetClusterStatus"),
         ("GET", "/v2/GetClusterHealth"),

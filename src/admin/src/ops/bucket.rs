@@ -775,6 +775,37 @@ pub async fn cleanup_incomplete_uploads(
     })
 }
 
+// ---- /check ----
+
+/// Whether the website endpoint serves `domain`: the bucket whose global
+/// alias is the domain, or the domain without one of `root_domains`
+/// (`s3_web.root_domain`, `s3_api.root_domain`), has website access. For a
+/// reverse proxy that gets TLS certificates on demand (`/check?domain=`);
+/// the answer's text says why not.
+pub async fn check_domain(
+    g: &Garage,
+    domain: &str,
+    root_domains: &[String],
+) -> Result<String, ApiError> {
+    let domain = domain.trim_end_matches('.');
+    let name = root_domains
+        .iter()
+        .find_map(|r| domain.strip_suffix(r.as_str()).filter(|n| !n.is_empty()))
+        .unwrap_or(domain);
+    let m = g.metadata();
+    let not_served = |why: String| ApiError::bad(format!("domain {domain:?} is not served: {why}"));
+    let Some(id) = m.resolve_global_alias(name).await? else {
+        return Err(not_served(format!("no bucket is named {name:?}")));
+    };
+    let b = bucket_by_id(&m, &id.hex()).await?;
+    match b.params() {
+        Some(p) if website_access(p) => Ok(format!("Domain '{domain}' is managed by Garage")),
+        _ => Err(not_served(format!(
+            "bucket {name:?} has no website access (garage bucket website --allow {name})"
+        ))),
+    }
+}
+
 // ---- Shared rules ----
 
 /// An index document is a file name: S3 refuses an empty suffix or one
