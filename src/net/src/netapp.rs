@@ -67,6 +67,11 @@ pub struct NetApp {
     /// Numbers our dials, increasing across restarts (it starts from the
     /// clock), so that a peer can tell our newest connection from a stale one.
     dial_seq: AtomicU64,
+    /// One gate per address being dialed: concurrent `connect`s to the
+    /// same address take turns, so that the later ones find the
+    /// connection the first one made instead of dialing a duplicate
+    /// (which would replace it and fail the calls in flight on it).
+    dialing: Mutex<HashMap<SocketAddr, Arc<tokio::sync::Mutex<()>>>>,
     /// Incoming handshakes running now.
     admission: Arc<Admission>,
     refusals_log: LogLimiter,
@@ -89,6 +94,7 @@ impl NetApp {
             on_disconnected: RwLock::new(Vec::new()),
             next_conn_id: AtomicU64::new(0),
             dial_seq: AtomicU64::new(now_us),
+            dialing: Mutex::new(HashMap::new()),
             admission: Admission::new(config.admission),
             refusals_log: LogLimiter::default(),
             failures_log: LogLimiter::default(),
@@ -229,16 +235,48 @@ impl NetApp {
         addr: SocketAddr,
         expected: Option<NodeId>,
     ) -> Result<NodeId, NetError> {
-        {
-            let conns = self.conns.lock().unwrap();
-            let existing = match expected {
-                Some(id) => conns.get(&id),
-                None => conns.values().find(|c| !c.incoming && c.addr == addr),
-            };
-            if let Some(c) = existing {
-                return Ok(c.peer);
-            }
+        if let Some(peer) = self.existing(addr, expected) {
+            return Ok(peer);
         }
+        let gate = self
+            .dialing
+            .lock()
+            .unwrap()
+            .entry(addr)
+            .or_default()
+            .clone();
+        let res = {
+            let _turn = gate.lock().await;
+            // Connected while we waited for our turn?
+            match self.existing(addr, expected) {
+                Some(peer) => Ok(peer),
+                None => self.dial(addr, expected).await,
+            }
+        };
+        let mut dialing = self.dialing.lock().unwrap();
+        // The map's and ours: nobody else waits at this gate.
+        if Arc::strong_count(&gate) == 2 {
+            dialing.remove(&addr);
+        }
+        res
+    }
+
+    /// The peer of an established connection to `expected` (or, without
+    /// it, of an outgoing one to `addr`).
+    fn existing(&self, addr: SocketAddr, expected: Option<NodeId>) -> Option<NodeId> {
+        let conns = self.conns.lock().unwrap();
+        let existing = match expected {
+            Some(id) => conns.get(&id),
+            None => conns.values().find(|c| !c.incoming && c.addr == addr),
+        };
+        existing.map(|c| c.peer)
+    }
+
+    async fn dial(
+        self: &Arc<Self>,
+        addr: SocketAddr,
+        expected: Option<NodeId>,
+    ) -> Result<NodeId, NetError> {
         let dial_seq = self.dial_seq.fetch_add(1, Ordering::Relaxed);
         let res = tokio::time::timeout(self.config.handshake_timeout, async {
             let mut sock = self.tcp_connect(addr).await?;

@@ -135,6 +135,30 @@ async fn connect_reuses_the_existing_connection() {
     assert_eq!(a.app.connected_peers().len(), 1);
 }
 
+/// Concurrent `connect`s to one peer (a peering loop and an explicit
+/// connect, as a node joining does) open one connection: a duplicate would
+/// replace the first and fail the calls already in flight on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_connects_to_one_peer_open_one_connection() {
+    for _ in 0..5 {
+        let (a, b) = (node().await, node().await);
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s = seen.clone();
+        b.app.on_connected(move |_, _, _| {
+            s.fetch_add(1, Ordering::SeqCst);
+        });
+        let id = b.app.id();
+        let (r1, r2, r3) = tokio::join!(
+            a.app.connect(b.addr, Some(id)),
+            a.app.connect(b.addr, None),
+            a.app.connect(b.addr, Some(id)),
+        );
+        assert_eq!((r1.unwrap(), r2.unwrap(), r3.unwrap()), (id, id, id));
+        assert_eq!(seen.load(Ordering::SeqCst), 1, "b saw one connection");
+        assert_eq!(a.app.connected_peers(), vec![(id, b.addr)]);
+    }
+}
+
 /// Connects a raw socket to `addr`, sends `bytes`, and waits until the node
 /// hangs up.
 async fn send_garbage_and_expect_hangup(addr: std::net::SocketAddr, bytes: &[u8]) {
