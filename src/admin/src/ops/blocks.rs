@@ -3,8 +3,10 @@
 
 use garage_block::manager::BlockManager;
 use garage_block::rc::queue_key;
+use garage_model::block_ref_table::BlockRefTable;
 use garage_model::purge::{Purge, PurgeCount};
 use garage_model::version_table::{read_version, VersionBacklink};
+use garage_table::data::TableData;
 use garage_util::data::{Hash, Uuid};
 use garage_util::time::now_msec;
 use tracing::info;
@@ -359,6 +361,30 @@ fn unknown_variable(v: &str) -> String {
     )
 }
 
+/// The live (not deleted) `block_ref` entries of block `h`, as the
+/// transaction `tx` sees them: every entry whose key starts with the hash,
+/// whatever the version id that follows it.
+pub fn live_block_refs(
+    tx: &garage_db::Transaction<'_>,
+    data: &TableData<BlockRefTable>,
+    h: &Hash,
+) -> garage_db::TxResult<u64, String> {
+    let mut live = 0;
+    for item in tx.range(&data.store, h.as_slice()..)? {
+        let (k, v) = item?;
+        if !k.starts_with(h.as_slice()) {
+            break;
+        }
+        let r = data
+            .decode_entry(&v)
+            .map_err(|e| garage_db::TxError::Abort(e.to_string()))?;
+        if !r.deleted.get() {
+            live += 1;
+        }
+    }
+    Ok(live)
+}
+
 /// `repair block-rc`: every block's reference count recomputed from this
 /// node's `block_ref` entries (the live ones), each block in one database
 /// transaction with the entries it counts, so that a reference written
@@ -371,24 +397,9 @@ pub fn recount_rc(g: &Garage) -> Result<(usize, usize)> {
     let data = &g.block_ref_table.data;
     let (mut checked, mut fixed) = (0, 0);
     let mut fix = |h: &Hash| -> Result<()> {
-        let start = h.as_slice().to_vec();
-        let mut end = start.clone();
-        end.push(0xff);
         let changed =
             g.db.transaction(|tx| -> garage_db::TxResult<bool, String> {
-                let mut live = 0u64;
-                for item in tx.range(&data.store, start.as_slice()..end.as_slice())? {
-                    let (k, v) = item?;
-                    if k.len() < 32 || &k[..32] != h.as_slice() {
-                        continue;
-                    }
-                    let r = data
-                        .decode_entry(&v)
-                        .map_err(|e| garage_db::TxError::Abort(e.to_string()))?;
-                    if !r.deleted.get() {
-                        live += 1;
-                    }
-                }
+                let live = live_block_refs(tx, data, h)?;
                 Ok(rc.reset(tx, h, live, now_msec())?)
             })
             .map_err(|e| format!("block {}: {e:?}", h.hex()))?;
@@ -421,4 +432,55 @@ pub fn recount_rc(g: &Garage) -> Result<(usize, usize)> {
         }
     }
     Ok((checked, fixed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use garage_model::block_ref_table::{BlockRef, NoBlockRefHook};
+    use std::sync::Arc;
+
+    /// Every reference of a block is counted, including those whose version
+    /// id starts with 0xff (the last keys of the block's range); the
+    /// neighbouring blocks' references are not.
+    #[test]
+    fn live_block_refs_counts_exactly_the_blocks_references() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = garage_db::Engine::Lmdb;
+        let db = garage_db::open(
+            engine,
+            &engine.db_path(dir.path()),
+            &garage_db::OpenOptions::default(),
+        )
+        .unwrap();
+        let data = TableData::new(
+            BlockRefTable {
+                hook: Arc::new(NoBlockRefHook),
+            },
+            db.clone(),
+        )
+        .unwrap();
+        let h = Hash::from([7u8; 32]);
+        let next = Hash::from([8u8; 32]);
+        let id = |first: u8, last: u8| {
+            let mut b = [last; 32];
+            b[0] = first;
+            Uuid::from(b)
+        };
+        for (block, version, deleted) in [
+            (h, id(0x00, 1), false),
+            (h, id(0x80, 2), false),
+            (h, id(0xff, 3), false),
+            (h, id(0xff, 0xff), false),
+            (h, id(0x10, 4), true),
+            (next, id(0x00, 5), false),
+        ] {
+            data.update_entry_with(&BlockRef::new(block, version, deleted))
+                .unwrap();
+        }
+        let count = |b: &Hash| db.transaction(|tx| live_block_refs(tx, &data, b)).unwrap();
+        assert_eq!(count(&h), 4);
+        assert_eq!(count(&next), 1);
+        assert_eq!(count(&Hash::from([0xffu8; 32])), 0);
+    }
 }
