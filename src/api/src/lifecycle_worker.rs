@@ -79,6 +79,11 @@ impl LifecycleWorker {
     }
 
     pub async fn run(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        use garage_util::worker::{WorkerSpec, WorkerState};
+        let worker = self.system.workers.register(WorkerSpec::new(
+            "Lifecycle worker",
+            "applies the buckets' lifecycle rules (expiration, aborting old uploads)",
+        ));
         let mut wait = FIRST_PASS_DELAY.min(self.interval);
         loop {
             tokio::select! {
@@ -88,9 +93,15 @@ impl LifecycleWorker {
             if *must_exit.borrow() {
                 return;
             }
-            if let Err(e) = self.pass(&must_exit).await {
+            worker.set_state(WorkerState::Busy);
+            if let Err(e) = worker.outcome(self.pass(&must_exit).await) {
                 warn!("lifecycle pass failed (retried at the next one): {e}");
             }
+            worker.set_state(WorkerState::Idle);
+            worker.set_progress(Some(format!(
+                "last pass {}",
+                garage_util::time::rfc3339(garage_util::time::now_msec())
+            )));
             wait = self.interval;
         }
     }

@@ -16,6 +16,7 @@ pub mod rebalance;
 pub mod resync;
 pub mod scrub;
 pub mod store;
+pub mod workers;
 
 pub use block::DataBlock;
 /// A block's bytes as they arrive (see [`manager::BlockManager::get_block_stream`]).

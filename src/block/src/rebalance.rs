@@ -67,7 +67,16 @@ impl BlockManager {
     }
 
     /// Rebalances once at start if the data directories changed.
+    /// It is a worker while it runs.
     pub async fn rebalance_if_dirs_changed(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+        let worker = self
+            .system
+            .workers
+            .register(garage_util::worker::WorkerSpec::new(
+            "Block rebalance",
+            "moves blocks to their directory after a change of data directories (once at start)",
+        ));
+        worker.set_state(garage_util::worker::WorkerState::Busy);
         let fp = self.dirs_fingerprint();
         let res = async {
             let t = self.rc.db().open_tree(STATE_TREE).map_err(db_err)?;
@@ -83,7 +92,7 @@ impl BlockManager {
             Ok::<_, Error>(Some(n))
         }
         .await;
-        match res {
+        match worker.outcome(res) {
             Ok(Some(n)) => info!("data directories changed: {n} blocks moved to their new place"),
             Ok(None) => (),
             Err(e) => warn!("rebalance after a data directory change failed: {e}"),

@@ -13,6 +13,7 @@ use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
+use garage_util::worker::{WorkerHandle, WorkerSpec, WorkerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -93,6 +94,17 @@ impl ResyncSettings {
     }
 }
 
+/// What one step of a resync worker did.
+#[derive(Debug)]
+pub enum Step {
+    /// No block was due.
+    Idle,
+    /// The block was handled (or found not due for deletion yet).
+    Done(Hash),
+    /// The block's resync failed; it is queued again with a backoff.
+    Failed(Hash, Error),
+}
+
 /// What one resync step did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -116,19 +128,66 @@ impl BlockManager {
         Ok(out)
     }
 
+    /// Registers resync worker `index` (from 0) with the node's worker
+    /// registry.
+    pub(crate) fn register_resync_worker(self: &Arc<Self>, index: usize) -> WorkerHandle {
+        let (queue, errors) = (self.rc.resync_queue.clone(), self.rc.resync_errors.clone());
+        let m = Arc::downgrade(self);
+        self.system.workers.register(
+            WorkerSpec::new(
+                format!("Block resync worker #{}", index + 1),
+                "fetches referenced blocks missing here, deletes unreferenced ones",
+            )
+            .queue(move || queue.len().map(|n| n as u64).map_err(|e| e.to_string()))
+            .details(move || {
+                let mut out = vec![(
+                    "Blocks in error".to_string(),
+                    errors
+                        .len()
+                        .map(|n| n.to_string())
+                        .unwrap_or_else(|e| e.to_string()),
+                )];
+                if let Some(m) = m.upgrade() {
+                    let s = &m.resync_settings;
+                    out.push((
+                        "resync-tranquility".into(),
+                        s.tranquility.load(Ordering::Relaxed).to_string(),
+                    ));
+                    out.push((
+                        "resync-worker-count".into(),
+                        s.workers.load(Ordering::Relaxed).to_string(),
+                    ));
+                }
+                out
+            }),
+        )
+    }
+
     /// Runs the resync queue until `must_exit`, with as many workers as
-    /// `resync-worker-count` says (checked again after each block).
-    pub async fn resync_loop(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+    /// `resync-worker-count` says (checked again after each block). The
+    /// first workers' handles are `first`, registered by the caller so
+    /// that they are numbered before the workers registered after them.
+    pub async fn resync_loop(
+        self: Arc<Self>,
+        first: Vec<WorkerHandle>,
+        must_exit: watch::Receiver<bool>,
+    ) {
         let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+        let mut first = first.into_iter();
         let mut exit = must_exit.clone();
         while !*exit.borrow() {
             workers.retain(|w| !w.is_finished());
             let wanted = self.resync_settings.workers.load(Ordering::Relaxed);
             while workers.len() < wanted {
                 let index = workers.len();
-                workers.push(tokio::spawn(
-                    self.clone().resync_worker(index, must_exit.clone()),
-                ));
+                let handle = first
+                    .next()
+                    .unwrap_or_else(|| self.register_resync_worker(index));
+                workers.push(tokio::spawn(self.clone().resync_worker(
+                    index,
+                    handle,
+                    must_exit.clone(),
+                )));
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => (),
@@ -141,16 +200,40 @@ impl BlockManager {
     }
 
     /// One resync worker; worker `index` stops when the count drops below it.
-    async fn resync_worker(self: Arc<Self>, index: usize, mut must_exit: watch::Receiver<bool>) {
+    async fn resync_worker(
+        self: Arc<Self>,
+        index: usize,
+        worker: WorkerHandle,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
         while !*must_exit.borrow() && index < self.resync_settings.workers.load(Ordering::Relaxed) {
             let start = Instant::now();
-            let delay = match self.resync_next().await {
-                Ok(true) => {
-                    start.elapsed() * self.resync_settings.tranquility.load(Ordering::Relaxed)
+            worker.set_state(WorkerState::Busy);
+            let delay = match self.resync_step().await {
+                Ok(step) => {
+                    let tranquility = self.resync_settings.tranquility.load(Ordering::Relaxed);
+                    match step {
+                        Step::Idle => {
+                            worker.set_state(WorkerState::Idle);
+                            IDLE
+                        }
+                        Step::Done(hash) => {
+                            worker.ok();
+                            worker.set_progress(Some(format!("last block {hash:?}")));
+                            worker.set_state(WorkerState::Throttled);
+                            start.elapsed() * tranquility
+                        }
+                        Step::Failed(hash, e) => {
+                            worker.error(format!("block {hash}: {e}"));
+                            worker.set_state(WorkerState::Throttled);
+                            start.elapsed() * tranquility
+                        }
+                    }
                 }
-                Ok(false) => IDLE,
                 Err(e) => {
                     warn!("block resync: {e}");
+                    worker.error(&e);
+                    worker.set_state(WorkerState::Idle);
                     IDLE
                 }
             };
@@ -188,9 +271,14 @@ impl BlockManager {
 
     /// Handles the first due item of the queue; false when none is due.
     pub async fn resync_next(&self) -> Result<bool> {
+        Ok(!matches!(self.resync_step().await?, Step::Idle))
+    }
+
+    /// Handles the first due item of the queue, and says what came of it.
+    pub async fn resync_step(&self) -> Result<Step> {
         let now = now_msec();
         let Some((key, hash)) = self.claim_next(now).await? else {
-            return Ok(false);
+            return Ok(Step::Idle);
         };
         let res = self.resync_block(&hash).await;
         self.resync_busy
@@ -200,12 +288,13 @@ impl BlockManager {
         self.rc.resync_queue.remove(&key).map_err(to_err)?;
         let errors = &self.rc.resync_errors;
         match res {
-            Ok(Outcome::NotYet) => (),
+            Ok(Outcome::NotYet) => Ok(Step::Done(hash)),
             Ok(o) => {
                 errors.remove(hash.as_slice()).map_err(to_err)?;
                 if o != Outcome::Nothing {
                     debug!("block {hash:?} resynced: {o:?}");
                 }
+                Ok(Step::Done(hash))
             }
             Err(e) => {
                 let prev: Option<ResyncError> = errors
@@ -233,9 +322,9 @@ impl BlockManager {
                 info!(
                     "block {hash:?} resync failed ({failures} times), retrying in {backoff:?}: {e}"
                 );
+                Ok(Step::Failed(hash, e))
             }
         }
-        Ok(true)
     }
 
     /// Makes the local copy of `hash` match its reference count.

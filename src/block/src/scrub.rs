@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use garage_db as db;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
+use garage_util::worker::{WorkerHandle, WorkerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -128,15 +129,28 @@ impl BlockManager {
     }
 
     /// Runs scrub passes until `must_exit`.
-    pub async fn scrub_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+    pub async fn scrub_loop(
+        self: Arc<Self>,
+        worker: WorkerHandle,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
         while !*must_exit.borrow() {
-            let delay = match self.scrub_state() {
+            let state = self.scrub_state();
+            worker.set_state(match &state {
+                Ok(st) if st.running && st.paused => WorkerState::Paused,
+                Ok(st) if st.running => WorkerState::Busy,
+                _ => WorkerState::Idle,
+            });
+            if let Ok(st) = &state {
+                worker.set_progress(st.running.then(|| format!("{} blocks checked", st.checked)));
+            }
+            let delay = match state {
                 Ok(st) if !st.running => {
                     let due = st
                         .last_completed
                         .is_none_or(|t| now_msec() > t + SCRUB_INTERVAL.as_millis() as u64);
                     if due {
-                        if let Err(e) = self.scrub_start() {
+                        if let Err(e) = worker.outcome(self.scrub_start()) {
                             warn!("scrub: cannot start: {e}");
                         }
                         Duration::ZERO
@@ -144,7 +158,7 @@ impl BlockManager {
                         Duration::from_secs(60)
                     }
                 }
-                Ok(_) => match self.scrub_step().await {
+                Ok(_) => match worker.outcome(self.scrub_step().await) {
                     Ok(true) => Duration::ZERO,
                     Ok(false) => Duration::from_secs(10),
                     Err(e) => {
@@ -154,6 +168,7 @@ impl BlockManager {
                 },
                 Err(e) => {
                     warn!("scrub: {e}");
+                    worker.error(&e);
                     Duration::from_secs(60)
                 }
             };

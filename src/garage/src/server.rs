@@ -101,18 +101,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         for t in garage.tables.iter() {
             tasks.extend(t.clone().spawn(&exit_rx));
         }
-        tasks.push(tokio::spawn(
-            garage.block_manager.clone().resync_loop(exit_rx.clone()),
-        ));
-        tasks.push(tokio::spawn(
-            garage.block_manager.clone().scrub_loop(exit_rx.clone()),
-        ));
-        tasks.push(tokio::spawn(
-            garage
-                .block_manager
-                .clone()
-                .rebalance_if_dirs_changed(exit_rx.clone()),
-        ));
+        tasks.extend(garage.block_manager.spawn_workers(&exit_rx));
         tasks.push(tokio::spawn(
             garage_api::lifecycle_worker::LifecycleWorker::new(
                 s3_api(&config, &garage),

@@ -570,3 +570,145 @@ fn repair_block_rc_sets_wrong_counts_right() {
     );
     assert!(std::fs::read(dir.path().join("back")).unwrap() == body);
 }
+
+/// The node's workers as `ListWorkers` reports them (its only node).
+fn workers(c: &Cluster, node: usize) -> Vec<serde_json::Value> {
+    let v = c.json_api(node, "ListWorkers", serde_json::json!({}));
+    v["success"]
+        .as_object()
+        .and_then(|m| m.values().next())
+        .and_then(|l| l.as_array())
+        .cloned()
+        .unwrap_or_else(|| panic!("no worker list in {v}"))
+}
+
+fn named<'a>(list: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    list.iter().filter(|w| w["name"] == name).collect()
+}
+
+/// The worker registry, with real data and a fault: every background loop
+/// is listed under a stable id; the resync workers follow
+/// `resync-worker-count` up and down; a block whose file is gone and that
+/// no other node has shows as failed steps of a resync worker, with the
+/// block named in the last error; `worker info` prints the same.
+#[test]
+fn workers_report_their_state_variables_and_errors() {
+    use common::s3::{aws_ok, endpoint, make_key};
+    let mut c = Cluster::new(1, 1);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "wk");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let body: Vec<u8> = (0..200_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(dir.path().join("f"), &body).unwrap();
+    aws_ok(&key, &ep, dir.path(), &["s3", "mb", "s3://wkr"]);
+    aws_ok(&key, &ep, dir.path(), &["s3", "cp", "f", "s3://wkr/f"]);
+
+    let list = workers(&c, 0);
+    for name in [
+        "object Merkle updater",
+        "object GC",
+        "object insert queue",
+        "object sync",
+        "block_ref sync",
+        "Block resync worker #1",
+        "Block scrub worker",
+        "Lifecycle worker",
+    ] {
+        assert_eq!(named(&list, name).len(), 1, "{name} in {list:?}");
+    }
+    let ids: std::collections::BTreeSet<u64> =
+        list.iter().map(|w| w["id"].as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), list.len(), "ids are unique: {list:?}");
+    let again = workers(&c, 0);
+    for w in list.iter() {
+        let same = named(&again, w["name"].as_str().unwrap());
+        assert_eq!(same[0]["id"], w["id"], "ids are stable: {w}");
+    }
+
+    // The count of resync workers follows the variable, both ways.
+    let set = |v: &str| {
+        c.json_api(
+            0,
+            "SetWorkerVariable",
+            serde_json::json!({"variable": "resync-worker-count", "value": v}),
+        )
+    };
+    set("3");
+    wait_until("three resync workers", CLUSTER_DEADLINE, || {
+        let l = workers(&c, 0);
+        (1..=3).all(|i| named(&l, &format!("Block resync worker #{i}")).len() == 1)
+    });
+    set("1");
+    wait_until("one resync worker", CLUSTER_DEADLINE, || {
+        let l = workers(&c, 0);
+        l.iter()
+            .filter(|w| w["name"].as_str().unwrap().starts_with("Block resync"))
+            .count()
+            == 1
+    });
+    let o = c.garage(0, &["worker", "set", "resync-worker-count", "0"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("between 1 and"),
+        "{o:?}"
+    );
+    let o = c.garage(0, &["worker", "get", "resync-speed"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("resync-worker-count"),
+        "an unknown variable's error lists the known ones: {o:?}"
+    );
+
+    // A fault: the block's file is gone and no other node has it.
+    let h = blake2sum(&body);
+    let file = block_file(&c, 0, &h).expect("the block is stored");
+    std::fs::remove_file(&file).unwrap();
+    let out = c.garage_ok(0, &["repair", "--yes", "blocks"]);
+    assert!(out.contains("queued"), "{out}");
+    let mut failed = None;
+    wait_until(
+        "a resync worker reports the failure",
+        CLUSTER_DEADLINE,
+        || {
+            failed = workers(&c, 0)
+                .into_iter()
+                .find(|w| w["name"] == "Block resync worker #1" && w["errors"].as_u64() > Some(0));
+            failed.is_some()
+        },
+    );
+    let w = failed.unwrap();
+    assert!(w["consecutiveErrors"].as_u64().unwrap() >= 1, "{w}");
+    let msg = w["lastError"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&h.hex()[..8]),
+        "the error names the block: {w}"
+    );
+    let busy = c.json_api(0, "ListWorkers", serde_json::json!({"errorOnly": true}));
+    let busy = busy["success"]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap();
+    assert!(
+        busy.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["consecutiveErrors"].as_u64() > Some(0)),
+        "{busy}"
+    );
+    let info = c.garage_ok(0, &["worker", "info", &w["id"].to_string()]);
+    assert!(info.contains("Last error:"), "{info}");
+    assert!(info.contains("Blocks in error:"), "{info}");
+    let list = c.garage_ok(0, &["worker", "list"]);
+    assert!(list.contains("Block resync worker #1"), "{list}");
+}

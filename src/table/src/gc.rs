@@ -12,6 +12,7 @@ use std::time::Duration;
 use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
+use garage_util::worker::{WorkerHandle, WorkerState};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info};
@@ -34,9 +35,14 @@ struct Due {
 }
 
 impl<F: TableSchema> Table<F> {
-    pub async fn gc_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+    pub async fn gc_loop(
+        self: Arc<Self>,
+        worker: WorkerHandle,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
         while !*must_exit.borrow() {
-            let delay = match self.gc_round().await {
+            worker.set_state(WorkerState::Busy);
+            let delay = match worker.outcome(self.gc_round().await) {
                 Ok(0) => GC_IDLE,
                 Ok(n) => {
                     info!(table = F::TABLE_NAME, "GC removed {n} tombstones");
@@ -47,6 +53,9 @@ impl<F: TableSchema> Table<F> {
                     GC_IDLE
                 }
             };
+            if !delay.is_zero() {
+                worker.set_state(WorkerState::Idle);
+            }
             tokio::select! {
                 _ = tokio::time::sleep(delay) => (),
                 _ = must_exit.changed() => (),

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use garage_db as db;
 use garage_util::data::{blake2sum, Hash};
+use garage_util::worker::{WorkerHandle, WorkerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::warn;
@@ -238,13 +239,20 @@ pub struct MerkleUpdater;
 impl MerkleUpdater {
     pub async fn run<F: TableSchema>(
         data: Arc<TableData<F>>,
+        worker: WorkerHandle,
         mut must_exit: watch::Receiver<bool>,
     ) {
         while !*must_exit.borrow() {
             let d = data.clone();
+            worker.set_state(WorkerState::Busy);
             match tokio::task::spawn_blocking(move || process_batch(&d)).await {
-                Ok(Ok(n)) if n > 0 => continue,
+                Ok(Ok(n)) if n > 0 => {
+                    worker.ok();
+                    continue;
+                }
                 Ok(Ok(_)) => {
+                    worker.ok();
+                    worker.set_state(WorkerState::Idle);
                     tokio::select! {
                         _ = data.merkle_todo_notify.notified() => (),
                         _ = tokio::time::sleep(Duration::from_secs(10)) => (),
@@ -252,6 +260,8 @@ impl MerkleUpdater {
                     }
                 }
                 Ok(Err(e)) => {
+                    worker.error(&e);
+                    worker.set_state(WorkerState::Idle);
                     warn!(
                         table = F::TABLE_NAME,
                         "Merkle update failed, retrying in 10 s: {e}"

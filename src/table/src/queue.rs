@@ -64,6 +64,7 @@ mod worker {
     use std::time::Duration;
 
     use garage_db as db;
+    use garage_util::worker::{WorkerHandle, WorkerState};
     use tokio::sync::watch;
     use tracing::debug;
 
@@ -81,9 +82,14 @@ mod worker {
     impl<F: TableSchema> Table<F> {
         /// Sends queued entries with quorum inserts, and removes them from
         /// the queue once acknowledged (unless re-queued meanwhile).
-        pub async fn insert_queue_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        pub async fn insert_queue_loop(
+            self: Arc<Self>,
+            worker: WorkerHandle,
+            mut must_exit: watch::Receiver<bool>,
+        ) {
             while !*must_exit.borrow() {
-                let delay = match self.insert_queue_round().await {
+                worker.set_state(WorkerState::Busy);
+                let delay = match worker.outcome(self.insert_queue_round().await) {
                     Ok(0) => IDLE,
                     Ok(_) => Duration::ZERO,
                     Err(e) => {
@@ -91,6 +97,9 @@ mod worker {
                         RETRY
                     }
                 };
+                if !delay.is_zero() {
+                    worker.set_state(WorkerState::Idle);
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(delay) => (),
                     _ = must_exit.changed() => (),

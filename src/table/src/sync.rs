@@ -19,6 +19,7 @@ use std::time::Duration;
 use garage_net::NodeId;
 use garage_rpc::layout::{LayoutHistory, Tracker};
 use garage_util::data::blake2sum;
+use garage_util::worker::{WorkerHandle, WorkerState};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info};
@@ -51,7 +52,11 @@ pub struct SyncStats {
 
 impl<F: TableSchema> Table<F> {
     /// Runs sync passes until `must_exit`.
-    pub async fn sync_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+    pub async fn sync_loop(
+        self: Arc<Self>,
+        worker: WorkerHandle,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
         let mut layouts = self.system.subscribe_layout();
         let mut peers_up = self.system.subscribe_peers_up();
         let mut last_synced_layout = 0u64;
@@ -76,8 +81,18 @@ impl<F: TableSchema> Table<F> {
             }
             let layout = self.system.layout();
             let target = sync_target(&layout);
-            match self.sync_pass(&layout).await {
+            worker.set_state(WorkerState::Busy);
+            let res = worker.outcome(self.sync_pass(&layout).await);
+            worker.set_state(WorkerState::Idle);
+            match res {
                 Ok(stats) => {
+                    worker.set_progress(Some(format!(
+                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} offloaded",
+                        garage_util::time::rfc3339(garage_util::time::now_msec()),
+                        stats.partitions,
+                        stats.entries_sent,
+                        stats.entries_offloaded
+                    )));
                     if stats.entries_sent > 0 || stats.entries_offloaded > 0 {
                         info!(
                             table = F::TABLE_NAME,

@@ -1,6 +1,6 @@
 //! `garage_util`: what every garage layer shares: configuration loading and
-//! validation, and (in later issues) ids, hashes, time and the background
-//! worker framework.
+//! validation, ids and hashes, time, CRDT primitives and the registry of
+//! background workers.
 //!
 //! It may depend on `garage_db` only; it must never depend on the network,
 //! table, block, model or API crates.
@@ -11,3 +11,4 @@ pub mod data;
 pub mod fuzzing;
 pub mod socket;
 pub mod time;
+pub mod worker;

@@ -15,3 +15,10 @@ pub fn now_msec() -> u64 {
 pub fn increment_after(previous: u64) -> u64 {
     now_msec().max(previous + 1)
 }
+
+/// A stored time (ms since the epoch) as RFC 3339, in UTC.
+pub fn rfc3339(ms: u64) -> String {
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}

@@ -11,7 +11,6 @@ use garage_util::data::{Hash, Uuid};
 use garage_util::time::now_msec;
 use tracing::info;
 
-use crate::ops::stats::NodeStats;
 use garage_model::garage::Garage;
 
 type Result<T> = std::result::Result<T, String>;
@@ -19,15 +18,6 @@ type Result<T> = std::result::Result<T, String>;
 pub fn parse_hash(s: &str) -> Result<Hash> {
     s.parse()
         .map_err(|_| format!("{s:?} is not a block hash: give its 64 hexadecimal digits"))
-}
-
-fn ago(ms: u64) -> String {
-    let now = now_msec();
-    if ms >= now {
-        format!("in {}s", (ms - now) / 1000)
-    } else {
-        format!("{}s ago", (now - ms) / 1000)
-    }
 }
 
 /// A `block_ref` entry of a block and the version it names.
@@ -186,179 +176,6 @@ pub async fn repair(garage: &std::sync::Arc<Garage>, what: BlockRepair) -> Resul
             Ok(msg.into())
         }
     }
-}
-
-/// The tunable worker variables and their values (only `only`, if
-/// given): GetWorkerVariable (and `garage worker get`).
-pub fn worker_variables(g: &Garage, only: Option<&str>) -> Result<Vec<(&'static str, String)>> {
-    use std::sync::atomic::Ordering;
-    let m = &g.block_manager;
-    let sc = m.scrub_state().map_err(|e| e.to_string())?;
-    let vars = vec![
-        (
-            "resync-tranquility",
-            m.resync_settings
-                .tranquility
-                .load(Ordering::Relaxed)
-                .to_string(),
-        ),
-        (
-            "resync-worker-count",
-            m.resync_settings
-                .workers
-                .load(Ordering::Relaxed)
-                .to_string(),
-        ),
-        ("scrub-tranquility", sc.tranquility.to_string()),
-    ];
-    let out: Vec<_> = vars
-        .into_iter()
-        .filter(|(k, _)| only.is_none_or(|x| x == *k))
-        .collect();
-    if out.is_empty() {
-        return Err(unknown_variable(only.unwrap_or("")));
-    }
-    Ok(out)
-}
-
-/// Sets a worker variable (`garage worker set`, SetWorkerVariable);
-/// returns the value set.
-pub fn set_worker_variable(g: &Garage, variable: &str, value: &str) -> Result<u64> {
-    let m = &g.block_manager;
-    let n: u64 = value
-        .parse()
-        .map_err(|_| format!("{variable}: {value:?} is not a number"))?;
-    match variable {
-        "resync-tranquility" => m
-            .resync_settings
-            .set_tranquility(n as u32)
-            .map_err(|e| e.to_string())?,
-        "resync-worker-count" => m.resync_settings.set_workers(n as usize)?,
-        "scrub-tranquility" => {
-            let mut sc = m.scrub_state().map_err(|e| e.to_string())?;
-            sc.tranquility = n as u32;
-            m.set_scrub_state(&sc).map_err(|e| e.to_string())?;
-        }
-        other => return Err(unknown_variable(other)),
-    }
-    Ok(n)
-}
-
-/// One background worker as `worker list`, `worker info` and the admin
-/// API show it.
-pub struct WorkerRow {
-    pub name: String,
-    pub state: String,
-    pub queue: Option<usize>,
-    pub errors: Option<usize>,
-    pub details: Vec<(&'static str, String)>,
-}
-
-fn busy(queue: usize) -> String {
-    if queue > 0 { "busy" } else { "idle" }.to_string()
-}
-
-/// The node's workers, in a stable order (their TIDs, from 1), from
-/// `stats` (read off the async runtime: [`crate::ops::stats::node_stats`]).
-pub fn workers(g: &Garage, stats: &NodeStats) -> Result<Vec<WorkerRow>> {
-    use std::sync::atomic::Ordering;
-    let m = &g.block_manager;
-    let mut out = Vec::new();
-    for s in stats.tables.iter() {
-        for (what, queue, doc) in [
-            (
-                "Merkle updater",
-                s.merkle_todo,
-                "applies entry changes to the table's Merkle tree",
-            ),
-            (
-                "GC",
-                s.gc_todo,
-                "removes tombstones once every replica has them",
-            ),
-            (
-                "insert queue",
-                s.insert_queue,
-                "sends entries queued by other tables' hooks",
-            ),
-        ] {
-            out.push(WorkerRow {
-                name: format!("{} {what}", s.name),
-                state: busy(queue),
-                queue: Some(queue),
-                errors: None,
-                details: vec![
-                    ("Does", doc.to_string()),
-                    ("Table items", s.items.to_string()),
-                ],
-            });
-        }
-        out.push(WorkerRow {
-            name: format!("{} sync", s.name),
-            state: "periodic".into(),
-            queue: None,
-            errors: None,
-            details: vec![
-                (
-                    "Does",
-                    "compares Merkle trees with the other replicas and sends what they lack".into(),
-                ),
-                ("Merkle digest", s.merkle_digest.hex()),
-            ],
-        });
-    }
-    let (queue, errors) = (stats.resync_queue, stats.resync_errors);
-    let n = m.resync_settings.workers.load(Ordering::Relaxed);
-    let tranquility = m.resync_settings.tranquility.load(Ordering::Relaxed);
-    for i in 0..n {
-        out.push(WorkerRow {
-            name: format!("Block resync worker #{}", i + 1),
-            state: busy(queue),
-            queue: Some(queue),
-            errors: Some(errors),
-            details: vec![
-                (
-                    "Does",
-                    "fetches referenced blocks missing here, deletes unreferenced ones".into(),
-                ),
-                ("resync-tranquility", tranquility.to_string()),
-                ("resync-worker-count", n.to_string()),
-            ],
-        });
-    }
-    let sc = m.scrub_state().map_err(|e| e.to_string())?;
-    let state = match (sc.running, sc.paused) {
-        (true, true) => "paused".to_string(),
-        (true, false) => format!("running ({} checked)", sc.checked),
-        (false, _) => "idle".to_string(),
-    };
-    out.push(WorkerRow {
-        name: "Block scrub worker".into(),
-        state,
-        queue: None,
-        errors: Some(sc.corrupted as usize),
-        details: vec![
-            ("Does", "reads every block file and checks its hash".into()),
-            ("scrub-tranquility", sc.tranquility.to_string()),
-            ("Blocks checked in this pass", sc.checked.to_string()),
-            ("Corrupted blocks found", sc.corrupted.to_string()),
-            (
-                "Last complete pass",
-                sc.last_completed.map(ago).unwrap_or_else(|| "never".into()),
-            ),
-            (
-                "Cursor",
-                sc.cursor.map(|c| c.hex()).unwrap_or_else(|| "start".into()),
-            ),
-        ],
-    });
-    Ok(out)
-}
-
-fn unknown_variable(v: &str) -> String {
-    format!(
-        "unknown worker variable {v:?}: use resync-tranquility, resync-worker-count or scrub-tranquility"
-    )
 }
 
 /// The live (not deleted) `block_ref` entries of block `h`, as the

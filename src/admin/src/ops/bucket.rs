@@ -34,11 +34,7 @@ pub struct BucketLocalAlias {
     pub alias: String,
 }
 
-fn rfc3339(ms: u64) -> String {
-    jiff::Timestamp::from_millisecond(ms as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
+use garage_util::time::rfc3339;
 
 fn local_aliases(b: &Bucket) -> Vec<BucketLocalAlias> {
     b.local_aliases()

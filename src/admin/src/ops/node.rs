@@ -110,30 +110,47 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
             let all = worker_list(g).await?;
             A::Workers(
                 all.into_iter()
-                    .filter(|w| !r.busy_only || matches!(w.state, WorkerState::Busy))
-                    .filter(|w| !r.error_only || w.errors.unwrap_or(0) > 0)
+                    .filter(|w| {
+                        !r.busy_only
+                            || matches!(w.state, WorkerState::Busy | WorkerState::Throttled)
+                    })
+                    .filter(|w| !r.error_only || w.consecutive_errors > 0)
                     .collect(),
             )
         }
-        NodeRequest::GetWorkerInfo(r) => {
-            let all = worker_list(g).await?;
-            let n = all.len();
-            let w = all.into_iter().find(|w| w.id == r.id).ok_or_else(|| {
-                ApiError::NoSuchWorker(format!("no worker {}: workers are numbered 1 to {n}", r.id))
-            })?;
-            A::Worker(w)
-        }
+        NodeRequest::GetWorkerInfo(r) => match worker_info(g, r.id).await? {
+            Some(w) => A::Worker(w),
+            None => {
+                let ids: Vec<String> = worker_list(g)
+                    .await?
+                    .iter()
+                    .map(|w| w.id.to_string())
+                    .collect();
+                return Err(ApiError::NoSuchWorker(format!(
+                    "no worker {} on this node (its workers are {}; see `garage worker list`)",
+                    r.id,
+                    ids.join(", ")
+                )));
+            }
+        },
         NodeRequest::GetWorkerVariable(r) => {
-            let vars =
-                blocks::worker_variables(g, r.variable.as_deref()).map_err(ApiError::BadRequest)?;
-            A::Variables(vars.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+            let vars = g
+                .system
+                .workers
+                .variables(r.variable.as_deref())
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            A::Variables(vars.into_iter().collect())
         }
         NodeRequest::SetWorkerVariable(r) => {
-            let n = blocks::set_worker_variable(g, &r.variable, &r.value)
-                .map_err(ApiError::BadRequest)?;
+            let value = g
+                .system
+                .workers
+                .set_variable(&r.variable, &r.value)
+                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            tracing::info!("admin: worker variable {} set to {value}", r.variable);
             A::VariableSet(SetWorkerVariableResponse {
                 variable: r.variable,
-                value: n.to_string(),
+                value,
             })
         }
         NodeRequest::CreateMetadataSnapshot => {
@@ -354,10 +371,10 @@ async fn launch_repair(g: &Arc<Garage>, r: RepairType) -> Result<String, ApiErro
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ListWorkersRequest {
-    /// Only the workers that have work now.
+    /// Only the workers that have work now (busy or throttled).
     #[serde(default)]
     pub busy_only: bool,
-    /// Only the workers with errors.
+    /// Only the workers whose last step failed.
     #[serde(default)]
     pub error_only: bool,
 }
@@ -365,48 +382,94 @@ pub struct ListWorkersRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkerInfo {
-    /// Its number, from 1 (as `garage worker list` shows it).
+    /// Its number (TID), from 1, in the order the workers registered; a
+    /// worker that stops (a resync worker when the count is lowered) takes
+    /// its number with it.
     pub id: u64,
     pub name: String,
     pub state: WorkerState,
-    /// Errors it counts (blocks in error for the resync workers, corrupted
-    /// blocks for the scrub).
-    pub errors: Option<u64>,
+    /// Steps that failed since the node started.
+    pub errors: u64,
+    /// Steps that failed since the last one that worked.
+    pub consecutive_errors: u64,
+    pub last_error: Option<WorkerLastError>,
+    /// Where it is in its work, in words.
+    pub progress: Option<String>,
     pub queue_length: Option<u64>,
-    /// Its state in words, then its settings and counters, one per line.
+    /// What it does, then its settings and counters, one per line.
     pub freeform: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
-pub enum WorkerState {
-    Busy,
-    Idle,
+pub struct WorkerLastError {
+    pub message: String,
+    pub secs_ago: u64,
 }
 
-/// The node's workers; the table statistics are read by
-/// [`stats::node_stats`] (blocking database counts, off the runtime).
-async fn worker_list(g: &Arc<Garage>) -> Result<Vec<WorkerInfo>, ApiError> {
-    let stats = stats::node_stats(g).await.map_err(ApiError::Internal)?;
-    let rows = blocks::workers(g, &stats).map_err(ApiError::Internal)?;
-    Ok(rows
-        .into_iter()
-        .enumerate()
-        .map(|(i, w)| WorkerInfo {
-            id: i as u64 + 1,
-            state: if w.state == "busy" || w.state.starts_with("running") {
-                WorkerState::Busy
-            } else {
-                WorkerState::Idle
-            },
-            freeform: std::iter::once(format!("State: {}", w.state))
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum WorkerState {
+    /// Working through its queue.
+    Busy,
+    /// Waiting between two steps (its tranquility).
+    Throttled,
+    /// Nothing to do now.
+    Idle,
+    /// Stopped by an operator (scrub pause).
+    Paused,
+}
+
+impl From<garage_util::worker::WorkerState> for WorkerState {
+    fn from(s: garage_util::worker::WorkerState) -> Self {
+        use garage_util::worker::WorkerState as S;
+        match s {
+            S::Busy => WorkerState::Busy,
+            S::Throttled => WorkerState::Throttled,
+            S::Idle => WorkerState::Idle,
+            S::Paused => WorkerState::Paused,
+        }
+    }
+}
+
+impl From<garage_util::worker::WorkerInfo> for WorkerInfo {
+    fn from(w: garage_util::worker::WorkerInfo) -> Self {
+        let now = garage_util::time::now_msec();
+        WorkerInfo {
+            id: w.tid,
+            name: w.name,
+            state: w.state.into(),
+            errors: w.errors,
+            consecutive_errors: w.consecutive_errors,
+            last_error: w.last_error.map(|(message, at)| WorkerLastError {
+                message,
+                secs_ago: now.saturating_sub(at) / 1000,
+            }),
+            progress: w.progress,
+            queue_length: w.queue_length,
+            freeform: std::iter::once(format!("Does: {}", w.does))
                 .chain(w.details.iter().map(|(k, v)| format!("{k}: {v}")))
                 .collect(),
-            name: w.name,
-            errors: w.errors.map(|e| e as u64),
-            queue_length: w.queue.map(|q| q as u64),
-        })
-        .collect())
+        }
+    }
+}
+
+/// The node's workers, from its worker registry (whose queue probes read
+/// the database: run off the async runtime).
+async fn worker_list(g: &Arc<Garage>) -> Result<Vec<WorkerInfo>, ApiError> {
+    let g = g.clone();
+    let list = tokio::task::spawn_blocking(move || g.system.workers.list())
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(list.into_iter().map(WorkerInfo::from).collect())
+}
+
+async fn worker_info(g: &Arc<Garage>, tid: u64) -> Result<Option<WorkerInfo>, ApiError> {
+    let g = g.clone();
+    let w = tokio::task::spawn_blocking(move || g.system.workers.get(tid))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    Ok(w.map(WorkerInfo::from))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

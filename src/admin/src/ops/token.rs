@@ -66,11 +66,7 @@ pub enum TokenResponse {
     Deleted(Vec<String>),
 }
 
-fn rfc3339(ms: u64) -> String {
-    jiff::Timestamp::from_millisecond(ms as i64)
-        .map(|t| t.to_string())
-        .unwrap_or_default()
-}
+use garage_util::time::rfc3339;
 
 fn parse_date(s: &str) -> Result<u64, ApiError> {
     let t: jiff::Timestamp = s.parse().map_err(|e| {

@@ -11,7 +11,7 @@ use crate::columns::format as columns;
 use crate::ops::node::{
     BlockVersionBacklink, GetBlockInfoRequest, GetWorkerInfoRequest, GetWorkerVariableRequest,
     ListWorkersRequest, NodeRequest as N, NodeResponse as A, RetryBlockResyncRequest,
-    SetWorkerVariableRequest, WorkerInfo,
+    SetWorkerVariableRequest, WorkerInfo, WorkerState,
 };
 
 fn secs(ago: u64, ahead: u64) -> (String, String) {
@@ -108,12 +108,14 @@ pub async fn block(admin: &Admin, op: &BlockOperation) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A worker's state in words: the first line of its freeform description.
-fn state(w: &WorkerInfo) -> &str {
-    w.freeform
-        .first()
-        .and_then(|l| l.strip_prefix("State: "))
-        .unwrap_or("")
+/// A worker's state in words.
+fn state(w: &WorkerInfo) -> &'static str {
+    match w.state {
+        WorkerState::Busy => "busy",
+        WorkerState::Throttled => "throttled",
+        WorkerState::Idle => "idle",
+        WorkerState::Paused => "paused",
+    }
 }
 
 pub async fn worker(admin: &Admin, op: &WorkerOperation) -> anyhow::Result<()> {
@@ -121,15 +123,23 @@ pub async fn worker(admin: &Admin, op: &WorkerOperation) -> anyhow::Result<()> {
         WorkerOperation::List => {
             let req = N::ListWorkers(ListWorkersRequest::default());
             let workers = expect!(admin.node(req).await?, A::Workers(w) => w)?;
-            let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors".to_string()];
+            let mut rows = vec!["TID\tWorker\tState\tQueue\tErrors\tLast error".to_string()];
             for w in workers.iter() {
                 rows.push(format!(
-                    "{}\t{}\t{}\t{}\t{}",
+                    "{}\t{}\t{}\t{}\t{}\t{}",
                     w.id,
                     w.name,
                     state(w),
                     w.queue_length.map(|q| q.to_string()).unwrap_or_default(),
-                    w.errors.map(|q| q.to_string()).unwrap_or_default()
+                    if w.errors > 0 {
+                        format!("{} ({} in a row)", w.errors, w.consecutive_errors)
+                    } else {
+                        String::new()
+                    },
+                    w.last_error
+                        .as_ref()
+                        .map(|e| format!("{}s ago", e.secs_ago))
+                        .unwrap_or_default(),
                 ));
             }
             columns(&rows)
@@ -137,12 +147,22 @@ pub async fn worker(admin: &Admin, op: &WorkerOperation) -> anyhow::Result<()> {
         WorkerOperation::Info { tid } => {
             let req = N::GetWorkerInfo(GetWorkerInfoRequest { id: *tid as u64 });
             let w = expect!(admin.node(req).await?, A::Worker(w) => w)?;
-            let mut rows = vec![format!("Worker:\t{}", w.name)];
+            let mut rows = vec![
+                format!("Worker:\t{}", w.name),
+                format!("State:\t{}", state(&w)),
+            ];
+            if let Some(p) = &w.progress {
+                rows.push(format!("Progress:\t{p}"));
+            }
             if let Some(q) = w.queue_length {
                 rows.push(format!("Queue length:\t{q}"));
             }
-            if let Some(e) = w.errors {
-                rows.push(format!("Errors:\t{e}"));
+            rows.push(format!(
+                "Errors:\t{} ({} in a row)",
+                w.errors, w.consecutive_errors
+            ));
+            if let Some(e) = &w.last_error {
+                rows.push(format!("Last error:\t{} ({}s ago)", e.message, e.secs_ago));
             }
             for line in w.freeform.iter() {
                 match line.split_once(": ") {

@@ -152,6 +152,8 @@ pub struct System {
     /// loop keeps trying, with backoff).
     failed_dials: Mutex<std::collections::HashMap<NodeId, Instant>>,
     progress: trackers::Progress,
+    /// This node's background workers and their tunable variables.
+    pub workers: garage_util::worker::Registry,
     hostname: String,
     endpoint: Arc<garage_net::Endpoint<SystemRpc, System>>,
     /// Every new layout, for the layers above (table sync after a change).
@@ -231,6 +233,7 @@ impl System {
             peers: Mutex::new(Peers::default()),
             failed_dials: Mutex::new(std::collections::HashMap::new()),
             progress: trackers::Progress::default(),
+            workers: garage_util::worker::Registry::new(),
             hostname: hostname(),
             endpoint,
             layout_notify: watch::channel(Arc::new(layout.clone())).0,
