@@ -140,7 +140,7 @@ pub enum Command {
     /// Access keys: list, info, create, rename, delete, allow, deny, import
     #[command(subcommand)]
     Key(KeyOperation),
-    /// Start repair operations (tables, blocks, rebalance, scrub)
+    /// Start repair operations (tables, blocks, rebalance, block-rc, versions, mpu, block-refs, aliases, scrub)
     Repair(RepairOpt),
     /// Statistics of the node's tables and blocks
     Stats {
@@ -171,6 +171,23 @@ pub enum Command {
     AdminToken(AdminTokenOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
+    /// Repair this node's metadata database directly, with its daemon stopped
+    OfflineRepair(OfflineRepairOpt),
+}
+
+#[derive(Args, Debug)]
+pub struct OfflineRepairOpt {
+    /// Confirm: the daemon of this node is stopped
+    #[arg(long)]
+    pub yes: bool,
+    #[command(subcommand)]
+    pub what: OfflineRepairWhat,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum OfflineRepairWhat {
+    /// Recount this node's per-bucket counters (objects, bytes, unfinished uploads) from its object table
+    ObjectCounters,
 }
 
 impl Command {
@@ -190,6 +207,7 @@ impl Command {
             Command::AdminToken(_) => "admin-token",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
+            Command::OfflineRepair(_) => "offline-repair",
         }
     }
 }
@@ -454,6 +472,14 @@ pub enum RepairWhat {
     Rebalance,
     /// Recount every block's references from this node's block_ref table and fix the counts
     BlockRc,
+    /// Delete versions that no object or upload lists (unlisted ones only once older than a day)
+    Versions,
+    /// Delete multipart uploads whose object version is complete, aborted or (after a day) absent
+    Mpu,
+    /// Delete block references whose version is deleted
+    BlockRefs,
+    /// Make bucket aliases agree between the buckets, the keys and the alias table
+    Aliases,
     /// Check every block file against its hash
     #[command(subcommand)]
     Scrub(ScrubCmd),

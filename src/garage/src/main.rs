@@ -9,6 +9,7 @@ mod convert_db;
 mod gauges;
 mod load_config;
 mod logging;
+mod offline_repair;
 mod rpc_addr;
 mod server;
 mod single;
@@ -44,6 +45,7 @@ fn main() -> ExitCode {
     let res = match &opt.cmd {
         Command::Server { .. } => server::run(&opt),
         Command::ConvertDb(c) => convert_db::run(c),
+        Command::OfflineRepair(o) => offline_repair::run(&opt, o),
         Command::Status
         | Command::Node(_)
         | Command::Layout(_)

@@ -390,7 +390,7 @@ async fn start_cluster(
     Ok((system, vec![listen_task, system_task]))
 }
 
-fn open_metadata(config: &Config) -> anyhow::Result<Db> {
+pub(crate) fn open_metadata(config: &Config) -> anyhow::Result<Db> {
     std::fs::create_dir_all(&config.metadata_dir).with_context(|| {
         format!(
             "cannot create metadata_dir {}",

@@ -21,7 +21,7 @@ use garage_model::version_table::{
     Version, VersionBacklink, VersionBlock, VersionBlockKey, VersionTable,
 };
 use garage_table::{InsertQueue, Table};
-use garage_util::data::{blake2sum, gen_uuid, Hash};
+use garage_util::data::{blake2sum, gen_uuid, Hash, Uuid};
 
 fn block_file(c: &Cluster, node: usize, h: &Hash) -> Option<PathBuf> {
     let hex = h.hex();
@@ -711,4 +711,327 @@ fn workers_report_their_state_variables_and_errors() {
     assert!(info.contains("Blocks in error:"), "{info}");
     let list = c.garage_ok(0, &["worker", "list"]);
     assert!(list.contains("Block resync worker #1"), "{list}");
+}
+
+/// Runs `garage repair --yes <what>` and waits for its worker to finish.
+fn run_repair(c: &Cluster, what: &str) {
+    let out = c.garage_ok(0, &["repair", "--yes", what]);
+    assert!(out.contains("started"), "{out}");
+    let name = format!("Repair {what}");
+    wait_until(&format!("repair {what} ends"), CLUSTER_DEADLINE, || {
+        named(&workers(c, 0), &name).is_empty()
+    });
+}
+
+/// `repair versions | mpu | block-refs | aliases` on real data, with
+/// orphans planted through a gateway at quorum: each orphan older than the
+/// grace period is deleted (or relinked), while the stored object, an
+/// upload in progress, and an unlisted version younger than the grace
+/// period (what an upload in a versioned bucket looks like) are kept; the
+/// object reads back whole and the upload completes after the repairs.
+#[test]
+fn repairs_delete_orphans_and_keep_what_is_in_progress() {
+    use common::s3::{aws_ok, endpoint, make_key};
+    use garage_model::bucket_alias_table::BucketAlias;
+    use garage_model::mpu_table::{MpuTable, MultipartUpload};
+    use garage_model::version_table::read_version;
+    use garage_table::EmptyKey;
+    let mut c = Cluster::new(1, 1);
+    c.env
+        .push(("GARAGE_REPAIR_GRACE_SECS".into(), "3600".into()));
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "rep");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(d.join("f"), &body).unwrap();
+    std::fs::write(d.join("part"), vec![3u8; 100_000]).unwrap();
+    aws_ok(&key, &ep, d, &["s3", "mb", "s3://rep"]);
+    aws_ok(&key, &ep, d, &["s3", "cp", "f", "s3://rep/kept"]);
+    let up = aws_ok(
+        &key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "create-multipart-upload",
+            "--bucket",
+            "rep",
+            "--key",
+            "up",
+        ],
+    );
+    let upload_id = serde_json::from_str::<serde_json::Value>(&up).unwrap()["UploadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let part = aws_ok(
+        &key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "upload-part",
+            "--bucket",
+            "rep",
+            "--key",
+            "up",
+            "--part-number",
+            "1",
+            "--upload-id",
+            &upload_id,
+            "--body",
+            "part",
+        ],
+    );
+    let etag = serde_json::from_str::<serde_json::Value>(&part).unwrap()["ETag"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let gw = Gateway::join(&c, 2, 2);
+    let (versions, refs, mpus) = {
+        let _rt = gw.rt.enter();
+        let versions = Table::new(
+            VersionTable {
+                block_refs: InsertQueue::open(&gw.db).unwrap(),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        let refs = Table::new(
+            BlockRefTable {
+                hook: Arc::new(NoBlockRefHook),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        let mpus = Table::new(
+            MpuTable {
+                versions: InsertQueue::open(&gw.db).unwrap(),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        versions.spawn_workers(&gw.exit);
+        mpus.spawn_workers(&gw.exit);
+        (versions, refs, mpus)
+    };
+    let now = garage_util::time::now_msec();
+    let two_hours_ago = now - 2 * 3600 * 1000;
+    let bucket = gw
+        .block_on(gw.metadata.aliases.get(&EmptyKey, &"rep".to_string()))
+        .unwrap()
+        .and_then(|a| a.bucket())
+        .expect("the bucket's alias");
+    let ghost = |k: &str| VersionBacklink::Object {
+        bucket_id: bucket,
+        key: k.into(),
+    };
+    let (old_orphan, young_orphan, dead) = (gen_uuid(), gen_uuid(), gen_uuid());
+    let dead_ref = BlockRef::new(blake2sum(b"a block of a deleted version"), dead, false);
+    let ghost_upload = MultipartUpload::new(gen_uuid(), two_hours_ago, bucket, "ghost-up".into());
+    gw.block_on(async {
+        let mut v = Version::new(old_orphan, ghost("ghost-old"));
+        v.created = two_hours_ago;
+        versions.insert(&v).await.unwrap();
+        versions
+            .insert(&Version::new(young_orphan, ghost("ghost-young")))
+            .await
+            .unwrap();
+        versions
+            .insert(&Version::deleted(dead, ghost("ghost-dead")))
+            .await
+            .unwrap();
+        refs.insert(&dead_ref).await.unwrap();
+        mpus.insert(&ghost_upload).await.unwrap();
+        let aliases = &gw.metadata.aliases;
+        aliases
+            .insert(&BucketAlias::new("ghost-alias", Some(gen_uuid())))
+            .await
+            .unwrap();
+        aliases
+            .insert(&BucketAlias::new("second-name", Some(bucket)))
+            .await
+            .unwrap();
+    });
+    let deleted = |u: Uuid| {
+        gw.block_on(read_version(&versions, &u))
+            .unwrap()
+            .map(|v| v.deleted.get())
+    };
+
+    run_repair(&c, "versions");
+    assert_eq!(
+        deleted(old_orphan),
+        Some(true),
+        "an old unlisted version goes"
+    );
+    assert_eq!(deleted(young_orphan), Some(false), "a young one stays");
+
+    run_repair(&c, "mpu");
+    let m = gw
+        .block_on(mpus.get_quorum(&ghost_upload.upload_id, &EmptyKey))
+        .unwrap()
+        .unwrap();
+    assert!(m.deleted.get(), "an upload without its object version goes");
+    let uploads = aws_ok(
+        &key,
+        &ep,
+        d,
+        &["s3api", "list-multipart-uploads", "--bucket", "rep"],
+    );
+    assert!(
+        uploads.contains(&upload_id),
+        "the real upload stays: {uploads}"
+    );
+
+    run_repair(&c, "block-refs");
+    let r = gw
+        .block_on(refs.get_quorum(&dead_ref.block, &dead))
+        .unwrap()
+        .unwrap();
+    assert!(r.deleted.get(), "the reference of a deleted version goes");
+
+    run_repair(&c, "aliases");
+    let a = gw
+        .block_on(
+            gw.metadata
+                .aliases
+                .get_quorum(&EmptyKey, &"ghost-alias".to_string()),
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(a.bucket(), None, "a name of no bucket is removed");
+    let info = c.garage_ok(0, &["bucket", "info", "rep"]);
+    assert!(
+        info.contains("second-name"),
+        "the bucket lists its name: {info}"
+    );
+
+    // What was kept still works.
+    aws_ok(&key, &ep, d, &["s3", "cp", "s3://rep/kept", "back"]);
+    assert!(
+        std::fs::read(d.join("back")).unwrap() == body,
+        "the object reads back whole"
+    );
+    std::fs::write(
+        d.join("parts.json"),
+        format!(r#"{{"Parts":[{{"PartNumber":1,"ETag":{etag:?}}}]}}"#),
+    )
+    .unwrap();
+    aws_ok(
+        &key,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "complete-multipart-upload",
+            "--bucket",
+            "rep",
+            "--key",
+            "up",
+            "--upload-id",
+            &upload_id,
+            "--multipart-upload",
+            "file://parts.json",
+        ],
+    );
+    aws_ok(&key, &ep, d, &["s3", "cp", "s3://rep/up", "up-back"]);
+    assert_eq!(
+        std::fs::read(d.join("up-back")).unwrap(),
+        vec![3u8; 100_000]
+    );
+}
+
+/// `garage offline-repair object-counters`: refused while the daemon runs
+/// and without --yes; on a stopped node whose counters were broken in its
+/// real LMDB file (and the wrong value queued for publication, as a bug
+/// would), it recounts from the object table, and after a restart
+/// `bucket info` shows the true counts again.
+#[test]
+fn offline_repair_recounts_object_counters() {
+    use common::s3::{aws_ok, endpoint, make_key};
+    use garage_model::counter_table::{CounterTable, LocalCounters};
+    let mut c = Cluster::new(1, 1);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "cnt");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("a"), vec![1u8; 1000]).unwrap();
+    std::fs::write(d.join("b"), vec![2u8; 3000]).unwrap();
+    aws_ok(&key, &ep, d, &["s3", "mb", "s3://counted"]);
+    aws_ok(&key, &ep, d, &["s3", "cp", "a", "s3://counted/a"]);
+    aws_ok(&key, &ep, d, &["s3", "cp", "b", "s3://counted/b"]);
+    let counts = |c: &Cluster| {
+        let info = c.garage_ok(0, &["bucket", "info", "counted"]);
+        let get = |p: &str| {
+            info.lines()
+                .find_map(|l| l.strip_prefix(p))
+                .map(|v| v.trim().trim_end_matches(" B").to_string())
+                .unwrap_or_else(|| panic!("no {p} in {info}"))
+        };
+        (get("Objects:"), get("Size:"))
+    };
+    wait_until("the counts are published", CLUSTER_DEADLINE, || {
+        counts(&c) == ("2".into(), "4000".into())
+    });
+    let o = c.garage(0, &["offline-repair", "--yes", "object-counters"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("running"),
+        "refused while the daemon runs: {o:?}"
+    );
+    c.kill(0);
+    let o = c.garage(0, &["offline-repair", "object-counters"]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--yes"),
+        "{o:?}"
+    );
+
+    let meta = c.nodes[0].dir.join("meta");
+    let engine = garage_db::Engine::Lmdb;
+    {
+        let db = garage_db::open(
+            engine,
+            &engine.db_path(&meta),
+            &garage_db::OpenOptions::default(),
+        )
+        .unwrap();
+        let local = LocalCounters::open(&db).unwrap();
+        let queue: InsertQueue<CounterTable> = InsertQueue::open(&db).unwrap();
+        let node: Uuid = c.nodes[0].id().parse().unwrap();
+        let (bucket, _) = local.tree.iter().next().unwrap().unwrap();
+        let bucket = Uuid::try_from_slice(&bucket).unwrap();
+        let wrong: garage_model::counter_table::Counts = [
+            ("objects".to_string(), 40),
+            ("bytes".to_string(), 7),
+            ("unfinished_uploads".to_string(), 3),
+        ]
+        .into_iter()
+        .collect();
+        db.transaction(|tx| -> garage_db::TxResult<(), garage_db::Error> {
+            let e = local.set(tx, node, bucket, &wrong)?;
+            queue.push(tx, &e)?;
+            Ok(())
+        })
+        .unwrap();
+    }
+    let out = c.garage_ok(0, &["offline-repair", "--yes", "object-counters"]);
+    assert!(
+        out.contains("1 buckets recounted, 1 counts corrected"),
+        "{out}"
+    );
+    let again = c.garage_ok(0, &["offline-repair", "--yes", "object-counters"]);
+    assert!(again.contains("0 counts corrected"), "{again}");
+    c.start(0);
+    wait_until("the true counts are published", CLUSTER_DEADLINE, || {
+        counts(&c) == ("2".into(), "4000".into())
+    });
 }

@@ -126,6 +126,26 @@ impl LocalCounters {
         }))
     }
 
+    /// Replaces the bucket's counts (a recount); returns the entry to
+    /// publish.
+    pub fn set(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        node: Uuid,
+        bucket: Uuid,
+        counts: &Counts,
+    ) -> db::Result<CounterEntry> {
+        let mut s = Self::decode(tx.get(&self.tree, bucket.as_slice())?)?;
+        s.counts = counts.clone();
+        s.ts = garage_util::time::increment_after(s.ts);
+        let bytes = rmp_serde::to_vec(&s).expect("counters serialize");
+        tx.insert(&self.tree, bucket.as_slice(), bytes)?;
+        Ok(CounterEntry {
+            bucket_id: bucket,
+            values: Map::put_mutator(node, Lww::raw(s.ts, s.counts)),
+        })
+    }
+
     /// This node's counts for `bucket`.
     pub fn get(&self, bucket: &Uuid) -> db::Result<Counts> {
         Ok(Self::decode(self.tree.get(bucket.as_slice())?)?.counts)

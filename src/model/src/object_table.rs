@@ -704,6 +704,57 @@ impl ObjectTable {
     }
 }
 
+/// `garage offline-repair object-counters`: recomputes this node's counts of
+/// every bucket from its copy of the object table, and queues the counts
+/// that changed for publication (sent when the daemon starts). For a node
+/// whose daemon is stopped: the daemon changes the counts in the object
+/// table's own transactions. Returns (buckets counted, counts changed).
+pub fn recount_counters(db: &db::Db, node: Uuid) -> db::Result<(usize, usize)> {
+    let store = db.open_tree(&format!("{}:table", ObjectTable::TABLE_NAME))?;
+    let mut want: std::collections::BTreeMap<Uuid, Counts> = Default::default();
+    for item in store.iter() {
+        let (_, v) = item?;
+        let o: Object = garage_table::encoding::decode(&v)
+            .map_err(|e| db::Error::Aborted(format!("an object entry does not decode: {e}")))?;
+        let c = want.entry(o.bucket_id).or_default();
+        for (k, n) in o.counts() {
+            *c.entry(k).or_insert(0) += n;
+        }
+    }
+    let local = LocalCounters::open(db)?;
+    let queue: InsertQueue<CounterTable> = InsertQueue::open(db)?;
+    for item in local.tree.iter() {
+        let (k, _) = item?;
+        if let Some(b) = Uuid::try_from_slice(&k) {
+            want.entry(b).or_default();
+        }
+    }
+    let zero = |c: &Counts| -> Counts {
+        [OBJECTS, BYTES, UNFINISHED_UPLOADS]
+            .into_iter()
+            .map(|k| (k.to_string(), c.get(k).copied().unwrap_or(0)))
+            .collect()
+    };
+    let mut changed = 0;
+    for (bucket, counts) in want.iter() {
+        let counts = zero(counts);
+        if zero(&local.get(bucket)?) == counts {
+            continue;
+        }
+        db.transaction(|tx| -> db::TxResult<(), db::Error> {
+            let entry = local.set(tx, node, *bucket, &counts)?;
+            queue.push(tx, &entry)?;
+            Ok(())
+        })
+        .map_err(|e| match e {
+            db::TxError::Abort(e) => e,
+            db::TxError::Db(e) => e,
+        })?;
+        changed += 1;
+    }
+    Ok((want.len(), changed))
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;

@@ -106,6 +106,12 @@ pub struct Version {
     /// ETag of each part of a multipart upload (head only).
     pub parts_etags: LwwMap<u64, String>,
     pub backlink: VersionBacklink,
+    /// When the first write of this entry was made (ms since the epoch),
+    /// merged as the earliest known; 0 in entries of earlier builds. Tells
+    /// `garage repair versions` an upload in progress (whose object does not
+    /// list it yet) from an orphan.
+    #[serde(default)]
+    pub created: u64,
 }
 
 impl Version {
@@ -123,6 +129,7 @@ impl Version {
             blocks: Map::new(),
             parts_etags: LwwMap::new(),
             backlink,
+            created: garage_util::time::now_msec(),
         }
     }
 
@@ -189,6 +196,7 @@ impl Version {
     pub fn from_entries(entries: &[Version]) -> Option<Version> {
         let first = entries.first()?;
         let mut v = Version::new(first.uuid, first.backlink.clone());
+        v.created = 0;
         for e in entries {
             v.merge(&Version {
                 segment: VersionSegment::HEAD,
@@ -202,6 +210,11 @@ impl Version {
 impl Crdt for Version {
     fn merge(&mut self, other: &Self) {
         self.deleted.merge(&other.deleted);
+        self.created = match (self.created, other.created) {
+            (0, o) => o,
+            (s, 0) => s,
+            (s, o) => s.min(o),
+        };
         if other.backlink > self.backlink {
             self.backlink = other.backlink.clone();
         }

@@ -311,3 +311,24 @@ fn versions_written_before_segments_are_read_and_deleted_in_place() {
         .iter()
         .all(|b| data.decode_entry(b).unwrap().deleted.get()));
 }
+
+/// `created` merges as the earliest known time, an entry of an earlier
+/// build (0) knowing none; the whole version takes its segments' earliest.
+#[test]
+fn created_is_the_earliest_known_time() {
+    use garage_util::crdt::Crdt;
+    let at = |t: u64| {
+        let mut v = Version::new(Uuid::from([1; 32]), backlink());
+        v.created = t;
+        v
+    };
+    for (a, b, want) in [(5, 9, 5), (9, 5, 5), (0, 7, 7), (7, 0, 7), (0, 0, 0)] {
+        let mut x = at(a);
+        x.merge(&at(b));
+        assert_eq!(x.created, want, "{a} merged with {b}");
+    }
+    let whole = Version::from_entries(&[at(0), at(30), at(20)]).unwrap();
+    assert_eq!(whole.created, 20);
+    let legacy = Version::from_entries(&[at(0)]).unwrap();
+    assert_eq!(legacy.created, 0, "an old entry does not look new");
+}

@@ -181,6 +181,15 @@ impl Registry {
         slots.iter().map(|s| s.info()).collect()
     }
 
+    /// The registered workers' names (no probe is run).
+    pub fn list_names(&self) -> Vec<String> {
+        lock(&self.inner)
+            .workers
+            .iter()
+            .map(|s| s.spec.name.clone())
+            .collect()
+    }
+
     /// One worker, by TID (see [`Registry::list`]).
     pub fn get(&self, tid: u64) -> Option<WorkerInfo> {
         let slot = lock(&self.inner)

@@ -10,6 +10,7 @@ use utoipa::ToSchema;
 
 use super::blocks::{self, BlockRepair};
 use super::error::ApiError;
+use super::repair::TableRepair;
 use super::stats::{self, NodeStats};
 use garage_model::garage::Garage;
 
@@ -312,8 +313,9 @@ pub struct LaunchRepairOperationRequest {
     pub repair_type: RepairType,
 }
 
-/// `"tables"`, `"blocks"`, `"rebalance"`, `"blockRc"`, or `{"scrub": "start" | "pause" |
-/// "resume" | "cancel"}`.
+/// `"tables"`, `"blocks"`, `"rebalance"`, `"blockRc"`, `"versions"`,
+/// `"multipartUploads"`, `"blockRefs"`, `"aliases"`, or `{"scrub": "start" |
+/// "pause" | "resume" | "cancel"}`.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum RepairType {
@@ -322,6 +324,15 @@ pub enum RepairType {
     Rebalance,
     /// Recount every block's references (`blockRc`).
     BlockRc,
+    /// Delete versions that no object or upload lists (see
+    /// [`crate::ops::repair`]); runs in the background.
+    Versions,
+    /// Delete uploads whose object version is no longer uploading.
+    MultipartUploads,
+    /// Delete block references of deleted versions.
+    BlockRefs,
+    /// Make bucket aliases agree between buckets, keys and the alias table.
+    Aliases,
     Scrub(ScrubCommand),
 }
 
@@ -351,6 +362,10 @@ async fn launch_repair(g: &Arc<Garage>, r: RepairType) -> Result<String, ApiErro
                 "every table is being synced with the other nodes (see the node's log)".into(),
             );
         }
+        RepairType::Versions => return table_repair(g, TableRepair::Versions),
+        RepairType::MultipartUploads => return table_repair(g, TableRepair::Mpu),
+        RepairType::BlockRefs => return table_repair(g, TableRepair::BlockRefs),
+        RepairType::Aliases => return table_repair(g, TableRepair::Aliases),
         RepairType::Blocks => BlockRepair::Blocks,
         RepairType::Rebalance => BlockRepair::Rebalance,
         RepairType::BlockRc => BlockRepair::BlockRc,
@@ -362,6 +377,12 @@ async fn launch_repair(g: &Arc<Garage>, r: RepairType) -> Result<String, ApiErro
     let text = blocks::repair(g, what)
         .await
         .map_err(ApiError::BadRequest)?;
+    tracing::info!("admin: repair: {text}");
+    Ok(text)
+}
+
+fn table_repair(g: &Arc<Garage>, what: TableRepair) -> Result<String, ApiError> {
+    let text = super::repair::launch(g, what).map_err(ApiError::BadRequest)?;
     tracing::info!("admin: repair: {text}");
     Ok(text)
 }
