@@ -44,6 +44,30 @@ fn rc_count(c: &Cluster, node: usize) -> Option<usize> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The version and block_ref tables on gateway `gw`, workers running.
+fn version_tables(gw: &Gateway) -> (Arc<Table<VersionTable>>, Arc<Table<BlockRefTable>>) {
+    let _rt = gw.rt.enter();
+    let versions = Table::new(
+        VersionTable {
+            block_refs: InsertQueue::open(&gw.db).unwrap(),
+        },
+        gw.db.clone(),
+        gw.system.clone(),
+    )
+    .unwrap();
+    let refs = Table::new(
+        BlockRefTable {
+            hook: Arc::new(NoBlockRefHook),
+        },
+        gw.db.clone(),
+        gw.system.clone(),
+    )
+    .unwrap();
+    versions.spawn_workers(&gw.exit);
+    refs.spawn_workers(&gw.exit);
+    (versions, refs)
+}
+
 /// Starts the three nodes and applies a layout over three zones.
 fn start_three(c: &mut Cluster) {
     c.start_all();
@@ -69,33 +93,15 @@ fn blocks_are_replicated_repaired_and_collected() {
     // The gateway joins with a gateway role.
     let gw = Gateway::join(&c, 4, 2);
     let gw_data = tempfile::tempdir().unwrap();
-    let (versions, refs, blocks) = {
+    let (versions, refs) = version_tables(&gw);
+    let blocks = {
         let _rt = gw.rt.enter();
-        let versions = Table::new(
-            VersionTable {
-                block_refs: InsertQueue::open(&gw.db).unwrap(),
-            },
-            gw.db.clone(),
-            gw.system.clone(),
-        )
-        .unwrap();
-        let refs = Table::new(
-            BlockRefTable {
-                hook: Arc::new(NoBlockRefHook),
-            },
-            gw.db.clone(),
-            gw.system.clone(),
-        )
-        .unwrap();
-        versions.spawn_workers(&gw.exit);
-        refs.spawn_workers(&gw.exit);
-        let blocks = BlockManager::new(
+        BlockManager::new(
             gw.system.clone(),
             Arc::new(BlockStore::new(DataDirs::single(gw_data.path()), false)),
             BlockRc::open(&gw.db, 2000).unwrap(),
             Some(1),
-        );
-        (versions, refs, blocks)
+        )
     };
 
     // A 20 MiB object: 20 blocks, a version listing them, their refs.
@@ -792,24 +798,9 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         .to_string();
 
     let gw = Gateway::join(&c, 2, 2);
-    let (versions, refs, mpus) = {
+    let (versions, refs) = version_tables(&gw);
+    let mpus = {
         let _rt = gw.rt.enter();
-        let versions = Table::new(
-            VersionTable {
-                block_refs: InsertQueue::open(&gw.db).unwrap(),
-            },
-            gw.db.clone(),
-            gw.system.clone(),
-        )
-        .unwrap();
-        let refs = Table::new(
-            BlockRefTable {
-                hook: Arc::new(NoBlockRefHook),
-            },
-            gw.db.clone(),
-            gw.system.clone(),
-        )
-        .unwrap();
         let mpus = Table::new(
             MpuTable {
                 versions: InsertQueue::open(&gw.db).unwrap(),
@@ -818,9 +809,8 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
             gw.system.clone(),
         )
         .unwrap();
-        versions.spawn_workers(&gw.exit);
         mpus.spawn_workers(&gw.exit);
-        (versions, refs, mpus)
+        mpus
     };
     let now = garage_util::time::now_msec();
     let two_hours_ago = now - 2 * 3600 * 1000;

@@ -156,37 +156,53 @@ pub async fn run(g: &Arc<Garage>, what: TableRepair, w: &WorkerHandle) -> Result
 /// Entries read from the local store per batch.
 const BATCH: usize = 256;
 
-/// This node's live entries of `table` after store key `after`, up to
-/// [`BATCH`] of them, and the store key to continue from.
-async fn local_batch<F: TableSchema>(
-    table: &Table<F>,
+/// This node's copy of a table (tombstones included), read in key order,
+/// [`BATCH`] entries at a time, on the blocking pool.
+struct LocalScan<'a, F: TableSchema> {
+    table: &'a Table<F>,
+    /// The store key of the last entry read.
     after: Option<Vec<u8>>,
-) -> Result<(Vec<F::E>, Option<Vec<u8>>)> {
-    let data = table.data.clone();
-    tokio::task::spawn_blocking(move || {
-        let range = match &after {
-            Some(k) => data
-                .store
-                .range::<&[u8], _>((Bound::Excluded(k.as_slice()), Bound::Unbounded)),
-            None => data.store.iter(),
-        };
-        let mut out = Vec::new();
-        let mut last = None;
-        for item in range.take(BATCH) {
-            let (k, v) = item.map_err(err)?;
-            last = Some(k.to_vec());
-            match data.decode_entry(&v) {
-                Ok(e) => out.push(e),
-                Err(e) => warn!(
-                    table = F::TABLE_NAME,
-                    "repair: an entry does not decode: {e}"
-                ),
+}
+
+impl<'a, F: TableSchema> LocalScan<'a, F> {
+    fn new(table: &'a Table<F>) -> Self {
+        LocalScan { table, after: None }
+    }
+
+    /// The next batch; `None` at the end.
+    async fn next(&mut self) -> Result<Option<Vec<F::E>>> {
+        let data = self.table.data.clone();
+        let after = self.after.take();
+        let (batch, last) = tokio::task::spawn_blocking(move || {
+            let range = match &after {
+                Some(k) => data
+                    .store
+                    .range::<&[u8], _>((Bound::Excluded(k.as_slice()), Bound::Unbounded)),
+                None => data.store.iter(),
+            };
+            let mut out = Vec::new();
+            let mut last = None;
+            for item in range.take(BATCH) {
+                let (k, v) = item.map_err(err)?;
+                last = Some(k.to_vec());
+                match data.decode_entry(&v) {
+                    Ok(e) => out.push(e),
+                    Err(e) => warn!(
+                        table = F::TABLE_NAME,
+                        "repair: an entry does not decode: {e}"
+                    ),
+                }
             }
-        }
-        Ok((out, last))
-    })
-    .await
-    .map_err(err)?
+            Ok::<_, String>((out, last))
+        })
+        .await
+        .map_err(err)??;
+        let Some(last) = last else {
+            return Ok(None);
+        };
+        self.after = Some(last);
+        Ok(Some(batch))
+    }
 }
 
 /// What to do with one entry.
@@ -205,10 +221,9 @@ async fn versions(
     t: &mut Tally,
     w: &WorkerHandle,
 ) -> Result<()> {
-    let mut after = None;
+    let mut scan = LocalScan::new(&g.version_table);
     let mut last_uuid: Option<Uuid> = None;
-    loop {
-        let (batch, next) = local_batch(&g.version_table, after).await?;
+    while let Some(batch) = scan.next().await? {
         for v in batch {
             // Head and segments of a version are adjacent: one check.
             if v.deleted.get() || last_uuid == Some(v.uuid) {
@@ -240,11 +255,8 @@ async fn versions(
             }
         }
         w.set_progress(Some(t.to_string()));
-        match next {
-            Some(k) => after = Some(k),
-            None => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 /// Whether version `v` (read whole, at quorum) is listed by what it
@@ -337,9 +349,8 @@ async fn mpus(
     t: &mut Tally,
     w: &WorkerHandle,
 ) -> Result<()> {
-    let mut after = None;
-    loop {
-        let (batch, next) = local_batch(&g.mpu_table, after).await?;
+    let mut scan = LocalScan::new(&g.mpu_table);
+    while let Some(batch) = scan.next().await? {
         for m in batch {
             if m.deleted.get() {
                 continue;
@@ -391,17 +402,13 @@ async fn mpus(
             }
         }
         w.set_progress(Some(t.to_string()));
-        match next {
-            Some(k) => after = Some(k),
-            None => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 async fn block_refs(g: &Arc<Garage>, t: &mut Tally, w: &WorkerHandle) -> Result<()> {
-    let mut after = None;
-    loop {
-        let (batch, next) = local_batch(&g.block_ref_table, after).await?;
+    let mut scan = LocalScan::new(&g.block_ref_table);
+    while let Some(batch) = scan.next().await? {
         for r in batch {
             if r.deleted.get() {
                 continue;
@@ -426,11 +433,8 @@ async fn block_refs(g: &Arc<Garage>, t: &mut Tally, w: &WorkerHandle) -> Result<
             }
         }
         w.set_progress(Some(t.to_string()));
-        match next {
-            Some(k) => after = Some(k),
-            None => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 /// A live bucket, read at quorum.
@@ -445,9 +449,8 @@ async fn live_bucket(g: &Garage, id: &Uuid) -> Result<Option<Bucket>> {
 
 async fn aliases(g: &Arc<Garage>, now: u64, grace: u64, t: &mut Tally) -> Result<()> {
     // Global names: the alias table says which bucket has each.
-    let mut after = None;
-    loop {
-        let (batch, next) = local_batch(&g.bucket_alias_table, after).await?;
+    let mut scan = LocalScan::new(&g.bucket_alias_table);
+    while let Some(batch) = scan.next().await? {
         for a in batch {
             if a.bucket().is_none() {
                 continue;
@@ -487,15 +490,10 @@ async fn aliases(g: &Arc<Garage>, now: u64, grace: u64, t: &mut Tally) -> Result
                 }
             }
         }
-        match next {
-            Some(k) => after = Some(k),
-            None => break,
-        }
     }
     // Local names: each key's table says which bucket its names are.
-    let mut after = None;
-    loop {
-        let (batch, next) = local_batch(&g.key_table, after).await?;
+    let mut scan = LocalScan::new(&g.key_table);
+    while let Some(batch) = scan.next().await? {
         for k in batch {
             if k.params().is_none() {
                 continue;
@@ -544,15 +542,10 @@ async fn aliases(g: &Arc<Garage>, now: u64, grace: u64, t: &mut Tally) -> Result
                 g.key_table.insert(&fixed_key).await.map_err(err)?;
             }
         }
-        match next {
-            Some(k) => after = Some(k),
-            None => break,
-        }
     }
     // The buckets' own lists.
-    let mut after = None;
-    loop {
-        let (batch, next) = local_batch(&g.bucket_table, after).await?;
+    let mut scan = LocalScan::new(&g.bucket_table);
+    while let Some(batch) = scan.next().await? {
         for b in batch {
             if b.params().is_none() {
                 continue;
@@ -565,11 +558,8 @@ async fn aliases(g: &Arc<Garage>, now: u64, grace: u64, t: &mut Tally) -> Result
                 g.bucket_table.insert(&b).await.map_err(err)?;
             }
         }
-        match next {
-            Some(k) => after = Some(k),
-            None => return Ok(()),
-        }
     }
+    Ok(())
 }
 
 /// Checks the names bucket `b` claims against the alias and key tables;
