@@ -12,4 +12,5 @@ pub mod admin_api;
 pub mod admin_rpc;
 pub mod bearer;
 pub mod columns;
+pub mod console;
 pub mod ops;

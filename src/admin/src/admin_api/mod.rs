@@ -122,6 +122,12 @@ pub fn router(state: St) -> Router {
     for (_, path, route) in special_routes() {
         r = r.route(path, route);
     }
+    // The web console: static assets, no token (the page asks for one).
+    r = r
+        .route("/ui", get(crate::console::to_index))
+        .route("/ui/", get(crate::console::index))
+        .route("/ui/app.js", get(crate::console::script))
+        .route("/ui/app.css", get(crate::console::style));
     r.merge(protected)
         .fallback(|req: Request| async move {
             let path = req.uri().path();

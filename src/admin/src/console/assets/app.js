@@ -1,0 +1,383 @@
+// The garage web console: a client of the admin HTTP API (/v2/...).
+// The admin token lives in this module's memory only.
+
+let token = null;
+
+// ---- DOM helpers: text nodes only, never parsed HTML ----
+
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === false || v === null || v === undefined) continue;
+    if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (k === "class") el.className = v;
+    else el.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+function view(...children) {
+  const main = document.getElementById("view");
+  main.replaceChildren(...children);
+  return main;
+}
+
+function table(caption, head, rows) {
+  return h("div", { class: "scroll" }, h("table", {},
+    h("caption", {}, caption),
+    h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows.length
+      ? rows.map((r) => h("tr", {}, r.map((c) => h("td", {}, c))))
+      : h("tr", {}, h("td", { colspan: head.length }, "none")))));
+}
+
+function field(label, input) {
+  return h("label", { class: "field" }, h("span", {}, label), input);
+}
+
+function message(text, kind) {
+  return h("p", { class: "msg " + (kind || ""), role: kind === "error" ? "alert" : "status" }, text);
+}
+
+function bytes(n) {
+  if (n === null || n === undefined) return "";
+  const units = ["B", "KB", "MB", "GB", "TB", "PB"];
+  let i = 0;
+  let v = Number(n);
+  while (v >= 1000 && i < units.length - 1) { v /= 1000; i++; }
+  return (i ? v.toFixed(1) : String(v)) + " " + units[i];
+}
+
+function parseSize(s) {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)i?b?\s*$/i.exec(s);
+  if (!m) throw new Error("capacity: give a size such as 500G or 2T");
+  const mult = { "": 1, k: 1e3, m: 1e6, g: 1e9, t: 1e12, p: 1e15 }[m[2].toLowerCase()];
+  return Math.round(Number(m[1]) * mult);
+}
+
+// ---- The admin API ----
+
+class ApiError extends Error {}
+
+async function api(method, endpoint, body) {
+  const res = await fetch("/v2/" + endpoint, {
+    method,
+    headers: { Authorization: "Bearer " + token, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: "no-store",
+    credentials: "omit",
+  });
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+  if (!res.ok) {
+    throw new ApiError((data && data.message) || res.status + " " + res.statusText);
+  }
+  return data;
+}
+
+const get = (e) => api("GET", e);
+const post = (e, b) => api("POST", e, b === undefined ? {} : b);
+
+// Runs `f` on submit, showing its error (or success text) in `out`.
+function onSubmit(form, out, f) {
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const button = form.querySelector("button[type=submit]");
+    if (button) button.disabled = true;
+    out.replaceChildren();
+    try {
+      const done = await f(new FormData(form));
+      if (typeof done === "string") out.replaceChildren(message(done, "ok"));
+    } catch (e) {
+      out.replaceChildren(message(e.message, "error"));
+    } finally {
+      if (button) button.disabled = false;
+    }
+  });
+}
+
+// ---- Login ----
+
+function login(reason) {
+  token = null;
+  document.getElementById("top").hidden = true;
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true });
+  const out = h("div", {});
+  const form = h("form", { id: "login-form", class: "card narrow" },
+    h("h1", {}, "garage console"),
+    h("p", {}, "Log in with an admin token (admin_token or one made with garage admin-token create)."),
+    field("Admin token", input),
+    h("button", { type: "submit", id: "login" }, "Log in"),
+    out);
+  onSubmit(form, out, async (fd) => {
+    token = String(fd.get("token"));
+    try {
+      await get("GetClusterStatus");
+    } catch (e) {
+      token = null;
+      throw e;
+    }
+    input.value = "";
+    document.getElementById("top").hidden = false;
+    if (!location.hash || location.hash === "#/login") location.hash = "#/cluster";
+    else route();
+  });
+  view(form);
+  if (reason) out.replaceChildren(message(reason, "error"));
+  input.focus();
+}
+
+// ---- Health, in one line at the top ----
+
+async function health() {
+  const el = document.getElementById("health");
+  try {
+    const x = await get("GetClusterHealth");
+    el.className = "health " + x.status;
+    el.textContent = `Cluster ${x.status}: ${x.connectedNodes}/${x.knownNodes} nodes connected, ` +
+      `${x.storageNodesOk}/${x.storageNodes} storage nodes up, ` +
+      `${x.partitionsAllOk}/${x.partitions} partitions with every copy, ${x.partitionsQuorum} with a quorum`;
+  } catch (e) {
+    el.className = "health unavailable";
+    el.textContent = "Cluster health unavailable: " + e.message;
+  }
+}
+
+// ---- Cluster: nodes by zone, layout, workers ----
+
+async function cluster() {
+  const [status, layout, workers] = await Promise.all([
+    get("GetClusterStatus"),
+    get("GetClusterLayout"),
+    post("ListWorkers?node=self", {}),
+  ]);
+  const stored = new Map(layout.roles.map((r) => [r.id, r.storedPartitions]));
+  const zones = new Map();
+  for (const n of status.nodes) {
+    const z = n.role ? n.role.zone : "(no role)";
+    if (!zones.has(z)) zones.set(z, []);
+    zones.get(z).push(n);
+  }
+  const zoneSections = [...zones.keys()].sort().map((z) =>
+    h("section", { class: "zone", "data-zone": z },
+      h("h3", {}, "Zone " + z),
+      table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions"],
+        zones.get(z).map((n) => [
+          h("code", { title: n.id }, n.id.slice(0, 16)),
+          n.hostname || "",
+          h("span", { class: n.isUp ? "up" : "down" }, n.isUp ? "up" : `down (${n.lastSeenSecsAgo ?? "?"} s)`),
+          n.role ? (n.role.capacity === null ? "gateway" : bytes(n.role.capacity)) : "",
+          n.dataPartition ? `${bytes(n.dataPartition.available)} of ${bytes(n.dataPartition.total)}` : "",
+          String(stored.get(n.id) ?? ""),
+        ]))));
+
+  const out = h("div", {});
+  const nodeSelect = h("select", { name: "id", id: "stage-node", required: true },
+    status.nodes.map((n) => h("option", { value: n.id }, `${n.id.slice(0, 16)} ${n.hostname || ""}`)));
+  const stageForm = h("form", { id: "stage-form", class: "inline" },
+    field("Node", nodeSelect),
+    field("Zone", h("input", { name: "zone", id: "stage-zone", required: true })),
+    field("Capacity", h("input", { name: "capacity", id: "stage-capacity", required: true, placeholder: "1G" })),
+    h("button", { type: "submit", id: "stage" }, "Stage"));
+  onSubmit(stageForm, out, async (fd) => {
+    await post("UpdateClusterLayout", {
+      roles: [{ id: fd.get("id"), zone: fd.get("zone"), capacity: parseSize(String(fd.get("capacity"))), tags: [] }],
+    });
+    await cluster();
+  });
+
+  const staged = layout.stagedRoleChanges || [];
+  const preview = h("div", { id: "preview" });
+  const actions = staged.length ? h("div", { class: "actions" },
+    h("button", { type: "button", id: "preview-button", onclick: async () => {
+      try {
+        const p = await post("PreviewClusterLayoutChanges");
+        preview.replaceChildren(
+          h("h3", {}, `Layout version ${p.newLayout.version} would be:`),
+          h("pre", {}, p.message.join("\n")),
+          table("Roles after the change", ["Node", "Zone", "Capacity", "Partitions"],
+            p.newLayout.roles.map((r) => [r.id.slice(0, 16), r.zone, bytes(r.capacity), String(r.storedPartitions ?? "")])));
+      } catch (e) { preview.replaceChildren(message(e.message, "error")); }
+    } }, "Preview"),
+    h("button", { type: "button", id: "apply", onclick: async () => {
+      try {
+        await post("ApplyClusterLayout", { version: layout.version + 1 });
+        await cluster();
+        document.getElementById("layout-msg").replaceChildren(message(`Layout version ${layout.version + 1} applied.`, "ok"));
+      } catch (e) { preview.replaceChildren(message(e.message, "error")); }
+    } }, "Apply"),
+    h("button", { type: "button", id: "revert", class: "secondary", onclick: async () => {
+      try { await post("RevertClusterLayout"); await cluster(); } catch (e) { preview.replaceChildren(message(e.message, "error")); }
+    } }, "Revert")) : null;
+
+  view(
+    h("h1", {}, "Cluster"),
+    h("section", {}, h("h2", {}, "Nodes by zone"), zoneSections),
+    h("section", { id: "layout" },
+      h("h2", {}, `Layout (version ${layout.version})`),
+      h("div", { id: "layout-msg" }),
+      table("Staged role changes", ["Node", "Change"], staged.map((c) => [
+        c.id.slice(0, 16),
+        c.remove ? "remove" : `zone ${c.zone}, capacity ${c.capacity === null ? "gateway" : bytes(c.capacity)}`,
+      ])),
+      actions, preview, stageForm, out),
+    h("section", {},
+      h("h2", {}, "Workers of this node"),
+      table("Background workers", ["Worker", "State", "Queue", "Errors"],
+        Object.values(workers.success || {})[0]?.map((w) => [
+          w.name, w.state, w.queueLength ?? "", w.errors ? `${w.errors} (${w.consecutiveErrors} in a row)` : "",
+        ]) || [])),
+  );
+}
+
+// ---- Buckets ----
+
+async function buckets() {
+  const list = await get("ListBuckets");
+  const out = h("div", {});
+  const form = h("form", { id: "create-bucket", class: "inline" },
+    field("Name", h("input", { name: "name", id: "bucket-name", required: true })),
+    h("button", { type: "submit" }, "Create bucket"));
+  onSubmit(form, out, async (fd) => {
+    const b = await post("CreateBucket", { globalAlias: fd.get("name") });
+    location.hash = "#/bucket/" + b.id;
+  });
+  view(
+    h("h1", {}, "Buckets"),
+    form, out,
+    table("Buckets", ["Name", "Created", "Id"], list.map((b) => [
+      h("a", { href: "#/bucket/" + b.id, class: "bucket-link" },
+        b.globalAliases[0] || (b.localAliases[0] && b.localAliases[0].alias) || b.id.slice(0, 16)),
+      b.created.replace("T", " ").slice(0, 19),
+      h("code", {}, b.id.slice(0, 16)),
+    ])),
+  );
+}
+
+async function bucket(id) {
+  const [b, keys] = await Promise.all([get("GetBucketInfo?id=" + encodeURIComponent(id)), get("ListKeys")]);
+  const name = b.globalAliases[0] || b.id.slice(0, 16);
+  const out = h("div", {});
+  const allow = h("form", { id: "allow-key", class: "inline" },
+    field("Key", h("select", { name: "key", required: true },
+      keys.map((k) => h("option", { value: k.id }, `${k.name} (${k.id})`)))),
+    ["read", "write", "owner"].map((p) =>
+      h("label", { class: "check" }, h("input", { type: "checkbox", name: p, checked: p !== "owner" }), p)),
+    h("button", { type: "submit" }, "Allow"));
+  onSubmit(allow, out, async (fd) => {
+    await post("AllowBucketKey", {
+      bucketId: b.id, accessKeyId: fd.get("key"),
+      permissions: { read: fd.has("read"), write: fd.has("write"), owner: fd.has("owner") },
+    });
+    await bucket(id);
+  });
+  const website = h("button", { type: "button", id: "website", onclick: async () => {
+    try {
+      await post("UpdateBucket?id=" + encodeURIComponent(b.id), { websiteAccess: { enabled: !b.websiteAccess } });
+      await bucket(id);
+    } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  } }, b.websiteAccess ? "Stop serving as a website" : "Serve as a website");
+  const del = h("button", { type: "button", id: "delete-bucket", class: "danger", onclick: async () => {
+    if (!confirm(`Delete bucket ${name}? It must be empty.`)) return;
+    try {
+      await post("DeleteBucket?id=" + encodeURIComponent(b.id));
+      location.hash = "#/buckets";
+    } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  } }, "Delete bucket");
+  const limit = (v, f) => (v === null || v === undefined ? "none" : f(v));
+  view(
+    h("h1", {}, "Bucket " + name),
+    h("dl", { class: "facts" },
+      [["Id", b.id], ["Created", b.created], ["Aliases", b.globalAliases.join(", ")],
+        ["Objects", String(b.objects)], ["Size", bytes(b.bytes)], ["Unfinished uploads", String(b.unfinishedUploads)],
+        ["Website", b.websiteAccess ? "served" : "not served"], ["Versioning", b.versioning],
+        ["Object lock", b.objectLock], ["Quota: size", limit(b.quotas.maxSize, bytes)],
+        ["Quota: objects", limit(b.quotas.maxObjects, String)]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+    h("h2", {}, "Keys"),
+    table("Keys allowed on this bucket", ["Key", "Name", "Read", "Write", "Owner"], b.keys.map((k) => [
+      h("code", {}, k.accessKeyId), k.name, k.permissions.read ? "yes" : "", k.permissions.write ? "yes" : "",
+      k.permissions.owner ? "yes" : "",
+    ])),
+    allow,
+    h("div", { class: "actions" }, website, del),
+    out,
+  );
+}
+
+// ---- Keys ----
+
+async function keys() {
+  const list = await get("ListKeys");
+  const out = h("div", {});
+  const form = h("form", { id: "create-key", class: "inline" },
+    field("Name", h("input", { name: "name", id: "key-name", required: true })),
+    h("button", { type: "submit" }, "Create key"));
+  onSubmit(form, out, async (fd) => {
+    const k = await post("CreateKey", { name: fd.get("name") });
+    await keys();
+    document.getElementById("key-secret").replaceChildren(
+      h("div", { class: "card secret", role: "status" },
+        h("p", {}, "Key created. Copy the secret now: it is not shown again."),
+        h("dl", { class: "facts" },
+          h("dt", {}, "Access key id"), h("dd", {}, h("code", { id: "new-key-id" }, k.accessKeyId)),
+          h("dt", {}, "Secret key"), h("dd", {}, h("code", { id: "new-key-secret" }, k.secretAccessKey)))));
+  });
+  view(
+    h("h1", {}, "Keys"),
+    form, out, h("div", { id: "key-secret" }),
+    table("Access keys", ["Key", "Name", ""], list.map((k) => [
+      h("code", {}, k.id), k.name,
+      h("button", { type: "button", class: "danger small", "aria-label": "Delete key " + k.name, onclick: async () => {
+        if (!confirm(`Delete key ${k.name} (${k.id})?`)) return;
+        try { await post("DeleteKey?id=" + encodeURIComponent(k.id)); await keys(); } catch (e) { out.replaceChildren(message(e.message, "error")); }
+      } }, "Delete"),
+    ])),
+  );
+}
+
+// ---- Routing ----
+
+const routes = [
+  [/^#\/cluster$/, cluster, "nav-cluster"],
+  [/^#\/buckets$/, buckets, "nav-buckets"],
+  [/^#\/bucket\/([0-9a-f]{64})$/, bucket, "nav-buckets"],
+  [/^#\/keys$/, keys, "nav-keys"],
+];
+
+async function route() {
+  if (token === null) return login();
+  const hash = location.hash || "#/cluster";
+  for (const a of document.querySelectorAll("nav a")) a.removeAttribute("aria-current");
+  for (const [re, page, nav] of routes) {
+    const m = re.exec(hash);
+    if (!m) continue;
+    document.getElementById(nav).setAttribute("aria-current", "page");
+    view(message("Loading…"));
+    health();
+    try {
+      await page(...m.slice(1));
+      document.body.dataset.page = nav.slice(4);
+      document.getElementById("view").focus({ preventScroll: true });
+      window.scrollTo(0, 0);
+    } catch (e) {
+      if (e instanceof ApiError && /token/i.test(e.message)) return login(e.message);
+      view(message(e.message, "error"));
+    }
+    return;
+  }
+  location.hash = "#/cluster";
+}
+
+window.addEventListener("hashchange", route);
+document.getElementById("logout").addEventListener("click", () => {
+  token = null;
+  location.hash = "#/login";
+  login();
+});
+route();

@@ -1,0 +1,294 @@
+//! The web console (`/ui/` on the admin listener) in a real headless
+//! Chromium, against three real nodes in three zones: log in with the
+//! admin token, see the nodes by zone, stage, preview and apply a layout
+//! change, create a bucket and a key, allow the key on the bucket (then
+//! aws-cli writes with that key), delete the bucket, on a desktop and a
+//! phone-sized viewport; every page is screenshotted and checked to be
+//! non-blank. Screenshots go to `target/tmp/console-screenshots/`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::browser::{non_background_share, Browser};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::{aws, endpoint};
+use serde_json::Value;
+
+const TOKEN: &str = "console-test-token-5b1e";
+const PAGE: Duration = Duration::from_secs(60);
+
+fn shots() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console-screenshots")
+}
+
+/// Takes a screenshot named `name` (with `element` scrolled to the top,
+/// if given) and checks that it shows something.
+fn shot_at(b: &mut Browser, name: &str, element: &str) {
+    b.eval(&format!(
+        "document.querySelector({}).scrollIntoView()",
+        js(element)
+    ));
+    shot(b, name);
+}
+
+/// Takes a screenshot named `name` and checks that it shows something.
+fn shot(b: &mut Browser, name: &str) {
+    let png = b.screenshot(&shots().join(format!("{name}.png")));
+    let share = non_background_share(&png);
+    assert!(share > 0.02, "{name}: the screenshot is blank ({share})");
+}
+
+/// The admin API, read with curl and the token.
+fn admin_get(base: &str, endpoint: &str) -> Value {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "-H"])
+        .arg(format!("Authorization: Bearer {TOKEN}"))
+        .arg(format!("{base}/v2/{endpoint}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A JavaScript string literal.
+fn js(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// Sets a form field's value as typing would, and says so to the page.
+fn fill(b: &mut Browser, selector: &str, value: &str) {
+    b.eval(&format!(
+        "(() => {{ const e = document.querySelector({}); e.value = {}; \
+         e.dispatchEvent(new Event('input', {{bubbles: true}})); \
+         e.dispatchEvent(new Event('change', {{bubbles: true}})); }})()",
+        js(selector),
+        js(value)
+    ));
+}
+
+fn click(b: &mut Browser, selector: &str) {
+    b.eval(&format!("document.querySelector({}).click()", js(selector)));
+}
+
+fn text_of(b: &mut Browser, selector: &str) -> String {
+    b.eval(&format!(
+        "(document.querySelector({}) || {{}}).textContent || ''",
+        js(selector)
+    ))
+    .as_str()
+    .unwrap_or("")
+    .to_string()
+}
+
+#[test]
+fn console_in_a_browser_against_three_zones() {
+    let mut c = Cluster::new(3, 3);
+    let n0 = &c.nodes[0];
+    let mut conf = std::fs::read_to_string(&n0.config).unwrap();
+    conf.push_str(&format!(
+        "\n[admin]\napi_bind_addr = \"{}:3903\"\nadmin_token = \"{TOKEN}\"\n",
+        n0.ip
+    ));
+    std::fs::write(&n0.config, conf).unwrap();
+    let base = format!("http://{}:3903", n0.ip);
+    c.start_all();
+    wait_until("three nodes up", CLUSTER_DEADLINE, || {
+        let s = admin_get(&base, "GetClusterStatus");
+        s["nodes"]
+            .as_array()
+            .is_some_and(|n| n.iter().filter(|n| n["isUp"] == true).count() == 3)
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let node2 = c.nodes[2].id().to_string();
+
+    let mut b = Browser::start(1280, 800);
+    b.goto(&format!("{base}/ui/"));
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    assert!(
+        b.eval("[...document.querySelectorAll('input, select')].every(e => e.closest('label'))")
+            == Value::Bool(true),
+        "every field has a label"
+    );
+    shot(&mut b, "login");
+
+    // A wrong token is refused, with the API's message.
+    fill(&mut b, "#token", "not-the-token");
+    click(&mut b, "#login");
+    b.wait_for("the refusal", "document.querySelector('.msg.error')", PAGE);
+    assert!(b.eval("document.getElementById('top').hidden") == Value::Bool(true));
+
+    fill(&mut b, "#token", TOKEN);
+    click(&mut b, "#login");
+    b.wait_for(
+        "the nodes by zone",
+        "document.querySelectorAll('section.zone').length === 3",
+        PAGE,
+    );
+    for z in ["dc1", "dc2", "dc3"] {
+        let cell = text_of(&mut b, &format!("section.zone[data-zone={z}] tbody"));
+        assert!(cell.contains("up"), "zone {z}: {cell}");
+    }
+    b.wait_for(
+        "the health line",
+        "document.getElementById('health').textContent.includes('healthy')",
+        PAGE,
+    );
+    assert!(
+        b.eval("document.cookie === '' && localStorage.length === 0 && sessionStorage.length === 0 && !location.href.includes('console-test')")
+            == Value::Bool(true),
+        "the token is nowhere but in memory"
+    );
+    shot(&mut b, "cluster");
+
+    // Stage a change (node 2 to 2 GB), preview it, apply it.
+    b.eval(&format!(
+        "document.getElementById('stage-node').value = {}",
+        js(&node2)
+    ));
+    fill(&mut b, "#stage-zone", "dc3");
+    fill(&mut b, "#stage-capacity", "2G");
+    click(&mut b, "#stage");
+    b.wait_for(
+        "the staged change",
+        "document.getElementById('preview-button')",
+        PAGE,
+    );
+    click(&mut b, "#preview-button");
+    b.wait_for(
+        "the preview",
+        "document.querySelector('#preview pre')",
+        PAGE,
+    );
+    let preview = text_of(&mut b, "#preview");
+    assert!(preview.contains("version 2"), "{preview}");
+    shot_at(&mut b, "layout-preview", "#layout");
+    click(&mut b, "#apply");
+    b.wait_for(
+        "the layout applied",
+        "document.getElementById('layout-msg').textContent.includes('applied')",
+        PAGE,
+    );
+    let layout = admin_get(&base, "GetClusterLayout");
+    assert_eq!(layout["version"], 2, "{layout}");
+    let role = layout["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == node2.as_str())
+        .unwrap();
+    assert_eq!(role["capacity"], 2_000_000_000u64, "{layout}");
+
+    // A bucket.
+    b.eval("location.hash = '#/buckets'");
+    b.wait_for(
+        "the buckets page",
+        "document.getElementById('create-bucket')",
+        PAGE,
+    );
+    fill(&mut b, "#bucket-name", "from-the-console");
+    click(&mut b, "#create-bucket button[type=submit]");
+    b.wait_for(
+        "the new bucket's page",
+        "document.querySelector('h1').textContent === 'Bucket from-the-console'",
+        PAGE,
+    );
+    let bucket_url = b.eval("location.hash").as_str().unwrap().to_string();
+
+    // A key: its secret is shown once.
+    b.eval("location.hash = '#/keys'");
+    b.wait_for(
+        "the keys page",
+        "document.getElementById('create-key')",
+        PAGE,
+    );
+    fill(&mut b, "#key-name", "console-key");
+    click(&mut b, "#create-key button[type=submit]");
+    b.wait_for(
+        "the new secret",
+        "document.getElementById('new-key-secret')",
+        PAGE,
+    );
+    let key_id = text_of(&mut b, "#new-key-id");
+    let secret = text_of(&mut b, "#new-key-secret");
+    assert!(
+        key_id.starts_with("GK") && secret.len() == 64,
+        "{key_id} {secret}"
+    );
+    shot(&mut b, "keys");
+
+    // Allowed on the bucket from its page, the key writes with aws-cli.
+    b.eval(&format!("location.hash = {}", js(&bucket_url)));
+    b.wait_for(
+        "the bucket's page",
+        "document.getElementById('allow-key')",
+        PAGE,
+    );
+    b.eval(&format!(
+        "document.querySelector('#allow-key select').value = {}",
+        js(&key_id)
+    ));
+    click(&mut b, "#allow-key button[type=submit]");
+    b.wait_for(
+        "the key listed on the bucket",
+        &format!(
+            "document.querySelector('table').textContent.includes({})",
+            js(&key_id)
+        ),
+        PAGE,
+    );
+    shot(&mut b, "bucket");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), b"written with the console's key").unwrap();
+    let creds = (key_id.clone(), secret.clone());
+    let ep = endpoint(&c, 0);
+    let o = aws(
+        &creds,
+        &ep,
+        dir.path(),
+        &["s3", "cp", "f", "s3://from-the-console/f"],
+    );
+    assert!(o.status.success(), "{o:?}");
+
+    // A non-empty bucket is not deleted: the API's message is shown.
+    b.eval("window.confirm = () => true");
+    click(&mut b, "#delete-bucket");
+    b.wait_for("the refusal", "document.querySelector('.msg.error')", PAGE);
+    let o = aws(
+        &creds,
+        &ep,
+        dir.path(),
+        &["s3", "rm", "s3://from-the-console/f"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    click(&mut b, "#delete-bucket");
+    b.wait_for("the bucket list", "location.hash === '#/buckets'", PAGE);
+    wait_until("the bucket is gone", CLUSTER_DEADLINE, || {
+        !admin_get(&base, "ListBuckets")
+            .to_string()
+            .contains("from-the-console")
+    });
+
+    // A phone: the cluster page fits its width.
+    b.viewport(390, 844, true);
+    b.eval("location.hash = '#/cluster'");
+    b.wait_for(
+        "the nodes by zone",
+        "document.querySelectorAll('section.zone').length === 3",
+        PAGE,
+    );
+    assert!(
+        b.eval("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            == Value::Bool(true),
+        "no horizontal scrolling on a phone"
+    );
+    shot(&mut b, "cluster-phone");
+
+    // Logging out forgets the token.
+    click(&mut b, "#logout");
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    b.eval("location.hash = '#/keys'");
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+}
