@@ -121,6 +121,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             garage: garage.clone(),
             region: config.s3_api.s3_region.clone(),
             root_domains: root_domains(&config),
+            s3_host: s3_host(&config),
             admin_rpc: Arc::downgrade(&admin_rpc),
         });
         let _ = handler.json_api.set(json_api);
@@ -262,6 +263,7 @@ async fn start_admin_api(
         admin_token: config.admin.admin_token.clone(),
         region: config.s3_api.s3_region.clone(),
         root_domains: root_domains(config),
+        s3_host: s3_host(config),
         admin_rpc,
     });
     let metrics_token = config.admin.metrics_token.clone();
@@ -388,6 +390,19 @@ async fn start_cluster(
     });
     let system_task = tokio::spawn(system.clone().run(must_exit));
     Ok((system, vec![listen_task, system_task]))
+}
+
+/// The S3 endpoint as `ip:port` for presigned requests: `s3_api.api_bind_addr`
+/// with an unspecified address made loopback; none for a Unix socket.
+fn s3_host(config: &Config) -> Option<String> {
+    let mut a: std::net::SocketAddr = config.s3_api.api_bind_addr.as_deref()?.parse().ok()?;
+    if a.ip().is_unspecified() {
+        a.set_ip(match a {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Some(a.to_string())
 }
 
 pub(crate) fn open_metadata(config: &Config) -> anyhow::Result<Db> {

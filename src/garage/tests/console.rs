@@ -2,7 +2,8 @@
 //! Chromium, against three real nodes in three zones: log in with the
 //! admin token, see the nodes by zone, stage, preview and apply a layout
 //! change, create a bucket and a key, allow the key on the bucket (then
-//! aws-cli writes with that key), delete the bucket, on a desktop and a
+//! aws-cli writes with that key), upload 20 MiB through the page with its
+//! progress bar, download it, delete objects and the bucket, on a desktop and a
 //! phone-sized viewport; every page is screenshotted and checked to be
 //! non-blank. Screenshots go to `target/tmp/console-screenshots/`.
 
@@ -256,13 +257,92 @@ fn console_in_a_browser_against_three_zones() {
     b.eval("window.confirm = () => true");
     click(&mut b, "#delete-bucket");
     b.wait_for("the refusal", "document.querySelector('.msg.error')", PAGE);
+
+    // Objects: the one aws-cli wrote is listed; 20 MiB go up through the
+    // page (a multipart upload, with its progress bar) and come back down.
+    click(&mut b, "#browse");
+    b.wait_for(
+        "the object list",
+        "[...document.querySelectorAll('.object-name')].some(e => e.textContent === 'f')",
+        PAGE,
+    );
+    let mut x = 0x9e37_79b9u32;
+    let big: Vec<u8> = (0..20u32 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect();
+    let up = tempfile::tempdir().unwrap();
+    let big_path = up.path().join("big.bin");
+    std::fs::write(&big_path, &big).unwrap();
+    b.set_file("#upload-file", &big_path);
+    click(&mut b, "#upload");
+    b.wait_for(
+        "the upload",
+        "document.querySelector('.msg.ok') && document.querySelector('.msg.ok').textContent.startsWith('Uploaded big.bin')",
+        PAGE,
+    );
+    assert!(
+        b.eval("(() => { const p = document.getElementById('upload-progress'); return p.value === p.max && p.max === 20971520; })()")
+            == Value::Bool(true),
+        "the progress bar is full"
+    );
+    shot(&mut b, "objects");
     let o = aws(
         &creds,
         &ep,
         dir.path(),
-        &["s3", "rm", "s3://from-the-console/f"],
+        &["s3", "cp", "s3://from-the-console/big.bin", "big-back"],
     );
     assert!(o.status.success(), "{o:?}");
+    assert!(
+        std::fs::read(dir.path().join("big-back")).unwrap() == big,
+        "aws-cli reads back what the page uploaded"
+    );
+
+    let downloads = tempfile::tempdir().unwrap();
+    b.allow_downloads(downloads.path());
+    click(&mut b, "button[data-key='big.bin']");
+    let got = downloads.path().join("big.bin");
+    wait_until("the browser downloads big.bin", CLUSTER_DEADLINE, || {
+        std::fs::metadata(&got).is_ok_and(|m| m.len() == big.len() as u64)
+    });
+    assert!(
+        std::fs::read(&got).unwrap() == big,
+        "the download is byte for byte the upload"
+    );
+
+    b.eval("window.confirm = () => true");
+    for k in ["f", "big.bin"] {
+        click(&mut b, &format!("button[data-delete='{k}']"));
+        b.wait_for(
+            "the deletion",
+            &format!("document.querySelector('.msg.ok') && document.querySelector('.msg.ok').textContent === 'Deleted {k}.'"),
+            PAGE,
+        );
+    }
+    let o = aws(
+        &creds,
+        &ep,
+        dir.path(),
+        &["s3", "ls", "s3://from-the-console/"],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).trim().is_empty(),
+        "{o:?}"
+    );
+
+    // Now empty, the bucket is deleted from its page.
+    b.eval(&format!("location.hash = {}", js(&bucket_url)));
+    b.wait_for(
+        "the bucket's page",
+        "document.getElementById('delete-bucket')",
+        PAGE,
+    );
+    b.eval("window.confirm = () => true");
     click(&mut b, "#delete-bucket");
     b.wait_for("the bucket list", "location.hash === '#/buckets'", PAGE);
     wait_until("the bucket is gone", CLUSTER_DEADLINE, || {

@@ -18,6 +18,7 @@ mod extract;
 pub(crate) mod key;
 mod layout;
 pub(crate) mod node;
+mod objects;
 mod openapi;
 pub(crate) mod token;
 
@@ -47,6 +48,10 @@ pub struct AdminState {
     pub region: String,
     /// `s3_web.root_domain` and `s3_api.root_domain`, for `/check`.
     pub root_domains: Vec<String>,
+    /// The S3 endpoint as `ip:port` (`s3_api.api_bind_addr`, an unspecified
+    /// address made loopback), for presigned requests and the console's
+    /// relay; none when S3 listens on a Unix socket.
+    pub s3_host: Option<String>,
     /// The admin RPC endpoint, to run node-local operations on other nodes.
     pub admin_rpc: Arc<Endpoint<AdminRpc, AdminRpcHandler>>,
 }
@@ -63,6 +68,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = bucket::routes(r);
     let r = node::routes(r);
     let r = token::routes(r);
+    let r = objects::routes(r);
     r.split_for_parts()
 }
 
@@ -127,7 +133,8 @@ pub fn router(state: St) -> Router {
         .route("/ui", get(crate::console::to_index))
         .route("/ui/", get(crate::console::index))
         .route("/ui/app.js", get(crate::console::script))
-        .route("/ui/app.css", get(crate::console::style));
+        .route("/ui/app.css", get(crate::console::style))
+        .route("/ui/s3/{*rest}", axum::routing::any(crate::console::relay));
     r.merge(protected)
         .fallback(|req: Request| async move {
             let path = req.uri().path();
@@ -243,6 +250,7 @@ pub struct InProcess {
     pub garage: Arc<Garage>,
     pub region: String,
     pub root_domains: Vec<String>,
+    pub s3_host: Option<String>,
     pub admin_rpc: std::sync::Weak<Endpoint<AdminRpc, AdminRpcHandler>>,
 }
 
@@ -255,6 +263,7 @@ impl crate::admin_rpc::JsonApi for InProcess {
             admin_token: None,
             region: self.region.clone(),
             root_domains: self.root_domains.clone(),
+            s3_host: self.s3_host.clone(),
             admin_rpc: rpc,
         });
         call_in_process(st, endpoint, request).await

@@ -104,6 +104,7 @@ mod tests {
         ("POST", "/v2/CreateAdminToken"),
         ("POST", "/v2/UpdateAdminToken"),
         ("POST", "/v2/DeleteAdminToken"),
+        ("POST", "/v2/PresignS3Request"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {

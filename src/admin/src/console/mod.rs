@@ -10,8 +10,13 @@
 //! security policy allows only this origin's script and style (no inline
 //! script), and the page cannot be framed.
 
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
+use hyper_util::rt::TokioIo;
+
+use crate::admin_api::error::ApiError;
+use crate::admin_api::St;
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -60,6 +65,81 @@ pub async fn style() -> Response {
 
 pub async fn to_index() -> Redirect {
     Redirect::permanent("/ui/")
+}
+
+/// The request headers the relay passes on.
+const RELAYED: &[&str] = &[
+    "content-type",
+    "content-length",
+    "content-md5",
+    "range",
+    "if-match",
+    "if-none-match",
+    "if-modified-since",
+    "if-unmodified-since",
+];
+
+/// `/ui/s3/…`: relays a presigned S3 request (see PresignS3Request) to
+/// this node's S3 endpoint, so that the console's page talks to its own
+/// origin only (no CORS rule needed on the bucket). Only requests that
+/// carry a SigV4 signature in their query are relayed; the S3 API checks
+/// it, and the key's permissions, as for any client. Bodies stream both
+/// ways.
+pub async fn relay(State(st): State<St>, req: Request) -> Response {
+    match relay_inner(&st, req).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn relay_inner(st: &St, req: Request) -> Result<Response, ApiError> {
+    let host = st.s3_host.clone().ok_or_else(|| {
+        ApiError::BadRequest(
+            "s3_api.api_bind_addr is not a TCP address: nothing to relay to".into(),
+        )
+    })?;
+    let (parts, body) = req.into_parts();
+    let pq = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("");
+    let target = pq.strip_prefix("/ui/s3").unwrap_or(pq).to_string();
+    if !parts
+        .uri
+        .query()
+        .is_some_and(|q| q.contains("X-Amz-Signature="))
+    {
+        return Err(ApiError::Forbidden(
+            "/ui/s3 relays presigned requests only (see PresignS3Request)".into(),
+        ));
+    }
+    let stream = tokio::net::TcpStream::connect(&host)
+        .await
+        .map_err(|e| ApiError::Internal(format!("cannot reach the S3 endpoint {host}: {e}")))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| ApiError::Internal(format!("S3 endpoint {host}: {e}")))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("console relay connection: {e}");
+        }
+    });
+    let mut out = axum::http::Request::builder()
+        .method(parts.method)
+        .uri(target)
+        .header(header::HOST, host.as_str());
+    for name in RELAYED {
+        if let Some(v) = parts.headers.get(*name) {
+            out = out.header(*name, v);
+        }
+    }
+    let out = out
+        .body(body)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let res = sender
+        .send_request(out)
+        .await
+        .map_err(|e| ApiError::Internal(format!("S3 endpoint {host}: {e}")))?;
+    let (parts, body) = res.into_parts();
+    Ok(Response::from_parts(parts, axum::body::Body::new(body)))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod error;
 pub mod key;
 pub mod layout;
 pub mod node;
+pub mod presign;
 pub mod repair;
 pub mod stats;
 pub mod token;

@@ -177,6 +177,30 @@ impl Browser {
         }
     }
 
+    /// Puts the file at `path` into the file input `selector`, as a person
+    /// choosing it would.
+    pub fn set_file(&mut self, selector: &str, path: &Path) {
+        let doc = self.call("DOM.getDocument", json!({}));
+        let node = self.call(
+            "DOM.querySelector",
+            json!({"nodeId": doc["root"]["nodeId"], "selector": selector}),
+        );
+        assert_ne!(node["nodeId"], json!(0), "no {selector} in the page");
+        self.call(
+            "DOM.setFileInputFiles",
+            json!({"nodeId": node["nodeId"], "files": [path.display().to_string()]}),
+        );
+    }
+
+    /// Lets the page download files into `dir`.
+    pub fn allow_downloads(&mut self, dir: &Path) {
+        self.send(
+            "Browser.setDownloadBehavior",
+            json!({"behavior": "allow", "downloadPath": dir.display().to_string()}),
+            false,
+        );
+    }
+
     /// A PNG screenshot of the viewport, written to `path`; returns it.
     pub fn screenshot(&mut self, path: &Path) -> Vec<u8> {
         let r = self.call("Page.captureScreenshot", json!({"format": "png"}));

@@ -292,6 +292,7 @@ async function bucket(id) {
   const limit = (v, f) => (v === null || v === undefined ? "none" : f(v));
   view(
     h("h1", {}, "Bucket " + name),
+    h("p", {}, h("a", { href: "#/objects/" + b.id, id: "browse" }, "Browse objects")),
     h("dl", { class: "facts" },
       [["Id", b.id], ["Created", b.created], ["Aliases", b.globalAliases.join(", ")],
         ["Objects", String(b.objects)], ["Size", bytes(b.bytes)], ["Unfinished uploads", String(b.unfinishedUploads)],
@@ -308,6 +309,171 @@ async function bucket(id) {
     h("div", { class: "actions" }, website, del),
     out,
   );
+}
+
+// ---- Objects: browse, upload, download, delete (S3 through presigned requests) ----
+
+// Presigns an S3 request with `key` and returns its path on this origin's
+// relay (/ui/s3/...).
+async function presigned(o, method, objectKey, query) {
+  const r = await post("PresignS3Request", {
+    accessKeyId: o.key, method, bucket: o.name, key: objectKey || null, query: query || {}, expiresSecs: 900,
+  });
+  return "/ui/s3" + r.pathAndQuery;
+}
+
+async function s3(o, method, objectKey, query, body) {
+  const res = await fetch(await presigned(o, method, objectKey, query), { method, body, credentials: "omit" });
+  const text = await res.text();
+  const xml = text ? new DOMParser().parseFromString(text, "application/xml") : null;
+  if (!res.ok) {
+    const m = xml && xml.querySelector("Message");
+    throw new Error(`S3 ${method}: ${res.status} ${m ? m.textContent : res.statusText}`);
+  }
+  return { xml, headers: res.headers };
+}
+
+const tag = (el, name) => [...el.children].filter((c) => c.localName === name);
+const text1 = (el, name) => (tag(el, name)[0] || {}).textContent || "";
+
+// One PUT with upload progress (XMLHttpRequest: fetch has none).
+function putWithProgress(url, blob, onProgress) {
+  return new Promise((resolve, reject) => {
+    const x = new XMLHttpRequest();
+    x.open("PUT", url);
+    x.upload.addEventListener("progress", (e) => onProgress(e.loaded));
+    x.addEventListener("load", () => (x.status < 300 ? resolve(x.getResponseHeader("ETag"))
+      : reject(new Error(`S3 PUT: ${x.status} ${x.statusText}`))));
+    x.addEventListener("error", () => reject(new Error("S3 PUT: the connection failed")));
+    x.send(blob);
+  });
+}
+
+const PART = 8 * 1024 * 1024;
+
+// Uploads `file` as `objectKey`: one PUT, or a multipart upload of 8 MiB
+// parts above 16 MiB; `progress` gets the bytes sent so far.
+async function upload(o, objectKey, file, progress) {
+  if (file.size <= 2 * PART) {
+    await putWithProgress(await presigned(o, "PUT", objectKey), file, progress);
+    return;
+  }
+  const created = await s3(o, "POST", objectKey, { uploads: "" });
+  const uploadId = created.xml.querySelector("UploadId").textContent;
+  try {
+    const etags = [];
+    for (let i = 0, n = 1; i < file.size; i += PART, n++) {
+      const url = await presigned(o, "PUT", objectKey, { partNumber: String(n), uploadId });
+      etags.push(await putWithProgress(url, file.slice(i, i + PART), (l) => progress(i + l)));
+    }
+    const body = "<CompleteMultipartUpload>" + etags.map((e, i) =>
+      `<Part><PartNumber>${i + 1}</PartNumber><ETag>${e.replace(/[<>&]/g, "")}</ETag></Part>`).join("") +
+      "</CompleteMultipartUpload>";
+    await s3(o, "POST", objectKey, { uploadId }, body);
+  } catch (e) {
+    await s3(o, "DELETE", objectKey, { uploadId }).catch(() => null);
+    throw e;
+  }
+}
+
+async function objects(id) {
+  const b = await get("GetBucketInfo?id=" + encodeURIComponent(id));
+  const name = b.globalAliases[0];
+  const readers = b.keys.filter((k) => k.permissions.read);
+  if (!name || !readers.length) {
+    view(h("h1", {}, "Objects"), message(name
+      ? "No key may read this bucket: allow one on the bucket's page first."
+      : "The object browser needs a bucket with a global name.", "error"),
+    h("a", { href: "#/bucket/" + id }, "Back to the bucket"));
+    return;
+  }
+  const o = { name, key: readers[0].accessKeyId, prefix: "", pages: [null] };
+  const list = h("div", { id: "object-list" });
+  const out = h("div", {});
+  const keySelect = h("select", { id: "object-key", onchange: () => { o.key = keySelect.value; show(); } },
+    readers.map((k) => h("option", { value: k.accessKeyId }, `${k.name} (${k.accessKeyId})`)));
+  const bar = h("progress", { id: "upload-progress", max: 1, value: 0, "aria-label": "Upload progress" });
+  const fileInput = h("input", { type: "file", id: "upload-file", name: "file", required: true });
+  const upForm = h("form", { id: "upload-form", class: "inline" },
+    field("File", fileInput), h("button", { type: "submit", id: "upload" }, "Upload"), bar);
+  onSubmit(upForm, out, async () => {
+    const file = fileInput.files[0];
+    bar.max = file.size || 1;
+    bar.value = 0;
+    await upload(o, o.prefix + file.name, file, (n) => { bar.value = n; });
+    bar.value = bar.max;
+    await show();
+    return `Uploaded ${o.prefix + file.name} (${bytes(file.size)}).`;
+  });
+
+  async function show(token) {
+    const q = { "list-type": "2", delimiter: "/", "max-keys": "100" };
+    if (o.prefix) q.prefix = o.prefix;
+    if (token) q["continuation-token"] = token;
+    const { xml } = await s3(o, "GET", null, q);
+    const r = xml.documentElement;
+    const dirs = tag(r, "CommonPrefixes").map((p) => text1(p, "Prefix"));
+    const files = tag(r, "Contents").map((c) => ({
+      key: text1(c, "Key"), size: Number(text1(c, "Size")), modified: text1(c, "LastModified"),
+    }));
+    const crumbs = [h("button", { type: "button", class: "link", onclick: () => go("") }, name)];
+    let acc = "";
+    for (const part of o.prefix.split("/").filter(Boolean)) {
+      acc += part + "/";
+      const p = acc;
+      crumbs.push(" / ", h("button", { type: "button", class: "link", onclick: () => go(p) }, part));
+    }
+    const next = text1(r, "NextContinuationToken");
+    list.replaceChildren(
+      h("nav", { class: "crumbs", "aria-label": "Prefix" }, crumbs),
+      table(`Objects under ${o.prefix || "/"}`, ["Name", "Size", "Modified", ""], [
+        ...dirs.map((d) => [h("button", { type: "button", class: "link", onclick: () => go(d) },
+          d.slice(o.prefix.length)), "", "", ""]),
+        ...files.map((f) => [
+          h("span", { class: "object-name" }, f.key.slice(o.prefix.length)), bytes(f.size),
+          f.modified.replace("T", " ").slice(0, 19),
+          h("span", { class: "actions" },
+            h("button", { type: "button", class: "small", "data-key": f.key, onclick: () => download(f.key) }, "Download"),
+            h("button", { type: "button", class: "small secondary", onclick: () => info(f.key) }, "Info"),
+            h("button", { type: "button", class: "small danger", "data-delete": f.key, onclick: () => remove(f.key) }, "Delete")),
+        ]),
+      ]),
+      h("div", { class: "actions" },
+        o.pages.length > 1 ? h("button", { type: "button", class: "secondary", onclick: () => { o.pages.pop(); show(o.pages[o.pages.length - 1]); } }, "Previous page") : null,
+        next ? h("button", { type: "button", id: "next-page", onclick: () => { o.pages.push(next); show(next); } }, "Next page") : null),
+      h("div", { id: "object-info" }));
+  }
+  const go = (p) => { o.prefix = p; o.pages = [null]; show().catch((e) => out.replaceChildren(message(e.message, "error"))); };
+  async function download(k) {
+    const a = h("a", { href: await presigned(o, "GET", k), download: k.split("/").pop() });
+    document.body.append(a);
+    a.click();
+    a.remove();
+  }
+  async function info(k) {
+    try {
+      const head = await fetch(await presigned(o, "HEAD", k), { method: "HEAD", credentials: "omit" });
+      const { xml } = await s3(o, "GET", null, { versions: "", prefix: k, "max-keys": "50" });
+      const versions = [...xml.documentElement.children].filter((c) => c.localName === "Version" || c.localName === "DeleteMarker")
+        .filter((v) => text1(v, "Key") === k)
+        .map((v) => [text1(v, "VersionId"), v.localName === "DeleteMarker" ? "delete marker" : bytes(Number(text1(v, "Size"))),
+          text1(v, "LastModified").replace("T", " ").slice(0, 19), text1(v, "IsLatest") === "true" ? "latest" : ""]);
+      document.getElementById("object-info").replaceChildren(h("h2", {}, k),
+        h("dl", { class: "facts" }, [...head.headers.entries()]
+          .filter(([n]) => /^(content-|etag|last-modified|x-amz-meta-|x-amz-version-id)/.test(n))
+          .map(([n, v]) => [h("dt", {}, n), h("dd", {}, v)])),
+        table("Versions", ["Version", "Size", "Modified", ""], versions));
+    } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  }
+  async function remove(k) {
+    if (!confirm(`Delete ${k}?`)) return;
+    try { await s3(o, "DELETE", k); await show(); out.replaceChildren(message(`Deleted ${k}.`, "ok")); } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  }
+
+  view(h("h1", {}, "Objects of " + name),
+    h("div", { class: "inline" }, field("Act as key", keySelect), h("a", { href: "#/bucket/" + id }, "Bucket settings")),
+    upForm, out, list);
+  await show();
 }
 
 // ---- Keys ----
@@ -347,6 +513,7 @@ const routes = [
   [/^#\/cluster$/, cluster, "nav-cluster"],
   [/^#\/buckets$/, buckets, "nav-buckets"],
   [/^#\/bucket\/([0-9a-f]{64})$/, bucket, "nav-buckets"],
+  [/^#\/objects\/([0-9a-f]{64})$/, objects, "nav-buckets"],
   [/^#\/keys$/, keys, "nav-keys"],
 ];
 
