@@ -274,7 +274,8 @@ async fn start_admin_api(
             config.source
         );
     }
-    let router = crate::admin_api::router(state)
+    let router = crate::admin_api::router(state.clone())
+        .merge(garage_admin::console::router(state))
         .merge(crate::telemetry::metrics_router(metrics, metrics_token));
     let task = crate::admin_api::start(addr, router, must_exit)
         .await

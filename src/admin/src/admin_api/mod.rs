@@ -128,13 +128,6 @@ pub fn router(state: St) -> Router {
     for (_, path, route) in special_routes() {
         r = r.route(path, route);
     }
-    // The web console: static assets, no token (the page asks for one).
-    r = r
-        .route("/ui", get(crate::console::to_index))
-        .route("/ui/", get(crate::console::index))
-        .route("/ui/app.js", get(crate::console::script))
-        .route("/ui/app.css", get(crate::console::style))
-        .route("/ui/s3/{*rest}", axum::routing::any(crate::console::relay));
     r.merge(protected)
         .fallback(|req: Request| async move {
             let path = req.uri().path();

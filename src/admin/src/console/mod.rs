@@ -15,8 +15,24 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use hyper_util::rt::TokioIo;
 
+use axum::routing::{any, get};
+use axum::Router;
+
 use crate::admin_api::error::ApiError;
 use crate::admin_api::St;
+
+/// The console's routes, merged into the admin listener's router by the
+/// daemon: the page, its assets (no token: the page asks for one) and the
+/// S3 relay (authenticated by the presigned signature).
+pub fn router(state: St) -> Router {
+    Router::new()
+        .route("/ui", get(to_index))
+        .route("/ui/", get(index))
+        .route("/ui/app.js", get(script))
+        .route("/ui/app.css", get(style))
+        .route("/ui/s3/{*rest}", any(relay))
+        .with_state(state)
+}
 
 const INDEX: &str = include_str!("assets/index.html");
 const SCRIPT: &str = include_str!("assets/app.js");
@@ -88,7 +104,11 @@ const RELAYED: &[&str] = &[
 pub async fn relay(State(st): State<St>, req: Request) -> Response {
     match relay_inner(&st, req).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => (
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            axum::Json(serde_json::json!({"code": e.code(), "message": e.to_string()})),
+        )
+            .into_response(),
     }
 }
 
