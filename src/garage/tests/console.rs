@@ -42,6 +42,19 @@ fn shot(b: &mut Browser, name: &str) {
     assert!(share > 0.02, "{name}: the screenshot is blank ({share})");
 }
 
+/// Gives node 0 an admin listener with [`TOKEN`] (before it starts);
+/// returns its base URL.
+fn enable_admin(c: &Cluster) -> String {
+    let n0 = &c.nodes[0];
+    let mut conf = std::fs::read_to_string(&n0.config).unwrap();
+    conf.push_str(&format!(
+        "\n[admin]\napi_bind_addr = \"{}:3903\"\nadmin_token = \"{TOKEN}\"\n",
+        n0.ip
+    ));
+    std::fs::write(&n0.config, conf).unwrap();
+    format!("http://{}:3903", n0.ip)
+}
+
 /// The admin API, read with curl and the token.
 fn admin_get(base: &str, endpoint: &str) -> Value {
     let out = Command::new("curl")
@@ -87,14 +100,7 @@ fn text_of(b: &mut Browser, selector: &str) -> String {
 #[test]
 fn console_in_a_browser_against_three_zones() {
     let mut c = Cluster::new(3, 3);
-    let n0 = &c.nodes[0];
-    let mut conf = std::fs::read_to_string(&n0.config).unwrap();
-    conf.push_str(&format!(
-        "\n[admin]\napi_bind_addr = \"{}:3903\"\nadmin_token = \"{TOKEN}\"\n",
-        n0.ip
-    ));
-    std::fs::write(&n0.config, conf).unwrap();
-    let base = format!("http://{}:3903", n0.ip);
+    let base = enable_admin(&c);
     c.start_all();
     wait_until("three nodes up", CLUSTER_DEADLINE, || {
         let s = admin_get(&base, "GetClusterStatus");
@@ -394,14 +400,7 @@ fn curl(args: &[&str]) -> (u16, String) {
 fn presigned_requests_and_the_relay() {
     use common::s3::{aws_ok, make_key};
     let mut c = Cluster::new(1, 1);
-    let n0 = &c.nodes[0];
-    let mut conf = std::fs::read_to_string(&n0.config).unwrap();
-    conf.push_str(&format!(
-        "\n[admin]\napi_bind_addr = \"{}:3903\"\nadmin_token = \"{TOKEN}\"\n",
-        n0.ip
-    ));
-    std::fs::write(&n0.config, conf).unwrap();
-    let base = format!("http://{}:3903", n0.ip);
+    let base = enable_admin(&c);
     c.start(0);
     c.apply_layout(&["dc1"], "1G");
     let key = make_key(&c, "presign");
