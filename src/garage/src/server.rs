@@ -109,6 +109,10 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             )
             .run(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn({
+            let (system, exit) = (system.clone(), exit_rx.clone());
+            async move { crate::ops::history::run(&system.workers, exit).await }
+        }));
         tasks.push(tokio::spawn(crate::gauges::refresh_loop(
             garage.clone(),
             exit_rx.clone(),

@@ -357,6 +357,27 @@ fn console_in_a_browser_against_three_zones() {
             .contains("from-the-console")
     });
 
+    // Activity: the RTT between every two nodes, and charts of each node's
+    // own counters (sampled every 10 s: the page follows them).
+    b.eval("location.hash = '#/activity'");
+    b.wait_for(
+        "the RTT of every pair and two charts per node",
+        "document.querySelectorAll('section.node-charts canvas').length === 6 && \
+         [...document.querySelectorAll('tbody tr')].every(r => [...r.children].slice(1).every(td => td.textContent === '—' || /^[0-9.]+$/.test(td.textContent)))",
+        Duration::from_secs(90),
+    );
+    let label = b.eval(&format!(
+        "document.querySelector('section.node-charts[data-node={}] canvas').getAttribute('aria-label')",
+        js(c.nodes[0].id())
+    ));
+    let label = label.as_str().unwrap();
+    assert!(
+        label.starts_with("Requests and errors. requests: now")
+            && !label.contains("requests: now 0.00/s, peak 0.00/s"),
+        "node 0 served requests: {label}"
+    );
+    shot(&mut b, "activity");
+
     // A phone: the cluster page fits its width.
     b.viewport(390, 844, true);
     b.eval("location.hash = '#/cluster'");

@@ -22,6 +22,7 @@ use crate::ops::node::*;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_node_info))
+        .routes(routes!(get_node_metrics_history))
         .routes(routes!(get_node_statistics))
         .routes(routes!(launch_repair_operation))
         .routes(routes!(list_workers))
@@ -137,6 +138,17 @@ async fn call_remote(st: &St, id: NodeId, req: NodeRequest) -> Result<NodeRespon
         Ok(Ok(AdminRpc::Error(e))) => Err(e),
         Ok(Ok(other)) => Err(format!("unexpected answer from the node: {other:?}")),
     }
+}
+
+/// An hour of the nodes' request, error and block byte counters, sampled
+/// every 10 s (garage's own endpoint, for the web console's charts).
+#[utoipa::path(get, path = "/v2/GetNodeMetricsHistory", tag = "Node", params(NodeQuery),
+    responses((status = 200, body = MultiResponse<crate::ops::history::MetricsHistory>), (status = 404, body = ErrorBody)))]
+pub async fn get_node_metrics_history(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+) -> Answer<MultiResponse<crate::ops::history::MetricsHistory>> {
+    on_nodes(&st, &q.node, NodeRequest::GetNodeMetricsHistory).await
 }
 
 /// Version and metadata engine of nodes.

@@ -105,6 +105,7 @@ mod tests {
         ("POST", "/v2/UpdateAdminToken"),
         ("POST", "/v2/DeleteAdminToken"),
         ("POST", "/v2/PresignS3Request"),
+        ("GET", "/v2/GetNodeMetricsHistory"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {

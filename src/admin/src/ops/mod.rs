@@ -11,6 +11,7 @@
 pub mod blocks;
 pub mod bucket;
 pub mod error;
+pub mod history;
 pub mod key;
 pub mod layout;
 pub mod node;

@@ -31,6 +31,7 @@ pub enum NodeRequest {
     CreateMetadataSnapshot,
     /// The node's statistics, as numbers (`garage stats`).
     Stats,
+    GetNodeMetricsHistory,
 }
 
 /// The answer to a [`NodeRequest`], one variant per request.
@@ -49,6 +50,7 @@ pub enum NodeResponse {
     VariableSet(SetWorkerVariableResponse),
     Snapshot(MetadataSnapshot),
     Stats(Box<NodeStats>),
+    MetricsHistory(super::history::MetricsHistory),
 }
 
 /// An answer type of [`NodeResponse`]: the HTTP API picks its variant out.
@@ -82,6 +84,7 @@ node_answer!(
     BTreeMap<String, String> => Variables,
     SetWorkerVariableResponse => VariableSet,
     MetadataSnapshot => Snapshot,
+    super::history::MetricsHistory => MetricsHistory,
 );
 
 /// Runs a node-local operation on this node.
@@ -96,7 +99,16 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
             garage_version: env!("CARGO_PKG_VERSION").into(),
             garage_features: None,
             db_engine: g.db.engine().to_string(),
+            peer_rtt_ms: g
+                .system
+                .cluster_status()
+                .nodes
+                .iter()
+                .filter(|n| n.id != g.system.id())
+                .filter_map(|n| Some((n.id.to_string(), n.rtt_ms?)))
+                .collect(),
         }),
+        NodeRequest::GetNodeMetricsHistory => A::MetricsHistory(super::history::history()),
         NodeRequest::GetNodeStatistics => {
             let stats = stats::node_stats(g).await;
             let stats = stats.map_err(ApiError::Internal)?;
@@ -295,6 +307,10 @@ pub struct NodeInfo {
     pub garage_features: Option<Vec<String>>,
     /// `lmdb` or `sqlite`.
     pub db_engine: String,
+    /// The round-trip time of this node's last ping to each connected
+    /// peer (by node id), in milliseconds (garage's own field).
+    #[serde(default)]
+    pub peer_rtt_ms: BTreeMap<String, f64>,
 }
 
 // ---- GetNodeStatistics ----

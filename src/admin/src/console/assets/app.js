@@ -22,7 +22,7 @@ function h(tag, attrs, ...children) {
 
 function view(...children) {
   const main = document.getElementById("view");
-  main.replaceChildren(...children);
+  main.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
   return main;
 }
 
@@ -234,6 +234,106 @@ async function cluster() {
         ]) || [])),
   );
 }
+
+// ---- Activity: charts from each node's own counters, RTT between nodes ----
+
+// Per-second rates between consecutive cumulative samples.
+function rates(samples, field) {
+  const out = [];
+  for (let i = 1; i < samples.length; i++) {
+    const dt = (samples[i].time - samples[i - 1].time) / 1000;
+    const dv = samples[i][field] - samples[i - 1][field];
+    out.push({ t: samples[i].time, v: dt > 0 && dv >= 0 ? dv / dt : 0 });
+  }
+  return out;
+}
+
+const COLORS = ["#1f5fbf", "#b3261e"];
+
+// A line chart of `series` ([{label, points: [{t, v}]}]) over the last hour.
+function chart(id, title, series, unit) {
+  const canvas = h("canvas", { id, width: 560, height: 180, role: "img" });
+  const now = Date.now();
+  const max = Math.max(1e-9, ...series.flatMap((s) => s.points.map((p) => p.v)));
+  const ctx = canvas.getContext("2d");
+  if (ctx) {
+    const W = canvas.width, H = canvas.height, L = 56, B = 22;
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, W, H);
+    ctx.strokeStyle = "#d8dde5";
+    ctx.fillStyle = "#5b6575";
+    ctx.font = "11px sans-serif";
+    for (let i = 0; i <= 4; i++) {
+      const y = 8 + ((H - B - 8) * i) / 4;
+      ctx.beginPath(); ctx.moveTo(L, y); ctx.lineTo(W - 4, y); ctx.stroke();
+      ctx.fillText(unit((max * (4 - i)) / 4), 2, y + 4);
+    }
+    ctx.fillText("-60 min", L, H - 6);
+    ctx.fillText("now", W - 28, H - 6);
+    series.forEach((s, k) => {
+      ctx.strokeStyle = COLORS[k % COLORS.length];
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      s.points.forEach((p, i) => {
+        const x = L + ((W - 4 - L) * (3600e3 - (now - p.t))) / 3600e3;
+        const y = 8 + (H - B - 8) * (1 - p.v / max);
+        if (i === 0) ctx.moveTo(x, y); else ctx.lineTo(x, y);
+      });
+      ctx.stroke();
+    });
+  }
+  const summary = series.map((s) => {
+    const last = s.points.length ? s.points[s.points.length - 1].v : 0;
+    const peak = Math.max(0, ...s.points.map((p) => p.v));
+    return `${s.label}: now ${unit(last)}, peak ${unit(peak)}`;
+  }).join("; ");
+  canvas.setAttribute("aria-label", `${title}. ${summary}`);
+  return h("figure", { class: "chart" }, canvas,
+    h("figcaption", {}, title, h("br", {}),
+      series.map((s, k) => h("span", { class: "legend", "data-color": k }, s.label)), " — ", summary));
+}
+
+const perSec = (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(2)) + "/s";
+const bytesPerSec = (v) => bytes(Math.round(v)) + "/s";
+
+async function activity() {
+  const [status, infos, history] = await Promise.all([
+    get("GetClusterStatus"), get("GetNodeInfo?node=*"), get("GetNodeMetricsHistory?node=*"),
+  ]);
+  const nodes = status.nodes;
+  const label = (id) => {
+    const n = nodes.find((x) => x.id === id);
+    return `${id.slice(0, 8)} ${n && n.role ? n.role.zone : ""}`;
+  };
+  const rtt = table("Round-trip time of each node's last ping to the others (ms); rows ping columns",
+    ["From \\ to", ...nodes.map((n) => label(n.id))],
+    nodes.map((a) => [label(a.id), ...nodes.map((b) => {
+      if (a.id === b.id) return "—";
+      const v = ((infos.success || {})[a.id] || {}).peerRttMs || {};
+      return v[b.id] === undefined ? "?" : v[b.id].toFixed(1);
+    })]));
+  const charts = Object.entries(history.success || {}).sort().map(([id, hst]) =>
+    h("section", { class: "node-charts", "data-node": id },
+      h("h3", {}, "Node " + label(id)),
+      hst.samples.length < 2
+        ? message("Not enough samples yet: one is taken every " + hst.intervalSecs + " s.")
+        : h("div", { class: "charts" },
+          chart("req-" + id.slice(0, 8), "Requests and errors", [
+            { label: "requests", points: rates(hst.samples, "requests") },
+            { label: "errors", points: rates(hst.samples, "errors") }], perSec),
+          chart("bytes-" + id.slice(0, 8), "Block bytes written and read", [
+            { label: "written", points: rates(hst.samples, "bytesWritten") },
+            { label: "read", points: rates(hst.samples, "bytesRead") }], bytesPerSec))));
+  const errors = Object.entries(history.error || {}).map(([id, e]) => message(`Node ${id.slice(0, 8)}: ${e}`, "error"));
+  view(h("h1", {}, "Activity"),
+    h("h2", {}, "Round-trip times"), rtt,
+    h("h2", {}, "The last hour, per node"), errors, charts);
+  // New samples come every 10 s: the page follows while it is shown.
+  clearTimeout(activityTimer);
+  activityTimer = setTimeout(() => { if (location.hash === "#/activity") route(); }, 10000);
+}
+
+let activityTimer = null;
 
 // ---- Buckets ----
 
@@ -515,6 +615,7 @@ const routes = [
   [/^#\/bucket\/([0-9a-f]{64})$/, bucket, "nav-buckets"],
   [/^#\/objects\/([0-9a-f]{64})$/, objects, "nav-buckets"],
   [/^#\/keys$/, keys, "nav-keys"],
+  [/^#\/activity$/, activity, "nav-activity"],
 ];
 
 async function route() {
