@@ -180,6 +180,20 @@ fn console_in_a_browser_against_three_zones() {
     );
     let layout = admin_get(&base, "GetClusterLayout");
     assert_eq!(layout["version"], 2, "{layout}");
+    // The transition, then its end, and each node's block queues.
+    b.wait_for(
+        "the transition to version 2 to end",
+        "(() => { const t = document.querySelector('#transition p'); \
+         if (t && t.textContent.includes('every node has synced version 2')) return true; \
+         if (!window.__reloading) { window.__reloading = true; setTimeout(() => { window.__reloading = false; \
+         window.dispatchEvent(new HashChangeEvent('hashchange')); }, 1000); } return false; })()",
+        CLUSTER_DEADLINE,
+    );
+    assert_eq!(
+        b.eval("document.querySelectorAll('#blocks tbody tr').length"),
+        Value::from(3),
+        "one row of block queues per node"
+    );
     let role = layout["roles"]
         .as_array()
         .unwrap()

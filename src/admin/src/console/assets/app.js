@@ -150,11 +150,43 @@ async function health() {
 
 // ---- Cluster: nodes by zone, layout, workers ----
 
+// A layout change in progress: how far each node is with it.
+function transition(hist) {
+  const cur = hist.currentVersion;
+  const trackers = Object.entries(hist.updateTrackers || {});
+  const behind = trackers.filter(([, t]) => t.sync < cur);
+  const text = !trackers.length || !behind.length
+    ? `No layout change in progress: every node has synced version ${cur}.`
+    : `Change to version ${cur} in progress: ${trackers.length - behind.length} of ${trackers.length} nodes ` +
+      `have synced it; data is still read from version ${hist.minAck} too.`;
+  return h("section", { id: "transition" }, h("h2", {}, "Layout transition"),
+    h("p", { role: "status" }, text),
+    trackers.length ? table("Per node: the newest layout version acknowledged, synced, and seen synced by all",
+      ["Node", "Acknowledged", "Synced", "All synced"],
+      trackers.map(([id, t]) => [h("code", {}, id.slice(0, 16)), String(t.ack), String(t.sync), String(t.syncAck)])) : null);
+}
+
+// Per node: its resync queue and its blocks in error.
+function blockHealth(workersByNode, errorsByNode) {
+  const ids = Object.keys(workersByNode.success || {}).sort();
+  return h("section", { id: "blocks" }, h("h2", {}, "Blocks"),
+    table("Per node: blocks waiting for a resync, and blocks whose resync failed", ["Node", "Resync queue", "Blocks in error"],
+      ids.map((id) => {
+        const resync = (workersByNode.success[id] || []).find((w) => w.name.startsWith("Block resync"));
+        const errs = (errorsByNode.success || {})[id];
+        return [h("code", {}, id.slice(0, 16)), String(resync ? resync.queueLength ?? 0 : "?"),
+          errs ? String(errs.length) : "?"];
+      })));
+}
+
 async function cluster() {
-  const [status, layout, workers] = await Promise.all([
+  const [status, layout, workers, hist, allWorkers, blockErrors] = await Promise.all([
     get("GetClusterStatus"),
     get("GetClusterLayout"),
     post("ListWorkers?node=self", {}),
+    get("GetClusterLayoutHistory"),
+    post("ListWorkers?node=*", {}),
+    get("ListBlockErrors?node=*"),
   ]);
   const stored = new Map(layout.roles.map((r) => [r.id, r.storedPartitions]));
   const zones = new Map();
@@ -226,6 +258,8 @@ async function cluster() {
         c.remove ? "remove" : `zone ${c.zone}, capacity ${c.capacity === null ? "gateway" : bytes(c.capacity)}`,
       ])),
       actions, preview, stageForm, out),
+    transition(hist),
+    blockHealth(allWorkers, blockErrors),
     h("section", {},
       h("h2", {}, "Workers of this node"),
       table("Background workers", ["Worker", "State", "Queue", "Errors"],
