@@ -35,8 +35,14 @@ fn shot_at(b: &mut Browser, name: &str, element: &str) {
     shot(b, name);
 }
 
-/// Takes a screenshot named `name` and checks that it shows something.
+/// Takes a screenshot named `name` and checks that it shows something
+/// (and no value the page failed to render as text).
 fn shot(b: &mut Browser, name: &str) {
+    let text = b.eval("document.body.innerText");
+    assert!(
+        !text.as_str().unwrap_or("").contains("[object "),
+        "{name}: the page shows an unrendered value:\n{text}"
+    );
     let png = b.screenshot(&shots().join(format!("{name}.png")));
     let share = non_background_share(&png);
     assert!(share > 0.02, "{name}: the screenshot is blank ({share})");
@@ -260,7 +266,62 @@ fn console_in_a_browser_against_three_zones() {
         ),
         PAGE,
     );
+    // A second name, added then removed; quotas; all through the API.
+    let info = || admin_get(&base, "GetBucketInfo?globalAlias=from-the-console");
+    fill(&mut b, "#alias-name", "second-name");
+    click(&mut b, "#add-alias button[type=submit]");
+    b.wait_for(
+        "the new name",
+        "document.querySelector(\"button[data-alias='second-name']\")",
+        PAGE,
+    );
+    assert!(info()["globalAliases"].to_string().contains("second-name"));
+    fill(&mut b, "#quota-size", "1G");
+    fill(&mut b, "#quota-objects", "5");
+    click(&mut b, "#quotas button[type=submit]");
+    wait_until("the quotas are set", CLUSTER_DEADLINE, || {
+        info()["quotas"] == serde_json::json!({"maxSize": 1_000_000_000u64, "maxObjects": 5})
+    });
+    b.wait_for(
+        "the page shows the quotas",
+        "(document.querySelector(\"dd[data-fact='Quota: objects']\") || {}).textContent === '5'",
+        PAGE,
+    );
     shot(&mut b, "bucket");
+    click(&mut b, "button[data-alias='second-name']");
+    b.wait_for(
+        "the name removed",
+        "!document.querySelector(\"button[data-alias='second-name']\")",
+        PAGE,
+    );
+    assert!(!info()["globalAliases"].to_string().contains("second-name"));
+
+    // The key's own page: it may now create buckets.
+    b.eval(&format!(
+        "location.hash = {}",
+        js(&format!("#/key/{key_id}"))
+    ));
+    b.wait_for(
+        "the key's page",
+        "document.getElementById('create-bucket-permission')",
+        PAGE,
+    );
+    assert_eq!(text_of(&mut b, "#may-create"), "no");
+    click(&mut b, "#create-bucket-permission");
+    b.wait_for(
+        "the permission",
+        "document.getElementById('may-create') && document.getElementById('may-create').textContent === 'yes'",
+        PAGE,
+    );
+    let k = admin_get(&base, &format!("GetKeyInfo?id={key_id}"));
+    assert_eq!(k["permissions"]["createBucket"], true, "{k}");
+    assert!(k["buckets"].to_string().contains("from-the-console"), "{k}");
+    b.eval(&format!("location.hash = {}", js(&bucket_url)));
+    b.wait_for(
+        "the bucket's page",
+        "document.getElementById('allow-key')",
+        PAGE,
+    );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), b"written with the console's key").unwrap();
     let creds = (key_id.clone(), secret.clone());

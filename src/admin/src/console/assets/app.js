@@ -13,7 +13,7 @@ function h(tag, attrs, ...children) {
     else if (k === "class") el.className = v;
     else el.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     el.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -22,7 +22,7 @@ function h(tag, attrs, ...children) {
 
 function view(...children) {
   const main = document.getElementById("view");
-  main.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+  main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return main;
 }
 
@@ -410,6 +410,34 @@ async function bucket(id) {
     });
     await bucket(id);
   });
+  // Runs an API change from this page, then shows the page again.
+  const change = async (f) => {
+    try { await f(); await bucket(id); } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  };
+  const aliasForm = h("form", { id: "add-alias", class: "inline" },
+    field("New global name", h("input", { name: "alias", id: "alias-name", required: true })),
+    h("button", { type: "submit" }, "Add name"));
+  onSubmit(aliasForm, out, async (fd) => {
+    await post("AddBucketAlias", { bucketId: b.id, globalAlias: fd.get("alias") });
+    await bucket(id);
+  });
+  const aliases = h("ul", { class: "aliases" }, b.globalAliases.map((a) => h("li", {}, a, " ",
+    h("button", { type: "button", class: "small secondary", "data-alias": a, "aria-label": "Remove name " + a,
+      onclick: () => change(() => post("RemoveBucketAlias", { bucketId: b.id, globalAlias: a })) }, "Remove"))));
+  const sizeText = (v) => (v === null || v === undefined ? "" : String(v));
+  const quotaForm = h("form", { id: "quotas", class: "inline" },
+    field("Max size (empty: none)", h("input", { name: "maxSize", id: "quota-size", value: b.quotas.maxSize ? bytes(b.quotas.maxSize).replace(" ", "") : "" })),
+    field("Max objects (empty: none)", h("input", { name: "maxObjects", id: "quota-objects", inputmode: "numeric", value: sizeText(b.quotas.maxObjects) })),
+    h("button", { type: "submit" }, "Set quotas"));
+  onSubmit(quotaForm, out, async (fd) => {
+    const size = String(fd.get("maxSize")).trim();
+    const objs = String(fd.get("maxObjects")).trim();
+    if (objs && !/^\d+$/.test(objs)) throw new Error("max objects: give a whole number, or nothing");
+    await post("UpdateBucket?id=" + encodeURIComponent(b.id), {
+      quotas: { maxSize: size ? parseSize(size) : null, maxObjects: objs ? Number(objs) : null },
+    });
+    await bucket(id);
+  });
   const website = h("button", { type: "button", id: "website", onclick: async () => {
     try {
       await post("UpdateBucket?id=" + encodeURIComponent(b.id), { websiteAccess: { enabled: !b.websiteAccess } });
@@ -433,11 +461,17 @@ async function bucket(id) {
         ["Website", b.websiteAccess ? "served" : "not served"], ["Versioning", b.versioning],
         ["Object lock", b.objectLock], ["Quota: size", limit(b.quotas.maxSize, bytes)],
         ["Quota: objects", limit(b.quotas.maxObjects, String)]]
-        .map(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])),
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("h2", {}, "Names"), aliases, aliasForm,
+    h("h2", {}, "Quotas"), quotaForm,
     h("h2", {}, "Keys"),
-    table("Keys allowed on this bucket", ["Key", "Name", "Read", "Write", "Owner"], b.keys.map((k) => [
-      h("code", {}, k.accessKeyId), k.name, k.permissions.read ? "yes" : "", k.permissions.write ? "yes" : "",
-      k.permissions.owner ? "yes" : "",
+    table("Keys allowed on this bucket", ["Key", "Name", "Read", "Write", "Owner", ""], b.keys.map((k) => [
+      h("a", { href: "#/key/" + k.accessKeyId }, h("code", {}, k.accessKeyId)), k.name,
+      k.permissions.read ? "yes" : "", k.permissions.write ? "yes" : "", k.permissions.owner ? "yes" : "",
+      h("button", { type: "button", class: "small danger", "data-revoke": k.accessKeyId, "aria-label": "Revoke key " + k.name,
+        onclick: () => change(() => post("DenyBucketKey", {
+          bucketId: b.id, accessKeyId: k.accessKeyId, permissions: { read: true, write: true, owner: true },
+        })) }, "Revoke"),
     ])),
     allow,
     h("div", { class: "actions" }, website, del),
@@ -632,13 +666,35 @@ async function keys() {
     h("h1", {}, "Keys"),
     form, out, h("div", { id: "key-secret" }),
     table("Access keys", ["Key", "Name", ""], list.map((k) => [
-      h("code", {}, k.id), k.name,
+      h("a", { href: "#/key/" + k.id }, h("code", {}, k.id)), k.name,
       h("button", { type: "button", class: "danger small", "aria-label": "Delete key " + k.name, onclick: async () => {
         if (!confirm(`Delete key ${k.name} (${k.id})?`)) return;
         try { await post("DeleteKey?id=" + encodeURIComponent(k.id)); await keys(); } catch (e) { out.replaceChildren(message(e.message, "error")); }
       } }, "Delete"),
     ])),
   );
+}
+
+async function key(id) {
+  const k = await get("GetKeyInfo?id=" + encodeURIComponent(id));
+  const out = h("div", {});
+  const may = k.permissions.createBucket;
+  const toggle = h("button", { type: "button", id: "create-bucket-permission", onclick: async () => {
+    try {
+      await post("UpdateKey?id=" + encodeURIComponent(id), may ? { deny: { createBucket: true } } : { allow: { createBucket: true } });
+      await key(id);
+    } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  } }, may ? "Forbid creating buckets" : "Allow creating buckets");
+  view(h("h1", {}, "Key " + k.name),
+    h("dl", { class: "facts" },
+      h("dt", {}, "Access key id"), h("dd", {}, h("code", {}, k.accessKeyId)),
+      h("dt", {}, "May create buckets"), h("dd", { id: "may-create" }, may ? "yes" : "no")),
+    h("div", { class: "actions" }, toggle), out,
+    h("h2", {}, "Buckets"),
+    table("Buckets this key may use", ["Bucket", "Read", "Write", "Owner"], k.buckets.map((b) => [
+      h("a", { href: "#/bucket/" + b.id }, b.globalAliases[0] || b.localAliases[0] || b.id.slice(0, 16)),
+      b.permissions.read ? "yes" : "", b.permissions.write ? "yes" : "", b.permissions.owner ? "yes" : "",
+    ])));
 }
 
 // ---- Routing ----
@@ -649,6 +705,7 @@ const routes = [
   [/^#\/bucket\/([0-9a-f]{64})$/, bucket, "nav-buckets"],
   [/^#\/objects\/([0-9a-f]{64})$/, objects, "nav-buckets"],
   [/^#\/keys$/, keys, "nav-keys"],
+  [/^#\/key\/(GK[0-9a-f]+)$/, key, "nav-keys"],
   [/^#\/activity$/, activity, "nav-activity"],
 ];
 
