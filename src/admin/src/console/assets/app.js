@@ -426,7 +426,7 @@ async function bucket(id) {
       onclick: () => change(() => post("RemoveBucketAlias", { bucketId: b.id, globalAlias: a })) }, "Remove"))));
   const sizeText = (v) => (v === null || v === undefined ? "" : String(v));
   const quotaForm = h("form", { id: "quotas", class: "inline" },
-    field("Max size (empty: none)", h("input", { name: "maxSize", id: "quota-size", value: b.quotas.maxSize ? bytes(b.quotas.maxSize).replace(" ", "") : "" })),
+    field("Max size in bytes, or with a unit such as 10G (empty: none)", h("input", { name: "maxSize", id: "quota-size", value: sizeText(b.quotas.maxSize) })),
     field("Max objects (empty: none)", h("input", { name: "maxObjects", id: "quota-objects", inputmode: "numeric", value: sizeText(b.quotas.maxObjects) })),
     h("button", { type: "submit" }, "Set quotas"));
   onSubmit(quotaForm, out, async (fd) => {
