@@ -89,6 +89,13 @@ fn fill(b: &mut Browser, selector: &str, value: &str) {
     ));
 }
 
+/// Opens the console page `hash` and waits until `ready` (a script
+/// expression) holds.
+fn open(b: &mut Browser, hash: &str, what: &str, ready: &str) {
+    b.eval(&format!("location.hash = {}", js(hash)));
+    b.wait_for(what, ready, PAGE);
+}
+
 fn click(b: &mut Browser, selector: &str) {
     b.eval(&format!("document.querySelector({}).click()", js(selector)));
 }
@@ -209,11 +216,11 @@ fn console_in_a_browser_against_three_zones() {
     assert_eq!(role["capacity"], 2_000_000_000u64, "{layout}");
 
     // A bucket.
-    b.eval("location.hash = '#/buckets'");
-    b.wait_for(
+    open(
+        &mut b,
+        "#/buckets",
         "the buckets page",
         "document.getElementById('create-bucket')",
-        PAGE,
     );
     fill(&mut b, "#bucket-name", "from-the-console");
     click(&mut b, "#create-bucket button[type=submit]");
@@ -225,11 +232,11 @@ fn console_in_a_browser_against_three_zones() {
     let bucket_url = b.eval("location.hash").as_str().unwrap().to_string();
 
     // A key: its secret is shown once.
-    b.eval("location.hash = '#/keys'");
-    b.wait_for(
+    open(
+        &mut b,
+        "#/keys",
         "the keys page",
         "document.getElementById('create-key')",
-        PAGE,
     );
     fill(&mut b, "#key-name", "console-key");
     click(&mut b, "#create-key button[type=submit]");
@@ -247,11 +254,11 @@ fn console_in_a_browser_against_three_zones() {
     shot(&mut b, "keys");
 
     // Allowed on the bucket from its page, the key writes with aws-cli.
-    b.eval(&format!("location.hash = {}", js(&bucket_url)));
-    b.wait_for(
+    open(
+        &mut b,
+        &bucket_url,
         "the bucket's page",
         "document.getElementById('allow-key')",
-        PAGE,
     );
     b.eval(&format!(
         "document.querySelector('#allow-key select').value = {}",
@@ -316,11 +323,11 @@ fn console_in_a_browser_against_three_zones() {
     let k = admin_get(&base, &format!("GetKeyInfo?id={key_id}"));
     assert_eq!(k["permissions"]["createBucket"], true, "{k}");
     assert!(k["buckets"].to_string().contains("from-the-console"), "{k}");
-    b.eval(&format!("location.hash = {}", js(&bucket_url)));
-    b.wait_for(
+    open(
+        &mut b,
+        &bucket_url,
         "the bucket's page",
         "document.getElementById('allow-key')",
-        PAGE,
     );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("f"), b"written with the console's key").unwrap();
@@ -417,11 +424,11 @@ fn console_in_a_browser_against_three_zones() {
     );
 
     // Now empty, the bucket is deleted from its page.
-    b.eval(&format!("location.hash = {}", js(&bucket_url)));
-    b.wait_for(
+    open(
+        &mut b,
+        &bucket_url,
         "the bucket's page",
         "document.getElementById('delete-bucket')",
-        PAGE,
     );
     b.eval("window.confirm = () => true");
     click(&mut b, "#delete-bucket");
@@ -455,11 +462,11 @@ fn console_in_a_browser_against_three_zones() {
 
     // A phone: the cluster page fits its width.
     b.viewport(390, 844, true);
-    b.eval("location.hash = '#/cluster'");
-    b.wait_for(
+    open(
+        &mut b,
+        "#/cluster",
         "the nodes by zone",
         "document.querySelectorAll('section.zone').length === 3",
-        PAGE,
     );
     assert!(
         b.eval("document.documentElement.scrollWidth <= window.innerWidth + 1")
@@ -471,8 +478,12 @@ fn console_in_a_browser_against_three_zones() {
     // Logging out forgets the token.
     click(&mut b, "#logout");
     b.wait_for("the login form", "document.getElementById('token')", PAGE);
-    b.eval("location.hash = '#/keys'");
-    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    open(
+        &mut b,
+        "#/keys",
+        "the login form",
+        "document.getElementById('token')",
+    );
 }
 
 /// One request with curl: (status, body).
