@@ -36,12 +36,23 @@ fn shot_at(b: &mut Browser, name: &str, element: &str) {
 }
 
 /// Takes a screenshot named `name` and checks that it shows something
-/// (and no value the page failed to render as text).
+/// (and no value the page failed to render as text), and that every
+/// control has a name a screen reader can say.
 fn shot(b: &mut Browser, name: &str) {
     let text = b.eval("document.body.innerText");
     assert!(
         !text.as_str().unwrap_or("").contains("[object "),
         "{name}: the page shows an unrendered value:\n{text}"
+    );
+    let unnamed = b.eval(
+        "[...document.querySelectorAll('button, input, select')].filter(e => !e.closest('[hidden]') && \
+         !(e.closest('label') || (e.tagName === 'BUTTON' && (e.textContent.trim() || e.getAttribute('aria-label'))) \
+           || e.getAttribute('aria-label'))).map(e => e.outerHTML)",
+    );
+    assert_eq!(
+        unnamed,
+        serde_json::json!([]),
+        "{name}: controls without a name"
     );
     let png = b.screenshot(&shots().join(format!("{name}.png")));
     let share = non_background_share(&png);
@@ -231,12 +242,21 @@ fn console_in_a_browser_against_three_zones() {
     );
     let bucket_url = b.eval("location.hash").as_str().unwrap().to_string();
 
-    // A key: its secret is shown once.
-    open(
-        &mut b,
-        "#/keys",
+    // A key: its secret is shown once. The keys page is reached with the
+    // keyboard alone: Tab from the skip link to the Keys link, then Enter.
+    b.eval("document.querySelector('.skip').focus()");
+    for _ in 0..10 {
+        if b.eval("document.activeElement.id") == "nav-keys" {
+            break;
+        }
+        b.press("Tab");
+    }
+    assert_eq!(b.eval("document.activeElement.id"), "nav-keys");
+    b.press("Enter");
+    b.wait_for(
         "the keys page",
         "document.getElementById('create-key')",
+        PAGE,
     );
     fill(&mut b, "#key-name", "console-key");
     click(&mut b, "#create-key button[type=submit]");
@@ -340,6 +360,14 @@ fn console_in_a_browser_against_three_zones() {
         &["s3", "cp", "f", "s3://from-the-console/f"],
     );
     assert!(o.status.success(), "{o:?}");
+
+    s3_settings(&mut b, &base, &c, &creds);
+    open(
+        &mut b,
+        &bucket_url,
+        "the bucket's page",
+        "document.getElementById('delete-bucket')",
+    );
 
     // A non-empty bucket is not deleted: the API's message is shown.
     b.eval("window.confirm = () => true");
@@ -587,4 +615,242 @@ fn presigned_requests_and_the_relay() {
         assert_eq!(s, status, "{text}");
         assert!(text.contains(words), "{text}");
     }
+}
+
+/// The S3 settings of a bucket the console's key made (so owns), changed
+/// from its page: versioning, a CORS rule, a lifecycle rule; each change
+/// read back with aws-cli, and a rule with no action refused.
+fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String)) {
+    let ep = endpoint(c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let s3api = |args: &[&str]| {
+        let mut all = vec!["s3api"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--bucket", "console-settings"]);
+        aws(creds, &ep, dir.path(), &all)
+    };
+    let o = aws(
+        creds,
+        &ep,
+        dir.path(),
+        &["s3", "mb", "s3://console-settings"],
+    );
+    assert!(o.status.success(), "{o:?}");
+    let info = || admin_get(base, "GetBucketInfo?globalAlias=console-settings");
+    let id = info()["id"].as_str().unwrap().to_string();
+    open(
+        b,
+        &format!("#/bucket/{id}"),
+        "the S3 settings",
+        "document.getElementById('versioning-toggle')",
+    );
+    assert_eq!(text_of(b, "#versioning-state"), "off");
+
+    click(b, "#versioning-toggle");
+    b.wait_for(
+        "versioning enabled",
+        "(document.getElementById('versioning-state') || {}).textContent === 'enabled'",
+        PAGE,
+    );
+    let o = s3api(&["get-bucket-versioning"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("Enabled"),
+        "{o:?}"
+    );
+
+    fill(b, "#cors-origins", "https://app.example.com");
+    fill(b, "#cors-max-age", "600");
+    b.eval("document.querySelector(\"#cors-form input[value='PUT']\").checked = true");
+    click(b, "#cors-form button[type=submit]");
+    b.wait_for(
+        "the CORS rule",
+        "document.querySelector(\"button[data-cors-remove='0']\")",
+        PAGE,
+    );
+    let o = s3api(&["get-bucket-cors"]);
+    let cors = String::from_utf8_lossy(&o.stdout).to_string();
+    for want in ["https://app.example.com", "\"PUT\"", "\"HEAD\"", "600"] {
+        assert!(cors.contains(want), "{want} in {cors} {o:?}");
+    }
+
+    // A lifecycle rule needs an action: the page says so, S3 is not asked.
+    fill(b, "#lifecycle-prefix", "logs/");
+    click(b, "#lifecycle-form button[type=submit]");
+    b.wait_for(
+        "the refusal",
+        "(document.querySelector('#s3-settings .msg.error') || {}).textContent?.includes('lifecycle rule: give the days')",
+        PAGE,
+    );
+    fill(b, "#lifecycle-id", "expire-logs");
+    fill(b, "#lifecycle-days", "30");
+    fill(b, "#lifecycle-abort", "2");
+    click(b, "#lifecycle-form button[type=submit]");
+    b.wait_for(
+        "the lifecycle rule",
+        "document.querySelector(\"button[data-lifecycle-remove='0']\")",
+        PAGE,
+    );
+    let rules = &info()["lifecycleRules"];
+    assert_eq!(
+        rules,
+        &serde_json::json!([{"id": "expire-logs", "enabled": true, "filter": "prefix \"logs/\"",
+            "actions": ["expire 30 days after creation", "abort unfinished uploads after 2 days"]}]),
+    );
+    let o = s3api(&["get-bucket-lifecycle-configuration"]);
+    let life = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        life.contains("\"logs/\"") && life.contains("\"Days\": 30"),
+        "{life} {o:?}"
+    );
+    shot_at(b, "bucket-settings", "#s3-settings");
+
+    // A second CORS rule, then the first removed: the second stays.
+    fill(b, "#cors-origins", "*");
+    click(b, "#cors-form button[type=submit]");
+    b.wait_for(
+        "the second CORS rule",
+        "document.querySelector(\"button[data-cors-remove='1']\")",
+        PAGE,
+    );
+    click(b, "button[data-cors-remove='0']");
+    b.wait_for(
+        "one CORS rule left",
+        "document.querySelector(\"button[data-cors-remove='0']\") && !document.querySelector(\"button[data-cors-remove='1']\")",
+        PAGE,
+    );
+    let left = &info()["corsRules"];
+    assert_eq!(left.as_array().map(Vec::len), Some(1), "{left}");
+    assert_eq!(
+        left[0]["allowedOrigins"],
+        serde_json::json!(["*"]),
+        "{left}"
+    );
+    // The last rules removed: S3 then has no configuration at all.
+    click(b, "button[data-cors-remove='0']");
+    click_when(b, "button[data-lifecycle-remove='0']");
+    b.wait_for(
+        "no rules left",
+        "document.getElementById('cors-form') && !document.querySelector('[data-cors-remove], [data-lifecycle-remove]')",
+        PAGE,
+    );
+    for (what, code) in [
+        ("get-bucket-cors", "NoSuchCORSConfiguration"),
+        (
+            "get-bucket-lifecycle-configuration",
+            "NoSuchLifecycleConfiguration",
+        ),
+    ] {
+        let o = s3api(&[what]);
+        assert!(
+            !o.status.success() && String::from_utf8_lossy(&o.stderr).contains(code),
+            "{what}: {o:?}"
+        );
+    }
+}
+
+/// Clicks `selector` once the page has it (it may be re-rendering).
+fn click_when(b: &mut Browser, selector: &str) {
+    b.wait_for(
+        selector,
+        &format!("document.querySelector({})", js(selector)),
+        PAGE,
+    );
+    click(b, selector);
+}
+
+/// A token scoped to reading the cluster and the buckets: the console
+/// shows what it may read, says which parts its scope hides, shows the
+/// API's refusal of a change it may not make (and nothing changes), and
+/// stays logged in; once the token is revoked, the next page asks for a
+/// token again.
+#[test]
+fn a_scoped_token_sees_only_its_scope() {
+    use common::s3::{aws_ok, make_key};
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "writer");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), vec![7u8; 5000]).unwrap();
+    aws_ok(&key, &ep, dir.path(), &["s3", "mb", "s3://seen"]);
+    aws_ok(&key, &ep, dir.path(), &["s3", "cp", "f", "s3://seen/f"]);
+
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "-X", "POST", "-H"])
+        .arg(format!("Authorization: Bearer {TOKEN}"))
+        .args([
+            "--data-binary",
+            r#"{"name": "viewer", "scope": ["GetCluster*", "ListBuckets", "GetBucketInfo"]}"#,
+        ])
+        .arg(format!("{base}/v2/CreateAdminToken"))
+        .output()
+        .unwrap();
+    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let viewer = created["secretToken"].as_str().unwrap().to_string();
+    let viewer_id = created["id"].as_str().unwrap().to_string();
+
+    let mut b = Browser::start(1280, 800);
+    b.goto(&format!("{base}/ui/"));
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    fill(&mut b, "#token", &viewer);
+    click(&mut b, "#login");
+    b.wait_for(
+        "the nodes",
+        "document.querySelectorAll('section.zone').length === 1",
+        PAGE,
+    );
+    let workers = text_of(&mut b, "#workers .msg.error");
+    assert!(
+        workers.contains("scope does not allow ListWorkers"),
+        "{workers}"
+    );
+    shot(&mut b, "scoped-cluster");
+
+    // The bucket list with its counts (GetBucketInfo is in the scope).
+    open(
+        &mut b,
+        "#/buckets",
+        "the bucket and its counts",
+        "[...document.querySelectorAll('#bucket-list td[data-objects]')].some(e => e.textContent === '1')",
+    );
+    assert!(text_of(&mut b, "#bucket-list").contains("5.0 KB"));
+    // Creating a bucket is refused with the API's words; nothing is made,
+    // and the token is kept.
+    fill(&mut b, "#bucket-name", "not-allowed");
+    click(&mut b, "#create-bucket button[type=submit]");
+    b.wait_for(
+        "the refusal",
+        "(document.querySelector('.msg.error') || {}).textContent?.includes('scope does not allow CreateBucket')",
+        PAGE,
+    );
+    assert_eq!(b.eval("document.getElementById('top').hidden"), false);
+    assert!(!admin_get(&base, "ListBuckets")
+        .to_string()
+        .contains("not-allowed"));
+    // A page whose main request is outside the scope says so, logged in.
+    open(
+        &mut b,
+        "#/keys",
+        "the keys page's refusal",
+        "(document.querySelector('.msg.error') || {}).textContent?.includes('scope does not allow ListKeys')",
+    );
+    assert_eq!(b.eval("document.getElementById('top').hidden"), false);
+    shot(&mut b, "scoped-keys");
+
+    // Revoked, the token no longer opens any page.
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "30", "-X", "POST", "-H"])
+        .arg(format!("Authorization: Bearer {TOKEN}"))
+        .arg(format!("{base}/v2/DeleteAdminToken?id={viewer_id}"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    open(
+        &mut b,
+        "#/buckets",
+        "the login form again",
+        "document.getElementById('token') && (document.querySelector('.msg.error') || {}).textContent?.includes('unknown or expired')",
+    );
 }

@@ -50,13 +50,15 @@ pub async fn require_admin_token(State(state): State<St>, req: Request, next: Ne
     let endpoint = req.uri().path().strip_prefix("/v2/").unwrap_or("");
     if let Some(token) = bearer {
         if garage_model::admin_token_table::split_token(token).is_some() {
-            if crate::ops::token::user_token_allows(&state.garage, token, endpoint).await {
-                return next.run(req).await;
-            }
-            return ApiError::Forbidden(format!(
-                "this admin token is unknown, expired, or not allowed to call {endpoint}"
-            ))
-            .into_response();
+            use crate::ops::token::{user_token_verdict, TokenVerdict};
+            let why = match user_token_verdict(&state.garage, token, endpoint).await {
+                TokenVerdict::Allowed => return next.run(req).await,
+                TokenVerdict::Invalid => "this admin token is unknown or expired".to_string(),
+                TokenVerdict::OutOfScope => {
+                    format!("this admin token's scope does not allow {endpoint}")
+                }
+            };
+            return ApiError::Forbidden(why).into_response();
         }
     }
     refusal.into_response()

@@ -91,6 +91,109 @@ pub struct GetBucketInfoResponse {
     /// S3 access control beyond key permissions.
     #[serde(default)]
     pub access: GetBucketInfoAccess,
+    /// The CORS rules PutBucketCors set, in their order (empty: none).
+    #[serde(default)]
+    pub cors_rules: Vec<GetBucketInfoCorsRule>,
+    /// The lifecycle rules PutBucketLifecycleConfiguration set, in their
+    /// order (empty: none).
+    #[serde(default)]
+    pub lifecycle_rules: Vec<GetBucketInfoLifecycleRule>,
+}
+
+/// One CORS rule of a bucket.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoCorsRule {
+    pub id: Option<String>,
+    pub allowed_origins: Vec<String>,
+    pub allowed_methods: Vec<String>,
+    pub allowed_headers: Vec<String>,
+    pub expose_headers: Vec<String>,
+    pub max_age_seconds: Option<u64>,
+}
+
+/// One lifecycle rule of a bucket, in words.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoLifecycleRule {
+    pub id: Option<String>,
+    pub enabled: bool,
+    /// Which objects it applies to, e.g. `prefix "logs/", larger than
+    /// 1000 bytes`, or `every object`.
+    pub filter: String,
+    /// What it does, e.g. `expire 30 days after creation`.
+    pub actions: Vec<String>,
+}
+
+impl From<&garage_model::bucket_table::CorsRule> for GetBucketInfoCorsRule {
+    fn from(r: &garage_model::bucket_table::CorsRule) -> Self {
+        GetBucketInfoCorsRule {
+            id: r.id.clone(),
+            allowed_origins: r.allow_origins.clone(),
+            allowed_methods: r.allow_methods.clone(),
+            allowed_headers: r.allow_headers.clone(),
+            expose_headers: r.expose_headers.clone(),
+            max_age_seconds: r.max_age_seconds,
+        }
+    }
+}
+
+impl From<&garage_model::bucket_table::LifecycleRule> for GetBucketInfoLifecycleRule {
+    fn from(r: &garage_model::bucket_table::LifecycleRule) -> Self {
+        use garage_model::bucket_table::LifecycleExpiration;
+        let f = &r.filter;
+        let mut filter: Vec<String> = Vec::new();
+        if let Some(p) = &f.prefix {
+            filter.push(format!("prefix {p:?}"));
+        }
+        if let Some(n) = f.size_gt {
+            filter.push(format!("larger than {n} bytes"));
+        }
+        if let Some(n) = f.size_lt {
+            filter.push(format!("smaller than {n} bytes"));
+        }
+        for (k, v) in &f.tags {
+            filter.push(format!("tag {k:?}={v:?}"));
+        }
+        let mut actions = Vec::new();
+        match r.expiration {
+            Some(LifecycleExpiration::AfterDays(d)) => {
+                actions.push(format!("expire {d} days after creation"))
+            }
+            Some(LifecycleExpiration::AtDate(ms)) => {
+                actions.push(format!("expire on {}", rfc3339(ms)))
+            }
+            None => (),
+        }
+        if r.expired_delete_marker {
+            actions.push("remove expired delete markers".into());
+        }
+        if let Some(n) = r.noncurrent_expiration {
+            actions.push(match n.keep {
+                Some(k) => format!(
+                    "expire noncurrent versions {} days after they stop being current, keeping the {k} newest",
+                    n.days
+                ),
+                None => format!(
+                    "expire noncurrent versions {} days after they stop being current",
+                    n.days
+                ),
+            });
+        }
+        if let Some(d) = r.abort_incomplete_mpu_days {
+            actions.push(format!("abort unfinished uploads after {d} days"));
+        }
+        GetBucketInfoLifecycleRule {
+            id: r.id.clone(),
+            enabled: r.enabled,
+            filter: if filter.is_empty() {
+                "every object".into()
+            } else {
+                filter.join(", ")
+            },
+            actions,
+        }
+    }
 }
 
 /// A bucket's ACL, policy, ownership controls and public access block.
@@ -211,6 +314,20 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
         .into(),
         object_lock: lock_summary(p),
         access: access_summary(&p.access),
+        cors_rules: p
+            .cors_config
+            .get()
+            .iter()
+            .flatten()
+            .map(Into::into)
+            .collect(),
+        lifecycle_rules: p
+            .lifecycle_config
+            .get()
+            .iter()
+            .flatten()
+            .map(Into::into)
+            .collect(),
     })
 }
 

@@ -218,15 +218,32 @@ pub async fn handle(g: &Garage, req: TokenRequest) -> Result<TokenResponse, ApiE
     }
 }
 
+/// What the admin_token table says of a bearer token for one endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenVerdict {
+    Allowed,
+    /// Unknown, wrong secret, or expired.
+    Invalid,
+    /// A live token (its secret matched) whose scope does not name the
+    /// endpoint. Saying so leaks nothing: the caller holds the secret.
+    OutOfScope,
+}
+
 /// Whether `token` (a bearer token `<id>.<secret>`) is a live, unexpired
 /// token whose scope allows `endpoint`. Read from this node's copy of the
 /// table (every node holds it whole).
-pub async fn user_token_allows(g: &Garage, token: &str, endpoint: &str) -> bool {
+pub async fn user_token_verdict(g: &Garage, token: &str, endpoint: &str) -> TokenVerdict {
     let Some((id, secret)) = garage_model::admin_token_table::split_token(token) else {
-        return false;
+        return TokenVerdict::Invalid;
     };
     let Ok(Some(t)) = g.admin_token_table.get(&EmptyKey, &id.to_string()).await else {
-        return false;
+        return TokenVerdict::Invalid;
     };
-    t.secret_matches(secret) && !t.is_expired(now_msec()) && t.allows(endpoint)
+    if !t.secret_matches(secret) || t.is_expired(now_msec()) {
+        TokenVerdict::Invalid
+    } else if t.allows(endpoint) {
+        TokenVerdict::Allowed
+    } else {
+        TokenVerdict::OutOfScope
+    }
 }

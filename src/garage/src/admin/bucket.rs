@@ -377,6 +377,37 @@ fn info_text(i: &GetBucketInfoResponse) -> String {
             let _ = writeln!(out, "Website access:  false");
         }
     }
+    if i.cors_rules.is_empty() {
+        let _ = writeln!(out, "CORS:            none");
+    }
+    for r in &i.cors_rules {
+        let _ = writeln!(
+            out,
+            "CORS rule:       origins {}, methods {}{}{}",
+            r.allowed_origins.join(" "),
+            r.allowed_methods.join(" "),
+            match r.allowed_headers.is_empty() {
+                true => String::new(),
+                false => format!(", headers {}", r.allowed_headers.join(" ")),
+            },
+            r.max_age_seconds
+                .map(|s| format!(", max age {s} s"))
+                .unwrap_or_default()
+        );
+    }
+    if i.lifecycle_rules.is_empty() {
+        let _ = writeln!(out, "Lifecycle:       none");
+    }
+    for r in &i.lifecycle_rules {
+        let _ = writeln!(
+            out,
+            "Lifecycle rule:  {}{}{}: {}",
+            r.id.as_deref().unwrap_or("(no id)"),
+            if r.enabled { "" } else { " (disabled)" },
+            format_args!(", {}", r.filter),
+            r.actions.join("; ")
+        );
+    }
     let _ = writeln!(out);
     for a in i.global_aliases.iter() {
         let _ = writeln!(out, "Global alias:    {a}");

@@ -192,6 +192,23 @@ impl Browser {
         );
     }
 
+    /// Presses and releases `key` (`Tab` or `Enter`) as a keyboard would,
+    /// on the focused element.
+    pub fn press(&mut self, key: &str) {
+        let (code, text) = match key {
+            "Tab" => (9, ""),
+            "Enter" => (13, "\r"),
+            _ => panic!("press: no key code for {key:?}"),
+        };
+        for kind in ["keyDown", "keyUp"] {
+            self.call(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": key, "code": key, "windowsVirtualKeyCode": code,
+                       "text": if kind == "keyDown" { text } else { "" }}),
+            );
+        }
+    }
+
     /// Lets the page download files into `dir`.
     pub fn allow_downloads(&mut self, dir: &Path) {
         self.send(

@@ -61,7 +61,13 @@ function parseSize(s) {
 
 // ---- The admin API ----
 
-class ApiError extends Error {}
+// An error answer of the admin API, with its HTTP status.
+class ApiError extends Error {
+  constructor(message, status) { super(message); this.status = status; }
+}
+
+// A refusal because of the token's scope (the token itself is fine).
+const outOfScope = (e) => e instanceof ApiError && e.status === 403 && /scope does not allow/.test(e.message);
 
 async function api(method, endpoint, body) {
   const res = await fetch("/v2/" + endpoint, {
@@ -75,13 +81,18 @@ async function api(method, endpoint, body) {
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
   if (!res.ok) {
-    throw new ApiError((data && data.message) || res.status + " " + res.statusText);
+    throw new ApiError((data && data.message) || res.status + " " + res.statusText, res.status);
   }
   return data;
 }
 
 const get = (e) => api("GET", e);
 const post = (e, b) => api("POST", e, b === undefined ? {} : b);
+
+// A request whose failure shows in its own section instead of failing the
+// whole page (a scoped token may be refused some endpoints): {v} or {e}.
+const soft = (p) => p.then((v) => ({ v }), (e) => ({ e }));
+const refusal = (r) => message(outOfScope(r.e) ? "Not shown: " + r.e.message : r.e.message, "error");
 
 // Runs `f` on submit, showing its error (or success text) in `out`.
 function onSubmit(form, out, f) {
@@ -180,13 +191,13 @@ function blockHealth(workersByNode, errorsByNode) {
 }
 
 async function cluster() {
-  const [status, layout, workers, hist, allWorkers, blockErrors] = await Promise.all([
+  const [status, layout, workersR, histR, allWorkersR, blockErrorsR] = await Promise.all([
     get("GetClusterStatus"),
     get("GetClusterLayout"),
-    post("ListWorkers?node=self", {}),
-    get("GetClusterLayoutHistory"),
-    post("ListWorkers?node=*", {}),
-    get("ListBlockErrors?node=*"),
+    soft(post("ListWorkers?node=self", {})),
+    soft(get("GetClusterLayoutHistory")),
+    soft(post("ListWorkers?node=*", {})),
+    soft(get("ListBlockErrors?node=*")),
   ]);
   const stored = new Map(layout.roles.map((r) => [r.id, r.storedPartitions]));
   const zones = new Map();
@@ -258,12 +269,14 @@ async function cluster() {
         c.remove ? "remove" : `zone ${c.zone}, capacity ${c.capacity === null ? "gateway" : bytes(c.capacity)}`,
       ])),
       actions, preview, stageForm, out),
-    transition(hist),
-    blockHealth(allWorkers, blockErrors),
-    h("section", {},
+    histR.e ? h("section", { id: "transition" }, h("h2", {}, "Layout transition"), refusal(histR)) : transition(histR.v),
+    allWorkersR.e || blockErrorsR.e
+      ? h("section", { id: "blocks" }, h("h2", {}, "Blocks"), refusal(allWorkersR.e ? allWorkersR : blockErrorsR))
+      : blockHealth(allWorkersR.v, blockErrorsR.v),
+    h("section", { id: "workers" },
       h("h2", {}, "Workers of this node"),
-      table("Background workers", ["Worker", "State", "Queue", "Errors"],
-        Object.values(workers.success || {})[0]?.map((w) => [
+      workersR.e ? refusal(workersR) : table("Background workers", ["Worker", "State", "Queue", "Errors"],
+        Object.values(workersR.v.success || {})[0]?.map((w) => [
           w.name, w.state, w.queueLength ?? "", w.errors ? `${w.errors} (${w.consecutiveErrors} in a row)` : "",
         ]) || [])),
   );
@@ -371,8 +384,12 @@ let activityTimer = null;
 
 // ---- Buckets ----
 
-async function buckets() {
+const BUCKETS_PER_PAGE = 50;
+
+async function buckets(page) {
   const list = await get("ListBuckets");
+  const n = Math.max(0, Number(page || 0));
+  const shown = list.slice(n * BUCKETS_PER_PAGE, (n + 1) * BUCKETS_PER_PAGE);
   const out = h("div", {});
   const form = h("form", { id: "create-bucket", class: "inline" },
     field("Name", h("input", { name: "name", id: "bucket-name", required: true })),
@@ -381,29 +398,56 @@ async function buckets() {
     const b = await post("CreateBucket", { globalAlias: fd.get("name") });
     location.hash = "#/bucket/" + b.id;
   });
+  // Object counts and sizes come from each bucket's counters, read for the
+  // buckets of this page only, a few at a time.
+  const cells = new Map(shown.map((b) => [b.id, [h("td", { "data-objects": b.id }, "…"), h("td", { "data-bytes": b.id }, "…")]]));
+  const rows = shown.map((b) => h("tr", {},
+    h("td", {}, h("a", { href: "#/bucket/" + b.id, class: "bucket-link" },
+      b.globalAliases[0] || (b.localAliases[0] && b.localAliases[0].alias) || b.id.slice(0, 16))),
+    cells.get(b.id),
+    h("td", {}, b.created.replace("T", " ").slice(0, 19)),
+    h("td", {}, h("code", {}, b.id.slice(0, 16)))));
+  const pages = Math.ceil(list.length / BUCKETS_PER_PAGE);
   view(
     h("h1", {}, "Buckets"),
     form, out,
-    table("Buckets", ["Name", "Created", "Id"], list.map((b) => [
-      h("a", { href: "#/bucket/" + b.id, class: "bucket-link" },
-        b.globalAliases[0] || (b.localAliases[0] && b.localAliases[0].alias) || b.id.slice(0, 16)),
-      b.created.replace("T", " ").slice(0, 19),
-      h("code", {}, b.id.slice(0, 16)),
-    ])),
+    h("div", { class: "scroll" }, h("table", { id: "bucket-list" },
+      h("caption", {}, pages > 1 ? `Buckets (page ${n + 1} of ${pages}, ${list.length} in all)` : "Buckets"),
+      h("thead", {}, h("tr", {}, ["Name", "Objects", "Size", "Created", "Id"].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 5 }, "none"))))),
+    pages > 1 ? h("nav", { class: "actions", "aria-label": "Bucket pages" },
+      n > 0 ? h("a", { href: `#/buckets/${n - 1}` }, "Previous page") : null,
+      n + 1 < pages ? h("a", { href: `#/buckets/${n + 1}`, id: "next-buckets" }, "Next page") : null) : null,
   );
+  const queue = [...shown];
+  const worker = async () => {
+    for (let b = queue.shift(); b; b = queue.shift()) {
+      const [objs, size] = cells.get(b.id);
+      try {
+        const i = await get("GetBucketInfo?id=" + encodeURIComponent(b.id));
+        objs.textContent = String(i.objects);
+        size.textContent = bytes(i.bytes);
+      } catch (e) {
+        objs.textContent = "?";
+        size.textContent = "?";
+        objs.title = size.title = e.message;
+      }
+    }
+  };
+  await Promise.all([1, 2, 3, 4].map(worker));
 }
 
 async function bucket(id) {
-  const [b, keys] = await Promise.all([get("GetBucketInfo?id=" + encodeURIComponent(id)), get("ListKeys")]);
+  const [b, keysR] = await Promise.all([get("GetBucketInfo?id=" + encodeURIComponent(id)), soft(get("ListKeys"))]);
   const name = b.globalAliases[0] || b.id.slice(0, 16);
   const out = h("div", {});
-  const allow = h("form", { id: "allow-key", class: "inline" },
+  const allow = keysR.e ? refusal(keysR) : h("form", { id: "allow-key", class: "inline" },
     field("Key", h("select", { name: "key", required: true },
-      keys.map((k) => h("option", { value: k.id }, `${k.name} (${k.id})`)))),
+      keysR.v.map((k) => h("option", { value: k.id }, `${k.name} (${k.id})`)))),
     ["read", "write", "owner"].map((p) =>
       h("label", { class: "check" }, h("input", { type: "checkbox", name: p, checked: p !== "owner" }), p)),
     h("button", { type: "submit" }, "Allow"));
-  onSubmit(allow, out, async (fd) => {
+  if (!keysR.e) onSubmit(allow, out, async (fd) => {
     await post("AllowBucketKey", {
       bucketId: b.id, accessKeyId: fd.get("key"),
       permissions: { read: fd.has("read"), write: fd.has("write"), owner: fd.has("owner") },
@@ -458,8 +502,7 @@ async function bucket(id) {
     h("dl", { class: "facts" },
       [["Id", b.id], ["Created", b.created], ["Aliases", b.globalAliases.join(", ")],
         ["Objects", String(b.objects)], ["Size", bytes(b.bytes)], ["Unfinished uploads", String(b.unfinishedUploads)],
-        ["Website", b.websiteAccess ? "served" : "not served"], ["Versioning", b.versioning],
-        ["Object lock", b.objectLock], ["Quota: size", limit(b.quotas.maxSize, bytes)],
+        ["Website", b.websiteAccess ? "served" : "not served"], ["Quota: size", limit(b.quotas.maxSize, bytes)],
         ["Quota: objects", limit(b.quotas.maxObjects, String)]]
         .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
     h("h2", {}, "Names"), aliases, aliasForm,
@@ -474,9 +517,159 @@ async function bucket(id) {
         })) }, "Revoke"),
     ])),
     allow,
+    s3Settings(b, () => bucket(id)),
     h("div", { class: "actions" }, website, del),
     out,
   );
+}
+
+// ---- A bucket's S3 settings: versioning, object lock, CORS, lifecycle ----
+// Shown from GetBucketInfo; changed through S3 requests presigned with a
+// key that owns the bucket, so S3 checks them as it checks any client's.
+
+// A copy of an XML element tree without namespaces (for a new document).
+function plainXml(doc, el) {
+  const c = doc.createElement(el.localName);
+  for (const n of el.childNodes) {
+    if (n.nodeType === Node.ELEMENT_NODE) c.append(plainXml(doc, n));
+    else if (n.nodeType === Node.TEXT_NODE && n.textContent.trim()) c.append(doc.createTextNode(n.textContent));
+  }
+  return c;
+}
+
+// An element `name` with children: [name, text] or [name, [...]] pairs.
+function xmlEl(doc, name, children) {
+  const el = doc.createElement(name);
+  if (typeof children === "string") el.textContent = children;
+  else for (const [n, c] of children) if (c !== null && c !== undefined) el.append(xmlEl(doc, n, c));
+  return el;
+}
+
+// Reads the bucket's `sub` configuration (cors, lifecycle) from S3, lets
+// `change` edit its list of `rule` elements, and writes it back (or
+// deletes it when no rule is left).
+async function editRules(o, sub, rootName, ruleName, change) {
+  const doc = document.implementation.createDocument(null, rootName, null);
+  let rules = [];
+  try {
+    const { xml } = await s3(o, "GET", null, { [sub]: "" });
+    rules = tag(xml.documentElement, ruleName).map((r) => plainXml(doc, r));
+  } catch (e) {
+    if (e.status !== 404) throw e;
+  }
+  rules = change(rules, doc);
+  if (!rules.length) {
+    await s3(o, "DELETE", null, { [sub]: "" });
+    return;
+  }
+  doc.documentElement.append(...rules);
+  await s3(o, "PUT", null, { [sub]: "" }, new XMLSerializer().serializeToString(doc));
+}
+
+const words = (v) => String(v || "").split(/[\s,]+/).filter(Boolean);
+
+function s3Settings(b, reload) {
+  const out = h("div", { id: "s3-settings-msg" });
+  const owners = b.keys.filter((k) => k.permissions.owner);
+  const name = b.globalAliases[0];
+  const o = { name, key: owners.length ? owners[0].accessKeyId : null };
+  const facts = h("dl", { class: "facts" },
+    h("dt", {}, "Versioning"), h("dd", { id: "versioning-state" }, b.versioning),
+    h("dt", {}, "Object lock"), h("dd", { id: "lock-state" }, b.objectLock));
+  const corsTable = table("CORS rules: which web origins may call S3 on this bucket from a browser",
+    ["Origins", "Methods", "Headers", "Exposed headers", "Max age", ""],
+    b.corsRules.map((r, i) => [r.allowedOrigins.join(" "), r.allowedMethods.join(" "), r.allowedHeaders.join(" "),
+      r.exposeHeaders.join(" "), r.maxAgeSeconds === null ? "" : r.maxAgeSeconds + " s",
+      o.key ? h("button", { type: "button", class: "small danger", "data-cors-remove": i, "aria-label": "Remove CORS rule " + (i + 1),
+        onclick: () => act(() => editRules(o, "cors", "CORSConfiguration", "CORSRule", (rs) => rs.filter((_, j) => j !== i)),
+          "CORS rule removed.") }, "Remove") : ""]));
+  const lifeTable = table("Lifecycle rules: what expires, and when",
+    ["Rule", "Status", "Applies to", "Actions", ""],
+    b.lifecycleRules.map((r, i) => [r.id || "", r.enabled ? "enabled" : "disabled", r.filter, r.actions.join("; "),
+      o.key ? h("button", { type: "button", class: "small danger", "data-lifecycle-remove": i, "aria-label": "Remove lifecycle rule " + (r.id || i + 1),
+        onclick: () => act(() => editRules(o, "lifecycle", "LifecycleConfiguration", "Rule", (rs) => rs.filter((_, j) => j !== i)),
+          "Lifecycle rule removed.") }, "Remove") : ""]));
+  const section = h("section", { id: "s3-settings" }, h("h2", {}, "S3 settings"), facts);
+  if (!name || !o.key) {
+    section.append(message(name
+      ? "To change these here, allow a key with the owner permission on this bucket: S3 lets only an owner change them."
+      : "S3 settings are changed through a global name: add one first."),
+    h("h3", {}, "CORS"), corsTable, h("h3", {}, "Lifecycle"), lifeTable);
+    return section;
+  }
+  // Runs an S3 change, then shows the page again with `done` said.
+  async function act(f, done) {
+    try {
+      await f();
+      await reload();
+      const msg = document.getElementById("s3-settings-msg");
+      if (msg) msg.replaceChildren(message(done, "ok"));
+    } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  }
+  const keySelect = h("select", { id: "settings-key", onchange: () => { o.key = keySelect.value; } },
+    owners.map((k) => h("option", { value: k.accessKeyId }, `${k.name} (${k.accessKeyId})`)));
+  const enable = b.versioning !== "enabled";
+  const versioning = h("button", { type: "button", id: "versioning-toggle", onclick: () => act(() => {
+    const doc = document.implementation.createDocument(null, "VersioningConfiguration", null);
+    doc.documentElement.append(xmlEl(doc, "Status", enable ? "Enabled" : "Suspended"));
+    return s3(o, "PUT", null, { versioning: "" }, new XMLSerializer().serializeToString(doc));
+  }, enable ? "Versioning enabled." : "Versioning suspended.") }, enable ? "Enable versioning" : "Suspend versioning");
+
+  const corsForm = h("form", { id: "cors-form", class: "inline" },
+    field("Allowed origins (space-separated; * for any)", h("input", { name: "origins", id: "cors-origins", required: true })),
+    h("fieldset", { class: "methods" }, h("legend", {}, "Methods"),
+      ["GET", "HEAD", "PUT", "POST", "DELETE"].map((m) =>
+        h("label", { class: "check" }, h("input", { type: "checkbox", name: "method", value: m, checked: m === "GET" || m === "HEAD" }), m))),
+    field("Allowed headers (optional)", h("input", { name: "headers", id: "cors-headers" })),
+    field("Exposed headers (optional)", h("input", { name: "expose", id: "cors-expose" })),
+    field("Max age in seconds (optional)", h("input", { name: "maxAge", id: "cors-max-age", inputmode: "numeric" })),
+    h("button", { type: "submit" }, "Add CORS rule"));
+  onSubmit(corsForm, out, async (fd) => {
+    const methods = fd.getAll("method").map(String);
+    if (!methods.length) throw new Error("CORS rule: choose at least one method");
+    const maxAge = String(fd.get("maxAge")).trim();
+    if (maxAge && !/^\d+$/.test(maxAge)) throw new Error("max age: give a whole number of seconds, or nothing");
+    await act(() => editRules(o, "cors", "CORSConfiguration", "CORSRule", (rs, doc) => [...rs, xmlEl(doc, "CORSRule", [
+      ...words(fd.get("headers")).map((x) => ["AllowedHeader", x]),
+      ...methods.map((x) => ["AllowedMethod", x]),
+      ...words(fd.get("origins")).map((x) => ["AllowedOrigin", x]),
+      ...words(fd.get("expose")).map((x) => ["ExposeHeader", x]),
+      ["MaxAgeSeconds", maxAge || null],
+    ])]), "CORS rule added.");
+  });
+
+  const lifeForm = h("form", { id: "lifecycle-form", class: "inline" },
+    field("Rule id (optional)", h("input", { name: "id", id: "lifecycle-id" })),
+    field("Key prefix (empty: every object)", h("input", { name: "prefix", id: "lifecycle-prefix" })),
+    field("Expire objects after (days)", h("input", { name: "days", id: "lifecycle-days", inputmode: "numeric" })),
+    field("Abort unfinished uploads after (days)", h("input", { name: "abort", id: "lifecycle-abort", inputmode: "numeric" })),
+    h("button", { type: "submit" }, "Add lifecycle rule"));
+  onSubmit(lifeForm, out, async (fd) => {
+    const num = (n, what) => {
+      const v = String(fd.get(n)).trim();
+      if (v && !/^[1-9]\d*$/.test(v)) throw new Error(what + ": give a whole number of days (1 or more), or nothing");
+      return v || null;
+    };
+    const days = num("days", "expire after");
+    const abort = num("abort", "abort uploads after");
+    if (!days && !abort) throw new Error("lifecycle rule: give the days after which objects expire, or uploads are aborted, or both");
+    const id = String(fd.get("id")).trim();
+    await act(() => editRules(o, "lifecycle", "LifecycleConfiguration", "Rule", (rs, doc) => [...rs, xmlEl(doc, "Rule", [
+      ["ID", id || null],
+      ["Filter", [["Prefix", String(fd.get("prefix"))]]],
+      ["Status", "Enabled"],
+      ["Expiration", days ? [["Days", days]] : null],
+      ["AbortIncompleteMultipartUpload", abort ? [["DaysAfterInitiation", abort]] : null],
+    ])]), "Lifecycle rule added.");
+  });
+
+  section.append(
+    h("div", { class: "inline" }, field("Act as owner key", keySelect)),
+    h("div", { class: "actions" }, versioning),
+    h("h3", {}, "CORS"), corsTable, corsForm,
+    h("h3", {}, "Lifecycle"), lifeTable, lifeForm,
+    out);
+  return section;
 }
 
 // ---- Objects: browse, upload, download, delete (S3 through presigned requests) ----
@@ -496,7 +689,9 @@ async function s3(o, method, objectKey, query, body) {
   const xml = text ? new DOMParser().parseFromString(text, "application/xml") : null;
   if (!res.ok) {
     const m = xml && xml.querySelector("Message");
-    throw new Error(`S3 ${method}: ${res.status} ${m ? m.textContent : res.statusText}`);
+    const e = new Error(`S3 ${method}: ${res.status} ${m ? m.textContent : res.statusText}`);
+    e.status = res.status;
+    throw e;
   }
   return { xml, headers: res.headers };
 }
@@ -701,7 +896,7 @@ async function key(id) {
 
 const routes = [
   [/^#\/cluster$/, cluster, "nav-cluster"],
-  [/^#\/buckets$/, buckets, "nav-buckets"],
+  [/^#\/buckets(?:\/(\d+))?$/, buckets, "nav-buckets"],
   [/^#\/bucket\/([0-9a-f]{64})$/, bucket, "nav-buckets"],
   [/^#\/objects\/([0-9a-f]{64})$/, objects, "nav-buckets"],
   [/^#\/keys$/, keys, "nav-keys"],
@@ -725,7 +920,9 @@ async function route() {
       document.getElementById("view").focus({ preventScroll: true });
       window.scrollTo(0, 0);
     } catch (e) {
-      if (e instanceof ApiError && /token/i.test(e.message)) return login(e.message);
+      // A token that is no longer valid logs out; one refused this page
+      // by its scope stays, and the page says so.
+      if (e instanceof ApiError && e.status === 403 && !outOfScope(e)) return login(e.message);
       view(message(e.message, "error"));
     }
     return;
