@@ -3,10 +3,16 @@
 //! or to a Unix socket path (a stale socket file there is replaced,
 //! nothing else), HTTP/1.1 and h2c with the header limits of
 //! [`crate::server::http_builder`], and a graceful stop that gives the
-//! requests in progress [`DRAIN`] to finish.
+//! requests in progress [`DRAIN`] to finish. Every connection's bytes are
+//! counted, by listener: `http_bytes_received_total` and
+//! `http_bytes_sent_total` (headers and bodies, as on the wire before TLS,
+//! which a proxy in front would add).
 
+use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use garage_util::socket::{bind_unix_socket, is_socket_path, SocketError};
@@ -14,7 +20,7 @@ use hyper::body::Incoming;
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -92,7 +98,15 @@ impl Listener {
     {
         let http = crate::server::http_builder();
         let graceful = GracefulShutdown::new();
+        let label = metric_label(name);
+        let received = metrics::counter!("http_bytes_received_total", "listener" => label);
+        let sent = metrics::counter!("http_bytes_sent_total", "listener" => label);
         let spawn = |io: Box<dyn Io>, peer: Option<SocketAddr>| {
+            let io = Counted {
+                inner: io,
+                received: received.clone(),
+                sent: sent.clone(),
+            };
             let conn = http.serve_connection(TokioIo::new(io), service(peer));
             let conn = graceful.watch(conn.into_owned());
             tokio::spawn(async move {
@@ -137,3 +151,103 @@ impl Listener {
 /// A connection's byte stream, TCP or Unix.
 trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// The `listener` label of a listener's byte counters: `s3`, `web`,
+/// `admin`, or its name as given.
+fn metric_label(name: &'static str) -> &'static str {
+    match name {
+        "S3" => "s3",
+        "website" => "web",
+        "admin API" => "admin",
+        other => other,
+    }
+}
+
+/// A connection whose bytes read and written are counted.
+struct Counted<T> {
+    inner: T,
+    received: metrics::Counter,
+    sent: metrics::Counter,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = r {
+            self.received
+                .increment((buf.filled().len() - before) as u64);
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = r {
+            self.sent.increment(n as u64);
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = r {
+            self.sent.increment(n as u64);
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test]
+    async fn counted_connections_count_both_ways() {
+        let (received, sent) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut c = Counted {
+            inner: a,
+            received: metrics::Counter::from_arc(received.clone()),
+            sent: metrics::Counter::from_arc(sent.clone()),
+        };
+        c.write_all(b"hello").await.unwrap();
+        b.write_all(b"0123456789").await.unwrap();
+        let mut got = [0u8; 10];
+        c.read_exact(&mut got).await.unwrap();
+        let mut echo = [0u8; 5];
+        b.read_exact(&mut echo).await.unwrap();
+        assert_eq!(&echo, b"hello");
+        assert_eq!(sent.load(Ordering::Relaxed), 5);
+        assert_eq!(received.load(Ordering::Relaxed), 10);
+    }
+}

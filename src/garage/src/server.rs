@@ -111,7 +111,8 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         ));
         tasks.push(tokio::spawn({
             let (system, exit) = (system.clone(), exit_rx.clone());
-            async move { crate::ops::history::run(&system.workers, exit).await }
+            let file = crate::ops::history::file_in(&config.metadata_dir);
+            async move { crate::ops::history::run(&system.workers, Some(file), exit).await }
         }));
         tasks.push(tokio::spawn(crate::gauges::refresh_loop(
             garage.clone(),

@@ -73,8 +73,13 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
     HANDLE.get()
 }
 
+/// Counters whose series [`counter_totals`] also gives one by one, as
+/// `name{labels}` (e.g. `http_bytes_sent_total{listener="s3"}`).
+const BY_SERIES: &[&str] = &["http_bytes_received_total", "http_bytes_sent_total"];
+
 /// Every counter's total over all its label sets, by metric name, read
-/// from the same recorder `/metrics` renders (for `garage stats`).
+/// from the same recorder `/metrics` renders (for `garage stats`, and the
+/// console's history); and the series of the [`BY_SERIES`] counters.
 pub fn counter_totals() -> std::collections::BTreeMap<String, f64> {
     let mut totals = std::collections::BTreeMap::new();
     let Some(h) = handle() else {
@@ -92,8 +97,14 @@ pub fn counter_totals() -> std::collections::BTreeMap<String, f64> {
         if !counters.contains(&name) {
             continue;
         }
-        if let Some(v) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+        if let Some((series, v)) = line
+            .rsplit_once(' ')
+            .and_then(|(s, v)| Some((s, v.parse::<f64>().ok()?)))
+        {
             *totals.entry(name.to_string()).or_insert(0.0) += v;
+            if BY_SERIES.contains(&name) && series.len() > name.len() {
+                *totals.entry(series.to_string()).or_insert(0.0) += v;
+            }
         }
     }
     totals
@@ -142,6 +153,16 @@ fn describe() {
         "web_request_duration_seconds",
         Unit::Seconds,
         "Time from a website request's arrival to its response header, by method"
+    );
+    describe_counter!(
+        "http_bytes_received_total",
+        Unit::Bytes,
+        "Bytes received on the HTTP connections of a listener (s3, web, admin), headers included"
+    );
+    describe_counter!(
+        "http_bytes_sent_total",
+        Unit::Bytes,
+        "Bytes sent on the HTTP connections of a listener (s3, web, admin), headers included"
     );
     // RPC.
     describe_counter!("rpc_requests_total", "RPC calls made, by endpoint and peer");

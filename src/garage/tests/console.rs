@@ -208,8 +208,9 @@ fn console_in_a_browser_against_three_zones() {
     b.wait_for(
         "the transition to version 2 to end",
         "(() => { const t = document.querySelector('#transition p'); \
-         if (t && t.textContent.includes('every node has synced version 2')) return true; \
-         if (!window.__reloading) { window.__reloading = true; setTimeout(() => { window.__reloading = false; \
+         if (t && t.textContent.includes('every node has synced version 2')) { \
+           clearTimeout(window.__reload); window.__reload = null; return true; } \
+         if (!window.__reload) { window.__reload = setTimeout(() => { window.__reload = null; \
          window.dispatchEvent(new HashChangeEvent('hashchange')); }, 1000); } return false; })()",
         CLUSTER_DEADLINE,
     );
@@ -471,8 +472,8 @@ fn console_in_a_browser_against_three_zones() {
     // own counters (sampled every 10 s: the page follows them).
     b.eval("location.hash = '#/activity'");
     b.wait_for(
-        "the RTT of every pair and two charts per node",
-        "document.querySelectorAll('section.node-charts canvas').length === 6 && \
+        "the RTT of every pair and three charts per node",
+        "document.querySelectorAll('section.node-charts canvas').length === 9 && \
          [...document.querySelectorAll('tbody tr')].every(r => [...r.children].slice(1).every(td => td.textContent === '—' || /^[0-9.]+$/.test(td.textContent)))",
         Duration::from_secs(90),
     );
@@ -485,6 +486,18 @@ fn console_in_a_browser_against_three_zones() {
         label.starts_with("Requests and errors. requests: now")
             && !label.contains("requests: now 0.00/s, peak 0.00/s"),
         "node 0 served requests: {label}"
+    );
+    // The 20 MiB went up through node 0's S3 endpoint (the relay): its
+    // traffic chart shows bytes in.
+    b.wait_for(
+        "node 0's traffic chart to show the upload",
+        &format!(
+            "(document.getElementById({}) || {{getAttribute: () => ''}}).getAttribute('aria-label').startsWith('S3 and website bytes in and out. in: now') && \
+             !(document.getElementById({}) || {{getAttribute: () => ''}}).getAttribute('aria-label').includes('peak 0 B/s;')",
+            js(&format!("traffic-{}", &c.nodes[0].id()[..8])),
+            js(&format!("traffic-{}", &c.nodes[0].id()[..8])),
+        ),
+        Duration::from_secs(90),
     );
     shot(&mut b, "activity");
 
@@ -808,7 +821,11 @@ fn a_scoped_token_sees_only_its_scope() {
     );
     shot(&mut b, "scoped-cluster");
 
-    // The bucket list with its counts (GetBucketInfo is in the scope).
+    // The bucket list with its counts (GetBucketInfo is in the scope),
+    // once the counters (published in the background) have the object.
+    wait_until("the object counted", CLUSTER_DEADLINE, || {
+        admin_get(&base, "GetBucketInfo?globalAlias=seen")["objects"] == 1
+    });
     open(
         &mut b,
         "#/buckets",
@@ -852,5 +869,57 @@ fn a_scoped_token_sees_only_its_scope() {
         "#/buckets",
         "the login form again",
         "document.getElementById('token') && (document.querySelector('.msg.error') || {}).textContent?.includes('unknown or expired')",
+    );
+}
+
+/// The console's chart history (GetNodeMetricsHistory) outlives a restart
+/// of the daemon: the samples taken before it are read back from the
+/// metadata dir.
+#[test]
+fn the_chart_history_survives_a_restart() {
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let times = |base: &str| -> Vec<u64> {
+        let h = admin_get(base, "GetNodeMetricsHistory?node=self");
+        h["success"]
+            .as_object()
+            .and_then(|m| m.values().next().cloned())
+            .map(|n| {
+                n["samples"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["time"].as_u64().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut before = Vec::new();
+    wait_until("a first sample", CLUSTER_DEADLINE, || {
+        before = times(&base);
+        !before.is_empty()
+    });
+    c.kill(0);
+    c.start(0);
+    wait_until(
+        "the old samples and a new one after the restart",
+        CLUSTER_DEADLINE,
+        || {
+            let Ok(out) = Command::new("curl")
+                .args(["-sS", "--max-time", "5", "-H"])
+                .arg(format!("Authorization: Bearer {TOKEN}"))
+                .arg(format!("{base}/v2/GetNodeMetricsHistory?node=self"))
+                .output()
+            else {
+                return false;
+            };
+            if !out.status.success() || serde_json::from_slice::<Value>(&out.stdout).is_err() {
+                return false;
+            }
+            let after = times(&base);
+            after.len() > before.len() && after.starts_with(&before)
+        },
     );
 }

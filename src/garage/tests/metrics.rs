@@ -273,6 +273,13 @@ fn single_node_metrics_promtool_prometheus_and_token() {
         sum_of(&text, "block_bytes_read_total") >= 2_000_000.0,
         "{text}"
     );
+    // What went up and came down through S3 was counted on its listener.
+    for name in [
+        "http_bytes_received_total{listener=\"s3\"}",
+        "http_bytes_sent_total{listener=\"s3\"}",
+    ] {
+        assert!(sum_of(&text, name) >= 2_000_000.0, "{name}: {text}");
+    }
     // An S3 error is counted by operation and status.
     let o = common::s3::aws(
         &key,

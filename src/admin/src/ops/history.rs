@@ -1,9 +1,19 @@
-//! A short history of the node's own counters (requests, errors, block
-//! bytes read and written), sampled every 10 s for the last hour: the web
-//! console's charts read it (GetNodeMetricsHistory) without a Prometheus
-//! server. Samples are cumulative totals; a chart shows their differences.
+//! A short history of the node's own counters (requests, errors, S3 and
+//! website bytes in and out, block bytes read and written), sampled every
+//! 10 s for the last hour: the web console's charts read it
+//! (GetNodeMetricsHistory) without a Prometheus server. Samples are
+//! cumulative totals since the daemon started; a chart shows their
+//! differences (a restart, where totals drop, counts as none).
+//!
+//! The samples are also appended to `metrics-history.jsonl` in the metadata
+//! dir (one JSON line each, about 150 bytes every 10 s; the file is
+//! rewritten with the last hour when it holds two), so a restarted daemon
+//! still shows the hour before it. The file is a convenience: it is not
+//! fsynced, and a line that does not parse is skipped.
 
 use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -29,6 +39,11 @@ pub struct MetricsSample {
     /// Bytes of block data written to and read from this node's disks.
     pub bytes_written: f64,
     pub bytes_read: f64,
+    /// Bytes received and sent on the S3 and website connections.
+    #[serde(default)]
+    pub bytes_in: f64,
+    #[serde(default)]
+    pub bytes_out: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -54,6 +69,20 @@ pub fn sample(totals: &std::collections::BTreeMap<String, f64>, time: u64) -> Me
         errors: sum(totals, &["api_s3_errors_total", "web_errors_total"]),
         bytes_written: sum(totals, &["block_bytes_written_total"]),
         bytes_read: sum(totals, &["block_bytes_read_total"]),
+        bytes_in: sum(
+            totals,
+            &[
+                r#"http_bytes_received_total{listener="s3"}"#,
+                r#"http_bytes_received_total{listener="web"}"#,
+            ],
+        ),
+        bytes_out: sum(
+            totals,
+            &[
+                r#"http_bytes_sent_total{listener="s3"}"#,
+                r#"http_bytes_sent_total{listener="web"}"#,
+            ],
+        ),
     }
 }
 
@@ -77,18 +106,88 @@ pub fn history() -> MetricsHistory {
     }
 }
 
+/// The history file in `metadata_dir`.
+pub fn file_in(metadata_dir: &Path) -> PathBuf {
+    metadata_dir.join("metrics-history.jsonl")
+}
+
+/// The samples of the file `text` that are of the hour before `now`,
+/// oldest first, at most [`KEPT`].
+fn parse_file(text: &str, now: u64) -> VecDeque<MetricsSample> {
+    let mut h = VecDeque::new();
+    for line in text.lines() {
+        if let Ok(s) = serde_json::from_str::<MetricsSample>(line) {
+            if s.time + 3_600_000 >= now && s.time <= now {
+                push(&mut h, s);
+            }
+        }
+    }
+    h
+}
+
+/// Writes `h` to `path` whole (through a temporary file and a rename).
+fn rewrite(path: &Path, h: &VecDeque<MetricsSample>) -> std::io::Result<()> {
+    let tmp = path.with_extension("jsonl.tmp");
+    let mut text = String::new();
+    for s in h {
+        text.push_str(&serde_json::to_string(s).unwrap_or_default());
+        text.push('\n');
+    }
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+fn append(path: &Path, s: &MetricsSample) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    f.write_all(format!("{}\n", serde_json::to_string(s).unwrap_or_default()).as_bytes())
+}
+
 /// Samples the counters (read through [`super::stats::COUNTER_TOTALS`])
-/// every [`INTERVAL`] until `must_exit`; a worker while it runs.
-pub async fn run(workers: &Registry, mut must_exit: tokio::sync::watch::Receiver<bool>) {
+/// every [`INTERVAL`] until `must_exit`, keeping them in `file` too (see
+/// the module doc); a worker while it runs.
+pub async fn run(
+    workers: &Registry,
+    file: Option<PathBuf>,
+    mut must_exit: tokio::sync::watch::Receiver<bool>,
+) {
     let worker = workers.register(WorkerSpec::new(
         "Metrics history",
         "keeps an hour of the node's request and byte counters for the web console",
     ));
     worker.set_state(WorkerState::Idle);
+    // Lines in the file; it is rewritten when it holds two hours.
+    let mut lines = 0;
+    if let Some(path) = &file {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            let old = parse_file(&text, garage_util::time::now_msec());
+            lines = old.len();
+            if let Err(e) = rewrite(path, &old) {
+                worker.error(format!("{}: {e}", path.display()));
+            }
+            *HISTORY.lock().unwrap_or_else(|e| e.into_inner()) = old;
+        }
+    }
     while !*must_exit.borrow() {
         if let Some(totals) = super::stats::COUNTER_TOTALS.get() {
             let s = sample(&totals(), garage_util::time::now_msec());
-            push(&mut HISTORY.lock().unwrap_or_else(|e| e.into_inner()), s);
+            let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
+            push(&mut h, s.clone());
+            if let Some(path) = &file {
+                lines += 1;
+                let r = if lines >= 2 * KEPT {
+                    lines = h.len();
+                    rewrite(path, &h)
+                } else {
+                    append(path, &s)
+                };
+                match r {
+                    Ok(()) => worker.ok(),
+                    Err(e) => worker.error(format!("{}: {e}", path.display())),
+                }
+            }
         }
         tokio::select! {
             _ = tokio::time::sleep(INTERVAL) => (),
@@ -109,6 +208,10 @@ mod tests {
             ("api_s3_errors_total", 1.0),
             ("block_bytes_written_total", 100.0),
             ("rpc_requests_total", 99.0),
+            ("http_bytes_sent_total", 1099.0),
+            (r#"http_bytes_sent_total{listener="s3"}"#, 1000.0),
+            (r#"http_bytes_sent_total{listener="admin"}"#, 99.0),
+            (r#"http_bytes_received_total{listener="web"}"#, 30.0),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -121,7 +224,9 @@ mod tests {
                 requests: 7.0,
                 errors: 1.0,
                 bytes_written: 100.0,
-                bytes_read: 0.0
+                bytes_read: 0.0,
+                bytes_in: 30.0,
+                bytes_out: 1000.0,
             }
         );
         let mut h = VecDeque::new();
@@ -136,5 +241,37 @@ mod tests {
         }
         assert_eq!(h.len(), KEPT);
         assert_eq!(h.front().unwrap().time, 5, "the oldest go first");
+    }
+
+    #[test]
+    fn the_file_keeps_the_last_hour_and_skips_bad_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_in(dir.path());
+        let at = |time| MetricsSample {
+            time,
+            requests: time as f64,
+            ..Default::default()
+        };
+        let now = 10_000_000;
+        let mut h = VecDeque::new();
+        push(&mut h, at(now - 3_700_000)); // more than an hour ago
+        push(&mut h, at(now - 3_500_000));
+        rewrite(&path, &h).unwrap();
+        append(&path, &at(now - 10_000)).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"time\": 12, half a line\n").unwrap();
+        append(&path, &at(now + 60_000)).unwrap(); // from a clock ahead
+        let back = parse_file(&std::fs::read_to_string(&path).unwrap(), now);
+        assert_eq!(
+            back.iter().map(|s| s.time).collect::<Vec<_>>(),
+            vec![now - 3_500_000, now - 10_000]
+        );
+        assert_eq!(back[1], at(now - 10_000));
+        // A line of an older version, without the traffic fields.
+        let old = r#"{"time":5,"requests":1,"errors":0,"bytesWritten":2,"bytesRead":3}"#;
+        assert_eq!(parse_file(old, 6).len(), 1);
     }
 }

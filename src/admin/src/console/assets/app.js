@@ -20,10 +20,22 @@ function h(tag, attrs, ...children) {
   return el;
 }
 
-function view(...children) {
+// Shows `children` as the page, whichever page is current.
+function render(...children) {
   const main = document.getElementById("view");
   main.replaceChildren(...children.flat(Infinity).filter((c) => c !== null && c !== undefined && c !== false));
   return main;
+}
+
+// Each route bumps this; a page shows itself only while it is the current
+// route's (a slow page must not replace the one the user went to since).
+let routeSeq = 0;
+
+// The `view` of a page function: `render`, while the route that started
+// the page is still the current one.
+function guardedView() {
+  const mine = routeSeq;
+  return (...children) => (mine === routeSeq ? render(...children) : null);
 }
 
 function table(caption, head, rows) {
@@ -116,6 +128,7 @@ function onSubmit(form, out, f) {
 
 function login(reason) {
   token = null;
+  routeSeq++;
   document.getElementById("top").hidden = true;
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off", required: true });
   const out = h("div", {});
@@ -138,7 +151,7 @@ function login(reason) {
     if (!location.hash || location.hash === "#/login") location.hash = "#/cluster";
     else route();
   });
-  view(form);
+  render(form);
   if (reason) out.replaceChildren(message(reason, "error"));
   input.focus();
 }
@@ -191,6 +204,7 @@ function blockHealth(workersByNode, errorsByNode) {
 }
 
 async function cluster() {
+  const view = guardedView();
   const [status, layout, workersR, histR, allWorkersR, blockErrorsR] = await Promise.all([
     get("GetClusterStatus"),
     get("GetClusterLayout"),
@@ -344,6 +358,7 @@ const perSec = (v) => (v >= 100 ? v.toFixed(0) : v.toFixed(2)) + "/s";
 const bytesPerSec = (v) => bytes(Math.round(v)) + "/s";
 
 async function activity() {
+  const view = guardedView();
   const [status, infos, history] = await Promise.all([
     get("GetClusterStatus"), get("GetNodeInfo?node=*"), get("GetNodeMetricsHistory?node=*"),
   ]);
@@ -368,6 +383,9 @@ async function activity() {
           chart("req-" + id.slice(0, 8), "Requests and errors", [
             { label: "requests", points: rates(hst.samples, "requests") },
             { label: "errors", points: rates(hst.samples, "errors") }], perSec),
+          chart("traffic-" + id.slice(0, 8), "S3 and website bytes in and out", [
+            { label: "in", points: rates(hst.samples, "bytesIn") },
+            { label: "out", points: rates(hst.samples, "bytesOut") }], bytesPerSec),
           chart("bytes-" + id.slice(0, 8), "Block bytes written and read", [
             { label: "written", points: rates(hst.samples, "bytesWritten") },
             { label: "read", points: rates(hst.samples, "bytesRead") }], bytesPerSec))));
@@ -387,6 +405,7 @@ let activityTimer = null;
 const BUCKETS_PER_PAGE = 50;
 
 async function buckets(page) {
+  const view = guardedView();
   const list = await get("ListBuckets");
   const n = Math.max(0, Number(page || 0));
   const shown = list.slice(n * BUCKETS_PER_PAGE, (n + 1) * BUCKETS_PER_PAGE);
@@ -423,6 +442,7 @@ async function buckets(page) {
   const worker = async () => {
     for (let b = queue.shift(); b; b = queue.shift()) {
       const [objs, size] = cells.get(b.id);
+      if (!objs.isConnected) return; // the page was left
       try {
         const i = await get("GetBucketInfo?id=" + encodeURIComponent(b.id));
         objs.textContent = String(i.objects);
@@ -438,6 +458,7 @@ async function buckets(page) {
 }
 
 async function bucket(id) {
+  const view = guardedView();
   const [b, keysR] = await Promise.all([get("GetBucketInfo?id=" + encodeURIComponent(id)), soft(get("ListKeys"))]);
   const name = b.globalAliases[0] || b.id.slice(0, 16);
   const out = h("div", {});
@@ -740,6 +761,7 @@ async function upload(o, objectKey, file, progress) {
 }
 
 async function objects(id) {
+  const view = guardedView();
   const b = await get("GetBucketInfo?id=" + encodeURIComponent(id));
   const name = b.globalAliases[0];
   const readers = b.keys.filter((k) => k.permissions.read);
@@ -842,6 +864,7 @@ async function objects(id) {
 // ---- Keys ----
 
 async function keys() {
+  const view = guardedView();
   const list = await get("ListKeys");
   const out = h("div", {});
   const form = h("form", { id: "create-key", class: "inline" },
@@ -871,6 +894,7 @@ async function keys() {
 }
 
 async function key(id) {
+  const view = guardedView();
   const k = await get("GetKeyInfo?id=" + encodeURIComponent(id));
   const out = h("div", {});
   const may = k.permissions.createBucket;
@@ -912,10 +936,12 @@ async function route() {
     const m = re.exec(hash);
     if (!m) continue;
     document.getElementById(nav).setAttribute("aria-current", "page");
-    view(message("Loading…"));
+    const seq = ++routeSeq;
+    render(message("Loading…"));
     health();
     try {
       await page(...m.slice(1));
+      if (seq !== routeSeq) return;
       document.body.dataset.page = nav.slice(4);
       document.getElementById("view").focus({ preventScroll: true });
       window.scrollTo(0, 0);
@@ -923,7 +949,7 @@ async function route() {
       // A token that is no longer valid logs out; one refused this page
       // by its scope stays, and the page says so.
       if (e instanceof ApiError && e.status === 403 && !outOfScope(e)) return login(e.message);
-      view(message(e.message, "error"));
+      if (seq === routeSeq) render(message(e.message, "error"));
     }
     return;
   }
