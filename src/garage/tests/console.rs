@@ -362,7 +362,7 @@ fn console_in_a_browser_against_three_zones() {
     );
     assert!(o.status.success(), "{o:?}");
 
-    s3_settings(&mut b, &base, &c, &creds);
+    let settings_url = s3_settings(&mut b, &base, &c, &creds);
     open(
         &mut b,
         &bucket_url,
@@ -515,6 +515,19 @@ fn console_in_a_browser_against_three_zones() {
         "no horizontal scrolling on a phone"
     );
     shot(&mut b, "cluster-phone");
+    // And so does a bucket's page with its settings forms.
+    open(
+        &mut b,
+        &settings_url,
+        "the bucket's settings",
+        "document.getElementById('lifecycle-form')",
+    );
+    assert!(
+        b.eval("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            == Value::Bool(true),
+        "no horizontal scrolling on a phone (bucket page)"
+    );
+    shot_at(&mut b, "bucket-settings-phone", "#s3-settings");
 
     // Logging out forgets the token.
     click(&mut b, "#logout");
@@ -633,7 +646,8 @@ fn presigned_requests_and_the_relay() {
 /// The S3 settings of a bucket the console's key made (so owns), changed
 /// from its page: versioning, a CORS rule, a lifecycle rule; each change
 /// read back with aws-cli, and a rule with no action refused.
-fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String)) {
+/// Returns the bucket page's hash.
+fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String)) -> String {
     let ep = endpoint(c, 0);
     let dir = tempfile::tempdir().unwrap();
     let s3api = |args: &[&str]| {
@@ -759,6 +773,7 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
             "{what}: {o:?}"
         );
     }
+    format!("#/bucket/{id}")
 }
 
 /// Clicks `selector` once the page has it (it may be re-rendering).

@@ -222,7 +222,9 @@ async function cluster() {
   }
   const zoneSections = [...zones.keys()].sort().map((z) =>
     h("section", { class: "zone", "data-zone": z },
-      h("h3", {}, "Zone " + z),
+      h("h3", {}, "Zone " + z, h("span", { class: "zone-sum" },
+        ` — ${zones.get(z).length} node${zones.get(z).length === 1 ? "" : "s"}, ` +
+        `${zones.get(z).reduce((a, n) => a + (stored.get(n.id) || 0), 0)} partition copies`)),
       table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions"],
         zones.get(z).map((n) => [
           h("code", { title: n.id }, n.id.slice(0, 16)),
