@@ -752,6 +752,30 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         serde_json::json!(["*"]),
         "{left}"
     );
+    // Changed underneath by another client, a rule is not removed blindly.
+    let o = s3api(&[
+        "put-bucket-cors",
+        "--cors-configuration",
+        r#"{"CORSRules": [{"AllowedOrigins": ["https://other.example"], "AllowedMethods": ["GET"]}]}"#,
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    click(b, "button[data-cors-remove='0']");
+    b.wait_for(
+        "the refusal",
+        "(document.querySelector('#s3-settings .msg.error') || {}).textContent?.includes('the rules changed')",
+        PAGE,
+    );
+    let o = s3api(&["get-bucket-cors"]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("https://other.example"),
+        "{o:?}"
+    );
+    b.eval("window.dispatchEvent(new HashChangeEvent('hashchange'))");
+    b.wait_for(
+        "the page shown again",
+        "(document.querySelector('#s3-settings table') || {textContent: ''}).textContent.includes('https://other.example')",
+        PAGE,
+    );
     // The last rules removed: S3 then has no configuration at all.
     click(b, "button[data-cors-remove='0']");
     click_when(b, "button[data-lifecycle-remove='0']");

@@ -143,7 +143,7 @@ impl From<&garage_model::bucket_table::LifecycleRule> for GetBucketInfoLifecycle
         use garage_model::bucket_table::LifecycleExpiration;
         let f = &r.filter;
         let mut filter: Vec<String> = Vec::new();
-        if let Some(p) = &f.prefix {
+        if let Some(p) = f.prefix.as_ref().filter(|p| !p.is_empty()) {
             filter.push(format!("prefix {p:?}"));
         }
         if let Some(n) = f.size_gt {

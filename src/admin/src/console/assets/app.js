@@ -591,6 +591,19 @@ async function editRules(o, sub, rootName, ruleName, change) {
 
 const words = (v) => String(v || "").split(/[\s,]+/).filter(Boolean);
 
+// The rules without the one at `i`, if it is still the one the page shows
+// (`same` compares): a rule list changed meanwhile is not edited blindly.
+function without(rules, i, same) {
+  if (!rules[i] || !same(rules[i])) {
+    throw new Error("the rules changed since this page was shown: reload it (click Buckets, then the bucket) and try again");
+  }
+  return rules.filter((_, j) => j !== i);
+}
+const texts = (el, name) => tag(el, name).map((e) => e.textContent).sort().join(" ");
+const sameCors = (r) => (el) => texts(el, "AllowedOrigin") === [...r.allowedOrigins].sort().join(" ") &&
+  texts(el, "AllowedMethod") === [...r.allowedMethods].sort().join(" ");
+const sameLifecycle = (r) => (el) => text1(el, "ID") === (r.id || "");
+
 function s3Settings(b, reload) {
   const out = h("div", { id: "s3-settings-msg" });
   const owners = b.keys.filter((k) => k.permissions.owner);
@@ -604,13 +617,13 @@ function s3Settings(b, reload) {
     b.corsRules.map((r, i) => [r.allowedOrigins.join(" "), r.allowedMethods.join(" "), r.allowedHeaders.join(" "),
       r.exposeHeaders.join(" "), r.maxAgeSeconds === null ? "" : r.maxAgeSeconds + " s",
       o.key ? h("button", { type: "button", class: "small danger", "data-cors-remove": i, "aria-label": "Remove CORS rule " + (i + 1),
-        onclick: () => act(() => editRules(o, "cors", "CORSConfiguration", "CORSRule", (rs) => rs.filter((_, j) => j !== i)),
+        onclick: () => act(() => editRules(o, "cors", "CORSConfiguration", "CORSRule", (rs) => without(rs, i, sameCors(r))),
           "CORS rule removed.") }, "Remove") : ""]));
   const lifeTable = table("Lifecycle rules: what expires, and when",
     ["Rule", "Status", "Applies to", "Actions", ""],
     b.lifecycleRules.map((r, i) => [r.id || "", r.enabled ? "enabled" : "disabled", r.filter, r.actions.join("; "),
       o.key ? h("button", { type: "button", class: "small danger", "data-lifecycle-remove": i, "aria-label": "Remove lifecycle rule " + (r.id || i + 1),
-        onclick: () => act(() => editRules(o, "lifecycle", "LifecycleConfiguration", "Rule", (rs) => rs.filter((_, j) => j !== i)),
+        onclick: () => act(() => editRules(o, "lifecycle", "LifecycleConfiguration", "Rule", (rs) => without(rs, i, sameLifecycle(r))),
           "Lifecycle rule removed.") }, "Remove") : ""]));
   const section = h("section", { id: "s3-settings" }, h("h2", {}, "S3 settings"), facts);
   if (!name || !o.key) {
