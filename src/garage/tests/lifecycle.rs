@@ -316,6 +316,15 @@ fn lifecycle_worker_deletes_noncurrent_versions_and_lone_markers() {
         "--lifecycle-configuration",
         VERSION_RULES,
     ]);
+    // `garage bucket info` (GetBucketInfo's lifecycleRules) says them in words.
+    let info = c.garage_ok(0, &["bucket", "info", b]);
+    for line in [
+        "Lifecycle rule:  noncurrent, prefix \"nc/\": expire noncurrent versions 1 day after they stop being current, keeping the 1 newest",
+        "Lifecycle rule:  markers, prefix \"dm/\": remove expired delete markers",
+        "CORS:            none",
+    ] {
+        assert!(info.contains(line), "{line:?} in {info}");
+    }
     wait_until("the rules are applied", CLUSTER_DEADLINE, || {
         versions("nc/a").0.len() == 2 && versions("dm/").1.is_empty()
     });

@@ -155,10 +155,14 @@ impl From<&garage_model::bucket_table::LifecycleRule> for GetBucketInfoLifecycle
         for (k, v) in &f.tags {
             filter.push(format!("tag {k:?}={v:?}"));
         }
+        let days = |n: u32| match n {
+            1 => "1 day".to_string(),
+            n => format!("{n} days"),
+        };
         let mut actions = Vec::new();
         match r.expiration {
             Some(LifecycleExpiration::AfterDays(d)) => {
-                actions.push(format!("expire {d} days after creation"))
+                actions.push(format!("expire {} after creation", days(d)))
             }
             Some(LifecycleExpiration::AtDate(ms)) => {
                 actions.push(format!("expire on {}", rfc3339(ms)))
@@ -171,17 +175,17 @@ impl From<&garage_model::bucket_table::LifecycleRule> for GetBucketInfoLifecycle
         if let Some(n) = r.noncurrent_expiration {
             actions.push(match n.keep {
                 Some(k) => format!(
-                    "expire noncurrent versions {} days after they stop being current, keeping the {k} newest",
-                    n.days
+                    "expire noncurrent versions {} after they stop being current, keeping the {k} newest",
+                    days(n.days)
                 ),
                 None => format!(
-                    "expire noncurrent versions {} days after they stop being current",
-                    n.days
+                    "expire noncurrent versions {} after they stop being current",
+                    days(n.days)
                 ),
             });
         }
         if let Some(d) = r.abort_incomplete_mpu_days {
-            actions.push(format!("abort unfinished uploads after {d} days"));
+            actions.push(format!("abort unfinished uploads after {}", days(d)));
         }
         GetBucketInfoLifecycleRule {
             id: r.id.clone(),
