@@ -779,7 +779,9 @@ async function objects(id) {
   const view = guardedView();
   const b = await get("GetBucketInfo?id=" + encodeURIComponent(id));
   const name = b.globalAliases[0];
-  const readers = b.keys.filter((k) => k.permissions.read);
+  // Keys that may read; those that may also write (upload, delete) first.
+  const readers = b.keys.filter((k) => k.permissions.read)
+    .sort((x, y) => Number(y.permissions.write) - Number(x.permissions.write));
   if (!name || !readers.length) {
     view(h("h1", {}, "Objects"), message(name
       ? "No key may read this bucket: allow one on the bucket's page first."
