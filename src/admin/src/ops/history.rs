@@ -173,6 +173,8 @@ pub async fn run(
     while !*must_exit.borrow() {
         if let Some(totals) = super::stats::COUNTER_TOTALS.get() {
             let s = sample(&totals(), garage_util::time::now_msec());
+            // The lock is held over the small write, so that a sample
+            // GetNodeMetricsHistory has served is in the file.
             let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
             push(&mut h, s.clone());
             if let Some(path) = &file {
