@@ -553,6 +553,19 @@ fn curl(args: &[&str]) -> (u16, String) {
     (code.parse().unwrap(), body.to_string())
 }
 
+/// A POST to the admin API with the token: (status, answer).
+fn admin_post(base: &str, endpoint: &str, body: &str) -> (u16, String) {
+    curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &format!("Authorization: Bearer {TOKEN}"),
+        "--data-binary",
+        body,
+        &format!("{base}/v2/{endpoint}"),
+    ])
+}
+
 /// PresignS3Request without a browser: a presigned GET works on the S3
 /// endpoint itself and through the relay; bad requests get the API's
 /// errors; the relay passes presigned requests only, and S3 still checks
@@ -576,17 +589,8 @@ fn presigned_requests_and_the_relay() {
         dir.path(),
         &["s3", "cp", "f", "s3://signed/a b/f"],
     );
-    let presign = |body: serde_json::Value| {
-        curl(&[
-            "-X",
-            "POST",
-            "-H",
-            &format!("Authorization: Bearer {TOKEN}"),
-            "--data-binary",
-            &body.to_string(),
-            &format!("{base}/v2/PresignS3Request"),
-        ])
-    };
+    let presign =
+        |body: serde_json::Value| admin_post(&base, "PresignS3Request", &body.to_string());
     let (status, text) = presign(serde_json::json!({
         "accessKeyId": key.0, "method": "GET", "bucket": "signed", "key": "a b/f"
     }));
@@ -829,17 +833,13 @@ fn a_scoped_token_sees_only_its_scope() {
     aws_ok(&key, &ep, dir.path(), &["s3", "mb", "s3://seen"]);
     aws_ok(&key, &ep, dir.path(), &["s3", "cp", "f", "s3://seen/f"]);
 
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "30", "-X", "POST", "-H"])
-        .arg(format!("Authorization: Bearer {TOKEN}"))
-        .args([
-            "--data-binary",
-            r#"{"name": "viewer", "scope": ["GetCluster*", "ListBuckets", "GetBucketInfo"]}"#,
-        ])
-        .arg(format!("{base}/v2/CreateAdminToken"))
-        .output()
-        .unwrap();
-    let created: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (status, text) = admin_post(
+        &base,
+        "CreateAdminToken",
+        r#"{"name": "viewer", "scope": ["GetCluster*", "ListBuckets", "GetBucketInfo"]}"#,
+    );
+    assert_eq!(status, 200, "{text}");
+    let created: Value = serde_json::from_str(&text).unwrap();
     let viewer = created["secretToken"].as_str().unwrap().to_string();
     let viewer_id = created["id"].as_str().unwrap().to_string();
 
@@ -896,13 +896,8 @@ fn a_scoped_token_sees_only_its_scope() {
     shot(&mut b, "scoped-keys");
 
     // Revoked, the token no longer opens any page.
-    let out = Command::new("curl")
-        .args(["-sS", "--max-time", "30", "-X", "POST", "-H"])
-        .arg(format!("Authorization: Bearer {TOKEN}"))
-        .arg(format!("{base}/v2/DeleteAdminToken?id={viewer_id}"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (status, text) = admin_post(&base, &format!("DeleteAdminToken?id={viewer_id}"), "");
+    assert_eq!(status, 200, "{text}");
     open(
         &mut b,
         "#/buckets",
