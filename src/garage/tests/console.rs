@@ -660,6 +660,17 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         all.extend_from_slice(&["--bucket", "console-settings"]);
         aws(creds, &ep, dir.path(), &all)
     };
+    // Reads a setting back with aws-cli: it must succeed and say each of `wants`.
+    let s3api_says = |args: &[&str], wants: &[&str]| {
+        let o = s3api(args);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        for want in wants {
+            assert!(
+                o.status.success() && out.contains(want),
+                "{want} in {args:?}: {o:?}"
+            );
+        }
+    };
     let o = aws(
         creds,
         &ep,
@@ -683,11 +694,7 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         "(document.getElementById('versioning-state') || {}).textContent === 'enabled'",
         PAGE,
     );
-    let o = s3api(&["get-bucket-versioning"]);
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("Enabled"),
-        "{o:?}"
-    );
+    s3api_says(&["get-bucket-versioning"], &["Enabled"]);
 
     fill(b, "#cors-origins", "https://app.example.com");
     fill(b, "#cors-max-age", "600");
@@ -698,11 +705,10 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         "document.querySelector(\"button[data-cors-remove='0']\")",
         PAGE,
     );
-    let o = s3api(&["get-bucket-cors"]);
-    let cors = String::from_utf8_lossy(&o.stdout).to_string();
-    for want in ["https://app.example.com", "\"PUT\"", "\"HEAD\"", "600"] {
-        assert!(cors.contains(want), "{want} in {cors} {o:?}");
-    }
+    s3api_says(
+        &["get-bucket-cors"],
+        &["https://app.example.com", "\"PUT\"", "\"HEAD\"", "600"],
+    );
 
     // A lifecycle rule needs an action: the page says so, S3 is not asked.
     fill(b, "#lifecycle-prefix", "logs/");
@@ -727,11 +733,9 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         &serde_json::json!([{"id": "expire-logs", "enabled": true, "filter": "prefix \"logs/\"",
             "actions": ["expire 30 days after creation", "abort unfinished uploads after 2 days"]}]),
     );
-    let o = s3api(&["get-bucket-lifecycle-configuration"]);
-    let life = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        life.contains("\"logs/\"") && life.contains("\"Days\": 30"),
-        "{life} {o:?}"
+    s3api_says(
+        &["get-bucket-lifecycle-configuration"],
+        &["\"logs/\"", "\"Days\": 30"],
     );
     shot_at(b, "bucket-settings", "#s3-settings");
 
@@ -769,11 +773,7 @@ fn s3_settings(b: &mut Browser, base: &str, c: &Cluster, creds: &(String, String
         "(document.querySelector('#s3-settings .msg.error') || {}).textContent?.includes('the rules changed')",
         PAGE,
     );
-    let o = s3api(&["get-bucket-cors"]);
-    assert!(
-        String::from_utf8_lossy(&o.stdout).contains("https://other.example"),
-        "{o:?}"
-    );
+    s3api_says(&["get-bucket-cors"], &["https://other.example"]);
     b.eval("window.dispatchEvent(new HashChangeEvent('hashchange'))");
     b.wait_for(
         "the page shown again",
