@@ -333,6 +333,15 @@ impl Api {
         cond: &WriteConditions,
         retimable: bool,
     ) -> Result<ObjectVersion, Refused> {
+        // Register values age by the writers' clocks: a node whose clock
+        // is off its peers' would read a recent value as void, or propose
+        // one that others read as void (see doc/ordering.md).
+        if let Err(e) = garage_util::clock::check() {
+            return Err(Refused {
+                error: ApiError::Unavailable(format!("conditional write refused: {e}")),
+                final_: true,
+            });
+        }
         let id = RegisterId::new(NAMESPACE, &bucket.hash(), key.as_bytes());
         let key_s = key.to_string();
         let start = tokio::time::Instant::now();

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use garage_model::block_ref_table::BlockRef;
 use garage_model::bucket_table::Versioning;
 use garage_model::object_table::{
-    Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
 use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_util::data::gen_uuid;
-use garage_util::time::now_msec;
+use garage_util::time::stamp;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
@@ -169,7 +169,8 @@ impl Api {
             etag: cur.meta.etag.clone(),
         };
         let uuid = gen_uuid();
-        let timestamp = now_msec();
+        let timestamp = stamp();
+        let mut blocks: Option<Vec<_>> = None;
         let data = match &cur.data {
             CurrentData::Inline(d) => ObjectVersionData::Inline(meta, d.to_vec()),
             CurrentData::FirstBlock(first) => {
@@ -190,33 +191,13 @@ impl Api {
                     .items()
                     .map(|(_, b)| BlockRef::new(b.hash, uuid, false))
                     .collect();
-                let uploading = Object::new(
-                    dst,
-                    i.key.clone(),
-                    vec![ObjectVersion::new(
-                        uuid,
-                        timestamp,
-                        ObjectVersionState::Uploading {
-                            multipart: false,
-                            headers: vec![],
-                        },
-                        versioning,
-                    )],
-                );
-                // Registered as uploading as in `Api::store_object`, and
-                // not in a bucket with versioning, for the same reason.
-                let mark = async {
-                    match versioning {
-                        Versioning::Off => self.objects.insert(&uploading).await,
-                        _ => Ok(()),
-                    }
-                };
-                let (a, b, c) = tokio::join!(
-                    mark,
+                // No "uploading" entry, as in `Api::store_object`.
+                let (b, c) = tokio::join!(
                     self.versions.insert_many(&copy),
                     self.block_refs.insert_many(&refs)
                 );
-                if let Err(e) = a.and(b).and(c) {
+                blocks = Some(v.blocks.items().map(|(k, b)| (*k, *b)).collect());
+                if let Err(e) = b.and(c) {
                     self.abort_version(dst, &i.key, uuid, timestamp, versioning)
                         .await;
                     return Err(e.into());
@@ -231,7 +212,9 @@ impl Api {
             versioning,
         );
         place.apply(&mut v);
-        self.write_version(dst, &i.key, &v).await?;
+        let v = self
+            .write_version(dst, &i.key, &v, blocks.as_deref())
+            .await?;
         Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
     }
 }

@@ -27,6 +27,7 @@ pub mod meta;
 pub mod multipart;
 pub mod object;
 pub mod object_lock;
+pub mod ordered;
 pub mod policy;
 pub mod put;
 pub mod rechunk;

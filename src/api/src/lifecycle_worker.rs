@@ -93,6 +93,14 @@ impl LifecycleWorker {
             if *must_exit.borrow() {
                 return;
             }
+            // Expirations compare ages with this node's clock: deferred
+            // while it is off its peers' (see doc/ordering.md).
+            if let Err(e) = garage_util::clock::check() {
+                warn!("lifecycle pass deferred: {e}");
+                worker.set_progress(Some(format!("deferred: {e}")));
+                wait = self.interval;
+                continue;
+            }
             worker.set_state(WorkerState::Busy);
             if let Err(e) = worker.outcome(self.pass(&must_exit).await) {
                 warn!("lifecycle pass failed (retried at the next one): {e}");

@@ -189,7 +189,7 @@ impl Api {
             crate::tagging::set_in_headers(&mut headers, &crate::tagging::parse_header(t)?);
         }
         let upload_id = gen_uuid();
-        let timestamp = now_msec();
+        let timestamp = garage_util::time::stamp();
         // The lock is decided now (the bucket's default retention counts
         // from the upload's creation) and kept with the upload's version;
         // so is the encryption (an SSE-S3 upload's data key is made now).
@@ -680,18 +680,21 @@ impl Api {
         );
         version.lock = lock;
         version.acl = acl;
-        let version_id =
-            (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
-        match cond {
-            None => self.write_version(bucket, &i.key, &version).await?,
+        let blocks: Vec<_> = fin.blocks.items().map(|(k, b)| (*k, *b)).collect();
+        let version = match cond {
+            None => {
+                self.write_version(bucket, &i.key, &version, Some(&blocks))
+                    .await?
+            }
             // A refused completion leaves the upload as it was (as S3
             // does): it can be completed again, or aborted.
-            Some(c) => {
-                self.commit_conditional(bucket, &i.key, version, &c, false)
-                    .await
-                    .map_err(|r| r.error)?;
-            }
-        }
+            Some(c) => self
+                .commit_conditional(bucket, &i.key, version, &c, false)
+                .await
+                .map_err(|r| r.error)?,
+        };
+        let version_id =
+            (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         let mut out = CompleteMultipartUploadOutput {
             bucket: Some(i.bucket.clone()),
             key: Some(i.key.clone()),

@@ -10,11 +10,11 @@ use garage_model::object_table::{
 };
 use garage_model::version_table::VersionBacklink;
 use garage_util::data::{gen_uuid, Hash, Uuid};
-use garage_util::time::now_msec;
+use garage_util::time::stamp;
 use hyper::StatusCode;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
-use tracing::{warn, Instrument};
+use tracing::warn;
 
 use crate::authorize::{Action, Requester};
 use crate::conditional::WriteConditions;
@@ -193,7 +193,7 @@ impl Api {
             headers.extend(k.stored_pairs());
         }
         let uuid = gen_uuid();
-        let timestamp = now_msec();
+        let timestamp = stamp();
         let mut chunker = Chunker::new(body);
         let first = chunker.next(BLOCK_SIZE).await?.unwrap_or_default();
         if first.len() <= INLINE_MAX {
@@ -229,7 +229,7 @@ impl Api {
                 versioning,
             );
             place.apply(&mut v);
-            let v = self.finish_version(bucket, key, v, cond, true).await?;
+            let v = self.finish_version(bucket, key, v, None, cond, true).await?;
             return Ok(Written {
                 etag,
                 size,
@@ -238,35 +238,12 @@ impl Api {
             });
         }
 
-        // The version is registered as uploading (so that an interrupted
-        // upload is cleaned up) while its first block is written. Not in
-        // a bucket with versioning: there a newer version completing
-        // first would cancel it (releasing its blocks), while S3 keeps
-        // both; an upload that fails is aborted below, one whose node
-        // dies leaves its blocks unreferenced (see doc/versioning.md).
-        let uploading = Object::new(
-            bucket,
-            key.to_string(),
-            vec![ObjectVersion::new(
-                uuid,
-                timestamp,
-                ObjectVersionState::Uploading {
-                    multipart: false,
-                    headers: headers.clone(),
-                },
-                versioning,
-            )],
-        );
-        let objects = self.objects.clone();
-        let mark = tokio::spawn(
-            async move {
-                match versioning {
-                    Versioning::Off => objects.insert(&uploading).await,
-                    _ => Ok(()),
-                }
-            }
-            .in_current_span(),
-        );
+        // No "uploading" object entry: a newer version completing first
+        // would drop it and release the blocks written so far, while the
+        // last write to complete must win (see doc/ordering.md). An upload
+        // that fails is aborted below; one whose node dies leaves a
+        // version entry that no object lists, which `garage repair
+        // versions` deletes (see doc/versioning.md).
         let backlink = VersionBacklink::Object {
             bucket_id: bucket,
             key: key.to_string(),
@@ -282,12 +259,7 @@ impl Api {
             sse,
         )
         .await;
-        let marked = mark
-            .await
-            .map_err(|e| ApiError::Internal(format!("object write task: {e}")))
-            .and_then(|r| r.map_err(ApiError::from));
         let checked = written.and_then(|w| {
-            marked?;
             check_body(content_md5, content_length, &w.md5, w.size)?;
             let sum = match (checksum, &w.checksum) {
                 (Some(e), Some(c)) => Some(crate::checksum::verify(e, c, trailers)?),
@@ -320,7 +292,7 @@ impl Api {
         );
         place.apply(&mut complete);
         let v = self
-            .finish_version(bucket, key, complete, cond, false)
+            .finish_version(bucket, key, complete, Some(&w.blocks), cond, false)
             .await?;
         Ok(Written {
             etag,
@@ -340,12 +312,12 @@ impl Api {
         bucket: Uuid,
         key: &str,
         version: ObjectVersion,
+        blocks: Option<&crate::ordered::BlockList>,
         cond: Option<&WriteConditions>,
         retimable: bool,
     ) -> ApiResult<ObjectVersion> {
         let Some(cond) = cond else {
-            self.write_version(bucket, key, &version).await?;
-            return Ok(version);
+            return self.write_version(bucket, key, &version, blocks).await;
         };
         let (uuid, timestamp, versioning) = (version.uuid, version.timestamp, version.versioning);
         match self
@@ -363,11 +335,10 @@ impl Api {
         }
     }
 
-    /// Marks a version aborted (its blocks are then released); an error
-    /// is logged, the anti-entropy and the next write finish the job. In
-    /// a versioned key the object entry may have dropped the version
-    /// already (superseded while uploading) without releasing its blocks:
-    /// its version entry is deleted directly.
+    /// Marks a version aborted, and deletes its version entry (hence its
+    /// blocks): the object entry does not list an upload in progress, so
+    /// aborting it there releases nothing. An error is logged; the
+    /// anti-entropy and the next write finish the job.
     pub async fn abort_version(
         &self,
         bucket: Uuid,
@@ -389,7 +360,7 @@ impl Api {
         if let Err(e) = self.objects.insert(&aborted).await {
             warn!("cannot mark the failed upload of {key:?} aborted: {e}");
         }
-        if versioning != Versioning::Off {
+        {
             let backlink = VersionBacklink::Object {
                 bucket_id: bucket,
                 key: key.to_string(),
@@ -633,7 +604,7 @@ impl Api {
     fn delete_marker(versioning: Versioning) -> ObjectVersion {
         ObjectVersion::new(
             gen_uuid(),
-            now_msec(),
+            stamp(),
             ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
             versioning,
         )
@@ -703,10 +674,7 @@ impl Api {
     ) -> ApiResult<ObjectVersion> {
         let marker = Self::delete_marker(versioning);
         match cond {
-            None => {
-                self.write_version(bucket, key, &marker).await?;
-                Ok(marker)
-            }
+            None => self.write_version(bucket, key, &marker, None).await,
             // Nothing to release when it is refused: a marker has no
             // blocks.
             Some(c) => self
@@ -769,9 +737,7 @@ impl Api {
             );
             match (cond, o.version_id) {
                 (None, None) => {
-                    let m = Self::delete_marker(versioning);
-                    deleted.push(deleted_entry(o.key.clone(), None, &m));
-                    markers.push((o.key, m));
+                    markers.push((o.key, Self::delete_marker(versioning)));
                 }
                 (c, vid) => one_by_one.push((o.key, c, vid)),
             }
@@ -806,9 +772,17 @@ impl Api {
                 .collect()
                 .await;
         if !markers.is_empty() {
-            if let Err(e) = self.write_versions(bucket, &markers).await {
-                for d in deleted.drain(..) {
-                    errors.push(key_error(d.key.unwrap_or_default(), None, &e));
+            // The markers as written (one may have been stamped again).
+            match self.write_versions(bucket, &markers).await {
+                Ok(written) => {
+                    for (k, m) in written {
+                        deleted.push(deleted_entry(k, None, &m));
+                    }
+                }
+                Err(e) => {
+                    for (k, _) in markers {
+                        errors.push(key_error(k, None, &e));
+                    }
                 }
             }
         }

@@ -70,6 +70,10 @@ pub struct Written {
     /// The additional checksum asked for, if any.
     pub checksum: Option<s3s::dto::Checksum>,
     pub first_block: Hash,
+    /// Every block written, by position (for an S3 object of at most
+    /// 5 GiB, at most about 5 000 entries of 56 bytes): what writing the
+    /// version again under a new id needs (see [`crate::ordered`]).
+    pub blocks: Vec<(VersionBlockKey, VersionBlock)>,
 }
 
 /// Writes `first` and the rest of `body` as the blocks of version `uuid`
@@ -90,6 +94,7 @@ pub async fn write_blocks(
     let mut offset = 0u64;
     let mut index = 0u64;
     let mut first_block = None;
+    let mut blocks: Vec<(VersionBlockKey, VersionBlock)> = Vec::new();
     let mut inflight: VecDeque<tokio::task::JoinHandle<ApiResult<()>>> = VecDeque::new();
     let mut next = Some(first);
     let result: ApiResult<()> = async {
@@ -116,6 +121,16 @@ pub async fn write_blocks(
             md5 = Some(m);
             let (hash, data) = hash;
             first_block.get_or_insert(hash);
+            blocks.push((
+                VersionBlockKey {
+                    part_number,
+                    offset,
+                },
+                VersionBlock {
+                    hash,
+                    size: data.len() as u64,
+                },
+            ));
             while inflight.len() >= WRITES_IN_FLIGHT {
                 inflight
                     .pop_front()
@@ -162,6 +177,7 @@ pub async fn write_blocks(
         md5: md5_done.0.finalize().into(),
         checksum: md5_done.1.map(|s| s.finalize()),
         first_block: first_block.expect("at least one block"),
+        blocks,
     })
 }
 

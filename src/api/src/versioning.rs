@@ -115,15 +115,6 @@ impl Api {
             .unwrap_or_default())
     }
 
-    /// Writes complete version `v` of `key`: into the object table, and
-    /// into the history table at the same time when it has an id of its
-    /// own.
-    pub async fn write_version(&self, bucket: Uuid, key: &str, v: &ObjectVersion) -> ApiResult<()> {
-        Ok(self
-            .write_object_versions(bucket, key, vec![v.clone()])
-            .await?)
-    }
-
     /// Writes `versions` of `key` into the object table, and those with
     /// ids of their own into the history table at the same time.
     pub async fn write_object_versions(
@@ -143,33 +134,6 @@ impl Api {
         }
         let (a, b) = tokio::join!(self.objects.insert(&obj), self.history.insert_many(&hs));
         a.and(b)
-    }
-
-    /// [`Api::write_version`] for many keys at once.
-    pub async fn write_versions(
-        &self,
-        bucket: Uuid,
-        vs: &[(String, ObjectVersion)],
-    ) -> ApiResult<()> {
-        let objs: Vec<Object> = vs
-            .iter()
-            .map(|(k, v)| Object::new(bucket, k.clone(), vec![v.clone()]))
-            .collect();
-        let hs: Vec<HistoryEntry> = vs
-            .iter()
-            .filter(|(_, v)| v.in_history())
-            .map(|(k, v)| HistoryEntry::new(bucket, k, v.clone()))
-            .collect();
-        let history = async {
-            match hs.is_empty() {
-                true => Ok(()),
-                false => self.history.insert_many(&hs).await,
-            }
-        };
-        let (a, b) = tokio::join!(self.objects.insert_many(&objs), history);
-        a?;
-        b?;
-        Ok(())
     }
 
     /// The newest version of `key` left in the history table.

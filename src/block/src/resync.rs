@@ -344,7 +344,14 @@ impl BlockManager {
                 Ok(Outcome::Fetched)
             }
             Some(RcEntry::Deletable { deletable_after }) if present => {
-                if now_msec() < deletable_after {
+                // A clock off its peers' defers the deletion: a jump ahead
+                // must not cut the delay short (see doc/ordering.md).
+                let deferred = garage_util::clock::check().is_err();
+                if now_msec() < deletable_after || deferred {
+                    let deletable_after = match deferred {
+                        true => deletable_after.max(now_msec() + 60_000),
+                        false => deletable_after,
+                    };
                     self.rc
                         .resync_queue
                         .insert(queue_key(deletable_after, hash), [])

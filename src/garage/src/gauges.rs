@@ -66,6 +66,16 @@ pub fn publish(g: &Garage, s: &NodeStats) {
         gauge!("cluster_partitions").set(h.partitions as f64);
         gauge!("cluster_partitions_quorum").set(h.partitions_quorum as f64);
         gauge!("cluster_partitions_all_ok").set(h.partitions_all_ok as f64);
+        gauge!("cluster_clock_skewed_nodes").set(h.clock_skewed_nodes.len() as f64);
+    }
+    let clocks = g.system.clock_view();
+    let me = g.system.id();
+    if !clocks.peers.is_empty() {
+        gauge!("cluster_node_clock_offset_seconds", "id" => me.short())
+            .set(clocks.local as f64 / 1000.0);
+    }
+    for (id, ms) in clocks.peers.iter() {
+        gauge!("cluster_node_clock_offset_seconds", "id" => id.short()).set(*ms as f64 / 1000.0);
     }
     let layout = g.system.layout();
     for (id, role) in layout.current().roles.iter() {

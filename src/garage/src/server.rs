@@ -337,6 +337,11 @@ async fn start_cluster(
     let network_key =
         garage_net::NetworkKey::from_hex(secret).map_err(|e| anyhow::anyhow!("rpc_secret: {e}"))?;
     let mut net_config = garage_net::NetConfig::default();
+    garage_util::clock::set_bound(
+        config
+            .max_clock_offset_msec
+            .unwrap_or(garage_util::clock::DEFAULT_BOUND_MS),
+    );
     if let Some(ms) = config.rpc_timeout_msec {
         net_config.rpc_timeout = Duration::from_millis(ms);
     }

@@ -275,6 +275,14 @@ fn describe() {
     );
     describe_gauge!("cluster_partitions", "Partitions of the layout");
     describe_gauge!(
+        "cluster_node_clock_offset_seconds",
+        "Offset of each node's wall clock from the cluster's (the median of the nodes' clocks), measured from pings by this node; positive: ahead"
+    );
+    describe_gauge!(
+        "cluster_clock_skewed_nodes",
+        "Nodes whose clock is off the cluster's by more than max_clock_offset_msec"
+    );
+    describe_gauge!(
         "cluster_partitions_quorum",
         "Partitions with a write quorum of answering nodes"
     );

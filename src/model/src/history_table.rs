@@ -112,6 +112,16 @@ impl HistoryEntry {
         Ok(self)
     }
 
+    /// The entry that deletes `version`, a version whose ordered write was
+    /// refused (a replica held a newer write) and that its writer wrote
+    /// again under a new id before telling anyone of it: no client ever
+    /// saw it, so it goes whatever its lock says (see doc/ordering.md).
+    pub fn withdrawn(bucket_id: Uuid, key: &str, version: ObjectVersion) -> Self {
+        let mut e = Self::new(bucket_id, key, version);
+        e.deleted.set();
+        e
+    }
+
     pub fn is_deleted(&self) -> bool {
         self.deleted.get()
     }

@@ -60,6 +60,10 @@ pub enum Locked {
     Governance {
         until: u64,
     },
+    /// A retention that this node's clock says has expired, while that
+    /// clock is off its peers' by more than the bound: the decision is
+    /// refused rather than taken early (see doc/ordering.md).
+    Clock(garage_util::clock::ClockSkewed),
 }
 
 impl std::fmt::Display for Locked {
@@ -83,6 +87,7 @@ impl std::fmt::Display for Locked {
                 "the version is under GOVERNANCE retention until {} (the bucket's owner may bypass it)",
                 date(*until)
             ),
+            Locked::Clock(c) => write!(f, "its retention has expired by this node's clock, but {c}"),
         }
     }
 }
@@ -178,6 +183,10 @@ impl ObjectLock {
                 RetentionMode::Governance if bypass => Ok(()),
                 RetentionMode::Governance => Err(Locked::Governance { until: r.until }),
             },
+            // Expired by this node's clock: only if that clock is right.
+            Some(r) if !(r.mode == RetentionMode::Governance && bypass) => {
+                garage_util::clock::check().map_err(Locked::Clock)
+            }
             _ => Ok(()),
         }
     }
@@ -192,10 +201,19 @@ impl ObjectLock {
         now: u64,
         bypass: bool,
     ) -> Result<(), Locked> {
-        let Some(cur) = self.retention().filter(|r| r.until > now) else {
+        let Some(cur) = self.retention() else {
             return Ok(());
         };
         let keeps = new.is_some_and(|n| n.until >= cur.until && n.mode >= cur.mode);
+        if cur.until <= now {
+            // Expired by this node's clock: anything goes, if that clock
+            // is right; else only what keeps the retention.
+            return match garage_util::clock::check() {
+                Ok(()) => Ok(()),
+                Err(_) if keeps => Ok(()),
+                Err(c) => Err(Locked::Clock(c)),
+            };
+        }
         match cur.mode {
             _ if keeps => Ok(()),
             RetentionMode::Compliance => Err(Locked::Compliance { until: cur.until }),

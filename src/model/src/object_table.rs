@@ -606,6 +606,26 @@ impl TableSchema for ObjectTable {
         self.count(tx, old, Some(new))
     }
 
+    /// An ordered write (a PUT, a completion, a delete marker: see
+    /// doc/ordering.md) carries complete versions meant to become
+    /// current. This replica refuses it when it holds a complete version
+    /// that sorts after one of them (the newest ever complete, the
+    /// entry's mark), reporting that version's timestamp: the writer then
+    /// stamps its version again above it.
+    fn newer_than(stored: &Object, incoming: &Object) -> Option<u64> {
+        let mark = stored.complete_mark?;
+        incoming
+            .versions
+            .iter()
+            .filter(|v| v.is_complete())
+            .any(|v| v.sort_key() < mark)
+            .then_some(mark.0)
+    }
+
+    fn stamp_of(entry: &Object) -> Option<u64> {
+        entry.versions.iter().map(|v| v.timestamp).max()
+    }
+
     /// An object entry leaving this node is not a deletion of its
     /// versions: offloaded, it lives on at its new holders; collected by
     /// the GC, it was a tombstone, and the change that made it one already

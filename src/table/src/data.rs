@@ -188,6 +188,46 @@ impl<F: TableSchema> TableData<F> {
         Ok(changed)
     }
 
+    /// Merges many encoded entries in one transaction, except each that
+    /// sorts before a newer write the stored entry holds
+    /// ([`TableSchema::newer_than`]): for each entry, `None` if merged,
+    /// else that write's stamp. Observes the stamps of the entries merged.
+    pub fn update_many_ordered(&self, encoded: &[impl AsRef<[u8]>]) -> Result<Vec<Option<u64>>> {
+        let entries = encoded
+            .iter()
+            .map(|b| encoding::decode::<F::E>(b.as_ref()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let (changed, refused) =
+            self.db
+                .transaction(|tx| -> db::TxResult<(usize, Vec<Option<u64>>), Error> {
+                    let mut n = 0;
+                    let mut refused = Vec::with_capacity(entries.len());
+                    for e in entries.iter() {
+                        let key = tree_key(e.partition_key(), e.sort_key());
+                        if let Some(old) = self.get_in_tx(tx, &key)? {
+                            if let Some(newer) = F::newer_than(&old, e) {
+                                refused.push(Some(newer));
+                                continue;
+                            }
+                        }
+                        refused.push(None);
+                        if self.merge_in_tx(tx, e)?.is_some() {
+                            n += 1;
+                        }
+                    }
+                    Ok((n, refused))
+                })?;
+        for (e, r) in entries.iter().zip(refused.iter()) {
+            if let (None, Some(ts)) = (r, F::stamp_of(e)) {
+                garage_util::time::observe(ts);
+            }
+        }
+        if changed > 0 {
+            self.merkle_todo_notify.notify_one();
+        }
+        Ok(refused)
+    }
+
     fn merge_in_tx(
         &self,
         tx: &mut db::Transaction<'_>,

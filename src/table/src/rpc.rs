@@ -36,6 +36,12 @@ pub enum TableRpc<F: TableSchema> {
     /// Remove these entries (by tree key) if they still hash to the given
     /// value: the tombstone GC's last step.
     DeleteIfEqualHash(Vec<(ByteBuf, Hash)>),
+    /// Merge these encoded entries, except those that sort before a newer
+    /// write this replica holds ([`crate::TableSchema::newer_than`]).
+    UpdateOrdered(Vec<ByteBuf>),
+    /// The answer to `UpdateOrdered`: for each entry, `None` if it was
+    /// merged, else the stamp of the newer write that refused it.
+    Refused(Vec<Option<u64>>),
 }
 
 impl<F: TableSchema> Message for TableRpc<F> {
@@ -56,6 +62,8 @@ impl<F: TableSchema> TableRpc<F> {
             TableRpc::GetMerkleNodes { .. } => "GetMerkleNodes",
             TableRpc::MerkleNodes(_) => "MerkleNodes",
             TableRpc::DeleteIfEqualHash(_) => "DeleteIfEqualHash",
+            TableRpc::UpdateOrdered(_) => "UpdateOrdered",
+            TableRpc::Refused(_) => "Refused",
         }
     }
 }

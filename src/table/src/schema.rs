@@ -161,4 +161,21 @@ pub trait TableSchema: Send + Sync + 'static {
     fn partition_tombstone(&self, entry: &Self::E, _head: &Self::E) -> Self::E {
         entry.clone()
     }
+
+    /// Ordered writes (see [`crate::Table::insert_ordered`] and
+    /// doc/ordering.md): the stamp of a write that `stored` (this
+    /// replica's entry) holds and that `incoming` was meant to come after
+    /// but sorts before. `Some` makes the replica refuse `incoming` and
+    /// report the stamp, so that the writer stamps again above it before
+    /// acknowledging. `None` (the default): `incoming` is merged.
+    fn newer_than(_stored: &Self::E, _incoming: &Self::E) -> Option<u64> {
+        None
+    }
+
+    /// The largest write stamp `entry` carries, observed by the replica's
+    /// hybrid clock when it stores an ordered write
+    /// ([`garage_util::time::observe`]). `None`: it carries none.
+    fn stamp_of(_entry: &Self::E) -> Option<u64> {
+        None
+    }
 }

@@ -107,12 +107,53 @@ impl<F: TableSchema> Table<F> {
         quorum_op::<F, _>(span, "write", self.insert_many_inner(entries)).await
     }
 
+    /// Inserts entries that each carry a new write meant to come after
+    /// every write acknowledged before it (a PUT, a delete marker): a
+    /// replica that holds a newer write refuses the entry
+    /// ([`TableSchema::newer_than`]) and reports that write's stamp.
+    /// Returns, once a write quorum of each entry's node sets has
+    /// answered, for each entry `None` if every answer so far stored it,
+    /// else the largest stamp reported: the caller must then stamp its
+    /// write again above it and insert it again before acknowledging
+    /// anything (see doc/ordering.md). The stamps reported are observed
+    /// by this node's hybrid clock.
+    ///
+    /// Why this orders sequential writes: a write acknowledged before this
+    /// one started is stored at a write quorum of every live layout
+    /// version, which intersects the quorum this one waits for; so at
+    /// least one answer comes from a replica holding it, and refuses
+    /// this entry if it sorts before it.
+    pub async fn insert_ordered(&self, entries: &[F::E]) -> Result<Vec<Option<u64>>> {
+        if entries.is_empty() {
+            return Ok(vec![]);
+        }
+        let span = tracing::debug_span!(
+            "table_insert",
+            otel.name = format!("{} insert", F::TABLE_NAME),
+            table = F::TABLE_NAME,
+            entries = entries.len(),
+            ordered = true,
+            otel.status_code = tracing::field::Empty,
+        );
+        let refused =
+            quorum_op::<F, _>(span, "write", self.insert_inner(entries, true)).await?;
+        for ts in refused.iter().flatten() {
+            garage_util::time::observe(*ts);
+        }
+        Ok(refused)
+    }
+
     async fn insert_many_inner(&self, entries: &[F::E]) -> Result<()> {
+        self.insert_inner(entries, false).await.map(|_| ())
+    }
+
+    async fn insert_inner(&self, entries: &[F::E], ordered: bool) -> Result<Vec<Option<u64>>> {
         let guard = self.system.start_write();
-        // For each entry, its node sets; for each node, what to send it.
+        // For each entry, its node sets; for each node, what to send it
+        // (with each entry's index).
         let mut sets_of: Vec<Vec<Vec<NodeId>>> = Vec::with_capacity(entries.len());
-        let mut per_node: BTreeMap<NodeId, Vec<ByteBuf>> = BTreeMap::new();
-        for e in entries {
+        let mut per_node: BTreeMap<NodeId, (Vec<usize>, Vec<ByteBuf>)> = BTreeMap::new();
+        for (i, e) in entries.iter().enumerate() {
             let partition = LayoutVersion::partition_of(e.partition_key().hash().as_slice());
             let sets = F::REPLICATION.write_sets(&guard.layout, partition);
             if sets.is_empty() {
@@ -123,25 +164,28 @@ impl<F: TableSchema> Table<F> {
             nodes.sort();
             nodes.dedup();
             for n in nodes {
-                per_node
-                    .entry(n)
-                    .or_default()
-                    .push(ByteBuf::from(bytes.clone()));
+                let (idx, batch) = per_node.entry(n).or_default();
+                idx.push(i);
+                batch.push(ByteBuf::from(bytes.clone()));
             }
             sets_of.push(sets);
         }
+        let request = move |batch: Vec<ByteBuf>| match ordered {
+            true => TableRpc::UpdateOrdered(batch),
+            false => TableRpc::Update(batch),
+        };
 
         // Every call runs to its end even once the quorum is reached, so
         // that all replicas get the write.
         let mut pending = FuturesUnordered::new();
-        for (node, batch) in per_node {
+        for (node, (idx, batch)) in per_node {
             let endpoint = self.endpoint.clone();
             let system = self.system.clone();
             let handle = tokio::spawn(
                 async move {
                     system.ensure_connected(&node).await;
                     let mut r = endpoint
-                        .call(&node, TableRpc::Update(batch.clone()), Priority::Normal)
+                        .call(&node, request(batch.clone()), Priority::Normal)
                         .await;
                     // A connection replaced under the call (both sides dialed at
                     // once) or not yet up: one more try on the new connection.
@@ -150,17 +194,16 @@ impl<F: TableSchema> Table<F> {
                         Err(NetError::ConnectionClosed | NetError::NotConnected(_))
                     ) {
                         system.ensure_connected(&node).await;
-                        r = endpoint
-                            .call(&node, TableRpc::Update(batch), Priority::Normal)
-                            .await;
+                        r = endpoint.call(&node, request(batch), Priority::Normal).await;
                     }
-                    (node, r)
+                    (node, idx, r)
                 }
                 .in_current_span(),
             );
             pending.push(handle);
         }
         let mut ok: Vec<NodeId> = Vec::new();
+        let mut refused: Vec<Option<u64>> = vec![None; entries.len()];
         let mut errors: Vec<(NodeId, String)> = Vec::new();
         let satisfied = |ok: &[NodeId]| {
             sets_of.iter().all(|sets| {
@@ -180,7 +223,7 @@ impl<F: TableSchema> Table<F> {
                 None => deadline,
             };
             match tokio::time::timeout_at(until, pending.next()).await {
-                Err(_) | Ok(None) if quorum_at.is_some() => return Ok(()),
+                Err(_) | Ok(None) if quorum_at.is_some() => return Ok(refused),
                 Err(_) | Ok(None) => {
                     let timed_out = !pending.is_empty();
                     let needed = sets_of
@@ -196,17 +239,27 @@ impl<F: TableSchema> Table<F> {
                         errors,
                     }));
                 }
-                Ok(Some(Ok((node, Ok(TableRpc::Ok))))) => ok.push(node),
-                Ok(Some(Ok((node, Ok(TableRpc::Error(e)))))) => errors.push((node, e)),
-                Ok(Some(Ok((node, Ok(other))))) => {
+                Ok(Some(Ok((node, _, Ok(TableRpc::Ok))))) => ok.push(node),
+                // An answer that refused some entries still counts for the
+                // quorum: what matters is that a quorum has been asked.
+                Ok(Some(Ok((node, idx, Ok(TableRpc::Refused(r)))))) if r.len() == idx.len() => {
+                    for (i, ts) in idx.into_iter().zip(r) {
+                        if ts > refused[i] {
+                            refused[i] = ts;
+                        }
+                    }
+                    ok.push(node)
+                }
+                Ok(Some(Ok((node, _, Ok(TableRpc::Error(e)))))) => errors.push((node, e)),
+                Ok(Some(Ok((node, _, Ok(other))))) => {
                     errors.push((node, format!("unexpected answer {}", other.kind())))
                 }
-                Ok(Some(Ok((node, Err(e))))) => errors.push((node, e.to_string())),
+                Ok(Some(Ok((node, _, Err(e))))) => errors.push((node, e.to_string())),
                 Ok(Some(Err(e))) => warn!(table = F::TABLE_NAME, "write task failed: {e}"),
             }
             if quorum_at.is_none() && satisfied(&ok) {
                 if F::REPLICATION == Replication::Sharded {
-                    return Ok(());
+                    return Ok(refused);
                 }
                 quorum_at = Some(tokio::time::Instant::now());
             }
@@ -672,6 +725,18 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
                 .increment(entries.len() as u64);
             data.update_many(&entries)?;
             TableRpc::Ok
+        }
+        TableRpc::UpdateOrdered(entries) => {
+            metrics::counter!("table_items_received_total", "table_name" => F::TABLE_NAME)
+                .increment(entries.len() as u64);
+            let refused = data.update_many_ordered(&entries)?;
+            if refused.iter().any(|r| r.is_some()) {
+                metrics::counter!("table_ordered_refusals_total", "table_name" => F::TABLE_NAME)
+                    .increment(refused.iter().filter(|r| r.is_some()).count() as u64);
+                TableRpc::Refused(refused)
+            } else {
+                TableRpc::Ok
+            }
         }
         TableRpc::GetMerkleNodes {
             partition,

@@ -5,6 +5,7 @@
 //! It may depend on `garage_db` only; it must never depend on the network,
 //! table, block, model or API crates.
 
+pub mod clock;
 pub mod config;
 pub mod crdt;
 pub mod data;

@@ -144,6 +144,11 @@ pub struct NodeResp {
     pub data_partition: Option<FreeSpaceResp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_partition: Option<FreeSpaceResp>,
+    /// How far the node's wall clock is from the cluster's (the median of
+    /// the nodes' clocks), in milliseconds, positive when ahead, as the
+    /// answering node measures it from pings; absent when not measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_offset_ms: Option<i64>,
 }
 
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -198,6 +203,7 @@ pub async fn get_cluster_status(State(st): State<St>) -> Answer<GetClusterStatus
                 draining,
                 data_partition: space(n.data_space),
                 metadata_partition: space(n.metadata_space),
+                clock_offset_ms: n.clock_offset_ms,
             }
         })
         .collect();
@@ -213,7 +219,8 @@ pub async fn get_cluster_status(State(st): State<St>) -> Answer<GetClusterStatus
 #[serde(rename_all = "camelCase")]
 pub struct GetClusterHealthResponse {
     /// `healthy` (every storage node is up), `degraded` (some are down but
-    /// every partition has a write quorum) or `unavailable` (some
+    /// every partition has a write quorum, or some node's clock is off
+    /// the cluster's) or `unavailable` (some
     /// partition has no write quorum).
     pub status: String,
     /// Nodes this node has heard of, itself included.
@@ -230,6 +237,11 @@ pub struct GetClusterHealthResponse {
     pub partitions_quorum: usize,
     /// Partitions all of whose nodes are up.
     pub partitions_all_ok: usize,
+    /// Nodes whose clock is off the cluster's by more than
+    /// `max_clock_offset_msec` (full ids): they make the health
+    /// `degraded`.
+    #[serde(default)]
+    pub clock_skewed_nodes: Vec<String>,
 }
 
 pub fn cluster_health(system: &System) -> GetClusterHealthResponse {
@@ -245,6 +257,7 @@ pub fn cluster_health(system: &System) -> GetClusterHealthResponse {
         partitions: h.partitions,
         partitions_quorum: h.partitions_quorum,
         partitions_all_ok: h.partitions_all_ok,
+        clock_skewed_nodes: h.clock_skewed_nodes,
     }
 }
 
@@ -268,7 +281,7 @@ pub async fn health(State(st): State<St>) -> impl IntoResponse {
         "healthy" => (StatusCode::OK, "Garage is fully operational"),
         "degraded" => (
             StatusCode::OK,
-            "Garage is operational but some storage nodes are unavailable",
+            "Garage is operational but some storage nodes are unavailable, or some node's clock is off the cluster's",
         ),
         _ => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -239,5 +239,13 @@ pub fn format_health(h: &garage_rpc::system::health::ClusterHealth) -> String {
         "  partitions: {} with quorum, {} with all nodes up, of {}",
         h.partitions_quorum, h.partitions_all_ok, h.partitions
     );
+    for n in &h.clock_skewed_nodes {
+        let _ = writeln!(
+            out,
+            "  clock of node {:.16} is off the cluster's by more than {} ms (max_clock_offset_msec): see the Clock column",
+            n,
+            garage_util::clock::bound_ms()
+        );
+    }
     out
 }

@@ -37,7 +37,7 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
 
     println!("==== HEALTHY NODES ====");
     let mut rows =
-        vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail".to_string()];
+        vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail\tClock".to_string()];
     for n in status.nodes.iter().filter(|n| n.is_up) {
         let host = n.hostname.as_deref().unwrap_or("?");
         let addr = n
@@ -52,11 +52,12 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                 };
                 let meta = free_space_string(n.metadata_space.as_ref());
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}",
+                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}\t{}",
                     n.id.to_string(),
                     role.tags.join(","),
                     role.zone,
                     capacity_string(role.capacity),
+                    clock_string(n.clock_offset_ms),
                 ));
             }
             None => {
@@ -66,9 +67,10 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                     "NO ROLE ASSIGNED"
                 };
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}",
+                    "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}\t{}",
                     n.id.to_string(),
-                    free_space_string(n.metadata_space.as_ref())
+                    free_space_string(n.metadata_space.as_ref()),
+                    clock_string(n.clock_offset_ms),
                 ));
             }
         }
@@ -110,6 +112,15 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// A node's clock offset from the cluster's (the median of the nodes'
+/// clocks), e.g. `+1.002s`, or `?` when not measured.
+pub fn clock_string(ms: Option<i64>) -> String {
+    match ms {
+        Some(ms) => format!("{:+.3}s", ms as f64 / 1000.0),
+        None => "?".into(),
+    }
 }
 
 /// Available space and its share of the total, or "?" when unknown.

@@ -43,6 +43,9 @@ pub struct Node {
     pub proc: Option<Proc>,
     /// Full node id, known once the node has started.
     pub id: Option<String>,
+    /// Environment variables given to this node only (after the
+    /// cluster's), e.g. its fake clock ([`Cluster::fake_clock`]).
+    pub env: Vec<(String, String)>,
     _proxy: Proxy,
 }
 
@@ -118,6 +121,7 @@ impl Cluster {
                     dir: ndir,
                     proc: None,
                     id: None,
+                    env: Vec::new(),
                     _proxy: proxy,
                 }
             })
@@ -226,7 +230,8 @@ api_bind_addr = "{ip}:3900"
         let p = Proc::spawn_with(
             super::base_command(&node.dir)
                 .args(["-c", node.config.to_str().unwrap(), "server"])
-                .envs(self.env.iter().map(|(k, v)| (k, v))),
+                .envs(self.env.iter().map(|(k, v)| (k, v)))
+                .envs(node.env.iter().map(|(k, v)| (k, v))),
         );
         let line = p.wait_log("node id ");
         let id = line
@@ -356,9 +361,56 @@ api_bind_addr = "{ip}:3900"
         out
     }
 
+    /// Gives node `i` (before it starts) a wall clock that the test moves
+    /// with [`Cluster::set_clock_offset`]: libfaketime (Debian's
+    /// `faketime` package, which CI installs) preloaded into the daemon
+    /// itself, reading its offset from a file at most once a second; the
+    /// monotonic clock is left alone, as when NTP steps a clock.
+    pub fn fake_clock(&mut self, i: usize) {
+        let lib = libfaketime();
+        let file = self.nodes[i].dir.join("faketime");
+        std::fs::write(&file, "+0\n").unwrap();
+        self.nodes[i].env.extend([
+            ("LD_PRELOAD".to_string(), lib.display().to_string()),
+            ("FAKETIME_TIMESTAMP_FILE".into(), file.display().to_string()),
+            ("FAKETIME_CACHE_DURATION".into(), "1".into()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC".into(), "1".into()),
+            ("DONT_FAKE_MONOTONIC".into(), "1".into()),
+        ]);
+    }
+
+    /// Sets node `i`'s wall clock `ms` milliseconds ahead of the real one
+    /// (behind if negative); it takes effect within a second. The node
+    /// must have a fake clock ([`Cluster::fake_clock`]).
+    pub fn set_clock_offset(&self, i: usize, ms: i64) {
+        let file = self.nodes[i].dir.join("faketime");
+        assert!(file.exists(), "node {i} has no fake clock");
+        let sign = if ms < 0 { "-" } else { "+" };
+        let abs = ms.unsigned_abs();
+        let text = format!("{sign}{}.{:03}\n", abs / 1000, abs % 1000);
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+    }
+
     pub fn binary() -> PathBuf {
         garage_bin()
     }
+}
+
+/// Where Debian's `faketime` package puts libfaketime.
+pub fn libfaketime() -> PathBuf {
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1",
+        "/usr/local/lib/faketime/libfaketime.so.1",
+    ];
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("libfaketime not found: install Debian's faketime package (apt-get install faketime); .ci/run does")
 }
 
 /// Per table: (items, Merkle digest), from `garage stats` on node `i`.

@@ -46,6 +46,11 @@ pub struct ClusterHealth {
     pub partitions: usize,
     pub partitions_quorum: usize,
     pub partitions_all_ok: usize,
+    /// Nodes whose clock is off the cluster's by more than
+    /// `max_clock_offset_msec` (hex ids): they make a healthy cluster
+    /// degraded (absent from older nodes).
+    #[serde(default)]
+    pub clock_skewed_nodes: Vec<String>,
 }
 
 impl ClusterHealth {
@@ -88,6 +93,7 @@ impl ClusterHealth {
             partitions,
             partitions_quorum,
             partitions_all_ok,
+            clock_skewed_nodes: vec![],
         }
     }
 }
@@ -107,6 +113,14 @@ impl System {
             *n == me || peers.get(n).is_some_and(|p| p.is_up())
         });
         h.connected_nodes = connected;
+        drop(peers);
+        let skewed = self
+            .clock_view()
+            .skewed(&me, garage_util::clock::bound_ms());
+        if !skewed.is_empty() && h.status == HealthStatus::Healthy {
+            h.status = HealthStatus::Degraded;
+        }
+        h.clock_skewed_nodes = skewed.iter().map(|n| hex::encode(n.0)).collect();
         h
     }
 }

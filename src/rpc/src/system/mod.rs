@@ -5,6 +5,7 @@
 //! peer every [`PING_INTERVAL`], measuring the round-trip time; layouts are
 //! compared by digest on each ping and pulled and merged when they differ.
 
+pub mod clock;
 pub mod health;
 pub mod peers;
 pub mod status;
@@ -103,6 +104,12 @@ pub struct KnownNode {
     pub layout_version: Option<u64>,
     pub metadata_space: Option<FreeSpace>,
     pub data_space: Option<FreeSpace>,
+    /// How far the node's wall clock is from the cluster's (the median of
+    /// the nodes' clocks), in ms, as the answering node measures it
+    /// (positive: ahead); absent when not measured (absent from older
+    /// nodes too).
+    #[serde(default)]
+    pub clock_offset_ms: Option<i64>,
 }
 
 /// Settings the system needs from the node configuration.
@@ -162,6 +169,8 @@ pub struct System {
     peers_up: watch::Sender<u64>,
     /// The peer list last written to [`PEER_LIST_FILE`].
     saved_peers: Mutex<Vec<(NodeId, SocketAddr)>>,
+    /// Nodes last seen off the cluster's clock (logged once each).
+    clock_alarms: Mutex<std::collections::BTreeSet<NodeId>>,
 }
 
 /// Parses `<node_id>@<host>:<port>`, resolving the host.
@@ -239,6 +248,7 @@ impl System {
             layout_notify: watch::channel(Arc::new(layout.clone())).0,
             peers_up: watch::channel(0).0,
             saved_peers: Mutex::new(Vec::new()),
+            clock_alarms: Mutex::new(Default::default()),
         });
         sys.endpoint.set_handler(sys.clone());
         let weak = Arc::downgrade(&sys);
@@ -329,6 +339,7 @@ impl System {
             layout: self.layout_digest(),
             metadata_space: free_space(&self.config.metadata_dir),
             data_space: free_space_of_all(&self.config.data_dirs),
+            clock_ms: garage_util::time::now_msec(),
         }
     }
 
@@ -427,6 +438,7 @@ impl System {
                 tokio::spawn(self.clone().ping(id));
             }
             self.update_trackers();
+            self.update_clock_health();
             self.save_peer_list();
             tokio::select! {
                 _ = tokio::time::sleep(PING_INTERVAL) => (),
@@ -444,12 +456,14 @@ impl System {
     async fn ping_once(&self, id: NodeId) {
         let start = Instant::now();
         let msg = SystemRpc::Ping(self.local_status());
+        let sent_ms = garage_util::time::now_msec();
         let res =
             tokio::time::timeout(PING_TIMEOUT, self.endpoint.call(&id, msg, Priority::High)).await;
         match res {
             Ok(Ok(SystemRpc::Pong(status, known))) => {
                 let rtt = start.elapsed();
-                if self.record_peer_status(id, &status, &known, Some(rtt)) {
+                let offset = clock::offset_of_peer(sent_ms, garage_util::time::now_msec(), &status);
+                if self.record_peer_status(id, &status, &known, Some(rtt), offset) {
                     self.pull_layout(id).await;
                 }
             }
@@ -484,12 +498,13 @@ impl System {
         status: &NodeStatus,
         known: &[(NodeId, SocketAddr)],
         rtt: Option<Duration>,
+        clock_offset_ms: Option<i64>,
     ) -> bool {
         let now = Instant::now();
         {
             let mut peers = self.peers();
             let was_down = peers.get(&id).is_some_and(|p| !p.is_up() && p.connected);
-            peers.heard_from(&id, status.clone(), rtt, now);
+            peers.heard_from(&id, status.clone(), rtt, clock_offset_ms, now);
             if was_down {
                 info!(peer = ?id, "peer is up again");
                 self.peers_up.send_modify(|n| *n += 1);
@@ -578,6 +593,7 @@ impl System {
     pub fn cluster_status(&self) -> ClusterStatus {
         // Before the peer list is locked below (health locks it too).
         let health = self.health();
+        let clocks = self.clock_view();
         let layout = self.layout();
         let now = Instant::now();
         let me = self.local_status();
@@ -591,6 +607,7 @@ impl System {
             layout_version: Some(me.layout.version),
             metadata_space: me.metadata_space,
             data_space: me.data_space,
+            clock_offset_ms: None,
         }];
         let peers = self.peers();
         for (id, p) in peers.iter() {
@@ -607,6 +624,7 @@ impl System {
                 layout_version: p.status.as_ref().map(|s| s.layout.version),
                 metadata_space: p.status.as_ref().and_then(|s| s.metadata_space),
                 data_space: p.status.as_ref().and_then(|s| s.data_space),
+                clock_offset_ms: None,
             });
         }
         // Nodes with a role that we never heard of are listed as down.
@@ -622,8 +640,13 @@ impl System {
                     layout_version: None,
                     metadata_space: None,
                     data_space: None,
+                    clock_offset_ms: None,
                 });
             }
+        }
+        let me = self.id();
+        for n in nodes.iter_mut() {
+            n.clock_offset_ms = clocks.offset_of(&me, &n.id);
         }
         nodes.sort_by_key(|n| n.id);
         ClusterStatus {
@@ -848,7 +871,7 @@ impl EndpointHandler<SystemRpc> for System {
                 }
                 // The answer must not wait on anything: a newer layout on
                 // the pinging side is pulled when our own ping to it sees it.
-                self.record_peer_status(from, &status, &[], None);
+                self.record_peer_status(from, &status, &[], None, None);
                 SystemRpc::Pong(self.local_status(), self.known_peers())
             }
             SystemRpc::PullLayout => SystemRpc::Layout(Box::new((*self.layout()).clone())),

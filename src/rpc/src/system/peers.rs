@@ -40,6 +40,10 @@ pub struct Peer {
     pub rtt: Option<Duration>,
     pub last_seen: Option<Instant>,
     pub status: Option<NodeStatus>,
+    /// How far the peer's wall clock is ahead of this node's (ms), from
+    /// the last ping's answer: its clock minus the middle of the round
+    /// trip. Off by at most half the round trip.
+    pub clock_offset_ms: Option<i64>,
     connect_failures: u32,
     next_attempt: Instant,
 }
@@ -53,6 +57,7 @@ impl Peer {
             rtt: None,
             last_seen: None,
             status: None,
+            clock_offset_ms: None,
             connect_failures: 0,
             next_attempt: now,
         }
@@ -128,9 +133,13 @@ impl Peers {
         id: &NodeId,
         status: NodeStatus,
         rtt: Option<Duration>,
+        clock_offset_ms: Option<i64>,
         now: Instant,
     ) {
         if let Some(p) = self.map.get_mut(id) {
+            if clock_offset_ms.is_some() {
+                p.clock_offset_ms = clock_offset_ms;
+            }
             p.failed_pings = 0;
             p.last_seen = Some(now);
             if let Some(rtt) = rtt {

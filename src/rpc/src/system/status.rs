@@ -30,6 +30,11 @@ pub struct NodeStatus {
     pub metadata_space: Option<FreeSpace>,
     /// Summed over the data directories' file systems (each counted once).
     pub data_space: Option<FreeSpace>,
+    /// The sender's wall clock when it sent this (ms since the epoch), so
+    /// that a node measures its peers' clock offsets from its pings
+    /// (absent from older nodes: 0, no measure).
+    #[serde(default)]
+    pub clock_ms: u64,
 }
 
 /// The machine's host name.

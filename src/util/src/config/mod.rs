@@ -152,6 +152,11 @@ pub struct Config {
     pub rpc_ping_timeout_msec: Option<u64>,
     #[serde(default)]
     pub rpc_timeout_msec: Option<u64>,
+    /// Largest offset of this node's clock from its peers' (ms) before the
+    /// cluster health is degraded and time-based decisions are refused
+    /// here (see [`crate::clock`]). Default 2000.
+    #[serde(default)]
+    pub max_clock_offset_msec: Option<u64>,
     #[serde(default)]
     pub bootstrap_peers: Vec<String>,
     #[serde(default)]

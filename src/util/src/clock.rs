@@ -1,0 +1,130 @@
+//! Clock health: how far this node's wall clock is from its peers', and
+//! whether decisions that compare a stored time with "now" may be taken.
+//!
+//! `garage_rpc` measures each peer's offset from the ping round trips and
+//! sets this node's offset from the cluster (the median of the nodes'
+//! clocks) here with [`set_offset`]; anything that would act because
+//! enough time has passed (retention expiry, lifecycle expiration, the GC
+//! delays, the conditional register's void age) asks [`check`] first and
+//! refuses or defers when the clock is off by more than the bound
+//! (`max_clock_offset_msec`, [`set_bound`]): a clock running ahead must
+//! never make something expire early. See doc/ordering.md.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// Default bound on a node's offset from its peers' clocks.
+pub const DEFAULT_BOUND_MS: u64 = 2000;
+
+static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
+static MEASURED: AtomicBool = AtomicBool::new(false);
+static BOUND_MS: AtomicU64 = AtomicU64::new(DEFAULT_BOUND_MS);
+
+/// This node's clock is too far from its peers' for a time-based
+/// decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("this node's clock is {offset_ms} ms off its peers' clocks (bound: {bound_ms} ms, max_clock_offset_msec): time-based decisions are refused here until the clock is corrected")]
+pub struct ClockSkewed {
+    pub offset_ms: i64,
+    pub bound_ms: u64,
+}
+
+/// Sets the bound (from `max_clock_offset_msec`).
+pub fn set_bound(ms: u64) {
+    BOUND_MS.store(ms, Ordering::Relaxed);
+}
+
+pub fn bound_ms() -> u64 {
+    BOUND_MS.load(Ordering::Relaxed)
+}
+
+/// Records this node's measured offset from the cluster's clocks
+/// (positive: ahead).
+pub fn set_offset(ms: i64) {
+    OFFSET_MS.store(ms, Ordering::Relaxed);
+    MEASURED.store(true, Ordering::Relaxed);
+}
+
+/// This node's last measured offset (0 before any measure, or alone).
+pub fn offset_ms() -> i64 {
+    OFFSET_MS.load(Ordering::Relaxed)
+}
+
+/// Whether an offset has been measured (a node with no peers has none).
+pub fn measured() -> bool {
+    MEASURED.load(Ordering::Relaxed)
+}
+
+/// Ok when this node's clock is within the bound of its peers'.
+pub fn check() -> Result<(), ClockSkewed> {
+    let offset_ms = offset_ms();
+    let bound_ms = bound_ms();
+    match offset_ms.unsigned_abs() > bound_ms {
+        true => Err(ClockSkewed {
+            offset_ms,
+            bound_ms,
+        }),
+        false => Ok(()),
+    }
+}
+
+/// The offset of each node from the cluster's clock, given this node's
+/// measures of its peers' offsets (positive: the peer is ahead of this
+/// node). The cluster's clock is the median of all clocks, this node's
+/// included (offset 0); with an even count, of the two middle clocks the
+/// one farther from this node's, so that of two nodes that disagree both
+/// are seen as off (failing closed). Returns this node's offset from the
+/// cluster, then each peer's, in the order given.
+pub fn offsets_from_median(peers: &[i64]) -> (i64, Vec<i64>) {
+    let mut all: Vec<i64> = peers.to_vec();
+    all.push(0);
+    all.sort();
+    let n = all.len();
+    let median = if n % 2 == 1 {
+        all[n / 2]
+    } else {
+        let (a, b) = (all[n / 2 - 1], all[n / 2]);
+        if a.unsigned_abs() >= b.unsigned_abs() {
+            a
+        } else {
+            b
+        }
+    };
+    (-median, peers.iter().map(|o| o - median).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_names_the_node_that_is_off() {
+        // Three nodes, this one 10 minutes ahead: both peers say so.
+        let (me, peers) = offsets_from_median(&[-600_000, -600_000]);
+        assert_eq!(me, 600_000);
+        assert_eq!(peers, vec![0, 0]);
+        // Three nodes, one peer 1 s behind: only it is off.
+        let (me, peers) = offsets_from_median(&[-1000, 3]);
+        assert_eq!(me, 0);
+        assert_eq!(peers, vec![-1000, 3]);
+        // Two nodes that disagree: both are off.
+        let (me, _) = offsets_from_median(&[5000]);
+        assert_eq!(me.abs(), 5000);
+        let (me, _) = offsets_from_median(&[-5000]);
+        assert_eq!(me.abs(), 5000);
+        // Alone: no offset.
+        assert_eq!(offsets_from_median(&[]), (0, vec![]));
+    }
+
+    #[test]
+    fn check_fails_closed_beyond_the_bound() {
+        // One test touches the globals, so that tests in parallel agree.
+        set_bound(2000);
+        set_offset(1999);
+        assert!(check().is_ok());
+        set_offset(-2001);
+        let e = check().unwrap_err();
+        assert_eq!(e.offset_ms, -2001);
+        assert!(e.to_string().contains("max_clock_offset_msec"));
+        set_offset(0);
+    }
+}
