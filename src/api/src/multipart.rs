@@ -205,25 +205,49 @@ impl Api {
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }
-        let mut upload = ObjectVersion::new(
-            upload_id,
-            timestamp,
-            ObjectVersionState::Uploading {
-                multipart: true,
-                headers,
-            },
-            place.versioning,
-        );
-        place.apply(&mut upload);
-        let obj = Object::new(bucket, i.key.clone(), vec![upload]);
-        let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
-        mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
-            algorithm: a.name().to_string(),
-            full_object,
-        });
-        let (a, b) = tokio::join!(self.objects.insert(&obj), self.mpus.insert(&mpu));
-        a?;
-        b?;
+        // An ordered write (see `crate::ordered`): an upload stamped
+        // before a version a replica already holds would be dropped from
+        // the object entry at once (with its upload). Refused, it starts
+        // again under a new id, stamped after that version.
+        let (mut upload_id, mut timestamp) = (upload_id, timestamp);
+        let mut attempts = 0;
+        loop {
+            let mut upload = ObjectVersion::new(
+                upload_id,
+                timestamp,
+                ObjectVersionState::Uploading {
+                    multipart: true,
+                    headers: headers.clone(),
+                },
+                place.versioning,
+            );
+            place.apply(&mut upload);
+            let obj = Object::new(bucket, i.key.clone(), vec![upload]);
+            let mut mpu = MultipartUpload::new(upload_id, timestamp, bucket, i.key.clone());
+            mpu.checksum = checksum.map(|(a, full_object)| MpuChecksum {
+                algorithm: a.name().to_string(),
+                full_object,
+            });
+            let (a, b) = tokio::join!(
+                self.objects.insert_ordered(std::slice::from_ref(&obj)),
+                self.mpus.insert(&mpu)
+            );
+            b?;
+            let Some(newer) = a?.pop().flatten() else {
+                break;
+            };
+            let (_, gone) = mpu.abort_entries();
+            self.mpus.insert(&gone).await?;
+            attempts += 1;
+            if attempts > 8 {
+                return Err(ApiError::Unavailable(
+                    "newer writes of this key kept overtaking the upload's creation; try again"
+                        .into(),
+                ));
+            }
+            upload_id = gen_uuid();
+            timestamp = garage_util::time::increment_after(newer);
+        }
         let sse_fields = SseKey::response_fields(sse.as_ref());
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(i.bucket),

@@ -229,7 +229,9 @@ impl Api {
                 versioning,
             );
             place.apply(&mut v);
-            let v = self.finish_version(bucket, key, v, None, cond, true).await?;
+            let v = self
+                .finish_version(bucket, key, v, None, cond, true)
+                .await?;
             return Ok(Written {
                 etag,
                 size,

@@ -59,7 +59,9 @@ impl Api {
     ) -> ApiResult<Vec<(String, ObjectVersion)>> {
         self.write_versions_with(
             bucket,
-            vs.iter().map(|(k, v)| (k.clone(), v.clone(), None)).collect(),
+            vs.iter()
+                .map(|(k, v)| (k.clone(), v.clone(), None))
+                .collect(),
         )
         .await
     }
@@ -150,7 +152,9 @@ impl Api {
         );
         if has_blocks {
             let blocks = blocks.ok_or_else(|| {
-                ApiError::Internal("a version with blocks was written without its block list".into())
+                ApiError::Internal(
+                    "a version with blocks was written without its block list".into(),
+                )
             })?;
             let segments = Version::segments(v.uuid, &backlink, blocks.iter().map(|(k, b)| (k, b)));
             let refs: Vec<BlockRef> = blocks

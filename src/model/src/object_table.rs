@@ -606,18 +606,19 @@ impl TableSchema for ObjectTable {
         self.count(tx, old, Some(new))
     }
 
-    /// An ordered write (a PUT, a completion, a delete marker: see
-    /// doc/ordering.md) carries complete versions meant to become
-    /// current. This replica refuses it when it holds a complete version
-    /// that sorts after one of them (the newest ever complete, the
-    /// entry's mark), reporting that version's timestamp: the writer then
-    /// stamps its version again above it.
+    /// An ordered write (a PUT, a completion, a delete marker, a new
+    /// multipart upload: see doc/ordering.md) carries versions meant to
+    /// come after every version the key has. This replica refuses it when
+    /// it holds a complete version that sorts after one of them (the
+    /// newest ever complete, the entry's mark: a version before it would
+    /// be dropped at once), reporting that version's timestamp: the
+    /// writer then stamps its version again above it.
     fn newer_than(stored: &Object, incoming: &Object) -> Option<u64> {
         let mark = stored.complete_mark?;
         incoming
             .versions
             .iter()
-            .filter(|v| v.is_complete())
+            .filter(|v| v.state != ObjectVersionState::Aborted)
             .any(|v| v.sort_key() < mark)
             .then_some(mark.0)
     }

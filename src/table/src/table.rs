@@ -135,8 +135,7 @@ impl<F: TableSchema> Table<F> {
             ordered = true,
             otel.status_code = tracing::field::Empty,
         );
-        let refused =
-            quorum_op::<F, _>(span, "write", self.insert_inner(entries, true)).await?;
+        let refused = quorum_op::<F, _>(span, "write", self.insert_inner(entries, true)).await?;
         for ts in refused.iter().flatten() {
             garage_util::time::observe(*ts);
         }

@@ -11,6 +11,8 @@
 //! never make something expire early. See doc/ordering.md.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
 
 /// Default bound on a node's offset from its peers' clocks.
 pub const DEFAULT_BOUND_MS: u64 = 2000;
@@ -18,6 +20,10 @@ pub const DEFAULT_BOUND_MS: u64 = 2000;
 static OFFSET_MS: AtomicI64 = AtomicI64::new(0);
 static MEASURED: AtomicBool = AtomicBool::new(false);
 static BOUND_MS: AtomicU64 = AtomicU64::new(DEFAULT_BOUND_MS);
+/// When the offset was last measured: the wall clock and the monotonic
+/// clock then, so that a jump of the wall clock since counts at once,
+/// before the next ping measures it.
+static MEASURED_AT: Mutex<Option<(u64, Instant)>> = Mutex::new(None);
 
 /// This node's clock is too far from its peers' for a time-based
 /// decision.
@@ -40,13 +46,28 @@ pub fn bound_ms() -> u64 {
 /// Records this node's measured offset from the cluster's clocks
 /// (positive: ahead).
 pub fn set_offset(ms: i64) {
+    let at = (crate::time::now_msec(), Instant::now());
+    let mut m = MEASURED_AT.lock().unwrap_or_else(|e| e.into_inner());
     OFFSET_MS.store(ms, Ordering::Relaxed);
+    *m = Some(at);
     MEASURED.store(true, Ordering::Relaxed);
 }
 
-/// This node's last measured offset (0 before any measure, or alone).
+/// This node's offset from the cluster's clocks: the last measure, plus
+/// how far the wall clock has moved since against the monotonic clock
+/// (a clock stepped since the last ping counts at once). 0 before any
+/// measure, or alone.
 pub fn offset_ms() -> i64 {
-    OFFSET_MS.load(Ordering::Relaxed)
+    let m = MEASURED_AT.lock().unwrap_or_else(|e| e.into_inner());
+    let measured = OFFSET_MS.load(Ordering::Relaxed);
+    match *m {
+        None => measured,
+        Some((wall, mono)) => {
+            let wall_moved = crate::time::now_msec() as i64 - wall as i64;
+            let mono_moved = mono.elapsed().as_millis() as i64;
+            measured + (wall_moved - mono_moved)
+        }
+    }
 }
 
 /// Whether an offset has been measured (a node with no peers has none).
@@ -119,7 +140,7 @@ mod tests {
     fn check_fails_closed_beyond_the_bound() {
         // One test touches the globals, so that tests in parallel agree.
         set_bound(2000);
-        set_offset(1999);
+        set_offset(1500);
         assert!(check().is_ok());
         set_offset(-2001);
         let e = check().unwrap_err();

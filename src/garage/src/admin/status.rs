@@ -36,8 +36,9 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     let staged = layout.staged_roles();
 
     println!("==== HEALTHY NODES ====");
-    let mut rows =
-        vec!["ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail\tClock".to_string()];
+    let mut rows = vec![
+        "ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail\tClock".to_string(),
+    ];
     for n in status.nodes.iter().filter(|n| n.is_up) {
         let host = n.hostname.as_deref().unwrap_or("?");
         let addr = n

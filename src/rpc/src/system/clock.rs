@@ -75,11 +75,7 @@ impl System {
         let (local, offsets) = garage_util::clock::offsets_from_median(&raw);
         ClockView {
             local,
-            peers: measured
-                .iter()
-                .map(|(id, _)| *id)
-                .zip(offsets)
-                .collect(),
+            peers: measured.iter().map(|(id, _)| *id).zip(offsets).collect(),
         }
     }
 

@@ -463,7 +463,9 @@ impl System {
             Ok(Ok(SystemRpc::Pong(status, known))) => {
                 let rtt = start.elapsed();
                 let offset = clock::offset_of_peer(sent_ms, garage_util::time::now_msec(), &status);
-                if self.record_peer_status(id, &status, &known, Some(rtt), offset) {
+                let pull = self.record_peer_status(id, &status, &known, Some(rtt), offset);
+                self.update_clock_health();
+                if pull {
                     self.pull_layout(id).await;
                 }
             }
