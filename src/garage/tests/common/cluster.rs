@@ -332,6 +332,17 @@ api_bind_addr = "{ip}:3900"
             .set_isolated(IpAddr::V4(self.nodes[i].ip), isolated);
     }
 
+    /// Splits the cluster: the nodes of each group reach only each other
+    /// (links between groups carry nothing, connections stay open); an
+    /// empty list heals the split.
+    pub fn set_split(&self, groups: &[Vec<usize>]) {
+        let ips: Vec<Vec<IpAddr>> = groups
+            .iter()
+            .map(|g| g.iter().map(|i| IpAddr::V4(self.nodes[*i].ip)).collect())
+            .collect();
+        self.net.set_split(&ips);
+    }
+
     /// Bandwidth of every link between nodes, in bytes per second.
     pub fn set_rate(&self, bytes_per_sec: Option<u64>) {
         self.net.set_rate(bytes_per_sec);

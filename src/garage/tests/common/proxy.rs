@@ -7,6 +7,8 @@
 //! a test can:
 //! - isolate a node: bytes to and from it stop flowing, but no connection is
 //!   closed, as when a site's link goes down (only pings can notice);
+//! - split the network into groups that cannot reach each other (a
+//!   majority and a minority, say), with the same effect between groups;
 //! - add one-way latency to every link (`tc netem` is not available);
 //! - limit the bandwidth of every link.
 //!
@@ -31,6 +33,9 @@ const PACE_PIECE: usize = 1500;
 #[derive(Default)]
 struct NetState {
     isolated: HashSet<IpAddr>,
+    /// A network split: nodes in different groups cannot reach each
+    /// other (nodes in no group reach everyone not isolated).
+    groups: std::collections::HashMap<IpAddr, usize>,
     delay: Duration,
     /// Each chunk's one-way latency is `delay` ± up to `jitter` (uniform).
     jitter: Duration,
@@ -89,9 +94,21 @@ impl Net {
         self.state().rate
     }
 
+    /// Splits the network: each node of `groups[g]` reaches only the
+    /// nodes of the same group (an empty list heals the split).
+    pub fn set_split(&self, groups: &[Vec<IpAddr>]) {
+        let mut s = self.state();
+        s.groups = groups
+            .iter()
+            .enumerate()
+            .flat_map(|(g, ips)| ips.iter().map(move |ip| (*ip, g)))
+            .collect();
+    }
+
     fn blocked(&self, a: IpAddr, b: IpAddr) -> bool {
         let s = self.state();
-        s.isolated.contains(&a) || s.isolated.contains(&b)
+        let split = matches!((s.groups.get(&a), s.groups.get(&b)), (Some(x), Some(y)) if x != y);
+        split || s.isolated.contains(&a) || s.isolated.contains(&b)
     }
 
     /// The latency of the next chunk.
