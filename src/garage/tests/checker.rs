@@ -588,15 +588,23 @@ impl Nemesis {
         (!v.is_empty()).then(|| v[self.rng.random_range(0..v.len())])
     }
 
-    fn apply(&self) {
+    /// Applies the staged layout change; false when nothing was staged
+    /// (a capacity set to the one it had).
+    fn apply(&self) -> bool {
         let show = self.c.garage_ok(0, &["layout", "show"]);
-        let version = show
+        let Some(version) = show
             .lines()
             .find_map(|l| l.trim().strip_prefix("garage layout apply --version "))
-            .unwrap_or_else(|| panic!("no apply line in:\n{show}"))
-            .to_string();
+        else {
+            assert!(
+                !show.contains("STAGED ROLE CHANGES"),
+                "staged changes but no apply line in:\n{show}"
+            );
+            return false;
+        };
         self.c
-            .garage_ok(0, &["layout", "apply", "--version", &version]);
+            .garage_ok(0, &["layout", "apply", "--version", version]);
+        true
     }
 
     fn assign(&self, i: usize, zone: &str, cap: &str) {

@@ -114,6 +114,9 @@ fn err(e: impl std::fmt::Display) -> String {
 /// Starts a repair in the background; refuses a second one of the same
 /// kind while one runs.
 pub fn launch(g: &Arc<Garage>, what: TableRepair) -> Result<String> {
+    // Orphans are told from uploads in progress by their age on this
+    // node's clock: refused while it is off its peers' (doc/ordering.md).
+    garage_util::clock::check().map_err(|e| format!("repair of {} refused: {e}", what.name()))?;
     let name = format!("Repair {}", what.name());
     if g.system.workers.list_names().contains(&name) {
         return Err(format!(
