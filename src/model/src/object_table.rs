@@ -880,6 +880,35 @@ mod tests {
         }
     }
 
+    /// Ordered writes (doc/ordering.md): a replica holding a complete
+    /// version newer than the one written refuses it and reports the newer
+    /// timestamp; an upload stamped before it too (it would be dropped at
+    /// once); nothing refuses a newer version, an abort, or a write to an
+    /// entry with no complete version.
+    #[test]
+    fn ordered_writes_are_refused_behind_the_newest_complete_version() {
+        let stored = obj("k", vec![v(1, 50, inline(10)), v(2, 70, uploading(true))]);
+        let newer =
+            |incoming: ObjectVersion| ObjectTable::newer_than(&stored, &obj("k", vec![incoming]));
+        assert_eq!(newer(v(3, 40, inline(5))), Some(50));
+        assert_eq!(newer(v(3, 40, DELETE_MARKER)), Some(50));
+        assert_eq!(newer(v(3, 40, blocks(5))), Some(50));
+        assert_eq!(newer(v(3, 40, uploading(true))), Some(50));
+        // Same timestamp, smaller id: sorts before, refused.
+        assert_eq!(newer(v(0, 50, inline(5))), Some(50));
+        assert_eq!(newer(v(3, 50, inline(5))), None);
+        assert_eq!(newer(v(3, 60, inline(5))), None);
+        assert_eq!(newer(v(3, 40, ObjectVersionState::Aborted)), None);
+        // The version itself, written again: not refused.
+        assert_eq!(newer(v(1, 50, inline(10))), None);
+        let only_uploads = obj("k", vec![v(2, 70, uploading(true))]);
+        assert_eq!(
+            ObjectTable::newer_than(&only_uploads, &obj("k", vec![v(3, 40, inline(5))])),
+            None
+        );
+        assert_eq!(ObjectTable::stamp_of(&stored), Some(70));
+    }
+
     #[test]
     fn abort_is_final_even_over_a_racing_completion() {
         let mut o = obj("a", vec![v(1, 10, uploading(true))]);

@@ -167,3 +167,70 @@ async fn a_partition_read_includes_tombstones_and_repairs_a_replica() {
     )
     .await;
 }
+
+/// Ordered writes: a replica holding a newer value refuses an older one,
+/// stores nothing and reports the newer timestamp (from a quorum's
+/// answers, whatever replica the quorum is made of); a write after every
+/// stored value is merged everywhere; the coordinator's and the replicas'
+/// hybrid clocks observe the stamps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordered_writes_are_refused_by_a_replica_holding_a_newer_value() {
+    let nodes = cluster(3, 3).await;
+    let far = garage_util::time::now_msec() + 3_600_000;
+    // A newer value on one replica only (the others missed it).
+    let newer = TestEntry::raw("o", "k", far, Some("newer"));
+    nodes[2].table.data.update_entry_with(&newer).unwrap();
+    let older = TestEntry::raw("o", "k", far - 10, Some("older"));
+    // Through each node: the quorum may or may not include node 2; the
+    // write is refused only if an answer came from it, and node 2 never
+    // stores the older value.
+    let refused = nodes[0]
+        .table
+        .insert_ordered(&[older.clone()])
+        .await
+        .unwrap();
+    assert!(
+        refused == vec![None] || refused == vec![Some(far)],
+        "{refused:?}"
+    );
+    let at2 = nodes[2]
+        .table
+        .get_local(&"o".into(), &"k".into())
+        .await
+        .unwrap();
+    assert_eq!(
+        at2,
+        Some(newer.clone()),
+        "node 2 must not have taken the older value"
+    );
+    // With node 2 in every quorum (the others hold nothing newer, so only
+    // node 2 can refuse): write only to the pair {1, 2} by stopping 0.
+    stop_until_down(&nodes, 0).await;
+    let refused = nodes[1]
+        .table
+        .insert_ordered(&[older.clone()])
+        .await
+        .unwrap();
+    assert_eq!(refused, vec![Some(far)]);
+    assert!(
+        garage_util::time::last_stamp() >= far,
+        "the coordinator observed the reported stamp"
+    );
+    // Stamped again after it: merged everywhere up.
+    let again = TestEntry::raw("o", "k", garage_util::time::stamp(), Some("again"));
+    assert!(again.value.timestamp() > far);
+    let refused = nodes[1]
+        .table
+        .insert_ordered(&[again.clone()])
+        .await
+        .unwrap();
+    assert_eq!(refused, vec![None]);
+    for i in [1, 2] {
+        let got = nodes[i]
+            .table
+            .get_local(&"o".into(), &"k".into())
+            .await
+            .unwrap();
+        assert_eq!(got, Some(again.clone()), "node {i}");
+    }
+}

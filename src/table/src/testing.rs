@@ -70,6 +70,14 @@ impl TableSchema for TestTable {
     fn matches_filter(_: &TestEntry, _: &()) -> bool {
         true
     }
+    /// Ordered writes: a stored value with a later timestamp refuses.
+    fn newer_than(stored: &TestEntry, incoming: &TestEntry) -> Option<u64> {
+        let ts = stored.value.timestamp();
+        (ts > incoming.value.timestamp()).then_some(ts)
+    }
+    fn stamp_of(entry: &TestEntry) -> Option<u64> {
+        Some(entry.value.timestamp())
+    }
 }
 
 pub fn temp_db() -> (tempfile::TempDir, garage_db::Db) {

@@ -22,9 +22,10 @@ pub struct Lww<T> {
 }
 
 impl<T: Clone + Ord> Lww<T> {
+    /// A new register, stamped by this node's hybrid clock.
     pub fn new(value: T) -> Self {
         Self {
-            ts: crate::time::now_msec(),
+            ts: crate::time::stamp(),
             value,
         }
     }

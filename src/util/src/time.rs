@@ -29,6 +29,12 @@ pub fn now_msec() -> u64 {
 /// The largest stamp this process has issued or observed.
 static HLC: AtomicU64 = AtomicU64::new(0);
 
+/// Stamps further ahead of this node's wall clock than this are not
+/// observed: one entry with a wild timestamp (a clock years off, a
+/// corrupted value) must not drag every later stamp of the node with it.
+/// Ordering does not depend on observing them ([`increment_after`]).
+pub const MAX_OBSERVED_AHEAD_MS: u64 = 24 * 3600 * 1000;
+
 /// A stamp for a new write: after every stamp this node issued or
 /// observed before, and at least the wall clock. Strictly increasing
 /// within a process.
@@ -36,7 +42,7 @@ pub fn stamp() -> u64 {
     let now = now_msec();
     let mut last = HLC.load(Ordering::Relaxed);
     loop {
-        let next = now.max(last + 1);
+        let next = now.max(last.saturating_add(1));
         match HLC.compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed) {
             Ok(_) => return next,
             Err(l) => last = l,
@@ -47,7 +53,9 @@ pub fn stamp() -> u64 {
 /// Records a stamp seen on another node's write (or reported by a
 /// replica): the next [`stamp`] is after it.
 pub fn observe(ts: u64) {
-    HLC.fetch_max(ts, Ordering::AcqRel);
+    if ts <= now_msec().saturating_add(MAX_OBSERVED_AHEAD_MS) {
+        HLC.fetch_max(ts, Ordering::AcqRel);
+    }
 }
 
 /// The largest stamp issued or observed so far (0 before any).
@@ -56,10 +64,11 @@ pub fn last_stamp() -> u64 {
 }
 
 /// A timestamp for a new write that must win over one made at `previous`:
-/// a fresh [`stamp`], after `previous`.
+/// a fresh [`stamp`], and after `previous` even if that one is too far
+/// ahead to be observed.
 pub fn increment_after(previous: u64) -> u64 {
     observe(previous);
-    stamp()
+    stamp().max(previous.saturating_add(1))
 }
 
 /// A stored time (ms since the epoch) as RFC 3339, in UTC.
@@ -87,5 +96,10 @@ mod tests {
         observe(a);
         assert!(stamp() > c);
         assert!(increment_after(c + 10) > c + 10);
+        // A wild stamp is ordered after, not observed.
+        let wild = u64::MAX - 5;
+        assert_eq!(increment_after(wild), wild + 1);
+        assert!(stamp() < wild);
+        assert_eq!(increment_after(u64::MAX), u64::MAX);
     }
 }

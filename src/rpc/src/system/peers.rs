@@ -215,6 +215,7 @@ mod tests {
             },
             metadata_space: None,
             data_space: None,
+            clock_ms: 0,
         }
     }
 
@@ -240,7 +241,7 @@ mod tests {
             assert_eq!(peers.ping_failed(&id(1)), PingFailure::Counted);
         }
         assert_eq!(peers.ping_failed(&id(1)), PingFailure::DropConnection);
-        peers.heard_from(&id(1), status(), Some(Duration::from_millis(10)), now);
+        peers.heard_from(&id(1), status(), Some(Duration::from_millis(10)), None, now);
         assert!(
             peers.get(&id(1)).unwrap().is_up(),
             "up again as soon as it answers"
@@ -283,7 +284,7 @@ mod tests {
         let mut peers = Peers::default();
         for (n, ms) in [(1u8, 50u64), (2, 5), (3, 20)] {
             peers.connected(id(n), None, now);
-            peers.heard_from(&id(n), status(), Some(Duration::from_millis(ms)), now);
+            peers.heard_from(&id(n), status(), Some(Duration::from_millis(ms)), None, now);
         }
         assert_eq!(
             peers.by_distance(&[id(1), id(2), id(3), id(9)]),
