@@ -26,7 +26,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     echo "== run $((runs + 1)): seed $SEED, ${RUN_SECS}s, $CLIENTS clients (log: $log)"
     if CHECKER_SEED="$SEED" CHECKER_SECS="$RUN_SECS" CHECKER_CLIENTS="$CLIENTS" CHECKER_LONG=1 \
         CHECKER_HISTORY="$OUT/seed-$SEED.history" \
-        cargo test -q -p garage --test checker -- --nocapture >"$log" 2>&1; then
+        cargo test -q -p garage --test checker checker_random_seed -- --nocapture >"$log" 2>&1; then
         status=ok
     else
         status=FAILED
@@ -40,7 +40,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     faults=$((faults + ${n_faults:-0}))
     if [ "$status" != ok ]; then
         grep -E "ANOMALY|panicked" "$log" | head -20 || true
-        echo "== stopped after $runs runs: seed $SEED failed (replay: CHECKER_SEED=$SEED CHECKER_SECS=$RUN_SECS CHECKER_LONG=1 cargo test -p garage --test checker -- --nocapture)"
+        echo "== stopped after $runs runs: seed $SEED failed (replay: CHECKER_SEED=$SEED CHECKER_SECS=$RUN_SECS CHECKER_LONG=1 cargo test -p garage --test checker checker_random_seed -- --nocapture)"
         exit 1
     fi
     rm -f "$OUT/seed-$SEED.history"

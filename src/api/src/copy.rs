@@ -198,6 +198,15 @@ impl Api {
                 );
                 blocks = Some(v.blocks.items().map(|(k, b)| (*k, *b)).collect());
                 if let Err(e) = b.and(c) {
+                    // References whose segment was not written are not
+                    // released by the version's deletion: released here.
+                    let gone: Vec<BlockRef> = refs
+                        .iter()
+                        .map(|r| BlockRef::new(r.block, uuid, true))
+                        .collect();
+                    if let Err(e) = self.block_refs.insert_later(&gone).await {
+                        tracing::warn!("cannot queue the release of a failed copy: {e}");
+                    }
                     self.abort_version(dst, &i.key, uuid, timestamp, versioning)
                         .await;
                     return Err(e.into());

@@ -165,8 +165,23 @@ impl Api {
                 self.versions.insert_many(&segments),
                 self.block_refs.insert_many(&refs)
             );
-            a?;
-            b?;
+            if let Err(e) = a.and(b) {
+                // Nothing refers to the new id: its references and version
+                // go, durably (the client gets the error and retries).
+                let gone: Vec<BlockRef> = refs
+                    .iter()
+                    .map(|r| BlockRef::new(r.block, v.uuid, true))
+                    .collect();
+                let dead = [Version::deleted(v.uuid, backlink.clone())];
+                let (x, y) = tokio::join!(
+                    self.block_refs.insert_later(&gone),
+                    self.versions.insert_later(&dead)
+                );
+                if let Err(e) = x.and(y) {
+                    warn!(%key, "cannot queue the release of a failed rewrite: {e}");
+                }
+                return Err(e.into());
+            }
         }
         // Withdraw the refused version. Replicas that stored it drop it
         // from the object entry once they hold the newer version (which a

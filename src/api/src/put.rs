@@ -205,10 +205,23 @@ async fn write_block(
         api.versions.insert(&version),
         api.block_refs.insert(&block_ref),
     );
-    a?;
-    b?;
-    c?;
-    Ok(())
+    let res = a
+        .map_err(ApiError::from)
+        .and(b.map_err(ApiError::from))
+        .and(c.map_err(ApiError::from));
+    if res.is_err() {
+        // The upload fails and its version is deleted; the deletion
+        // releases the references of the segments it finds, but this
+        // block's segment may not have been written while its reference
+        // was: that reference is deleted here, durably (the block may be
+        // stored nowhere, and a live reference to it would be resynced
+        // forever).
+        let gone = BlockRef::new(hash, uuid, true);
+        if let Err(e) = api.block_refs.insert_later(&[gone]).await {
+            tracing::warn!("cannot queue the release of a failed block write: {e}");
+        }
+    }
+    res
 }
 
 /// Parses a Content-MD5 header (base64 of the 16-byte digest).

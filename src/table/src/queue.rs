@@ -107,6 +107,27 @@ mod worker {
             }
         }
 
+        /// Queues `entries` for this table's insert-queue worker: stored
+        /// durably on this node now, then sent with quorum inserts until
+        /// acknowledged (retried every few seconds). For cleanups that
+        /// must not be lost when the cluster cannot take them now (the
+        /// block references of a failed upload, its version's deletion).
+        pub async fn insert_later(&self, entries: &[F::E]) -> Result<()> {
+            let data = self.data.clone();
+            let entries = entries.to_vec();
+            crate::error::off_runtime(move || {
+                let queue = crate::queue::InsertQueue::<F>::open(&data.db)?;
+                data.db.transaction(|tx| -> db::TxResult<(), Error> {
+                    for e in entries.iter() {
+                        queue.push(tx, e)?;
+                    }
+                    Ok(())
+                })?;
+                Ok(())
+            })
+            .await
+        }
+
         /// One round; returns how many queued entries were inserted.
         pub async fn insert_queue_round(&self) -> Result<usize> {
             let data = self.data.clone();

@@ -165,7 +165,10 @@ async function health() {
     el.className = "health " + x.status;
     el.textContent = `Cluster ${x.status}: ${x.connectedNodes}/${x.knownNodes} nodes connected, ` +
       `${x.storageNodesOk}/${x.storageNodes} storage nodes up, ` +
-      `${x.partitionsAllOk}/${x.partitions} partitions with every copy, ${x.partitionsQuorum} with a quorum`;
+      `${x.partitionsAllOk}/${x.partitions} partitions with every copy, ${x.partitionsQuorum} with a quorum` +
+      ((x.clockSkewedNodes || []).length
+        ? `; clock off the cluster's: ${x.clockSkewedNodes.map((id) => id.slice(0, 16)).join(", ")}`
+        : "");
   } catch (e) {
     el.className = "health unavailable";
     el.textContent = "Cluster health unavailable: " + e.message;
@@ -203,6 +206,12 @@ function blockHealth(workersByNode, errorsByNode) {
       })));
 }
 
+// A node's clock offset from the cluster's, e.g. "+1.002 s", or "?".
+function clockOffset(ms) {
+  if (ms === undefined || ms === null) return "?";
+  return `${ms >= 0 ? "+" : "-"}${(Math.abs(ms) / 1000).toFixed(3)} s`;
+}
+
 async function cluster() {
   const view = guardedView();
   const [status, layout, workersR, histR, allWorkersR, blockErrorsR] = await Promise.all([
@@ -225,7 +234,7 @@ async function cluster() {
       h("h3", {}, "Zone " + z, h("span", { class: "zone-sum" },
         ` — ${zones.get(z).length} node${zones.get(z).length === 1 ? "" : "s"}, ` +
         `${zones.get(z).reduce((a, n) => a + (stored.get(n.id) || 0), 0)} partition copies`)),
-      table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions"],
+      table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions", "Clock"],
         zones.get(z).map((n) => [
           h("code", { title: n.id }, n.id.slice(0, 16)),
           n.hostname || "",
@@ -233,6 +242,7 @@ async function cluster() {
           n.role ? (n.role.capacity === null ? "gateway" : bytes(n.role.capacity)) : "",
           n.dataPartition ? `${bytes(n.dataPartition.available)} of ${bytes(n.dataPartition.total)}` : "",
           String(stored.get(n.id) ?? ""),
+          clockOffset(n.clockOffsetMs),
         ]))));
 
   const out = h("div", {});
