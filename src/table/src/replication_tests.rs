@@ -186,7 +186,7 @@ async fn ordered_writes_are_refused_by_a_replica_holding_a_newer_value() {
     // stores the older value.
     let refused = nodes[0]
         .table
-        .insert_ordered(&[older.clone()])
+        .insert_ordered(std::slice::from_ref(&older))
         .await
         .unwrap();
     assert!(
@@ -208,7 +208,7 @@ async fn ordered_writes_are_refused_by_a_replica_holding_a_newer_value() {
     stop_until_down(&nodes, 0).await;
     let refused = nodes[1]
         .table
-        .insert_ordered(&[older.clone()])
+        .insert_ordered(std::slice::from_ref(&older))
         .await
         .unwrap();
     assert_eq!(refused, vec![Some(far)]);
@@ -221,7 +221,7 @@ async fn ordered_writes_are_refused_by_a_replica_holding_a_newer_value() {
     assert!(again.value.timestamp() > far);
     let refused = nodes[1]
         .table
-        .insert_ordered(&[again.clone()])
+        .insert_ordered(std::slice::from_ref(&again))
         .await
         .unwrap();
     assert_eq!(refused, vec![None]);
