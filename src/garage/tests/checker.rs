@@ -862,6 +862,9 @@ fn run(seed: u64) {
         ("GARAGE_BLOCK_DELETE_DELAY_SECS", "5"),
         ("GARAGE_TABLE_GC_DELAY_SECS", "10"),
         ("GARAGE_TABLE_SYNC_INTERVAL_SECS", "30"),
+        // `repair versions` after healing: versions no object lists and
+        // older than this are orphans (uploads whose coordinator died).
+        ("GARAGE_REPAIR_GRACE_SECS", "60"),
     ] {
         c.env.push((k.into(), v.into()));
     }
@@ -1195,6 +1198,21 @@ fn run(seed: u64) {
             field("resync queue length:") <= field("blocks with resync errors:")
         })
     };
+    // Uploads whose coordinator was killed (or cut off) mid-way leave a
+    // version no object lists, whose blocks may be stored nowhere: the
+    // operator's remedy, `garage repair versions`, deletes them (after its
+    // grace period, 60 s here), and with them their block references.
+    for i in &storage {
+        nem.c.garage(*i, &["repair", "--yes", "versions"]);
+    }
+    wait_until("the version repairs end", Duration::from_secs(120), || {
+        storage
+            .iter()
+            .all(|i| !stdout(&nem.c.garage(*i, &["worker", "list"])).contains("Repair versions"))
+    });
+    for i in &storage {
+        nem.c.garage(*i, &["block", "retry-now", "--all"]);
+    }
     let deadline = Instant::now() + Duration::from_secs(120);
     // Settled: block files intact, and nothing queued but blocks whose
     // resync failed (classified below).
