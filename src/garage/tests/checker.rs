@@ -1277,8 +1277,27 @@ fn run(seed: u64) {
             leaked.len()
         );
     }
+    // What the classification's retries queued settles too.
+    let drained = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < drained && !errors_only(&nem) {
+        std::thread::sleep(Duration::from_secs(2));
+    }
     if stuck.is_empty() && !errors_only(&nem) {
-        anomalies.push("block resync queues did not drain within 120 s of healing".into());
+        let queues: Vec<String> = storage
+            .iter()
+            .map(|i| {
+                let stats = stdout(&nem.c.garage(*i, &["stats"]));
+                let lines: Vec<&str> = stats
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with("resync queue") || l.starts_with("blocks with"))
+                    .collect();
+                format!("node {i}: {lines:?}")
+            })
+            .collect();
+        anomalies.push(format!(
+            "block resync queues did not drain within 120 s of healing: {queues:?}"
+        ));
     }
     // A block file the nemesis deleted is back on its node, if the node
     // still stores data and the block is still referenced there.
