@@ -119,20 +119,7 @@ impl System {
 mod tests {
     use super::*;
 
-    fn status(clock_ms: u64) -> NodeStatus {
-        NodeStatus {
-            hostname: "h".into(),
-            replication_factor: 3,
-            rpc_public_addr: None,
-            layout: super::super::status::LayoutDigest {
-                version: 0,
-                hash: [0; 32],
-            },
-            metadata_space: None,
-            data_space: None,
-            clock_ms,
-        }
-    }
+    use super::super::status::test_status as status;
 
     #[test]
     fn offset_is_measured_from_the_middle_of_the_round_trip() {

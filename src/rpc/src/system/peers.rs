@@ -205,18 +205,7 @@ mod tests {
     use super::*;
 
     fn status() -> NodeStatus {
-        NodeStatus {
-            hostname: "h".into(),
-            replication_factor: 3,
-            rpc_public_addr: None,
-            layout: super::super::status::LayoutDigest {
-                version: 0,
-                hash: [0; 32],
-            },
-            metadata_space: None,
-            data_space: None,
-            clock_ms: 0,
-        }
+        super::super::status::test_status(0)
     }
 
     fn id(n: u8) -> NodeId {

@@ -37,6 +37,23 @@ pub struct NodeStatus {
     pub clock_ms: u64,
 }
 
+/// A status for tests, with sender clock `clock_ms`.
+#[cfg(test)]
+pub(crate) fn test_status(clock_ms: u64) -> NodeStatus {
+    NodeStatus {
+        hostname: "h".into(),
+        replication_factor: 3,
+        rpc_public_addr: None,
+        layout: LayoutDigest {
+            version: 0,
+            hash: [0; 32],
+        },
+        metadata_space: None,
+        data_space: None,
+        clock_ms,
+    }
+}
+
 /// The machine's host name.
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
