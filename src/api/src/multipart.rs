@@ -465,29 +465,53 @@ impl Api {
         // The part is listed before its blocks are written, so that an
         // abort releases them whatever happens to this request.
         self.mpus.insert(&entry(None, None, None)).await?;
-        let (md5, size, sum) = match body.next(BLOCK_SIZE).await? {
-            None => (md5_of(&[]), 0, checksum.map(|e| e.algo.hasher().finalize())),
-            Some(first) => {
-                let w = write_blocks(
-                    self,
-                    version,
-                    VersionBacklink::MultipartUpload {
-                        upload_id: mpu.upload_id,
-                    },
-                    part_number,
-                    first,
-                    &mut body,
-                    checksum.map(|e| e.algo.hasher()),
-                    sse,
-                )
-                .await?;
-                (w.md5, w.size, w.checksum)
-            }
+        let backlink = VersionBacklink::MultipartUpload {
+            upload_id: mpu.upload_id,
         };
-        check(&md5, size)?;
-        let verified = match (checksum, &sum) {
-            (Some(e), Some(sum)) => Some(crate::checksum::verify(e, sum, trailers)?),
-            _ => None,
+        // Until the part is recorded as finished, a failure leaves
+        // nothing: its version (listed in the upload without an etag, so
+        // never completed) is deleted durably, and with it the references
+        // of its blocks, some of which may be stored nowhere. (Once the
+        // finished part may be on a replica, its version stays: a client
+        // may complete the upload with the etag it computed.)
+        let written = async {
+            let (md5, size, sum) = match body.next(BLOCK_SIZE).await? {
+                None => (md5_of(&[]), 0, checksum.map(|e| e.algo.hasher().finalize())),
+                Some(first) => {
+                    let w = write_blocks(
+                        self,
+                        version,
+                        backlink.clone(),
+                        part_number,
+                        first,
+                        &mut body,
+                        checksum.map(|e| e.algo.hasher()),
+                        sse,
+                    )
+                    .await?;
+                    (w.md5, w.size, w.checksum)
+                }
+            };
+            check(&md5, size)?;
+            let verified = match (checksum, &sum) {
+                (Some(e), Some(sum)) => Some(crate::checksum::verify(e, sum, trailers)?),
+                _ => None,
+            };
+            Ok((md5, size, verified))
+        }
+        .await;
+        let (md5, size, verified) = match written {
+            Ok(w) => w,
+            Err(e) => {
+                let dead = [Version::deleted(version, backlink)];
+                if let Err(q) = self.versions.insert_later(&dead).await {
+                    tracing::warn!(
+                        upload = %hex::encode(mpu.upload_id),
+                        "cannot queue the release of a failed part: {q}"
+                    );
+                }
+                return Err(e);
+            }
         };
         let kept = verified
             .as_ref()

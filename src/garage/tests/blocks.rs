@@ -735,6 +735,9 @@ fn run_repair(c: &Cluster, what: &str) {
 /// upload in progress, and an unlisted version younger than the grace
 /// period (what an upload in a versioned bucket looks like) are kept; the
 /// object reads back whole and the upload completes after the repairs.
+/// The leftovers of writes whose coordinator died mid-way go too: a part
+/// that never finished (no etag), a block reference whose version does not
+/// exist, and one whose version does not list its block.
 #[test]
 fn repairs_delete_orphans_and_keep_what_is_in_progress() {
     use common::s3::{aws_ok, endpoint, make_key};
@@ -745,6 +748,7 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
     let mut c = Cluster::new(1, 1);
     c.env
         .push(("GARAGE_REPAIR_GRACE_SECS".into(), "3600".into()));
+    c.env.push(("GARAGE_REPAIR_SETTLE_SECS".into(), "1".into()));
     c.start(0);
     c.apply_layout(&["dc1"], "1G");
     let key = make_key(&c, "rep");
@@ -826,6 +830,53 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
     let (old_orphan, young_orphan, dead) = (gen_uuid(), gen_uuid(), gen_uuid());
     let dead_ref = BlockRef::new(blake2sum(b"a block of a deleted version"), dead, false);
     let ghost_upload = MultipartUpload::new(gen_uuid(), two_hours_ago, bucket, "ghost-up".into());
+    // Leftovers of writes whose coordinator died: a reference with no
+    // version, one whose version lists another block, and a part of the
+    // real upload that started two hours ago and never finished.
+    let no_version_ref = BlockRef::new(blake2sum(b"never written"), gen_uuid(), false);
+    let (stale_part, other_block) = (gen_uuid(), blake2sum(b"the block it has"));
+    let unlisted_ref = BlockRef::new(blake2sum(b"not in its version"), stale_part, false);
+    let real_upload = {
+        let bytes = hex::decode(&upload_id).expect("upload ids are hex");
+        Uuid::try_from_slice(&bytes).expect("32 bytes")
+    };
+    let real = gw
+        .block_on(mpus.get_quorum(&real_upload, &EmptyKey))
+        .unwrap()
+        .expect("the real upload");
+    let mut with_stale = MultipartUpload::new(real_upload, real.timestamp, bucket, "up".into());
+    with_stale.parts.put(
+        garage_model::mpu_table::MpuPartKey {
+            part_number: 2,
+            timestamp: two_hours_ago,
+        },
+        garage_model::mpu_table::MpuPart {
+            version: stale_part,
+            etag: None,
+            size: None,
+            checksum: None,
+        },
+    );
+    gw.block_on(async {
+        let backlink = VersionBacklink::MultipartUpload {
+            upload_id: real_upload,
+        };
+        let key0 = garage_model::version_table::VersionBlockKey {
+            part_number: 2,
+            offset: 0,
+        };
+        let block = garage_model::version_table::VersionBlock {
+            hash: other_block,
+            size: 10,
+        };
+        versions
+            .insert(&Version::with_block(stale_part, backlink, 0, key0, block))
+            .await
+            .unwrap();
+        mpus.insert(&with_stale).await.unwrap();
+        refs.insert(&no_version_ref).await.unwrap();
+        refs.insert(&unlisted_ref).await.unwrap();
+    });
     gw.block_on(async {
         let mut v = Version::new(old_orphan, ghost("ghost-old"));
         v.created = two_hours_ago;
@@ -880,6 +931,11 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         uploads.contains(&upload_id),
         "the real upload stays: {uploads}"
     );
+    assert_eq!(
+        deleted(stale_part),
+        Some(true),
+        "a part that never finished, started before the grace period, goes"
+    );
 
     run_repair(&c, "block-refs");
     let r = gw
@@ -887,6 +943,36 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         .unwrap()
         .unwrap();
     assert!(r.deleted.get(), "the reference of a deleted version goes");
+    for (r, what) in [
+        (&no_version_ref, "a reference whose version does not exist"),
+        (
+            &unlisted_ref,
+            "a reference whose version does not list its block",
+        ),
+    ] {
+        let r = gw
+            .block_on(refs.get_quorum(&r.block, &r.version))
+            .unwrap()
+            .unwrap();
+        assert!(r.deleted.get(), "{what} goes");
+    }
+    // The references of what is stored, and of the upload's finished
+    // part, stay.
+    for (data, what) in [
+        (body.clone(), "the stored object"),
+        (vec![3u8; 100_000], "the finished part"),
+    ] {
+        let info = c.garage_ok(0, &["block", "info", &blake2sum(&data).hex()]);
+        assert!(
+            info.lines().any(|l| l.trim() == "Reference count:   1"),
+            "the block of {what} keeps its reference: {info}"
+        );
+    }
+    let stats = c.garage_ok(0, &["stats"]);
+    assert!(
+        stats.contains("resync queue due now:"),
+        "stats count what is due: {stats}"
+    );
 
     run_repair(&c, "aliases");
     let a = gw

@@ -865,6 +865,9 @@ fn run(seed: u64) {
         // `repair versions` after healing: versions no object lists and
         // older than this are orphans (uploads whose coordinator died).
         ("GARAGE_REPAIR_GRACE_SECS", "60"),
+        // `repair block-refs`: its second look at references whose version
+        // does not list their block (no write is in flight after healing).
+        ("GARAGE_REPAIR_SETTLE_SECS", "10"),
     ] {
         c.env.push((k.into(), v.into()));
     }
@@ -1179,44 +1182,52 @@ fn run(seed: u64) {
         }
         bad
     };
-    let queues_empty = |nem: &Nemesis| {
-        storage.iter().all(|i| {
-            stdout(&nem.c.garage(*i, &["stats"]))
-                .lines()
-                .any(|l| l.trim() == "resync queue length: 0")
-        })
+    let field = |stats: &str, name: &str| -> Option<u64> {
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
     };
-    let errors_only = |nem: &Nemesis| {
+    let drained = |nem: &Nemesis| {
         storage.iter().all(|i| {
             let stats = stdout(&nem.c.garage(*i, &["stats"]));
-            let field = |name: &str| -> Option<u64> {
-                stats
-                    .lines()
-                    .find_map(|l| l.trim().strip_prefix(name))
-                    .and_then(|v| v.trim().parse().ok())
-            };
-            field("resync queue length:") <= field("blocks with resync errors:")
+            field(&stats, "resync queue length:") == Some(0)
+                && field(&stats, "blocks with resync errors:") == Some(0)
         })
     };
-    // Uploads whose coordinator was killed (or cut off) mid-way leave a
-    // version no object lists, whose blocks may be stored nowhere: the
-    // operator's remedy, `garage repair versions`, deletes them (after its
-    // grace period, 60 s here), and with them their block references.
-    for i in &storage {
-        nem.c.garage(*i, &["repair", "--yes", "versions"]);
-    }
-    wait_until("the version repairs end", Duration::from_secs(120), || {
-        storage
-            .iter()
-            .all(|i| !stdout(&nem.c.garage(*i, &["worker", "list"])).contains("Repair versions"))
-    });
+    // Uploads whose coordinator was killed (or cut off) mid-way leave
+    // versions no object lists, parts that never finished and block
+    // references whose version never got the block, naming blocks that
+    // may be stored nowhere: the operator's remedies delete them. First
+    // `repair versions` and `repair mpu` (after their grace period, 60 s
+    // here), whose deletions release references; then `repair block-refs`
+    // (its second look after 10 s here).
+    let repair = |nem: &Nemesis, what: &[&str], worker: &str| {
+        for i in &storage {
+            for w in what {
+                nem.c.garage(*i, &["repair", "--yes", w]);
+            }
+        }
+        wait_until(
+            &format!("the repairs ({what:?}) end"),
+            Duration::from_secs(180),
+            || {
+                storage.iter().all(|i| {
+                    !stdout(&nem.c.garage(*i, &["worker", "list"]))
+                        .lines()
+                        .any(|l| l.contains(worker))
+                })
+            },
+        );
+    };
+    repair(&nem, &["versions", "mpu"], "Repair ");
+    repair(&nem, &["block-refs"], "Repair block-refs");
     for i in &storage {
         nem.c.garage(*i, &["block", "retry-now", "--all"]);
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    // Settled: block files intact, and nothing queued but blocks whose
-    // resync failed (classified below).
-    let settled = |nem: &Nemesis| intact(nem).is_empty() && (queues_empty(nem) || errors_only(nem));
+    // Settled: block files intact, every queue empty, no block in error.
+    let settled = |nem: &Nemesis| intact(nem).is_empty() && drained(nem);
     while Instant::now() < deadline && !settled(&nem) {
         std::thread::sleep(Duration::from_secs(2));
     }
@@ -1224,12 +1235,9 @@ fn run(seed: u64) {
     if !bad.is_empty() {
         anomalies.push(format!("corrupted block files left after scrub: {bad:?}"));
     }
-    // The queues drain, except for blocks in resync error: referenced,
-    // and stored nowhere. Those are reported as a finding, with what
-    // references them, not failed on: some random seeds leave a few,
-    // from uploads that failed mid-way (an open bug, doc/checker.md,
-    // "Findings"); every object read after healing was checked above,
-    // so none of them is a block of an object that can be read.
+    // A block in resync error here is referenced and stored nowhere: a
+    // lost block, or a reference the repairs should have removed. Each is
+    // named with what references it.
     let mut leaked: BTreeMap<String, String> = BTreeMap::new();
     for i in &storage {
         let errors = stdout(&nem.c.garage(*i, &["block", "list-errors"]));
@@ -1244,16 +1252,12 @@ fn run(seed: u64) {
             }
         }
     }
-    if !leaked.is_empty() {
-        eprintln!(
-            "checker: finding (not an anomaly): {} block(s) in resync error, referenced and stored nowhere:",
-            leaked.len()
-        );
-        for info in leaked.values() {
-            eprintln!("{info}");
-        }
+    for (h, info) in &leaked {
+        anomalies.push(format!(
+            "block {h} is in resync error after healing and repairs (referenced, stored nowhere):\n{info}"
+        ));
     }
-    if !errors_only(&nem) {
+    if !drained(&nem) {
         let queues: Vec<String> = storage
             .iter()
             .map(|i| {
@@ -1267,7 +1271,7 @@ fn run(seed: u64) {
             })
             .collect();
         anomalies.push(format!(
-            "block resync queues did not drain within 120 s of healing: {queues:?}"
+            "block resync queues did not drain within 120 s of the repairs: {queues:?}"
         ));
     }
     // A block file the nemesis deleted is back on its node, if the node

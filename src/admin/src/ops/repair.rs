@@ -13,11 +13,16 @@
 //!   than the search reads is left alone (counted as unknown).
 //! - **mpu**: an upload whose object version is complete or aborted, or
 //!   (past the grace period) absent: the upload is deleted, and with it its
-//!   parts' versions.
-//! - **block-refs**: a reference whose version is deleted. (A reference
-//!   whose version is not found is counted, not deleted: the reference and
-//!   the version of a block are written at the same time, so it may be a
-//!   write in progress.)
+//!   parts' versions. In a live upload, a part that never finished (no
+//!   etag) and started before the grace period: its version is deleted.
+//! - **block-refs**: a reference whose version is deleted; and a
+//!   reference whose version is not found or does not list its block,
+//!   looked at a second time once every write that may have been in flight
+//!   has ended (the RPC timeout, measured by the monotonic clock): the
+//!   reference and the version's segment of a block are written at the
+//!   same time, so at the first look it may be a write in progress; at the
+//!   second it is the leftover of a write that failed (it may name a block
+//!   stored nowhere, which resync would retry for ever).
 //! - **aliases**: the alias table says which bucket a global name is, a
 //!   key's table which bucket its local names are; the buckets' own lists
 //!   are made to agree, and a name that points to a deleted bucket is
@@ -30,11 +35,14 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::Duration;
 
+use garage_model::block_ref_table::BlockRef;
 use garage_model::bucket_alias_table::BucketAlias;
 use garage_model::bucket_table::Bucket;
 use garage_model::garage::Garage;
 use garage_model::history_table::HistoryKey;
+use garage_model::mpu_table::MultipartUpload;
 use garage_model::object_table::ObjectVersionState;
 use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_table::{EmptyKey, Table, TableSchema};
@@ -66,7 +74,7 @@ impl TableRepair {
         match self {
             TableRepair::Versions => "deletes versions that no object or upload lists",
             TableRepair::Mpu => "deletes multipart uploads whose object version is gone",
-            TableRepair::BlockRefs => "deletes block references of deleted versions",
+            TableRepair::BlockRefs => "deletes block references of deleted or failed versions",
             TableRepair::Aliases => "makes bucket aliases agree between buckets, keys and names",
         }
     }
@@ -401,7 +409,8 @@ async fn mpus(
                     t.fixed += 1;
                 }
                 Fate::Young => t.young += 1,
-                Fate::Keep | Fate::Unknown => (),
+                Fate::Keep => stale_parts(g, &m, now, grace, t).await?,
+                Fate::Unknown => (),
             }
         }
         w.set_progress(Some(t.to_string()));
@@ -409,7 +418,102 @@ async fn mpus(
     Ok(())
 }
 
+/// The parts of live upload `m` that never finished (no etag: their
+/// UploadPart failed, its coordinator dead before it could release them)
+/// and started before the grace period: their versions are deleted, and
+/// with them references to blocks that may be stored nowhere. Such a part
+/// can never be completed (CompleteMultipartUpload matches etags).
+async fn stale_parts(
+    g: &Garage,
+    m: &MultipartUpload,
+    now: u64,
+    grace: u64,
+    t: &mut Tally,
+) -> Result<()> {
+    for (k, p) in m.parts.items() {
+        if p.etag.is_some() {
+            continue;
+        }
+        if now.saturating_sub(k.timestamp) <= grace {
+            t.young += 1;
+            continue;
+        }
+        let live = read_version(&g.version_table, &p.version)
+            .await
+            .map_err(err)?
+            .is_some_and(|v| !v.deleted.get());
+        if live {
+            info!(
+                "repair mpu: deleting version {} of part {} of upload {}: the part never finished",
+                p.version, k.part_number, m.upload_id
+            );
+            let backlink = VersionBacklink::MultipartUpload {
+                upload_id: m.upload_id,
+            };
+            g.version_table
+                .insert(&Version::deleted(p.version, backlink))
+                .await
+                .map_err(err)?;
+            t.fixed += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Suspect references kept in memory for their second look at most;
+/// more are counted as undecided (a later run takes them).
+const MAX_SUSPECTS: usize = 100_000;
+
+/// How long a reference whose version does not list its block is given
+/// before it is taken for a leftover: the longest a write of the version
+/// may still be in flight (the RPC timeout), or
+/// `GARAGE_REPAIR_SETTLE_SECS`. Measured by the monotonic clock.
+fn settle(g: &Garage) -> Duration {
+    std::env::var("GARAGE_REPAIR_SETTLE_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs)
+        .unwrap_or_else(|| g.system.netapp.config().rpc_timeout)
+}
+
+/// What a reference's version (read at quorum) says of it.
+#[derive(Debug, PartialEq, Eq)]
+enum RefState {
+    /// The version is live and lists the block.
+    Used,
+    /// The version is deleted.
+    VersionDeleted,
+    /// The version is not found, or does not list the block: a write in
+    /// progress (the reference and the version's segment are written at
+    /// the same time), or a leftover of a write that failed.
+    Unlisted,
+}
+
+async fn ref_state(g: &Garage, r: &BlockRef) -> Result<RefState> {
+    Ok(
+        match read_version(&g.version_table, &r.version)
+            .await
+            .map_err(err)?
+        {
+            Some(v) if v.deleted.get() => RefState::VersionDeleted,
+            Some(v) if v.blocks.items().any(|(_, b)| b.hash == r.block) => RefState::Used,
+            _ => RefState::Unlisted,
+        },
+    )
+}
+
+async fn delete_ref(g: &Garage, r: &BlockRef, why: &str) -> Result<()> {
+    info!(
+        "repair block-refs: deleting the reference of version {} to block {}: {why}",
+        r.version, r.block
+    );
+    let mut gone = r.clone();
+    gone.deleted.set();
+    g.block_ref_table.insert(&gone).await.map_err(err)
+}
+
 async fn block_refs(g: &Arc<Garage>, t: &mut Tally, w: &WorkerHandle) -> Result<()> {
+    let mut suspects: Vec<BlockRef> = Vec::new();
     let mut scan = LocalScan::new(&g.block_ref_table);
     while let Some(batch) = scan.next().await? {
         for r in batch {
@@ -417,25 +521,50 @@ async fn block_refs(g: &Arc<Garage>, t: &mut Tally, w: &WorkerHandle) -> Result<
                 continue;
             }
             t.checked += 1;
-            match read_version(&g.version_table, &r.version)
-                .await
-                .map_err(err)?
-            {
-                Some(v) if v.deleted.get() => {
-                    info!(
-                        "repair block-refs: deleting the reference of version {} to block {}: the version is deleted",
-                        r.version, r.block
-                    );
-                    let mut gone = r.clone();
-                    gone.deleted.set();
-                    g.block_ref_table.insert(&gone).await.map_err(err)?;
+            match ref_state(g, &r).await? {
+                RefState::Used => (),
+                RefState::VersionDeleted => {
+                    delete_ref(g, &r, "the version is deleted").await?;
                     t.fixed += 1;
                 }
-                Some(_) => (),
-                None => t.unknown += 1,
+                RefState::Unlisted if suspects.len() < MAX_SUSPECTS => suspects.push(r),
+                RefState::Unlisted => t.unknown += 1,
             }
         }
         w.set_progress(Some(t.to_string()));
+    }
+    if suspects.is_empty() {
+        return Ok(());
+    }
+    // A second look once every write that may have been in flight during
+    // the first has ended: what is still unlisted was left by a write that
+    // failed (its coordinator died, or lost its quorum), and may name a
+    // block stored nowhere. A version that a client could read had every
+    // segment written at quorum before it was acknowledged, so a quorum
+    // read finds it.
+    let wait = settle(g);
+    w.set_progress(Some(format!(
+        "{t}; {} references whose version does not list them, looked at again in {wait:?}",
+        suspects.len()
+    )));
+    tokio::time::sleep(wait).await;
+    for r in suspects {
+        match ref_state(g, &r).await? {
+            RefState::Used => (),
+            RefState::VersionDeleted => {
+                delete_ref(g, &r, "the version is deleted").await?;
+                t.fixed += 1;
+            }
+            RefState::Unlisted => {
+                delete_ref(
+                    g,
+                    &r,
+                    "the version does not list the block (a failed write)",
+                )
+                .await?;
+                t.fixed += 1;
+            }
+        }
     }
     Ok(())
 }

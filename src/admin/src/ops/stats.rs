@@ -30,6 +30,11 @@ pub struct NodeStats {
     /// whose resync failed.
     pub block_rc_entries: usize,
     pub resync_queue: usize,
+    /// Queue entries due now (the rest are deletions waiting for their
+    /// delay and failed blocks waiting for their retry), counted up to
+    /// [`DUE_COUNT_MAX`].
+    #[serde(default)]
+    pub resync_due: usize,
     pub resync_errors: usize,
     /// Free space of the data and metadata volumes.
     #[serde(default)]
@@ -41,6 +46,22 @@ pub struct NodeStats {
     /// Totals of the node's metric counters since it started, by name.
     #[serde(default)]
     pub counters: std::collections::BTreeMap<String, f64>,
+}
+
+/// Most resync queue entries counted as due now: past it, `stats` says
+/// "at least".
+pub const DUE_COUNT_MAX: usize = 100_000;
+
+/// How many resync queue entries are due now (keys start with the due
+/// time, big-endian), counted up to [`DUE_COUNT_MAX`].
+fn due_now(queue: &garage_db::Tree) -> Result<usize, String> {
+    let end = garage_block::rc::queue_key(garage_util::time::now_msec() + 1, &Default::default());
+    let mut n = 0;
+    for item in queue.range(..end).take(DUE_COUNT_MAX) {
+        item.map_err(|e| e.to_string())?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// Statistics of this node's tables and blocks.
@@ -105,6 +126,7 @@ pub fn compute(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
         tables,
         block_rc_entries,
         resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
+        resync_due: due_now(&bm.rc.resync_queue)?,
         resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
         data_space: local.data_space,
         metadata_space: local.metadata_space,
@@ -167,6 +189,11 @@ pub fn format_stats(stats: &NodeStats) -> String {
         stats.block_rc_entries
     );
     let _ = writeln!(out, "  resync queue length: {}", stats.resync_queue);
+    let due = match stats.resync_due {
+        n if n >= DUE_COUNT_MAX => format!("at least {n}"),
+        n => n.to_string(),
+    };
+    let _ = writeln!(out, "  resync queue due now: {due}");
     let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
     let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
         Some(f) => format!(
