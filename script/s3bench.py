@@ -9,7 +9,10 @@ Measures, in a fresh bucket:
   - 16-byte conditional PUT latency (If-None-Match: * on new keys, then
     If-Match on those keys), one at a time;
   - 1 MiB and 64 MiB PUT and GET throughput, 1 and 16 requests in flight;
-  - time to first byte of a 10 MiB GET.
+  - time to first byte of a 10 MiB GET;
+  - with --large-only: whole-body latency of a 10 MiB GET (and its time to
+    first byte), and a 1 GiB multipart upload (boto3's transfer manager,
+    8 MiB parts, 4 threads) and whole GET, in MB/s.
 The client runs in this Python process (threads for concurrency): at high
 throughput it can be the bottleneck; the numbers are what boto3 sees.
 Every request loop is bounded in count.
@@ -31,6 +34,8 @@ p.add_argument("--secret", required=True)
 p.add_argument("--region", default="garage")
 p.add_argument("--quick", action="store_true", help="fewer and smaller runs")
 p.add_argument("--small-only", action="store_true", help="only the 16-byte latencies")
+p.add_argument("--large-only", action="store_true",
+               help="only large objects: 10 MiB GET latency, 1 GiB multipart PUT and GET")
 a = p.parse_args()
 
 s3 = boto3.client(
@@ -106,7 +111,47 @@ def ttfb(n):
           f"p99 {pct(v, 0.99) * 1e3:.2f} ms", flush=True)
 
 
+def large(n, big_runs):
+    data = os.urandom(10 * MIB)
+    s3.put_object(Bucket=bucket, Key="large/10", Body=data)
+    whole, first = [], []
+    for _ in range(n):
+        t = time.perf_counter()
+        body = s3.get_object(Bucket=bucket, Key="large/10")["Body"]
+        got = body.read(1)
+        first.append(time.perf_counter() - t)
+        got += body.read()
+        whole.append(time.perf_counter() - t)
+        assert got == data
+    for name, v in (("whole body", whole), ("time to first byte", first)):
+        print(f"10 MiB GET, {name}, {n} requests: median {statistics.median(v) * 1e3:.2f} ms, "
+              f"p99 {pct(v, 0.99) * 1e3:.2f} ms", flush=True)
+    import io
+    from boto3.s3.transfer import TransferConfig
+    cfg = TransferConfig(multipart_threshold=8 * MIB, multipart_chunksize=8 * MIB, max_concurrency=4)
+    big = os.urandom(1 << 30)
+    for r in range(big_runs):
+        t = time.perf_counter()
+        s3.upload_fileobj(io.BytesIO(big), bucket, "large/1g", Config=cfg)
+        put = time.perf_counter() - t
+        t = time.perf_counter()
+        body = s3.get_object(Bucket=bucket, Key="large/1g")["Body"]
+        n_read = 0
+        while True:
+            chunk = body.read(8 * MIB)
+            if not chunk:
+                break
+            n_read += len(chunk)
+        get = time.perf_counter() - t
+        assert n_read == len(big)
+        print(f"1 GiB, run {r + 1}: multipart PUT {len(big) / put / 1e6:.0f} MB/s, "
+              f"GET {len(big) / get / 1e6:.0f} MB/s", flush=True)
+
+
 q = a.quick
+if a.large_only:
+    large(10 if q else 30, 1 if q else 3)
+    raise SystemExit(0)
 small_latency(50 if q else 500)
 if a.small_only:
     raise SystemExit(0)

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use garage_model::bucket_table::{
     self as model, Bucket, BucketParams, CorsRule, RedirectAll, RoutingCondition, WebsiteConfig,
 };
+use garage_table::EmptyKey;
+use garage_util::crdt::Crdt;
 use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
@@ -33,12 +35,22 @@ impl Api {
         Ok((id, self.bucket(id, name).await?))
     }
 
-    /// Writes the bucket entry with `f` applied to its parameters.
+    /// Writes the bucket entry with `f` applied to its parameters, as read
+    /// from a quorum: each setting's new stamp comes after every write of
+    /// it acknowledged before, whatever this node's clock says (the local
+    /// copy `b` may not have the last one yet).
     pub(crate) async fn update_bucket(
         &self,
-        mut b: Bucket,
+        b: Bucket,
         f: impl FnOnce(&mut BucketParams),
     ) -> ApiResult<()> {
+        let mut b = match self.metadata.buckets.get_quorum(&EmptyKey, &b.id).await? {
+            Some(mut fresh) => {
+                fresh.merge(&b);
+                fresh
+            }
+            None => b,
+        };
         if let Some(p) = b.params_mut() {
             f(p);
         }

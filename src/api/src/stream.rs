@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 use garage_block::ByteStream;
-use garage_model::version_table::read_version;
+use garage_model::version_table::{read_version, Version};
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
@@ -89,6 +89,94 @@ enum Sent {
     Done,
 }
 
+/// Blocks requested ahead of the one being sent, per GET. Each block in
+/// flight holds at most one body window (2 MiB, `garage_net::body::WINDOW`)
+/// in the network layer until it is read, so one GET holds at most
+/// `1 + READ_AHEAD` windows (6 MiB) of block data.
+pub const READ_AHEAD: usize = 2;
+
+/// A block of the body, at plaintext positions `start..end`.
+#[derive(Clone, Copy)]
+struct Span {
+    hash: Hash,
+    start: u64,
+    end: u64,
+}
+
+/// The blocks a GET still has to send, the next ones already requested
+/// (their fetches run in the background while the current block is sent).
+struct Plan {
+    /// The version's first block, as the version lists it.
+    first: Option<Span>,
+    /// The version's total plaintext size.
+    total: u64,
+    todo: std::collections::VecDeque<Span>,
+    inflight: std::collections::VecDeque<(Span, FetchTask)>,
+}
+
+type FetchTask = AbortOnDrop<Result<ByteStream, garage_block::manager::Error>>;
+
+fn fetch(api: &Arc<Api>, hash: Hash) -> FetchTask {
+    let blocks = api.blocks.clone();
+    AbortOnDrop(tokio::spawn(
+        async move { blocks.get_block_stream(&hash).await }.in_current_span(),
+    ))
+}
+
+impl Plan {
+    /// The blocks of version `v` that `range` needs (but the first, when
+    /// `first_sent`), the first [`READ_AHEAD`] + 1 of them requested.
+    fn start(
+        api: &Arc<Api>,
+        v: &Version,
+        range: &Range<u64>,
+        sealed: bool,
+        first_sent: bool,
+    ) -> Plan {
+        let mut plan = Plan {
+            first: None,
+            total: 0,
+            todo: Default::default(),
+            inflight: Default::default(),
+        };
+        for (_, b) in v.blocks.items() {
+            let span = Span {
+                hash: b.hash,
+                start: plan.total,
+                end: plan.total + plain_size(b.size, sealed),
+            };
+            plan.total = span.end;
+            if span.start == 0 {
+                plan.first = Some(span);
+                if first_sent {
+                    continue;
+                }
+            }
+            if span.end > range.start && span.start < range.end {
+                plan.todo.push_back(span);
+            }
+        }
+        plan.refill(api);
+        plan
+    }
+
+    fn refill(&mut self, api: &Arc<Api>) {
+        while self.inflight.len() <= READ_AHEAD {
+            let Some(span) = self.todo.pop_front() else {
+                break;
+            };
+            self.inflight.push_back((span, fetch(api, span.hash)));
+        }
+    }
+
+    /// The next block to send, and its fetch; the one after it requested.
+    fn next(&mut self, api: &Arc<Api>) -> Option<(Span, FetchTask)> {
+        let next = self.inflight.pop_front();
+        self.refill(api);
+        next
+    }
+}
+
 async fn send_blocks(
     api: &Arc<Api>,
     version: Uuid,
@@ -102,15 +190,27 @@ async fn send_blocks(
         return Ok(());
     }
     // The version entry lists the blocks after the first one; it is read
-    // while the first block (which starts at 0) is sent, and not waited
-    // for when the first block completes the range (a single-block
+    // while the first block (which starts at 0) is sent, and the blocks
+    // after it are requested as soon as it is known. Nothing of it is
+    // waited for when the first block completes the range (a single-block
     // object: no metadata read beyond the object entry).
-    let versions = api.versions.clone();
-    let mut version_read = AbortOnDrop(tokio::spawn(
-        async move { read_version(&versions, &version).await }.in_current_span(),
-    ));
+    let first_sent = range.start == 0;
+    let plan = {
+        let (api, range, sealed) = (api.clone(), range.clone(), sse.is_some());
+        AbortOnDrop(tokio::spawn(
+            async move {
+                let v = read_version(&api.versions, &version)
+                    .await
+                    .map_err(|e| format!("version entry: {e}"))?
+                    .filter(|v| !v.deleted.get())
+                    .ok_or("the version entry of the object is missing or deleted")?;
+                Ok::<_, String>(Plan::start(&api, &v, &range, sealed, first_sent))
+            }
+            .in_current_span(),
+        ))
+    };
     let mut first_end = None;
-    if range.start == 0 {
+    if first_sent {
         let stream = match prefetch {
             Some(mut p) if p.hash == first => (&mut p.fetch.0)
                 .await
@@ -127,49 +227,46 @@ async fn send_blocks(
             Sent::More(end) => first_end = Some(end),
         }
     }
-    let v = (&mut version_read.0)
+    let mut plan_task = plan;
+    let mut plan = (&mut plan_task.0)
         .await
-        .map_err(|e| format!("version read task: {e}"))?
-        .map_err(|e| format!("version entry: {e}"))?
-        .filter(|v| !v.deleted.get())
-        .ok_or("the version entry of the object is missing or deleted")?;
-    let mut pos = 0u64;
-    for (_, b) in v.blocks.items() {
-        let (start, end) = (pos, pos + plain_size(b.size, sse.is_some()));
-        pos = end;
-        if start == 0 {
-            if let Some(sent) = first_end {
-                if b.hash != first || end != sent {
-                    return Err(format!(
-                        "the version's first block ({}, {} bytes) is not the object's ({}, {sent} bytes)",
-                        b.hash.short(),
-                        end,
-                        first.short()
-                    ));
-                }
-                continue;
-            }
+        .map_err(|e| format!("version read task: {e}"))??;
+    if let Some(sent) = first_end {
+        match plan.first {
+            Some(f) if f.hash == first && f.end == sent => (),
+            Some(f) => return Err(format!(
+                "the version's first block ({}, {} bytes) is not the object's ({}, {sent} bytes)",
+                f.hash.short(),
+                f.end,
+                first.short()
+            )),
+            None => return Err("the version lists no block".into()),
         }
-        if end <= range.start {
-            continue;
-        }
-        if start >= range.end {
-            break;
-        }
-        let stream = api
-            .blocks
-            .get_block_stream(&b.hash)
+    }
+    while let Some((span, mut task)) = plan.next(api) {
+        let stream = (&mut task.0)
             .await
+            .map_err(|e| format!("block fetch task: {e}"))?
             .map_err(|e| e.to_string())?;
-        match send_block(stream, b.hash, start, Some(end), &range, sse, tx).await? {
+        match send_block(
+            stream,
+            span.hash,
+            span.start,
+            Some(span.end),
+            &range,
+            sse,
+            tx,
+        )
+        .await?
+        {
             Sent::Done => return Ok(()),
             Sent::More(_) => (),
         }
     }
-    if pos < range.end {
+    if plan.total < range.end {
         return Err(format!(
-            "the version lists {pos} bytes, the object {}",
-            range.end
+            "the version lists {} bytes, the object {}",
+            plan.total, range.end
         ));
     }
     Ok(())

@@ -206,12 +206,19 @@ impl Api {
                 if f.version.in_history() {
                     // Its history entry too: the set must stay once the
                     // version is no longer current.
+                    // Stamped as in the object entry (after the set
+                    // read there), not by this node's clock alone: while
+                    // the version is current, every tag write goes through
+                    // the object entry, so its stamps order them.
                     let mut h = garage_model::history_table::HistoryEntry::new(
                         obj.bucket_id,
                         &obj.key,
                         f.version.clone(),
                     );
-                    h.tags.update(Some(tags));
+                    let ts = e
+                        .tags_stamp(&f.version.uuid)
+                        .unwrap_or_else(garage_util::time::stamp);
+                    h.tags = garage_util::crdt::Lww::raw(ts, Some(tags));
                     let (a, b) = tokio::join!(self.objects.insert(&e), self.history.insert(&h));
                     a?;
                     b?;

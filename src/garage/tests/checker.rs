@@ -63,6 +63,16 @@ const OP_TIMEOUT: Duration = Duration::from_secs(20);
 /// Nodes 0..STORAGE start in the layout; node STORAGE joins later.
 const STORAGE: usize = 4;
 
+/// A read in a message: the write id and size of a value, not its bytes.
+fn describe(r: Option<&Read>) -> String {
+    match r {
+        Some(Read::Value(id, b)) => format!("write {id} ({} bytes)", b.len()),
+        Some(Read::Absent) => "absent".into(),
+        Some(Read::Failed(e)) => format!("failed ({e})"),
+        None => "not read".into(),
+    }
+}
+
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -1273,6 +1283,26 @@ fn run(seed: u64) {
         anomalies.push(format!(
             "block resync queues did not drain within 120 s of the repairs: {queues:?}"
         ));
+    }
+    // The repairs and the block deletions they cause took nothing still
+    // in use: every key reads as it did before them, through every
+    // storage node (the queues drained above, so the blocks they released
+    // are deleted by now).
+    for k in &keys {
+        for i in &storage {
+            let r = rt.block_on(async {
+                tokio::time::timeout(OP_TIMEOUT, get(&sh.clients[*i], k))
+                    .await
+                    .unwrap_or_else(|_| Read::Failed("timeout".into()))
+            });
+            if last.get(k) != Some(&r) {
+                anomalies.push(format!(
+                    "{k} through node {i} after the repairs and block deletions: {}, before them: {}",
+                    describe(Some(&r)),
+                    describe(last.get(k))
+                ));
+            }
+        }
     }
     // A block file the nemesis deleted is back on its node, if the node
     // still stores data and the block is still referenced there.

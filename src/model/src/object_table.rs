@@ -335,6 +335,14 @@ impl Object {
 
     /// Replaces the tags of version `uuid` (listed in this entry), with a
     /// timestamp after the current set's.
+    /// The stamp of the last tag set written for version `uuid` here.
+    pub fn tags_stamp(&self, uuid: &Uuid) -> Option<u64> {
+        self.tag_updates
+            .items()
+            .find(|(u, _, _)| *u == uuid)
+            .map(|(_, ts, _)| ts)
+    }
+
     pub fn set_tags(&mut self, uuid: Uuid, tags: Vec<(String, String)>) {
         if self.versions.iter().any(|v| v.uuid == uuid) {
             self.tag_updates.update(uuid, tags);

@@ -234,3 +234,68 @@ async fn ordered_writes_are_refused_by_a_replica_holding_a_newer_value() {
         assert_eq!(got, Some(again.clone()), "node {i}");
     }
 }
+
+/// A node that holds a partition in no live layout version drops what it
+/// still has of it without sending it: with 4 nodes and replication 3,
+/// each partition leaves one node out; an entry planted in that node's
+/// store (a stale copy, e.g. of an entry deleted since and whose tombstone
+/// was collected without it) must not reach the partition's holders,
+/// while an entry of one of its own partitions planted the same way does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_outside_a_partition_drops_its_stale_copy_without_sending_it() {
+    use crate::schema::PartitionKey;
+    use garage_rpc::layout::LayoutVersion;
+    let nodes = cluster(4, 3).await;
+    let me = nodes[3].system.id();
+    let layout = nodes[3].system.layout();
+    let holds = |p: &str| {
+        let part = LayoutVersion::partition_of(PartitionKey::hash(&p.to_string()).as_slice());
+        layout.current().nodes_of(part).contains(&me)
+    };
+    let outside = (0..1000)
+        .map(|i| format!("out{i}"))
+        .find(|p| !holds(p))
+        .expect("a partition without node 3");
+    let inside = (0..1000)
+        .map(|i| format!("in{i}"))
+        .find(|p| holds(p))
+        .expect("a partition with node 3");
+    let stale = TestEntry::new(&outside, "k", "stale");
+    let own = TestEntry::new(&inside, "k", "own");
+    nodes[3].table.data.update_entry_with(&stale).unwrap();
+    nodes[3].table.data.update_entry_with(&own).unwrap();
+    nodes[3].table.sync_pass(&layout).await.unwrap();
+    assert!(
+        nodes[3]
+            .table
+            .data
+            .read_entry(&stale.p, &stale.s)
+            .unwrap()
+            .is_none(),
+        "dropped"
+    );
+    for n in &nodes[..3] {
+        assert!(
+            n.table
+                .data
+                .read_entry(&stale.p, &stale.s)
+                .unwrap()
+                .is_none(),
+            "a stale copy was sent to a holder"
+        );
+    }
+    let holders: Vec<&crate::testing::Node> = nodes[..3]
+        .iter()
+        .filter(|n| {
+            let part = LayoutVersion::partition_of(PartitionKey::hash(&own.p).as_slice());
+            layout.current().nodes_of(part).contains(&n.system.id())
+        })
+        .collect();
+    assert_eq!(holders.len(), 2);
+    for n in holders {
+        assert!(
+            n.table.data.read_entry(&own.p, &own.s).unwrap().is_some(),
+            "an entry of the node's own partition is sent"
+        );
+    }
+}

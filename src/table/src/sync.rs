@@ -6,8 +6,12 @@
 //! both converge. A pass covers every partition this node holds, towards
 //! every node holding it in a live layout version; when it succeeds, the
 //! node reports the layout version it synced (the `sync` tracker), which is
-//! how a layout change finishes. A node that holds a partition in no live
-//! version pushes it to the nodes that do, then drops its copy.
+//! how a layout change finishes. A node that no longer holds a partition
+//! pushes it to the new holders while a layout version that gave it the
+//! partition is live (the layout change waits for that); once no live
+//! version gives it the partition, it drops its copy without sending it
+//! (a stale copy sent then would bring back entries deleted meanwhile,
+//! whose tombstones the GC collected without this node).
 //!
 //! A pass runs at start, after every layout change, when a peer comes back,
 //! and every `sync_interval` (see `tuning.rs`); a failed pass is retried
@@ -145,6 +149,27 @@ impl<F: TableSchema> Table<F> {
                 continue;
             }
             stats.partitions += 1;
+            if !nodes.contains(&me) && !nodes.is_empty() {
+                // This node holds the partition in no live layout version:
+                // the versions it was in have been retired, which needed
+                // every node of the newer ones synced from the older
+                // ones, and every write since reached quorums without it.
+                // What it still has is stale: pushed now, an entry deleted
+                // meanwhile whose tombstone the GC has collected (which
+                // it did without this node) would come back. It is
+                // dropped, not pushed.
+                let data = self.data.clone();
+                let n = off_runtime(move || drop_partition(&data, p)).await?;
+                if n > 0 {
+                    info!(
+                        table = F::TABLE_NAME,
+                        partition = p,
+                        "dropped {n} entries of a partition this node no longer holds in any live layout version, without sending them"
+                    );
+                }
+                stats.entries_offloaded += n;
+                continue;
+            }
             // The pass is for `target`: it must reach the partition's nodes
             // in `target` and newer versions. Nodes only in older versions
             // (being drained) get it when they answer, but one that is
@@ -154,7 +179,6 @@ impl<F: TableSchema> Table<F> {
                 .filter(|v| v.version >= target)
                 .flat_map(|v| F::REPLICATION.nodes_in(v, p as usize))
                 .collect();
-            let mut ok = true;
             for n in nodes.iter().filter(|n| **n != me) {
                 let sent_before = stats.entries_sent;
                 let res = self.sync_partition_with(p, *n, &mut stats).await;
@@ -162,7 +186,6 @@ impl<F: TableSchema> Table<F> {
                     .increment((stats.entries_sent - sent_before) as u64);
                 match res {
                     Err(e) if required.contains(n) => {
-                        ok = false;
                         first_error.get_or_insert(e);
                     }
                     Err(e) => debug!(
@@ -173,10 +196,6 @@ impl<F: TableSchema> Table<F> {
                     ),
                     Ok(()) => (),
                 }
-            }
-            if ok && !nodes.contains(&me) && !nodes.is_empty() {
-                let data = self.data.clone();
-                stats.entries_offloaded += off_runtime(move || drop_partition(&data, p)).await?;
             }
         }
         match first_error {
@@ -338,8 +357,8 @@ impl<F: TableSchema> Table<F> {
     }
 }
 
-/// Drops this node's copy of partition `p` once every node holding it has
-/// it (the caller checked). Returns how many entries went. Blocking: a
+/// Drops this node's copy of partition `p`, which it holds in no live
+/// layout version. Returns how many entries went. Blocking: a
 /// whole partition's deletions.
 fn drop_partition<F: TableSchema>(data: &TableData<F>, p: u8) -> Result<usize> {
     let mut dropped = 0;

@@ -88,9 +88,7 @@ impl<K: Clone + Ord, V: Clone + Ord> LwwMap<K, V> {
                 e.1 = increment_after(e.1);
                 e.2 = value;
             }
-            Err(i) => self
-                .entries
-                .insert(i, (key, crate::time::now_msec(), value)),
+            Err(i) => self.entries.insert(i, (key, crate::time::stamp(), value)),
         }
     }
 
