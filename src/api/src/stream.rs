@@ -234,12 +234,14 @@ async fn send_blocks(
     if let Some(sent) = first_end {
         match plan.first {
             Some(f) if f.hash == first && f.end == sent => (),
-            Some(f) => return Err(format!(
+            Some(f) => {
+                return Err(format!(
                 "the version's first block ({}, {} bytes) is not the object's ({}, {sent} bytes)",
                 f.hash.short(),
                 f.end,
                 first.short()
-            )),
+            ))
+            }
             None => return Err("the version lists no block".into()),
         }
     }

@@ -1148,6 +1148,7 @@ fn repairs_on_every_node_during_a_layout_change_and_a_kill_keep_live_data() {
     use common::s3::{aws, aws_ok, endpoint, make_key};
     let mut c = Cluster::new(4, 3);
     c.env.push(("GARAGE_REPAIR_GRACE_SECS".into(), "0".into()));
+    c.env.push(("GARAGE_REPAIR_SETTLE_SECS".into(), "1".into()));
     c.env
         .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "1".into()));
     c.start_first(3);

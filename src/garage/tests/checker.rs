@@ -1198,10 +1198,14 @@ fn run(seed: u64) {
             .find_map(|l| l.trim().strip_prefix(name))
             .and_then(|v| v.trim().parse().ok())
     };
+    // Drained: nothing due in any resync queue and no block in error.
+    // Entries due later are not a backlog: deletions waiting for their
+    // delay, and the retries left queued for a block that failed and was
+    // then resynced by another entry (a retry-now, a new reference).
     let drained = |nem: &Nemesis| {
         storage.iter().all(|i| {
             let stats = stdout(&nem.c.garage(*i, &["stats"]));
-            field(&stats, "resync queue length:") == Some(0)
+            field(&stats, "resync queue due now:") == Some(0)
                 && field(&stats, "blocks with resync errors:") == Some(0)
         })
     };
@@ -1236,7 +1240,8 @@ fn run(seed: u64) {
         nem.c.garage(*i, &["block", "retry-now", "--all"]);
     }
     let deadline = Instant::now() + Duration::from_secs(120);
-    // Settled: block files intact, every queue empty, no block in error.
+    // Settled: block files intact, nothing due in any queue, no block in
+    // error.
     let settled = |nem: &Nemesis| intact(nem).is_empty() && drained(nem);
     while Instant::now() < deadline && !settled(&nem) {
         std::thread::sleep(Duration::from_secs(2));

@@ -51,6 +51,8 @@ pub struct SyncStats {
     pub partitions: usize,
     pub merkle_requests: usize,
     pub entries_sent: usize,
+    /// Entries of partitions this node holds in no live layout version,
+    /// dropped without being sent.
     pub entries_offloaded: usize,
 }
 
@@ -91,7 +93,7 @@ impl<F: TableSchema> Table<F> {
             match res {
                 Ok(stats) => {
                     worker.set_progress(Some(format!(
-                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} offloaded",
+                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held)",
                         garage_util::time::rfc3339(garage_util::time::now_msec()),
                         stats.partitions,
                         stats.entries_sent,
@@ -100,7 +102,7 @@ impl<F: TableSchema> Table<F> {
                     if stats.entries_sent > 0 || stats.entries_offloaded > 0 {
                         info!(
                             table = F::TABLE_NAME,
-                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} offloaded",
+                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} dropped (partitions no longer held)",
                             stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded
                         );
                     }
@@ -160,13 +162,6 @@ impl<F: TableSchema> Table<F> {
                 // dropped, not pushed.
                 let data = self.data.clone();
                 let n = off_runtime(move || drop_partition(&data, p)).await?;
-                if n > 0 {
-                    info!(
-                        table = F::TABLE_NAME,
-                        partition = p,
-                        "dropped {n} entries of a partition this node no longer holds in any live layout version, without sending them"
-                    );
-                }
                 stats.entries_offloaded += n;
                 continue;
             }
