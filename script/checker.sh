@@ -13,7 +13,7 @@ HOURS="${HOURS:-1}"
 RUN_SECS="${RUN_SECS:-600}"
 SEED="${SEED:-1000}"
 CLIENTS="${CLIENTS:-4}"
-OUT="${OUT:-checker-runs}"
+OUT="$(pwd)/${OUT:-checker-runs}"
 mkdir -p "$OUT"
 
 cargo test -p garage --test checker --no-run

@@ -137,7 +137,6 @@ impl Garage {
                 versions: InsertQueue::open(&db)?,
                 mpus: InsertQueue::open(&db)?,
                 counters: InsertQueue::open(&db)?,
-                history: InsertQueue::open(&db)?,
                 local_counters: LocalCounters::open(&db)?,
             },
             db.clone(),

@@ -7,8 +7,11 @@
 //!
 //! A version is written here by the request that creates it, at the same
 //! time as into the object table (so it is listed as soon as the request
-//! is answered). The object table's hook also queues it here when the
-//! version leaves an object entry, in case that write was lost.
+//! is answered; a request whose history write fails is not acknowledged).
+//! Nothing writes it here again later: a replica of the object entry that
+//! missed the version's deletion by id would write it back live after the
+//! GC had collected its tombstone (the checker found that, with the object
+//! table's hook that used to).
 //!
 //! Deleting a version by its id marks its entry deleted (a tombstone,
 //! collected by the GC once every replica has it); the hook then deletes

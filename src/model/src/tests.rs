@@ -237,7 +237,6 @@ fn object_tables() -> Tables {
             versions: versions.clone(),
             mpus: InsertQueue::open(&db).unwrap(),
             counters: counters.clone(),
-            history: InsertQueue::open(&db).unwrap(),
             local_counters: local.clone(),
         },
         db.clone(),
