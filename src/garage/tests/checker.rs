@@ -1241,8 +1241,12 @@ fn run(seed: u64) {
     }
     let deadline = Instant::now() + Duration::from_secs(120);
     // Settled: block files intact, nothing due in any queue, no block in
-    // error.
-    let settled = |nem: &Nemesis| intact(nem).is_empty() && drained(nem);
+    // error; and the block deletion delay (5 s here) passed since the
+    // repairs, so that the deletions they caused were due, and done.
+    let repaired_at = Instant::now();
+    let settled = |nem: &Nemesis| {
+        repaired_at.elapsed() > Duration::from_secs(7) && intact(nem).is_empty() && drained(nem)
+    };
     while Instant::now() < deadline && !settled(&nem) {
         std::thread::sleep(Duration::from_secs(2));
     }
