@@ -361,20 +361,16 @@ impl Api {
         );
         // What cannot be written now is queued on this node and sent
         // until it is (the cluster may be split right now).
-        if self.objects.insert(&aborted).await.is_err() {
-            if let Err(e) = self.objects.insert_later(&[aborted]).await {
-                warn!("cannot mark the failed upload of {key:?} aborted: {e}");
-            }
+        if let Err(e) = self.objects.insert_or_queue(&[aborted]).await {
+            warn!("cannot mark the failed upload of {key:?} aborted: {e}");
         }
         let backlink = VersionBacklink::Object {
             bucket_id: bucket,
             key: key.to_string(),
         };
         let deleted = garage_model::version_table::Version::deleted(uuid, backlink);
-        if self.versions.insert(&deleted).await.is_err() {
-            if let Err(e) = self.versions.insert_later(&[deleted]).await {
-                warn!("cannot release the blocks of the failed upload of {key:?}: {e}");
-            }
+        if let Err(e) = self.versions.insert_or_queue(&[deleted]).await {
+            warn!("cannot release the blocks of the failed upload of {key:?}: {e}");
         }
     }
 

@@ -190,21 +190,14 @@ impl Api {
         // never falls to zero.
         if old.in_history() && old.is_complete() {
             let w = [HistoryEntry::withdrawn(bucket, key, old.clone())];
-            if let Err(e) = self.history.insert_many(&w).await {
-                warn!(%key, "cannot withdraw an overtaken version from the history now, queued: {e}");
-                if let Err(e) = self.history.insert_later(&w).await {
-                    warn!(%key, "cannot queue the withdrawal of an overtaken version: {e}");
-                }
+            if let Err(e) = self.history.insert_or_queue(&w).await {
+                warn!(%key, "cannot withdraw an overtaken version from the history: {e}");
             }
         }
         if has_blocks {
             let dead = [Version::deleted(old.uuid, backlink)];
-            if let Err(e) = self.versions.insert_many(&dead).await {
-                // Queued instead: the release happens once a quorum is back.
-                warn!(%key, "cannot release the blocks of an overtaken version now, queued: {e}");
-                if let Err(e) = self.versions.insert_later(&dead).await {
-                    warn!(%key, "cannot queue the release of an overtaken version: {e}");
-                }
+            if let Err(e) = self.versions.insert_or_queue(&dead).await {
+                warn!(%key, "cannot release the blocks of an overtaken version: {e}");
             }
         }
         Ok(v)

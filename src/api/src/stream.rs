@@ -33,18 +33,15 @@ const CHANNEL_DEPTH: usize = 8;
 /// failed) stops the fetch.
 pub struct Prefetch {
     hash: Hash,
-    fetch: AbortOnDrop<Result<ByteStream, garage_block::manager::Error>>,
+    fetch: FetchTask,
 }
 
 impl Prefetch {
     /// Starts fetching block `hash`.
     pub fn start(api: &Arc<Api>, hash: Hash) -> Prefetch {
-        let blocks = api.blocks.clone();
-        let fetch =
-            tokio::spawn(async move { blocks.get_block_stream(&hash).await }.in_current_span());
         Prefetch {
             hash,
-            fetch: AbortOnDrop(fetch),
+            fetch: fetch(api, hash),
         }
     }
 }

@@ -128,6 +128,15 @@ mod worker {
             .await
         }
 
+        /// Inserts `entries` at quorum now, or, if that fails, queues them
+        /// ([`Self::insert_later`]). An error only if neither worked.
+        pub async fn insert_or_queue(&self, entries: &[F::E]) -> Result<()> {
+            match self.insert_many(entries).await {
+                Ok(()) => Ok(()),
+                Err(_) => self.insert_later(entries).await,
+            }
+        }
+
         /// One round; returns how many queued entries were inserted.
         pub async fn insert_queue_round(&self) -> Result<usize> {
             let data = self.data.clone();
