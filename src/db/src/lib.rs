@@ -15,6 +15,7 @@
 
 mod engine;
 mod error;
+pub mod group;
 mod iter;
 pub mod lmdb_adapter;
 pub mod sqlite_adapter;
@@ -22,7 +23,7 @@ pub mod sqlite_adapter;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 pub use engine::{open, Engine, OpenOptions};
 pub use error::{Error, Result, TxError, TxResult};
@@ -147,6 +148,8 @@ impl Drop for TxMark {
 pub struct Db {
     id: u64,
     inner: Arc<dyn IDb>,
+    /// The group-commit thread's queue, started on first use.
+    group: Arc<Mutex<Option<group::Sender>>>,
 }
 
 /// A named tree of a [`Db`]. Cheap to clone.
@@ -192,11 +195,20 @@ impl Db {
         Self {
             id: NEXT_DB_ID.fetch_add(1, Ordering::Relaxed),
             inner,
+            group: Arc::new(Mutex::new(None)),
         }
     }
 
     pub fn engine(&self) -> Engine {
         self.inner.engine()
+    }
+
+    /// Whether a point read never waits for a writer: true on LMDB (readers
+    /// see a snapshot, without a lock), false on SQLite (one connection,
+    /// shared with the writer). Async callers may then read one key on
+    /// the runtime's thread instead of the blocking pool.
+    pub fn reads_never_wait(&self) -> bool {
+        self.engine() == Engine::Lmdb
     }
 
     /// Opens the tree `name`, creating it if it does not exist. Must not be
@@ -281,6 +293,53 @@ impl Db {
             Some(Err(e)) => Err(TxError::Abort(e)),
             None => Err(TxError::Db(Error::TransactionRetried)),
         }
+    }
+}
+
+impl Db {
+    /// Queues `f` to run in a write transaction shared with the other
+    /// writes queued meanwhile (group commit: one commit, and one fsync
+    /// when the database syncs, for all of them; see [`group`]). `done`
+    /// receives `f`'s outcome on the group-commit thread, after the commit
+    /// that holds its writes (or the error that failed it). `f` may run
+    /// twice (again alone when another job of its group aborted), so it
+    /// must act only through its transaction handle.
+    pub fn transaction_grouped<R, E, F, D>(&self, f: F, done: D)
+    where
+        R: Send + 'static,
+        E: Send + 'static,
+        F: FnMut(&mut Transaction<'_>) -> TxResult<R, E> + Send + 'static,
+        D: FnOnce(TxResult<R, E>) + Send + 'static,
+    {
+        let job = Box::new(group::TypedJob {
+            f,
+            done,
+            outcome: None,
+        });
+        let sender = {
+            let mut g = self.group.lock().unwrap_or_else(|e| e.into_inner());
+            if g.is_none() {
+                let bare = Db {
+                    id: self.id,
+                    inner: self.inner.clone(),
+                    group: Arc::new(Mutex::new(None)),
+                };
+                match group::start(bare) {
+                    Ok(s) => *g = Some(s),
+                    Err(e) => tracing::warn!("cannot start the group-commit thread: {e}"),
+                }
+            }
+            g.clone()
+        };
+        let job = match sender {
+            Some(s) => match s.send(job) {
+                Ok(()) => return,
+                Err(mpsc_err) => mpsc_err.0,
+            },
+            None => job,
+        };
+        // No committer thread: the job runs here, alone.
+        group::run_here(self, job);
     }
 }
 

@@ -495,6 +495,128 @@ fn open_tree_while_others_read(engine: Engine) {
     }
 }
 
+/// Grouped transactions: jobs queued while one runs share the next
+/// transaction (a job sees the writes of the job before it, uncommitted);
+/// each outcome arrives after its commit; a job that aborts writes
+/// nothing and does not take the others of its group with it.
+fn grouped_transactions_share_commits_and_abort_alone(engine: Engine) {
+    use std::sync::mpsc;
+    use std::time::Duration;
+    let t = new_db(engine);
+    let tree = t.db.open_tree("g").unwrap();
+    let (done_tx, done_rx) = mpsc::channel::<(u32, Result<bool, String>)>();
+    // Job 0 holds the committer until jobs 1..=5 are queued.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let t0 = tree.clone();
+    let d = done_tx.clone();
+    t.db.transaction_grouped(
+        move |tx| -> garage_db::TxResult<bool, String> {
+            let _ = started_tx.send(());
+            go_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the test queues the other jobs");
+            tx.insert(&t0, b"k0", b"v")?;
+            Ok(false)
+        },
+        move |r| d.send((0, r.map_err(|e| format!("{e:?}")))).unwrap(),
+    );
+    started_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    for i in 1..=5u32 {
+        let tr = tree.clone();
+        let d = done_tx.clone();
+        t.db.transaction_grouped(
+            move |tx| -> garage_db::TxResult<bool, String> {
+                if i == 3 {
+                    tx.insert(&tr, b"k3", b"v")?;
+                    return Err(TxError::Abort("job 3 aborts".into()));
+                }
+                // Whether the previous job's write is visible here.
+                let saw_previous = tx.get(&tr, format!("k{}", i - 1).as_bytes())?.is_some();
+                tx.insert(&tr, format!("k{i}").as_bytes(), b"v")?;
+                Ok(saw_previous)
+            },
+            move |r| d.send((i, r.map_err(|e| format!("{e:?}")))).unwrap(),
+        );
+    }
+    go_tx.send(()).unwrap();
+    let mut outcomes = std::collections::BTreeMap::new();
+    for _ in 0..6 {
+        let (i, r) = done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        // Delivered after the commit: the write is readable.
+        if r.is_ok() {
+            assert!(
+                tree.get(format!("k{i}").as_bytes()).unwrap().is_some(),
+                "k{i}"
+            );
+        }
+        outcomes.insert(i, r);
+    }
+    assert_eq!(outcomes[&0], Ok(false));
+    assert!(
+        matches!(&outcomes[&3], Err(e) if e.contains("job 3 aborts")),
+        "{:?}",
+        outcomes[&3]
+    );
+    for i in [1, 2, 4, 5] {
+        assert!(outcomes[&i].is_ok(), "job {i}: {:?}", outcomes[&i]);
+    }
+    assert_eq!(
+        tree.get(b"k3").unwrap(),
+        None,
+        "the aborted job wrote nothing"
+    );
+    assert_eq!(tree.len().unwrap(), 5);
+
+    // Without an abort, the jobs queued behind a running one share a
+    // transaction: each (after the first) sees its predecessor's write.
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let go_rx = std::sync::Mutex::new(go_rx);
+    let (started_tx, started_rx) = mpsc::channel::<()>();
+    let d = done_tx.clone();
+    let t0 = tree.clone();
+    t.db.transaction_grouped(
+        move |tx| -> garage_db::TxResult<bool, String> {
+            let _ = started_tx.send(());
+            go_rx
+                .lock()
+                .unwrap()
+                .recv_timeout(Duration::from_secs(30))
+                .unwrap();
+            tx.insert(&t0, b"m0", b"v")?;
+            Ok(false)
+        },
+        move |r| d.send((100, r.map_err(|e| format!("{e:?}")))).unwrap(),
+    );
+    started_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    for i in 1..=4u32 {
+        let tr = tree.clone();
+        let d = done_tx.clone();
+        t.db.transaction_grouped(
+            move |tx| -> garage_db::TxResult<bool, String> {
+                let saw = tx.get(&tr, format!("m{}", i - 1).as_bytes())?.is_some();
+                tx.insert(&tr, format!("m{i}").as_bytes(), b"v")?;
+                Ok(saw)
+            },
+            move |r| d.send((100 + i, r.map_err(|e| format!("{e:?}")))).unwrap(),
+        );
+    }
+    go_tx.send(()).unwrap();
+    let mut saw = std::collections::BTreeMap::new();
+    for _ in 0..5 {
+        let (i, r) = done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        saw.insert(i, r.unwrap());
+    }
+    // Jobs 2..=4 ran in one transaction with job 1 (queued together
+    // while job 0 held the committer), so each saw the one before.
+    for i in 2..=4 {
+        assert!(saw[&(100 + i)], "job {i} did not see job {}'s write", i - 1);
+    }
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod lmdb {
@@ -520,4 +642,5 @@ conformance!(
     copy_between_engines,
     many_concurrent_reader_threads,
     open_tree_while_others_read,
+    grouped_transactions_share_commits_and_abort_alone,
 );

@@ -169,22 +169,26 @@ impl<F: TableSchema> TableData<F> {
     /// Merges many encoded entries in one transaction (one commit, one
     /// fsync when `metadata_fsync` is set). Returns how many changed.
     pub fn update_many(&self, encoded: &[impl AsRef<[u8]>]) -> Result<usize> {
-        let entries = encoded
-            .iter()
-            .map(|b| encoding::decode::<F::E>(b.as_ref()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let changed = self.db.transaction(|tx| -> db::TxResult<usize, Error> {
-            let mut n = 0;
-            for e in entries.iter() {
-                if self.merge_in_tx(tx, e)?.is_some() {
-                    n += 1;
-                }
-            }
-            Ok(n)
-        })?;
-        if changed > 0 {
-            self.merkle_todo_notify.notify_one();
-        }
+        let entries = decode_all::<F>(encoded)?;
+        let changed = self
+            .db
+            .transaction(|tx| self.merge_many_in_tx(tx, &entries))?;
+        self.after_merge(changed);
+        Ok(changed)
+    }
+
+    /// [`Self::update_many`] through the database's group commit: the
+    /// transaction is shared with the other writes queued meanwhile
+    /// (`garage_db::group`), and answered after its commit. For the
+    /// replica writes of the table RPC, many at a time.
+    pub async fn update_many_grouped(
+        self: &Arc<Self>,
+        encoded: &[impl AsRef<[u8]>],
+    ) -> Result<usize> {
+        let entries = decode_all::<F>(encoded)?;
+        let this = self.clone();
+        let changed = grouped(&self.db, move |tx| this.merge_many_in_tx(tx, &entries)).await?;
+        self.after_merge(changed);
         Ok(changed)
     }
 
@@ -193,39 +197,78 @@ impl<F: TableSchema> TableData<F> {
     /// ([`TableSchema::newer_than`]): for each entry, `None` if merged,
     /// else that write's stamp. Observes the stamps of the entries merged.
     pub fn update_many_ordered(&self, encoded: &[impl AsRef<[u8]>]) -> Result<Vec<Option<u64>>> {
-        let entries = encoded
-            .iter()
-            .map(|b| encoding::decode::<F::E>(b.as_ref()))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let entries = decode_all::<F>(encoded)?;
+        let (changed, refused) = self
+            .db
+            .transaction(|tx| self.merge_many_ordered_in_tx(tx, &entries))?;
+        self.after_ordered_merge(&entries, &refused, changed);
+        Ok(refused)
+    }
+
+    /// [`Self::update_many_ordered`] through the database's group commit
+    /// (see [`Self::update_many_grouped`]).
+    pub async fn update_many_ordered_grouped(
+        self: &Arc<Self>,
+        encoded: &[impl AsRef<[u8]>],
+    ) -> Result<Vec<Option<u64>>> {
+        let entries = Arc::new(decode_all::<F>(encoded)?);
+        let (this, e) = (self.clone(), entries.clone());
         let (changed, refused) =
-            self.db
-                .transaction(|tx| -> db::TxResult<(usize, Vec<Option<u64>>), Error> {
-                    let mut n = 0;
-                    let mut refused = Vec::with_capacity(entries.len());
-                    for e in entries.iter() {
-                        let key = tree_key(e.partition_key(), e.sort_key());
-                        if let Some(old) = self.get_in_tx(tx, &key)? {
-                            if let Some(newer) = F::newer_than(&old, e) {
-                                refused.push(Some(newer));
-                                continue;
-                            }
-                        }
-                        refused.push(None);
-                        if self.merge_in_tx(tx, e)?.is_some() {
-                            n += 1;
-                        }
-                    }
-                    Ok((n, refused))
-                })?;
+            grouped(&self.db, move |tx| this.merge_many_ordered_in_tx(tx, &e)).await?;
+        self.after_ordered_merge(&entries, &refused, changed);
+        Ok(refused)
+    }
+
+    fn merge_many_in_tx(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        entries: &[F::E],
+    ) -> db::TxResult<usize, Error> {
+        let mut n = 0;
+        for e in entries.iter() {
+            if self.merge_in_tx(tx, e)?.is_some() {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    fn merge_many_ordered_in_tx(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        entries: &[F::E],
+    ) -> db::TxResult<(usize, Vec<Option<u64>>), Error> {
+        let mut n = 0;
+        let mut refused = Vec::with_capacity(entries.len());
+        for e in entries.iter() {
+            let key = tree_key(e.partition_key(), e.sort_key());
+            if let Some(old) = self.get_in_tx(tx, &key)? {
+                if let Some(newer) = F::newer_than(&old, e) {
+                    refused.push(Some(newer));
+                    continue;
+                }
+            }
+            refused.push(None);
+            if self.merge_in_tx(tx, e)?.is_some() {
+                n += 1;
+            }
+        }
+        Ok((n, refused))
+    }
+
+    fn after_merge(&self, changed: usize) {
+        if changed > 0 {
+            self.merkle_todo_notify.notify_one();
+        }
+    }
+
+    fn after_ordered_merge(&self, entries: &[F::E], refused: &[Option<u64>], changed: usize) {
         for (e, r) in entries.iter().zip(refused.iter()) {
             if let (None, Some(ts)) = (r, F::stamp_of(e)) {
                 garage_util::time::observe(ts);
             }
         }
-        if changed > 0 {
-            self.merkle_todo_notify.notify_one();
-        }
-        Ok(refused)
+        self.after_merge(changed);
     }
 
     fn merge_in_tx(
@@ -349,6 +392,31 @@ impl<F: TableSchema> TableData<F> {
             out.push((k, v));
         }
         Ok(out)
+    }
+}
+
+fn decode_all<F: TableSchema>(encoded: &[impl AsRef<[u8]>]) -> Result<Vec<F::E>> {
+    Ok(encoded
+        .iter()
+        .map(|b| encoding::decode::<F::E>(b.as_ref()))
+        .collect::<std::result::Result<Vec<_>, _>>()?)
+}
+
+/// Runs `f` in the database's group commit (`garage_db::group`) and waits
+/// for its commit without blocking the async runtime.
+pub(crate) async fn grouped<R: Send + 'static>(
+    db: &db::Db,
+    f: impl FnMut(&mut db::Transaction<'_>) -> db::TxResult<R, Error> + Send + 'static,
+) -> Result<R> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    db.transaction_grouped(f, move |r| {
+        let _ = tx.send(r);
+    });
+    match rx.await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(Error::Db(db::Error::Aborted(
+            "the group-commit thread dropped a transaction".into(),
+        ))),
     }
 }
 
