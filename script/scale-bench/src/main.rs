@@ -251,11 +251,13 @@ async fn ingest(args: &Args, s3: &Client, nodes: &Nodes) -> Vec<f64> {
         );
     }
     let total = start.elapsed().as_secs_f64();
-    let k = (times.len() / 10).max(1);
-    let first: f64 = times[..k].iter().sum::<f64>() / k as f64;
-    let last: f64 = times[times.len() - k..].iter().sum::<f64>() / k as f64;
+    // Full batches only (a shorter last batch would flatter the end).
+    let full = &times[..(args.objects / args.batch).max(1) as usize];
+    let k = (full.len() / 10).max(1);
+    let first: f64 = full[..k].iter().sum::<f64>() / k as f64;
+    let last: f64 = full[full.len() - k..].iter().sum::<f64>() / k as f64;
     println!(
-        "ingest: {:.0} objects/s over the run ({total:.0} s); batch time, mean of the first {k} -> last {k}: {first:.2} s -> {last:.2} s (x {:.2})",
+        "ingest: {:.0} objects/s over the run ({total:.0} s); batch time, mean of the first {k} full batches -> last {k}: {first:.2} s -> {last:.2} s (x {:.2})",
         args.objects as f64 / total,
         last / first
     );
@@ -477,6 +479,9 @@ async fn restart(args: &Args, s3: &Client, nodes: &mut Nodes) {
         .open(args.dir.join("n1/log"))
         .expect("n1/log");
     let t = Instant::now();
+    // The restarted node outlives this program: script/bench-scale.sh
+    // stops it by the pid written below, as it does the others.
+    #[allow(clippy::zombie_processes)]
     let child = Command::new(&args.bin)
         .arg("-c")
         .arg(args.dir.join("n1/garage.toml"))

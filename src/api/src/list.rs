@@ -17,6 +17,8 @@ use crate::meta;
 
 /// Entries asked of the object table per round.
 pub(crate) const BATCH: usize = 1000;
+/// Entries asked in the round after a jump over a common prefix.
+const AFTER_JUMP: usize = 32;
 /// Most keys a listing returns, whatever max-keys says.
 const MAX_KEYS: usize = 1000;
 /// Sorts after every string that starts with the same prefix, in practice
@@ -64,6 +66,14 @@ impl Api {
             q.prefix.clone()
         };
         let mut count = 0;
+        let delimiter = q.delimiter.as_deref().filter(|d| !d.is_empty());
+        // The common prefix being rolled up: the keys under it that follow
+        // in the same batch are passed over without a new read.
+        let mut rolled: Option<String> = None;
+        // Entries asked per round: after a jump over a common prefix, few
+        // (the next key may open another prefix at once), then doubling
+        // while the keys keep coming, up to BATCH.
+        let mut limit = BATCH;
         // Each round moves `start` forward; the bound is a safety net.
         'rounds: for _ in 0..1_000_000 {
             let batch = self
@@ -72,11 +82,11 @@ impl Api {
                     &q.bucket,
                     Some(start.clone()),
                     Some(ObjectFilter::IsData),
-                    BATCH,
+                    limit,
                     false,
                 )
                 .await?;
-            let full = batch.len() >= BATCH;
+            let full = batch.len() >= limit;
             for o in batch.iter() {
                 if o.key <= skip {
                     continue;
@@ -84,6 +94,10 @@ impl Api {
                 if !o.key.starts_with(&q.prefix) {
                     break 'rounds;
                 }
+                if rolled.as_ref().is_some_and(|cp| o.key.starts_with(cp)) {
+                    continue;
+                }
+                rolled = None;
                 // The current version deleted by its id: the one now
                 // current is in the history (one more read, for this key).
                 let resolved;
@@ -99,14 +113,10 @@ impl Api {
                     },
                 };
                 let rest = &o.key[q.prefix.len()..];
-                let common = q
-                    .delimiter
-                    .as_deref()
-                    .filter(|d| !d.is_empty())
-                    .and_then(|d| {
-                        rest.find(d)
-                            .map(|i| format!("{}{}", q.prefix, &rest[..i + d.len()]))
-                    });
+                let common = delimiter.and_then(|d| {
+                    rest.find(d)
+                        .map(|i| format!("{}{}", q.prefix, &rest[..i + d.len()]))
+                });
                 if let Some(cp) = common {
                     if !after.starts_with(&cp) {
                         if count == q.max_keys {
@@ -117,10 +127,8 @@ impl Api {
                         res.prefixes.push(cp.clone());
                         res.last = Some(cp.clone());
                     }
-                    // Jump over everything under this prefix.
-                    start = format!("{cp}{AFTER_ALL}");
-                    skip = skip.clone().max(start.clone());
-                    continue 'rounds;
+                    rolled = Some(cp);
+                    continue;
                 }
                 if count == q.max_keys {
                     res.truncated = true;
@@ -146,8 +154,20 @@ impl Api {
                 break;
             }
             let last = batch.last().expect("full batch").key.clone();
-            skip = skip.max(last.clone());
-            start = last;
+            match &rolled {
+                // The batch ended inside a common prefix: jump over the
+                // rest of it.
+                Some(cp) if last.starts_with(cp.as_str()) => {
+                    start = format!("{cp}{AFTER_ALL}");
+                    skip = skip.max(start.clone());
+                    limit = AFTER_JUMP;
+                }
+                _ => {
+                    skip = skip.max(last.clone());
+                    start = last;
+                    limit = (limit * 2).min(BATCH);
+                }
+            }
         }
         Ok(res)
     }

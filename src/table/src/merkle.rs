@@ -247,6 +247,10 @@ fn apply_item(
 /// for many items.
 const BATCH: usize = 2048;
 
+/// After a batch smaller than [`BATCH`], the updater waits this long
+/// before the next one.
+const PACE: Duration = Duration::from_millis(500);
+
 /// Applies up to [`BATCH`] queued items; returns how many.
 pub fn process_batch<F: TableSchema>(data: &TableData<F>) -> Result<usize> {
     process_batch_of(data, BATCH)
@@ -303,6 +307,17 @@ impl MerkleUpdater {
             match tokio::task::spawn_blocking(move || process_batch(&d)).await {
                 Ok(Ok(n)) if n > 0 => {
                     worker.ok();
+                    // Under a steady write load, let the queue fill for a
+                    // moment: a bigger batch rewrites each busy node once
+                    // for more items. Nothing waits on the trees being
+                    // current: a sync pass applies the whole queue itself
+                    // before it compares (`sync.rs`).
+                    if n < BATCH {
+                        tokio::select! {
+                            _ = tokio::time::sleep(PACE) => (),
+                            _ = must_exit.changed() => (),
+                        }
+                    }
                     continue;
                 }
                 Ok(Ok(_)) => {
