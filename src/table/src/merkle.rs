@@ -257,38 +257,45 @@ pub fn process_batch<F: TableSchema>(data: &TableData<F>) -> Result<usize> {
 }
 
 fn process_batch_of<F: TableSchema>(data: &TableData<F>, limit: usize) -> Result<usize> {
-    let mut items = Vec::new();
-    for item in data.merkle_todo.iter() {
-        items.push(item?);
-        if items.len() >= limit {
-            break;
-        }
+    Ok(data
+        .db
+        .transaction(|tx| apply_batch_in_tx(data, tx, limit))?)
+}
+
+/// [`process_batch`] in the database's group commit (`garage_db::group`):
+/// the updater's transactions run on the same thread as the replica
+/// writes, whose LMDB write lock they would wait for anyway, and their
+/// dirty pages are allocated there (one allocator arena, not one per
+/// blocking-pool thread that once ran a large batch).
+pub async fn process_batch_grouped<F: TableSchema>(data: &Arc<TableData<F>>) -> Result<usize> {
+    let d = data.clone();
+    crate::data::grouped(&data.db, move |tx| apply_batch_in_tx(&d, tx, BATCH)).await
+}
+
+/// Takes up to `limit` items off the queue and applies them to the trie.
+fn apply_batch_in_tx<F: TableSchema>(
+    data: &TableData<F>,
+    tx: &mut db::Transaction<'_>,
+    limit: usize,
+) -> db::TxResult<usize, Error> {
+    let items = tx
+        .range::<&[u8], _>(&data.merkle_todo, ..)?
+        .take(limit)
+        .collect::<db::Result<Vec<_>>>()?;
+    let mut ov = Overlay::new(&data.merkle_tree);
+    for (k, v) in items.iter() {
+        let vhash = if v.is_empty() {
+            None
+        } else {
+            Some(
+                Hash::try_from_slice(v)
+                    .ok_or_else(|| db::Error::Aborted("corrupt Merkle todo item".into()))?,
+            )
+        };
+        apply_item(tx, &mut ov, k, vhash)?;
+        tx.remove(&data.merkle_todo, k)?;
     }
-    if items.is_empty() {
-        return Ok(0);
-    }
-    data.db.transaction(|tx| -> db::TxResult<(), Error> {
-        let mut ov = Overlay::new(&data.merkle_tree);
-        for (k, v) in items.iter() {
-            // A newer change of the same entry may have replaced this
-            // todo item since we read it: then it is applied next time.
-            if tx.get(&data.merkle_todo, k)?.as_deref() != Some(v.as_slice()) {
-                continue;
-            }
-            let vhash = if v.is_empty() {
-                None
-            } else {
-                Some(
-                    Hash::try_from_slice(v)
-                        .ok_or_else(|| db::Error::Aborted("corrupt Merkle todo item".into()))?,
-                )
-            };
-            apply_item(tx, &mut ov, k, vhash)?;
-            tx.remove(&data.merkle_todo, k)?;
-        }
-        ov.flush(tx)?;
-        Ok(())
-    })?;
+    ov.flush(tx)?;
     Ok(items.len())
 }
 
@@ -302,10 +309,9 @@ impl MerkleUpdater {
         mut must_exit: watch::Receiver<bool>,
     ) {
         while !*must_exit.borrow() {
-            let d = data.clone();
             worker.set_state(WorkerState::Busy);
-            match tokio::task::spawn_blocking(move || process_batch(&d)).await {
-                Ok(Ok(n)) if n > 0 => {
+            match process_batch_grouped(&data).await {
+                Ok(n) if n > 0 => {
                     worker.ok();
                     // Under a steady write load, let the queue fill for a
                     // moment: a bigger batch rewrites each busy node once
@@ -320,7 +326,7 @@ impl MerkleUpdater {
                     }
                     continue;
                 }
-                Ok(Ok(_)) => {
+                Ok(_) => {
                     worker.ok();
                     worker.set_state(WorkerState::Idle);
                     tokio::select! {
@@ -329,7 +335,7 @@ impl MerkleUpdater {
                         _ = must_exit.changed() => (),
                     }
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     worker.error(&e);
                     worker.set_state(WorkerState::Idle);
                     warn!(
@@ -340,10 +346,6 @@ impl MerkleUpdater {
                         _ = tokio::time::sleep(Duration::from_secs(10)) => (),
                         _ = must_exit.changed() => (),
                     }
-                }
-                Err(e) => {
-                    warn!(table = F::TABLE_NAME, "Merkle updater task failed: {e}");
-                    return;
                 }
             }
         }
