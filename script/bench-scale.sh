@@ -9,6 +9,7 @@
 # Usage: script/bench-scale.sh [--reference BINARY] [scale-bench options]
 #   e.g. script/bench-scale.sh --objects 1000000
 #        script/bench-scale.sh --reference /path/to/garage-v2/garage --objects 196608 --ingest-only
+#        GARAGE_NODES=1 script/bench-scale.sh --objects 10000000   (one node, replication 1)
 # Our cluster runs with GARAGE_TABLE_GC_DELAY_SECS=60 so that the space
 # after the deletes and GC is measured within the run (the reference
 # system's tombstone delay is fixed at 24 h).

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Starts a local 3-node garage cluster (3 zones, replication 3) on
+# Starts a local 3-node garage cluster (3 zones, replication 3; or one node
+# with GARAGE_NODES=1) on
 # 127.0.0.1 for manual tests and benchmarks, and prints an S3 endpoint per
 # node and a key. Stop it with: kill $(cat DIR/pids)
 #
 # Usage: script/cluster3.sh DIR [GARAGE_BINARY]
+#   GARAGE_NODES=1 script/cluster3.sh DIR   one node, replication 1
 set -euo pipefail
+nodes=${GARAGE_NODES:-3}
+case "$nodes" in 1|3) ;; *) echo "GARAGE_NODES must be 1 or 3, not $nodes" >&2; exit 1 ;; esac
 dir=${1:?usage: script/cluster3.sh DIR [GARAGE_BINARY]}
 bin=${2:-target/release/garage}
 [ -x "$bin" ] || { echo "no garage binary at $bin (cargo build --release)" >&2; exit 1; }
 mkdir -p "$dir"
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 : > "$dir/pids"
-for i in 1 2 3; do
+for i in $(seq "$nodes"); do
   mkdir -p "$dir/n$i"
   cat > "$dir/n$i/garage.toml" <<TOML
 metadata_dir = "$dir/n$i/meta"
 data_dir = "$dir/n$i/data"
-replication_factor = 3
+replication_factor = $nodes
 rpc_bind_addr = "127.0.0.1:39${i}1"
 rpc_public_addr = "127.0.0.1:39${i}1"
 rpc_secret = "$secret"
@@ -30,16 +34,16 @@ TOML
 done
 g() { "$bin" -c "$dir/n1/garage.toml" "$@"; }
 for _ in $(seq 50); do g status >/dev/null 2>&1 && break; sleep 0.2; done
-for i in 2 3; do
+for i in $(seq 2 "$nodes"); do
   id=$("$bin" -c "$dir/n$i/garage.toml" node id -q)
   g node connect "$id" >/dev/null
 done
-for i in 1 2 3; do
+for i in $(seq "$nodes"); do
   id=$("$bin" -c "$dir/n$i/garage.toml" node id -q)
   g layout assign -z "dc$i" -c 10G "${id:0:16}" >/dev/null
 done
 g layout apply --version 1 >/dev/null
 out=$(g key create bench)
 g key allow --create-bucket "$(echo "$out" | awk '/Key ID:/ {print $3}')" >/dev/null
-echo "S3 endpoints: http://127.0.0.1:3910 http://127.0.0.1:3920 http://127.0.0.1:3930 (region garage)"
+echo "S3 endpoints: $(for i in $(seq "$nodes"); do printf 'http://127.0.0.1:39%s0 ' "$i"; done)(region garage)"
 echo "$out" | grep -E "Key ID:|Secret key:"

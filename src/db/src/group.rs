@@ -94,7 +94,14 @@ pub(crate) fn start(db: Db) -> std::io::Result<Sender> {
                         Err(_) => break,
                     }
                 }
-                run_group(&db, group);
+                // A job that panics loses its group's answers (their
+                // callers see the channel closed), not the thread.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_group(&db, group)
+                }));
+                if ran.is_err() {
+                    tracing::error!("a grouped transaction panicked; its group was not committed");
+                }
             }
         })?;
     Ok(tx)
