@@ -199,10 +199,6 @@ impl VersionAcl {
     pub fn update(&mut self, acl: CannedAcl) {
         self.0.update(acl);
     }
-
-    pub fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
 }
 
 impl Crdt for VersionAcl {

@@ -93,12 +93,6 @@ pub enum Versioning {
     Suspended,
 }
 
-impl Versioning {
-    pub fn is_off(&self) -> bool {
-        *self == Versioning::Off
-    }
-}
-
 fn versioning_off() -> Lww<Versioning> {
     Lww::raw(0, Versioning::Off)
 }

@@ -120,10 +120,6 @@ impl ObjectLock {
         l
     }
 
-    pub fn is_none(&self) -> bool {
-        *self == Self::default()
-    }
-
     /// The retention in force (it may have expired): compliance if one
     /// was ever set, else governance.
     pub fn retention(&self) -> Option<Retention> {

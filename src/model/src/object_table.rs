@@ -87,15 +87,15 @@ pub struct ObjectVersion {
     /// gives it a version id of its own and a copy in the history table
     /// (see [`crate::history_table`]); `Off` and `Suspended` make it the
     /// key's `null` version. Absent in older entries: `Off`.
-    #[serde(default, skip_serializing_if = "Versioning::is_off")]
+    #[serde(default)]
     pub versioning: Versioning,
     /// Its object lock as written (see [`crate::object_lock`]); the
     /// history entry has the latest. Absent in older entries: none.
-    #[serde(default, skip_serializing_if = "ObjectLock::is_none")]
+    #[serde(default)]
     pub lock: ObjectLock,
     /// Its ACL (see [`crate::access`]), kept in the history entry too.
     /// Absent in older entries: private.
-    #[serde(default, skip_serializing_if = "VersionAcl::is_default")]
+    #[serde(default)]
     pub acl: VersionAcl,
 }
 

@@ -11,8 +11,19 @@
 //! Databases written before the limit was raised (when it was 446 bytes)
 //! are re-keyed once when a table opens: see [`OLD_LONG_TREE_KEY_LEN`].
 //!
-//! Value: one format byte, then the entry in MessagePack with field names,
-//! so fields can be added later.
+//! Value: one format byte, then the entry in MessagePack. Format 2 (written
+//! today) lays structs out as arrays, fields in declaration order, without
+//! their names: about a quarter smaller for an object entry. A field can
+//! still be added, at the end of its struct with `#[serde(default)]`: an
+//! older entry's shorter array decodes with the default. No field may be
+//! skipped when serialized (`skip_serializing_if`), since positions would
+//! shift. Format 1 (field names, written before) is still read; an entry
+//! stored in it is rewritten in format 2 the next time a write reaches it,
+//! even one that changes nothing, so that replicas converge on the same
+//! bytes and their Merkle trees agree (see `TableData::merge_in_tx`).
+//!
+//! Merkle nodes keep format 1, since their hashes are compared between
+//! nodes: changing their bytes would make every tree differ.
 
 use garage_util::crdt::Crdt;
 use garage_util::data::blake2sum;
@@ -29,7 +40,10 @@ pub const MAX_INLINE_SORT_KEY: usize = garage_db::MAX_KEY_LEN - 64;
 /// (32 + 446 + 32 bytes: sort keys were cut after 446 bytes).
 pub const OLD_LONG_TREE_KEY_LEN: usize = 510;
 
-const FORMAT_V1: u8 = 1;
+/// MessagePack with field names (written before format 2; still read).
+const FORMAT_NAMED: u8 = 1;
+/// MessagePack with structs as arrays (written today).
+const FORMAT_COMPACT: u8 = 2;
 
 /// The tree key of the entry with these keys.
 pub fn tree_key<P: PartitionKey, S: SortKey>(p: &P, s: &S) -> Vec<u8> {
@@ -59,16 +73,30 @@ pub enum DecodeError {
     Msgpack(#[from] rmp_serde::decode::Error),
 }
 
+/// An entry's stored bytes, in the current format.
 pub fn encode<E: Serialize>(entry: &E) -> Vec<u8> {
-    let mut v = vec![FORMAT_V1];
+    let mut v = vec![FORMAT_COMPACT];
+    rmp_serde::encode::write(&mut v, entry).expect("entries always serialize");
+    v
+}
+
+/// Bytes in format 1 (field names): for Merkle nodes, whose hashes must
+/// not change.
+pub fn encode_named<E: Serialize>(entry: &E) -> Vec<u8> {
+    let mut v = vec![FORMAT_NAMED];
     rmp_serde::encode::write_named(&mut v, entry).expect("entries always serialize");
     v
+}
+
+/// Whether stored bytes are in the format [`encode`] writes today.
+pub fn is_current(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&FORMAT_COMPACT)
 }
 
 pub fn decode<E: DeserializeOwned>(bytes: &[u8]) -> Result<E, DecodeError> {
     match bytes.split_first() {
         None => Err(DecodeError::Empty),
-        Some((&FORMAT_V1, rest)) => Ok(rmp_serde::from_slice(rest)?),
+        Some((&(FORMAT_NAMED | FORMAT_COMPACT), rest)) => Ok(rmp_serde::from_slice(rest)?),
         Some((&f, _)) => Err(DecodeError::UnknownFormat(f)),
     }
 }
@@ -109,6 +137,40 @@ mod tests {
         let k = tree_key(&p, &huge);
         assert_eq!(k.len(), garage_db::MAX_KEY_LEN);
         assert_ne!(tree_key(&p, &format!("{huge}!")), k);
+    }
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Before {
+        a: u64,
+        b: Option<String>,
+    }
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct After {
+        a: u64,
+        b: Option<String>,
+        #[serde(default)]
+        c: Vec<u8>,
+    }
+
+    #[test]
+    fn both_formats_decode_and_a_field_added_at_the_end_defaults() {
+        let old = Before {
+            a: 7,
+            b: Some("x".into()),
+        };
+        let want = After {
+            a: 7,
+            b: Some("x".into()),
+            c: vec![],
+        };
+        let (compact, named) = (encode(&old), encode_named(&old));
+        assert!(is_current(&compact) && !is_current(&named));
+        assert!(compact.len() < named.len());
+        assert_eq!(decode::<After>(&compact).unwrap(), want);
+        assert_eq!(decode::<After>(&named).unwrap(), want);
+        // A field missing without a default is an error, not a guess.
+        assert!(decode::<Before>(&encode(&3u64)).is_err());
     }
 
     #[test]

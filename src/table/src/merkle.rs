@@ -39,7 +39,7 @@ pub enum MerkleNode {
 
 impl MerkleNode {
     pub fn hash(&self) -> Hash {
-        blake2sum(&encoding::encode(self))
+        blake2sum(&encoding::encode_named(self))
     }
 }
 
@@ -108,7 +108,7 @@ impl<'t> Overlay<'t> {
                 tx.remove(self.tree, &key)?;
                 continue;
             }
-            let bytes = encoding::encode(&node);
+            let bytes = encoding::encode_named(&node);
             let hash = blake2sum(&bytes);
             tx.insert(self.tree, &key, &bytes)?;
             // The partition's root (key = partition byte) has no parent.
