@@ -28,6 +28,7 @@ pub mod multipart;
 pub mod object;
 pub mod object_lock;
 pub mod ordered;
+pub mod part_copy;
 pub mod policy;
 pub mod put;
 pub mod rechunk;

@@ -34,6 +34,16 @@ use crate::meta;
 use crate::put::{md5_of, parse_content_md5, write_blocks, Chunker, BLOCK_SIZE};
 use crate::sse::{check_read, is_encrypted, plain_size, SseKey, S3_KEY_HEADER};
 
+/// Where a part's data comes from.
+enum PartSource {
+    /// A body to cut into blocks and write (UploadPart, and UploadPartCopy
+    /// when it cannot share).
+    Body(Chunker),
+    /// Blocks of the source object, shared (UploadPartCopy: see
+    /// [`crate::part_copy`]).
+    Shared(crate::part_copy::Shared),
+}
+
 /// Smallest part size, except for the last part.
 pub const MIN_PART_SIZE: u64 = 5 << 20;
 pub const MAX_PART_NUMBER: i32 = 10_000;
@@ -297,7 +307,7 @@ impl Api {
             .write_part(
                 &mpu,
                 i.part_number,
-                Chunker::new(i.body),
+                PartSource::Body(Chunker::new(i.body)),
                 expected.as_ref(),
                 trailers.as_ref(),
                 sse.as_ref(),
@@ -326,8 +336,10 @@ impl Api {
         Ok(S3Response::new(out))
     }
 
-    /// UploadPartCopy: the part's data is read from the source object (a
-    /// byte range of it, or all of it) and written as new blocks.
+    /// UploadPartCopy: the part is a byte range of the source object (or
+    /// all of it). On the source's block boundaries it shares the source's
+    /// blocks ([`crate::part_copy`]); otherwise the range is read and
+    /// written as new blocks.
     pub async fn upload_part_copy(
         self: Arc<Self>,
         req: S3Request<UploadPartCopyInput>,
@@ -384,18 +396,29 @@ impl Api {
                 }
             },
         };
-        let body = self.content(&cur, range.clone(), src_sse)?;
         let expected = range.end - range.start;
         // An upload with a checksum: the copied part's is computed.
         let sum = upload_checksum(&mpu)?.map(|(algo, _)| Expected {
             algo,
             value: Some(String::new()),
         });
+        let encrypted = src_sse.is_some() || sse.is_some();
+        let source =
+            match crate::part_copy::shareable(&self, &cur, range.clone(), encrypted, sum.is_some())
+                .await?
+            {
+                Some(shared) => PartSource::Shared(shared),
+                None => PartSource::Body(Chunker::new(Some(self.content(
+                    &cur,
+                    range.clone(),
+                    src_sse,
+                )?))),
+            };
         let (etag, _, sum) = self
             .write_part(
                 &mpu,
                 i.part_number,
-                Chunker::new(Some(body)),
+                source,
                 sum.as_ref(),
                 None,
                 sse.as_ref(),
@@ -427,7 +450,7 @@ impl Api {
         }))
     }
 
-    /// Writes one part of `mpu` from `body`; `check(md5, size)` runs once
+    /// Writes one part of `mpu` from `source`; `check(md5, size)` runs once
     /// the data is written and before the part is recorded as finished.
     /// Returns the part's etag, size and verified checksum (header, value);
     /// the checksum is kept with the part when the upload has one.
@@ -436,7 +459,7 @@ impl Api {
         self: &Arc<Self>,
         mpu: &MultipartUpload,
         part_number: i32,
-        mut body: Chunker,
+        source: PartSource,
         checksum: Option<&crate::checksum::Expected>,
         trailers: Option<&s3s::TrailingHeaders>,
         sse: Option<&SseKey>,
@@ -475,6 +498,26 @@ impl Api {
         // finished part may be on a replica, its version stays: a client
         // may complete the upload with the etag it computed.)
         let written = async {
+            let mut body = match source {
+                PartSource::Body(b) => b,
+                PartSource::Shared(shared) => {
+                    let w = crate::part_copy::share_blocks(
+                        self,
+                        version,
+                        backlink.clone(),
+                        part_number,
+                        shared,
+                        checksum.map(|e| e.algo.hasher()),
+                    )
+                    .await?;
+                    check(&w.md5, w.size)?;
+                    let verified = match (checksum, &w.checksum) {
+                        (Some(e), Some(sum)) => Some(crate::checksum::verify(e, sum, trailers)?),
+                        _ => None,
+                    };
+                    return Ok((w.md5, w.size, verified));
+                }
+            };
             let (md5, size, sum) = match body.next(BLOCK_SIZE).await? {
                 None => (md5_of(&[]), 0, checksum.map(|e| e.algo.hasher().finalize())),
                 Some(first) => {

@@ -523,3 +523,149 @@ fn listings_with_a_delimiter_over_many_batches() {
         }
     });
 }
+
+fn md5_hex(b: &[u8]) -> String {
+    use md5::Digest as _;
+    format!("\"{}\"", hex::encode(md5::Md5::digest(b)))
+}
+
+/// UploadPartCopy of ranges on the source's block boundaries (the whole
+/// object, its first 5 MiB) shares the source's blocks: no block file is
+/// written, and the object completed from those parts reads back exactly,
+/// with each part's ETag the MD5 of its bytes. A range that cuts a block
+/// is written anew (the count of block files moves, so the first check can
+/// fail). An upload with a CRC32 checksum gets the part's CRC32, read from
+/// the shared blocks.
+#[test]
+fn part_copies_on_block_boundaries_share_the_source_blocks() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "sdk");
+    let rec = Recorder::default();
+    let cl = client(&c, 0, &key, &rec);
+    run(async {
+        let bucket = "partcopy";
+        cl.create_bucket().bucket(bucket).send().await.unwrap();
+        let src = random_bytes(6 * MIB + 100);
+        cl.put_object()
+            .bucket(bucket)
+            .key("src")
+            .body(ByteStream::from(src.clone()))
+            .send()
+            .await
+            .unwrap();
+        let blocks_before = c.block_files(0).len();
+        assert_eq!(blocks_before, 7, "6 MiB + 100 B: 7 blocks");
+
+        let copy_part = |upload: String, n: i32, range: Option<&str>| {
+            let r = cl
+                .upload_part_copy()
+                .bucket(bucket)
+                .key("dst")
+                .upload_id(upload)
+                .part_number(n)
+                .copy_source(format!("{bucket}/src"));
+            let r = match range {
+                Some(range) => r.copy_source_range(range),
+                None => r,
+            };
+            async move { r.send().await.unwrap().copy_part_result.unwrap() }
+        };
+        let upload = cl
+            .create_multipart_upload()
+            .bucket(bucket)
+            .key("dst")
+            .send()
+            .await
+            .unwrap()
+            .upload_id
+            .unwrap();
+        let first = format!("bytes=0-{}", 5 * MIB - 1);
+        let p1 = copy_part(upload.clone(), 1, Some(&first)).await;
+        let p2 = copy_part(upload.clone(), 2, None).await;
+        assert_eq!(p1.e_tag.as_deref(), Some(md5_hex(&src[..5 * MIB]).as_str()));
+        assert_eq!(p2.e_tag.as_deref(), Some(md5_hex(&src).as_str()));
+        let parts = [(1, p1.e_tag.unwrap()), (2, p2.e_tag.unwrap())]
+            .into_iter()
+            .map(|(n, e)| CompletedPart::builder().part_number(n).e_tag(e).build())
+            .collect();
+        cl.complete_multipart_upload()
+            .bucket(bucket)
+            .key("dst")
+            .upload_id(&upload)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(parts))
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(c.block_files(0).len(), blocks_before, "no block written");
+        let mut want = src[..5 * MIB].to_vec();
+        want.extend_from_slice(&src);
+        assert_eq!(sha256(&get_bytes(&cl, bucket, "dst").await), sha256(&want));
+
+        // A range that cuts blocks: written anew.
+        let upload = cl
+            .create_multipart_upload()
+            .bucket(bucket)
+            .key("dst")
+            .send()
+            .await
+            .unwrap()
+            .upload_id
+            .unwrap();
+        let cut = copy_part(upload.clone(), 1, Some("bytes=1-1048576")).await;
+        assert_eq!(
+            cut.e_tag.as_deref(),
+            Some(md5_hex(&src[1..MIB + 1]).as_str())
+        );
+        assert!(c.block_files(0).len() > blocks_before, "new blocks written");
+        cl.abort_multipart_upload()
+            .bucket(bucket)
+            .key("dst")
+            .upload_id(&upload)
+            .send()
+            .await
+            .unwrap();
+
+        // An upload with a CRC32 checksum: the whole source's, as the SDK
+        // sent it with the PutObject.
+        let src_crc = cl
+            .head_object()
+            .bucket(bucket)
+            .key("src")
+            .checksum_mode(aws_sdk_s3::types::ChecksumMode::Enabled)
+            .send()
+            .await
+            .unwrap()
+            .checksum_crc32
+            .expect("the source's CRC32");
+        let upload = cl
+            .create_multipart_upload()
+            .bucket(bucket)
+            .key("crc")
+            .checksum_algorithm(aws_sdk_s3::types::ChecksumAlgorithm::Crc32)
+            .send()
+            .await
+            .unwrap()
+            .upload_id
+            .unwrap();
+        let r = cl
+            .upload_part_copy()
+            .bucket(bucket)
+            .key("crc")
+            .upload_id(&upload)
+            .part_number(1)
+            .copy_source(format!("{bucket}/src"))
+            .send()
+            .await
+            .unwrap()
+            .copy_part_result
+            .unwrap();
+        assert_eq!(r.checksum_crc32.as_deref(), Some(src_crc.as_str()));
+        assert_eq!(r.e_tag.as_deref(), Some(md5_hex(&src).as_str()));
+    });
+}
