@@ -101,6 +101,19 @@ fn client(c: &Cluster, i: usize, key: &(String, String), rec: &Recorder) -> Clie
     Client::from_conf(conf)
 }
 
+/// One node (replication 1) started with `env`, and a client of it.
+fn one_node(env: &[(&str, &str)]) -> (Cluster, Client, Recorder) {
+    let mut c = Cluster::new(1, 1);
+    c.env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "sdk");
+    let rec = Recorder::default();
+    let cl = client(&c, 0, &key, &rec);
+    (c, cl, rec)
+}
+
 fn random_bytes(n: usize) -> Vec<u8> {
     let mut v = vec![0u8; n];
     rand::rng().fill_bytes(&mut v);
@@ -361,12 +374,7 @@ fn run(scenario_fut: impl std::future::Future<Output = ()>) {
 
 #[test]
 fn sdk_on_one_node() {
-    let mut c = Cluster::new(1, 1);
-    c.start_all();
-    c.apply_layout(&["dc1"], "1G");
-    let key = make_key(&c, "sdk");
-    let rec = Recorder::default();
-    let cl = client(&c, 0, &key, &rec);
+    let (_c, cl, rec) = one_node(&[]);
     run(scenario(&cl, std::slice::from_ref(&cl), &rec));
 }
 
@@ -460,12 +468,7 @@ async fn list_all(
 /// keys: every listing, paged by 1, 7 and 1 000, equals the model.
 #[test]
 fn listings_with_a_delimiter_over_many_batches() {
-    let mut c = Cluster::new(1, 1);
-    c.start_all();
-    c.apply_layout(&["dc1"], "1G");
-    let key = make_key(&c, "sdk");
-    let rec = Recorder::default();
-    let cl = client(&c, 0, &key, &rec);
+    let (_c, cl, _rec) = one_node(&[]);
     run(async {
         let bucket = "listing";
         cl.create_bucket().bucket(bucket).send().await.unwrap();
@@ -534,16 +537,13 @@ fn md5_hex(b: &[u8]) -> String {
 /// written, and the object completed from those parts reads back exactly,
 /// with each part's ETag the MD5 of its bytes. A range that cuts a block
 /// is written anew (the count of block files moves, so the first check can
-/// fail). An upload with a CRC32 checksum gets the part's CRC32, read from
-/// the shared blocks.
+/// fail). Deleting the source and letting the block GC run leaves the
+/// copy whole. An upload with a CRC32 checksum gets the part's CRC32, read
+/// from the shared blocks.
 #[test]
 fn part_copies_on_block_boundaries_share_the_source_blocks() {
-    let mut c = Cluster::new(1, 1);
-    c.start_all();
-    c.apply_layout(&["dc1"], "1G");
-    let key = make_key(&c, "sdk");
-    let rec = Recorder::default();
-    let cl = client(&c, 0, &key, &rec);
+    // Blocks without references are deleted 2 s after their release.
+    let (c, cl, _rec) = one_node(&[("GARAGE_BLOCK_DELETE_DELAY_SECS", "2")]);
     run(async {
         let bucket = "partcopy";
         cl.create_bucket().bucket(bucket).send().await.unwrap();
@@ -617,16 +617,47 @@ fn part_copies_on_block_boundaries_share_the_source_blocks() {
             .unwrap()
             .upload_id
             .unwrap();
+        let shared_files = c.block_files(0);
         let cut = copy_part(upload.clone(), 1, Some("bytes=1-1048576")).await;
         assert_eq!(
             cut.e_tag.as_deref(),
             Some(md5_hex(&src[1..MIB + 1]).as_str())
         );
-        assert!(c.block_files(0).len() > blocks_before, "new blocks written");
+        let cut_files: Vec<_> = c
+            .block_files(0)
+            .into_iter()
+            .filter(|f| !shared_files.contains(f))
+            .collect();
+        assert!(!cut_files.is_empty(), "new blocks written");
+
+        // The source goes, then the cut part: once the GC has deleted the
+        // cut part's blocks (released after the source's), the shared
+        // blocks must all still be there, held by "dst" alone.
+        cl.delete_object()
+            .bucket(bucket)
+            .key("src")
+            .send()
+            .await
+            .unwrap();
         cl.abort_multipart_upload()
             .bucket(bucket)
             .key("dst")
             .upload_id(&upload)
+            .send()
+            .await
+            .unwrap();
+        common::cluster::wait_until(
+            "the aborted part's blocks deleted",
+            std::time::Duration::from_secs(60),
+            || cut_files.iter().all(|f| !f.exists()),
+        );
+        assert_eq!(c.block_files(0), shared_files, "shared blocks kept");
+        assert_eq!(sha256(&get_bytes(&cl, bucket, "dst").await), sha256(&want));
+        // The source again, for the checksum case.
+        cl.put_object()
+            .bucket(bucket)
+            .key("src")
+            .body(ByteStream::from(src.clone()))
             .send()
             .await
             .unwrap();
