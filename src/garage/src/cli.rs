@@ -243,6 +243,9 @@ pub enum LayoutOperation {
         /// Zone redundancy: the number of distinct zones each partition spans, or "maximum"
         #[arg(short = 'r', long)]
         redundancy: Option<String>,
+        /// An erasure-coded storage class: NAME=DATA+PARITY (e.g. STANDARD_IA=4+2), NAME=auto (a code chosen for the zones) or NAME=off; repeatable
+        #[arg(long = "storage-class", value_name = "NAME=CODE")]
+        storage_class: Vec<String>,
     },
     /// Apply the staged changes as the next layout version
     Apply {

@@ -33,6 +33,7 @@ fn main() {
             nodes: &nodes,
             replication_factor: 3,
             zone_redundancy: None,
+            max_per_zone: None,
             partitions: PARTITIONS,
             previous: None,
         })
@@ -48,6 +49,7 @@ fn main() {
             nodes: &more,
             replication_factor: 3,
             zone_redundancy: None,
+            max_per_zone: None,
             partitions: PARTITIONS,
             previous: Some(&first.partitions),
         })

@@ -34,6 +34,9 @@ pub struct GetClusterLayoutResponse {
     /// Bytes of each partition copy.
     pub partition_size: u64,
     pub parameters: ApiLayoutParameters,
+    /// Storage classes the current layout offers, `STANDARD` first.
+    #[serde(default)]
+    pub storage_classes: Vec<LayoutStorageClass>,
     /// Changes staged for the next version.
     pub staged_role_changes: Vec<NodeRoleChange>,
     /// Parameters staged for the next version, if they differ.
@@ -76,6 +79,24 @@ pub struct NodeRoleChange {
 #[serde(rename_all = "camelCase")]
 pub struct ApiLayoutParameters {
     pub zone_redundancy: ApiZoneRedundancy,
+    /// Erasure-coded storage classes as configured: name -> `DATA+PARITY`,
+    /// `auto` or `off` (`STANDARD_IA` is `auto` unless set). In an update,
+    /// the classes given are changed and the others kept.
+    #[serde(default)]
+    pub storage_classes: std::collections::BTreeMap<String, String>,
+}
+
+/// A storage class the current layout offers.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LayoutStorageClass {
+    pub name: String,
+    /// `replicated` or `erasure`.
+    pub kind: String,
+    /// Copies of each block (replicated), or `DATA+PARITY` shards.
+    pub redundancy: String,
+    /// Bytes on disk per byte stored.
+    pub overhead: f64,
 }
 
 /// `"maximum"`, or `{"atLeast": n}`.
@@ -93,6 +114,11 @@ impl From<&LayoutParameters> for ApiLayoutParameters {
                 ZoneRedundancy::Maximum => ApiZoneRedundancy::Maximum,
                 ZoneRedundancy::AtLeast(n) => ApiZoneRedundancy::AtLeast(n),
             },
+            storage_classes: p
+                .storage_classes
+                .iter()
+                .map(|(n, c)| (n.clone(), c.to_string()))
+                .collect(),
         }
     }
 }
@@ -115,6 +141,23 @@ fn roles_of(current: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutNodeRole> 
             }
         })
         .collect()
+}
+
+/// The storage classes `v` offers, `STANDARD` first.
+fn classes_of(v: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutStorageClass> {
+    std::iter::once(LayoutStorageClass {
+        name: garage_rpc::layout::classes::STANDARD.into(),
+        kind: "replicated".into(),
+        redundancy: v.replication_factor.to_string(),
+        overhead: v.replication_factor as f64,
+    })
+    .chain(v.classes.iter().map(|(n, c)| LayoutStorageClass {
+        name: n.clone(),
+        kind: "erasure".into(),
+        redundancy: c.to_string(),
+        overhead: c.overhead(),
+    }))
+    .collect()
 }
 
 fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
@@ -148,6 +191,7 @@ fn layout_response(layout: &LayoutHistory) -> GetClusterLayoutResponse {
         roles,
         partition_size: current.partition_size,
         parameters: (&current.parameters).into(),
+        storage_classes: classes_of(current),
         staged_role_changes,
         staged_parameters: (*staged != current.parameters).then(|| staged.into()),
     }
@@ -233,10 +277,16 @@ pub async fn update_cluster_layout(
                 return Err(ApiError::bad("zoneRedundancy: atLeast must be 1 or more"))
             }
         };
+        let mut params = system.layout().staging.parameters.get().clone();
+        params.zone_redundancy = zone_redundancy;
+        for (name, spec) in p.storage_classes.iter() {
+            let (name, spec) =
+                garage_rpc::layout::classes::parse_class_setting(&format!("{name}={spec}"))
+                    .map_err(|e| ApiError::bad(format!("storageClasses: {e}")))?;
+            params.storage_classes.insert(name, spec);
+        }
         system
-            .update_layout(LayoutUpdate::StageParameters(LayoutParameters {
-                zone_redundancy,
-            }))
+            .update_layout(LayoutUpdate::StageParameters(params))
             .map_err(layout_error)?;
     }
     ok(layout_response(&system.layout()))
@@ -414,17 +464,23 @@ pub async fn preview_cluster_layout_changes(
     let (next, report) = layout
         .preview()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let message = vec![
-        format!(
-            "Partitions are replicated over {} distinct zones at least.",
-            report.zone_redundancy
-        ),
-        format!("Optimal partition size: {} bytes.", report.partition_size),
-        format!(
-            "Partition copies that move to a new node: {}.",
-            report.moved
-        ),
-    ];
+    let message =
+        vec![
+            format!(
+                "Partitions are replicated over {} distinct zones at least.",
+                report.zone_redundancy
+            ),
+            format!("Optimal partition size: {} bytes.", report.partition_size),
+            format!(
+                "Partition copies that move to a new node: {}.",
+                report.moved
+            ),
+        ]
+        .into_iter()
+        .chain(report.shards_moved.iter().map(|(code, n)| {
+            format!("Shards of erasure code {code} that move to a new node: {n}.")
+        }))
+        .collect();
     ok(PreviewClusterLayoutChangesResponse {
         message,
         new_layout: GetClusterLayoutResponse {
@@ -432,6 +488,7 @@ pub async fn preview_cluster_layout_changes(
             roles: roles_of(&next),
             partition_size: next.partition_size,
             parameters: (&next.parameters).into(),
+            storage_classes: classes_of(&next),
             staged_role_changes: vec![],
             staged_parameters: None,
         },

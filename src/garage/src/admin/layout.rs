@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail};
 use garage_net::NodeId;
 use garage_rpc::layout::{
-    LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, Tracker, ZoneRedundancy,
+    classes::parse_class_setting, LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, Tracker,
 };
 use garage_rpc::system::{LayoutUpdate, SystemRpc};
 use garage_util::config::parse_size;
@@ -26,17 +26,32 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
             println!("and `garage layout apply` to enact staged changes.");
             Ok(())
         }
-        LayoutOperation::Config { redundancy } => {
-            let Some(r) = redundancy else {
-                bail!("nothing to configure: give -r <zone redundancy> (a number of zones, or \"maximum\")");
-            };
-            let zone_redundancy: ZoneRedundancy = r.parse().map_err(|e: String| anyhow!(e))?;
-            update(
-                admin,
-                LayoutUpdate::StageParameters(LayoutParameters { zone_redundancy }),
-            )
-            .await?;
-            println!("The zone redundancy parameter has been set to '{zone_redundancy}'.");
+        LayoutOperation::Config {
+            redundancy,
+            storage_class,
+        } => {
+            if redundancy.is_none() && storage_class.is_empty() {
+                bail!("nothing to configure: give -r <zone redundancy> (a number of zones, or \"maximum\") or --storage-class NAME=DATA+PARITY");
+            }
+            let status = get(admin).await?;
+            let mut params: LayoutParameters = status.layout.staging.parameters.get().clone();
+            if let Some(r) = redundancy {
+                params.zone_redundancy = r.parse().map_err(|e: String| anyhow!(e))?;
+            }
+            for c in storage_class {
+                let (name, spec) = parse_class_setting(c).map_err(|e| anyhow!(e))?;
+                params.storage_classes.insert(name, spec);
+            }
+            update(admin, LayoutUpdate::StageParameters(params.clone())).await?;
+            if redundancy.is_some() {
+                println!(
+                    "The zone redundancy parameter has been set to '{}'.",
+                    params.zone_redundancy
+                );
+            }
+            for c in storage_class {
+                println!("Storage class {c} is staged.");
+            }
             Ok(())
         }
         LayoutOperation::Apply { version } => {
@@ -184,8 +199,36 @@ fn print_layout(v: &LayoutVersion, empty: &str) {
         table::print(&rows);
         println!();
         println!("Zone redundancy: {}", v.parameters.zone_redundancy);
+        print_classes(v);
     } else {
         println!("{empty}");
+    }
+}
+
+/// The storage classes a version offers.
+fn print_classes(v: &LayoutVersion) {
+    let mut line = format!(
+        "Storage classes: STANDARD (replicated x{})",
+        v.replication_factor
+    );
+    for (name, code) in v.classes.iter() {
+        line.push_str(&format!(
+            ", {name} (erasure code {code}, {:.2}x)",
+            code.overhead()
+        ));
+    }
+    println!("{line}");
+    let retired: Vec<String> = v
+        .ec_rings
+        .iter()
+        .filter(|r| !v.classes.values().any(|c| *c == r.code))
+        .map(|r| r.code.to_string())
+        .collect();
+    if !retired.is_empty() {
+        println!(
+            "Codes kept for blocks stored earlier: {}",
+            retired.join(", ")
+        );
     }
 }
 
@@ -254,6 +297,9 @@ async fn show(admin: &Admin) -> anyhow::Result<()> {
                     bytesize::ByteSize::b(report.partition_size).display().si()
                 );
                 println!("Partition copies that move to a new node: {}", report.moved);
+                for (code, n) in report.shards_moved.iter() {
+                    println!("Shards of erasure code {code} that move to a new node: {n}");
+                }
                 println!();
                 println!("To enact the staged role changes, type:");
                 println!();

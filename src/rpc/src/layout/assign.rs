@@ -54,6 +54,9 @@ pub struct AssignInput<'a> {
     /// Minimum number of distinct zones per partition; `None` means as many
     /// as possible: `min(replication_factor, number of zones)`.
     pub zone_redundancy: Option<usize>,
+    /// Erasure-code placement instead: at most this many of a partition's
+    /// nodes in any one zone (`zone_redundancy` is then ignored).
+    pub max_per_zone: Option<usize>,
     pub partitions: usize,
     /// The previous assignment, as indices into `nodes` (nodes that left
     /// have no index and are simply not listed).
@@ -90,6 +93,13 @@ pub enum AssignError {
     CapacityTooSmall { replicas: u64, total: u64 },
     #[error("replication factor must be at least 1")]
     ZeroReplication,
+    #[error("{shards} shards with at most {per_zone} per zone need more zones or nodes: the zones can hold only {fit} (zones with their storage node counts: {zones})")]
+    ZonesTooFew {
+        shards: usize,
+        per_zone: usize,
+        fit: usize,
+        zones: String,
+    },
 }
 
 /// Cost unit of balance (see the module documentation).
@@ -114,8 +124,16 @@ enum Pass<'a> {
     },
 }
 
-/// Builds the network for partition size `s`.
-fn build(input: &AssignInput, zones: &[Vec<usize>], z: usize, s: u64, pass: Pass) -> Network {
+/// Builds the network for partition size `s`. Replicas: `z` units go
+/// through `p_up` to distinct zones (`zone_cap` = 1); erasure shards: all
+/// `r` units go through `p_up` (`z` = `r`), at most `zone_cap` per zone.
+fn build(
+    input: &AssignInput,
+    zones: &[Vec<usize>],
+    (z, zone_cap): (usize, usize),
+    s: u64,
+    pass: Pass,
+) -> Network {
     let p_count = input.partitions;
     let r = input.replication_factor;
     let nz = zones.len();
@@ -146,7 +164,7 @@ fn build(input: &AssignInput, zones: &[Vec<usize>], z: usize, s: u64, pass: Pass
         let old: &[usize] = previous.and_then(|prev| prev.get(p)).map_or(&[], |v| v);
         let mut edges = Vec::new();
         for (zi, members) in zones.iter().enumerate() {
-            graph.add_edge(up(p), pz(p, zi), 1, 0);
+            graph.add_edge(up(p), pz(p, zi), zone_cap as u64, 0);
             if r > z {
                 graph.add_edge(down(p), pz(p, zi), (r - z) as u64, 0);
             }
@@ -179,6 +197,27 @@ fn build(input: &AssignInput, zones: &[Vec<usize>], z: usize, s: u64, pass: Pass
     }
 }
 
+/// The zone redundancy asked for replicas, checked.
+fn zone_redundancy(input: &AssignInput, zones: usize) -> Result<usize, AssignError> {
+    let r = input.replication_factor;
+    Ok(match input.zone_redundancy {
+        None => r.min(zones),
+        Some(z) if z > r => {
+            return Err(AssignError::ZoneRedundancyTooHigh {
+                wanted: z,
+                replication: r,
+            })
+        }
+        Some(z) if z > zones => {
+            return Err(AssignError::NotEnoughZones {
+                wanted: z,
+                have: zones,
+            })
+        }
+        Some(z) => z.max(1),
+    })
+}
+
 /// Computes the optimal assignment (see the module documentation).
 pub fn compute(input: &AssignInput) -> Result<Assignment, AssignError> {
     let r = input.replication_factor;
@@ -188,7 +227,8 @@ pub fn compute(input: &AssignInput) -> Result<Assignment, AssignError> {
     if input.nodes.is_empty() {
         return Err(AssignError::NoStorageNodes(r));
     }
-    if input.nodes.len() < r {
+    // (Erasure shards: the per-zone check below says more.)
+    if input.nodes.len() < r && input.max_per_zone.is_none() {
         return Err(AssignError::NotEnoughNodes {
             needed: r,
             have: input.nodes.len(),
@@ -201,27 +241,38 @@ pub fn compute(input: &AssignInput) -> Result<Assignment, AssignError> {
     for (i, n) in input.nodes.iter().enumerate() {
         by_zone.entry(n.zone.as_str()).or_default().push(i);
     }
-    let zones: Vec<Vec<usize>> = by_zone.into_values().collect();
-    let z = match input.zone_redundancy {
-        None => r.min(zones.len()),
-        Some(z) if z > r => {
-            return Err(AssignError::ZoneRedundancyTooHigh {
-                wanted: z,
-                replication: r,
-            })
+    let zones: Vec<Vec<usize>> = by_zone.values().cloned().collect();
+    let (z, zone_cap) = match input.max_per_zone {
+        Some(cap) => {
+            let cap = cap.max(1);
+            let fit: usize = zones.iter().map(|m| m.len().min(cap)).sum();
+            if fit < r {
+                return Err(AssignError::ZonesTooFew {
+                    shards: r,
+                    per_zone: cap,
+                    fit,
+                    zones: by_zone
+                        .iter()
+                        .map(|(z, m)| format!("{z}: {}", m.len()))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+            (r, cap)
         }
-        Some(z) if z > zones.len() => {
-            return Err(AssignError::NotEnoughZones {
-                wanted: z,
-                have: zones.len(),
-            })
-        }
-        Some(z) => z.max(1),
+        None => (zone_redundancy(input, zones.len())?, 1),
+    };
+    let zr = (z, zone_cap);
+    // Reported: the fewest zones a partition spans.
+    let z = if input.max_per_zone.is_some() {
+        r.div_ceil(zone_cap)
+    } else {
+        z
     };
 
     let needed = (input.partitions * r) as u64;
     let feasible = |s: u64| {
-        let mut net = build(input, &zones, z, s, Pass::Feasibility);
+        let mut net = build(input, &zones, zr, s, Pass::Feasibility);
         net.graph.max_flow(net.source, net.sink) == needed
     };
     let total: u64 = input.nodes.iter().map(|n| n.capacity).sum();
@@ -270,7 +321,7 @@ pub fn compute(input: &AssignInput) -> Result<Assignment, AssignError> {
     let mut net = build(
         input,
         &zones,
-        z,
+        zr,
         s,
         Pass::Final {
             previous: input.previous,

@@ -1,6 +1,7 @@
 //! Staging, applying, reverting, merging and persisting layouts.
 
 use super::*;
+use std::collections::BTreeMap;
 
 fn id(n: u8) -> NodeId {
     NodeId::from([n; 32])
@@ -77,6 +78,7 @@ fn revert_drops_staged_changes() {
     h.stage_role(id(0), None);
     h.stage_parameters(LayoutParameters {
         zone_redundancy: ZoneRedundancy::AtLeast(2),
+        ..Default::default()
     });
     assert!(h.has_staged_changes());
     h.revert();
@@ -294,4 +296,99 @@ mod trackers {
         assert_eq!(ab.trackers.get(Tracker::Sync, &id(2)), 1);
         assert!(!ab.clone().merge(&ab), "idempotent");
     }
+}
+
+/// Checks every partition of `code`'s placement in `v`: one distinct node
+/// per shard, at most `parity` per zone; returns shard index by (p, node).
+fn check_shards(v: &LayoutVersion, code: EcCode) -> BTreeMap<(usize, NodeId), usize> {
+    let mut at = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let nodes = v.shard_nodes(code, p).expect("a placement for the code");
+        assert_eq!(nodes.len(), code.shards());
+        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            assert!(at.insert((p, *n), i).is_none(), "two shards on one node");
+            *per_zone.entry(v.roles[n].zone.as_str()).or_default() += 1;
+        }
+        assert!(
+            per_zone.values().all(|&c| c <= code.parity()),
+            "partition {p}: {per_zone:?}"
+        );
+    }
+    at
+}
+
+#[test]
+fn erasure_coded_classes_are_placed_across_zones_and_keep_their_shards() {
+    let mut h = LayoutHistory::new(3);
+    for i in 0..6u8 {
+        let zone = ["dc1", "dc2", "dc3"][i as usize / 2];
+        h.stage_role(id(i), Some(role(zone, 100 + i as u64 * 20)));
+    }
+    h.apply(1).unwrap();
+    let v1 = h.current().clone();
+    let code = v1.class_code("STANDARD_IA").expect("offered on 3 zones");
+    assert_eq!(code.to_string(), "4+2");
+    let before = check_shards(&v1, code);
+
+    // A node leaves, another comes in its zone: the shards of the nodes
+    // that stay keep their index.
+    h.stage_role(id(1), None);
+    h.stage_role(id(7), Some(role("dc1", 100)));
+    let report = h.apply(2).unwrap();
+    // Node 1 held one shard of every partition: exactly those move.
+    assert_eq!(report.shards_moved[&code], PARTITIONS);
+    let v2 = h.current().clone();
+    let after = check_shards(&v2, code);
+    let mut kept = 0;
+    for ((p, n), i) in before.iter() {
+        if *n == id(1) {
+            continue;
+        }
+        match after.get(&(*p, *n)) {
+            Some(j) => {
+                assert_eq!(i, j, "a shard that stays on its node keeps its index");
+                kept += 1;
+            }
+            None => panic!("partition {p}: node {n:?} lost its shard"),
+        }
+    }
+    assert_eq!(
+        kept,
+        before.len() - before.keys().filter(|(_, n)| *n == id(1)).count()
+    );
+
+    // Set a code by hand: the old code's placement stays for its blocks.
+    let mut params = h.current().parameters.clone();
+    params
+        .storage_classes
+        .insert("STANDARD_IA".into(), "2+1".parse().unwrap());
+    h.stage_parameters(params.clone());
+    h.apply(3).unwrap();
+    let v3 = h.current().clone();
+    assert_eq!(v3.class_code("STANDARD_IA").unwrap().to_string(), "2+1");
+    check_shards(&v3, "2+1".parse().unwrap());
+    check_shards(&v3, code);
+
+    // A code the zones cannot honour is refused, saying why.
+    params
+        .storage_classes
+        .insert("GLACIER".into(), "2+2".parse().unwrap());
+    h.stage_parameters(params.clone());
+    params
+        .storage_classes
+        .insert("GLACIER".into(), "3+1".parse().unwrap());
+    h.stage_parameters(params);
+    let e = h.preview().unwrap_err().to_string();
+    assert!(
+        e.contains("GLACIER") && e.contains("3+1") && e.contains("at most 1 per zone"),
+        "{e}"
+    );
+
+    // Under 3 zones no erasure-coded class is offered by default.
+    let mut two = LayoutHistory::new(2);
+    two.stage_role(id(0), Some(role("dc1", 100)));
+    two.stage_role(id(1), Some(role("dc2", 100)));
+    two.apply(1).unwrap();
+    assert!(two.current().classes.is_empty());
 }

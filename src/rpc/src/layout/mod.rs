@@ -6,13 +6,17 @@
 //!   merge and persistence.
 
 pub mod assign;
+pub mod classes;
 mod flow;
 pub mod history;
 pub mod version;
 
 pub use assign::{compute, AssignError, AssignInput, Assignment, NodeSpec};
+pub use classes::{ClassSpec, EcCode};
 pub use history::{LayoutHistory, LayoutStaging, Tracker, UpdateTrackers};
-pub use version::{ChangeReport, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy};
+pub use version::{
+    ChangeReport, EcRing, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy,
+};
 
 pub use crate::NodeId;
 
@@ -30,6 +34,8 @@ pub enum LayoutError {
         "no changes are staged: stage some with `garage layout assign`, `remove` or `config` first"
     )]
     NothingStaged,
+    #[error("{0}")]
+    Class(String),
     #[error("cannot decode the cluster layout: {0}")]
     Decode(String),
     #[error("cluster layout file {0}")]

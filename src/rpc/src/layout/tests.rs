@@ -130,6 +130,7 @@ fn run(
         nodes,
         replication_factor: r,
         zone_redundancy: None,
+        max_per_zone: None,
         partitions: p,
         previous,
     })
@@ -321,6 +322,7 @@ fn impossible_layouts_are_explained() {
         nodes: &nodes,
         replication_factor: 3,
         zone_redundancy: Some(3),
+        max_per_zone: None,
         partitions: PARTITIONS,
         previous: None,
     })
