@@ -10,11 +10,13 @@
 
 pub mod block;
 pub mod dirs;
+pub mod ec;
 pub mod manager;
 pub mod rc;
 pub mod rebalance;
 pub mod resync;
 pub mod scrub;
+pub mod shards;
 pub mod store;
 pub mod workers;
 

@@ -52,6 +52,19 @@ pub enum BlockRpc {
     /// Does the node reference this block without storing it?
     NeedBlock(Hash),
     NeedBlockReply(bool),
+    /// Store shard `index` of erasure-coded block `addr`, sent as the
+    /// request body (header and payload, see [`crate::ec`]).
+    PutShard {
+        addr: Hash,
+        index: u8,
+    },
+    /// Send shard `index` of `addr` as the response body.
+    GetShard {
+        addr: Hash,
+        index: u8,
+    },
+    /// Answer to `GetShard`; the body follows.
+    ShardBody,
 }
 
 impl Message for BlockRpc {
@@ -77,6 +90,10 @@ pub enum Error {
     Unavailable { hash: Hash, errors: Vec<String> },
     #[error("background task failed: {0}")]
     Task(String),
+    #[error(transparent)]
+    Ec(#[from] crate::ec::EcError),
+    #[error("the cluster layout has no placement for erasure code {0}: it is not a storage class of the layout")]
+    NoPlacement(garage_rpc::layout::EcCode),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -90,10 +107,10 @@ pub struct BlockManager {
     pub resync_settings: crate::resync::ResyncSettings,
     /// Blocks a resync worker is handling now.
     pub(crate) resync_busy: std::sync::Mutex<std::collections::HashSet<Hash>>,
-    endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
+    pub(crate) endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
 }
 
-fn body_of(bytes: Bytes) -> ByteStream {
+pub(crate) fn body_of(bytes: Bytes) -> ByteStream {
     let chunks: Vec<std::io::Result<Bytes>> = (0..bytes.len())
         .step_by(CHUNK)
         .map(|i| Ok(bytes.slice(i..(i + CHUNK).min(bytes.len()))))
@@ -101,7 +118,10 @@ fn body_of(bytes: Bytes) -> ByteStream {
     Box::pin(futures::stream::iter(chunks))
 }
 
-async fn read_body(mut body: ByteStream, max: usize) -> std::result::Result<Bytes, String> {
+pub(crate) async fn read_body(
+    mut body: ByteStream,
+    max: usize,
+) -> std::result::Result<Bytes, String> {
     let mut buf = BytesMut::new();
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| format!("block body cut: {e}"))?;
@@ -179,7 +199,9 @@ fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
     Box::pin(stream)
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Task(e.to_string()))
@@ -635,6 +657,11 @@ impl EndpointHandler<BlockRpc> for BlockManager {
                 (self.handle_put(hash, compressed, body).await, None)
             }
             BlockRpc::GetBlock { hash } => self.handle_get(hash).await,
+            BlockRpc::PutShard { addr, index } => {
+                debug!(peer = ?from, "storing shard {index} of {addr:?}");
+                (self.handle_put_shard(addr, index, body).await, None)
+            }
+            BlockRpc::GetShard { addr, index } => self.handle_get_shard(addr, index).await,
             BlockRpc::NeedBlock(hash) => {
                 let rc = self.rc.clone();
                 let referenced = matches!(blocking(move || rc.get(&hash)).await, Ok(Ok(Some(e))) if e.count() > 0);

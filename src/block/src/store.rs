@@ -145,11 +145,37 @@ impl BlockStore {
     }
 
     fn write_locked(&self, hash: &Hash, block: &DataBlock) -> Result<(), StoreError> {
+        let name = Self::file_name(hash, block.is_compressed());
+        let Some(path) = self.write_file_locked(hash, &name, block.bytes())? else {
+            return Ok(());
+        };
+        metrics::counter!("block_bytes_written_total").increment(block.bytes().len() as u64);
+        // The other form, or a copy in another directory, is now redundant.
+        for d in self.dirs.dirs() {
+            for compressed in [true, false] {
+                let p = Self::block_dir(&d.path, hash).join(Self::file_name(hash, compressed));
+                if p != path && d.capacity.is_some() {
+                    let _ = fs::remove_file(&p);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `bytes` as file `name` of `hash`'s directory in its primary
+    /// data dir, durably (see the module documentation); returns its path,
+    /// or `None` if the file was there already. The caller holds the lock.
+    fn write_file_locked(
+        &self,
+        hash: &Hash,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Option<PathBuf>, StoreError> {
         let primary = &self.dirs.primary(hash).path;
         let dir = Self::block_dir(primary, hash);
-        let path = dir.join(Self::file_name(hash, block.is_compressed()));
+        let path = dir.join(name);
         if path.exists() {
-            return Ok(());
+            return Ok(None);
         }
         let new_dirs = !dir.exists();
         fs::create_dir_all(&dir).map_err(io(&dir))?;
@@ -166,14 +192,10 @@ impl BlockStore {
             }
             DIR_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        let tmp = dir.join(format!(
-            "{}.tmp{}",
-            Self::file_name(hash, block.is_compressed()),
-            rand::random::<u32>()
-        ));
+        let tmp = dir.join(format!("{name}.tmp{}", rand::random::<u32>()));
         let res: Result<(), StoreError> = (|| {
             let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-            f.write_all(block.bytes()).map_err(io(&tmp))?;
+            f.write_all(bytes).map_err(io(&tmp))?;
             if self.fsync {
                 f.sync_all().map_err(io(&tmp))?;
             }
@@ -189,17 +211,64 @@ impl BlockStore {
             let _ = fs::remove_file(&tmp);
         }
         res?;
-        metrics::counter!("block_bytes_written_total").increment(block.bytes().len() as u64);
-        // The other form, or a copy in another directory, is now redundant.
-        for d in self.dirs.dirs() {
-            for compressed in [true, false] {
-                let p = Self::block_dir(&d.path, hash).join(Self::file_name(hash, compressed));
-                if p != path && d.capacity.is_some() {
-                    let _ = fs::remove_file(&p);
-                }
-            }
+        Ok(Some(path))
+    }
+
+    fn shard_name(addr: &Hash, index: u8) -> String {
+        format!("{}.s{index}", addr.hex())
+    }
+
+    /// Where shard `index` of erasure-coded block `addr` is stored, if it is.
+    pub fn find_shard(&self, addr: &Hash, index: u8) -> Option<PathBuf> {
+        self.dirs
+            .search_order(addr)
+            .into_iter()
+            .map(|d| Self::block_dir(&d.path, addr).join(Self::shard_name(addr, index)))
+            .find(|p| p.exists())
+    }
+
+    /// Stores shard `index` of block `addr` (header and payload, see
+    /// [`crate::ec`]), durably, unless it is stored already.
+    pub fn write_shard(&self, addr: &Hash, index: u8, bytes: &[u8]) -> Result<(), StoreError> {
+        let _lock = self.lock(addr);
+        if self.find_shard(addr, index).is_some() {
+            return Ok(());
+        }
+        if self
+            .write_file_locked(addr, &Self::shard_name(addr, index), bytes)?
+            .is_some()
+        {
+            metrics::counter!("block_bytes_written_total").increment(bytes.len() as u64);
         }
         Ok(())
+    }
+
+    /// The stored bytes of shard `index` of block `addr`, unchecked.
+    pub fn read_shard(&self, addr: &Hash, index: u8) -> Result<Option<Bytes>, StoreError> {
+        let Some(path) = self.find_shard(addr, index) else {
+            return Ok(None);
+        };
+        match fs::read(&path) {
+            Ok(b) => {
+                metrics::counter!("block_bytes_read_total").increment(b.len() as u64);
+                Ok(Some(Bytes::from(b)))
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(&path)(e)),
+        }
+    }
+
+    /// Moves a corrupted shard file aside (`.corrupted` suffix).
+    pub fn move_shard_aside(&self, addr: &Hash, index: u8) -> Result<Option<PathBuf>, StoreError> {
+        let _lock = self.lock(addr);
+        let Some(path) = self.find_shard(addr, index) else {
+            return Ok(None);
+        };
+        let mut aside = path.clone().into_os_string();
+        aside.push(".corrupted");
+        let aside = PathBuf::from(aside);
+        fs::rename(&path, &aside).map_err(io(&path))?;
+        Ok(Some(aside))
     }
 
     /// Deletes every stored copy of the block.

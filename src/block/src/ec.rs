@@ -1,0 +1,344 @@
+//! Erasure-coded blocks: a block's stored bytes (plain or zstd, as for a
+//! replicated block) cut into `data` shards, plus `parity` shards computed
+//! with Reed–Solomon (`reed-solomon-simd`); any `data` shards rebuild the
+//! block.
+//!
+//! A block stored this way has its own address, derived from its content
+//! hash and its code ([`ec_address`]): its references, reference counts
+//! and placement are those of that address, separate from a replicated
+//! copy of the same content.
+//!
+//! A shard travels and is stored with a header that says which block and
+//! which shard it is, and a checksum of both, so that a node checks each
+//! shard it stores or sends on its own (scrub, reads), and a reader checks
+//! the rebuilt block against its content hash.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use garage_rpc::layout::EcCode;
+use garage_util::data::{blake2sum, Hash};
+
+use crate::block::DataBlock;
+
+const MAGIC: &[u8; 4] = b"GSH1";
+/// Magic, data, parity, index, flags, stored length, content hash.
+const FIELDS_LEN: usize = 4 + 4 + 4 + 32;
+/// The fields and a checksum of the fields and the payload.
+pub const HEADER_LEN: usize = FIELDS_LEN + 32;
+const COMPRESSED: u8 = 1;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EcError {
+    #[error("shard is corrupted: {0}")]
+    Corrupted(String),
+    #[error("shard belongs to another block or code: {0}")]
+    Mismatch(String),
+    #[error("only {got} good shards of the {needed} needed to rebuild block {addr:?}")]
+    TooFew {
+        addr: Hash,
+        got: usize,
+        needed: usize,
+    },
+    #[error("erasure coding: {0}")]
+    Codec(String),
+}
+
+/// The address of the block whose content hashes to `content`, stored
+/// with `code`.
+pub fn ec_address(content: &Hash, code: EcCode) -> Hash {
+    let mut b = Vec::with_capacity(48);
+    b.extend_from_slice(b"garage ec block ");
+    b.push(code.data);
+    b.push(code.parity);
+    b.extend_from_slice(content.as_slice());
+    blake2sum(&b)
+}
+
+/// What a shard is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShardInfo {
+    pub code: EcCode,
+    pub index: u8,
+    pub compressed: bool,
+    /// Length of the block's stored bytes (the shards are padded).
+    pub stored_len: u32,
+    /// Hash of the block's content (plain, uncompressed).
+    pub content: Hash,
+}
+
+impl ShardInfo {
+    pub fn address(&self) -> Hash {
+        ec_address(&self.content, self.code)
+    }
+}
+
+/// One shard with its header: what is sent and stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    pub info: ShardInfo,
+    pub payload: Bytes,
+}
+
+fn fields(info: &ShardInfo) -> [u8; FIELDS_LEN] {
+    let mut f = [0u8; FIELDS_LEN];
+    f[0..4].copy_from_slice(MAGIC);
+    f[4] = info.code.data;
+    f[5] = info.code.parity;
+    f[6] = info.index;
+    f[7] = if info.compressed { COMPRESSED } else { 0 };
+    f[8..12].copy_from_slice(&info.stored_len.to_be_bytes());
+    f[12..44].copy_from_slice(info.content.as_slice());
+    f
+}
+
+fn checksum(fields: &[u8], payload: &[u8]) -> Hash {
+    use blake2::digest::{Update, VariableOutput};
+    let mut h = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b output size");
+    h.update(fields);
+    h.update(payload);
+    let mut out = [0u8; 32];
+    h.finalize_variable(&mut out)
+        .expect("the buffer has the output size");
+    Hash::from(out)
+}
+
+impl Shard {
+    /// Header and payload, as sent and stored. CPU-bound (hashes).
+    pub fn to_bytes(&self) -> Bytes {
+        let f = fields(&self.info);
+        let mut out = BytesMut::with_capacity(HEADER_LEN + self.payload.len());
+        out.put_slice(&f);
+        out.put_slice(checksum(&f, &self.payload).as_slice());
+        out.put_slice(&self.payload);
+        out.freeze()
+    }
+
+    /// Parses and checks a shard (its checksum, and that it is shard
+    /// `index` of block `addr` when given). CPU-bound.
+    pub fn parse(bytes: Bytes, addr: Option<(&Hash, u8)>) -> Result<Shard, EcError> {
+        if bytes.len() < HEADER_LEN || &bytes[0..4] != MAGIC {
+            return Err(EcError::Corrupted("no shard header".into()));
+        }
+        let f = &bytes[0..FIELDS_LEN];
+        let sum = &bytes[FIELDS_LEN..HEADER_LEN];
+        let payload = bytes.slice(HEADER_LEN..);
+        if checksum(f, &payload).as_slice() != sum {
+            return Err(EcError::Corrupted("checksum mismatch".into()));
+        }
+        let code = EcCode::new(f[4] as usize, f[5] as usize).map_err(EcError::Corrupted)?;
+        let info = ShardInfo {
+            code,
+            index: f[6],
+            compressed: f[7] & COMPRESSED != 0,
+            stored_len: u32::from_be_bytes(f[8..12].try_into().expect("4 bytes")),
+            content: Hash::try_from_slice(&f[12..44]).expect("32 bytes"),
+        };
+        if info.index as usize >= code.shards() {
+            return Err(EcError::Corrupted(format!(
+                "shard index {} out of a {code} code",
+                info.index
+            )));
+        }
+        if let Some((a, i)) = addr {
+            if info.address() != *a || info.index != i {
+                return Err(EcError::Mismatch(format!(
+                    "shard {} of {:?}, not shard {i} of {a:?}",
+                    info.index,
+                    info.address()
+                )));
+            }
+        }
+        Ok(Shard { info, payload })
+    }
+}
+
+/// Bytes per shard for a block of `len` stored bytes: even (the codec
+/// works on 16-bit words), and at least 2.
+fn shard_len(len: usize, code: EcCode) -> usize {
+    let l = len.div_ceil(code.data()).max(2);
+    l + (l % 2)
+}
+
+/// Cuts `block` (whose content hashes to `content`) into its shards.
+/// CPU-bound: callers run it on the blocking pool.
+pub fn encode(block: &DataBlock, content: Hash, code: EcCode) -> Result<Vec<Shard>, EcError> {
+    let stored = block.bytes();
+    let len = shard_len(stored.len(), code);
+    let mut padded = BytesMut::with_capacity(len * code.data());
+    padded.put_slice(stored);
+    padded.resize(len * code.data(), 0);
+    let padded = padded.freeze();
+    let originals: Vec<Bytes> = (0..code.data())
+        .map(|i| padded.slice(i * len..(i + 1) * len))
+        .collect();
+    let recovery = reed_solomon_simd::encode(code.data(), code.parity(), originals.iter())
+        .map_err(|e| EcError::Codec(e.to_string()))?;
+    let stored_len = u32::try_from(stored.len())
+        .map_err(|_| EcError::Codec("block larger than 4 GiB".into()))?;
+    let info = |index: usize| ShardInfo {
+        code,
+        index: index as u8,
+        compressed: block.is_compressed(),
+        stored_len,
+        content,
+    };
+    Ok(originals
+        .into_iter()
+        .chain(recovery.into_iter().map(Bytes::from))
+        .enumerate()
+        .map(|(i, payload)| Shard {
+            info: info(i),
+            payload,
+        })
+        .collect())
+}
+
+/// Rebuilds block `addr` from at least `data` of its shards (checked by
+/// [`Shard::parse`]), and checks it against its content hash. Returns its
+/// plain content. CPU-bound.
+pub fn decode(addr: &Hash, shards: &[Shard]) -> Result<Bytes, EcError> {
+    let first = shards.first().ok_or(EcError::TooFew {
+        addr: *addr,
+        got: 0,
+        needed: 1,
+    })?;
+    let info = first.info;
+    let code = info.code;
+    if info.address() != *addr {
+        return Err(EcError::Mismatch(format!(
+            "shards of {:?}, not of {addr:?}",
+            info.address()
+        )));
+    }
+    let len = shard_len(info.stored_len as usize, code);
+    let mut by_index: Vec<Option<&Bytes>> = vec![None; code.shards()];
+    for s in shards {
+        let i = s.info;
+        if (i.code, i.compressed, i.stored_len, i.content)
+            != (code, info.compressed, info.stored_len, info.content)
+            || s.payload.len() != len
+        {
+            return Err(EcError::Mismatch(format!(
+                "shard {} does not agree with shard {}",
+                i.index, info.index
+            )));
+        }
+        by_index[i.index as usize] = Some(&s.payload);
+    }
+    let got = by_index.iter().flatten().count();
+    if got < code.data() {
+        return Err(EcError::TooFew {
+            addr: *addr,
+            got,
+            needed: code.data(),
+        });
+    }
+    let missing: Vec<usize> = (0..code.data())
+        .filter(|i| by_index[*i].is_none())
+        .collect();
+    let restored = if missing.is_empty() {
+        Default::default()
+    } else {
+        reed_solomon_simd::decode(
+            code.data(),
+            code.parity(),
+            (0..code.data()).filter_map(|i| by_index[i].map(|b| (i, b))),
+            (code.data()..code.shards()).filter_map(|i| by_index[i].map(|b| (i - code.data(), b))),
+        )
+        .map_err(|e| EcError::Codec(e.to_string()))?
+    };
+    let mut stored = BytesMut::with_capacity(len * code.data());
+    for i in 0..code.data() {
+        match by_index[i] {
+            Some(b) => stored.put_slice(b),
+            None => stored.put_slice(
+                restored
+                    .get(&i)
+                    .ok_or_else(|| EcError::Codec(format!("shard {i} was not restored")))?,
+            ),
+        }
+    }
+    stored.truncate(info.stored_len as usize);
+    let block = if info.compressed {
+        DataBlock::Compressed(stored.freeze())
+    } else {
+        DataBlock::Plain(stored.freeze())
+    };
+    block
+        .verify_and_decode(&info.content)
+        .map_err(|e| EcError::Corrupted(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(len: usize) -> (Bytes, Hash) {
+        let data: Bytes = (0..len)
+            .map(|i| (i * 7 % 251) as u8)
+            .collect::<Vec<_>>()
+            .into();
+        let h = blake2sum(&data);
+        (data, h)
+    }
+
+    #[test]
+    fn any_data_shards_rebuild_the_block() {
+        let code: EcCode = "4+2".parse().unwrap();
+        for (len, level) in [(1 << 20, None), (1000, Some(3)), (1, None), (7, None)] {
+            let (data, h) = sample(len);
+            let block = DataBlock::from_plain(data.clone(), level);
+            let shards = encode(&block, h, code).unwrap();
+            assert_eq!(shards.len(), 6);
+            let addr = ec_address(&h, code);
+            // Every choice of 4 of the 6 shards.
+            for drop_a in 0..6 {
+                for drop_b in drop_a + 1..6 {
+                    let kept: Vec<Shard> = shards
+                        .iter()
+                        .filter(|s| ![drop_a, drop_b].contains(&(s.info.index as usize)))
+                        .cloned()
+                        .collect();
+                    assert_eq!(decode(&addr, &kept).unwrap(), data, "len {len}");
+                }
+            }
+            let three: Vec<Shard> = shards[..3].to_vec();
+            assert!(matches!(
+                decode(&addr, &three),
+                Err(EcError::TooFew { got: 3, .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn shards_on_the_wire_are_checked() {
+        let code: EcCode = "2+1".parse().unwrap();
+        let (data, h) = sample(5000);
+        let shards = encode(&DataBlock::Plain(data.clone()), h, code).unwrap();
+        let addr = ec_address(&h, code);
+        let bytes = shards[2].to_bytes();
+        let back = Shard::parse(bytes.clone(), Some((&addr, 2))).unwrap();
+        assert_eq!(back, shards[2]);
+        // Another index or block is refused.
+        assert!(matches!(
+            Shard::parse(bytes.clone(), Some((&addr, 1))),
+            Err(EcError::Mismatch(_))
+        ));
+        // A flipped bit, in the payload or the header, is detected.
+        for at in [3, 20, HEADER_LEN + 100] {
+            let mut bad = bytes.to_vec();
+            bad[at] ^= 0x10;
+            assert!(
+                matches!(Shard::parse(bad.into(), None), Err(EcError::Corrupted(_))),
+                "byte {at}"
+            );
+        }
+        // A shard whose payload was altered before its checksum was
+        // computed (a bug elsewhere) is caught by the content hash.
+        let mut forged = shards.clone();
+        let mut p = forged[0].payload.to_vec();
+        p[0] ^= 1;
+        forged[0].payload = p.into();
+        assert!(decode(&addr, &forged[..2]).is_err());
+        assert_eq!(decode(&addr, &shards[1..]).unwrap(), data);
+    }
+}

@@ -1,0 +1,400 @@
+//! Erasure-coded blocks across the cluster: shard `i` of block `addr`
+//! lives on the `i`-th node of the placement of its code for `addr`'s
+//! partition (in every live layout version, like replicas).
+//!
+//! Write rule: a block is acknowledged once, in every live layout version,
+//! the shards on disk survive the loss of any one zone: their number minus
+//! the most of them in one zone is at least `data`. With the automatic
+//! codes (at most `parity` shards per zone, as many zones as it takes),
+//! that is every shard; the writes still running go on in the background.
+//! A block is written this way only when every node of its shards is up;
+//! otherwise the caller stores it replicated (see
+//! [`BlockManager::ec_writable`]).
+//!
+//! Read: the `data` nearest shards are asked for at once; a shard that is
+//! missing, corrupted or late is replaced by the next nearest one; the
+//! block is rebuilt and checked against its content hash.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::{FuturesUnordered, StreamExt};
+use garage_net::{ByteStream, NetError, NodeId, Priority};
+use garage_rpc::layout::{EcCode, LayoutHistory, LayoutVersion};
+use garage_util::data::Hash;
+use tracing::{warn, Instrument};
+
+use crate::block::DataBlock;
+use crate::ec::{self, Shard};
+use crate::manager::{
+    blocking, body_of, read_body, BlockManager, BlockRpc, Error, Result, BLOCK_READ_TIMEOUT,
+    BLOCK_RPC_TIMEOUT, MAX_BLOCK_BYTES,
+};
+
+/// For each live layout version (newest last): the node of each shard.
+fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<Placement>> {
+    let partition = LayoutVersion::partition_of(addr.as_slice());
+    let mut out = Vec::new();
+    for v in layout.live_versions() {
+        if v.storage_nodes.is_empty() {
+            continue;
+        }
+        let nodes = v
+            .shard_nodes(code, partition)
+            .ok_or(Error::NoPlacement(code))?;
+        let zones = nodes
+            .iter()
+            .map(|n| v.roles.get(n).map(|r| r.zone.clone()).unwrap_or_default())
+            .collect();
+        out.push(Placement { nodes, zones });
+    }
+    if out.is_empty() {
+        return Err(Error::NoNodes);
+    }
+    Ok(out)
+}
+
+struct Placement {
+    /// Node of shard `i`.
+    nodes: Vec<NodeId>,
+    zones: Vec<String>,
+}
+
+impl Placement {
+    /// Whether the shards stored (by index) survive the loss of any one zone.
+    fn survives_a_zone(&self, stored: &BTreeSet<usize>, code: EcCode) -> bool {
+        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+        for i in stored {
+            *per_zone.entry(self.zones[*i].as_str()).or_default() += 1;
+        }
+        let worst = per_zone.values().copied().max().unwrap_or(0);
+        stored.len() - worst >= code.data()
+    }
+}
+
+impl BlockManager {
+    /// Whether block `addr` can be written with `code` now: every live
+    /// layout version places the code, and every node of its shards is up.
+    pub fn ec_writable(&self, addr: &Hash, code: EcCode) -> bool {
+        let layout = self.system.layout();
+        match placements(&layout, addr, code) {
+            Ok(ps) => ps
+                .iter()
+                .flat_map(|p| p.nodes.iter())
+                .all(|n| *n == self.system.id() || self.system.is_up(n)),
+            Err(_) => false,
+        }
+    }
+
+    /// Stores `data` (content hash `content`) erasure-coded with `code`,
+    /// under address [`ec::ec_address`]; returns once the write rule of the
+    /// module documentation holds.
+    #[tracing::instrument(level = "debug", name = "block_put_ec", skip_all,
+        fields(otel.name = "block put (erasure-coded)", block.hash = %content, block.size = data.len()))]
+    pub async fn put_block_ec(
+        self: &Arc<Self>,
+        content: Hash,
+        data: Bytes,
+        code: EcCode,
+    ) -> Result<Hash> {
+        let res = self.put_block_ec_inner(content, data, code).await;
+        if res.is_err() {
+            metrics::counter!("block_quorum_errors_total", "op" => "write").increment(1);
+        }
+        res
+    }
+
+    async fn put_block_ec_inner(
+        self: &Arc<Self>,
+        content: Hash,
+        data: Bytes,
+        code: EcCode,
+    ) -> Result<Hash> {
+        let level = self.compression_level;
+        let shards = blocking(move || -> std::result::Result<Vec<Bytes>, ec::EcError> {
+            let block = DataBlock::from_plain(data, level);
+            Ok(ec::encode(&block, content, code)?
+                .iter()
+                .map(Shard::to_bytes)
+                .collect())
+        })
+        .await?
+        .map_err(Error::Ec)?;
+        let addr = ec::ec_address(&content, code);
+        let guard = self.system.start_write();
+        let places = placements(&guard.layout, &addr, code)?;
+        let targets: BTreeSet<(NodeId, usize)> = places
+            .iter()
+            .flat_map(|p| p.nodes.iter().enumerate().map(|(i, n)| (*n, i)))
+            .collect();
+        let mut pending = FuturesUnordered::new();
+        for (node, index) in targets {
+            let bytes = shards[index].clone();
+            let m = self.clone();
+            pending.push(tokio::spawn(
+                async move {
+                    let r = m.put_shard_to(&node, &addr, index as u8, bytes).await;
+                    (node, index, r)
+                }
+                .in_current_span(),
+            ));
+        }
+        let mut stored: BTreeSet<(NodeId, usize)> = BTreeSet::new();
+        let mut errors = Vec::new();
+        let deadline = tokio::time::Instant::now() + BLOCK_RPC_TIMEOUT;
+        loop {
+            let done = places.iter().all(|p| {
+                let s: BTreeSet<usize> = (0..code.shards())
+                    .filter(|i| stored.contains(&(p.nodes[*i], *i)))
+                    .collect();
+                p.survives_a_zone(&s, code)
+            });
+            if done {
+                return Ok(addr);
+            }
+            match tokio::time::timeout_at(deadline, pending.next()).await {
+                Err(_) | Ok(None) => {
+                    return Err(Error::Quorum {
+                        hash: addr,
+                        needed: code.shards(),
+                        ok: stored.len(),
+                        errors,
+                    })
+                }
+                Ok(Some(Ok((node, index, Ok(()))))) => {
+                    stored.insert((node, index));
+                }
+                Ok(Some(Ok((node, index, Err(e))))) => {
+                    errors.push(format!("shard {index} on {node:?}: {e}"))
+                }
+                Ok(Some(Err(e))) => errors.push(format!("write task failed: {e}")),
+            }
+        }
+    }
+
+    /// Sends shard `index` of `addr` (header and payload) to `node`.
+    pub async fn put_shard_to(
+        &self,
+        node: &NodeId,
+        addr: &Hash,
+        index: u8,
+        bytes: Bytes,
+    ) -> std::result::Result<(), String> {
+        let call = || async {
+            self.system.ensure_connected(node).await;
+            self.endpoint
+                .call_streaming(
+                    node,
+                    BlockRpc::PutShard { addr: *addr, index },
+                    Some(body_of(bytes.clone())),
+                    Priority::Background,
+                )
+                .await
+        };
+        let mut r = call().await;
+        // As for whole blocks: one more try on a replaced connection.
+        if matches!(
+            r,
+            Err(NetError::ConnectionClosed | NetError::NotConnected(_))
+        ) {
+            r = call().await;
+        }
+        match r {
+            Ok((BlockRpc::Ok, _)) => Ok(()),
+            Ok((BlockRpc::Error(e), _)) => Err(e),
+            Ok((other, _)) => Err(format!("unexpected answer {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The content of erasure-coded block `addr`, rebuilt from the nearest
+    /// shards (see the module documentation).
+    #[tracing::instrument(level = "debug", name = "block_get_ec", skip_all,
+        fields(otel.name = "block get (erasure-coded)", block.hash = %addr))]
+    pub async fn get_block_ec(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
+        let res = self.get_block_ec_inner(addr, code).await;
+        if res.is_err() {
+            metrics::counter!("block_read_errors_total").increment(1);
+        }
+        res
+    }
+
+    async fn get_block_ec_inner(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
+        // Pairs not tried yet, nearest first; a pair is tried when no other
+        // node is being asked for the same shard.
+        let mut remaining = self.shard_candidates(addr, code)?;
+        let mut pending = FuturesUnordered::new();
+        let mut asked: BTreeSet<usize> = BTreeSet::new();
+        let mut good: Vec<Shard> = Vec::new();
+        let mut errors = Vec::new();
+        let start = |pending: &mut FuturesUnordered<_>,
+                     remaining: &mut Vec<(NodeId, usize)>,
+                     asked: &mut BTreeSet<usize>| {
+            let Some(pos) = remaining.iter().position(|(_, i)| !asked.contains(i)) else {
+                return;
+            };
+            let (node, index) = remaining.remove(pos);
+            asked.insert(index);
+            let a = *addr;
+            pending.push(async move {
+                let r = tokio::time::timeout(
+                    BLOCK_READ_TIMEOUT,
+                    self.get_shard_from(&node, &a, index as u8),
+                )
+                .await
+                .unwrap_or_else(|_| Err("timeout".into()));
+                (node, index, r)
+            });
+        };
+        for _ in 0..code.data() {
+            start(&mut pending, &mut remaining, &mut asked);
+        }
+        while let Some((node, index, r)) = pending.next().await {
+            match r {
+                Ok(s) => {
+                    good.push(s);
+                    if good.len() >= code.data() {
+                        let a = *addr;
+                        return blocking(move || ec::decode(&a, &good))
+                            .await?
+                            .map_err(Error::Ec);
+                    }
+                }
+                Err(e) => {
+                    errors.push(format!("shard {index} on {node:?}: {e}"));
+                    // The next node of the same shard, or the next shard.
+                    asked.remove(&index);
+                    start(&mut pending, &mut remaining, &mut asked);
+                }
+            }
+        }
+        Err(Error::Unavailable {
+            hash: *addr,
+            errors,
+        })
+    }
+
+    /// (node, shard index) pairs that may serve a shard of `addr`, nearest
+    /// node first; each shard's node in the read version before its nodes
+    /// in the other live versions.
+    fn shard_candidates(&self, addr: &Hash, code: EcCode) -> Result<Vec<(NodeId, usize)>> {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(addr.as_slice());
+        let read = layout.read_version(self.system.write_quorum());
+        let mut pairs: Vec<(NodeId, usize)> = Vec::new();
+        let versions = std::iter::once(read).chain(layout.live_versions());
+        for v in versions {
+            if let Some(nodes) = v.shard_nodes(code, partition) {
+                for (i, n) in nodes.into_iter().enumerate() {
+                    if !pairs.contains(&(n, i)) {
+                        pairs.push((n, i));
+                    }
+                }
+            }
+        }
+        if pairs.is_empty() {
+            return Err(Error::NoPlacement(code));
+        }
+        let nodes: Vec<NodeId> = pairs.iter().map(|(n, _)| *n).collect();
+        let order = self.system.nodes_by_distance(&nodes);
+        // Stable: among a node's pairs, the read version's first.
+        pairs.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
+        Ok(pairs)
+    }
+
+    async fn get_shard_from(
+        &self,
+        node: &NodeId,
+        addr: &Hash,
+        index: u8,
+    ) -> std::result::Result<Shard, String> {
+        self.system.ensure_connected(node).await;
+        let (resp, body) = self
+            .endpoint
+            .call_streaming(
+                node,
+                BlockRpc::GetShard { addr: *addr, index },
+                None,
+                Priority::Normal,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        match resp {
+            BlockRpc::ShardBody => (),
+            BlockRpc::Error(e) => return Err(e),
+            other => return Err(format!("unexpected answer {other:?}")),
+        }
+        let bytes = read_body(body.ok_or("no shard body")?, MAX_BLOCK_BYTES).await?;
+        let a = *addr;
+        blocking(move || Shard::parse(bytes, Some((&a, index))))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    pub(crate) async fn handle_put_shard(
+        &self,
+        addr: Hash,
+        index: u8,
+        body: Option<ByteStream>,
+    ) -> BlockRpc {
+        let Some(body) = body else {
+            return BlockRpc::Error("PutShard without a body".into());
+        };
+        let bytes = match read_body(body, MAX_BLOCK_BYTES).await {
+            Ok(b) => b,
+            Err(e) => return BlockRpc::Error(e),
+        };
+        let store = self.store.clone();
+        let res = blocking(move || -> Result<()> {
+            // Never store a shard that is not the one it claims to be.
+            Shard::parse(bytes.clone(), Some((&addr, index))).map_err(Error::Ec)?;
+            store.write_shard(&addr, index, &bytes)?;
+            Ok(())
+        })
+        .await;
+        match res {
+            Ok(Ok(())) => BlockRpc::Ok,
+            Ok(Err(e)) | Err(e) => BlockRpc::Error(e.to_string()),
+        }
+    }
+
+    /// Sends a stored shard, checked first: a corrupted one is moved
+    /// aside and never sent (the reader asks for another shard).
+    pub(crate) async fn handle_get_shard(
+        &self,
+        addr: Hash,
+        index: u8,
+    ) -> (BlockRpc, Option<ByteStream>) {
+        let store = self.store.clone();
+        let read = blocking(
+            move || -> std::result::Result<Option<(Bytes, bool)>, String> {
+                let Some(bytes) = store.read_shard(&addr, index).map_err(|e| e.to_string())? else {
+                    return Ok(None);
+                };
+                let good = Shard::parse(bytes.clone(), Some((&addr, index))).is_ok();
+                if !good {
+                    let _ = store.move_shard_aside(&addr, index);
+                }
+                Ok(Some((bytes, good)))
+            },
+        );
+        match read.await {
+            Ok(Ok(Some((bytes, true)))) => (BlockRpc::ShardBody, Some(body_of(bytes))),
+            Ok(Ok(Some((_, false)))) => {
+                metrics::counter!("block_corrupted_total", "found_by" => "read").increment(1);
+                let msg =
+                    format!("shard {index} of {addr:?} is corrupted on this node (moved aside)");
+                warn!("{msg}");
+                (BlockRpc::Error(msg), None)
+            }
+            Ok(Ok(None)) => (
+                BlockRpc::Error(format!("shard {index} of {addr:?} is not stored here")),
+                None,
+            ),
+            Ok(Err(e)) => (BlockRpc::Error(e), None),
+            Err(e) => (BlockRpc::Error(e.to_string()), None),
+        }
+    }
+}
