@@ -1,4 +1,4 @@
-//! GetObjectAttributes: ETag, ObjectSize, StorageClass (always STANDARD),
+//! GetObjectAttributes: ETag, ObjectSize, StorageClass,
 //! Checksum (when one was stored with the object) and, for a multipart
 //! object, ObjectParts (part numbers and sizes, read from the version
 //! entry, which lists the blocks of each part; one more round trip, only
@@ -63,7 +63,9 @@ impl Api {
             out.object_size = Some(cur.meta.size as i64);
         }
         if want(ObjectAttributes::STORAGE_CLASS) {
-            out.storage_class = Some(StorageClass::from_static(StorageClass::STANDARD));
+            out.storage_class = Some(StorageClass::from(
+                crate::storage_class::reported(cur.meta.storage_class.as_deref()).to_string(),
+            ));
         }
         if want(ObjectAttributes::CHECKSUM) {
             let c = crate::checksum::stored(&cur.meta.headers);

@@ -574,6 +574,8 @@ mod tests {
                     headers: vec![],
                     size: 1,
                     etag: etag.into(),
+                    storage_class: None,
+                    first_ec: None,
                 },
                 vec![0],
             )),

@@ -46,6 +46,10 @@ impl Api {
         let (cur, mut place) = (src_access.hide(copy_source_missing(cur))?, place?);
         src_access.check_version(Some(cur.acl))?;
         place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
+        // The copy gets the request's storage class (STANDARD by default,
+        // as in S3); another class than the source's rewrites the data.
+        place.class = self.storage_choice(i.storage_class.as_ref().map(|c| c.as_str()))?;
+        let class_change = place.class.name != cur.meta.storage_class;
         let versioning = place.versioning;
         check_copy_conditions(
             &cur,
@@ -82,7 +86,13 @@ impl Api {
             .as_ref()
             .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
         let same_sealing = src_sse == dst_sse;
-        if !replace && same_sealing && src == dst && src_key == i.key && src_vid.is_none() {
+        if !replace
+            && same_sealing
+            && !class_change
+            && src == dst
+            && src_key == i.key
+            && src_vid.is_none()
+        {
             return Err(ApiError::InvalidRequest(
                 "This copy request is illegal because it is trying to copy an object to itself \
                  without changing the object's metadata"
@@ -125,9 +135,10 @@ impl Api {
             server_side_encryption: server_side_encryption.clone(),
             ..Default::default()
         };
-        if !same_sealing {
-            // Other keys, or encrypted on one side only: the data is read
-            // (opened with the source's key) and written anew.
+        if !same_sealing || class_change {
+            // Other keys, encrypted on one side only, or another storage
+            // class: the data is read (opened with the source's key) and
+            // written anew.
             let size = cur.meta.size;
             let body = self.content(&cur, 0..size, src_sse)?;
             // The copy is a new single-part object: the source's stored
@@ -167,13 +178,15 @@ impl Api {
             headers,
             size: cur.meta.size,
             etag: cur.meta.etag.clone(),
+            storage_class: cur.meta.storage_class.clone(),
+            first_ec: cur.meta.first_ec,
         };
         let uuid = gen_uuid();
         let timestamp = stamp();
         let mut blocks: Option<Vec<_>> = None;
         let data = match &cur.data {
             CurrentData::Inline(d) => ObjectVersionData::Inline(meta, d.to_vec()),
-            CurrentData::FirstBlock(first) => {
+            CurrentData::FirstBlock(first, _) => {
                 let v = read_version(&self.versions, &cur.uuid)
                     .await?
                     .filter(|v| !v.deleted.get())

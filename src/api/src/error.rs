@@ -47,6 +47,8 @@ pub enum ApiError {
     EntityTooSmall(i32),
     #[error("{0}")]
     InvalidArgument(String),
+    #[error("The storage class you specified is not valid: {0}")]
+    InvalidStorageClass(String),
     #[error("{0}")]
     InvalidRequest(String),
     #[error("The XML you provided was not well-formed or did not validate: {0}")]
@@ -185,6 +187,7 @@ impl ApiError {
             InvalidPartOrder => S3ErrorCode::InvalidPartOrder,
             EntityTooSmall(_) => S3ErrorCode::EntityTooSmall,
             InvalidArgument(_) => S3ErrorCode::InvalidArgument,
+            InvalidStorageClass(_) => S3ErrorCode::InvalidStorageClass,
             InvalidRequest(_) => S3ErrorCode::InvalidRequest,
             MalformedXml(_) => S3ErrorCode::MalformedXML,
             NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,

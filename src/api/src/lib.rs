@@ -35,6 +35,7 @@ pub mod rechunk;
 pub mod s3;
 pub mod server;
 pub mod sse;
+pub mod storage_class;
 pub mod stream;
 pub mod tagging;
 pub mod telemetry;

@@ -462,6 +462,8 @@ mod tests {
                     headers: Vec::new(),
                     size,
                     etag: "e".into(),
+                    storage_class: None,
+                    first_ec: None,
                 },
                 vec![0; size as usize],
             )),

@@ -40,6 +40,8 @@ pub struct Listed {
     pub size: u64,
     pub etag: String,
     pub timestamp: u64,
+    /// `None` for `STANDARD`.
+    pub storage_class: Option<String>,
 }
 
 #[derive(Default)]
@@ -135,18 +137,19 @@ impl Api {
                     break 'rounds;
                 }
                 count += 1;
-                let (size, etag) = match &v.state {
+                let (size, etag, storage_class) = match &v.state {
                     garage_model::object_table::ObjectVersionState::Complete(
                         garage_model::object_table::ObjectVersionData::Inline(m, _)
                         | garage_model::object_table::ObjectVersionData::FirstBlock(m, _),
-                    ) => (m.size, m.etag.clone()),
-                    _ => (0, String::new()),
+                    ) => (m.size, m.etag.clone(), m.storage_class.clone()),
+                    _ => (0, String::new(), None),
                 };
                 res.objects.push(Listed {
                     key: o.key.clone(),
                     size,
                     etag,
                     timestamp: v.timestamp,
+                    storage_class,
                 });
                 res.last = Some(o.key.clone());
             }
@@ -311,8 +314,8 @@ fn contents(r: &ListResult, url: bool, owner: Option<Owner>) -> Vec<Object> {
             size: Some(o.size as i64),
             e_tag: Some(ETag::Strong(o.etag.clone())),
             last_modified: Some(meta::timestamp(o.timestamp)),
-            storage_class: Some(ObjectStorageClass::from_static(
-                ObjectStorageClass::STANDARD,
+            storage_class: Some(ObjectStorageClass::from(
+                crate::storage_class::reported(o.storage_class.as_deref()).to_string(),
             )),
             owner: owner.clone(),
             ..Default::default()

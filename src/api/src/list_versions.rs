@@ -314,8 +314,8 @@ impl Api {
                         size: Some(m.size as i64),
                         last_modified: modified,
                         owner: owner.clone(),
-                        storage_class: Some(dto::ObjectVersionStorageClass::from_static(
-                            dto::ObjectVersionStorageClass::STANDARD,
+                        storage_class: Some(dto::ObjectVersionStorageClass::from(
+                            crate::storage_class::reported(m.storage_class.as_deref()).to_string(),
                         )),
                         ..Default::default()
                     }),

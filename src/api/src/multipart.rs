@@ -212,6 +212,7 @@ impl Api {
             )
             .await?;
         place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
+        place.class = self.storage_choice(i.storage_class.as_ref().map(|c| c.as_str()))?;
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }
@@ -238,6 +239,7 @@ impl Api {
                 algorithm: a.name().to_string(),
                 full_object,
             });
+            mpu.storage_class = place.class.name.clone();
             let (a, b) = tokio::join!(
                 self.objects.insert_ordered(std::slice::from_ref(&obj)),
                 self.mpus.insert(&mpu)
@@ -530,6 +532,7 @@ impl Api {
                         &mut body,
                         checksum.map(|e| e.algo.hasher()),
                         sse,
+                        self.class_code(mpu.storage_class.as_deref()),
                     )
                     .await?;
                     (w.md5, w.size, w.checksum)
@@ -744,6 +747,8 @@ impl Api {
             headers,
             size,
             etag: etag.clone(),
+            storage_class: mpu.storage_class.clone(),
+            first_ec: fin.blocks.items().next().and_then(|(_, b)| b.ec),
         };
         let data = match fin.blocks.items().next() {
             None => ObjectVersionData::Inline(meta, vec![]),

@@ -98,7 +98,8 @@ struct PartRange {
 
 pub enum CurrentData {
     Inline(Bytes),
-    FirstBlock(Hash),
+    /// The first block's address and erasure code.
+    FirstBlock(Hash, Option<garage_rpc::layout::EcCode>),
 }
 
 impl Api {
@@ -132,8 +133,8 @@ impl Api {
         let k = key.to_string();
         let prefetch = match self.objects.get_local(&bucket, &k).await {
             Ok(Some(local)) => match local.last_data().map(|v| &v.state) {
-                Some(ObjectVersionState::Complete(ObjectVersionData::FirstBlock(_, h))) => {
-                    Some(Prefetch::start(self, *h))
+                Some(ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, h))) => {
+                    Some(Prefetch::start(self, *h, m.first_ec))
                 }
                 _ => None,
             },
@@ -153,7 +154,7 @@ impl Api {
                 (m.clone(), CurrentData::Inline(Bytes::from(d.clone())))
             }
             ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, h)) => {
-                (m.clone(), CurrentData::FirstBlock(*h))
+                (m.clone(), CurrentData::FirstBlock(*h, m.first_ec))
             }
             _ => return Err(ApiError::NoSuchKey(key.into())),
         };
@@ -223,6 +224,8 @@ impl Api {
                         headers,
                         size,
                         etag: etag.clone(),
+                        storage_class: place.class.name.clone(),
+                        first_ec: None,
                     },
                     data,
                 )),
@@ -259,6 +262,7 @@ impl Api {
             &mut chunker,
             checksum.map(|e| e.algo.hasher()),
             sse,
+            place.class.code,
         )
         .await;
         let checked = written.and_then(|w| {
@@ -287,6 +291,8 @@ impl Api {
                     headers,
                     size: w.size,
                     etag: etag.clone(),
+                    storage_class: place.class.name.clone(),
+                    first_ec: w.first_ec,
                 },
                 w.first_block,
             )),
@@ -441,6 +447,7 @@ impl Api {
             )
             .await?;
         place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
+        place.class = self.storage_choice(i.storage_class.as_ref().map(|c| c.as_str()))?;
         let w = self
             .store_object(
                 bucket,
@@ -490,6 +497,11 @@ impl Api {
         let sse_fields = SseKey::response_fields(sse.as_ref());
         let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
+            storage_class: cur
+                .meta
+                .storage_class
+                .as_deref()
+                .map(|c| StorageClass::from(c.to_string())),
             object_lock_mode: lock_mode,
             object_lock_retain_until_date: lock_until,
             object_lock_legal_hold_status: legal_hold,
@@ -556,6 +568,11 @@ impl Api {
         let sse_fields = SseKey::response_fields(sse.as_ref());
         let (lock_mode, lock_until, legal_hold) = crate::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {
+            storage_class: cur
+                .meta
+                .storage_class
+                .as_deref()
+                .map(|c| StorageClass::from(c.to_string())),
             object_lock_mode: lock_mode,
             object_lock_retain_until_date: lock_until,
             object_lock_legal_hold_status: legal_hold,
@@ -992,9 +1009,9 @@ impl Api {
                     async move { Ok::<_, std::io::Error>(d) },
                 ))
             }
-            CurrentData::FirstBlock(h) => {
+            CurrentData::FirstBlock(h, ec) => {
                 let prefetch = cur.prefetch.lock().expect("prefetch lock").take();
-                crate::stream::object_body(self.clone(), cur.uuid, *h, range, sse, prefetch)
+                crate::stream::object_body(self.clone(), cur.uuid, (*h, *ec), range, sse, prefetch)
             }
         })
     }

@@ -33,6 +33,8 @@ pub struct Placement {
     pub sse_s3_default: bool,
     pub access: garage_model::access::BucketAccess,
     pub acl: Option<garage_model::access::CannedAcl>,
+    /// `x-amz-storage-class` (set by the caller; `STANDARD` by default).
+    pub class: crate::storage_class::StorageChoice,
 }
 
 impl Placement {
@@ -161,6 +163,7 @@ impl Api {
                 sse_s3_default,
                 access,
                 acl: None,
+                class: Default::default(),
             });
         }
         let default = p.and_then(|p| *p.default_retention.get());
@@ -171,6 +174,7 @@ impl Api {
             sse_s3_default,
             access,
             acl: None,
+            class: Default::default(),
         })
     }
 

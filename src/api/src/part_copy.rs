@@ -62,7 +62,7 @@ pub async fn shareable(
     encrypted: bool,
     need_read: bool,
 ) -> ApiResult<Option<Shared>> {
-    if encrypted || range.is_empty() || !matches!(cur.data, CurrentData::FirstBlock(_)) {
+    if encrypted || range.is_empty() || !matches!(cur.data, CurrentData::FirstBlock(..)) {
         return Ok(None);
     }
     let Some(v) = read_version(&api.versions, &cur.uuid).await? else {
@@ -209,6 +209,7 @@ mod tests {
                     VersionBlock {
                         hash: Hash::from([i as u8; 32]),
                         size: *s,
+                        ec: None,
                     },
                 )
             })

@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use garage_model::block_ref_table::BlockRef;
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
+use garage_rpc::layout::EcCode;
 use garage_util::data::{blake2sum, Hash, Uuid};
 use md5::{Digest, Md5};
 use s3s::checksum::ChecksumHasher;
@@ -70,6 +71,8 @@ pub struct Written {
     /// The additional checksum asked for, if any.
     pub checksum: Option<s3s::dto::Checksum>,
     pub first_block: Hash,
+    /// The first block's erasure code, `None` if it is replicated.
+    pub first_ec: Option<EcCode>,
     /// Every block written, by position (for an S3 object of at most
     /// 5 GiB, at most about 5 000 entries of 56 bytes): what writing the
     /// version again under a new id needs (see [`crate::ordered`]).
@@ -79,6 +82,9 @@ pub struct Written {
 /// Writes `first` and the rest of `body` as the blocks of version `uuid`
 /// (part `part_number`), sealed with `sse` when given (offsets and the
 /// size written are then in plaintext bytes, block sizes in stored bytes).
+/// With `ec`, each block is erasure-coded with that code when all the
+/// nodes of its shards are up, and replicated otherwise (see
+/// `garage_block::shards`).
 #[allow(clippy::too_many_arguments)]
 pub async fn write_blocks(
     api: &Arc<Api>,
@@ -89,6 +95,7 @@ pub async fn write_blocks(
     body: &mut Chunker,
     sums: Option<ChecksumHasher>,
     sse: Option<&SseKey>,
+    ec: Option<EcCode>,
 ) -> ApiResult<Written> {
     let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
@@ -119,17 +126,23 @@ pub async fn write_blocks(
             .map(|(h, m, d)| ((h, d), m))
             .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))?;
             md5 = Some(m);
-            let (hash, data) = hash;
-            first_block.get_or_insert(hash);
+            let (content, data) = hash;
+            let form = ec.and_then(|code| {
+                let addr = garage_block::ec::ec_address(&content, code);
+                api.blocks.ec_writable(&addr, code).then_some((addr, code))
+            });
+            let block = VersionBlock {
+                hash: form.map(|(a, _)| a).unwrap_or(content),
+                size: data.len() as u64,
+                ec: form.map(|(_, c)| c),
+            };
+            first_block.get_or_insert((block.hash, block.ec));
             blocks.push((
                 VersionBlockKey {
                     part_number,
                     offset,
                 },
-                VersionBlock {
-                    hash,
-                    size: data.len() as u64,
-                },
+                block,
             ));
             while inflight.len() >= WRITES_IN_FLIGHT {
                 inflight
@@ -148,7 +161,8 @@ pub async fn write_blocks(
                         part_number,
                         offset,
                     },
-                    hash,
+                    block,
+                    content,
                     data,
                 )
                 .in_current_span(),
@@ -176,7 +190,8 @@ pub async fn write_blocks(
         size: offset,
         md5: md5_done.0.finalize().into(),
         checksum: md5_done.1.map(|s| s.finalize()),
-        first_block: first_block.expect("at least one block"),
+        first_block: first_block.expect("at least one block").0,
+        first_ec: first_block.expect("at least one block").1,
         blocks,
     })
 }
@@ -185,23 +200,35 @@ fn join_err(e: tokio::task::JoinError) -> ApiError {
     ApiError::Internal(format!("block write task: {e}"))
 }
 
-/// One block (number `index` of its part): its data to its replicas, and
-/// its entries in `version` (one bounded segment) and `block_ref`, all at
-/// once.
+/// One block (number `index` of its part): its data to its replicas (or
+/// its shards to their nodes), and its entries in `version` (one bounded
+/// segment) and `block_ref`, all at once.
+#[allow(clippy::too_many_arguments)]
 async fn write_block(
     api: Arc<Api>,
     uuid: Uuid,
     backlink: VersionBacklink,
     index: u64,
     key: VersionBlockKey,
-    hash: Hash,
+    block: VersionBlock,
+    content: Hash,
     data: Bytes,
 ) -> ApiResult<()> {
-    let size = data.len() as u64;
-    let version = Version::with_block(uuid, backlink, index, key, VersionBlock { hash, size });
+    let hash = block.hash;
+    let version = Version::with_block(uuid, backlink, index, key, block);
     let block_ref = BlockRef::new(hash, uuid, false);
+    let put = async {
+        match block.ec {
+            None => api.blocks.put_block(hash, data).await,
+            Some(code) => api
+                .blocks
+                .put_block_ec(content, data, code)
+                .await
+                .map(|_| ()),
+        }
+    };
     let (a, b, c) = tokio::join!(
-        api.blocks.put_block(hash, data),
+        put,
         api.versions.insert(&version),
         api.block_refs.insert(&block_ref),
     );

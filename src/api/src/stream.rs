@@ -13,6 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use garage_block::ByteStream;
 use garage_model::version_table::{read_version, Version};
+use garage_rpc::layout::EcCode;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
@@ -37,11 +38,11 @@ pub struct Prefetch {
 }
 
 impl Prefetch {
-    /// Starts fetching block `hash`.
-    pub fn start(api: &Arc<Api>, hash: Hash) -> Prefetch {
+    /// Starts fetching block `hash` (erasure-coded with `ec`, if given).
+    pub fn start(api: &Arc<Api>, hash: Hash, ec: Option<EcCode>) -> Prefetch {
         Prefetch {
             hash,
-            fetch: fetch(api, hash),
+            fetch: fetch(api, hash, ec),
         }
     }
 }
@@ -60,7 +61,7 @@ impl<T> Drop for AbortOnDrop<T> {
 pub fn object_body(
     api: Arc<Api>,
     version: Uuid,
-    first: Hash,
+    first: (Hash, Option<EcCode>),
     range: Range<u64>,
     sse: Option<SseKey>,
     prefetch: Option<Prefetch>,
@@ -96,6 +97,7 @@ pub const READ_AHEAD: usize = 2;
 #[derive(Clone, Copy)]
 struct Span {
     hash: Hash,
+    ec: Option<EcCode>,
     start: u64,
     end: u64,
 }
@@ -113,10 +115,10 @@ struct Plan {
 
 type FetchTask = AbortOnDrop<Result<ByteStream, garage_block::manager::Error>>;
 
-fn fetch(api: &Arc<Api>, hash: Hash) -> FetchTask {
+fn fetch(api: &Arc<Api>, hash: Hash, ec: Option<EcCode>) -> FetchTask {
     let blocks = api.blocks.clone();
     AbortOnDrop(tokio::spawn(
-        async move { blocks.get_block_stream(&hash).await }.in_current_span(),
+        async move { blocks.get_stream(&hash, ec).await }.in_current_span(),
     ))
 }
 
@@ -139,6 +141,7 @@ impl Plan {
         for (_, b) in v.blocks.items() {
             let span = Span {
                 hash: b.hash,
+                ec: b.ec,
                 start: plan.total,
                 end: plan.total + plain_size(b.size, sealed),
             };
@@ -162,7 +165,8 @@ impl Plan {
             let Some(span) = self.todo.pop_front() else {
                 break;
             };
-            self.inflight.push_back((span, fetch(api, span.hash)));
+            self.inflight
+                .push_back((span, fetch(api, span.hash, span.ec)));
         }
     }
 
@@ -177,7 +181,7 @@ impl Plan {
 async fn send_blocks(
     api: &Arc<Api>,
     version: Uuid,
-    first: Hash,
+    (first, first_ec): (Hash, Option<EcCode>),
     range: Range<u64>,
     sse: Option<&SseKey>,
     prefetch: Option<Prefetch>,
@@ -215,7 +219,7 @@ async fn send_blocks(
                 .and_then(|r| r.map_err(|e| e.to_string())),
             _ => api
                 .blocks
-                .get_block_stream(&first)
+                .get_stream(&first, first_ec)
                 .await
                 .map_err(|e| e.to_string()),
         }?;

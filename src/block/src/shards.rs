@@ -397,4 +397,22 @@ impl BlockManager {
             Err(e) => (BlockRpc::Error(e.to_string()), None),
         }
     }
+
+    /// Block `addr` as a stream of its content: replicated (`ec` is
+    /// `None`, see [`BlockManager::get_block_stream`]) or erasure-coded
+    /// (rebuilt whole first).
+    pub async fn get_stream(&self, addr: &Hash, ec: Option<EcCode>) -> Result<ByteStream> {
+        match ec {
+            None => self.get_block_stream(addr).await,
+            Some(code) => Ok(body_of(self.get_block_ec(addr, code).await?)),
+        }
+    }
+
+    /// Block `addr`'s content, replicated or erasure-coded.
+    pub async fn get_any(&self, addr: &Hash, ec: Option<EcCode>) -> Result<Bytes> {
+        match ec {
+            None => self.get_block(addr).await,
+            Some(code) => self.get_block_ec(addr, code).await,
+        }
+    }
 }

@@ -130,6 +130,7 @@ fn blocks_are_replicated_repaired_and_collected() {
                 VersionBlock {
                     hash: h,
                     size: 1 << 20,
+                    ec: None,
                 },
             );
             versions.insert(&entry).await.unwrap();
@@ -868,6 +869,7 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         let block = garage_model::version_table::VersionBlock {
             hash: other_block,
             size: 10,
+            ec: None,
         };
         versions
             .insert(&Version::with_block(stale_part, backlink, 0, key0, block))

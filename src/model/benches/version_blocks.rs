@@ -59,6 +59,7 @@ fn run(engine: garage_db::Engine, n: u64, segments: bool) {
         let block = VersionBlock {
             hash: blake2sum(&i.to_be_bytes()),
             size: 1 << 20,
+            ec: None,
         };
         let entry = if segments {
             Version::with_block(uuid, backlink.clone(), i, key, block)

@@ -248,6 +248,8 @@ mod tests {
             headers: vec![],
             size: 1,
             etag: "e".into(),
+            storage_class: None,
+            first_ec: None,
         };
         let state = match kind {
             0 => ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),

@@ -67,6 +67,10 @@ pub struct MultipartUpload {
     /// completed object gets one. Absent in older entries.
     #[serde(default)]
     pub checksum: Option<MpuChecksum>,
+    /// The storage class the upload was created with, when not
+    /// `STANDARD` (set once, like `checksum`). Absent in older entries.
+    #[serde(default)]
+    pub storage_class: Option<String>,
 }
 
 /// An upload's checksum: its algorithm (`CRC32`, `CRC32C`, `CRC64NVME`,
@@ -110,6 +114,7 @@ impl MultipartUpload {
             bucket_id,
             key,
             checksum: None,
+            storage_class: None,
         }
     }
 }
@@ -129,6 +134,9 @@ impl Crdt for MultipartUpload {
         }
         if other.checksum > self.checksum {
             self.checksum = other.checksum.clone();
+        }
+        if other.storage_class > self.storage_class {
+            self.storage_class = other.storage_class.clone();
         }
         self.deleted.merge(&other.deleted);
         if self.deleted.get() {

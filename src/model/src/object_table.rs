@@ -26,6 +26,7 @@
 //! node's per-bucket counters.
 
 use garage_db as db;
+use garage_rpc::layout::EcCode;
 use garage_table::{Entry, InsertQueue, Removal, TableSchema};
 use garage_util::crdt::{Crdt, LwwMap};
 use garage_util::data::{Hash, Uuid};
@@ -122,6 +123,14 @@ pub struct ObjectVersionMeta {
     pub headers: Vec<(String, String)>,
     pub size: u64,
     pub etag: String,
+    /// Its S3 storage class when not `STANDARD` (an erasure-coded class
+    /// of the layout, see `garage_rpc::layout::classes`).
+    #[serde(default)]
+    pub storage_class: Option<String>,
+    /// The erasure code of the first block (`FirstBlock`), `None` when it
+    /// is replicated: a GET reads it before the version entry.
+    #[serde(default)]
+    pub first_ec: Option<EcCode>,
 }
 
 impl ObjectVersionState {
@@ -804,6 +813,8 @@ mod tests {
             headers: vec![],
             size,
             etag: format!("e{size}"),
+            storage_class: None,
+            first_ec: None,
         }
     }
 

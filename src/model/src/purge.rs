@@ -196,6 +196,8 @@ mod tests {
             headers: vec![],
             size: 1 << 20,
             etag: "e".into(),
+            storage_class: None,
+            first_ec: None,
         };
         let v = ObjectVersion::new(
             gen_uuid(),

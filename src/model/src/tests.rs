@@ -30,6 +30,8 @@ fn meta(size: u64) -> ObjectVersionMeta {
         headers: vec![],
         size,
         etag: format!("e{size}"),
+        storage_class: None,
+        first_ec: None,
     }
 }
 
@@ -137,6 +139,7 @@ fn version() -> impl Strategy<Value = Version> {
                         VersionBlock {
                             hash: id(h),
                             size: 10,
+                            ec: None,
                         },
                     );
                 }
@@ -316,6 +319,7 @@ fn versions_queue_block_refs_and_deletion_releases_them() {
             VersionBlock {
                 hash: id(*h),
                 size: 1,
+                ec: None,
             },
         );
     }

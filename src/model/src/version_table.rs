@@ -17,6 +17,7 @@
 //! deleted in place, with no migration.
 
 use garage_db as db;
+use garage_rpc::layout::EcCode;
 use garage_table::{Entry, InsertQueue, SortKey, Table, TableSchema};
 use garage_util::crdt::{Bool, Crdt, LwwMap, Map};
 use garage_util::data::{Hash, Uuid};
@@ -41,8 +42,13 @@ pub struct VersionBlockKey {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct VersionBlock {
+    /// The block's address: its content hash, or for an erasure-coded
+    /// block the address derived from it (`garage_block::ec::ec_address`).
     pub hash: Hash,
     pub size: u64,
+    /// The erasure code of the block, `None` for a replicated one.
+    #[serde(default)]
+    pub ec: Option<EcCode>,
 }
 
 /// Two writers never give one block position different contents; if they

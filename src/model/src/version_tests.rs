@@ -40,6 +40,7 @@ fn block(i: u64) -> VersionBlock {
     VersionBlock {
         hash: id(1_000_000 + i),
         size: 1 << 20,
+        ec: None,
     }
 }
 

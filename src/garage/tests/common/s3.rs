@@ -126,3 +126,21 @@ pub fn run_script_killing_node_2(
     let dir = tempfile::tempdir().unwrap();
     run_script(name, done, key, &eps, env, Some(dir.path()), || c.kill(2));
 }
+
+/// An `aws-sdk-s3` client of node `i`: static credentials, region
+/// `garage`, path-style addressing, plain HTTP, no retries (a retry would
+/// hide a failure), every other setting the SDK's default.
+#[allow(dead_code)]
+pub fn sdk_client(c: &Cluster, i: usize, key: &(String, String)) -> aws_sdk_s3::Client {
+    use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+    let conf = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("garage"))
+        .credentials_provider(Credentials::new(&key.0, &key.1, None, None, "test"))
+        .endpoint_url(endpoint(c, i))
+        .force_path_style(true)
+        .http_client(aws_smithy_http_client::Builder::new().build_http())
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+        .build();
+    aws_sdk_s3::Client::from_conf(conf)
+}

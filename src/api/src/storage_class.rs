@@ -1,0 +1,57 @@
+//! Storage classes at the S3 edge: `x-amz-storage-class` on a write names
+//! `STANDARD` (replicated) or an erasure-coded class of the cluster layout
+//! (`garage_rpc::layout::classes`); anything else is `InvalidStorageClass`.
+//! The class is kept with the object (its entry's metadata) and reported by
+//! GET, HEAD and the listings; each block records its own code, which is
+//! the class's code when it was written (or none: a block written while a
+//! node of its shards was down is replicated).
+
+use garage_rpc::layout::{classes, EcCode};
+
+use crate::ctx::Api;
+use crate::error::{ApiError, ApiResult};
+
+/// The class of a write.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageChoice {
+    /// `None` for `STANDARD`.
+    pub name: Option<String>,
+    /// The class's code now; `None` for `STANDARD`.
+    pub code: Option<EcCode>,
+}
+
+/// The class as S3 reports it.
+pub fn reported(name: Option<&str>) -> &str {
+    name.unwrap_or(classes::STANDARD)
+}
+
+impl Api {
+    /// The class `requested` names (`STANDARD` when absent).
+    pub fn storage_choice(&self, requested: Option<&str>) -> ApiResult<StorageChoice> {
+        let Some(name) = requested.filter(|n| *n != classes::STANDARD) else {
+            return Ok(StorageChoice::default());
+        };
+        let layout = self.blocks.system.layout();
+        match layout.current().class_code(name) {
+            Some(code) => Ok(StorageChoice {
+                name: Some(name.to_string()),
+                code: Some(code),
+            }),
+            None => {
+                let offered: Vec<&str> = std::iter::once(classes::STANDARD)
+                    .chain(layout.current().classes.keys().map(|s| s.as_str()))
+                    .collect();
+                Err(ApiError::InvalidStorageClass(format!(
+                    "storage class {name:?} is not offered by this cluster (offered: {})",
+                    offered.join(", ")
+                )))
+            }
+        }
+    }
+
+    /// The code blocks of class `name` are written with now (a class's
+    /// code may change between the parts of an upload).
+    pub fn class_code(&self, name: Option<&str>) -> Option<EcCode> {
+        name.and_then(|n| self.blocks.system.layout().current().class_code(n))
+    }
+}

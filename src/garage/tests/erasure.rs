@@ -1,0 +1,318 @@
+//! Erasure-coded storage classes on six real nodes in three zones (two
+//! per zone, so `STANDARD_IA` is 4+2): objects of both classes written
+//! with the Rust `aws-sdk-s3` crate, the bytes on disk counted, shards
+//! corrupted, a whole zone stopped (every object still reads back byte for
+//! byte, and new writes succeed), then the zone back.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, StorageClass};
+use aws_sdk_s3::Client;
+use rand::RngCore;
+
+use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::{make_key, sdk_client};
+
+const MIB: usize = 1 << 20;
+const BUCKET: &str = "ec-bucket";
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::rng().fill_bytes(&mut v);
+    v
+}
+
+fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// Six nodes, zones dc1, dc1, dc2, dc2, dc3, dc3, with a layout.
+fn six_nodes() -> Cluster {
+    let mut c = Cluster::new(6, 3);
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        parse_status(&common::stdout(&c.garage(0, &["status"])))
+            .0
+            .len()
+            == 6
+    });
+    c.apply_layout(&["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"], "1G");
+    c
+}
+
+/// Bytes of the block and shard files of every node.
+fn bytes_on_disk(c: &Cluster) -> u64 {
+    (0..c.nodes.len())
+        .flat_map(|i| c.block_files(i))
+        .map(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .sum()
+}
+
+fn shard_files(c: &Cluster, i: usize) -> Vec<std::path::PathBuf> {
+    c.block_files(i)
+        .into_iter()
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e.to_string_lossy().starts_with('s'))
+        })
+        .collect()
+}
+
+async fn put(cl: &Client, key: &str, body: &[u8], class: Option<&str>) {
+    let mut req = cl
+        .put_object()
+        .bucket(BUCKET)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()));
+    if let Some(c) = class {
+        req = req.storage_class(StorageClass::from(c));
+    }
+    req.send()
+        .await
+        .unwrap_or_else(|e| panic!("PutObject {key}: {e:?}"));
+}
+
+async fn get(cl: &Client, key: &str) -> Vec<u8> {
+    let out = cl
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GetObject {key}: {e:?}"));
+    out.body.collect().await.unwrap().to_vec()
+}
+
+async fn class_of(cl: &Client, key: &str) -> String {
+    let h = cl
+        .head_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("HeadObject {key}: {e:?}"));
+    h.storage_class()
+        .map(|c| c.as_str().to_string())
+        .unwrap_or_else(|| "STANDARD".into())
+}
+
+async fn multipart(cl: &Client, key: &str, parts: &[Vec<u8>], class: &str) {
+    let up = cl
+        .create_multipart_upload()
+        .bucket(BUCKET)
+        .key(key)
+        .storage_class(StorageClass::from(class))
+        .send()
+        .await
+        .unwrap();
+    let id = up.upload_id().unwrap();
+    let mut done = Vec::new();
+    for (n, p) in parts.iter().enumerate() {
+        let r = cl
+            .upload_part()
+            .bucket(BUCKET)
+            .key(key)
+            .upload_id(id)
+            .part_number(n as i32 + 1)
+            .body(ByteStream::from(p.clone()))
+            .send()
+            .await
+            .unwrap();
+        done.push(
+            CompletedPart::builder()
+                .part_number(n as i32 + 1)
+                .e_tag(r.e_tag().unwrap())
+                .build(),
+        );
+    }
+    cl.complete_multipart_upload()
+        .bucket(BUCKET)
+        .key(key)
+        .upload_id(id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(done))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+}
+
+#[test]
+fn erasure_coded_objects_survive_a_zone() {
+    let mut c = six_nodes();
+    let show = c.garage_ok(0, &["layout", "show"]);
+    assert!(
+        show.contains("STANDARD_IA (erasure code 4+2, 1.50x)"),
+        "{show}"
+    );
+    let key = make_key(&c, "ec");
+    let cl = sdk_client(&c, 0, &key);
+    let mut objects: BTreeMap<String, (Vec<u8>, &str)> = BTreeMap::new();
+
+    run(async {
+        cl.create_bucket().bucket(BUCKET).send().await.unwrap();
+
+        // Bytes on disk per byte stored: 8 MiB of random data in each class.
+        let before = bytes_on_disk(&c);
+        let big = random_bytes(8 * MIB);
+        put(&cl, "big-ia", &big, Some("STANDARD_IA")).await;
+        let ia = bytes_on_disk(&c) - before;
+        put(&cl, "big-std", &big, None).await;
+        // A replicated PUT is acknowledged with two copies of three.
+        wait_until("the third copies land", CLUSTER_DEADLINE, || {
+            bytes_on_disk(&c) - before - ia >= 3 * big.len() as u64
+        });
+        let std = bytes_on_disk(&c) - before - ia;
+        let (ia_x, std_x) = (ia as f64 / big.len() as f64, std as f64 / big.len() as f64);
+        println!("bytes on disk per byte stored: STANDARD_IA {ia_x:.4}, STANDARD {std_x:.4}");
+        assert!(ia_x <= 1.55 && ia_x >= 1.5, "STANDARD_IA: {ia_x}");
+        assert!(std_x >= 2.99, "STANDARD: {std_x}");
+        objects.insert("big-ia".into(), (big.clone(), "STANDARD_IA"));
+        objects.insert("big-std".into(), (big, "STANDARD"));
+
+        // Sizes around the inline limit and the block size, both classes.
+        for (n, size) in [1usize, 3073, MIB - 1, MIB, MIB + 1, 3 * MIB + 100]
+            .into_iter()
+            .enumerate()
+        {
+            let body = random_bytes(size);
+            let k = format!("ia-{n}");
+            put(&cl, &k, &body, Some("STANDARD_IA")).await;
+            objects.insert(k, (body, "STANDARD_IA"));
+        }
+        let parts = vec![random_bytes(5 * MIB), random_bytes(MIB + 7)];
+        multipart(&cl, "mpu-ia", &parts, "STANDARD_IA").await;
+        objects.insert("mpu-ia".into(), (parts.concat(), "STANDARD_IA"));
+
+        // An unknown class is refused with S3's error.
+        let e = cl
+            .put_object()
+            .bucket(BUCKET)
+            .key("nope")
+            .storage_class(StorageClass::Glacier)
+            .body(ByteStream::from(vec![1u8; 10]))
+            .send()
+            .await
+            .expect_err("GLACIER is not offered");
+        let raw = e.raw_response().map(|r| r.status().as_u16());
+        assert_eq!(raw, Some(400), "{e:?}");
+        assert!(format!("{e:?}").contains("InvalidStorageClass"), "{e:?}");
+
+        // Classes reported by HEAD and by the listing.
+        for (k, (_, class)) in objects.iter() {
+            assert_eq!(class_of(&cl, k).await, *class, "{k}");
+        }
+        let list = cl.list_objects_v2().bucket(BUCKET).send().await.unwrap();
+        for o in list.contents() {
+            let want = objects[o.key().unwrap()].1;
+            assert_eq!(o.storage_class().unwrap().as_str(), want, "{:?}", o.key());
+        }
+
+        // Copying an object onto itself with another class rewrites it.
+        cl.copy_object()
+            .bucket(BUCKET)
+            .key("big-std")
+            .copy_source(format!("{BUCKET}/big-std"))
+            .storage_class(StorageClass::StandardIa)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(class_of(&cl, "big-std").await, "STANDARD_IA");
+        objects.get_mut("big-std").unwrap().1 = "STANDARD_IA";
+        for (k, (body, _)) in objects.iter() {
+            assert!(get(&cl, k).await == *body, "{k} reads back");
+        }
+    });
+
+    // Stop a whole zone (dc3: nodes 4 and 5).
+    c.kill(4);
+    c.kill(5);
+    wait_until("dc3 seen down", Duration::from_secs(60), || {
+        let out = common::stdout(&c.garage(0, &["status"]));
+        parse_status(&out).1.len() >= 2
+    });
+    run(async {
+        for (k, (body, _)) in objects.iter() {
+            assert!(get(&cl, k).await == *body, "{k} reads back with dc3 down");
+        }
+        // Writes still succeed, in both classes, and read back.
+        for class in [Some("STANDARD_IA"), None] {
+            let body = random_bytes(2 * MIB + 5);
+            let k = format!("while-down-{}", class.unwrap_or("STANDARD"));
+            put(&cl, &k, &body, class).await;
+            assert!(get(&cl, &k).await == body, "{k}");
+            assert_eq!(class_of(&cl, &k).await, class.unwrap_or("STANDARD"));
+            objects.insert(k, (body, class.unwrap_or("STANDARD")));
+        }
+    });
+    // The zone comes back: everything reads back through one of its nodes.
+    c.start(4);
+    c.start(5);
+    let cl4 = sdk_client(&c, 4, &key);
+    wait_until("dc3 back", CLUSTER_DEADLINE, || {
+        let out = common::stdout(&c.garage(0, &["status"]));
+        parse_status(&out).0.len() == 6
+    });
+    run(async {
+        for (k, (body, _)) in objects.iter() {
+            assert!(get(&cl4, k).await == *body, "{k} reads back from node 4");
+        }
+    });
+
+    // Flip a byte in every shard node 0 holds (one of each erasure-coded
+    // block written with every node up), and stop node 5 too: each such
+    // block has 4 good shards left on the 5 running nodes. Node 0 reads
+    // its own shard first: every read meets a bad shard, sets it aside,
+    // and rebuilds the block from the others.
+    let bad = shard_files(&c, 0);
+    assert!(bad.len() >= 10, "node 0 holds shards: {}", bad.len());
+    for p in bad.iter() {
+        let mut b = std::fs::read(p).unwrap();
+        let at = b.len() - 1;
+        b[at] ^= 0x40;
+        std::fs::write(p, b).unwrap();
+    }
+    c.kill(5);
+    run(async {
+        for (k, (body, _)) in objects.iter() {
+            assert!(
+                get(&cl, k).await == *body,
+                "{k} reads back past a bad shard"
+            );
+        }
+    });
+    let aside: Vec<_> = walk(&c.nodes[0].dir.join("data"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".corrupted"))
+        .collect();
+    assert_eq!(aside.len(), bad.len(), "every bad shard was set aside");
+    assert!(
+        shard_files(&c, 0).is_empty(),
+        "no bad shard is left in place"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
