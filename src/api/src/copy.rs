@@ -202,7 +202,7 @@ impl Api {
                 let refs: Vec<BlockRef> = v
                     .blocks
                     .items()
-                    .map(|(_, b)| BlockRef::new(b.hash, uuid, false))
+                    .map(|(_, b)| BlockRef::to_block(b, uuid))
                     .collect();
                 // No "uploading" entry, as in `Api::store_object`.
                 let (b, c) = tokio::join!(

@@ -756,7 +756,7 @@ impl Api {
                 let refs: Vec<BlockRef> = fin
                     .blocks
                     .items()
-                    .map(|(_, b)| BlockRef::new(b.hash, mpu.upload_id, false))
+                    .map(|(_, b)| BlockRef::to_block(b, mpu.upload_id))
                     .collect();
                 let segments = Version::segments(fin.uuid, &fin.backlink, fin.blocks.items());
                 let (a, b) = tokio::join!(

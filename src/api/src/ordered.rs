@@ -159,7 +159,7 @@ impl Api {
             let segments = Version::segments(v.uuid, &backlink, blocks.iter().map(|(k, b)| (k, b)));
             let refs: Vec<BlockRef> = blocks
                 .iter()
-                .map(|(_, b)| BlockRef::new(b.hash, v.uuid, false))
+                .map(|(_, b)| BlockRef::to_block(b, v.uuid))
                 .collect();
             let (a, b) = tokio::join!(
                 self.versions.insert_many(&segments),

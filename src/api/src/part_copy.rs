@@ -178,7 +178,7 @@ pub async fn share_blocks(
     api.versions.insert_many(&segments).await?;
     let refs: Vec<BlockRef> = keyed
         .iter()
-        .map(|(_, b)| BlockRef::new(b.hash, uuid, false))
+        .map(|(_, b)| BlockRef::to_block(b, uuid))
         .collect();
     api.block_refs.insert_many(&refs).await?;
     Ok(SharedWritten {

@@ -216,7 +216,7 @@ async fn write_block(
 ) -> ApiResult<()> {
     let hash = block.hash;
     let version = Version::with_block(uuid, backlink, index, key, block);
-    let block_ref = BlockRef::new(hash, uuid, false);
+    let block_ref = BlockRef::to_block(&block, uuid);
     let put = async {
         match block.ec {
             None => api.blocks.put_block(hash, data).await,

@@ -196,6 +196,12 @@ pub fn encode(block: &DataBlock, content: Hash, code: EcCode) -> Result<Vec<Shar
 /// [`Shard::parse`]), and checks it against its content hash. Returns its
 /// plain content. CPU-bound.
 pub fn decode(addr: &Hash, shards: &[Shard]) -> Result<Bytes, EcError> {
+    decode_stored(addr, shards).map(|(_, _, plain)| plain)
+}
+
+/// [`decode`], also returning the block as stored (compressed or not) and
+/// its content hash: what re-encoding the same shards needs.
+pub fn decode_stored(addr: &Hash, shards: &[Shard]) -> Result<(DataBlock, Hash, Bytes), EcError> {
     let first = shards.first().ok_or(EcError::TooFew {
         addr: *addr,
         got: 0,
@@ -263,9 +269,10 @@ pub fn decode(addr: &Hash, shards: &[Shard]) -> Result<Bytes, EcError> {
     } else {
         DataBlock::Plain(stored.freeze())
     };
-    block
+    let plain = block
         .verify_and_decode(&info.content)
-        .map_err(|e| EcError::Corrupted(e.to_string()))
+        .map_err(|e| EcError::Corrupted(e.to_string()))?;
+    Ok((block, info.content, plain))
 }
 
 #[cfg(test)]

@@ -65,6 +65,17 @@ pub enum BlockRpc {
     },
     /// Answer to `GetShard`; the body follows.
     ShardBody,
+    /// Which of these shards of `addr` are not stored here?
+    MissingShards {
+        addr: Hash,
+        indices: Vec<u8>,
+    },
+    MissingShardsReply(Vec<u8>),
+    /// Delete every shard of `addr` stored here, but those written (or
+    /// written again) within the node's block delete delay.
+    DeleteShards {
+        addr: Hash,
+    },
 }
 
 impl Message for BlockRpc {
@@ -108,6 +119,8 @@ pub struct BlockManager {
     /// Blocks a resync worker is handling now.
     pub(crate) resync_busy: std::sync::Mutex<std::collections::HashSet<Hash>>,
     pub(crate) endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
+    /// This manager, for the background tasks it starts.
+    pub(crate) this: std::sync::Weak<BlockManager>,
 }
 
 pub(crate) fn body_of(bytes: Bytes) -> ByteStream {
@@ -218,7 +231,7 @@ impl BlockManager {
             .netapp
             .endpoint::<BlockRpc, BlockManager>("garage_block/manager");
         let resync_settings = crate::resync::ResyncSettings::load(&rc);
-        let m = Arc::new(Self {
+        let m = Arc::new_cyclic(|this| Self {
             system,
             store,
             rc,
@@ -226,6 +239,7 @@ impl BlockManager {
             resync_settings,
             resync_busy: Default::default(),
             endpoint,
+            this: this.clone(),
         });
         m.endpoint.set_handler(m.clone());
         m
@@ -662,6 +676,21 @@ impl EndpointHandler<BlockRpc> for BlockManager {
                 (self.handle_put_shard(addr, index, body).await, None)
             }
             BlockRpc::GetShard { addr, index } => self.handle_get_shard(addr, index).await,
+            BlockRpc::MissingShards { addr, indices } => {
+                let store = self.store.clone();
+                match blocking(move || {
+                    indices
+                        .into_iter()
+                        .filter(|i| store.find_shard(&addr, *i).is_none())
+                        .collect::<Vec<u8>>()
+                })
+                .await
+                {
+                    Ok(missing) => (BlockRpc::MissingShardsReply(missing), None),
+                    Err(e) => (BlockRpc::Error(e.to_string()), None),
+                }
+            }
+            BlockRpc::DeleteShards { addr } => (self.handle_delete_shards(addr).await, None),
             BlockRpc::NeedBlock(hash) => {
                 let rc = self.rc.clone();
                 let referenced = matches!(blocking(move || rc.get(&hash)).await, Ok(Ok(Some(e))) if e.count() > 0);

@@ -5,8 +5,13 @@
 //! for the resync worker, in the same transaction.
 
 use garage_db as db;
+use garage_rpc::layout::EcCode;
 use garage_util::data::Hash;
 use serde::{Deserialize, Serialize};
+
+/// How long after its first reference the shards of an erasure-coded
+/// block are first checked.
+pub const EC_CHECK_DELAY_MS: u64 = 30_000;
 
 /// A block's state on this node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +44,10 @@ pub struct BlockRc {
     pub resync_errors: db::Tree,
     /// Scrub progress (see `scrub.rs`).
     pub scrub: db::Tree,
+    /// The erasure code of each erasure-coded block counted here (hash ->
+    /// data, parity): its references are counted here, its shards are on
+    /// the nodes of its code's placement (see `crate::shards`).
+    pub ec_codes: db::Tree,
     /// How long an unreferenced block is kept (a reference may come back:
     /// a version being written, a resynced table).
     pub delete_delay_ms: u64,
@@ -67,6 +76,7 @@ impl BlockRc {
             resync_queue: db.open_tree("block_resync_queue")?,
             resync_errors: db.open_tree("block_resync_errors")?,
             scrub: db.open_tree("block_scrub")?,
+            ec_codes: db.open_tree("block_ec_codes")?,
             delete_delay_ms,
         })
     }
@@ -180,6 +190,37 @@ impl BlockRc {
         Ok(true)
     }
 
+    /// Records that block `hash` is erasure-coded with `code`. Its first
+    /// resync (a check that every shard is stored) waits
+    /// [`EC_CHECK_DELAY_MS`]: the PUT that references it writes the
+    /// shards at the same time as the reference.
+    pub fn note_ec(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        hash: &Hash,
+        code: EcCode,
+        now_ms: u64,
+    ) -> db::Result<()> {
+        tx.insert(&self.ec_codes, hash.as_slice(), [code.data, code.parity])?;
+        if tx.get(&self.resync_queue, queue_key(now_ms, hash))?.is_some() {
+            tx.remove(&self.resync_queue, queue_key(now_ms, hash))?;
+            tx.insert(
+                &self.resync_queue,
+                queue_key(now_ms + EC_CHECK_DELAY_MS, hash),
+                [],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The erasure code of block `hash`, if it is erasure-coded.
+    pub fn ec_code(&self, hash: &Hash) -> db::Result<Option<EcCode>> {
+        Ok(self
+            .ec_codes
+            .get(hash.as_slice())?
+            .and_then(|v| EcCode::new(*v.first()? as usize, *v.get(1)? as usize).ok()))
+    }
+
     /// Forgets a block that was deleted (its entry said deletable).
     pub fn clear_deleted(&self, hash: &Hash) -> db::Result<()> {
         let rc = &self.rc;
@@ -187,6 +228,7 @@ impl BlockRc {
             .transaction(|tx| -> db::TxResult<(), ()> {
                 if let Some(RcEntry::Deletable { .. }) = decode(tx.get(rc, hash.as_slice())?)? {
                     tx.remove(rc, hash.as_slice())?;
+                    tx.remove(&self.ec_codes, hash.as_slice())?;
                 }
                 Ok(())
             })

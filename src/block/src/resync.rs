@@ -327,8 +327,13 @@ impl BlockManager {
         }
     }
 
-    /// Makes the local copy of `hash` match its reference count.
+    /// Makes the local copy of `hash` match its reference count (for an
+    /// erasure-coded block: its shards on their nodes, see
+    /// [`crate::shards`]).
     pub async fn resync_block(&self, hash: &Hash) -> Result<Outcome> {
+        if let Some(code) = self.rc.ec_code(hash).map_err(to_err)? {
+            return self.resync_ec(hash, code).await;
+        }
         let present = self.has_block(*hash).await?;
         match self.rc.get(hash).map_err(to_err)? {
             Some(RcEntry::Present { .. }) if !present => {

@@ -23,10 +23,12 @@ use futures::stream::{FuturesUnordered, StreamExt};
 use garage_net::{ByteStream, NetError, NodeId, Priority};
 use garage_rpc::layout::{EcCode, LayoutHistory, LayoutVersion};
 use garage_util::data::Hash;
-use tracing::{warn, Instrument};
+use tracing::{debug, warn, Instrument};
 
 use crate::block::DataBlock;
 use crate::ec::{self, Shard};
+use crate::rc::RcEntry;
+use crate::resync::Outcome;
 use crate::manager::{
     blocking, body_of, read_body, BlockManager, BlockRpc, Error, Result, BLOCK_READ_TIMEOUT,
     BLOCK_RPC_TIMEOUT, MAX_BLOCK_BYTES,
@@ -221,6 +223,14 @@ impl BlockManager {
     }
 
     async fn get_block_ec_inner(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
+        self.get_shards(addr, code)
+            .await
+            .map(|(_, _, plain)| plain)
+    }
+
+    /// Reads the nearest `data` good shards of `addr` and decodes them:
+    /// the block as stored, its content hash and its content.
+    async fn get_shards(&self, addr: &Hash, code: EcCode) -> Result<(DataBlock, Hash, Bytes)> {
         // Pairs not tried yet, nearest first; a pair is tried when no other
         // node is being asked for the same shard.
         let mut remaining = self.shard_candidates(addr, code)?;
@@ -250,16 +260,29 @@ impl BlockManager {
         for _ in 0..code.data() {
             start(&mut pending, &mut remaining, &mut asked);
         }
+        // A running node that lacks its shard or holds a bad one: the
+        // block's shards are repaired in the background once it is read.
+        let mut repair = false;
         while let Some((node, index, r)) = pending.next().await {
             match r {
                 Ok(s) => {
                     good.push(s);
                     if good.len() >= code.data() {
                         let a = *addr;
-                        return blocking(move || ec::decode(&a, &good))
+                        let res = blocking(move || ec::decode_stored(&a, &good))
                             .await?
                             .map_err(Error::Ec);
+                        if repair && res.is_ok() {
+                            self.repair_in_background(*addr, code);
+                        }
+                        return res;
                     }
+                }
+                Err(e) if e.contains("corrupted") || e.contains("not stored here") => {
+                    repair = true;
+                    errors.push(format!("shard {index} on {node:?}: {e}"));
+                    asked.remove(&index);
+                    start(&mut pending, &mut remaining, &mut asked);
                 }
                 Err(e) => {
                     errors.push(format!("shard {index} on {node:?}: {e}"));
@@ -414,5 +437,162 @@ impl BlockManager {
             None => self.get_block(addr).await,
             Some(code) => self.get_block_ec(addr, code).await,
         }
+    }
+
+    /// Starts [`BlockManager::repair_shards`] in the background.
+    fn repair_in_background(&self, addr: Hash, code: EcCode) {
+        let Some(m) = self.this.upgrade() else {
+            return;
+        };
+        tokio::spawn(
+            async move {
+                match m.repair_shards(&addr, code).await {
+                    Ok(o) => debug!("shards of {addr:?} checked after a read: {o:?}"),
+                    Err(e) => warn!("shards of {addr:?} not all repaired after a read: {e}"),
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    pub(crate) async fn handle_delete_shards(&self, addr: Hash) -> BlockRpc {
+        let store = self.store.clone();
+        let age = std::time::Duration::from_millis(self.rc.delete_delay_ms);
+        match blocking(move || store.delete_shards_older(&addr, age)).await {
+            Ok(Ok(_)) => BlockRpc::Ok,
+            Ok(Err(e)) => BlockRpc::Error(e.to_string()),
+            Err(e) => BlockRpc::Error(e.to_string()),
+        }
+    }
+
+    /// Whether this node is the first running one among the nodes that
+    /// count `addr`'s references (its partition's nodes in the current
+    /// layout): that node checks and repairs the block's shards, the
+    /// others leave it.
+    fn checks_shards_of(&self, addr: &Hash) -> bool {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(addr.as_slice());
+        let me = self.system.id();
+        layout
+            .current()
+            .nodes_of(partition)
+            .into_iter()
+            .find(|n| *n == me || self.system.is_up(n))
+            == Some(me)
+    }
+
+    /// The resync of an erasure-coded block, on a node that counts its
+    /// references: while referenced, every shard is on its node (missing
+    /// ones are rebuilt from the others); once unreferenced for the delete
+    /// delay, every node of its shards deletes them.
+    pub(crate) async fn resync_ec(&self, addr: &Hash, code: EcCode) -> Result<Outcome> {
+        let to_err = |e: garage_db::Error| Error::Task(format!("metadata database: {e}"));
+        match self.rc.get(addr).map_err(to_err)? {
+            Some(RcEntry::Present { .. }) if self.checks_shards_of(addr) => {
+                self.repair_shards(addr, code).await
+            }
+            Some(RcEntry::Deletable { deletable_after }) => {
+                let now = garage_util::time::now_msec();
+                // As for replicated blocks: a clock off its peers' defers
+                // the deletion (see doc/ordering.md).
+                let deferred = garage_util::clock::check().is_err();
+                if now < deletable_after || deferred {
+                    let after = match deferred {
+                        true => deletable_after.max(now + 60_000),
+                        false => deletable_after,
+                    };
+                    self.rc
+                        .resync_queue
+                        .insert(crate::rc::queue_key(after, addr), [])
+                        .map_err(to_err)?;
+                    return Ok(Outcome::NotYet);
+                }
+                let layout = self.system.layout();
+                let nodes: BTreeSet<NodeId> = placements(&layout, addr, code)?
+                    .into_iter()
+                    .flat_map(|p| p.nodes)
+                    .collect();
+                let mut errors = Vec::new();
+                for node in nodes {
+                    self.system.ensure_connected(&node).await;
+                    match self
+                        .endpoint
+                        .call(&node, BlockRpc::DeleteShards { addr: *addr }, Priority::Background)
+                        .await
+                    {
+                        Ok(BlockRpc::Ok) => (),
+                        Ok(other) => errors.push(format!("{node:?}: {other:?}")),
+                        Err(e) => errors.push(format!("{node:?}: {e}")),
+                    }
+                }
+                if !errors.is_empty() {
+                    return Err(Error::Unavailable {
+                        hash: *addr,
+                        errors,
+                    });
+                }
+                self.rc.clear_deleted(addr).map_err(to_err)?;
+                Ok(Outcome::Deleted)
+            }
+            _ => Ok(Outcome::Nothing),
+        }
+    }
+
+    /// Rebuilds the shards of `addr` missing from their nodes (in every
+    /// live layout version) from the others.
+    pub async fn repair_shards(&self, addr: &Hash, code: EcCode) -> Result<Outcome> {
+        let layout = self.system.layout();
+        let targets: BTreeSet<(NodeId, usize)> = placements(&layout, addr, code)?
+            .iter()
+            .flat_map(|p| p.nodes.iter().enumerate().map(|(i, n)| (*n, i)))
+            .collect();
+        let mut by_node: BTreeMap<NodeId, Vec<u8>> = BTreeMap::new();
+        for (n, i) in targets {
+            by_node.entry(n).or_default().push(i as u8);
+        }
+        let mut missing: Vec<(NodeId, u8)> = Vec::new();
+        let mut errors = Vec::new();
+        for (node, indices) in by_node {
+            self.system.ensure_connected(&node).await;
+            match self
+                .endpoint
+                .call(
+                    &node,
+                    BlockRpc::MissingShards {
+                        addr: *addr,
+                        indices,
+                    },
+                    Priority::Background,
+                )
+                .await
+            {
+                Ok(BlockRpc::MissingShardsReply(m)) => {
+                    missing.extend(m.into_iter().map(|i| (node, i)))
+                }
+                Ok(other) => errors.push(format!("{node:?}: {other:?}")),
+                Err(e) => errors.push(format!("{node:?}: {e}")),
+            }
+        }
+        let mut outcome = Outcome::Nothing;
+        if !missing.is_empty() {
+            let (block, content, _) = self.get_shards(addr, code).await?;
+            let shards = blocking(move || ec::encode(&block, content, code))
+                .await?
+                .map_err(Error::Ec)?;
+            for (node, i) in missing {
+                let bytes = shards[i as usize].to_bytes();
+                match self.put_shard_to(&node, addr, i, bytes).await {
+                    Ok(()) => outcome = Outcome::Fetched,
+                    Err(e) => errors.push(format!("shard {i} to {node:?}: {e}")),
+                }
+            }
+        }
+        if !errors.is_empty() {
+            return Err(Error::Unavailable {
+                hash: *addr,
+                errors,
+            });
+        }
+        Ok(outcome)
     }
 }

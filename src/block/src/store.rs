@@ -228,10 +228,17 @@ impl BlockStore {
     }
 
     /// Stores shard `index` of block `addr` (header and payload, see
-    /// [`crate::ec`]), durably, unless it is stored already.
+    /// [`crate::ec`]), durably, unless it is stored already; then its
+    /// modification time is set to now, which keeps it from a deletion
+    /// decided before this write ([`BlockStore::delete_shards_older`]).
     pub fn write_shard(&self, addr: &Hash, index: u8, bytes: &[u8]) -> Result<(), StoreError> {
         let _lock = self.lock(addr);
-        if self.find_shard(addr, index).is_some() {
+        if let Some(p) = self.find_shard(addr, index) {
+            fs::File::options()
+                .append(true)
+                .open(&p)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()))
+                .map_err(io(&p))?;
             return Ok(());
         }
         if self
@@ -256,6 +263,49 @@ impl BlockStore {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(&path)(e)),
         }
+    }
+
+    /// Deletes the shards of `addr` stored here whose file was last
+    /// written more than `age` ago; returns how many remain.
+    pub fn delete_shards_older(
+        &self,
+        addr: &Hash,
+        age: std::time::Duration,
+    ) -> Result<usize, StoreError> {
+        let _lock = self.lock(addr);
+        let prefix = format!("{}.s", addr.hex());
+        let mut kept = 0;
+        for d in self.dirs.dirs() {
+            let dir = Self::block_dir(&d.path, addr);
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(index) = name.strip_prefix(&prefix) else {
+                    continue;
+                };
+                if index.parse::<u8>().is_err() {
+                    continue; // temporary or moved-aside file
+                }
+                let young = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_none_or(|a| a < age);
+                if young || d.capacity.is_none() {
+                    kept += 1;
+                    continue;
+                }
+                match fs::remove_file(e.path()) {
+                    Ok(()) => (),
+                    Err(err) if err.kind() == ErrorKind::NotFound => (),
+                    Err(err) => return Err(io(&e.path())(err)),
+                }
+            }
+        }
+        Ok(kept)
     }
 
     /// Moves a corrupted shard file aside (`.corrupted` suffix).

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use garage_db as db;
 use garage_table::{Entry, Removal, TableSchema};
+use garage_rpc::layout::EcCode;
 use garage_util::crdt::{Bool, Crdt};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,11 @@ pub struct BlockRef {
     pub block: Hash,
     pub version: Uuid,
     pub deleted: Bool,
+    /// The block's erasure code, `None` for a replicated block: what the
+    /// nodes counting its references need to find its shards (to check
+    /// them, and to free them). Absent in older entries.
+    #[serde(default)]
+    pub ec: Option<EcCode>,
 }
 
 impl BlockRef {
@@ -23,6 +29,15 @@ impl BlockRef {
             block,
             version,
             deleted: Bool::new(deleted),
+            ec: None,
+        }
+    }
+
+    /// A live reference to `b` (replicated or erasure-coded).
+    pub fn to_block(b: &crate::version_table::VersionBlock, version: Uuid) -> Self {
+        Self {
+            ec: b.ec,
+            ..Self::new(b.hash, version, false)
         }
     }
 }
@@ -30,6 +45,10 @@ impl BlockRef {
 impl Crdt for BlockRef {
     fn merge(&mut self, other: &Self) {
         self.deleted.merge(&other.deleted);
+        // Set once by the writer; the larger wins should two disagree.
+        if other.ec > self.ec {
+            self.ec = other.ec;
+        }
     }
 }
 
@@ -48,14 +67,30 @@ impl Entry<Hash, Uuid> for BlockRef {
 /// What the block manager does when a block gains or loses a reference
 /// on this node.
 pub trait BlockRefHook: Send + Sync + 'static {
-    fn block_incref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()>;
+    /// `ec`: the block's erasure code, `None` for a replicated block.
+    fn block_incref(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        block: &Hash,
+        ec: Option<EcCode>,
+    ) -> db::Result<()>;
     fn block_decref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()>;
 }
 
 /// The block manager's reference counts.
 impl BlockRefHook for garage_block::rc::BlockRc {
-    fn block_incref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()> {
-        self.incref(tx, block, garage_util::time::now_msec())
+    fn block_incref(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        block: &Hash,
+        ec: Option<EcCode>,
+    ) -> db::Result<()> {
+        let now = garage_util::time::now_msec();
+        self.incref(tx, block, now)?;
+        match ec {
+            Some(code) => self.note_ec(tx, block, code, now),
+            None => Ok(()),
+        }
     }
     fn block_decref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()> {
         self.decref(tx, block, garage_util::time::now_msec())
@@ -66,7 +101,12 @@ impl BlockRefHook for garage_block::rc::BlockRc {
 pub struct NoBlockRefHook;
 
 impl BlockRefHook for NoBlockRefHook {
-    fn block_incref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
+    fn block_incref(
+        &self,
+        _: &mut db::Transaction<'_>,
+        _: &Hash,
+        _: Option<EcCode>,
+    ) -> db::Result<()> {
         Ok(())
     }
     fn block_decref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
@@ -97,7 +137,7 @@ impl TableSchema for BlockRefTable {
     ) -> db::Result<()> {
         let was = old.is_some_and(|r| !r.deleted.get());
         match (was, !new.deleted.get()) {
-            (false, true) => self.hook.block_incref(tx, &new.block),
+            (false, true) => self.hook.block_incref(tx, &new.block, new.ec),
             (true, false) => self.hook.block_decref(tx, &new.block),
             _ => Ok(()),
         }
@@ -139,7 +179,12 @@ mod tests {
     struct Count(AtomicI64);
 
     impl BlockRefHook for Count {
-        fn block_incref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
+        fn block_incref(
+        &self,
+        _: &mut db::Transaction<'_>,
+        _: &Hash,
+        _: Option<EcCode>,
+    ) -> db::Result<()> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }

@@ -340,7 +340,12 @@ fn versions_queue_block_refs_and_deletion_releases_them() {
 struct Counting(AtomicI64);
 
 impl BlockRefHook for Counting {
-    fn block_incref(&self, _: &mut db::Transaction<'_>, _: &Hash) -> db::Result<()> {
+    fn block_incref(
+        &self,
+        _: &mut db::Transaction<'_>,
+        _: &Hash,
+        _: Option<garage_rpc::layout::EcCode>,
+    ) -> db::Result<()> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }

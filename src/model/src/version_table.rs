@@ -295,7 +295,7 @@ impl TableSchema for VersionTable {
             let known = old.and_then(|o| o.blocks.get(k)) == Some(b);
             if !known {
                 self.block_refs
-                    .push(tx, &BlockRef::new(b.hash, new.uuid, false))?;
+                    .push(tx, &BlockRef::to_block(b, new.uuid))?;
             }
         }
         Ok(())
