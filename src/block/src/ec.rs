@@ -151,6 +151,17 @@ impl Shard {
     }
 }
 
+/// The code a damaged shard file of `addr` says it has, if its header
+/// still names a code and a content hash that give `addr`.
+pub fn code_of_damaged(bytes: &[u8], addr: &Hash) -> Option<EcCode> {
+    if bytes.len() < FIELDS_LEN {
+        return None;
+    }
+    let code = EcCode::new(bytes[4] as usize, bytes[5] as usize).ok()?;
+    let content = Hash::try_from_slice(&bytes[12..44])?;
+    (ec_address(&content, code) == *addr).then_some(code)
+}
+
 /// Bytes per shard for a block of `len` stored bytes: even (the codec
 /// works on 16-bit words), and at least 2.
 fn shard_len(len: usize, code: EcCode) -> usize {

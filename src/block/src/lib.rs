@@ -12,6 +12,7 @@ pub mod block;
 pub mod dirs;
 pub mod ec;
 pub mod manager;
+pub mod placement;
 pub mod rc;
 pub mod rebalance;
 pub mod resync;

@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::ec::Shard;
 use crate::manager::{BlockManager, Error, Result};
+use garage_rpc::layout::EcCode;
 use crate::rc::queue_key;
 
 /// Time between the start of two automatic passes.
@@ -90,14 +92,38 @@ impl BlockManager {
         };
         let started = Instant::now();
         let h = hash;
-        let bad = tokio::task::spawn_blocking(move || -> Result<bool> {
-            match store.read(&h)? {
-                Some(block) => Ok(block.verify_and_decode(&h).is_err()),
-                None => Ok(false),
+        let (bad, bad_shards) =
+            tokio::task::spawn_blocking(move || -> Result<(bool, Vec<(u8, Option<EcCode>)>)> {
+                let bad = match store.read(&h)? {
+                    Some(block) => block.verify_and_decode(&h).is_err(),
+                    None => false,
+                };
+                // This node's shards of `h`, if it is an erasure-coded block.
+                let mut bad_shards = Vec::new();
+                for i in store.shard_indices(&h) {
+                    let Some(bytes) = store.read_shard(&h, i)? else {
+                        continue;
+                    };
+                    if Shard::parse(bytes.clone(), Some((&h, i))).is_err() {
+                        bad_shards.push((i, crate::ec::code_of_damaged(&bytes, &h)));
+                    }
+                }
+                Ok((bad, bad_shards))
+            })
+            .await
+            .map_err(|e| Error::Task(e.to_string()))??;
+        for (i, code) in bad_shards {
+            st.corrupted += 1;
+            metrics::counter!("block_corrupted_total", "found_by" => "scrub").increment(1);
+            let aside = self.store.move_shard_aside(&hash, i)?;
+            match code {
+                Some(code) => {
+                    warn!("scrub: shard {i} of {hash:?} is corrupted, moved aside to {aside:?}; rebuilding it");
+                    self.repair_in_background(hash, code);
+                }
+                None => warn!("scrub: shard {i} of {hash:?} is corrupted beyond telling its code, moved aside to {aside:?}; the nodes counting the block's references rebuild it at their next check"),
             }
-        })
-        .await
-        .map_err(|e| Error::Task(e.to_string()))??;
+        }
         st.checked += 1;
         if bad {
             st.corrupted += 1;

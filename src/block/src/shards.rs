@@ -440,7 +440,7 @@ impl BlockManager {
     }
 
     /// Starts [`BlockManager::repair_shards`] in the background.
-    fn repair_in_background(&self, addr: Hash, code: EcCode) {
+    pub(crate) fn repair_in_background(&self, addr: Hash, code: EcCode) {
         let Some(m) = self.this.upgrade() else {
             return;
         };

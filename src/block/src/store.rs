@@ -308,6 +308,38 @@ impl BlockStore {
         Ok(kept)
     }
 
+    /// The indices of the shards of `addr` stored here.
+    pub fn shard_indices(&self, addr: &Hash) -> Vec<u8> {
+        let prefix = format!("{}.s", addr.hex());
+        let mut out: Vec<u8> = self
+            .dirs
+            .dirs()
+            .iter()
+            .flat_map(|d| fs::read_dir(Self::block_dir(&d.path, addr)).into_iter().flatten())
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                name.strip_prefix(&prefix)?.parse::<u8>().ok()
+            })
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// Deletes shard `index` of `addr` (after it was handed over).
+    pub fn delete_shard(&self, addr: &Hash, index: u8) -> Result<(), StoreError> {
+        let _lock = self.lock(addr);
+        while let Some(p) = self.find_shard(addr, index) {
+            match fs::remove_file(&p) {
+                Ok(()) => (),
+                Err(e) if e.kind() == ErrorKind::NotFound => (),
+                Err(e) => return Err(io(&p)(e)),
+            }
+        }
+        Ok(())
+    }
+
     /// Moves a corrupted shard file aside (`.corrupted` suffix).
     pub fn move_shard_aside(&self, addr: &Hash, index: u8) -> Result<Option<PathBuf>, StoreError> {
         let _lock = self.lock(addr);
@@ -347,9 +379,18 @@ impl BlockStore {
     /// The next block stored after `cursor`, in hash order, across all
     /// data directories (for scrub and rebalance, which walk every block).
     pub fn next_block_after(&self, cursor: Option<Hash>) -> Option<Hash> {
+        self.next_after(cursor, Files::Any)
+    }
+
+    /// The next address after `cursor` of which shards are stored here.
+    pub fn next_shard_addr_after(&self, cursor: Option<Hash>) -> Option<Hash> {
+        self.next_after(cursor, Files::Shards)
+    }
+
+    fn next_after(&self, cursor: Option<Hash>, files: Files) -> Option<Hash> {
         let mut best: Option<Hash> = None;
         for d in self.dirs.dirs() {
-            if let Some(h) = next_in_dir(&d.path, cursor) {
+            if let Some(h) = next_in_dir(&d.path, cursor, files) {
                 if best.is_none_or(|b| h < b) {
                     best = Some(h);
                 }
@@ -393,10 +434,18 @@ impl BlockStore {
     }
 }
 
-/// The smallest block hash stored under `dir` that is greater than
-/// `cursor`, walking the two levels of subdirectories in order and skipping
-/// those entirely before the cursor.
-fn next_in_dir(dir: &Path, cursor: Option<Hash>) -> Option<Hash> {
+/// Which files a walk looks at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Files {
+    /// Whole blocks and shards.
+    Any,
+    Shards,
+}
+
+/// The smallest address of a block or shard stored under `dir` that is
+/// greater than `cursor`, walking the two levels of subdirectories in
+/// order and skipping those entirely before the cursor.
+fn next_in_dir(dir: &Path, cursor: Option<Hash>, files: Files) -> Option<Hash> {
     let cur = cursor.map(|c| c.hex());
     let sorted = |p: &Path| -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(p)
@@ -421,7 +470,12 @@ fn next_in_dir(dir: &Path, cursor: Option<Hash>) -> Option<Hash> {
                 continue;
             }
             for f in sorted(&dir.join(&a).join(&b)) {
-                let name = f.strip_suffix(".zst").unwrap_or(&f);
+                let name = match f.split_once(".s") {
+                    // A shard: `<addr>.s<index>`.
+                    Some((addr, i)) if i.parse::<u8>().is_ok() => addr,
+                    _ if files == Files::Shards => continue,
+                    _ => f.strip_suffix(".zst").unwrap_or(&f),
+                };
                 let Ok(h) = name.parse::<Hash>() else {
                     continue; // temporary or moved-aside file
                 };

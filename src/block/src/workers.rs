@@ -13,7 +13,8 @@ use crate::manager::BlockManager;
 impl BlockManager {
     /// Registers the variables `resync-tranquility`, `resync-worker-count`
     /// and `scrub-tranquility`, then starts the resync workers, the scrub
-    /// worker and the rebalance check, registered in that order.
+    /// worker, the shard placement worker and the rebalance check,
+    /// registered in that order.
     pub fn spawn_workers(
         self: &Arc<Self>,
         must_exit: &watch::Receiver<bool>,
@@ -22,9 +23,17 @@ impl BlockManager {
         let n = self.resync_settings.workers.load(Ordering::Relaxed);
         let first = (0..n).map(|i| self.register_resync_worker(i)).collect();
         let scrub = self.register_scrub_worker();
+        let placement = self.system.workers.register(WorkerSpec::new(
+            "Shard placement worker",
+            "after a layout change, checks erasure-coded blocks and hands over misplaced shards",
+        ));
         vec![
             tokio::spawn(self.clone().resync_loop(first, must_exit.clone())),
             tokio::spawn(self.clone().scrub_loop(scrub, must_exit.clone())),
+            tokio::spawn(
+                self.clone()
+                    .shard_placement_loop(placement, must_exit.clone()),
+            ),
             tokio::spawn(self.clone().rebalance_if_dirs_changed(must_exit.clone())),
         ]
     }

@@ -1,0 +1,218 @@
+//! Shards follow the layout: after a layout change (a new version, or an
+//! old one that stops being live), a pass
+//!
+//! 1. queues a check of every erasure-coded block whose references this
+//!    node counts: the first running counter rebuilds the shards the new
+//!    placement lacks (`BlockManager::repair_shards`), from any `data`
+//!    shards of the live versions;
+//! 2. hands over the shards this node stores outside every live placement
+//!    (the node of the shard's index in the newest version gets it unless
+//!    it has it), then deletes them.
+//!
+//! A pass that could not reach a node is run again a minute later. The
+//! layout versions a pass completed for are kept in the metadata DB, so a
+//! restart does not walk the data directories again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use garage_db as db;
+use garage_net::Priority;
+use garage_rpc::layout::LayoutVersion;
+use garage_util::data::Hash;
+use garage_util::time::now_msec;
+use garage_util::worker::{WorkerHandle, WorkerState};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::ec::Shard;
+use crate::manager::{blocking, BlockManager, BlockRpc, Error, Result};
+use crate::rc::queue_key;
+
+const DONE_KEY: &[u8] = b"shard_placement_done";
+const RETRY: Duration = Duration::from_secs(60);
+
+fn db_err(e: db::Error) -> Error {
+    Error::Task(format!("metadata database: {e}"))
+}
+
+/// What a pass did.
+#[derive(Debug, Default)]
+pub struct PassReport {
+    pub checks_queued: u64,
+    pub handed_over: u64,
+    pub errors: Vec<String>,
+}
+
+impl BlockManager {
+    /// The layout (current version, oldest live version) the last
+    /// complete pass was for.
+    fn placement_done(&self) -> Result<Option<(u64, u64)>> {
+        let v = self.rc.scrub.get(DONE_KEY).map_err(db_err)?;
+        Ok(v.and_then(|b| rmp_serde::from_slice(&b).ok()))
+    }
+
+    /// Runs a pass whenever the live layout versions change.
+    pub async fn shard_placement_loop(
+        self: Arc<Self>,
+        worker: WorkerHandle,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
+        let mut layouts = self.system.subscribe_layout();
+        while !*must_exit.borrow() {
+            let l = self.system.layout();
+            let key = (l.current().version, l.min_live_version());
+            let done = self.placement_done().ok().flatten();
+            let wait = if done != Some(key) && !l.current().storage_nodes.is_empty() {
+                worker.set_state(WorkerState::Busy);
+                match self.shard_placement_pass().await {
+                    Ok(r) if r.errors.is_empty() => {
+                        worker.ok();
+                        worker.set_progress(Some(format!(
+                            "layout v{}: {} checks queued, {} shards handed over",
+                            key.0, r.checks_queued, r.handed_over
+                        )));
+                        if let Err(e) = self
+                            .rc
+                            .scrub
+                            .insert(DONE_KEY, rmp_serde::to_vec(&key).expect("serializes"))
+                        {
+                            warn!("shard placement: cannot record the pass: {e}");
+                        }
+                        None
+                    }
+                    Ok(r) => {
+                        worker.error(format!(
+                            "{} shards not handed over, retrying: {}",
+                            r.errors.len(),
+                            r.errors[0]
+                        ));
+                        Some(RETRY)
+                    }
+                    Err(e) => {
+                        warn!("shard placement: {e}");
+                        worker.error(&e);
+                        Some(RETRY)
+                    }
+                }
+            } else {
+                None
+            };
+            worker.set_state(WorkerState::Idle);
+            tokio::select! {
+                _ = layouts.changed() => (),
+                _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+
+    /// One pass (see the module documentation).
+    pub async fn shard_placement_pass(&self) -> Result<PassReport> {
+        let mut report = PassReport::default();
+        // 1. Checks of the erasure-coded blocks counted here.
+        let (codes, queue) = (self.rc.ec_codes.clone(), self.rc.resync_queue.clone());
+        report.checks_queued = blocking(move || -> db::Result<u64> {
+            let now = now_msec();
+            let mut n = 0;
+            let hashes: Vec<Hash> = codes
+                .iter()
+                .filter_map(|i| i.ok().and_then(|(k, _)| Hash::try_from_slice(&k)))
+                .collect();
+            for h in hashes {
+                queue.insert(queue_key(now, &h), [])?;
+                n += 1;
+            }
+            Ok(n)
+        })
+        .await?
+        .map_err(db_err)?;
+
+        // 2. Shards stored outside every live placement.
+        let me = self.system.id();
+        let mut cursor = None;
+        loop {
+            let store = self.store.clone();
+            let next = blocking(move || {
+                let addr = store.next_shard_addr_after(cursor)?;
+                let shards: Vec<(u8, bytes::Bytes)> = store
+                    .shard_indices(&addr)
+                    .into_iter()
+                    .filter_map(|i| Some((i, store.read_shard(&addr, i).ok()??)))
+                    .collect();
+                Some((addr, shards))
+            })
+            .await?;
+            let Some((addr, shards)) = next else {
+                break;
+            };
+            cursor = Some(addr);
+            let layout = self.system.layout();
+            let partition = LayoutVersion::partition_of(addr.as_slice());
+            for (i, bytes) in shards {
+                // A bad shard is the scrub's business.
+                let Ok(shard) = Shard::parse(bytes.clone(), Some((&addr, i))) else {
+                    continue;
+                };
+                let code = shard.info.code;
+                let holders: Vec<_> = layout
+                    .live_versions()
+                    .filter_map(|v| v.shard_nodes(code, partition))
+                    .filter_map(|nodes| nodes.get(i as usize).copied())
+                    .collect();
+                let Some(target) = holders.last().copied() else {
+                    continue; // no placement for the code: keep it
+                };
+                if holders.contains(&me) {
+                    continue;
+                }
+                match self.hand_over_shard(&target, &addr, i, bytes).await {
+                    Ok(()) => {
+                        let store = self.store.clone();
+                        blocking(move || store.delete_shard(&addr, i)).await??;
+                        report.handed_over += 1;
+                    }
+                    Err(e) => report.errors.push(format!("shard {i} of {addr:?}: {e}")),
+                }
+            }
+        }
+        if report.handed_over > 0 || report.checks_queued > 0 {
+            info!(
+                "shard placement: {} erasure-coded blocks to check, {} shards handed over",
+                report.checks_queued, report.handed_over
+            );
+        }
+        Ok(report)
+    }
+
+    /// Gives shard `index` of `addr` to `target` unless it has it.
+    async fn hand_over_shard(
+        &self,
+        target: &garage_net::NodeId,
+        addr: &Hash,
+        index: u8,
+        bytes: bytes::Bytes,
+    ) -> std::result::Result<(), String> {
+        self.system.ensure_connected(target).await;
+        let missing = match self
+            .endpoint
+            .call(
+                target,
+                BlockRpc::MissingShards {
+                    addr: *addr,
+                    indices: vec![index],
+                },
+                Priority::Background,
+            )
+            .await
+        {
+            Ok(BlockRpc::MissingShardsReply(m)) => !m.is_empty(),
+            Ok(other) => return Err(format!("unexpected answer {other:?}")),
+            Err(e) => return Err(e.to_string()),
+        };
+        if missing {
+            self.put_shard_to(target, addr, index, bytes).await?;
+        }
+        Ok(())
+    }
+}
