@@ -188,7 +188,7 @@ type S3Expiration = s3s::dto::LifecycleExpiration;
 fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
     if r.transitions.is_some() || r.noncurrent_version_transitions.is_some() {
         return Err(ApiError::NotImplemented(
-            "lifecycle Transitions are not supported: garage has a single storage class".into(),
+            "lifecycle Transitions are not supported yet: change an object's storage class by copying it onto itself with x-amz-storage-class".into(),
         ));
     }
     let noncurrent_expiration = match r.noncurrent_version_expiration {
