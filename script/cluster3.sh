@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Starts a local 3-node garage cluster (3 zones, replication 3; or one node
-# with GARAGE_NODES=1) on
+# with GARAGE_NODES=1; or 6 nodes, two per zone, with GARAGE_NODES=6) on
 # 127.0.0.1 for manual tests and benchmarks, and prints an S3 endpoint per
 # node and a key. Stop it with: kill $(cat DIR/pids)
 #
 # Usage: script/cluster3.sh DIR [GARAGE_BINARY]
 #   GARAGE_NODES=1 script/cluster3.sh DIR   one node, replication 1
+#   GARAGE_NODES=6 script/cluster3.sh DIR   six nodes in zones dc1..dc3, replication 3
 set -euo pipefail
 nodes=${GARAGE_NODES:-3}
-case "$nodes" in 1|3) ;; *) echo "GARAGE_NODES must be 1 or 3, not $nodes" >&2; exit 1 ;; esac
+case "$nodes" in 1|3|6) ;; *) echo "GARAGE_NODES must be 1, 3 or 6, not $nodes" >&2; exit 1 ;; esac
+rf=$nodes; [ "$nodes" = 6 ] && rf=3
 dir=${1:?usage: script/cluster3.sh DIR [GARAGE_BINARY]}
 bin=${2:-target/release/garage}
 [ -x "$bin" ] || { echo "no garage binary at $bin (cargo build --release)" >&2; exit 1; }
@@ -20,7 +22,7 @@ for i in $(seq "$nodes"); do
   cat > "$dir/n$i/garage.toml" <<TOML
 metadata_dir = "$dir/n$i/meta"
 data_dir = "$dir/n$i/data"
-replication_factor = $nodes
+replication_factor = $rf
 rpc_bind_addr = "127.0.0.1:39${i}1"
 rpc_public_addr = "127.0.0.1:39${i}1"
 rpc_secret = "$secret"
@@ -40,7 +42,8 @@ for i in $(seq 2 "$nodes"); do
 done
 for i in $(seq "$nodes"); do
   id=$("$bin" -c "$dir/n$i/garage.toml" node id -q)
-  g layout assign -z "dc$i" -c 10G "${id:0:16}" >/dev/null
+  zone=$i; [ "$nodes" = 6 ] && zone=$(( (i + 1) / 2 ))
+  g layout assign -z "dc$zone" -c 10G "${id:0:16}" >/dev/null
 done
 g layout apply --version 1 >/dev/null
 out=$(g key create bench)

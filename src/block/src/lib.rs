@@ -5,8 +5,11 @@
 //! (temporary file, optional fsync, rename, fsync of the directory), kept
 //! zstd-compressed when that saves space, and checked against their hash on
 //! every read; reference counts driven by the `block_ref` table; and the
-//! cluster side: quorum writes, nearest-first reads with fallback.
-//! The resync and scrub workers come next.
+//! cluster side: quorum writes, nearest-first reads with fallback; the
+//! resync, scrub and rebalance workers. Erasure-coded blocks (storage
+//! classes): the shard format and codec in [`ec`], their writes, reads,
+//! checks and deletion across the cluster in [`shards`], and their moves
+//! after layout changes in [`placement`].
 
 pub mod block;
 pub mod dirs;

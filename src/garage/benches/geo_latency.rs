@@ -76,10 +76,12 @@ enum Call {
     DeleteLocked,
     GetPolicy,
     GetAnonymous,
+    PutBigIa,
+    GetBigIa,
 }
 
 impl Call {
-    const ALL: [Call; 15] = [
+    const ALL: [Call; 17] = [
         Call::ListBuckets,
         Call::ListObjectsV2,
         Call::PutSmall,
@@ -95,6 +97,8 @@ impl Call {
         Call::DeleteLocked,
         Call::GetPolicy,
         Call::GetAnonymous,
+        Call::PutBigIa,
+        Call::GetBigIa,
     ];
 
     fn name(self) -> &'static str {
@@ -114,6 +118,8 @@ impl Call {
             Call::DeleteLocked => "DeleteObject, versioned (marker)",
             Call::GetPolicy => "GetObject 16 B, bucket with a policy",
             Call::GetAnonymous => "GetObject 16 B, anonymous (policy allows)",
+            Call::PutBigIa => "PutObject 1 MiB, STANDARD_IA (erasure-coded)",
+            Call::GetBigIa => "GetObject 1 MiB, STANDARD_IA (erasure-coded)",
         }
     }
 
@@ -121,7 +127,7 @@ impl Call {
     fn goal(self) -> u32 {
         match self {
             Call::ListBuckets => 0,
-            Call::PutBig => 2,
+            Call::PutBig | Call::PutBigIa => 2,
             _ => 1,
         }
     }
@@ -271,6 +277,10 @@ impl Bench {
             doomed: (0..count).map(|i| format!("p{phase}/doomed/{i}")).collect(),
             fresh_small: (0..count).map(|i| format!("p{phase}/new/{i}")).collect(),
             fresh_big: (0..count).map(|i| format!("p{phase}/newbig/{i}")).collect(),
+            big_ia: (0..count).map(|i| format!("p{phase}/bigia/{i}")).collect(),
+            fresh_big_ia: (0..count)
+                .map(|i| format!("p{phase}/newbigia/{i}"))
+                .collect(),
             prefix: format!("p{phase}/small/"),
         };
         let big = random_bytes(MIB);
@@ -283,8 +293,23 @@ impl Bench {
             for k in &p.big {
                 self.put(k, big.clone()).await;
             }
+            for k in &p.big_ia {
+                self.put_ia(k, big.clone()).await;
+            }
         });
         p
+    }
+
+    async fn put_ia(&self, key: &str, body: Vec<u8>) {
+        self.s3
+            .put_object()
+            .bucket(BUCKET)
+            .key(key)
+            .storage_class(aws_sdk_s3::types::StorageClass::StandardIa)
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("PutObject {key} (STANDARD_IA): {e:?}"));
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) {
@@ -372,9 +397,11 @@ impl Bench {
                     assert_eq!(r.bytes().await.expect("body").len(), 16);
                 }
                 Call::PutBig => self.put(&p.fresh_big[i], big.to_vec()).await,
-                Call::GetSmall | Call::GetBig => {
+                Call::PutBigIa => self.put_ia(&p.fresh_big_ia[i], big.to_vec()).await,
+                Call::GetSmall | Call::GetBig | Call::GetBigIa => {
                     let (key, len) = match call {
                         Call::GetSmall => (&p.small[i], 16),
+                        Call::GetBigIa => (&p.big_ia[i], MIB),
                         _ => (&p.big[i], MIB),
                     };
                     let out = s3
@@ -446,6 +473,8 @@ struct Prepared {
     doomed: Vec<String>,
     fresh_small: Vec<String>,
     fresh_big: Vec<String>,
+    big_ia: Vec<String>,
+    fresh_big_ia: Vec<String>,
     prefix: String,
 }
 

@@ -282,10 +282,14 @@ impl<F: TableSchema> TableData<F> {
             Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
             None => None,
         };
-        // An entry stored in an older format is rewritten even when the
-        // merge changes nothing, so that every replica ends up with the
-        // same bytes (and Merkle hashes) for it.
-        let outdated = stored.as_deref().is_some_and(|b| !encoding::is_current(b));
+        // An entry stored in another form than this build's (an older
+        // format, or without a field added since) is rewritten even when
+        // the merge changes nothing, so that every replica ends up with
+        // the same bytes (and Merkle hashes) for it.
+        let outdated = match (stored.as_deref(), &old) {
+            (Some(b), Some(o)) => !encoding::is_current(b) || encoding::encode(o) != b,
+            _ => false,
+        };
         let mut new = match &old {
             Some(o) => o.clone(),
             None => entry.clone(),
@@ -493,5 +497,21 @@ mod tests {
         data.merkle_todo.remove(&key).unwrap();
         assert_eq!(data.update_many(&[encoding::encode_named(&e)]).unwrap(), 0);
         assert_eq!(data.merkle_todo.get(&key).unwrap(), None);
+
+        // Format 2 but not this build's bytes for the value (as an entry
+        // written before a field was added, or by another encoder): here
+        // the timestamp as a 64-bit integer instead of a one-byte one.
+        let canonical = encoding::encode(&e);
+        let mut wide = canonical.clone();
+        let at = wide
+            .windows(2)
+            .position(|w| w == [0x92, 0x01])
+            .expect("the Lww as [1, value]")
+            + 1;
+        wide.splice(at..at + 1, [0xcf, 0, 0, 0, 0, 0, 0, 0, 1]);
+        data.store.insert(&key, &wide).unwrap();
+        assert_eq!(data.decode_entry(&wide).unwrap(), e);
+        assert_eq!(data.update_many(&[canonical.clone()]).unwrap(), 1);
+        assert_eq!(data.store.get(&key).unwrap().unwrap(), canonical);
     }
 }
