@@ -73,16 +73,18 @@ if a.phase == "write":
         s3.create_bucket(Bucket=a.bucket)
     except s3.exceptions.BucketAlreadyOwnedByYou:
         pass
-    bodies = [os.urandom(size) for _ in range(min(a.objects, 4))]
     s3.put_object(Bucket=a.bucket, Key="small", Body=os.urandom(1 << 20))
     s3.put_object(Bucket=a.bucket, Key="small-ia", Body=os.urandom(1 << 20),
                   StorageClass="STANDARD_IA")
     for cls in CLASSES:
         before = disk()
 
+        # Distinct random bodies: identical blocks would be stored once.
+        bodies = [os.urandom(size + 8) for _ in range(a.objects)]
+
         def put(i, cls=cls):
-            s3.put_object(Bucket=a.bucket, Key=f"{cls}/{i}", Body=bodies[i % len(bodies)]
-                          + i.to_bytes(8, "big"), StorageClass=cls)
+            s3.put_object(Bucket=a.bucket, Key=f"{cls}/{i}", Body=bodies[i],
+                          StorageClass=cls)
 
         secs = timed(a.objects, put)
         stored = a.objects * (size + 8)

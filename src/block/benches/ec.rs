@@ -19,10 +19,13 @@ const BLOCK: usize = 1 << 20;
 const ROUNDS: usize = 64;
 
 fn main() {
-    let data: Bytes = (0..BLOCK).map(|_| rand::random::<u8>()).collect::<Vec<_>>().into();
+    let data: Bytes = (0..BLOCK)
+        .map(|_| rand::random::<u8>())
+        .collect::<Vec<_>>()
+        .into();
     let content = blake2sum(&data);
     let block = DataBlock::Plain(data.clone());
-    println!("code   encode MiB/s  decode(data shards) MiB/s  decode(parity {{p}} lost) MiB/s");
+    println!("code   encode MiB/s  decode(data shards) MiB/s  decode(parity shards used) MiB/s");
     for code in ["2+1", "4+2", "6+2"] {
         let code: EcCode = code.parse().unwrap();
         let addr = ec_address(&content, code);
@@ -53,9 +56,6 @@ fn main() {
             }
             rates.push(ROUNDS as f64 / t.elapsed().as_secs_f64());
         }
-        println!(
-            "{code}    {enc:12.0}  {:25.0}  {:24.0}",
-            rates[0], rates[1]
-        );
+        println!("{code}    {enc:12.0}  {:25.0}  {:24.0}", rates[0], rates[1]);
     }
 }

@@ -76,6 +76,10 @@ pub enum BlockRpc {
     DeleteShards {
         addr: Hash,
     },
+    /// Does this node count references to `addr` (an erasure-coded
+    /// block)?
+    CountsRefs(Hash),
+    CountsRefsReply(bool),
 }
 
 impl Message for BlockRpc {
@@ -691,6 +695,17 @@ impl EndpointHandler<BlockRpc> for BlockManager {
                 }
             }
             BlockRpc::DeleteShards { addr } => (self.handle_delete_shards(addr).await, None),
+            BlockRpc::CountsRefs(addr) => {
+                let rc = self.rc.clone();
+                match blocking(move || rc.get(&addr)).await {
+                    Ok(Ok(e)) => (
+                        BlockRpc::CountsRefsReply(e.is_some_and(|e| e.count() > 0)),
+                        None,
+                    ),
+                    Ok(Err(e)) => (BlockRpc::Error(e.to_string()), None),
+                    Err(e) => (BlockRpc::Error(e.to_string()), None),
+                }
+            }
             BlockRpc::NeedBlock(hash) => {
                 let rc = self.rc.clone();
                 let referenced = matches!(blocking(move || rc.get(&hash)).await, Ok(Ok(Some(e))) if e.count() > 0);

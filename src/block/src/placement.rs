@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use garage_db as db;
-use garage_net::Priority;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
@@ -193,22 +192,19 @@ impl BlockManager {
         index: u8,
         bytes: bytes::Bytes,
     ) -> std::result::Result<(), String> {
-        self.system.ensure_connected(target).await;
         let missing = match self
-            .endpoint
-            .call(
+            .call_bounded(
                 target,
                 BlockRpc::MissingShards {
                     addr: *addr,
                     indices: vec![index],
                 },
-                Priority::Background,
             )
             .await
         {
             Ok(BlockRpc::MissingShardsReply(m)) => !m.is_empty(),
             Ok(other) => return Err(format!("unexpected answer {other:?}")),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e),
         };
         if missing {
             self.put_shard_to(target, addr, index, bytes).await?;

@@ -202,7 +202,10 @@ impl BlockRc {
         now_ms: u64,
     ) -> db::Result<()> {
         tx.insert(&self.ec_codes, hash.as_slice(), [code.data, code.parity])?;
-        if tx.get(&self.resync_queue, queue_key(now_ms, hash))?.is_some() {
+        if tx
+            .get(&self.resync_queue, queue_key(now_ms, hash))?
+            .is_some()
+        {
             tx.remove(&self.resync_queue, queue_key(now_ms, hash))?;
             tx.insert(
                 &self.resync_queue,

@@ -21,8 +21,8 @@ use tracing::{info, warn};
 
 use crate::ec::Shard;
 use crate::manager::{BlockManager, Error, Result};
-use garage_rpc::layout::EcCode;
 use crate::rc::queue_key;
+use garage_rpc::layout::EcCode;
 
 /// Time between the start of two automatic passes.
 pub const SCRUB_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);

@@ -27,12 +27,12 @@ use tracing::{debug, warn, Instrument};
 
 use crate::block::DataBlock;
 use crate::ec::{self, Shard};
-use crate::rc::RcEntry;
-use crate::resync::Outcome;
 use crate::manager::{
     blocking, body_of, read_body, BlockManager, BlockRpc, Error, Result, BLOCK_READ_TIMEOUT,
     BLOCK_RPC_TIMEOUT, MAX_BLOCK_BYTES,
 };
+use crate::rc::RcEntry;
+use crate::resync::Outcome;
 
 /// For each live layout version (newest last): the node of each shard.
 fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<Placement>> {
@@ -184,15 +184,20 @@ impl BlockManager {
         bytes: Bytes,
     ) -> std::result::Result<(), String> {
         let call = || async {
-            self.system.ensure_connected(node).await;
-            self.endpoint
-                .call_streaming(
-                    node,
-                    BlockRpc::PutShard { addr: *addr, index },
-                    Some(body_of(bytes.clone())),
-                    Priority::Background,
-                )
+            let put = async {
+                self.system.ensure_connected(node).await;
+                self.endpoint
+                    .call_streaming(
+                        node,
+                        BlockRpc::PutShard { addr: *addr, index },
+                        Some(body_of(bytes.clone())),
+                        Priority::Background,
+                    )
+                    .await
+            };
+            tokio::time::timeout(BLOCK_RPC_TIMEOUT, put)
                 .await
+                .unwrap_or(Err(NetError::Timeout(BLOCK_RPC_TIMEOUT)))
         };
         let mut r = call().await;
         // As for whole blocks: one more try on a replaced connection.
@@ -223,9 +228,7 @@ impl BlockManager {
     }
 
     async fn get_block_ec_inner(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
-        self.get_shards(addr, code)
-            .await
-            .map(|(_, _, plain)| plain)
+        self.get_shards(addr, code).await.map(|(_, _, plain)| plain)
     }
 
     /// Reads the nearest `data` good shards of `addr` and decodes them:
@@ -236,7 +239,7 @@ impl BlockManager {
         let mut remaining = self.shard_candidates(addr, code)?;
         let mut pending = FuturesUnordered::new();
         let mut asked: BTreeSet<usize> = BTreeSet::new();
-        let mut good: Vec<Shard> = Vec::new();
+        let mut good: Vec<(Shard, Bytes)> = Vec::new();
         let mut errors = Vec::new();
         let start = |pending: &mut FuturesUnordered<_>,
                      remaining: &mut Vec<(NodeId, usize)>,
@@ -269,13 +272,44 @@ impl BlockManager {
                     good.push(s);
                     if good.len() >= code.data() {
                         let a = *addr;
-                        let res = blocking(move || ec::decode_stored(&a, &good))
+                        let shards: Vec<Shard> = good.iter().map(|(s, _)| s.clone()).collect();
+                        let res = blocking(move || ec::decode_stored(&a, &shards))
                             .await?
                             .map_err(Error::Ec);
-                        if repair && res.is_ok() {
-                            self.repair_in_background(*addr, code);
+                        if res.is_ok() {
+                            if repair {
+                                self.repair_in_background(*addr, code);
+                            }
+                            return res;
                         }
-                        return res;
+                        // A shard changed after its holder checked it:
+                        // those failing their checksum are dropped, and
+                        // others asked for; none failing: the error stands.
+                        let checked = std::mem::take(&mut good);
+                        let (ok, bad): (Vec<_>, Vec<_>) =
+                            blocking(move || -> (Vec<(Shard, Bytes)>, Vec<u8>) {
+                                let mut ok = Vec::new();
+                                let mut bad = Vec::new();
+                                for (s, raw) in checked {
+                                    let i = s.info.index;
+                                    match Shard::parse(raw.clone(), Some((&a, i))) {
+                                        Ok(_) => ok.push((s, raw)),
+                                        Err(_) => bad.push(i),
+                                    }
+                                }
+                                (ok, bad)
+                            })
+                            .await?;
+                        if bad.is_empty() {
+                            return res;
+                        }
+                        good = ok;
+                        for i in bad {
+                            errors.push(format!("shard {i}: changed in transit"));
+                            // Not asked again from the same node.
+                            asked.insert(i as usize);
+                            start(&mut pending, &mut remaining, &mut asked);
+                        }
                     }
                 }
                 Err(e) if e.contains("corrupted") || e.contains("not stored here") => {
@@ -331,7 +365,7 @@ impl BlockManager {
         node: &NodeId,
         addr: &Hash,
         index: u8,
-    ) -> std::result::Result<Shard, String> {
+    ) -> std::result::Result<(Shard, Bytes), String> {
         self.system.ensure_connected(node).await;
         let (resp, body) = self
             .endpoint
@@ -349,10 +383,10 @@ impl BlockManager {
             other => return Err(format!("unexpected answer {other:?}")),
         }
         let bytes = read_body(body.ok_or("no shard body")?, MAX_BLOCK_BYTES).await?;
-        let a = *addr;
-        blocking(move || Shard::parse(bytes, Some((&a, index))))
-            .await
-            .map_err(|e| e.to_string())?
+        // Its holder checked it (checksum) before sending it; the block
+        // rebuilt from it is checked against its content hash.
+        Shard::parse_header(bytes.clone(), Some((addr, index)))
+            .map(|s| (s, bytes))
             .map_err(|e| e.to_string())
     }
 
@@ -507,17 +541,55 @@ impl BlockManager {
                         .map_err(to_err)?;
                     return Ok(Outcome::NotYet);
                 }
+                // No reference counted here is not no reference at all:
+                // this node's references may have moved to other nodes
+                // (a layout change offloads them). Only a node that counts
+                // the block's references in the current layout decides,
+                // once every node counting them in a live version says it
+                // counts none.
                 let layout = self.system.layout();
+                let partition = LayoutVersion::partition_of(addr.as_slice());
+                let me = self.system.id();
+                if !layout.current().nodes_of(partition).contains(&me) {
+                    self.rc.clear_deleted(addr).map_err(to_err)?;
+                    return Ok(Outcome::Nothing);
+                }
+                let counters: BTreeSet<NodeId> = layout
+                    .live_versions()
+                    .flat_map(|v| v.nodes_of(partition))
+                    .filter(|n| *n != me)
+                    .collect();
+                for node in counters {
+                    match self.call_bounded(&node, BlockRpc::CountsRefs(*addr)).await {
+                        Ok(BlockRpc::CountsRefsReply(false)) => (),
+                        Ok(BlockRpc::CountsRefsReply(true)) => {
+                            // Referenced there: its reference reaches this
+                            // node too (sync), and counts here again.
+                            self.rc.clear_deleted(addr).map_err(to_err)?;
+                            return Ok(Outcome::Nothing);
+                        }
+                        Ok(other) => {
+                            return Err(Error::Unavailable {
+                                hash: *addr,
+                                errors: vec![format!("{node:?}: {other:?}")],
+                            })
+                        }
+                        Err(e) => {
+                            return Err(Error::Unavailable {
+                                hash: *addr,
+                                errors: vec![format!("{node:?}: {e}")],
+                            })
+                        }
+                    }
+                }
                 let nodes: BTreeSet<NodeId> = placements(&layout, addr, code)?
                     .into_iter()
                     .flat_map(|p| p.nodes)
                     .collect();
                 let mut errors = Vec::new();
                 for node in nodes {
-                    self.system.ensure_connected(&node).await;
                     match self
-                        .endpoint
-                        .call(&node, BlockRpc::DeleteShards { addr: *addr }, Priority::Background)
+                        .call_bounded(&node, BlockRpc::DeleteShards { addr: *addr })
                         .await
                     {
                         Ok(BlockRpc::Ok) => (),
@@ -553,16 +625,13 @@ impl BlockManager {
         let mut missing: Vec<(NodeId, u8)> = Vec::new();
         let mut errors = Vec::new();
         for (node, indices) in by_node {
-            self.system.ensure_connected(&node).await;
             match self
-                .endpoint
-                .call(
+                .call_bounded(
                     &node,
                     BlockRpc::MissingShards {
                         addr: *addr,
                         indices,
                     },
-                    Priority::Background,
                 )
                 .await
             {
@@ -594,5 +663,24 @@ impl BlockManager {
             });
         }
         Ok(outcome)
+    }
+
+    /// A small background call to `node`, bounded by
+    /// [`BLOCK_READ_TIMEOUT`] (a node cut off keeps its connection open
+    /// and answers nothing).
+    pub(crate) async fn call_bounded(
+        &self,
+        node: &NodeId,
+        msg: BlockRpc,
+    ) -> std::result::Result<BlockRpc, String> {
+        let call = async {
+            self.system.ensure_connected(node).await;
+            self.endpoint.call(node, msg, Priority::Background).await
+        };
+        match tokio::time::timeout(BLOCK_READ_TIMEOUT, call).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timeout".into()),
+        }
     }
 }

@@ -315,7 +315,11 @@ impl BlockStore {
             .dirs
             .dirs()
             .iter()
-            .flat_map(|d| fs::read_dir(Self::block_dir(&d.path, addr)).into_iter().flatten())
+            .flat_map(|d| {
+                fs::read_dir(Self::block_dir(&d.path, addr))
+                    .into_iter()
+                    .flatten()
+            })
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();

@@ -1205,7 +1205,7 @@ fn run(seed: u64) {
                     .and_then(|(_, i)| i.parse::<u8>().ok());
                 let good = match shard {
                     Some(i) => matches!(store.read_shard(&h, i), Ok(Some(b))
-                        if garage_block::ec::Shard::parse(b, Some((&h, i))).is_ok()),
+                        if garage_block::ec::Shard::parse(b.clone(), Some((&h, i))).is_ok()),
                     None => {
                         matches!(store.read(&h), Ok(Some(b)) if b.verify_and_decode(&h).is_ok())
                     }

@@ -311,7 +311,10 @@ fn erasure_coded_objects_survive_a_zone() {
         let (good, was) = (std::fs::read(p).unwrap(), std::fs::read(aside).unwrap());
         assert_eq!(good.len(), was.len());
         let diff = good.iter().zip(was.iter()).filter(|(a, b)| a != b).count();
-        assert_eq!(diff, 1, "the rebuilt shard differs only by the flipped byte");
+        assert_eq!(
+            diff, 1,
+            "the rebuilt shard differs only by the flipped byte"
+        );
     }
 
     // Everything deleted (node 5 back): every node frees every shard and
@@ -323,7 +326,12 @@ fn erasure_coded_objects_survive_a_zone() {
     });
     run(async {
         for k in objects.keys() {
-            cl.delete_object().bucket(BUCKET).key(k).send().await.unwrap();
+            cl.delete_object()
+                .bucket(BUCKET)
+                .key(k)
+                .send()
+                .await
+                .unwrap();
         }
     });
     wait_until("every shard and block freed", CLUSTER_DEADLINE, || {
@@ -403,7 +411,10 @@ fn shards_follow_a_layout_change() {
     }
     run(async {
         for (k, body) in objects.iter() {
-            assert!(get(&cl, k).await == *body, "{k} reads back with node 3 down");
+            assert!(
+                get(&cl, k).await == *body,
+                "{k} reads back with node 3 down"
+            );
         }
     });
     // (Its blocks written after node 3 was seen down are replicated, and
@@ -417,7 +428,10 @@ fn shards_follow_a_layout_change() {
     c.garage_ok(0, &["layout", "assign", "-z", "dc4", "-c", "1G", &id(6)]);
     c.garage_ok(0, &["layout", "remove", &id(1)]);
     let show = c.garage_ok(0, &["layout", "show"]);
-    assert!(show.contains("Shards of erasure code 4+2 that move"), "{show}");
+    assert!(
+        show.contains("Shards of erasure code 4+2 that move"),
+        "{show}"
+    );
     c.garage_ok(0, &["layout", "apply", "--version", "2"]);
     let before = shard_files(&c, 1).len();
     assert!(before > 0, "node 1 held shards");

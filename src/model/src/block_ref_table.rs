@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use garage_db as db;
-use garage_table::{Entry, Removal, TableSchema};
 use garage_rpc::layout::EcCode;
+use garage_table::{Entry, Removal, TableSchema};
 use garage_util::crdt::{Bool, Crdt};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
@@ -180,11 +180,11 @@ mod tests {
 
     impl BlockRefHook for Count {
         fn block_incref(
-        &self,
-        _: &mut db::Transaction<'_>,
-        _: &Hash,
-        _: Option<EcCode>,
-    ) -> db::Result<()> {
+            &self,
+            _: &mut db::Transaction<'_>,
+            _: &Hash,
+            _: Option<EcCode>,
+        ) -> db::Result<()> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }

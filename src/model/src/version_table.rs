@@ -294,8 +294,7 @@ impl TableSchema for VersionTable {
         for (k, b) in new.blocks.items() {
             let known = old.and_then(|o| o.blocks.get(k)) == Some(b);
             if !known {
-                self.block_refs
-                    .push(tx, &BlockRef::to_block(b, new.uuid))?;
+                self.block_refs.push(tx, &BlockRef::to_block(b, new.uuid))?;
             }
         }
         Ok(())

@@ -202,6 +202,27 @@ pub fn live_block_refs(
     Ok(live)
 }
 
+/// The erasure code the `block_ref` entries of `h` give, if any.
+fn block_ec_of(
+    tx: &garage_db::Transaction<'_>,
+    data: &TableData<BlockRefTable>,
+    h: &Hash,
+) -> garage_db::TxResult<Option<garage_rpc::layout::EcCode>, String> {
+    for item in tx.range(&data.store, h.as_slice()..)? {
+        let (k, v) = item?;
+        if !k.starts_with(h.as_slice()) {
+            break;
+        }
+        let r = data
+            .decode_entry(&v)
+            .map_err(|e| garage_db::TxError::Abort(e.to_string()))?;
+        if r.ec.is_some() {
+            return Ok(r.ec);
+        }
+    }
+    Ok(None)
+}
+
 /// `repair block-rc`: every block's reference count recomputed from this
 /// node's `block_ref` entries (the live ones), each block in one database
 /// transaction with the entries it counts, so that a reference written
@@ -217,7 +238,14 @@ pub fn recount_rc(g: &Garage) -> Result<(usize, usize)> {
         let changed =
             g.db.transaction(|tx| -> garage_db::TxResult<bool, String> {
                 let live = live_block_refs(tx, data, h)?;
-                Ok(rc.reset(tx, h, live, now_msec())?)
+                let changed = rc.reset(tx, h, live, now_msec())?;
+                // An erasure-coded block's code, for its checks and GC.
+                if live > 0 {
+                    if let Some(code) = block_ec_of(tx, data, h)? {
+                        rc.note_ec(tx, h, code, now_msec())?;
+                    }
+                }
+                Ok(changed)
             })
             .map_err(|e| format!("block {}: {e:?}", h.hex()))?;
         checked += 1;
