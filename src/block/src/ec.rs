@@ -275,8 +275,8 @@ pub fn decode_stored(addr: &Hash, shards: &[Shard]) -> Result<(DataBlock, Hash, 
         .map_err(|e| EcError::Codec(e.to_string()))?
     };
     let mut stored = BytesMut::with_capacity(len * code.data());
-    for i in 0..code.data() {
-        match by_index[i] {
+    for (i, shard) in by_index.iter().enumerate().take(code.data()) {
+        match shard {
             Some(b) => stored.put_slice(b),
             None => stored.put_slice(
                 restored

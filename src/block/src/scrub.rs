@@ -45,6 +45,9 @@ pub struct ScrubState {
 
 const STATE_KEY: &[u8] = b"scrub";
 
+/// A shard found bad, and its code if its header still tells it.
+type BadShard = (u8, Option<EcCode>);
+
 fn db_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))
 }
@@ -93,7 +96,7 @@ impl BlockManager {
         let started = Instant::now();
         let h = hash;
         let (bad, bad_shards) =
-            tokio::task::spawn_blocking(move || -> Result<(bool, Vec<(u8, Option<EcCode>)>)> {
+            tokio::task::spawn_blocking(move || -> Result<(bool, Vec<BadShard>)> {
                 let bad = match store.read(&h)? {
                     Some(block) => block.verify_and_decode(&h).is_err(),
                     None => false,

@@ -179,7 +179,7 @@ fn erasure_coded_objects_survive_a_zone() {
         let std = bytes_on_disk(&c) - before - ia;
         let (ia_x, std_x) = (ia as f64 / big.len() as f64, std as f64 / big.len() as f64);
         println!("bytes on disk per byte stored: STANDARD_IA {ia_x:.4}, STANDARD {std_x:.4}");
-        assert!(ia_x <= 1.55 && ia_x >= 1.5, "STANDARD_IA: {ia_x}");
+        assert!((1.5..=1.55).contains(&ia_x), "STANDARD_IA: {ia_x}");
         assert!(std_x >= 2.99, "STANDARD: {std_x}");
         objects.insert("big-ia".into(), (big.clone(), "STANDARD_IA"));
         objects.insert("big-std".into(), (big, "STANDARD"));

@@ -511,7 +511,10 @@ mod tests {
         wide.splice(at..at + 1, [0xcf, 0, 0, 0, 0, 0, 0, 0, 1]);
         data.store.insert(&key, &wide).unwrap();
         assert_eq!(data.decode_entry(&wide).unwrap(), e);
-        assert_eq!(data.update_many(&[canonical.clone()]).unwrap(), 1);
+        assert_eq!(
+            data.update_many(std::slice::from_ref(&canonical)).unwrap(),
+            1
+        );
         assert_eq!(data.store.get(&key).unwrap().unwrap(), canonical);
     }
 }
