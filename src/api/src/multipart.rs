@@ -902,6 +902,9 @@ impl Api {
                 .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
             checksum_type: checksum
                 .map(|(_, f)| ChecksumType::from_static(crate::checksum::type_name(f))),
+            storage_class: Some(StorageClass::from(
+                crate::storage_class::reported(mpu.storage_class.as_deref()).to_string(),
+            )),
             ..Default::default()
         }))
     }

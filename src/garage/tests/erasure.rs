@@ -137,6 +137,15 @@ async fn multipart(cl: &Client, key: &str, parts: &[Vec<u8>], class: &str) {
                 .build(),
         );
     }
+    let listed = cl
+        .list_parts()
+        .bucket(BUCKET)
+        .key(key)
+        .upload_id(id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.storage_class().map(|c| c.as_str()), Some(class));
     cl.complete_multipart_upload()
         .bucket(BUCKET)
         .key(key)
