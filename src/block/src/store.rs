@@ -347,14 +347,7 @@ impl BlockStore {
     /// Moves a corrupted shard file aside (`.corrupted` suffix).
     pub fn move_shard_aside(&self, addr: &Hash, index: u8) -> Result<Option<PathBuf>, StoreError> {
         let _lock = self.lock(addr);
-        let Some(path) = self.find_shard(addr, index) else {
-            return Ok(None);
-        };
-        let mut aside = path.clone().into_os_string();
-        aside.push(".corrupted");
-        let aside = PathBuf::from(aside);
-        fs::rename(&path, &aside).map_err(io(&path))?;
-        Ok(Some(aside))
+        self.find_shard(addr, index).map(set_aside).transpose()
     }
 
     /// Deletes every stored copy of the block.
@@ -427,14 +420,7 @@ impl BlockStore {
     /// Moves a corrupted block file aside (`.corrupted` suffix) so that it
     /// is fetched again and can still be inspected.
     pub fn move_aside(&self, hash: &Hash) -> Result<Option<PathBuf>, StoreError> {
-        let Some((path, _)) = self.find(hash) else {
-            return Ok(None);
-        };
-        let mut aside = path.clone().into_os_string();
-        aside.push(".corrupted");
-        let aside = PathBuf::from(aside);
-        fs::rename(&path, &aside).map_err(io(&path))?;
-        Ok(Some(aside))
+        self.find(hash).map(|(path, _)| set_aside(path)).transpose()
     }
 }
 
@@ -444,6 +430,15 @@ enum Files {
     /// Whole blocks and shards.
     Any,
     Shards,
+}
+
+/// Renames `path` to `<path>.corrupted`; returns the new path.
+fn set_aside(path: PathBuf) -> Result<PathBuf, StoreError> {
+    let mut aside = path.clone().into_os_string();
+    aside.push(".corrupted");
+    let aside = PathBuf::from(aside);
+    fs::rename(&path, &aside).map_err(io(&path))?;
+    Ok(aside)
 }
 
 /// The smallest address of a block or shard stored under `dir` that is

@@ -35,10 +35,10 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
         .block_on(f)
 }
 
-/// Six nodes, zones dc1, dc1, dc2, dc2, dc3, dc3, with a layout.
-fn six_nodes() -> Cluster {
-    let mut c = Cluster::new(6, 3);
-    // Unreferenced blocks and shards go after 2 s (not 10 min).
+/// `n` nodes started, the first `zones.len()` of them in the layout in
+/// those zones; unreferenced blocks and shards go after 2 s (not 10 min).
+fn cluster(n: usize, zones: &[&str]) -> Cluster {
+    let mut c = Cluster::new(n, 3);
     c.env
         .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
     c.start_all();
@@ -46,10 +46,15 @@ fn six_nodes() -> Cluster {
         parse_status(&common::stdout(&c.garage(0, &["status"])))
             .0
             .len()
-            == 6
+            == n
     });
-    c.apply_layout(&["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"], "1G");
+    c.apply_layout(zones, "1G");
     c
+}
+
+/// Six nodes, zones dc1, dc1, dc2, dc2, dc3, dc3.
+fn six_nodes() -> Cluster {
+    cluster(6, &["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"])
 }
 
 /// Bytes of the block and shard files of every node.
@@ -368,17 +373,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 /// and a whole zone are stopped: every object still reads back.
 #[test]
 fn shards_follow_a_layout_change() {
-    let mut c = Cluster::new(7, 3);
-    c.env
-        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&common::stdout(&c.garage(0, &["status"])))
-            .0
-            .len()
-            == 7
-    });
-    c.apply_layout(&["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"], "1G");
+    let mut c = cluster(7, &["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"]);
     let key = make_key(&c, "ec");
     let cl = sdk_client(&c, 0, &key);
     let mut objects: BTreeMap<String, Vec<u8>> = BTreeMap::new();

@@ -286,9 +286,12 @@ impl<F: TableSchema> TableData<F> {
         // format, or without a field added since) is rewritten even when
         // the merge changes nothing, so that every replica ends up with
         // the same bytes (and Merkle hashes) for it.
-        let outdated = match (stored.as_deref(), &old) {
-            (Some(b), Some(o)) => !encoding::is_current(b) || encoding::encode(o) != b,
-            _ => false,
+        // (Only looked at when the merge changes nothing: otherwise the
+        // entry is written anyway, and encoding it twice is wasted.)
+        let outdated = |o: &F::E| {
+            stored
+                .as_deref()
+                .is_some_and(|b| !encoding::is_current(b) || encoding::encode(o) != b)
         };
         let mut new = match &old {
             Some(o) => o.clone(),
@@ -312,7 +315,7 @@ impl<F: TableSchema> TableData<F> {
                 }
             }
         }
-        if old.as_ref() == Some(&new) && !outdated {
+        if old.as_ref() == Some(&new) && !outdated(&new) {
             return Ok(None);
         }
         let hook_old = deleted_on_arrival.as_ref().or(old.as_ref());

@@ -186,7 +186,18 @@ pub fn live_block_refs(
     data: &TableData<BlockRefTable>,
     h: &Hash,
 ) -> garage_db::TxResult<u64, String> {
+    live_block_refs_and_code(tx, data, h).map(|(n, _)| n)
+}
+
+/// [`live_block_refs`], and the erasure code the entries give the block
+/// (`None`: replicated), in one pass.
+fn live_block_refs_and_code(
+    tx: &garage_db::Transaction<'_>,
+    data: &TableData<BlockRefTable>,
+    h: &Hash,
+) -> garage_db::TxResult<(u64, Option<garage_rpc::layout::EcCode>), String> {
     let mut live = 0;
+    let mut code = None;
     for item in tx.range(&data.store, h.as_slice()..)? {
         let (k, v) = item?;
         if !k.starts_with(h.as_slice()) {
@@ -198,29 +209,9 @@ pub fn live_block_refs(
         if !r.deleted.get() {
             live += 1;
         }
+        code = code.or(r.ec);
     }
-    Ok(live)
-}
-
-/// The erasure code the `block_ref` entries of `h` give, if any.
-fn block_ec_of(
-    tx: &garage_db::Transaction<'_>,
-    data: &TableData<BlockRefTable>,
-    h: &Hash,
-) -> garage_db::TxResult<Option<garage_rpc::layout::EcCode>, String> {
-    for item in tx.range(&data.store, h.as_slice()..)? {
-        let (k, v) = item?;
-        if !k.starts_with(h.as_slice()) {
-            break;
-        }
-        let r = data
-            .decode_entry(&v)
-            .map_err(|e| garage_db::TxError::Abort(e.to_string()))?;
-        if r.ec.is_some() {
-            return Ok(r.ec);
-        }
-    }
-    Ok(None)
+    Ok((live, code))
 }
 
 /// `repair block-rc`: every block's reference count recomputed from this
@@ -237,13 +228,11 @@ pub fn recount_rc(g: &Garage) -> Result<(usize, usize)> {
     let mut fix = |h: &Hash| -> Result<()> {
         let changed =
             g.db.transaction(|tx| -> garage_db::TxResult<bool, String> {
-                let live = live_block_refs(tx, data, h)?;
+                let (live, code) = live_block_refs_and_code(tx, data, h)?;
                 let changed = rc.reset(tx, h, live, now_msec())?;
                 // An erasure-coded block's code, for its checks and GC.
-                if live > 0 {
-                    if let Some(code) = block_ec_of(tx, data, h)? {
-                        rc.note_ec(tx, h, code, now_msec())?;
-                    }
+                if let (true, Some(code)) = (live > 0, code) {
+                    rc.note_ec(tx, h, code, now_msec())?;
                 }
                 Ok(changed)
             })
