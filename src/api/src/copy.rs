@@ -48,7 +48,10 @@ impl Api {
         place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
         // The copy gets the request's storage class (STANDARD by default,
         // as in S3); another class than the source's rewrites the data.
-        place.class = self.storage_choice(i.storage_class.as_ref().map(|c| c.as_str()))?;
+        place.class = self.write_class(
+            i.storage_class.as_ref().map(|c| c.as_str()),
+            place.default_class.as_deref(),
+        )?;
         let class_change = place.class.name != cur.meta.storage_class;
         let versioning = place.versioning;
         check_copy_conditions(

@@ -39,6 +39,7 @@ pub mod storage_class;
 pub mod stream;
 pub mod tagging;
 pub mod telemetry;
+pub mod transition;
 pub mod versioning;
 
 pub use ctx::Api;

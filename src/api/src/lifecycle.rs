@@ -3,9 +3,10 @@
 //! like CORS). The lifecycle worker (`lifecycle_worker.rs`) applies them.
 //! Supported: Status, ID, a filter on prefix, object size and tags,
 //! Expiration (Days, Date or ExpiredObjectDeleteMarker),
-//! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions)
-//! and AbortIncompleteMultipartUpload; storage class transitions
-//! (current or noncurrent) answer NotImplemented.
+//! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions),
+//! AbortIncompleteMultipartUpload and Transition to an erasure-coded class
+//! of the layout (`transition.rs`); NoncurrentVersionTransition answers
+//! NotImplemented.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -52,6 +53,7 @@ impl Api {
             ApiError::MalformedXml("the lifecycle configuration is missing".into())
         })?;
         let rules = lifecycle_from_dto(config)?;
+        self.check_transition_classes(&rules)?;
         self.update_bucket(b, |p| p.lifecycle_config.update(Some(rules)))
             .await?;
         Ok(S3Response::new(
@@ -186,11 +188,17 @@ fn expiration_time(e: S3Expiration) -> ApiResult<LifecycleExpiration> {
 type S3Expiration = s3s::dto::LifecycleExpiration;
 
 fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
-    if r.transitions.is_some() || r.noncurrent_version_transitions.is_some() {
+    if r.noncurrent_version_transitions.is_some() {
         return Err(ApiError::NotImplemented(
-            "lifecycle Transitions are not supported yet: change an object's storage class by copying it onto itself with x-amz-storage-class".into(),
+            "NoncurrentVersionTransition is not supported: a version moves to another storage class while it is current (Transition), or by copying it onto itself with x-amz-storage-class".into(),
         ));
     }
+    let transitions = r
+        .transitions
+        .unwrap_or_default()
+        .into_iter()
+        .map(transition_from_dto)
+        .collect::<ApiResult<Vec<_>>>()?;
     let noncurrent_expiration = match r.noncurrent_version_expiration {
         None => None,
         Some(n) => {
@@ -276,10 +284,12 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
             "ExpiredObjectDeleteMarker cannot be specified with Tags.",
         ));
     }
+    check_transitions(&transitions, expiration)?;
     if expiration.is_none()
         && abort_incomplete_mpu_days.is_none()
         && noncurrent_expiration.is_none()
         && !expired_delete_marker
+        && transitions.is_empty()
     {
         return Err(invalid(
             "At least one action needs to be specified in a rule",
@@ -293,7 +303,103 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
         abort_incomplete_mpu_days,
         noncurrent_expiration,
         expired_delete_marker,
+        transitions,
     })
+}
+
+/// A Transition: Days (0 or more: S3's 30-day minimum for `STANDARD_IA`
+/// is a billing rule, not one of ours) or Date, and a storage class
+/// (checked against the layout by [`Api::check_transition_classes`]).
+fn transition_from_dto(t: Transition) -> ApiResult<model::LifecycleTransition> {
+    let class = t
+        .storage_class
+        .map(|c| c.as_str().to_string())
+        .ok_or_else(|| ApiError::MalformedXml("a Transition needs a StorageClass".into()))?;
+    let when = match (t.days, t.date) {
+        (Some(d), None) if d >= 0 => LifecycleExpiration::AfterDays(d as u32),
+        (Some(_), None) => {
+            return Err(invalid(
+                "'Days' for Transition action must be a non-negative integer",
+            ))
+        }
+        (None, Some(date)) => expiration_time(S3Expiration {
+            date: Some(date),
+            ..Default::default()
+        })?,
+        _ => {
+            return Err(ApiError::MalformedXml(
+                "a lifecycle Transition has exactly one of Days and Date".into(),
+            ))
+        }
+    };
+    Ok(model::LifecycleTransition { when, class })
+}
+
+/// S3's rules between the actions of one rule: one transition per class,
+/// Days or Date throughout, and an expiration after every transition.
+fn check_transitions(
+    ts: &[model::LifecycleTransition],
+    expiration: Option<LifecycleExpiration>,
+) -> ApiResult<()> {
+    let mut classes = HashSet::new();
+    for t in ts {
+        if !classes.insert(t.class.as_str()) {
+            return Err(invalid(format!(
+                "'StorageClass' must be different for 'Transition' actions in the same rule ({})",
+                t.class
+            )));
+        }
+        match (t.when, expiration) {
+            (LifecycleExpiration::AfterDays(a), Some(LifecycleExpiration::AfterDays(e)))
+                if e <= a =>
+            {
+                return Err(invalid(format!(
+                    "'Days' in the Expiration action must be greater than 'Days' in the Transition action for StorageClass {}",
+                    t.class
+                )))
+            }
+            (LifecycleExpiration::AtDate(a), Some(LifecycleExpiration::AtDate(e))) if e <= a => {
+                return Err(invalid(format!(
+                    "'Date' in the Expiration action must be later than 'Date' in the Transition action for StorageClass {}",
+                    t.class
+                )))
+            }
+            (LifecycleExpiration::AfterDays(_), Some(LifecycleExpiration::AtDate(_)))
+            | (LifecycleExpiration::AtDate(_), Some(LifecycleExpiration::AfterDays(_))) => {
+                return Err(invalid(
+                    "Found mixed 'Date' and 'Days' based Expiration and Transition actions in lifecycle rule",
+                ))
+            }
+            _ => (),
+        }
+    }
+    let days = ts
+        .iter()
+        .filter(|t| matches!(t.when, LifecycleExpiration::AfterDays(_)))
+        .count();
+    if days != 0 && days != ts.len() {
+        return Err(invalid(
+            "Found mixed 'Date' and 'Days' based Transition actions in lifecycle rule",
+        ));
+    }
+    Ok(())
+}
+
+impl Api {
+    /// Every class a rule transitions to is an erasure-coded class of the
+    /// layout: `STANDARD` is refused (S3 has no transition to it), an
+    /// unknown class is `InvalidStorageClass`.
+    fn check_transition_classes(&self, rules: &[model::LifecycleRule]) -> ApiResult<()> {
+        for t in rules.iter().flat_map(|r| r.transitions.iter()) {
+            if self.storage_choice(Some(&t.class))?.code.is_none() {
+                return Err(invalid(format!(
+                    "'StorageClass' of a Transition cannot be {}",
+                    t.class
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Checks a lifecycle configuration as S3 does, and converts it to the
@@ -391,7 +497,22 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
         }),
         noncurrent_version_transitions: None,
         prefix: None,
-        transitions: None,
+        transitions: (!r.transitions.is_empty()).then(|| {
+            r.transitions
+                .iter()
+                .map(|t| {
+                    let (days, date) = match t.when {
+                        LifecycleExpiration::AfterDays(d) => (Some(d as i32), None),
+                        LifecycleExpiration::AtDate(ms) => (None, Some(meta::timestamp(ms))),
+                    };
+                    Transition {
+                        days,
+                        date,
+                        storage_class: Some(TransitionStorageClass::from(t.class.clone())),
+                    }
+                })
+                .collect()
+        }),
     }
 }
 
@@ -511,9 +632,41 @@ mod tests {
         let mut bad_status = rule(days(1));
         bad_status.status = ExpirationStatus::from("enabled".to_string());
         assert_eq!(code(check(vec![bad_status])), "MalformedXML");
+        // Transitions: a class and Days or Date; before the expiration;
+        // Days and Date not mixed; round trips.
+        let tr = |days: Option<i32>, class: &str| Transition {
+            days,
+            date: None,
+            storage_class: Some(TransitionStorageClass::from(class.to_string())),
+        };
         let mut t = rule(days(1));
         t.transitions = Some(vec![Transition::default()]);
-        assert_eq!(code(check(vec![t])), "NotImplemented");
+        assert_eq!(code(check(vec![t.clone()])), "MalformedXML");
+        t.transitions = Some(vec![tr(Some(-1), "STANDARD_IA")]);
+        assert_eq!(code(check(vec![t.clone()])), "InvalidArgument");
+        t.transitions = Some(vec![tr(Some(1), "STANDARD_IA")]);
+        assert_eq!(code(check(vec![t.clone()])), "InvalidArgument");
+        t.transitions = Some(vec![tr(Some(0), "STANDARD_IA"), tr(Some(0), "STANDARD_IA")]);
+        t.expiration = days(2);
+        assert_eq!(code(check(vec![t.clone()])), "InvalidArgument");
+        t.transitions = Some(vec![tr(Some(0), "STANDARD_IA")]);
+        let stored = check(vec![t.clone()]).unwrap();
+        assert_eq!(
+            stored[0].transitions,
+            vec![model::LifecycleTransition {
+                when: LifecycleExpiration::AfterDays(0),
+                class: "STANDARD_IA".into()
+            }]
+        );
+        assert_eq!(rule_to_dto(&stored[0]).transitions, t.transitions);
+        t.expiration = Some(S3Expiration {
+            date: Some(meta::timestamp(0)),
+            ..Default::default()
+        });
+        assert_eq!(code(check(vec![t.clone()])), "InvalidArgument");
+        // A transition alone is an action.
+        t.expiration = None;
+        assert!(check(vec![t]).is_ok());
         let mut nt = rule(days(1));
         nt.noncurrent_version_transitions = Some(vec![NoncurrentVersionTransition::default()]);
         assert_eq!(code(check(vec![nt])), "NotImplemented");

@@ -7,13 +7,19 @@
 //!   delete marker just newer than that data (so that a PUT that came in
 //!   meanwhile is kept),
 //! - aborts a multipart upload older than an AbortIncompleteMultipartUpload
-//!   allows, as AbortMultipartUpload does ([`Api::abort_upload`]).
+//!   allows, as AbortMultipartUpload does ([`Api::abort_upload`]),
+//! - queues the current data a Transition names for the transition worker
+//!   (its own entry in the worker registry), which re-encodes it in the
+//!   rule's storage class ([`Api::transition`]). As in S3, an object under
+//!   128 KiB is not moved unless the rule filters on its size.
 //!
 //! `GARAGE_LIFECYCLE_INTERVAL_SECS` shortens the interval and
 //! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
 //! (both for tests: rules count in whole days).
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use garage_model::bucket_table::Versioning;
@@ -26,14 +32,15 @@ use garage_model::object_table::{
 use garage_rpc::layout::version::LayoutVersion;
 use garage_rpc::system::System;
 use garage_table::{EmptyKey, PartitionKey};
-use garage_util::data::gen_uuid;
+use garage_util::data::{gen_uuid, Uuid};
 use garage_util::time::now_msec;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::tagging::Tags;
+use crate::transition::Transitioned;
 
 /// Objects read per round trip.
 const PAGE: usize = 1000;
@@ -51,6 +58,26 @@ pub struct BucketPass {
     pub aborted: usize,
     /// Noncurrent versions and lone delete markers deleted.
     pub versions_deleted: usize,
+    /// Versions queued for a transition.
+    pub transitions: usize,
+}
+
+/// Objects smaller than this are not transitioned unless the rule's
+/// filter names a size (S3's default since 2024: the move costs more than
+/// it saves).
+pub const MIN_TRANSITION_SIZE: u64 = 128 * 1024;
+/// Transitions waiting for the transition worker, at most.
+const TRANSITION_QUEUE: usize = 1024;
+
+/// One version to move to another storage class.
+#[derive(Debug)]
+pub struct TransitionJob {
+    pub bucket: Uuid,
+    /// The bucket's name, for the logs.
+    pub bucket_name: String,
+    pub key: String,
+    pub version: ObjectVersion,
+    pub class: String,
 }
 
 pub struct LifecycleWorker {
@@ -59,6 +86,11 @@ pub struct LifecycleWorker {
     pub interval: Duration,
     /// Added to the clock (tests).
     pub clock_offset_ms: u64,
+    transitions: mpsc::Sender<TransitionJob>,
+    /// The transition worker's end, taken by [`LifecycleWorker::run`].
+    transitions_rx: Mutex<Option<mpsc::Receiver<TransitionJob>>>,
+    /// Versions queued or in progress (not queued twice).
+    queued: Arc<Mutex<HashSet<Uuid>>>,
 }
 
 fn env_secs(name: &str) -> Option<u64> {
@@ -68,6 +100,7 @@ fn env_secs(name: &str) -> Option<u64> {
 impl LifecycleWorker {
     /// A worker with the interval and clock offset of the environment.
     pub fn new(api: Arc<Api>, system: Arc<System>) -> Arc<Self> {
+        let (tx, rx) = mpsc::channel(TRANSITION_QUEUE);
         Arc::new(Self {
             api,
             system,
@@ -75,10 +108,28 @@ impl LifecycleWorker {
                 .map(Duration::from_secs)
                 .unwrap_or(DEFAULT_INTERVAL),
             clock_offset_ms: env_secs("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS").unwrap_or(0) * 1000,
+            transitions: tx,
+            transitions_rx: Mutex::new(Some(rx)),
+            queued: Default::default(),
         })
     }
 
-    pub async fn run(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+    /// The lifecycle passes and the transition worker, until `must_exit`.
+    pub async fn run(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+        let rx = self
+            .transitions_rx
+            .lock()
+            .expect("transition queue lock")
+            .take();
+        let transitions = async {
+            if let Some(rx) = rx {
+                self.transition_worker(rx, must_exit.clone()).await
+            }
+        };
+        tokio::join!(self.clone().passes(must_exit.clone()), transitions);
+    }
+
+    async fn passes(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
         use garage_util::worker::{WorkerSpec, WorkerState};
         let worker = self.system.workers.register(WorkerSpec::new(
             "Lifecycle worker",
@@ -147,10 +198,10 @@ impl LifecycleWorker {
                     .into_iter()
                     .next()
                     .unwrap_or_else(|| b.id.hex());
-                match self.bucket_pass(b, &rules).await {
+                match self.bucket_pass(b, &name, &rules).await {
                     Ok(p) => info!(
-                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted",
-                        p.scanned, p.expired, p.aborted, p.versions_deleted
+                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted, {} queued for a transition",
+                        p.scanned, p.expired, p.aborted, p.versions_deleted, p.transitions
                     ),
                     Err(e) => warn!("lifecycle: bucket {name}: {e}"),
                 }
@@ -170,7 +221,12 @@ impl LifecycleWorker {
         layout.current().nodes_of(partition).first() == Some(&self.system.id())
     }
 
-    async fn bucket_pass(&self, b: &Bucket, rules: &[LifecycleRule]) -> ApiResult<BucketPass> {
+    async fn bucket_pass(
+        &self,
+        b: &Bucket,
+        name: &str,
+        rules: &[LifecycleRule],
+    ) -> ApiResult<BucketPass> {
         let now = now_msec() + self.clock_offset_ms;
         let mut stats = BucketPass::default();
         let mut start: Option<String> = None;
@@ -190,6 +246,20 @@ impl LifecycleWorker {
                 let todo = plan(o, rules, now, versioning);
                 if let Some(m) = todo.marker {
                     markers.push((m.key.clone(), m.versions()[0].clone()));
+                }
+                if let Some((version, class)) = todo.transition {
+                    if self
+                        .queue_transition(TransitionJob {
+                            bucket: b.id,
+                            bucket_name: name.to_string(),
+                            key: o.key.clone(),
+                            version,
+                            class,
+                        })
+                        .await
+                    {
+                        stats.transitions += 1;
+                    }
                 }
                 for mpu in todo.aborts {
                     match self.abort_if_still_idle(&mpu, now).await {
@@ -392,6 +462,111 @@ impl LifecycleWorker {
 /// An upload with a part written this recently is not aborted by a rule.
 const ACTIVE_UPLOAD: Duration = Duration::from_secs(3600);
 
+impl LifecycleWorker {
+    /// Queues `job` unless its version is queued already; whether it was.
+    async fn queue_transition(&self, job: TransitionJob) -> bool {
+        let fresh = self
+            .queued
+            .lock()
+            .expect("transition set lock")
+            .insert(job.version.uuid);
+        if !fresh {
+            return false;
+        }
+        let uuid = job.version.uuid;
+        if self.transitions.send(job).await.is_err() {
+            self.queued
+                .lock()
+                .expect("transition set lock")
+                .remove(&uuid);
+            return false;
+        }
+        true
+    }
+
+    /// The transition worker: moves the queued versions one at a time.
+    async fn transition_worker(
+        &self,
+        mut rx: mpsc::Receiver<TransitionJob>,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
+        use garage_util::worker::{WorkerSpec, WorkerState};
+        let queued = self.queued.clone();
+        let done = Arc::new(AtomicU64::new(0));
+        let done2 = done.clone();
+        let worker = self.system.workers.register(
+            WorkerSpec::new(
+                "Lifecycle transition worker",
+                "re-encodes the objects a lifecycle Transition names in its storage class",
+            )
+            .queue(move || Ok(queued.lock().map(|q| q.len() as u64).unwrap_or(0)))
+            .details(move || {
+                vec![(
+                    "versions moved".into(),
+                    done2.load(Ordering::Relaxed).to_string(),
+                )]
+            }),
+        );
+        loop {
+            let job = tokio::select! {
+                j = rx.recv() => j,
+                _ = must_exit.changed() => None,
+            };
+            let Some(job) = job else { return };
+            if *must_exit.borrow() {
+                return;
+            }
+            worker.set_state(WorkerState::Busy);
+            let res = self.run_transition(&job).await;
+            if matches!(res, Ok(Transitioned::Done { .. })) {
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = worker.outcome(res);
+            self.queued
+                .lock()
+                .expect("transition set lock")
+                .remove(&job.version.uuid);
+            worker.set_state(WorkerState::Idle);
+        }
+    }
+
+    async fn run_transition(&self, job: &TransitionJob) -> ApiResult<Transitioned> {
+        let what = format!(
+            "bucket {}: {:?} (version {})",
+            job.bucket_name,
+            job.key,
+            job.version.uuid.short()
+        );
+        let Some(code) = self.api.class_code(Some(&job.class)) else {
+            warn!(
+                "lifecycle transition of {what}: the layout no longer offers class {}",
+                job.class
+            );
+            return Err(ApiError::InvalidStorageClass(job.class.clone()));
+        };
+        let res = self
+            .api
+            .transition(job.bucket, &job.key, &job.version, &job.class, code)
+            .await;
+        match &res {
+            Ok(Transitioned::Done { blocks }) => info!(
+                "lifecycle transition of {what} to {} ({code}): {blocks} blocks re-encoded",
+                job.class
+            ),
+            Ok(Transitioned::NodesDown) => info!(
+                "lifecycle transition of {what} to {} deferred to the next pass: a node of its shards is down",
+                job.class
+            ),
+            Ok(Transitioned::Gone) => (),
+            Err(e) => warn!(
+                "lifecycle transition of {what} to {} failed (retried at the next pass): {e}",
+                job.class
+            ),
+        }
+        res
+    }
+}
+
 /// What the rules ask for one object at `now`.
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -399,6 +574,40 @@ pub struct Plan {
     pub marker: Option<Object>,
     /// Multipart uploads to abort.
     pub aborts: Vec<MultipartUpload>,
+    /// The current data to move, and the class to move it to.
+    pub transition: Option<(ObjectVersion, String)>,
+}
+
+/// The class the rules move version `v` of `key` to at `now`, if not the
+/// one it is in: of the transitions due, the latest due. Only complete
+/// data kept in blocks moves (inline data lives in the metadata).
+fn transition_of(
+    key: &str,
+    v: &ObjectVersion,
+    tags: &[(String, String)],
+    rules: &[LifecycleRule],
+    now: u64,
+) -> Option<String> {
+    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+        return None;
+    };
+    let due = |when: &garage_model::bucket_table::LifecycleExpiration| match *when {
+        garage_model::bucket_table::LifecycleExpiration::AfterDays(d) => days_after(v.timestamp, d),
+        garage_model::bucket_table::LifecycleExpiration::AtDate(t) => t,
+    };
+    let (_, class) = rules
+        .iter()
+        .filter(|r| {
+            r.filter.matches(key, v.size(), tags)
+                && (r.filter.size_gt.is_some()
+                    || r.filter.size_lt.is_some()
+                    || v.size() >= MIN_TRANSITION_SIZE)
+        })
+        .flat_map(|r| r.transitions.iter())
+        .map(|t| (due(&t.when), &t.class))
+        .filter(|(at, _)| *at <= now)
+        .max()?;
+    (meta.storage_class.as_deref() != Some(class.as_str())).then(|| class.clone())
 }
 
 /// Applies the (enabled) `rules` to one object.
@@ -410,6 +619,10 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versionin
                 && r.filter
                     .matches(&o.key, v.size(), &crate::tagging::version_tags(o, v))
         });
+        if !expired {
+            let tags = crate::tagging::version_tags(o, v);
+            out.transition = transition_of(&o.key, v, &tags, rules, now).map(|c| (v.clone(), c));
+        }
         if expired {
             // Just newer than the expired data: older than any write that
             // replaced it meanwhile, which therefore stays.
@@ -501,7 +714,90 @@ mod tests {
             abort_incomplete_mpu_days: abort,
             noncurrent_expiration: None,
             expired_delete_marker: false,
+            transitions: vec![],
         }
+    }
+
+    fn blocks(ts: u64, size: u64, class: Option<&str>) -> ObjectVersion {
+        let mut v = data(ts, 0);
+        v.state = ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+            ObjectVersionMeta {
+                headers: Vec::new(),
+                size,
+                etag: "e".into(),
+                storage_class: class.map(String::from),
+                first_ec: None,
+            },
+            garage_util::data::Hash::from([1; 32]),
+        ));
+        v
+    }
+
+    #[test]
+    fn transitions_follow_the_rules() {
+        use garage_model::bucket_table::LifecycleTransition;
+        let b = Uuid::from([3; 32]);
+        let day = 100 * DAY_MSEC;
+        let to = |d: u32, class: &str| LifecycleTransition {
+            when: LifecycleExpiration::AfterDays(d),
+            class: class.into(),
+        };
+        let mut r = rule("cold/", None, None);
+        r.filter.size_lt = None;
+        r.transitions = vec![to(1, "STANDARD_IA"), to(3, "DEEP")];
+        let rules = [r];
+        let class = |v: ObjectVersion, key: &str, now: u64| {
+            plan(
+                &Object::new(b, key.into(), vec![v]),
+                &rules,
+                now,
+                Versioning::Off,
+            )
+            .transition
+            .map(|(_, c)| c)
+        };
+        let big = 1 << 20;
+        // Not before the day is due; then the latest class due.
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + DAY_MSEC),
+            None
+        );
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + 2 * DAY_MSEC).as_deref(),
+            Some("STANDARD_IA")
+        );
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + 9 * DAY_MSEC).as_deref(),
+            Some("DEEP")
+        );
+        // Already there; another prefix; too small; inline data: stays.
+        assert_eq!(
+            class(
+                blocks(day, big, Some("STANDARD_IA")),
+                "cold/a",
+                day + 2 * DAY_MSEC
+            ),
+            None
+        );
+        assert_eq!(
+            class(blocks(day, big, None), "hot/a", day + 9 * DAY_MSEC),
+            None
+        );
+        assert_eq!(
+            class(blocks(day, 1000, None), "cold/a", day + 9 * DAY_MSEC),
+            None
+        );
+        assert_eq!(class(data(day, 10), "cold/a", day + 9 * DAY_MSEC), None);
+        // A rule that filters on size moves small objects too.
+        let mut small = rules[0].clone();
+        small.filter.size_gt = Some(10);
+        let p = plan(
+            &Object::new(b, "cold/s".into(), vec![blocks(day, 1000, None)]),
+            &[small],
+            day + 2 * DAY_MSEC,
+            Versioning::Off,
+        );
+        assert_eq!(p.transition.map(|(_, c)| c).as_deref(), Some("STANDARD_IA"));
     }
 
     #[test]

@@ -212,7 +212,10 @@ impl Api {
             )
             .await?;
         place.acl = crate::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
-        place.class = self.storage_choice(i.storage_class.as_ref().map(|c| c.as_str()))?;
+        place.class = self.write_class(
+            i.storage_class.as_ref().map(|c| c.as_str()),
+            place.default_class.as_deref(),
+        )?;
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }

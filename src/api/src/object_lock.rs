@@ -35,6 +35,8 @@ pub struct Placement {
     pub acl: Option<garage_model::access::CannedAcl>,
     /// `x-amz-storage-class` (set by the caller; `STANDARD` by default).
     pub class: crate::storage_class::StorageChoice,
+    /// The bucket's class for writes that name none (`None`: `STANDARD`).
+    pub default_class: Option<String>,
 }
 
 impl Placement {
@@ -150,6 +152,7 @@ impl Api {
         let enabled = p.is_some_and(|p| p.object_lock.get());
         let sse_s3_default = p.is_some_and(|p| p.encryption.get().is_some());
         let access = p.map(|p| p.access.clone()).unwrap_or_default();
+        let default_class = p.and_then(|p| p.default_storage_class.get().clone());
         let now = now_msec();
         let given = parse_retention(h.mode.map(|m| m.as_str()), h.until, now)?;
         let hold = h.legal_hold.map(|s| parse_hold(s.as_str())).transpose()?;
@@ -164,6 +167,7 @@ impl Api {
                 access,
                 acl: None,
                 class: Default::default(),
+                default_class,
             });
         }
         let default = p.and_then(|p| *p.default_retention.get());
@@ -175,6 +179,7 @@ impl Api {
             access,
             acl: None,
             class: Default::default(),
+            default_class,
         })
     }
 

@@ -1,6 +1,8 @@
 //! Storage classes at the S3 edge: `x-amz-storage-class` on a write names
 //! `STANDARD` (replicated) or an erasure-coded class of the cluster layout
 //! (`garage_rpc::layout::classes`); anything else is `InvalidStorageClass`.
+//! A write that names none takes the bucket's default class (`garage bucket
+//! set-storage-class`), `STANDARD` unless set.
 //! The class is kept with the object (its entry's metadata) and reported by
 //! GET, HEAD and the listings; each block records its own code, which is
 //! the class's code when it was written (or none: a block written while a
@@ -46,6 +48,20 @@ impl Api {
                     offered.join(", ")
                 )))
             }
+        }
+    }
+
+    /// The class of a write: the one `requested` names, else the bucket's
+    /// default (`STANDARD` if the layout no longer offers it: a write is
+    /// never refused for a class it did not name).
+    pub fn write_class(
+        &self,
+        requested: Option<&str>,
+        bucket_default: Option<&str>,
+    ) -> ApiResult<StorageChoice> {
+        match requested {
+            Some(_) => self.storage_choice(requested),
+            None => Ok(self.storage_choice(bucket_default).unwrap_or_default()),
         }
     }
 

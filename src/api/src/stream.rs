@@ -211,6 +211,7 @@ async fn send_blocks(
         ))
     };
     let mut first_end = None;
+    let mut first_failed = None;
     if first_sent {
         let stream = match prefetch {
             Some(mut p) if p.hash == first => (&mut p.fetch.0)
@@ -222,19 +223,39 @@ async fn send_blocks(
                 .get_stream(&first, first_ec)
                 .await
                 .map_err(|e| e.to_string()),
-        }?;
-        match send_block(stream, first, 0, None, &range, sse, tx).await? {
-            Sent::Done => return Ok(()),
-            Sent::More(end) => first_end = Some(end),
+        };
+        match stream {
+            Ok(stream) => match send_block(stream, first, 0, None, &range, sse, tx).await? {
+                Sent::Done => return Ok(()),
+                Sent::More(end) => first_end = Some(end),
+            },
+            Err(e) => first_failed = Some(e),
         }
     }
     let mut plan_task = plan;
     let mut plan = (&mut plan_task.0)
         .await
         .map_err(|e| format!("version read task: {e}"))??;
+    if let Some(e) = first_failed {
+        // The entry read may name a first block that a lifecycle transition
+        // replaced since (and that is gone): the version's is the one.
+        let f = plan
+            .first
+            .filter(|f| f.hash != first)
+            .ok_or_else(|| e.clone())?;
+        let stream = api
+            .blocks
+            .get_stream(&f.hash, f.ec)
+            .await
+            .map_err(|e| e.to_string())?;
+        match send_block(stream, f.hash, 0, Some(f.end), &range, sse, tx).await? {
+            Sent::Done => return Ok(()),
+            Sent::More(_) => (),
+        }
+    }
     if let Some(sent) = first_end {
         match plan.first {
-            Some(f) if f.hash == first && f.end == sent => (),
+            Some(f) if same_block(&f, first, first_ec) && f.end == sent => (),
             Some(f) => {
                 return Err(format!(
                 "the version's first block ({}, {} bytes) is not the object's ({}, {sent} bytes)",
@@ -273,6 +294,21 @@ async fn send_blocks(
         ));
     }
     Ok(())
+}
+
+/// Whether the version's first block `f` holds the bytes of the object
+/// entry's (`first`, in code `first_ec`): the same block, or the block a
+/// lifecycle transition re-encoded it into (the entry read was older than
+/// the transition).
+fn same_block(f: &Span, first: Hash, first_ec: Option<EcCode>) -> bool {
+    f.hash == first
+        || match (first_ec, f.ec) {
+            (None, Some(code)) => garage_block::ec::ec_address(&first, code) == f.hash,
+            // From one code to another: the addresses do not tell, and
+            // each block was checked against its content hash when read.
+            (Some(a), Some(b)) => a != b,
+            (_, None) => false,
+        }
 }
 
 /// Sends the part of `range` in one block, which starts at plaintext

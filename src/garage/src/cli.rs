@@ -360,6 +360,14 @@ pub enum BucketOperation {
         #[arg(long)]
         max_objects: Option<String>,
     },
+    /// Set the storage class of writes that name none (x-amz-storage-class)
+    SetStorageClass {
+        /// Global alias, id or unique id prefix
+        bucket: String,
+        /// STANDARD (replicated) or an erasure-coded class of the layout
+        /// (see `garage layout show`), e.g. STANDARD_IA
+        class: String,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

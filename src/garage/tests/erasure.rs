@@ -2,7 +2,9 @@
 //! per zone, so `STANDARD_IA` is 4+2): objects of both classes written
 //! with the Rust `aws-sdk-s3` crate, the bytes on disk counted, shards
 //! corrupted, a whole zone stopped (every object still reads back byte for
-//! byte, and new writes succeed), then the zone back.
+//! byte, and new writes succeed), then the zone back; shards following a
+//! layout change; lifecycle transitions re-encoding objects in place, with
+//! a node down while they are due.
 
 mod common;
 
@@ -38,9 +40,17 @@ fn run<T>(f: impl std::future::Future<Output = T>) -> T {
 /// `n` nodes started, the first `zones.len()` of them in the layout in
 /// those zones; unreferenced blocks and shards go after 2 s (not 10 min).
 fn cluster(n: usize, zones: &[&str]) -> Cluster {
+    cluster_with(n, zones, &[])
+}
+
+/// [`cluster`], with more environment for every node.
+fn cluster_with(n: usize, zones: &[&str], env: &[(&str, &str)]) -> Cluster {
     let mut c = Cluster::new(n, 3);
     c.env
         .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
+    for (k, v) in env {
+        c.env.push((k.to_string(), v.to_string()));
+    }
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
         parse_status(&common::stdout(&c.garage(0, &["status"])))
@@ -456,5 +466,302 @@ fn shards_follow_a_layout_change() {
                 "{k} reads back on the new layout with dc2 down"
             );
         }
+    });
+}
+
+/// Non-shard block files of node `i`: replicated blocks.
+fn replicated_files(c: &Cluster, i: usize) -> usize {
+    c.block_files(i).len() - shard_files(c, i).len()
+}
+
+/// What a client sees of an object besides its bytes: ETag, date, version
+/// id, size.
+async fn identity(cl: &Client, key: &str) -> (String, String, String, i64) {
+    let h = cl
+        .head_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    (
+        h.e_tag().unwrap().to_string(),
+        format!("{:?}", h.last_modified()),
+        h.version_id().unwrap_or("null").to_string(),
+        h.content_length().unwrap(),
+    )
+}
+
+/// A lifecycle Transition on three nodes in three zones (`STANDARD_IA` is
+/// 2+1). While a node is down, the transitions due are deferred and the
+/// objects stay readable; once it is back they are re-encoded in place:
+/// same bytes, ETag, date and version id, the class reported, the bytes
+/// per class counted, the replicated blocks freed (one block repeated in
+/// two segments of a 65 MiB object included), small objects, other
+/// prefixes and noncurrent versions left alone. Then the bucket's default
+/// class.
+#[test]
+fn lifecycle_transitions_re_encode_objects_in_place() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, BucketVersioningStatus, ExpirationStatus,
+        LifecycleExpiration, LifecycleRule, LifecycleRuleFilter, Transition,
+        TransitionStorageClass, VersioningConfiguration,
+    };
+    let two_days = (2 * 86400).to_string();
+    let mut c = cluster_with(
+        3,
+        &["dc1", "dc2", "dc3"],
+        &[
+            ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
+            ("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS", &two_days),
+        ],
+    );
+    let key = make_key(&c, "ec");
+    let cl = sdk_client(&c, 0, &key);
+    let mut objects: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    let block = random_bytes(MIB);
+    let rule = |id: &str, prefix: &str| {
+        LifecycleRule::builder()
+            .id(id)
+            .status(ExpirationStatus::Enabled)
+            .filter(LifecycleRuleFilter::builder().prefix(prefix).build())
+    };
+    let config = |rules: Vec<LifecycleRule>| {
+        BucketLifecycleConfiguration::builder()
+            .set_rules(Some(rules))
+            .build()
+            .unwrap()
+    };
+    let old_v1 = run(async {
+        cl.create_bucket().bucket(BUCKET).send().await.unwrap();
+        cl.put_bucket_versioning()
+            .bucket(BUCKET)
+            .versioning_configuration(
+                VersioningConfiguration::builder()
+                    .status(BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        for (k, body) in [
+            ("cold/a", random_bytes(3 * MIB + 5)),
+            ("cold/repeated", block.repeat(65)),
+            ("cold/v", random_bytes(2 * MIB)),
+            ("cold/small", random_bytes(10_000)),
+            ("hot/x", random_bytes(2 * MIB)),
+        ] {
+            put(&cl, k, &body, None).await;
+            objects.insert(k.into(), body);
+        }
+        let v1 = identity(&cl, "cold/v").await;
+        let body = random_bytes(2 * MIB);
+        put(&cl, "cold/v", &body, None).await;
+        objects.insert("cold/v".into(), body);
+        // A rule with nothing due tells which node runs the bucket's
+        // lifecycle (its log names the bucket).
+        cl.put_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .lifecycle_configuration(config(vec![rule("probe", "none/")
+                .expiration(LifecycleExpiration::builder().days(30).build())
+                .build()
+                .unwrap()]))
+            .send()
+            .await
+            .unwrap();
+        v1
+    });
+    let mut runner = None;
+    wait_until(
+        "a node runs the bucket's lifecycle",
+        CLUSTER_DEADLINE,
+        || {
+            runner = (0..3).find(|&i| {
+                c.nodes[i]
+                    .proc()
+                    .log()
+                    .contains(&format!("lifecycle: bucket {BUCKET}:"))
+            });
+            runner.is_some()
+        },
+    );
+    let runner = runner.unwrap();
+    let down = (runner + 1) % 3;
+    let before: Vec<(String, (String, String, String, i64))> = run(async {
+        let mut out = Vec::new();
+        for k in objects.keys() {
+            out.push((k.clone(), identity(&cl, k).await));
+        }
+        out
+    });
+    c.kill(down);
+    let down_id = c.nodes[down].id()[..16].to_string();
+    wait_until("the runner sees the node down", CLUSTER_DEADLINE, || {
+        parse_status(&common::stdout(&c.garage(runner, &["status"])))
+            .1
+            .contains(&down_id)
+    });
+
+    let client = sdk_client(&c, runner, &key);
+    run(async {
+        // A class the layout does not offer is refused.
+        let e = client
+            .put_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .lifecycle_configuration(config(vec![rule("cold", "cold/")
+                .transitions(
+                    Transition::builder()
+                        .days(1)
+                        .storage_class(TransitionStorageClass::Glacier)
+                        .build(),
+                )
+                .build()
+                .unwrap()]))
+            .send()
+            .await
+            .expect_err("GLACIER is not offered");
+        assert!(format!("{e:?}").contains("InvalidStorageClass"), "{e:?}");
+        client
+            .put_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .lifecycle_configuration(config(vec![rule("cold", "cold/")
+                .transitions(
+                    Transition::builder()
+                        .days(1)
+                        .storage_class(TransitionStorageClass::StandardIa)
+                        .build(),
+                )
+                .build()
+                .unwrap()]))
+            .send()
+            .await
+            .unwrap();
+        let got = client
+            .get_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .send()
+            .await
+            .unwrap();
+        let t = &got.rules()[0].transitions()[0];
+        assert_eq!(
+            (t.days(), t.storage_class()),
+            (Some(1), Some(&TransitionStorageClass::StandardIa))
+        );
+    });
+    wait_until("the transitions are deferred", CLUSTER_DEADLINE, || {
+        c.nodes[runner]
+            .proc()
+            .log()
+            .contains("deferred to the next pass: a node of its shards is down")
+    });
+    run(async {
+        for (k, body) in objects.iter() {
+            assert!(
+                get(&client, k).await == *body,
+                "{k} reads back with a node down"
+            );
+            assert_eq!(class_of(&client, k).await, "STANDARD", "{k} has not moved");
+        }
+    });
+
+    c.start(down);
+    run(async {
+        for k in ["cold/a", "cold/repeated", "cold/v"] {
+            let deadline = std::time::Instant::now() + CLUSTER_DEADLINE * 2;
+            while class_of(&cl, k).await != "STANDARD_IA" {
+                assert!(std::time::Instant::now() < deadline, "{k} never moved");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    });
+    // Left: cold/small (under 128 KiB), hot/x, and the noncurrent cold/v:
+    // five distinct replicated blocks on each node, the rest freed.
+    for i in 0..3 {
+        wait_until("the replaced blocks are freed", CLUSTER_DEADLINE, || {
+            replicated_files(&c, i) == 5
+        });
+    }
+    run(async {
+        for (k, (etag, date, version, size)) in before.iter() {
+            assert!(get(&cl, k).await == objects[k], "{k} reads back");
+            let now = identity(&cl, k).await;
+            assert_eq!(
+                (&now.0, &now.1, &now.2, now.3),
+                (etag, date, version, *size),
+                "{k}"
+            );
+            let want = if k.starts_with("cold/") && k != "cold/small" {
+                "STANDARD_IA"
+            } else {
+                "STANDARD"
+            };
+            assert_eq!(class_of(&cl, k).await, want, "{k}");
+        }
+        let v1 = cl
+            .head_object()
+            .bucket(BUCKET)
+            .key("cold/v")
+            .version_id(&old_v1.2)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(v1.storage_class(), None, "the noncurrent version stays");
+        let list = cl
+            .list_objects_v2()
+            .bucket(BUCKET)
+            .prefix("cold/")
+            .send()
+            .await
+            .unwrap();
+        for o in list.contents() {
+            let want = if o.key() == Some("cold/small") {
+                "STANDARD"
+            } else {
+                "STANDARD_IA"
+            };
+            assert_eq!(o.storage_class().unwrap().as_str(), want, "{:?}", o.key());
+        }
+    });
+
+    // Bytes per class in the bucket's counters.
+    let moved: i64 = ["cold/a", "cold/repeated", "cold/v"]
+        .iter()
+        .map(|k| objects[*k].len() as i64)
+        .sum();
+    let total: i64 = objects.values().map(|b| b.len() as i64).sum();
+    let by_class = |c: &Cluster| {
+        c.json_api(
+            0,
+            "GetBucketInfo",
+            serde_json::json!({ "globalAlias": BUCKET }),
+        )["bytesByClass"]
+            .clone()
+    };
+    wait_until("bytes per class are counted", CLUSTER_DEADLINE, || {
+        by_class(&c) == serde_json::json!({ "STANDARD": total - moved, "STANDARD_IA": moved })
+    });
+
+    // The bucket's default class: writes that name none go there.
+    let e = c.garage(0, &["bucket", "set-storage-class", BUCKET, "COLD"]);
+    assert!(!e.status.success());
+    assert!(
+        common::stderr(&e).contains("offered: STANDARD, STANDARD_IA"),
+        "{}",
+        common::stderr(&e)
+    );
+    c.garage_ok(0, &["bucket", "set-storage-class", BUCKET, "STANDARD_IA"]);
+    let info = c.garage_ok(0, &["bucket", "info", BUCKET]);
+    assert!(info.contains("Storage class:   STANDARD_IA"), "{info}");
+    assert!(
+        info.contains(&format!("in STANDARD_IA: {moved} B")),
+        "{info}"
+    );
+    run(async {
+        let body = random_bytes(MIB + 3);
+        put(&cl, "def/x", &body, None).await;
+        assert_eq!(class_of(&cl, "def/x").await, "STANDARD_IA");
+        put(&cl, "def/y", &body, Some("STANDARD")).await;
+        assert_eq!(class_of(&cl, "def/y").await, "STANDARD");
+        assert!(get(&cl, "def/x").await == body);
     });
 }

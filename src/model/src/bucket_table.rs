@@ -63,6 +63,14 @@ pub struct BucketParams {
     /// [`crate::access`]). Absent in older entries: the defaults.
     #[serde(default)]
     pub access: BucketAccess,
+    /// The storage class of writes that name none (`None`: `STANDARD`):
+    /// an erasure-coded class of the layout. Absent in older entries.
+    #[serde(default = "no_default_class")]
+    pub default_storage_class: Lww<Option<String>>,
+}
+
+fn no_default_class() -> Lww<Option<String>> {
+    Lww::raw(0, None)
 }
 
 /// A bucket's default encryption: SSE-S3 (the only kind served).
@@ -167,6 +175,19 @@ pub struct LifecycleRule {
     /// version goes. Absent in older entries.
     #[serde(default)]
     pub expired_delete_marker: bool,
+    /// Transitions of the current data to other storage classes. Absent
+    /// in older entries: none.
+    #[serde(default)]
+    pub transitions: Vec<LifecycleTransition>,
+}
+
+/// A Transition: from `when` on (counted from the object's creation, as
+/// an Expiration is), the object's blocks are re-encoded in `class`, an
+/// erasure-coded class of the layout.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct LifecycleTransition {
+    pub when: LifecycleExpiration,
+    pub class: String,
 }
 
 /// Noncurrent versions go this many days after they stopped being
@@ -278,6 +299,8 @@ impl Crdt for BucketParams {
         self.default_retention.merge(&other.default_retention);
         self.encryption.merge(&other.encryption);
         self.access.merge(&other.access);
+        self.default_storage_class
+            .merge(&other.default_storage_class);
     }
 }
 
@@ -301,6 +324,7 @@ impl Bucket {
                 default_retention: no_default_retention(),
                 encryption: no_default_encryption(),
                 access: BucketAccess::default(),
+                default_storage_class: no_default_class(),
             }),
         }
     }

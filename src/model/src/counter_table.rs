@@ -1,4 +1,5 @@
-//! Per-bucket counters: objects, bytes, unfinished uploads.
+//! Per-bucket counters: objects, bytes (in all, and per storage class other
+//! than `STANDARD`), unfinished uploads.
 //!
 //! All objects of a bucket live in one partition of the object table (the
 //! bucket id is its partition key), so each node storing that partition can
@@ -21,6 +22,30 @@ pub const BYTES: &str = "bytes";
 pub const UNFINISHED_UPLOADS: &str = "unfinished_uploads";
 
 pub type Counts = BTreeMap<String, i64>;
+
+/// Prefix of the counters of bytes per storage class (the classes other
+/// than `STANDARD`, whose bytes are the rest of [`BYTES`]).
+const CLASS_BYTES_PREFIX: &str = "bytes.";
+
+/// The counter of the bytes of current data in storage class `class`.
+pub fn class_bytes_key(class: &str) -> String {
+    format!("{CLASS_BYTES_PREFIX}{class}")
+}
+
+/// Bytes per storage class in `counts`, `STANDARD` included (the bytes no
+/// other class counts), classes holding nothing left out.
+pub fn bytes_by_class(counts: &Counts) -> BTreeMap<String, i64> {
+    let mut out: BTreeMap<String, i64> = counts
+        .iter()
+        .filter_map(|(k, n)| Some((k.strip_prefix(CLASS_BYTES_PREFIX)?.to_string(), *n)))
+        .filter(|(_, n)| *n != 0)
+        .collect();
+    let rest = counts.get(BYTES).copied().unwrap_or(0) - out.values().sum::<i64>();
+    if rest != 0 || out.is_empty() {
+        out.insert("STANDARD".into(), rest);
+    }
+    out
+}
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CounterEntry {
@@ -149,5 +174,32 @@ impl LocalCounters {
     /// This node's counts for `bucket`.
     pub fn get(&self, bucket: &Uuid) -> db::Result<Counts> {
         Ok(Self::decode(self.tree.get(bucket.as_slice())?)?.counts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_by_class_gives_standard_the_rest() {
+        let counts: Counts = [
+            (BYTES.to_string(), 100),
+            (OBJECTS.to_string(), 3),
+            (class_bytes_key("STANDARD_IA"), 60),
+            (class_bytes_key("COLD"), 0),
+        ]
+        .into_iter()
+        .collect();
+        let by = bytes_by_class(&counts);
+        assert_eq!(
+            by.into_iter().collect::<Vec<_>>(),
+            vec![("STANDARD".into(), 40), ("STANDARD_IA".into(), 60)]
+        );
+        let all_ia: Counts = [(BYTES.to_string(), 5), (class_bytes_key("X"), 5)]
+            .into_iter()
+            .collect();
+        assert_eq!(bytes_by_class(&all_ia).len(), 1);
+        assert_eq!(bytes_by_class(&Counts::new()).get("STANDARD"), Some(&0));
     }
 }

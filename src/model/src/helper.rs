@@ -307,6 +307,19 @@ impl Metadata {
         Ok(())
     }
 
+    /// Sets the storage class of writes to the bucket that name none
+    /// (`None`: `STANDARD`). The caller checks the class exists.
+    pub async fn set_default_class(&self, bucket_id: Uuid, class: Option<String>) -> Result<()> {
+        let mut bucket = self.existing_bucket(bucket_id).await?;
+        bucket
+            .params_mut()
+            .expect("existing")
+            .default_storage_class
+            .update(class);
+        self.buckets.insert(&bucket).await?;
+        Ok(())
+    }
+
     async fn existing_bucket(&self, id: Uuid) -> Result<Bucket> {
         match self.buckets.get_quorum(&EmptyKey, &id).await? {
             Some(b) if !b.state.is_deleted() => Ok(b),

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::access::VersionAcl;
 use crate::bucket_table::Versioning;
 use crate::counter_table::{
-    CounterTable, Counts, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
+    class_bytes_key, CounterTable, Counts, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
 };
 use crate::mpu_table::{MpuTable, MultipartUpload};
 use crate::object_lock::ObjectLock;
@@ -139,9 +139,11 @@ impl ObjectVersionState {
     /// every step that the hook acts on is final: once a replica has seen a
     /// version aborted, or complete without blocks, it has deleted the
     /// version's blocks, so no merge may bring back a state with blocks.
-    /// (Two different complete states of one version are never written in
-    /// practice, a version is completed once; ties resolve to the larger
-    /// so that replicas agree.)
+    /// (A version is completed once. The one other complete state written
+    /// for it is a lifecycle transition's: the same data with a storage
+    /// class, `first_ec` and an erasure-coded first block, which is larger
+    /// (`None` < `Some`) and so wins everywhere; ties resolve to the
+    /// larger so that replicas agree.)
     pub(crate) fn merge(&mut self, other: &Self) {
         let rank = |s: &Self| match s {
             ObjectVersionState::Uploading { .. } => 0,
@@ -217,6 +219,17 @@ impl ObjectVersion {
             ObjectVersionState::Complete(ObjectVersionData::Inline(..))
                 | ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..))
         )
+    }
+
+    /// The storage class of complete data, when not `STANDARD`.
+    pub fn storage_class(&self) -> Option<&str> {
+        match &self.state {
+            ObjectVersionState::Complete(ObjectVersionData::Inline(m, _))
+            | ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) => {
+                m.storage_class.as_deref()
+            }
+            _ => None,
+        }
     }
 
     pub fn size(&self) -> u64 {
@@ -495,6 +508,12 @@ impl Object {
                 .filter(|v| v.is_uploading(None))
                 .count() as i64,
         );
+        if let Some(class) = current.and_then(|v| v.storage_class()) {
+            c.insert(
+                class_bytes_key(class),
+                current.map(|v| v.size() as i64).unwrap_or(0),
+            );
+        }
         c
     }
 }
@@ -722,7 +741,11 @@ impl ObjectTable {
         let before = old.map(Object::counts).unwrap_or_default();
         let after = new.map(Object::counts).unwrap_or_default();
         let mut delta = Counts::new();
-        for k in [OBJECTS, BYTES, UNFINISHED_UPLOADS] {
+        let keys = [OBJECTS, BYTES, UNFINISHED_UPLOADS]
+            .into_iter()
+            .chain(before.keys().map(String::as_str))
+            .chain(after.keys().map(String::as_str));
+        for k in keys {
             let d = after.get(k).copied().unwrap_or(0) - before.get(k).copied().unwrap_or(0);
             delta.insert(k.to_string(), d);
         }
@@ -761,16 +784,21 @@ pub fn recount_counters(db: &db::Db, node: Uuid) -> db::Result<(usize, usize)> {
             want.entry(b).or_default();
         }
     }
-    let zero = |c: &Counts| -> Counts {
+    // Every counter either side has, absent ones as 0 (a class no longer
+    // holding anything counts 0 bytes).
+    let zero = |c: &Counts, other: &Counts| -> Counts {
         [OBJECTS, BYTES, UNFINISHED_UPLOADS]
             .into_iter()
+            .chain(c.keys().map(String::as_str))
+            .chain(other.keys().map(String::as_str))
             .map(|k| (k.to_string(), c.get(k).copied().unwrap_or(0)))
             .collect()
     };
     let mut changed = 0;
     for (bucket, counts) in want.iter() {
-        let counts = zero(counts);
-        if zero(&local.get(bucket)?) == counts {
+        let have = local.get(bucket)?;
+        let counts = zero(counts, &have);
+        if zero(&have, &counts) == counts {
             continue;
         }
         db.transaction(|tx| -> db::TxResult<(), db::Error> {
@@ -813,7 +841,9 @@ mod tests {
             headers: vec![],
             size,
             etag: format!("e{size}"),
-            storage_class: None,
+            // Some sizes in an erasure-coded class: their bytes are counted
+            // per class too (checked against a recount below).
+            storage_class: (size % 3 == 0).then(|| "STANDARD_IA".into()),
             first_ec: None,
         }
     }

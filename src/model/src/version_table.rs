@@ -51,11 +51,16 @@ pub struct VersionBlock {
     pub ec: Option<EcCode>,
 }
 
-/// Two writers never give one block position different contents; if they
-/// did, the larger wins so that replicas agree.
+/// One block position changes only when a lifecycle transition re-encodes
+/// it (`garage_api::transition`): the same bytes, erasure-coded, replace a
+/// replicated block. So an erasure-coded block wins over a replicated one;
+/// otherwise (two writers never give one position different contents; if
+/// they did) the larger wins, so that replicas agree. The reference to the
+/// replaced block is dropped by the transition once the whole version is
+/// re-encoded, not here: the same block may sit in another segment.
 impl Crdt for VersionBlock {
     fn merge(&mut self, other: &Self) {
-        if other > self {
+        if (other.ec.is_some(), *other) > (self.ec.is_some(), *self) {
             *self = *other;
         }
     }

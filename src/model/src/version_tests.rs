@@ -334,3 +334,47 @@ fn created_is_the_earliest_known_time() {
     let legacy = Version::from_entries(&[at(0)]).unwrap();
     assert_eq!(legacy.created, 0, "an old entry does not look new");
 }
+
+#[test]
+fn a_transition_replaces_blocks_and_wins_in_any_order() {
+    let (_d, db, data) = open();
+    let uuid = id(9);
+    let n = SEGMENT_BLOCKS + 2;
+    write_blocks_one_by_one(&data, uuid, n, true);
+    let code = garage_rpc::layout::EcCode { data: 2, parity: 1 };
+    let coded = |i: u64| VersionBlock {
+        hash: id(2_000_000 + i),
+        ec: Some(code),
+        ..block(i)
+    };
+    let all: Vec<(VersionBlockKey, VersionBlock)> = (0..n).map(|i| (key(1, i), coded(i))).collect();
+    for s in Version::segments(uuid, &backlink(), all.iter().map(|(k, b)| (k, b))) {
+        data.update_entry_with(&s).unwrap();
+    }
+    let v = local_version(&data, &uuid).unwrap();
+    assert_eq!(v.blocks.items().count() as u64, n);
+    assert!(v.blocks.items().all(|(_, b)| b.ec == Some(code)));
+    // The new blocks gained a reference; the old ones keep theirs (the
+    // transition drops them once the whole version is re-encoded).
+    let refs = queued_in::<BlockRefTable>(&db);
+    assert_eq!(refs.len() as u64, 2 * n);
+    assert!(refs.iter().all(|r| !r.deleted.get()));
+    // A replicated block arriving late (anti-entropy) does not undo it,
+    // and the merge is the same in either order.
+    for i in 0..n {
+        let (mut a, mut b) = (block(i), coded(i));
+        a.merge(&coded(i));
+        b.merge(&block(i));
+        assert_eq!((a, b), (coded(i), coded(i)));
+    }
+    data.update_entry_with(&Version::with_block(
+        uuid,
+        backlink(),
+        0,
+        key(1, 0),
+        block(0),
+    ))
+    .unwrap();
+    let v = local_version(&data, &uuid).unwrap();
+    assert_eq!(v.blocks.get(&key(1, 0)), Some(&coded(0)));
+}

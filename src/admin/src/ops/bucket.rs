@@ -2,11 +2,12 @@
 //! aliases, and the rights of keys on them.
 
 use garage_model::bucket_table::{Bucket, BucketParams, BucketQuotas, WebsiteConfig};
-use garage_model::counter_table::{Counts, BYTES, OBJECTS, UNFINISHED_UPLOADS};
+use garage_model::counter_table::{bytes_by_class, Counts, BYTES, OBJECTS, UNFINISHED_UPLOADS};
 use garage_model::helper::{HelperError, Metadata};
 use garage_model::key_table::Key;
 use garage_model::object_table::ObjectFilter;
 use garage_model::permission::BucketKeyPerm;
+use garage_rpc::layout::classes;
 use garage_rpc::layout::LayoutVersion;
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
@@ -77,6 +78,13 @@ pub struct GetBucketInfoResponse {
     pub keys: Vec<GetBucketInfoKey>,
     pub objects: i64,
     pub bytes: i64,
+    /// Bytes of current data per storage class (`STANDARD`: replicated;
+    /// the others erasure-coded), classes holding nothing left out.
+    #[serde(default)]
+    pub bytes_by_class: std::collections::BTreeMap<String, i64>,
+    /// The storage class of writes that name none.
+    #[serde(default = "standard")]
+    pub default_storage_class: String,
     /// Multipart uploads not completed or aborted yet.
     pub unfinished_uploads: i64,
     /// The same count (every unfinished upload is a multipart one here).
@@ -98,6 +106,10 @@ pub struct GetBucketInfoResponse {
     /// order (empty: none).
     #[serde(default)]
     pub lifecycle_rules: Vec<GetBucketInfoLifecycleRule>,
+}
+
+fn standard() -> String {
+    classes::STANDARD.into()
 }
 
 /// One CORS rule of a bucket.
@@ -304,6 +316,12 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
         keys,
         objects: count(OBJECTS),
         bytes: count(BYTES),
+        bytes_by_class: bytes_by_class(&counts),
+        default_storage_class: p
+            .default_storage_class
+            .get()
+            .clone()
+            .unwrap_or_else(standard),
         unfinished_uploads: count(UNFINISHED_UPLOADS),
         unfinished_multipart_uploads: count(UNFINISHED_UPLOADS),
         quotas: ApiBucketQuotas {
@@ -491,6 +509,10 @@ pub struct UpdateBucketRequestBody {
     /// New quotas (both fields are set: null removes a limit).
     #[serde(default)]
     pub quotas: Option<ApiBucketQuotas>,
+    /// The storage class of writes that name none: `STANDARD` or an
+    /// erasure-coded class of the layout.
+    #[serde(default)]
+    pub default_storage_class: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -505,7 +527,8 @@ pub struct UpdateBucketWebsiteAccess {
     pub error_document: Option<String>,
 }
 
-/// Enables or disables website access, or sets quotas.
+/// Enables or disables website access, sets quotas, or the default
+/// storage class.
 pub async fn update_bucket(
     g: &Garage,
     id: &str,
@@ -543,6 +566,25 @@ pub async fn update_bucket(
             },
         )
         .await?;
+    }
+    if let Some(c) = req.default_storage_class {
+        let class = match c.as_str() {
+            classes::STANDARD => None,
+            name => {
+                let layout = g.system.layout();
+                if layout.current().class_code(name).is_none() {
+                    let offered: Vec<&str> = std::iter::once(classes::STANDARD)
+                        .chain(layout.current().classes.keys().map(|s| s.as_str()))
+                        .collect();
+                    return Err(ApiError::bad(format!(
+                        "defaultStorageClass: the layout offers no class {name:?} (offered: {}; `garage layout config --storage-class` adds one)",
+                        offered.join(", ")
+                    )));
+                }
+                Some(c)
+            }
+        };
+        m.set_default_class(b.id, class).await?;
     }
     let b = bucket_by_id(&m, id).await?;
     bucket_info(g, &b).await

@@ -196,10 +196,27 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                     body: UpdateBucketRequestBody {
                         website_access: None,
                         quotas: Some(q),
+                        default_storage_class: None,
                     },
                 })
                 .await?;
             Ok(format!("Quotas of bucket {bucket} were updated.\n"))
+        }
+        BucketOperation::SetStorageClass { bucket, class } => {
+            let b = find(admin, bucket).await?;
+            admin
+                .op(R::UpdateBucket {
+                    id: b.id,
+                    body: UpdateBucketRequestBody {
+                        website_access: None,
+                        quotas: None,
+                        default_storage_class: Some(class.clone()),
+                    },
+                })
+                .await?;
+            Ok(format!(
+                "Writes to bucket {bucket} that name no storage class now go to {class}.\n"
+            ))
         }
         BucketOperation::CleanupIncompleteUploads {
             older_than,
@@ -285,6 +302,7 @@ async fn website(admin: &Admin, w: &WebsiteOpt) -> anyhow::Result<String> {
                         error_document: w.error_document.clone(),
                     }),
                     quotas: None,
+                    default_storage_class: None,
                 },
             })
             .await?,
@@ -325,6 +343,16 @@ fn info_text(i: &GetBucketInfoResponse) -> String {
     let _ = writeln!(out, "Created:         {}", date(&i.created));
     let _ = writeln!(out);
     let _ = writeln!(out, "Size:            {} B", i.bytes);
+    if i.bytes_by_class.len() > 1 || i.bytes_by_class.keys().any(|c| c != "STANDARD") {
+        for (class, n) in i.bytes_by_class.iter() {
+            let _ = writeln!(out, "  in {class}: {n} B");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Storage class:   {} (of writes that name none)",
+        i.default_storage_class
+    );
     let _ = writeln!(out, "Objects:         {}", i.objects);
     let _ = writeln!(out, "Unfinished MPUs: {}", i.unfinished_uploads);
     let _ = writeln!(out);

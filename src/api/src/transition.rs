@@ -1,0 +1,220 @@
+//! Lifecycle transitions: a version's blocks re-encoded in place in an
+//! erasure-coded storage class, keeping its version id, ETag, dates,
+//! headers and checksums (S3's semantics: a transition changes where the
+//! bytes are kept, nothing a client reads). The lifecycle worker decides
+//! what moves (`lifecycle_worker.rs`); the transition worker there calls
+//! [`Api::transition`] for each.
+//!
+//! The steps, each safe to stop after (the next pass redoes what is left):
+//! 1. each block not yet in the code is read whole (its hash checked),
+//!    erasure-coded, and its shards written as a PUT writes them (acked per
+//!    `doc/durability.md`), with a reference from the version;
+//! 2. the version's segments are written with the new blocks, which win
+//!    over the replicated ones in every merge (`VersionBlock`'s CRDT);
+//! 3. the object entry (and the history entry of a versioned version) is
+//!    written with the class, the first block's new address and its code,
+//!    which also wins over the old state (`ObjectVersionState::merge`);
+//! 4. the version's references to the replaced blocks are dropped, so that
+//!    the blocks are freed after the usual delete delay (a GET already
+//!    streaming them finishes first).
+//!
+//! A version deleted meanwhile stays deleted (deletion wins in the version
+//! and object tables), and its new blocks lose their references with it.
+//! Until step 4 the old blocks stay referenced: a stop in between leaves
+//! two copies of some blocks until the next pass, never none.
+
+use std::collections::HashSet;
+
+use garage_model::block_ref_table::BlockRef;
+use garage_model::history_table::{HistoryEntry, HistoryKey};
+use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
+use garage_model::version_table::{read_version, Version, VersionBlock, VersionBlockKey};
+use garage_rpc::layout::EcCode;
+use garage_util::data::{blake2sum, Hash, Uuid};
+
+use crate::ctx::Api;
+use crate::error::{ApiError, ApiResult};
+
+/// Blocks re-encoded at once per transition (each holds one block, 1 MiB,
+/// in memory).
+const IN_FLIGHT: usize = 4;
+
+/// What one transition did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transitioned {
+    /// Every block is in the class's code now; this many were re-encoded.
+    Done { blocks: usize },
+    /// Not now: a node of some block's shards is down (the block would
+    /// be written replicated again). Retried at the next pass.
+    NodesDown,
+    /// The version has no blocks any more (deleted meanwhile).
+    Gone,
+}
+
+impl Api {
+    /// Moves version `v` of `bucket`/`key` (complete data with blocks) to
+    /// storage class `class`, whose code is `code`. See the module
+    /// comment for the steps.
+    pub async fn transition(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        v: &ObjectVersion,
+        class: &str,
+        code: EcCode,
+    ) -> ApiResult<Transitioned> {
+        let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+            return Ok(Transitioned::Gone);
+        };
+        let Some(version) = read_version(&self.versions, &v.uuid)
+            .await?
+            .filter(|x| !x.deleted.get() && !x.blocks.is_empty())
+        else {
+            return Ok(Transitioned::Gone);
+        };
+        let todo: Vec<(VersionBlockKey, VersionBlock)> = version
+            .blocks
+            .items()
+            .filter(|(_, b)| b.ec != Some(code))
+            .map(|(k, b)| (*k, *b))
+            .collect();
+        if todo.iter().any(|(_, b)| !self.shard_nodes_up(b, code)) {
+            return Ok(Transitioned::NodesDown);
+        }
+        // Step 1: the blocks, IN_FLIGHT at a time.
+        let mut recoded: Vec<(VersionBlockKey, VersionBlock)> = Vec::with_capacity(todo.len());
+        for chunk in todo.chunks(IN_FLIGHT) {
+            let done = futures::future::try_join_all(
+                chunk.iter().map(|(_, b)| self.recode(v.uuid, *b, code)),
+            )
+            .await?;
+            recoded.extend(chunk.iter().map(|(k, _)| *k).zip(done));
+        }
+        // Step 2: the version's segments, whole (a segment is cut by the
+        // block's index in its part, so every block is given).
+        let mut blocks = version.blocks.clone();
+        for (k, b) in recoded.iter() {
+            blocks.put(*k, *b);
+        }
+        let segments = Version::segments(v.uuid, &version.backlink, blocks.items());
+        self.versions.insert_many(&segments).await?;
+        // Step 3: the object's entry.
+        let (first_key, first) = blocks
+            .items()
+            .next()
+            .map(|(k, b)| (*k, *b))
+            .expect("the version has blocks");
+        debug_assert_eq!(first_key.offset, 0);
+        let mut meta = meta.clone();
+        meta.storage_class = Some(class.to_string());
+        meta.first_ec = first.ec;
+        let moved = ObjectVersion {
+            state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, first.hash)),
+            ..v.clone()
+        };
+        self.write_moved(bucket, key, &moved).await?;
+        // Step 4: the references to the replaced blocks.
+        let kept: HashSet<Hash> = blocks.items().map(|(_, b)| b.hash).collect();
+        let dropped: Vec<BlockRef> = todo
+            .iter()
+            .map(|(_, b)| b.hash)
+            .filter(|h| !kept.contains(h))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .map(|h| BlockRef::new(h, v.uuid, true))
+            .collect();
+        if !dropped.is_empty() {
+            self.block_refs.insert_many(&dropped).await?;
+        }
+        Ok(Transitioned::Done {
+            blocks: recoded.len(),
+        })
+    }
+
+    /// Whether every node of the shards `b` would have in `code` is up
+    /// (for a block in another code, its address in `code` is not known
+    /// before it is read; those are checked by [`Api::recode`]).
+    fn shard_nodes_up(&self, b: &VersionBlock, code: EcCode) -> bool {
+        b.ec.is_some() || {
+            let addr = garage_block::ec::ec_address(&b.hash, code);
+            self.blocks.ec_writable(&addr, code)
+        }
+    }
+
+    /// Block `b` of version `uuid` read, checked, erasure-coded in `code`,
+    /// its shards written and referenced by the version: the new block.
+    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: EcCode) -> ApiResult<VersionBlock> {
+        let data = self.blocks.get_any(&b.hash, b.ec).await?;
+        let content = match b.ec {
+            // Read by its address: checked against it.
+            None => b.hash,
+            Some(_) => {
+                let d = data.clone();
+                tokio::task::spawn_blocking(move || blake2sum(&d))
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))?
+            }
+        };
+        let addr = garage_block::ec::ec_address(&content, code);
+        if !self.blocks.ec_writable(&addr, code) {
+            return Err(ApiError::Internal(format!(
+                "a node of the shards of block {} is down",
+                addr.short()
+            )));
+        }
+        let block = VersionBlock {
+            hash: addr,
+            size: b.size,
+            ec: Some(code),
+        };
+        let block_ref = BlockRef::to_block(&block, uuid);
+        let (put, r) = tokio::join!(
+            self.blocks.put_block_ec(content, data, code),
+            self.block_refs.insert(&block_ref),
+        );
+        put?;
+        r?;
+        Ok(block)
+    }
+
+    /// Writes the moved version into its object entry and, if it has a
+    /// version id, its history entry: each only if it still lists the
+    /// version, so that an entry deleted and collected meanwhile is not
+    /// brought back.
+    async fn write_moved(&self, bucket: Uuid, key: &str, moved: &ObjectVersion) -> ApiResult<()> {
+        let hkey = HistoryKey::of(key, moved.timestamp, moved.uuid);
+        let key_s = key.to_string();
+        let (o, h) = tokio::join!(self.objects.get(&bucket, &key_s), async {
+            match moved.in_history() {
+                true => self.history.get(&bucket, &hkey).await,
+                false => Ok(None),
+            }
+        });
+        let listed = o?.is_some_and(|o| o.version(moved.timestamp, moved.uuid).is_some());
+        let in_history = h?.is_some_and(|h| !h.is_deleted());
+        let history = async {
+            match in_history {
+                true => {
+                    self.history
+                        .insert(&HistoryEntry::new(bucket, key, moved.clone()))
+                        .await
+                }
+                false => Ok(()),
+            }
+        };
+        let object = async {
+            match listed {
+                true => {
+                    self.objects
+                        .insert(&Object::new(bucket, key.to_string(), vec![moved.clone()]))
+                        .await
+                }
+                false => Ok(()),
+            }
+        };
+        let (h, o) = tokio::join!(history, object);
+        h?;
+        o?;
+        Ok(())
+    }
+}
