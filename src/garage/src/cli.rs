@@ -40,6 +40,13 @@ pub struct Opt {
     #[arg(short = 'h', long, env = "GARAGE_RPC_HOST", global = true)]
     pub rpc_host: Option<String>,
 
+    /// Print the answer of a read command (status, layout show, bucket
+    /// list/info, key list/info, stats, worker list/info/get, block
+    /// list-errors/info, admin-token list/info) as one JSON document, with
+    /// the fields of the admin API endpoint it calls
+    #[arg(long, global = true)]
+    pub json: bool,
+
     /// Configuration file [default: /etc/garage.toml; `garage server` falls
     /// back to a built-in single-node configuration when that file does not
     /// exist]

@@ -8,7 +8,7 @@ use garage_table::data::TableData;
 use garage_table::encoding::{encode, encode_named, tree_key, tree_key_raw};
 use garage_table::testing::temp_db;
 use garage_table::InsertQueue;
-use garage_util::crdt::{Bool, LwwMap, Map};
+use garage_util::crdt::{Bool, Crdt, LwwMap, Map};
 use garage_util::data::Uuid;
 use serde::Serialize;
 

@@ -187,8 +187,62 @@ macro_rules! expect_answer {
 }
 pub(crate) use expect_answer as expect;
 
+/// The admin API endpoint and request (query and body fields together, as
+/// `garage json-api` takes them) whose answer a read command prints with
+/// `--json`; `None` for a command that changes something.
+pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> {
+    use crate::cli::{
+        AdminTokenOperation as T, BlockOperation as B, BucketOperation as Bu, KeyOperation as K,
+        LayoutOperation as L, WorkerOperation as W,
+    };
+    use serde_json::json;
+    Some(match cmd {
+        Command::Status => ("GetClusterStatus", json!({})),
+        Command::Layout(L::Show) => ("GetClusterLayout", json!({})),
+        Command::Bucket(Bu::List) => ("ListBuckets", json!({})),
+        Command::Bucket(Bu::Info { name }) => ("GetBucketInfo", json!({ "search": name })),
+        Command::Key(K::List) => ("ListKeys", json!({})),
+        Command::Key(K::Info {
+            key_pattern,
+            show_secret,
+        }) => (
+            "GetKeyInfo",
+            match show_secret {
+                true => json!({ "search": key_pattern, "showSecretKey": "true" }),
+                false => json!({ "search": key_pattern }),
+            },
+        ),
+        Command::Stats { all_nodes } => (
+            "GetNodeStatistics",
+            json!({ "node": if *all_nodes { "*" } else { "self" } }),
+        ),
+        Command::Worker(W::List) => ("ListWorkers", json!({})),
+        Command::Worker(W::Info { tid }) => ("GetWorkerInfo", json!({ "id": tid })),
+        Command::Worker(W::Get { variable }) => {
+            ("GetWorkerVariable", json!({ "variable": variable }))
+        }
+        Command::Block(B::ListErrors) => ("ListBlockErrors", json!({})),
+        Command::Block(B::Info { hash }) => ("GetBlockInfo", json!({ "blockHash": hash })),
+        Command::AdminToken(T::List) => ("ListAdminTokens", json!({})),
+        Command::AdminToken(T::Info { token }) => ("GetAdminTokenInfo", json!({ "search": token })),
+        _ => return None,
+    })
+}
+
 /// Runs an admin command.
 pub async fn run(opt: &Opt) -> anyhow::Result<()> {
+    if opt.json {
+        let (endpoint, request) = json_request(&opt.cmd).ok_or_else(|| {
+            anyhow!(
+                "--json is for read commands (status, layout show, bucket list/info, key list/info, stats, \
+                 worker list/info/get, block list-errors/info, admin-token list/info); `garage {}` with these \
+                 arguments changes something: call its admin API endpoint with `garage json-api` for a JSON answer",
+                opt.cmd.name()
+            )
+        })?;
+        let admin = Admin::connect(opt).await?;
+        return json_api(&admin, endpoint, Some(&request.to_string())).await;
+    }
     let admin = Admin::connect(opt).await?;
     match &opt.cmd {
         Command::Status => status::show(&admin).await,

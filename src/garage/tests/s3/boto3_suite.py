@@ -119,7 +119,7 @@ bad_lifecycle("MalformedXML", 400, Expiration={})
 bad_lifecycle("MalformedXML", 400, Status="Sometimes", Expiration={"Days": 1})
 bad_lifecycle("InvalidArgument", 400, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})
 bad_lifecycle("InvalidArgument", 400)  # no action
-bad_lifecycle("NotImplemented", 501, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
+bad_lifecycle("InvalidStorageClass", 400, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
 bad_lifecycle("NotImplemented", 501,
               NoncurrentVersionTransitions=[{"NoncurrentDays": 30, "StorageClass": "GLACIER"}])
 bad_lifecycle("InvalidArgument", 400, NoncurrentVersionExpiration={"NoncurrentDays": 0})

@@ -534,7 +534,10 @@ async function bucket(id) {
     h("p", {}, h("a", { href: "#/objects/" + b.id, id: "browse" }, "Browse objects")),
     h("dl", { class: "facts" },
       [["Id", b.id], ["Created", b.created], ["Aliases", b.globalAliases.join(", ")],
-        ["Objects", String(b.objects)], ["Size", bytes(b.bytes)], ["Unfinished uploads", String(b.unfinishedUploads)],
+        ["Objects", String(b.objects)], ["Size", bytes(b.bytes)],
+        ["Size by storage class", Object.entries(b.bytesByClass || {}).map(([c, n]) => c + " " + bytes(n)).join(", ")],
+        ["Default storage class", b.defaultStorageClass || "STANDARD"],
+        ["Unfinished uploads", String(b.unfinishedUploads)],
         ["Website", b.websiteAccess ? "served" : "not served"], ["Quota: size", limit(b.quotas.maxSize, bytes)],
         ["Quota: objects", limit(b.quotas.maxObjects, String)]]
         .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
