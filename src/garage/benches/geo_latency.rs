@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 
 const WEB_PORT: u16 = 3902;
@@ -169,10 +169,7 @@ impl Bench {
             c.start(i);
         }
         wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-            parse_status(&common::stdout(&c.garage(0, &["status"])))
-                .0
-                .len()
-                == n
+            c.health(0).0.len() == n
         });
         let zones: Vec<String> = (1..=n).map(|z| format!("dc{z}")).collect();
         let zones: Vec<&str> = zones.iter().map(String::as_str).collect();

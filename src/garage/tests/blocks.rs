@@ -72,8 +72,7 @@ fn version_tables(gw: &Gateway) -> (Arc<Table<VersionTable>>, Arc<Table<BlockRef
 fn start_three(c: &mut Cluster) {
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 3
+        c.health(0).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
 }
@@ -1155,8 +1154,7 @@ fn repairs_on_every_node_during_a_layout_change_and_a_kill_keep_live_data() {
         .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "1".into()));
     c.start_first(3);
     wait_until("three nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 3
+        c.health(0).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "live");
@@ -1286,8 +1284,7 @@ fn repairs_on_every_node_during_a_layout_change_and_a_kill_keep_live_data() {
     // new node (still syncing) run them too.
     c.start(3);
     wait_until("four nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+        c.health(0).0.len() == 4
     });
     c.apply_layout(&["dc1", "dc2", "dc3", "dc4"], "1G");
     let repairs = ["versions", "mpu", "block-refs"];

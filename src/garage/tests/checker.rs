@@ -32,7 +32,7 @@ use aws_sdk_s3::Client;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 use common::stdout;
 use model::{body_of, check_all, Kind, Op, Outcome, Read};
@@ -711,9 +711,7 @@ impl Nemesis {
                 }
                 let id = self.c.nodes[i].id()[..16].to_string();
                 wait_until("node 0 sees the new node", CLUSTER_DEADLINE, || {
-                    parse_status(&stdout(&self.c.garage(0, &["status"])))
-                        .0
-                        .contains(&id)
+                    self.c.health(0).0.contains(&id)
                 });
                 let zone = format!("dc{}", self.next_zone);
                 self.next_zone += 1;
@@ -898,7 +896,7 @@ fn run(seed: u64) {
     }
     c.start_first(STORAGE);
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == STORAGE
+        c.health(0).0.len() == STORAGE
     });
     // Four nodes in three zones.
     let zones = ["dc1", "dc2", "dc3", "dc1"];

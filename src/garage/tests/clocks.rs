@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws, aws_ok, endpoint, make_key, run_script};
 use common::{stderr, stdout};
 
@@ -59,7 +59,7 @@ fn a_later_write_wins_whatever_the_clocks() {
     c.fake_clock(3);
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 4
+        c.health(0).0.len() == 4
     });
     let gw = c.nodes[3].id().to_string();
     c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw[..16]]);
@@ -161,7 +161,7 @@ fn a_skewed_clock_is_shown_and_fails_closed() {
     c.fake_clock(1);
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
+        c.health(0).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "skewed");

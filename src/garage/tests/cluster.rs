@@ -5,15 +5,11 @@ mod common;
 use std::io::Write;
 use std::time::Duration;
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::{stderr, stdout};
 
 fn status(c: &Cluster, i: usize) -> (Vec<String>, Vec<String>) {
-    let o = c.garage(i, &["status"]);
-    if !o.status.success() {
-        return (vec![], vec![]);
-    }
-    parse_status(&stdout(&o))
+    c.health(i)
 }
 
 fn layout_version(c: &Cluster, i: usize) -> Option<u64> {
@@ -256,6 +252,64 @@ fn json_api_calls_any_admin_endpoint_over_rpc() {
     assert!(!o.status.success());
     assert!(
         stderr(&o).contains("no admin API endpoint FlyToTheMoon"),
+        "{}",
+        stderr(&o)
+    );
+
+    // `--json` on the read commands: one JSON document each, the fields
+    // of the admin API endpoint behind it.
+    let key = json(&["CreateKey", r#"{"name": "json-key"}"#]);
+    let key_id = key["accessKeyId"].as_str().unwrap().to_string();
+    let cli = |args: &[&str]| -> serde_json::Value {
+        let out = c.garage_ok(0, args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+    };
+    let me = c.nodes[0].id().to_string();
+    assert_eq!(cli(&["status", "--json"])["nodes"][0]["id"], me.as_str());
+    assert_eq!(cli(&["--json", "layout", "show"])["version"], 1);
+    let buckets = cli(&["bucket", "list", "--json"]);
+    assert_eq!(buckets[0]["id"], id.as_str(), "{buckets}");
+    let b = cli(&["bucket", "info", "from-json", "--json"]);
+    assert_eq!(
+        (&b["quotas"]["maxObjects"], &b["bytesByClass"]["STANDARD"]),
+        (&serde_json::json!(7), &serde_json::json!(0)),
+        "{b}"
+    );
+    assert_eq!(cli(&["key", "list", "--json"])[0]["id"], key_id.as_str());
+    let k = cli(&["key", "info", "json-key", "--json"]);
+    assert_eq!(
+        (&k["name"], &k["secretAccessKey"]),
+        (&serde_json::json!("json-key"), &serde_json::Value::Null),
+        "{k}"
+    );
+    let k = cli(&["key", "info", "json-key", "--show-secret", "--json"]);
+    assert_eq!(k["secretAccessKey"], key["secretAccessKey"], "{k}");
+    let stats = cli(&["stats", "--json"]);
+    let tables = &stats["success"][&me]["tables"];
+    assert!(
+        tables
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "bucket_v2" || t["name"] == "bucket"),
+        "{stats}"
+    );
+    let workers = cli(&["worker", "list", "--json"]);
+    let list = workers["success"][&me].as_array().unwrap();
+    assert!(
+        list.iter()
+            .any(|w| w["name"] == "Lifecycle transition worker"),
+        "{workers}"
+    );
+    let first = list[0]["id"].as_u64().unwrap().to_string();
+    assert!(cli(&["worker", "info", &first, "--json"])["success"][&me]["name"].is_string());
+    assert!(cli(&["block", "list-errors", "--json"])["success"][&me].is_array());
+    assert!(cli(&["admin-token", "list", "--json"]).is_array());
+    // A command that changes something is refused, saying what to do.
+    let o = c.garage(0, &["bucket", "create", "x", "--json"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("--json is for read commands"),
         "{}",
         stderr(&o)
     );

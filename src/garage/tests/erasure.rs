@@ -16,7 +16,7 @@ use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, StorageClass};
 use aws_sdk_s3::Client;
 use rand::RngCore;
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{make_key, sdk_client};
 
 const MIB: usize = 1 << 20;
@@ -53,10 +53,7 @@ fn cluster_with(n: usize, zones: &[&str], env: &[(&str, &str)]) -> Cluster {
     }
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&common::stdout(&c.garage(0, &["status"])))
-            .0
-            .len()
-            == n
+        c.health(0).0.len() == n
     });
     c.apply_layout(zones, "1G");
     c
@@ -266,8 +263,7 @@ fn erasure_coded_objects_survive_a_zone() {
     c.kill(4);
     c.kill(5);
     wait_until("dc3 seen down", Duration::from_secs(60), || {
-        let out = common::stdout(&c.garage(0, &["status"]));
-        parse_status(&out).1.len() >= 2
+        c.health(0).1.len() >= 2
     });
     run(async {
         for (k, (body, _)) in objects.iter() {
@@ -287,10 +283,7 @@ fn erasure_coded_objects_survive_a_zone() {
     c.start(4);
     c.start(5);
     let cl4 = sdk_client(&c, 4, &key);
-    wait_until("dc3 back", CLUSTER_DEADLINE, || {
-        let out = common::stdout(&c.garage(0, &["status"]));
-        parse_status(&out).0.len() == 6
-    });
+    wait_until("dc3 back", CLUSTER_DEADLINE, || c.health(0).0.len() == 6);
     run(async {
         for (k, (body, _)) in objects.iter() {
             assert!(get(&cl4, k).await == *body, "{k} reads back from node 4");
@@ -344,10 +337,7 @@ fn erasure_coded_objects_survive_a_zone() {
     // Everything deleted (node 5 back): every node frees every shard and
     // every block.
     c.start(5);
-    wait_until("node 5 back", CLUSTER_DEADLINE, || {
-        let out = common::stdout(&c.garage(0, &["status"]));
-        parse_status(&out).0.len() == 6
-    });
+    wait_until("node 5 back", CLUSTER_DEADLINE, || c.health(0).0.len() == 6);
     run(async {
         for k in objects.keys() {
             cl.delete_object()
@@ -597,9 +587,7 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
     c.kill(down);
     let down_id = c.nodes[down].id()[..16].to_string();
     wait_until("the runner sees the node down", CLUSTER_DEADLINE, || {
-        parse_status(&common::stdout(&c.garage(runner, &["status"])))
-            .1
-            .contains(&down_id)
+        c.health(runner).1.contains(&down_id)
     });
 
     let client = sdk_client(&c, runner, &key);

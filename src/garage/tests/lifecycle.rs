@@ -41,15 +41,7 @@ fn lifecycle_node() -> Cluster {
 #[test]
 fn lifecycle_worker_expires_objects_and_aborts_uploads() {
     let c = lifecycle_node();
-    let out = c.garage_ok(0, &["key", "create", "lifecycle"]);
-    let field = |label: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(label))
-            .map(|v| v.trim().to_string())
-            .unwrap_or_else(|| panic!("no {label} in {out}"))
-    };
-    let key = (field("Key ID:"), field("Secret key:"));
-    c.garage_ok(0, &["key", "allow", "--create-bucket", &key.0]);
+    let key = common::s3::make_key(&c, "lifecycle");
     let ep = format!("http://{}:3900", c.nodes[0].ip);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

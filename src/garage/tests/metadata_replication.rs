@@ -7,9 +7,9 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::cluster::{parse_status, table_stats, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{table_stats, wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws, endpoint, make_key};
-use common::{stderr, stdout};
+use common::stderr;
 
 /// Writes and reads `bucket/k` through node `i`; returns `Ok` or the
 /// error code aws-cli printed.
@@ -66,7 +66,7 @@ fn every_node_holds_the_key_bucket_and_alias_tables() {
     let mut c = Cluster::new(4, 3);
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 4
+        c.health(0).0.len() == 4
     });
     let gw = c.nodes[3].id().to_string();
     c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw[..16]]);

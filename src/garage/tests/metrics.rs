@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws_ok, endpoint, make_key};
 use common::DEADLINE;
 
@@ -363,10 +363,7 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
         c.start(i);
     }
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&common::stdout(&c.garage(0, &["status"])))
-            .0
-            .len()
-            == 4
+        c.health(0).0.len() == 4
     });
     let gw = c.nodes[3].id()[..16].to_string();
     c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &gw]);

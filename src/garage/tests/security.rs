@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::http::curl;
 use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
@@ -260,7 +260,7 @@ fn s3_web_and_admin_keep_serving_while_the_rpc_port_is_flooded() {
     c.note_secret(ADMIN_TOKEN);
     c.start_all();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3
+        c.health(0).0.len() == 3
     });
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "flood");
@@ -337,6 +337,6 @@ fn s3_web_and_admin_keep_serving_while_the_rpc_port_is_flooded() {
     wait_until(
         "the cluster is whole after the flood",
         CLUSTER_DEADLINE,
-        || parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == 3,
+        || c.health(0).0.len() == 3,
     );
 }

@@ -21,8 +21,7 @@ fn cluster(total: usize, started: usize) -> Cluster {
         .push(("GARAGE_TABLE_SYNC_INTERVAL_SECS".into(), "30".into()));
     c.start_first(started);
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == started
+        c.health(0).0.len() == started
     });
     let zones: Vec<String> = (0..started).map(|i| format!("dc{}", i + 1)).collect();
     let zones: Vec<&str> = zones.iter().map(String::as_str).collect();
@@ -102,8 +101,7 @@ fn an_isolated_node_catches_up_after_the_partition_heals() {
     create_key(&c, 0, "before");
     c.set_isolated(2, true);
     wait_until("node 0 sees node 2 failed", Duration::from_secs(20), || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).1.len() == 1
+        c.health(0).1.len() == 1
     });
     // The majority keeps working.
     let during: Vec<String> = (0..5)
@@ -207,8 +205,7 @@ fn layout_changes_under_a_steady_writer_lose_nothing() {
     c.start(3);
     c.start(4);
     wait_until("all nodes up", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 6
+        c.health(0).0.len() == 6
     });
     for (i, z) in [(3, "dc4"), (4, "dc5")] {
         let id = c.nodes[i].id().to_string();
@@ -353,8 +350,7 @@ fn objects_survive_layout_changes_and_the_loss_of_two_nodes() {
     // A 4th node in a new zone.
     c.start(3);
     wait_until("node 0 sees 4 nodes", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o)).0.len() == 4
+        c.health(0).0.len() == 4
     });
     let id3 = c.nodes[3].id().to_string();
     c.garage_ok(
@@ -393,10 +389,7 @@ fn objects_survive_layout_changes_and_the_loss_of_two_nodes() {
     c.start(4);
     let id4 = c.nodes[4].id().to_string();
     wait_until("node 0 sees node 4", CLUSTER_DEADLINE, || {
-        let o = c.garage(0, &["status"]);
-        common::cluster::parse_status(&stdout(&o))
-            .0
-            .contains(&id4[..16].to_string())
+        c.health(0).0.contains(&id4[..16].to_string())
     });
     for (id, z) in [(&id1, "dc2"), (&id4, "dc5")] {
         c.garage_ok(0, &["layout", "assign", "-z", z, "-c", "1G", &id[..16]]);

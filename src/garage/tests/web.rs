@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE};
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::http::{curl, Answer};
 use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
@@ -129,7 +129,7 @@ fn start_with_web(c: &mut Cluster, unix: &[usize]) {
     }
     let n = c.nodes.len();
     wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        parse_status(&stdout(&c.garage(0, &["status"]))).0.len() == n
+        c.health(0).0.len() == n
     });
 }
 

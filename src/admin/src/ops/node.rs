@@ -112,9 +112,7 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
         NodeRequest::GetNodeStatistics => {
             let stats = stats::node_stats(g).await;
             let stats = stats.map_err(ApiError::Internal)?;
-            A::Statistics(NodeStatistics {
-                freeform: stats::format_stats(&stats),
-            })
+            A::Statistics(NodeStatistics::of(&stats))
         }
         NodeRequest::LaunchRepairOperation(r) => A::RepairLaunched(RepairLaunched {
             detail: Some(launch_repair(g, r.repair_type).await?),
@@ -316,9 +314,91 @@ pub struct NodeInfo {
 // ---- GetNodeStatistics ----
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct NodeStatistics {
     /// What `garage stats` prints.
     pub freeform: String,
+    /// The same, as fields (garage's own; absent from older nodes).
+    #[serde(default)]
+    pub db_engine: String,
+    #[serde(default)]
+    pub tables: Vec<TableStatistics>,
+    /// Blocks with a reference count entry.
+    #[serde(default)]
+    pub block_rc_entries: u64,
+    #[serde(default)]
+    pub resync_queue: u64,
+    /// Resync queue entries due now (counted up to 100 000).
+    #[serde(default)]
+    pub resync_due: u64,
+    /// Blocks whose resync failed.
+    #[serde(default)]
+    pub resync_errors: u64,
+    /// Free space of the data volume(s), in bytes.
+    #[serde(default)]
+    pub data_space: Option<SpaceStatistics>,
+    #[serde(default)]
+    pub metadata_space: Option<SpaceStatistics>,
+}
+
+/// One table of a node.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TableStatistics {
+    pub name: String,
+    /// Entries in the local store (tombstones included).
+    pub items: u64,
+    pub merkle_nodes: u64,
+    /// Entries whose Merkle tree update is pending.
+    pub merkle_todo: u64,
+    /// Tombstones waiting for collection.
+    pub gc_todo: u64,
+    /// Entries queued for a write to other nodes.
+    pub insert_queue: u64,
+    /// Hash of the table's Merkle roots (hexadecimal): equal on two nodes
+    /// holding the same partitions exactly when their entries are equal.
+    pub merkle_digest: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SpaceStatistics {
+    pub available: u64,
+    pub total: u64,
+}
+
+impl NodeStatistics {
+    fn of(stats: &NodeStats) -> Self {
+        let space = |f: &Option<garage_rpc::system::status::FreeSpace>| {
+            f.as_ref().map(|f| SpaceStatistics {
+                available: f.available,
+                total: f.total,
+            })
+        };
+        NodeStatistics {
+            freeform: stats::format_stats(stats),
+            db_engine: stats.db_engine.clone(),
+            tables: stats
+                .tables
+                .iter()
+                .map(|t| TableStatistics {
+                    name: t.name.clone(),
+                    items: t.items as u64,
+                    merkle_nodes: t.merkle_nodes as u64,
+                    merkle_todo: t.merkle_todo as u64,
+                    gc_todo: t.gc_todo as u64,
+                    insert_queue: t.insert_queue as u64,
+                    merkle_digest: t.merkle_digest.hex(),
+                })
+                .collect(),
+            block_rc_entries: stats.block_rc_entries as u64,
+            resync_queue: stats.resync_queue as u64,
+            resync_due: stats.resync_due as u64,
+            resync_errors: stats.resync_errors as u64,
+            data_space: space(&stats.data_space),
+            metadata_space: space(&stats.metadata_space),
+        }
+    }
 }
 
 // ---- LaunchRepairOperation ----

@@ -197,7 +197,6 @@ pub fn format_stats(stats: &NodeStats) -> String {
     let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
     let space = |f: &Option<garage_rpc::system::status::FreeSpace>| match f {
         Some(f) => format!(
-            // (Not 7 words: test parsers take 7-column lines for table rows.)
             "{} free of {} in total",
             bytesize::ByteSize::b(f.available).display().si(),
             bytesize::ByteSize::b(f.total).display().si()

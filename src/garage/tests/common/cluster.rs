@@ -206,10 +206,7 @@ api_bind_addr = "{ip}:3900"
             .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         c.start_all();
         wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-            parse_status(&super::stdout(&c.garage(0, &["status"])))
-                .0
-                .len()
-                == 3
+            c.health(0).0.len() == 3
         });
         c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
         c
@@ -302,6 +299,27 @@ api_bind_addr = "{ip}:3900"
     ) -> serde_json::Value {
         let out = self.garage_ok(i, &["json-api", endpoint, &request.to_string()]);
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{endpoint}: not JSON ({e}): {out}"))
+    }
+
+    /// Node ids (16-character prefixes) that node `i` sees up, and down,
+    /// from `garage status --json`; both empty when the command fails
+    /// (node `i` is not answering).
+    pub fn health(&self, i: usize) -> (Vec<String>, Vec<String>) {
+        let o = self.garage(i, &["status", "--json"]);
+        if !o.status.success() {
+            return (vec![], vec![]);
+        }
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o))
+            .unwrap_or_else(|e| panic!("status --json: not JSON ({e}): {}", stdout(&o)));
+        let (mut up, mut down) = (Vec::new(), Vec::new());
+        for n in v["nodes"].as_array().expect("status --json lists nodes") {
+            let id = n["id"].as_str().expect("a node id")[..16].to_string();
+            match n["isUp"].as_bool() {
+                Some(true) => up.push(id),
+                _ => down.push(id),
+            }
+        }
+        (up, down)
     }
 
     /// Assigns node i to `zones[i]` with `capacity`, and applies.
@@ -424,57 +442,32 @@ pub fn libfaketime() -> PathBuf {
         .expect("libfaketime not found: install Debian's faketime package (apt-get install faketime); .ci/run does")
 }
 
-/// Per table: (items, Merkle digest), from `garage stats` on node `i`.
+/// Per table of node `i`: items in its local store and Merkle digest,
+/// from `garage stats --json`; empty when the command fails.
 pub fn table_stats(c: &Cluster, i: usize) -> std::collections::BTreeMap<String, (usize, String)> {
-    let o = c.garage(i, &["stats"]);
+    let o = c.garage(i, &["stats", "--json"]);
     let mut out = std::collections::BTreeMap::new();
     if !o.status.success() {
         return out;
     }
-    let text = stdout(&o);
-    let mut in_table = false;
-    for line in text.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.first() == Some(&"Table") {
-            in_table = true;
-            continue;
-        }
-        if in_table && f.len() == 7 {
-            out.insert(
-                f[0].to_string(),
-                (f[1].parse().unwrap_or(0), f[6].to_string()),
-            );
-        }
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("stats --json: not JSON ({e}): {}", stdout(&o)));
+    let Some(nodes) = v["success"].as_object() else {
+        return out;
+    };
+    for t in nodes
+        .values()
+        .flat_map(|n| n["tables"].as_array().into_iter().flatten())
+    {
+        out.insert(
+            t["name"].as_str().expect("a table name").to_string(),
+            (
+                t["items"].as_u64().expect("items") as usize,
+                t["merkleDigest"].as_str().expect("a digest").to_string(),
+            ),
+        );
     }
     out
-}
-
-/// Node ids (16-character prefixes) listed under HEALTHY and FAILED in the
-/// output of `garage status`.
-pub fn parse_status(out: &str) -> (Vec<String>, Vec<String>) {
-    let mut healthy = Vec::new();
-    let mut failed = Vec::new();
-    let mut section = 0;
-    for line in out.lines() {
-        if line.starts_with("==== HEALTHY NODES") {
-            section = 1;
-        } else if line.starts_with("==== FAILED NODES") {
-            section = 2;
-        } else if line.starts_with("====") {
-            section = 0;
-        } else if line.starts_with("ID ") || line.trim().is_empty() {
-            continue;
-        } else if let Some(id) = line.split_whitespace().next() {
-            if id.len() == 16 && id.chars().all(|c| c.is_ascii_hexdigit()) {
-                match section {
-                    1 => healthy.push(id.to_string()),
-                    2 => failed.push(id.to_string()),
-                    _ => (),
-                }
-            }
-        }
-    }
-    (healthy, failed)
 }
 
 /// Polls `check` until it returns true, failing after `deadline`.

@@ -12,8 +12,7 @@ use garage_rpc::system::{System, SystemConfig};
 use garage_util::config::ConsistencyMode;
 use tokio::sync::watch;
 
-use super::cluster::{parse_status, wait_until, Cluster, CLUSTER_DEADLINE, RPC_PORT};
-use super::stdout;
+use super::cluster::{wait_until, Cluster, CLUSTER_DEADLINE, RPC_PORT};
 
 pub struct Gateway {
     pub system: Arc<System>,
@@ -115,8 +114,7 @@ impl Gateway {
         let gw = Gateway::start(cluster);
         let id = gw.id();
         wait_until("node 0 sees the gateway", CLUSTER_DEADLINE, || {
-            let o = cluster.garage(0, &["status"]);
-            parse_status(&stdout(&o)).0.len() == running
+            cluster.health(0).0.len() == running
         });
         cluster.garage_ok(0, &["layout", "assign", "-z", "dc1", "-g", &id[..16]]);
         cluster.garage_ok(0, &["layout", "apply", "--version", &version.to_string()]);
