@@ -35,7 +35,8 @@ pub struct Opt {
     #[arg(long, action = ArgAction::Help, global = true)]
     help: Option<bool>,
 
-    /// Node to talk to for admin commands, as <full-node-id>@<ip>:<port>
+    /// Node to talk to for admin commands, as <full-node-id>@<ip>:<port>,
+    /// or <host>:<port> alone (its id is then learned by connecting)
     /// (`-h` is this option, as in the reference CLI; help is `--help`)
     #[arg(short = 'h', long, env = "GARAGE_RPC_HOST", global = true)]
     pub rpc_host: Option<String>,

@@ -47,6 +47,11 @@ pub fn publish(g: &Garage, s: &NodeStats) {
     gauge!("block_rc_entries").set(s.block_rc_entries as f64);
     gauge!("block_resync_queue_length").set(s.resync_queue as f64);
     gauge!("block_resync_errored_blocks").set(s.resync_errors as f64);
+    if let Ok(st) = g.block_manager.scrub_state() {
+        let running = st.running && !st.paused;
+        gauge!("block_scrub_running").set(if running { 1.0 } else { 0.0 });
+        gauge!("block_scrub_progress_ratio").set(scrub_progress(st.cursor.filter(|_| st.running)));
+    }
     for (volume, space) in [("data", &s.data_space), ("metadata", &s.metadata_space)] {
         if let Some(f) = space {
             gauge!("garage_local_disk_avail", "volume" => volume).set(f.available as f64);
@@ -127,4 +132,16 @@ pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) 
             h.run_upkeep();
         }
     }
+}
+
+/// How far a scrub pass at `cursor` (the last block checked; files are
+/// checked in hash order) has gone through the hash space, 0 to 1.
+fn scrub_progress(cursor: Option<garage_util::data::Hash>) -> f64 {
+    cursor
+        .map(|h| {
+            let mut top = [0u8; 8];
+            top.copy_from_slice(&h.as_slice()[..8]);
+            u64::from_be_bytes(top) as f64 / u64::MAX as f64
+        })
+        .unwrap_or(0.0)
 }

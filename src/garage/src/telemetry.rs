@@ -226,6 +226,14 @@ fn describe() {
         "block_resync_errored_blocks",
         "Blocks whose last resync attempt failed"
     );
+    describe_gauge!(
+        "block_scrub_running",
+        "1 while a scrub pass runs on this node (not paused)"
+    );
+    describe_gauge!(
+        "block_scrub_progress_ratio",
+        "How far the scrub pass in progress has gone through the block hash space (0 to 1; 0 when none)"
+    );
     describe_counter!(
         "block_bytes_read_total",
         Unit::Bytes,
@@ -496,12 +504,47 @@ pub fn start_traces(sink: &str, node_id: &str) -> anyhow::Result<()> {
         anyhow::bail!("traces are already being exported");
     }
     let _ = PROVIDER.set(provider);
+    garage_net::trace::set_propagator(Box::new(OtelPropagator));
     TRACING_ON.store(true, Ordering::Relaxed);
     tracing::info!(
         "exporting traces over OTLP/HTTP to {}",
         without_userinfo(&url)
     );
     Ok(())
+}
+
+/// Carries trace contexts over RPC (`garage_net::trace`): the current
+/// span's OpenTelemetry context out, a caller's context in as the parent
+/// of the span serving its call.
+struct OtelPropagator;
+
+impl garage_net::trace::Propagator for OtelPropagator {
+    fn current(&self) -> Option<garage_net::trace::TraceParent> {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let cx = tracing::Span::current().context();
+        let sc = cx.span().span_context().clone();
+        sc.is_valid().then(|| garage_net::trace::TraceParent {
+            trace_id: sc.trace_id().to_bytes(),
+            span_id: sc.span_id().to_bytes(),
+            flags: sc.trace_flags().to_u8(),
+        })
+    }
+
+    fn adopt(&self, span: &tracing::Span, parent: garage_net::trace::TraceParent) {
+        use opentelemetry::trace::{
+            SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+        };
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let remote = SpanContext::new(
+            TraceId::from_bytes(parent.trace_id),
+            SpanId::from_bytes(parent.span_id),
+            TraceFlags::new(parent.flags),
+            true,
+            TraceState::default(),
+        );
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+    }
 }
 
 /// Sends the spans still buffered and stops the exporter (at shutdown).

@@ -314,3 +314,45 @@ fn json_api_calls_any_admin_endpoint_over_rpc() {
         stderr(&o)
     );
 }
+
+/// Bootstrap peers given by address alone, as the Helm chart writes them
+/// (every pod by its DNS name, itself included): the nodes learn each
+/// other's ids by connecting and form the cluster, a node skips its own
+/// address, and the CLI reaches a node by address alone.
+#[test]
+fn bootstrap_peers_by_address_alone() {
+    let mut c = Cluster::new(3, 3);
+    let addrs: Vec<String> = (0..3).map(|i| c.nodes[i].public_addr()).collect();
+    for i in 0..3 {
+        c.write_config(i, &c.secret.clone(), &addrs);
+    }
+    for i in 0..3 {
+        c.start(i);
+    }
+    for i in 0..3 {
+        wait_until(
+            "every node finds the others by address",
+            CLUSTER_DEADLINE,
+            || status(&c, i).0.len() == 3,
+        );
+    }
+    let log = c.nodes[0].proc().log();
+    for (j, addr) in addrs.iter().enumerate().skip(1) {
+        let short = &c.nodes[j].id()[..16];
+        assert!(
+            log.lines()
+                .any(|l| l.contains(&format!("bootstrap peer {addr}")) && l.contains(short)),
+            "node 0 did not log learning node {j}:\n{log}"
+        );
+    }
+    assert!(
+        !log.contains(&format!("cannot connect to {}", addrs[0])),
+        "node 0 tried to connect to itself:\n{log}"
+    );
+    // The CLI by address alone.
+    let out = c.garage_ok(0, &["-h", &addrs[2], "node", "id", "-q"]);
+    assert!(out.starts_with(c.nodes[2].id()), "{out}");
+    let o = c.garage(0, &["-h", "not-a-peer", "status"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("invalid peer"), "{}", stderr(&o));
+}

@@ -1,7 +1,10 @@
 //! `/metrics` end to end: real nodes on loopback with `[admin]
 //! api_bind_addr`, S3 traffic from aws-cli, the text checked by `promtool`,
 //! scraped by a real Prometheus server whose HTTP API must report the
-//! target up and the request counter rising; and the metrics token.
+//! target up and the request counter rising; and the metrics token. The
+//! Grafana dashboard and alert rules of `script/monitoring/`: promtool
+//! checks and unit tests, and every dashboard query evaluated by a real
+//! Prometheus scraping a three-zone cluster under traffic.
 //!
 //! Needs `promtool` and `prometheus` (Debian package `prometheus`; `.ci/run`
 //! installs it), aws-cli and curl.
@@ -97,15 +100,19 @@ struct Prometheus {
 }
 
 impl Prometheus {
-    fn start(listen: &str, target: &str, token: &str) -> Self {
+    fn start(listen: &str, target: &str, token: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("prometheus.yml");
+        let auth = match token {
+            Some(t) => format!("    authorization:\n      credentials: {t}\n"),
+            None => String::new(),
+        };
         std::fs::write(
             &config,
             format!(
                 "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n\
-                 scrape_configs:\n  - job_name: garage\n    authorization:\n      \
-                 credentials: {token}\n    static_configs:\n      - targets: ['{target}']\n"
+                 scrape_configs:\n  - job_name: garage\n{auth}    static_configs:\n      \
+                 - targets: ['{target}']\n"
             ),
         )
         .unwrap();
@@ -154,6 +161,35 @@ impl Prometheus {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// The values of an instant PromQL query (any expression: sent URL
+    /// encoded); `None` if Prometheus did not answer it.
+    fn values(&self, q: &str) -> Option<Vec<f64>> {
+        let o = Command::new("curl")
+            .args(["-s", "--max-time", "10", "-G", "--data-urlencode"])
+            .arg(format!("query={q}"))
+            .arg(format!("{}/query", self.api))
+            .output()
+            .ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).ok()?;
+        if v["status"] != "success" {
+            return None;
+        }
+        Some(
+            v["data"]["result"]
+                .as_array()?
+                .iter()
+                .filter_map(|r| r["value"][1].as_str()?.parse().ok())
+                .collect(),
+        )
+    }
+
+    /// Waits until the server reports its scrape target up.
+    fn wait_target_up(&self) {
+        wait_until("Prometheus scrapes the node", DEADLINE, || {
+            self.target_health().iter().any(|h| h == "up")
+        });
     }
 
     /// The value of an instant PromQL query returning one sample.
@@ -319,7 +355,7 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     // A real Prometheus server scrapes the node.
     let ip = c.nodes[0].ip.octets();
     let listen = format!("127.{}.{}.200:9090", ip[1], ip[2]);
-    let prom = Prometheus::start(&listen, &admin, TOKEN);
+    let prom = Prometheus::start(&listen, &admin, Some(TOKEN));
     let start = Instant::now();
     loop {
         if prom.target_health().iter().any(|h| h == "up") {
@@ -371,6 +407,11 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
     let key = make_key(&c, "metrics3");
     let ep = endpoint(&c, 3);
     let dir = c.nodes[3].dir.clone();
+    // A real Prometheus scrapes the gateway from before the traffic, for
+    // the dashboard's queries below.
+    let ip = c.nodes[3].ip.octets();
+    let prom = Prometheus::start(&format!("127.{}.{}.201:9090", ip[1], ip[2]), &admin, None);
+    prom.wait_target_up();
     wait_until("the gateway has the layout", CLUSTER_DEADLINE, || {
         common::s3::aws(&key, &ep, &dir, &["s3", "mb", "s3://metrics3"])
             .status
@@ -409,6 +450,22 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
         "{text}"
     );
 
+    // Every query of the Grafana dashboard returns data (a value that is a
+    // number) while the cluster serves traffic.
+    let queries = dashboard_queries();
+    assert!(queries.len() >= 30, "{queries:?}");
+    let mut empty: Vec<&String> = queries.iter().collect();
+    wait_until("every dashboard query returns data", DEADLINE, || {
+        s3_traffic(&key, &ep, &dir, "metrics3", 1);
+        empty.retain(|q| {
+            let q = q.replace("$__rate_interval", "2m");
+            !prom
+                .values(&q)
+                .is_some_and(|v| v.iter().any(|x| x.is_finite()))
+        });
+        empty.is_empty()
+    });
+
     // One storage node down: degraded, every partition still has a quorum.
     c.kill(2);
     wait_until("node 2 seen down by the gauges", DEADLINE, || {
@@ -421,4 +478,120 @@ fn gateway_of_three_node_cluster_metrics_show_peers_and_health() {
     assert!(text.contains("\ncluster_partitions_all_ok 0"), "{text}");
     let status = c.garage_ok(3, &["status"]);
     assert!(status.contains("Cluster health: degraded"), "{status}");
+}
+
+/// The monitoring files shipped in `script/monitoring/`.
+fn monitoring_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../script/monitoring")
+        .join(name)
+}
+
+/// Every PromQL expression of the Grafana dashboard.
+fn dashboard_queries() -> Vec<String> {
+    let text = std::fs::read_to_string(monitoring_file("grafana-dashboard.json")).unwrap();
+    let d: serde_json::Value = serde_json::from_str(&text).expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().into_iter().flatten() {
+            out.push(
+                t["expr"]
+                    .as_str()
+                    .expect("a target has an expr")
+                    .to_string(),
+            );
+        }
+    }
+    out
+}
+
+/// The metric names a PromQL expression reads: identifiers outside label
+/// selectors and `by (…)` groupings, with an underscore, that are not
+/// functions; histogram series suffixes removed.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut plain = String::new();
+    let mut depth_brace = 0;
+    for c in expr.chars() {
+        match c {
+            '{' => depth_brace += 1,
+            '}' => depth_brace -= 1,
+            _ if depth_brace > 0 => (),
+            c => plain.push(c),
+        }
+    }
+    for kw in ["by", "on", "without", "ignoring"] {
+        while let Some(i) = plain.find(&format!("{kw} (")) {
+            let end = plain[i..]
+                .find(')')
+                .map(|e| i + e + 1)
+                .unwrap_or(plain.len());
+            plain.replace_range(i..end, " ");
+        }
+    }
+    let functions = ["histogram_quantile", "__rate_interval"];
+    plain
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|t| {
+            t.contains('_')
+                && !functions.contains(t)
+                && !t.starts_with(|c: char| c.is_ascii_digit())
+        })
+        .map(|t| {
+            ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| t.strip_suffix(s))
+                .unwrap_or(t)
+                .to_string()
+        })
+        .collect()
+}
+
+/// The alert rules pass `promtool check rules` and their unit tests (each
+/// alert fires on synthetic series and clears); the dashboard is JSON with
+/// a query in every panel; and every metric either names is one the
+/// binary describes (so a renamed metric cannot leave a silent panel or
+/// an alert that never fires).
+#[test]
+fn alert_rules_and_dashboard_check_out() {
+    require("promtool");
+    let dir = monitoring_file("");
+    for args in [
+        ["check", "rules", "alerts.yml"],
+        ["test", "rules", "alerts.test.yml"],
+    ] {
+        let o = Command::new("promtool")
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let described = include_str!("../src/telemetry.rs");
+    let rules = std::fs::read_to_string(monitoring_file("alerts.yml")).unwrap();
+    let exprs: Vec<String> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr:").map(|e| e.trim().to_string()))
+        .chain(dashboard_queries())
+        .collect();
+    assert!(exprs.len() >= 37, "{exprs:?}");
+    for e in exprs.iter() {
+        let names = metric_names(e);
+        assert!(!names.is_empty(), "no metric in {e:?}");
+        for n in names {
+            assert!(
+                described.contains(&format!("\"{n}\"")),
+                "{e:?} reads {n}, which the binary does not describe (src/garage/src/telemetry.rs)"
+            );
+        }
+    }
+    // The helper finds what it must and nothing else.
+    assert_eq!(
+        metric_names("histogram_quantile(0.95, sum by (le, to) (rate(rpc_duration_seconds_bucket{to=\"a_b\"}[$__rate_interval])))"),
+        vec!["rpc_duration_seconds"]
+    );
 }

@@ -1,7 +1,8 @@
 //! Traces end to end: a node with `[admin] trace_sink` pointing at a small
 //! OTLP/HTTP receiver run by the test (protobuf `POST /v1/traces`, decoded
 //! with `opentelemetry-proto`); a PutObject from aws-cli must produce a
-//! trace with the S3 request span and RPC spans under it.
+//! trace with the S3 request span and RPC spans under it; on three nodes,
+//! the spans serving its RPCs on the other nodes are in that trace too.
 
 mod common;
 
@@ -232,6 +233,116 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
                     "{} trace={} parent={}",
                     s.name,
                     hex(&s.trace_id),
+                    hex(&s.parent)
+                ))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// One PutObject through node 0 of a three-zone cluster is one trace:
+/// nodes 1 and 2 serve its table and block RPCs in spans carrying its
+/// trace id, each the child of the RPC span on node 0 that called it.
+#[test]
+fn a_put_on_three_nodes_is_one_trace() {
+    let mut c = Cluster::new(3, 3);
+    let (addr, spans) = start_receiver(IpAddr::V4(c.nodes[0].ip));
+    for n in c.nodes.iter() {
+        let mut text = std::fs::read_to_string(&n.config).unwrap();
+        text.push_str(&format!("\n[admin]\ntrace_sink = \"http://{addr}\"\n"));
+        std::fs::write(&n.config, text).unwrap();
+    }
+    c.start_all();
+    for n in c.nodes.iter() {
+        n.proc().wait_log("exporting traces over OTLP/HTTP");
+    }
+    common::cluster::wait_until(
+        "nodes see each other",
+        common::cluster::CLUSTER_DEADLINE,
+        || c.health(0).0.len() == 3,
+    );
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = make_key(&c, "traces3");
+    let ep = endpoint(&c, 0);
+    let dir = c.nodes[0].dir.clone();
+    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://traced3"]);
+    let f = dir.join("obj");
+    std::fs::write(&f, vec![5u8; 300_000]).unwrap();
+    aws_ok(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3api",
+            "put-object",
+            "--bucket",
+            "traced3",
+            "--key",
+            "obj",
+            "--body",
+            f.to_str().unwrap(),
+        ],
+    );
+
+    let id = |i: usize| c.nodes[i].id().to_string();
+    let start = Instant::now();
+    loop {
+        let all = spans.lock().unwrap().clone();
+        let node = |s: &Got| {
+            s.resource
+                .get("garage.node_id")
+                .cloned()
+                .unwrap_or_default()
+        };
+        let put = all.iter().find(|s| {
+            s.attrs.get("s3.operation").map(String::as_str) == Some("PutObject") && node(s) == id(0)
+        });
+        // For each other node and endpoint: a serving span in the PUT's
+        // trace whose parent is node 0's RPC span to that endpoint, itself
+        // under the request.
+        let served = |put: &Got, i: usize, endpoint: &str| {
+            all.iter().any(|s| {
+                s.trace_id == put.trace_id
+                    && node(s) == id(i)
+                    && s.name == format!("RPC serve {endpoint}")
+                    && all.iter().any(|caller| {
+                        caller.span_id == s.parent
+                            && caller.trace_id == put.trace_id
+                            && node(caller) == id(0)
+                            && caller.name == format!("RPC {endpoint}")
+                            && descends_from(&all, caller, put)
+                    })
+            })
+        };
+        let whole = put.is_some_and(|put| {
+            (1..3).all(|i| {
+                served(put, i, "garage_table/object") && served(put, i, "garage_block/manager")
+            })
+        });
+        if whole {
+            let put = put.unwrap();
+            assert!(put.parent.is_empty(), "the S3 request span is the root");
+            // Every span of the trace comes from one of the three nodes.
+            let nodes: std::collections::BTreeSet<String> = all
+                .iter()
+                .filter(|s| s.trace_id == put.trace_id)
+                .map(node)
+                .collect();
+            assert_eq!(nodes.len(), 3, "{nodes:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no PutObject trace served on nodes 1 and 2; spans received:\n{}",
+            all.iter()
+                .map(|s| format!(
+                    "{} node={} trace={} span={} parent={}",
+                    s.name,
+                    &node(s)[..node(s).len().min(16)],
+                    hex(&s.trace_id),
+                    hex(&s.span_id),
                     hex(&s.parent)
                 ))
                 .collect::<Vec<_>>()

@@ -83,9 +83,26 @@ impl<M: Message, H: EndpointHandler<M>> ErasedHandler for HandlerSlot<M, H> {
         from: NodeId,
     ) -> Result<(Vec<u8>, Option<ByteStream>), String> {
         let handler = self.get().ok_or_else(|| no_handler(&self.path))?;
-        let msg: M = rmp_serde::from_slice(&msg)
-            .map_err(|e| format!("cannot decode message for endpoint {}: {e}", self.path))?;
-        let (resp, body) = handler.handle_streaming(msg, body, from).await;
+        // The message, then maybe the caller's trace context.
+        let mut cursor = std::io::Cursor::new(&msg[..]);
+        let decoded: M =
+            serde::Deserialize::deserialize(&mut rmp_serde::Deserializer::new(&mut cursor))
+                .map_err(|e| format!("cannot decode message for endpoint {}: {e}", self.path))?;
+        let parent = crate::trace::TraceParent::decode(&msg[cursor.position() as usize..]);
+        let serve = handler.handle_streaming(decoded, body, from);
+        let (resp, body) = match parent {
+            Some(parent) => {
+                let span = tracing::debug_span!(
+                    "rpc serve",
+                    otel.name = format!("RPC serve {}", self.path),
+                    rpc.endpoint = self.path.as_str(),
+                    rpc.from = %from.short(),
+                );
+                crate::trace::adopt(&span, parent);
+                serve.instrument(span).await
+            }
+            None => serve.await,
+        };
         let resp = rmp_serde::to_vec_named(&resp)
             .map_err(|e| format!("cannot encode response of endpoint {}: {e}", self.path))?;
         Ok((resp, body))
@@ -190,7 +207,10 @@ impl<M: Message, H: EndpointHandler<M>> Endpoint<M, H> {
             .netapp
             .conn(target)
             .ok_or(NetError::NotConnected(*target))?;
-        let msg = rmp_serde::to_vec_named(&msg).map_err(|e| NetError::Codec(e.to_string()))?;
+        let mut msg = rmp_serde::to_vec_named(&msg).map_err(|e| NetError::Codec(e.to_string()))?;
+        if let Some(t) = crate::trace::current() {
+            msg.extend_from_slice(&t.encode());
+        }
         let (resp, body) = conn.call(&self.slot.path, msg, body, prio, timeout).await?;
         let resp = rmp_serde::from_slice(&resp).map_err(|e| {
             NetError::Codec(format!(

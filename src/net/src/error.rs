@@ -18,6 +18,10 @@ pub enum NetError {
     /// The peer could not be authenticated, or did not speak our protocol.
     #[error("handshake failed: {0}")]
     Handshake(String),
+    /// The dialed address is this node itself (a peer list naming every
+    /// node by address, this one included).
+    #[error("the address is this node's own")]
+    Ourselves,
     /// The dialed node proved a valid identity, but not the one we asked for.
     #[error("connected to node {got}, but expected node {expected}")]
     WrongPeer { expected: NodeId, got: NodeId },

@@ -140,9 +140,7 @@ pub(crate) async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
         .and_then(NodeId::from_slice)
         .ok_or_else(|| NetError::Handshake("message 2 carried no static key".into()))?;
     if peer == node_key.id() {
-        return Err(NetError::Handshake(
-            "the peer has our own node id (did we dial ourselves?)".into(),
-        ));
+        return Err(NetError::Ourselves);
     }
     if let Some(expected) = expected {
         if expected != peer {
@@ -239,9 +237,7 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
         .and_then(NodeId::from_slice)
         .ok_or_else(|| NetError::Handshake("message 3 carried no static key".into()))?;
     if peer == node_key.id() {
-        return Err(NetError::Handshake(
-            "the peer has our own node id (did we dial ourselves?)".into(),
-        ));
+        return Err(NetError::Ourselves);
     }
     let transport = hs
         .into_stateless_transport_mode()

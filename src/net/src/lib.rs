@@ -16,7 +16,8 @@
 //! next), `writer` (the task that sends it), `body` (received bodies and flow control), `conn` (one
 //! connection's tasks and call table), `endpoint` (typed endpoints),
 //! `netapp` (connections per peer, listening, dialing), `admission` (how
-//! many unauthenticated handshakes may run at once).
+//! many unauthenticated handshakes may run at once), `trace` (a request's
+//! trace context carried to the nodes it calls).
 
 pub mod admission;
 mod body;
@@ -31,6 +32,7 @@ mod ident;
 mod metrics;
 mod netapp;
 mod sched;
+pub mod trace;
 mod writer;
 
 pub use body::{ByteStream, WINDOW};

@@ -303,6 +303,7 @@ impl NetApp {
                 }
                 Ok(peer)
             }
+            Err(NetError::Ourselves) => Err(NetError::Ourselves),
             Err(e) => {
                 tracing::warn!("cannot connect to {addr}: {e}");
                 Err(e)

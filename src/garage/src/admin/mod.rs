@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
 use garage_net::{Endpoint, EndpointHandler, NetApp, NetConfig, NetworkKey, NodeId, NodeKey};
-use garage_rpc::system::{parse_peer, SystemRpc, SYSTEM_ENDPOINT};
+use garage_rpc::system::{parse_peer_name, resolve, PeerName, SystemRpc, SYSTEM_ENDPOINT};
 
 use crate::admin_rpc::{AdminRpc, ADMIN_ENDPOINT};
 use crate::cli::{Command, NodeOperation, Opt};
@@ -55,7 +55,12 @@ impl Admin {
     pub async fn connect(opt: &Opt) -> anyhow::Result<Self> {
         let (mut config, _) = load(opt, true)?;
         let (target, target_addr) = match &opt.rpc_host {
-            Some(host) => parse_peer(host)?,
+            Some(host) => match parse_peer_name(host)? {
+                PeerName::Known(id, h) => (Some(id), resolve(&h)?),
+                // By address alone (e.g. a pod's DNS name): the node's id
+                // is learned by connecting.
+                PeerName::Address(h) => (None, resolve(&h)?),
+            },
             None => {
                 let id = NodeKey::read_public(&config.metadata_dir).with_context(|| {
                     format!(
@@ -64,7 +69,7 @@ impl Admin {
                         config.metadata_dir.display()
                     )
                 })?;
-                (id, rpc_addr::local_target(&config))
+                (Some(id), rpc_addr::local_target(&config))
             }
         };
         config.client_rpc_secret()?;
@@ -78,12 +83,13 @@ impl Admin {
         endpoint.set_handler(Arc::new(ClientHandler));
         let admin_endpoint = netapp.endpoint::<AdminRpc, ClientHandler>(ADMIN_ENDPOINT);
         admin_endpoint.set_handler(Arc::new(ClientHandler));
-        netapp
-            .connect(target_addr, Some(target))
+        let target = netapp
+            .connect(target_addr, target)
             .await
             .with_context(|| {
+                let who = target.map(|t| format!(" {t}")).unwrap_or_default();
                 format!(
-                    "cannot reach the garage node {target} at {target_addr}: is `garage server` running there, \
+                    "cannot reach the garage node{who} at {target_addr}: is `garage server` running there, \
                      with the same rpc_secret?"
                 )
             })?;

@@ -36,6 +36,12 @@ pub const ENSURE_CONNECTED_TIMEOUT: Duration = Duration::from_secs(5);
 pub const ON_DEMAND_DIAL_INTERVAL: Duration = Duration::from_secs(2);
 /// How often unconnected known peers are (re)tried, within their backoff.
 pub const DISCOVERY_INTERVAL: Duration = Duration::from_secs(1);
+/// Time between two tries of a bootstrap peer given by address alone that
+/// has not answered yet.
+const BOOTSTRAP_RETRY: Duration = Duration::from_secs(3);
+/// Time between two resolutions of the bootstrap peers given by address
+/// alone, once all have answered.
+const BOOTSTRAP_REFRESH: Duration = Duration::from_secs(60);
 /// File in `metadata_dir` that holds the layout.
 pub const LAYOUT_FILE: &str = "cluster_layout";
 /// File in `metadata_dir` that holds the known peers and their addresses,
@@ -130,7 +136,7 @@ pub enum SystemError {
     Layout(#[from] LayoutError),
     #[error(transparent)]
     Net(#[from] NetError),
-    #[error("invalid peer {0:?}: expected <node_id>@<host>:<port>, with the 64-hex-character node id shown by `garage node id`")]
+    #[error("invalid peer {0:?}: expected <node_id>@<host>:<port>, with the 64-hex-character node id shown by `garage node id` (or, where allowed, <host>:<port> alone)")]
     BadPeer(String),
     #[error("cannot resolve {addr}: {msg}")]
     Resolve { addr: String, msg: String },
@@ -173,27 +179,53 @@ pub struct System {
     clock_alarms: Mutex<std::collections::BTreeSet<NodeId>>,
 }
 
+/// A peer as the configuration (`bootstrap_peers`) or the CLI names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerName {
+    /// `<node_id>@<host>:<port>`: the handshake must prove that id.
+    Known(NodeId, String),
+    /// `<host>:<port>` alone (e.g. a Kubernetes pod's DNS name): the id is
+    /// learned by connecting, the handshake proving the peer holds
+    /// `rpc_secret`.
+    Address(String),
+}
+
+/// Parses `<node_id>@<host>:<port>` or `<host>:<port>` (not resolved).
+pub fn parse_peer_name(s: &str) -> Result<PeerName, SystemError> {
+    let bad = || SystemError::BadPeer(s.to_string());
+    let (id, host) = match s.split_once('@') {
+        Some((id, host)) => (Some(id.parse::<NodeId>().map_err(|_| bad())?), host),
+        None => (None, s),
+    };
+    let (name, port) = host.rsplit_once(':').ok_or_else(bad)?;
+    if name.is_empty() || port.parse::<u16>().is_err() {
+        return Err(bad());
+    }
+    Ok(match id {
+        Some(id) => PeerName::Known(id, host.to_string()),
+        None => PeerName::Address(host.to_string()),
+    })
+}
+
+/// Resolves `<host>:<port>` to its first address.
+pub fn resolve(host: &str) -> Result<SocketAddr, SystemError> {
+    use std::net::ToSocketAddrs;
+    let err = |msg: String| SystemError::Resolve {
+        addr: host.to_string(),
+        msg,
+    };
+    host.to_socket_addrs()
+        .map_err(|e| err(e.to_string()))?
+        .next()
+        .ok_or_else(|| err("no address".into()))
+}
+
 /// Parses `<node_id>@<host>:<port>`, resolving the host.
 pub fn parse_peer(s: &str) -> Result<(NodeId, SocketAddr), SystemError> {
-    let (id, addr) = s
-        .split_once('@')
-        .ok_or_else(|| SystemError::BadPeer(s.to_string()))?;
-    let id: NodeId = id
-        .parse()
-        .map_err(|_| SystemError::BadPeer(s.to_string()))?;
-    use std::net::ToSocketAddrs;
-    let addr = addr
-        .to_socket_addrs()
-        .map_err(|e| SystemError::Resolve {
-            addr: addr.to_string(),
-            msg: e.to_string(),
-        })?
-        .next()
-        .ok_or_else(|| SystemError::Resolve {
-            addr: addr.to_string(),
-            msg: "no address".into(),
-        })?;
-    Ok((id, addr))
+    match parse_peer_name(s)? {
+        PeerName::Known(id, host) => Ok((id, resolve(&host)?)),
+        PeerName::Address(_) => Err(SystemError::BadPeer(s.to_string())),
+    }
 }
 
 fn digest(layout: &LayoutHistory) -> LayoutDigest {
@@ -397,16 +429,82 @@ impl System {
                 self.peers().learn(id, Some(addr), now);
             }
         }
+        let mut by_address = Vec::new();
         for p in self.config.bootstrap_peers.iter() {
-            match parse_peer(p) {
-                Ok((id, addr)) => self.peers().learn(id, Some(addr), now),
+            match parse_peer_name(p) {
+                Ok(PeerName::Known(id, host)) => match resolve(&host) {
+                    Ok(addr) => self.peers().learn(id, Some(addr), now),
+                    Err(e) => warn!("bootstrap_peers: {e}"),
+                },
+                Ok(PeerName::Address(host)) => by_address.push(host),
                 Err(e) => warn!("bootstrap_peers: {e}"),
             }
         }
         tokio::join!(
             self.clone().discovery_loop(must_exit.clone()),
             self.clone().ping_loop(must_exit.clone()),
+            self.clone().find_by_address(by_address, must_exit.clone()),
         );
+    }
+
+    /// Learns the ids of the bootstrap peers given by address alone, by
+    /// connecting to them: each is tried every few seconds until it
+    /// answers (its name may not resolve yet: a pod not yet scheduled),
+    /// then all are resolved again every minute, so that a peer whose
+    /// address changed (a pod moved) is found again. An address that is
+    /// this node's own is left out.
+    async fn find_by_address(
+        self: Arc<Self>,
+        hosts: Vec<String>,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
+        if hosts.is_empty() {
+            return;
+        }
+        let mut known = std::collections::HashSet::new();
+        while !*must_exit.borrow() {
+            let todo: Vec<&String> = hosts.iter().filter(|h| !known.contains(*h)).collect();
+            for host in todo {
+                let found = async {
+                    let addr = tokio::net::lookup_host(host.as_str())
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .next()
+                        .ok_or("no address")?;
+                    let dial = self.netapp.connect(addr, None);
+                    match tokio::time::timeout(Duration::from_secs(10), dial).await {
+                        Ok(Ok(id)) => Ok(Some((id, addr))),
+                        Ok(Err(NetError::Ourselves)) => Ok(None),
+                        Ok(Err(e)) => Err(e.to_string()),
+                        Err(_) => Err("timed out".to_string()),
+                    }
+                };
+                match found.await {
+                    Ok(Some((id, addr))) => {
+                        let new = self.peers().get(&id).is_none();
+                        self.peers().learn(id, Some(addr), Instant::now());
+                        if new {
+                            info!("bootstrap peer {host} is node {id:?} at {addr}");
+                        }
+                        known.insert(host.clone());
+                    }
+                    Ok(None) => {
+                        known.insert(host.clone());
+                    }
+                    Err(e) => debug!("bootstrap peer {host}: {e}"),
+                }
+            }
+            let wait = if known.len() == hosts.len() {
+                known.clear();
+                BOOTSTRAP_REFRESH
+            } else {
+                BOOTSTRAP_RETRY
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
     }
 
     async fn discovery_loop(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
@@ -897,5 +995,47 @@ impl EndpointHandler<SystemRpc> for System {
             | SystemRpc::Error(_)
             | SystemRpc::ClusterStatus(_)) => SystemRpc::Error(format!("not a request: {other:?}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peers_are_named_with_or_without_an_id() {
+        let id = "a".repeat(64);
+        let known = parse_peer_name(&format!("{id}@node1.example:3901")).unwrap();
+        assert!(matches!(known, PeerName::Known(_, ref h) if h == "node1.example:3901"));
+        assert_eq!(
+            parse_peer_name("garage-0.garage-headless:3901").unwrap(),
+            PeerName::Address("garage-0.garage-headless:3901".into())
+        );
+        assert_eq!(
+            parse_peer_name("[::1]:3901").unwrap(),
+            PeerName::Address("[::1]:3901".into())
+        );
+        for bad in [
+            "node1",
+            "node1:port",
+            ":3901",
+            "node1:99999",
+            "abc@node1:3901",
+            &format!("{id}@node1"),
+        ] {
+            assert!(
+                matches!(parse_peer_name(bad), Err(SystemError::BadPeer(_))),
+                "{bad}"
+            );
+        }
+        // Where an id is needed, an address alone is refused.
+        assert!(matches!(
+            parse_peer("127.0.0.1:3901"),
+            Err(SystemError::BadPeer(_))
+        ));
+        assert_eq!(
+            parse_peer(&format!("{id}@127.0.0.1:3901")).unwrap().1,
+            "127.0.0.1:3901".parse().unwrap()
+        );
     }
 }
