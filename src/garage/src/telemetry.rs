@@ -252,6 +252,10 @@ fn describe() {
         "block_read_errors_total",
         "Block reads that failed on every replica"
     );
+    describe_counter!(
+        "block_corrupted_total",
+        "Block copies or shards that did not match their hash, by who found them (read, scrub)"
+    );
     // Cluster health.
     describe_gauge!(
         "cluster_healthy",
@@ -432,6 +436,22 @@ impl Layer<Registry> for TraceGate {
         if let Some(l) = OTEL.get() {
             l.on_close(id, ctx)
         }
+    }
+
+    /// Lets `tracing_opentelemetry::OpenTelemetrySpanExt` find the
+    /// OpenTelemetry layer through this gate (its `WithContext` hook), so
+    /// that a span's context can be read and set: the RPC trace context
+    /// (`garage_net::trace`) needs both.
+    #[allow(unsafe_code)]
+    unsafe fn downcast_raw(&self, id: std::any::TypeId) -> Option<*const ()> {
+        if id == std::any::TypeId::of::<Self>() {
+            return Some(self as *const Self as *const ());
+        }
+        // SAFETY: the layer is in a static `OnceLock`, never moved or
+        // dropped once set, so a pointer into it stays valid; the inner
+        // layer answers only for types it holds (the contract of
+        // `downcast_raw`), as every wrapper of tracing-subscriber does.
+        OTEL.get().and_then(|l| unsafe { l.downcast_raw(id) })
     }
 }
 

@@ -249,12 +249,21 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
 fn a_put_on_three_nodes_is_one_trace() {
     let mut c = Cluster::new(3, 3);
     let (addr, spans) = start_receiver(IpAddr::V4(c.nodes[0].ip));
-    for n in c.nodes.iter() {
-        let mut text = std::fs::read_to_string(&n.config).unwrap();
+    let add_sink = |c: &Cluster, i: usize| {
+        let mut text = std::fs::read_to_string(&c.nodes[i].config).unwrap();
         text.push_str(&format!("\n[admin]\ntrace_sink = \"http://{addr}\"\n"));
-        std::fs::write(&n.config, text).unwrap();
+        std::fs::write(&c.nodes[i].config, text).unwrap();
+    };
+    // As `start_all`, with the sink added after the bootstrap peer is
+    // written into the configurations.
+    add_sink(&c, 0);
+    c.start(0);
+    let boot = vec![format!("{}@{}", c.nodes[0].id(), c.nodes[0].public_addr())];
+    for i in 1..3 {
+        c.write_config(i, &c.secret.clone(), &boot);
+        add_sink(&c, i);
+        c.start(i);
     }
-    c.start_all();
     for n in c.nodes.iter() {
         n.proc().wait_log("exporting traces over OTLP/HTTP");
     }

@@ -115,7 +115,7 @@ async fn dialing_ourselves_is_refused() {
     let a = node().await;
     assert!(matches!(
         a.app.connect(a.addr, None).await,
-        Err(NetError::Handshake(_))
+        Err(NetError::Ourselves)
     ));
     assert!(a.app.connected_peers().is_empty());
 }

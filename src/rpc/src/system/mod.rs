@@ -448,11 +448,12 @@ impl System {
     }
 
     /// Learns the ids of the bootstrap peers given by address alone, by
-    /// connecting to them: each is tried every few seconds until it
-    /// answers (its name may not resolve yet: a pod not yet scheduled),
-    /// then all are resolved again every minute, so that a peer whose
-    /// address changed (a pod moved) is found again. An address that is
-    /// this node's own is left out.
+    /// connecting to them: each is tried until it answers (its name may
+    /// not resolve yet: a pod not yet scheduled), 3 s apart at first and
+    /// then less often, up to a minute; once all have answered, all are
+    /// resolved again every minute, so that a peer whose address changed
+    /// (a pod moved) is found again. An address that is this node's own is
+    /// left out.
     async fn find_by_address(
         self: Arc<Self>,
         hosts: Vec<String>,
@@ -461,34 +462,25 @@ impl System {
         if hosts.is_empty() {
             return;
         }
+        // Per host: the id it was last found to be (None: ourselves).
+        let mut found: std::collections::HashMap<String, Option<NodeId>> = Default::default();
         let mut known = std::collections::HashSet::new();
+        let mut retry = BOOTSTRAP_RETRY;
         while !*must_exit.borrow() {
             let todo: Vec<&String> = hosts.iter().filter(|h| !known.contains(*h)).collect();
             for host in todo {
-                let found = async {
-                    let addr = tokio::net::lookup_host(host.as_str())
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .next()
-                        .ok_or("no address")?;
-                    let dial = self.netapp.connect(addr, None);
-                    match tokio::time::timeout(Duration::from_secs(10), dial).await {
-                        Ok(Ok(id)) => Ok(Some((id, addr))),
-                        Ok(Err(NetError::Ourselves)) => Ok(None),
-                        Ok(Err(e)) => Err(e.to_string()),
-                        Err(_) => Err("timed out".to_string()),
-                    }
-                };
-                match found.await {
-                    Ok(Some((id, addr))) => {
-                        let new = self.peers().get(&id).is_none();
-                        self.peers().learn(id, Some(addr), Instant::now());
-                        if new {
-                            info!("bootstrap peer {host} is node {id:?} at {addr}");
+                match self.dial_by_address(host).await {
+                    Ok(who) => {
+                        if let Some((id, addr)) = who {
+                            self.peers().learn(id, Some(addr), Instant::now());
                         }
-                        known.insert(host.clone());
-                    }
-                    Ok(None) => {
+                        let id = who.map(|(id, _)| id);
+                        if found.insert(host.clone(), id) != Some(id) {
+                            match id {
+                                Some(id) => info!("bootstrap peer {host} is node {id:?}"),
+                                None => debug!("bootstrap peer {host} is this node"),
+                            }
+                        }
                         known.insert(host.clone());
                     }
                     Err(e) => debug!("bootstrap peer {host}: {e}"),
@@ -496,14 +488,33 @@ impl System {
             }
             let wait = if known.len() == hosts.len() {
                 known.clear();
+                retry = BOOTSTRAP_RETRY;
                 BOOTSTRAP_REFRESH
             } else {
-                BOOTSTRAP_RETRY
+                let w = retry;
+                retry = (retry * 2).min(BOOTSTRAP_REFRESH);
+                w
             };
             tokio::select! {
                 _ = tokio::time::sleep(wait) => (),
                 _ = must_exit.changed() => (),
             }
+        }
+    }
+
+    /// Resolves `host` and connects to it: the node there and its address,
+    /// or `None` if it is this node.
+    async fn dial_by_address(&self, host: &str) -> Result<Option<(NodeId, SocketAddr)>, String> {
+        let addr = tokio::net::lookup_host(host)
+            .await
+            .map_err(|e| e.to_string())?
+            .next()
+            .ok_or("no address")?;
+        match tokio::time::timeout(Duration::from_secs(10), self.netapp.connect(addr, None)).await {
+            Ok(Ok(id)) => Ok(Some((id, addr))),
+            Ok(Err(NetError::Ourselves)) => Ok(None),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err("timed out".to_string()),
         }
     }
 
