@@ -1,0 +1,222 @@
+//! The S3 tools people already point at S3, each against a real node, one
+//! short scenario each: rclone (sync and check of a tree with a
+//! multipart-sized file), s3cmd (multipart put, get, list, delete), the
+//! AWS SDK for JavaScript v3 and the AWS SDK for Go v2 with their default
+//! integrity checksums (`tests/clients/js`, `tests/clients/go`). restic is
+//! exercised by `s3_object_lock.rs`, aws-cli and boto3 by `s3.rs`, the
+//! Rust SDK by `sdk.rs`.
+//!
+//! Needs Debian's `rclone` and `s3cmd`, Node.js with the packages of
+//! `tests/clients/js` installed (`npm ci` there), and Go (the Go client is
+//! built by the test from its module). `.ci/run` installs them all.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rand::RngCore;
+
+use common::cluster::Cluster;
+use common::s3::{endpoint, make_key};
+use common::{stderr, stdout};
+
+const MIB: usize = 1 << 20;
+
+/// One node with a layout and a key allowed to create buckets.
+fn node() -> (Cluster, (String, String)) {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "clients");
+    (c, key)
+}
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::rng().fill_bytes(&mut v);
+    v
+}
+
+fn clients_dir(which: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(which)
+}
+
+/// Runs `cmd`, which must succeed; its standard output.
+fn ok(what: &str, cmd: &mut Command) -> String {
+    let o: Output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what} does not run ({e}): .ci/run installs it"));
+    assert!(
+        o.status.success(),
+        "{what} failed:\n{}\n{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// The environment the JS and Go clients read.
+fn client_env(cmd: &mut Command, c: &Cluster, key: &(String, String), bucket: &str) {
+    cmd.env("GARAGE_ENDPOINT", endpoint(c, 0))
+        .env("GARAGE_KEY_ID", &key.0)
+        .env("GARAGE_SECRET", &key.1)
+        .env("GARAGE_BUCKET", bucket);
+}
+
+/// rclone syncs a tree with a file larger than its multipart cutoff, checks
+/// it (hashes, then the downloaded bytes), and syncs a change (a file
+/// removed, one added).
+#[test]
+fn rclone_syncs_and_checks_a_tree() {
+    let (c, key) = node();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("tree");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("a.txt"), b"hello rclone\n").unwrap();
+    std::fs::write(src.join("sub/b.bin"), random_bytes(100_000)).unwrap();
+    std::fs::write(src.join("big.bin"), random_bytes(12 * MIB + 5)).unwrap();
+    let rclone = |args: &[&str]| {
+        let mut cmd = Command::new("rclone");
+        cmd.args(["--config"])
+            .arg(tmp.path().join("rclone.conf"))
+            .args(["--s3-upload-cutoff", "5M", "--s3-chunk-size", "5M"])
+            .args(args)
+            .env("RCLONE_CONFIG_G_TYPE", "s3")
+            .env("RCLONE_CONFIG_G_PROVIDER", "Other")
+            .env("RCLONE_CONFIG_G_ACCESS_KEY_ID", &key.0)
+            .env("RCLONE_CONFIG_G_SECRET_ACCESS_KEY", &key.1)
+            .env("RCLONE_CONFIG_G_ENDPOINT", endpoint(&c, 0))
+            .env("RCLONE_CONFIG_G_REGION", "garage")
+            .env("RCLONE_CONFIG_G_FORCE_PATH_STYLE", "true")
+            // A CA bundle in the environment (some machines set one) makes
+            // rclone's SDK refuse its HTTP transport; the endpoint is
+            // plain HTTP anyway.
+            .env_remove("AWS_CA_BUNDLE");
+        ok(&format!("rclone {args:?}"), &mut cmd)
+    };
+    let s = src.to_str().unwrap();
+    rclone(&["mkdir", "g:rclone-bucket"]);
+    rclone(&["sync", s, "g:rclone-bucket/tree"]);
+    rclone(&["check", s, "g:rclone-bucket/tree"]);
+    rclone(&["check", "--download", s, "g:rclone-bucket/tree"]);
+    // The multipart file went up in three parts.
+    let size = rclone(&["size", "--json", "g:rclone-bucket/tree"]);
+    let v: serde_json::Value = serde_json::from_str(&size).unwrap();
+    assert_eq!(v["count"], 3, "{size}");
+    std::fs::remove_file(src.join("a.txt")).unwrap();
+    std::fs::write(src.join("c.txt"), b"new\n").unwrap();
+    rclone(&["sync", s, "g:rclone-bucket/tree"]);
+    let mut listed: Vec<String> = rclone(&["lsf", "-R", "--files-only", "g:rclone-bucket/tree"])
+        .lines()
+        .map(String::from)
+        .collect();
+    listed.sort();
+    assert_eq!(listed, ["big.bin", "c.txt", "sub/b.bin"]);
+    rclone(&["check", "--download", s, "g:rclone-bucket/tree"]);
+}
+
+/// s3cmd: a bucket, a multipart put of a 12 MiB file in 5 MiB chunks, the
+/// file back byte for byte, the listing, deletes.
+#[test]
+fn s3cmd_puts_multipart_and_gets_back() {
+    let (c, key) = node();
+    let tmp = tempfile::tempdir().unwrap();
+    let host = format!("{}:3900", c.nodes[0].ip);
+    let conf = tmp.path().join("s3cfg");
+    std::fs::write(
+        &conf,
+        format!(
+            "[default]\naccess_key = {}\nsecret_key = {}\nhost_base = {host}\nhost_bucket = {host}\n\
+             use_https = False\nbucket_location = garage\nsignature_v2 = False\n",
+            key.0, key.1
+        ),
+    )
+    .unwrap();
+    let s3cmd = |args: &[&str]| {
+        let mut cmd = Command::new("s3cmd");
+        cmd.arg("-c").arg(&conf).args(args);
+        ok(&format!("s3cmd {args:?}"), &mut cmd)
+    };
+    let big = random_bytes(12 * MIB + 11);
+    let f = tmp.path().join("big.bin");
+    std::fs::write(&f, &big).unwrap();
+    let back = tmp.path().join("back.bin");
+    s3cmd(&["mb", "s3://s3cmd-bucket"]);
+    s3cmd(&[
+        "put",
+        "--multipart-chunk-size-mb=5",
+        f.to_str().unwrap(),
+        "s3://s3cmd-bucket/big.bin",
+    ]);
+    // A multipart object's ETag ends with its number of parts (s3cmd shows
+    // an MD5 of its own instead; aws-cli asks).
+    let head = common::s3::aws_ok(
+        &key,
+        &endpoint(&c, 0),
+        tmp.path(),
+        &[
+            "s3api",
+            "head-object",
+            "--bucket",
+            "s3cmd-bucket",
+            "--key",
+            "big.bin",
+        ],
+    );
+    assert!(head.contains("-3\\\""), "not a 3-part upload:\n{head}");
+    s3cmd(&["get", "s3://s3cmd-bucket/big.bin", back.to_str().unwrap()]);
+    assert!(std::fs::read(&back).unwrap() == big, "big.bin reads back");
+    let ls = s3cmd(&["ls", "s3://s3cmd-bucket"]);
+    assert!(
+        ls.contains("s3://s3cmd-bucket/big.bin") && ls.contains(&big.len().to_string()),
+        "{ls}"
+    );
+    s3cmd(&["del", "s3://s3cmd-bucket/big.bin"]);
+    s3cmd(&["rb", "s3://s3cmd-bucket"]);
+    assert!(!s3cmd(&["ls"]).contains("s3://s3cmd-bucket"));
+}
+
+/// The AWS SDK for JavaScript v3 (`tests/clients/js/client.mjs`):
+/// PutObject with its default CRC32, lib-storage multipart, presigned GET
+/// and PUT with fetch, listing, DeleteObjects.
+#[test]
+fn javascript_sdk_v3_with_default_checksums() {
+    let (c, key) = node();
+    let dir = clients_dir("js");
+    assert!(
+        dir.join("node_modules/@aws-sdk/client-s3").is_dir(),
+        "run `npm ci` in {} first (.ci/run does)",
+        dir.display()
+    );
+    let mut cmd = Command::new("node");
+    cmd.arg("client.mjs").current_dir(&dir);
+    client_env(&mut cmd, &c, &key, "js-sdk");
+    let out = ok("node client.mjs", &mut cmd);
+    assert_eq!(out.trim(), "ok");
+}
+
+/// The AWS SDK for Go v2 (`tests/clients/go`): PutObject with its default
+/// CRC32, the transfer manager's multipart upload, GetObject with the
+/// checksum validated, listing, deletes.
+#[test]
+fn go_sdk_v2_with_default_checksums() {
+    let (c, key) = node();
+    let dir = clients_dir("go");
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("s3client");
+    ok(
+        "go build (tests/clients/go)",
+        Command::new("go")
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg(".")
+            .current_dir(&dir),
+    );
+    let mut cmd = Command::new(&bin);
+    client_env(&mut cmd, &c, &key, "go-sdk");
+    let out = ok("the Go client", &mut cmd);
+    assert_eq!(out.trim(), "ok");
+}
