@@ -238,6 +238,9 @@ fn with_restic(c: &Cluster, key: &(String, String)) {
     let second: Vec<u8> = first.iter().rev().map(|b| b ^ 0x5a).collect();
     std::fs::write(src.join("file"), &second).unwrap();
     backup(&src);
+    // Every pack read back and checked against its hash.
+    let check = restic(&["check", "--read-data"]);
+    assert!(check.contains("no errors were found"), "{check}");
     restic(&["forget", "--keep-last", "1", "--prune"]);
     let snaps: serde_json::Value = serde_json::from_str(&restic(&["snapshots", "--json"])).unwrap();
     assert_eq!(snaps.as_array().unwrap().len(), 1, "{snaps}");
