@@ -1,14 +1,17 @@
 //! The S3 tools people already point at S3, each against a real node, one
 //! short scenario each: rclone (sync and check of a tree with a
 //! multipart-sized file), s3cmd (multipart put, get, list, delete), the
-//! AWS SDK for JavaScript v3 and the AWS SDK for Go v2 with their default
-//! integrity checksums (`tests/clients/js`, `tests/clients/go`). restic is
+//! AWS SDKs for JavaScript v3, Go v2 and Java v2 with their default
+//! integrity checksums (`tests/clients/js`, `tests/clients/go`,
+//! `tests/clients/java`). restic is
 //! exercised by `s3_object_lock.rs`, aws-cli and boto3 by `s3.rs`, the
 //! Rust SDK by `sdk.rs`.
 //!
 //! Needs Debian's `rclone` and `s3cmd`, Node.js with the packages of
-//! `tests/clients/js` installed (`npm ci` there), and Go (the Go client is
-//! built by the test from its module). `.ci/run` installs them all.
+//! `tests/clients/js` installed (`npm ci` there), Go (the Go client is
+//! built by the test from its module), and a JDK with Maven (the Java
+//! client is compiled by the test). `.ci/run` installs them all and fetches
+//! the modules and artifacts beforehand.
 
 mod common;
 
@@ -218,5 +221,34 @@ fn go_sdk_v2_with_default_checksums() {
     let mut cmd = Command::new(&bin);
     client_env(&mut cmd, &c, &key, "go-sdk");
     let out = ok("the Go client", &mut cmd);
+    assert_eq!(out.trim(), "ok");
+}
+
+/// The AWS SDK for Java v2 (`tests/clients/java`): PutObject with its
+/// default CRC32 (a trailer of an aws-chunked body over plain HTTP), a
+/// multipart upload with a CRC32 per part, GetObject with the checksum
+/// validated, listing, deletes.
+#[test]
+fn java_sdk_v2_with_default_checksums() {
+    let (c, key) = node();
+    let dir = clients_dir("java");
+    let tmp = tempfile::tempdir().unwrap();
+    let cp_file = tmp.path().join("classpath.txt");
+    ok(
+        "mvn compile (tests/clients/java)",
+        Command::new("mvn")
+            .args(["-q", "-B", "compile", "dependency:build-classpath"])
+            .arg(format!("-Dmdep.outputFile={}", cp_file.display()))
+            .current_dir(&dir),
+    );
+    let cp = format!(
+        "{}:{}",
+        dir.join("target/classes").display(),
+        std::fs::read_to_string(&cp_file).unwrap().trim()
+    );
+    let mut cmd = Command::new("java");
+    cmd.args(["-cp", &cp, "garage.Client"]);
+    client_env(&mut cmd, &c, &key, "java-sdk");
+    let out = ok("the Java client", &mut cmd);
     assert_eq!(out.trim(), "ok");
 }
