@@ -3,15 +3,18 @@
 //! multipart-sized file), s3cmd (multipart put, get, list, delete), the
 //! AWS SDKs for JavaScript v3, Go v2 and Java v2 with their default
 //! integrity checksums (`tests/clients/js`, `tests/clients/go`,
-//! `tests/clients/java`). restic is
-//! exercised by `s3_object_lock.rs`, aws-cli and boto3 by `s3.rs`, the
-//! Rust SDK by `sdk.rs`.
+//! `tests/clients/java`), and a PostgreSQL WAL archiver (barman-cloud)
+//! pushing and restoring the segments of a real PostgreSQL server. restic
+//! (init, backup, check --read-data, restore) is exercised by
+//! `s3_object_lock.rs`, aws-cli and boto3 by `s3.rs`, the Rust SDK by
+//! `sdk.rs`.
 //!
 //! Needs Debian's `rclone` and `s3cmd`, Node.js with the packages of
 //! `tests/clients/js` installed (`npm ci` there), Go (the Go client is
-//! built by the test from its module), and a JDK with Maven (the Java
-//! client is compiled by the test). `.ci/run` installs them all and fetches
-//! the modules and artifacts beforehand.
+//! built by the test from its module), a JDK with Maven (the Java client
+//! is compiled by the test), PostgreSQL's server and barman-cloud.
+//! `.ci/run` installs them all and fetches the modules and artifacts
+//! beforehand.
 
 mod common;
 
@@ -251,4 +254,187 @@ fn java_sdk_v2_with_default_checksums() {
     client_env(&mut cmd, &c, &key, "java-sdk");
     let out = ok("the Java client", &mut cmd);
     assert_eq!(out.trim(), "ok");
+}
+
+/// Runs `cmd` as the `postgres` user when this test runs as root
+/// (PostgreSQL refuses to run as root), as itself otherwise.
+fn as_postgres(program: &Path, args: &[&str]) -> Command {
+    let root = ok("id -u", Command::new("id").arg("-u")).trim() == "0";
+    let mut cmd = if root {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "postgres", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args);
+    cmd
+}
+
+/// Stops the PostgreSQL server when dropped (a failed test included).
+struct Postgres {
+    bin: PathBuf,
+    data: PathBuf,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = as_postgres(
+            &self.bin.join("pg_ctl"),
+            &["-D", self.data.to_str().unwrap(), "-m", "immediate", "stop"],
+        )
+        .output();
+    }
+}
+
+/// A PostgreSQL WAL archiver, barman-cloud: a real PostgreSQL server
+/// (Debian's) writes WAL segments, its `archive_command` hands them over,
+/// `barman-cloud-wal-archive` pushes each to a bucket (plain and gzip), and
+/// `barman-cloud-wal-restore` brings each back byte for byte; a segment
+/// never archived is not found.
+///
+/// The archiver runs as the test, not from `archive_command` itself: the
+/// server runs as the `postgres` user, who cannot run the barman installed
+/// for the test's user (pip, under its home).
+#[test]
+fn barman_cloud_archives_and_restores_wal_segments() {
+    use std::os::unix::fs::PermissionsExt;
+    let (c, key) = node();
+    let bin = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL's server is not installed (Debian's postgresql; .ci/run installs it)")
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .find(|p| p.join("postgres").exists())
+        .expect("no /usr/lib/postgresql/*/bin/postgres");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = tmp.path().join("pg");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (data, outbox) = (root.join("data"), root.join("outbox"));
+    std::fs::create_dir(&outbox).unwrap();
+    std::fs::set_permissions(&outbox, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let pg = |prog: &str, args: &[&str]| ok(prog, &mut as_postgres(&bin.join(prog), args));
+    pg(
+        "initdb",
+        &[
+            "-D",
+            data.to_str().unwrap(),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+        ],
+    );
+    let mut conf = std::fs::OpenOptions::new()
+        .append(true)
+        .open(data.join("postgresql.conf"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut conf,
+        format!(
+            "listen_addresses = ''\nunix_socket_directories = '{r}'\nfsync = off\n\
+             wal_level = replica\narchive_mode = on\narchive_command = 'cp %p {o}/%f'\n",
+            r = root.display(),
+            o = outbox.display()
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let log = root.join("server.log");
+    pg(
+        "pg_ctl",
+        &[
+            "-D",
+            data.to_str().unwrap(),
+            "-l",
+            log.to_str().unwrap(),
+            "-w",
+            "start",
+        ],
+    );
+    let _server = Postgres {
+        bin: bin.clone(),
+        data: data.clone(),
+    };
+    // Three segments' worth of switches, with writes in between.
+    for i in 0..3 {
+        pg(
+            "psql",
+            &[
+                "-h",
+                root.to_str().unwrap(),
+                "-U",
+                "postgres",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-c",
+                &format!("create table t{i} as select generate_series(1, 50000) x; select pg_switch_wal();"),
+            ],
+        );
+    }
+    let mut segments: Vec<PathBuf> = Vec::new();
+    common::cluster::wait_until("PostgreSQL archives 3 segments", common::DEADLINE, || {
+        segments = std::fs::read_dir(&outbox)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.file_name().unwrap().len() == 24)
+            .collect();
+        segments.len() >= 3
+    });
+    segments.sort();
+
+    let ep = endpoint(&c, 0);
+    common::s3::aws_ok(&key, &ep, tmp.path(), &["s3", "mb", "s3://wal-archive"]);
+    let barman = |tool: &str, args: &[&str]| {
+        let mut cmd = Command::new(tool);
+        cmd.args(["--endpoint-url", &ep, "--addressing-style", "path"])
+            .args(args)
+            .env("AWS_ACCESS_KEY_ID", &key.0)
+            .env("AWS_SECRET_ACCESS_KEY", &key.1)
+            .env("AWS_DEFAULT_REGION", "garage")
+            .env_remove("AWS_CA_BUNDLE");
+        cmd
+    };
+    for (i, s) in segments.iter().enumerate() {
+        // Every other segment gzip-compressed.
+        let mut args = vec!["s3://wal-archive/pg", "pg", s.to_str().unwrap()];
+        if i % 2 == 1 {
+            args.insert(0, "-z");
+        }
+        ok(
+            "barman-cloud-wal-archive",
+            &mut barman("barman-cloud-wal-archive", &args),
+        );
+    }
+    let back = tmp.path().join("restored");
+    for s in segments.iter() {
+        let name = s.file_name().unwrap().to_str().unwrap();
+        ok(
+            "barman-cloud-wal-restore",
+            &mut barman(
+                "barman-cloud-wal-restore",
+                &["s3://wal-archive/pg", "pg", name, back.to_str().unwrap()],
+            ),
+        );
+        assert!(
+            std::fs::read(&back).unwrap() == std::fs::read(s).unwrap(),
+            "segment {name} restores byte for byte"
+        );
+    }
+    let missing = barman(
+        "barman-cloud-wal-restore",
+        &[
+            "s3://wal-archive/pg",
+            "pg",
+            "0000000100000000000000FF",
+            back.to_str().unwrap(),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        !missing.status.success(),
+        "a segment never archived is not found"
+    );
 }
