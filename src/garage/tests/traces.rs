@@ -2,7 +2,8 @@
 //! OTLP/HTTP receiver run by the test (protobuf `POST /v1/traces`, decoded
 //! with `opentelemetry-proto`); a PutObject from aws-cli must produce a
 //! trace with the S3 request span and RPC spans under it; on three nodes,
-//! the spans serving its RPCs on the other nodes are in that trace too.
+//! exporting through a real OpenTelemetry Collector (`tests/otelcol`), the
+//! spans serving its RPCs on the other nodes are in that trace too.
 
 mod common;
 
@@ -242,13 +243,83 @@ fn put_object_produces_a_trace_with_rpc_child_spans() {
     }
 }
 
+/// A real OpenTelemetry Collector (`tests/otelcol`, built from the
+/// upstream collector's Go modules) receiving OTLP/HTTP on `listen` and
+/// forwarding to `forward_to`; killed when dropped.
+struct Collector {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Collector {
+    fn start(listen: SocketAddr, forward_to: SocketAddr) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("otelcol");
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol");
+        let o = std::process::Command::new("go")
+            .args(["build", "-o"])
+            .arg(&bin)
+            .arg(".")
+            .current_dir(&src)
+            .output()
+            .expect("go runs (.ci/run checks it is installed)");
+        assert!(
+            o.status.success(),
+            "go build of the collector: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let config = dir.path().join("otelcol.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: {listen}\n\
+                 processors:\n  batch:\n    timeout: 200ms\n\
+                 exporters:\n  otlphttp:\n    endpoint: http://{forward_to}\n    compression: none\n\
+                 service:\n  telemetry:\n    metrics:\n      level: none\n  pipelines:\n    traces:\n      \
+                 receivers: [otlp]\n      processors: [batch]\n      exporters: [otlphttp]\n"
+            ),
+        )
+        .unwrap();
+        let log = std::fs::File::create(dir.path().join("otelcol.log")).unwrap();
+        let child = std::process::Command::new(&bin)
+            .arg(format!("--config=file:{}", config.display()))
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("the collector starts");
+        let mut c = Self { child, _dir: dir };
+        let deadline = Instant::now() + DEADLINE;
+        while std::net::TcpStream::connect(listen).is_err() {
+            let exited = c.child.try_wait().ok().flatten().is_some();
+            assert!(
+                Instant::now() < deadline && !exited,
+                "the collector does not listen on {listen}:\n{}",
+                std::fs::read_to_string(c._dir.path().join("otelcol.log")).unwrap_or_default()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        c
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// One PutObject through node 0 of a three-zone cluster is one trace:
 /// nodes 1 and 2 serve its table and block RPCs in spans carrying its
-/// trace id, each the child of the RPC span on node 0 that called it.
+/// trace id, each the child of the RPC span on node 0 that called it. The
+/// nodes export to a real OpenTelemetry Collector, which forwards the
+/// spans it accepted to the test's receiver.
 #[test]
 fn a_put_on_three_nodes_is_one_trace() {
     let mut c = Cluster::new(3, 3);
-    let (addr, spans) = start_receiver(IpAddr::V4(c.nodes[0].ip));
+    let (receiver, spans) = start_receiver(IpAddr::V4(c.nodes[0].ip));
+    let addr = SocketAddr::new(IpAddr::V4(c.nodes[0].ip), 4318);
+    let _collector = Collector::start(addr, receiver);
     let add_sink = |c: &Cluster, i: usize| {
         let mut text = std::fs::read_to_string(&c.nodes[i].config).unwrap();
         text.push_str(&format!("\n[admin]\ntrace_sink = \"http://{addr}\"\n"));
