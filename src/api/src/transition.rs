@@ -21,7 +21,9 @@
 //! A version deleted meanwhile stays deleted (deletion wins in the version
 //! and object tables), and its new blocks lose their references with it.
 //! Until step 4 the old blocks stay referenced: a stop in between leaves
-//! two copies of some blocks until the next pass, never none.
+//! two copies of some blocks until the next pass, never none. The next
+//! pass finds those blocks already in the code, reads them to learn their
+//! earlier addresses, and drops those references too.
 
 use std::collections::HashSet;
 
@@ -113,14 +115,15 @@ impl Api {
             ..v.clone()
         };
         self.write_moved(bucket, key, &moved).await?;
-        // Step 4: the references to the replaced blocks.
+        // Step 4: the references to the replaced blocks: those replaced
+        // now, and those an earlier run replaced before it stopped (blocks
+        // already in the code while the object is not yet in the class).
+        let mut old: HashSet<Hash> = todo.iter().map(|(_, b)| b.hash).collect();
+        old.extend(self.earlier_forms(&version, code).await?);
         let kept: HashSet<Hash> = blocks.items().map(|(_, b)| b.hash).collect();
-        let dropped: Vec<BlockRef> = todo
-            .iter()
-            .map(|(_, b)| b.hash)
-            .filter(|h| !kept.contains(h))
-            .collect::<HashSet<_>>()
+        let dropped: Vec<BlockRef> = old
             .into_iter()
+            .filter(|h| !kept.contains(h))
             .map(|h| BlockRef::new(h, v.uuid, true))
             .collect();
         if !dropped.is_empty() {
@@ -129,6 +132,53 @@ impl Api {
         Ok(Transitioned::Done {
             blocks: recoded.len(),
         })
+    }
+
+    /// The addresses the blocks of `version` already in `code` had before
+    /// (an earlier run of the transition re-encoded them, then stopped
+    /// before dropping their references): each block is read to learn its
+    /// content hash, which is its replicated address, and its address in
+    /// every other code the layout knows. Dropping a reference that does
+    /// not exist does nothing, so all of them are given.
+    async fn earlier_forms(&self, version: &Version, code: EcCode) -> ApiResult<Vec<Hash>> {
+        let coded: Vec<VersionBlock> = version
+            .blocks
+            .items()
+            .filter(|(_, b)| b.ec == Some(code))
+            .map(|(_, b)| *b)
+            .collect();
+        if coded.is_empty() {
+            return Ok(Vec::new());
+        }
+        let codes: Vec<EcCode> = self
+            .blocks
+            .system
+            .layout()
+            .current()
+            .ec_rings
+            .iter()
+            .map(|r| r.code)
+            .filter(|c| *c != code)
+            .collect();
+        let mut out = Vec::new();
+        for chunk in coded.chunks(IN_FLIGHT) {
+            let contents = futures::future::try_join_all(chunk.iter().map(|b| async move {
+                let data = self.blocks.get_any(&b.hash, b.ec).await?;
+                tokio::task::spawn_blocking(move || blake2sum(&data))
+                    .await
+                    .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))
+            }))
+            .await?;
+            for content in contents {
+                out.push(content);
+                out.extend(
+                    codes
+                        .iter()
+                        .map(|c| garage_block::ec::ec_address(&content, *c)),
+                );
+            }
+        }
+        Ok(out)
     }
 
     /// Whether every node of the shards `b` would have in `code` is up
