@@ -12,8 +12,8 @@ log() { echo "== $*"; }
 log "building helm and the manifest validator (Go modules)"
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-(cd tools && go build -o "$bin/helm" helm.sh/helm/v3/cmd/helm)
-(cd validate && go vet ./... && go build -o "$bin/validate" .)
+(cd tools && go build -buildvcs=false -o "$bin/helm" helm.sh/helm/v3/cmd/helm)
+(cd validate && go vet ./... && go build -buildvcs=false -o "$bin/validate" .)
 "$bin/helm" version --short
 
 log "helm lint"

@@ -216,7 +216,7 @@ fn go_sdk_v2_with_default_checksums() {
     ok(
         "go build (tests/clients/go)",
         Command::new("go")
-            .args(["build", "-o"])
+            .args(["build", "-buildvcs=false", "-o"])
             .arg(&bin)
             .arg(".")
             .current_dir(&dir),

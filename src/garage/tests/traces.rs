@@ -257,7 +257,7 @@ impl Collector {
         let bin = dir.path().join("otelcol");
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol");
         let o = std::process::Command::new("go")
-            .args(["build", "-o"])
+            .args(["build", "-buildvcs=false", "-o"])
             .arg(&bin)
             .arg(".")
             .current_dir(&src)
