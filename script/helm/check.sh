@@ -30,6 +30,12 @@ for values in "" "garage/ci/non-default-values.yaml"; do
     log "helm template ${values:-(default values)} | validate"
     render "${args[@]}" | "$bin/validate"
 done
+log "helm template --set layout.zoneFrom=topology | validate"
+render --set layout.zoneFrom=topology | "$bin/validate"
+if ! render --set layout.zoneFrom=topology | grep -qF "fieldPath: metadata.labels['topology.kubernetes.io/zone']"; then
+    echo "error: zoneFrom=topology does not give the pods their zone label" >&2
+    exit 1
+fi
 
 # Values the chart must refuse, with a message naming the value.
 refuse() {
@@ -48,6 +54,7 @@ refuse() {
 refuse "cannot exceed replicaCount" --set replicaCount=2 --set garage.replicationFactor=3
 refuse "dbEngine is lmdb or sqlite" --set garage.dbEngine=rocksdb
 refuse "needs at least one zone" --set 'layout.zones=null'
+refuse "zoneFrom is ordinal or topology" --set layout.zoneFrom=racks
 
 # What the rendering must contain (the validator checks the form; these,
 # a few facts of the content).

@@ -74,3 +74,8 @@ runAsNonRoot: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* The capacity each node is given in the layout ("10Gi" is given as "10G"). */}}
+{{- define "garage.capacity" -}}
+{{- .Values.layout.capacity | default .Values.persistence.data.size | trimSuffix "i" -}}
+{{- end -}}
