@@ -1,8 +1,9 @@
 //! The modules of the binary and of the admin crate depend on each other
 //! one way: no import cycle between their files (issue 18). A file
 //! `a/b.rs` is module `a::b`;
-//! it depends on the modules its `crate::…` and `super::…` paths name
-//! (test modules excluded). A child naming its parent (`super::Admin` in
+//! it depends on the modules its `crate::…` and `super::…` paths name,
+//! groups included (`use super::{a, b}`, `use crate::{a::{b, c}, d}`;
+//! test modules excluded). A child naming its parent (`super::Admin` in
 //! `admin/bucket.rs`) is not counted: a parent module and its children
 //! are one unit, as they are in Rust.
 
@@ -53,20 +54,75 @@ fn parent(m: &str) -> &str {
     m.rsplit_once("::").map(|(p, _)| p).unwrap_or("main")
 }
 
+/// The paths written at the start of `rest` (just after `crate::` or
+/// `super::`), each as its segments: `a::b` gives one path, a group
+/// `{a::{b, c}, d}` gives `a::b`, `a::c` and `d`.
+fn paths_at(rest: &str) -> Vec<Vec<String>> {
+    fn path(s: &str) -> (Vec<String>, &str) {
+        let end = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(s.len());
+        let segs = s[..end]
+            .split("::")
+            .filter(|x| !x.is_empty())
+            .map(String::from)
+            .collect();
+        (segs, &s[end..])
+    }
+    // The items of the group opening `s` (after its `{`), and what follows
+    // its `}`.
+    fn group(mut s: &str) -> (Vec<Vec<String>>, &str) {
+        let mut out = Vec::new();
+        loop {
+            s = s.trim_start();
+            if let Some(r) = s.strip_prefix('}') {
+                return (out, r);
+            }
+            if s.is_empty() {
+                return (out, s);
+            }
+            let (head, r) = path(s);
+            let r = r.trim_start();
+            if let Some(inner) = r.strip_prefix('{') {
+                let (items, r2) = group(inner);
+                out.extend(items.into_iter().map(|i| [head.clone(), i].concat()));
+                s = r2;
+            } else {
+                // `self` names the group's prefix itself.
+                if head == ["self"] {
+                    out.push(Vec::new());
+                } else if !head.is_empty() {
+                    out.push(head);
+                }
+                // Skip `as name`, `self`, up to the next item.
+                let stop = r.find([',', '}']).unwrap_or(r.len());
+                s = &r[stop..];
+            }
+            s = s.trim_start().strip_prefix(',').unwrap_or(s);
+        }
+    }
+    match rest.strip_prefix('{') {
+        Some(inner) => group(inner).0,
+        None => {
+            let (head, r) = path(rest);
+            match r.strip_prefix('{') {
+                Some(inner) => group(inner)
+                    .0
+                    .into_iter()
+                    .map(|i| [head.clone(), i].concat())
+                    .collect(),
+                None => vec![head],
+            }
+        }
+    }
+}
+
 fn edges(known: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (m, text) in known {
-        let mut refs: Vec<Vec<&str>> = Vec::new();
+        let mut refs: Vec<Vec<String>> = Vec::new();
         for (i, _) in text.match_indices("crate::") {
-            let rest = &text[i + 7..];
-            refs.push(
-                rest.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .next()
-                    .unwrap_or("")
-                    .split("::")
-                    .filter(|s| !s.is_empty())
-                    .collect(),
-            );
+            refs.extend(paths_at(&text[i + 7..]));
         }
         // `super::x` in `a::b` names `a::x`.
         let up = parent(m);
@@ -74,22 +130,19 @@ fn edges(known: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>>
             if text[..i].ends_with("::") {
                 continue;
             }
-            let rest = &text[i + 7..];
-            let mut p: Vec<&str> = if up == "main" {
+            let base: Vec<String> = if up == "main" {
                 vec![]
             } else {
-                up.split("::").collect()
+                up.split("::").map(String::from).collect()
             };
-            p.extend(
-                rest.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                    .next()
-                    .unwrap_or("")
-                    .split("::")
-                    .filter(|s| !s.is_empty()),
+            refs.extend(
+                paths_at(&text[i + 7..])
+                    .into_iter()
+                    .map(|p| [base.clone(), p].concat()),
             );
-            refs.push(p);
         }
         for r in refs {
+            let r: Vec<&str> = r.iter().map(String::as_str).collect();
             let Some(t) = resolve(known, &r) else {
                 continue;
             };
@@ -180,4 +233,26 @@ fn the_cycle_finder_finds_a_cycle() {
     known.insert("d".to_string(), "use crate::a;".to_string());
     let c = cycles(&edges(&known));
     assert_eq!(c, vec![vec!["a".to_string(), "b".into(), "c".into()]]);
+}
+
+#[test]
+fn grouped_imports_count() {
+    let p = |s: &str| -> Vec<String> { paths_at(s).into_iter().map(|p| p.join("::")).collect() };
+    assert_eq!(p("a::b::C;"), ["a::b::C"]);
+    assert_eq!(p("{a, b::c};"), ["a", "b::c"]);
+    assert_eq!(
+        p("x::{a::{b, c}, d as e, self};"),
+        ["x::a::b", "x::a::c", "x::d", "x"]
+    );
+    // A planted cycle through grouped imports, `super::` and `crate::`.
+    let mut known = BTreeMap::new();
+    known.insert("cli".to_string(), String::new());
+    known.insert("cli::a".to_string(), "use super::{b, Thing};".to_string());
+    known.insert(
+        "cli::b".to_string(),
+        "use crate::{cli::{a, c}, other};".to_string(),
+    );
+    known.insert("cli::c".to_string(), String::new());
+    let c = cycles(&edges(&known));
+    assert_eq!(c, vec![vec!["cli::a".to_string(), "cli::b".into()]]);
 }

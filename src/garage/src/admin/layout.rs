@@ -8,8 +8,15 @@ use garage_rpc::layout::{
 use garage_rpc::system::{LayoutUpdate, SystemRpc};
 use garage_util::config::parse_size;
 
-use super::status::{capacity_string, get};
 use super::Admin;
+
+/// A node's capacity as the layout commands print it.
+pub fn capacity_string(c: Option<u64>) -> String {
+    match c {
+        Some(c) => bytesize::ByteSize::b(c).display().si().to_string(),
+        None => "gateway".into(),
+    }
+}
 use crate::cli::{AssignRoleOpt, LayoutOperation};
 use crate::columns as table;
 
@@ -18,7 +25,7 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
         LayoutOperation::Show => show(admin).await,
         LayoutOperation::Assign(opt) => assign(admin, opt).await,
         LayoutOperation::Remove { node_id } => {
-            let status = get(admin).await?;
+            let status = admin.cluster_status().await?;
             let id = find_node(&status, node_id)?;
             update(admin, LayoutUpdate::StageRoles(vec![(id, None)])).await?;
             println!("Role removal is staged but not yet committed.");
@@ -33,7 +40,7 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
             if redundancy.is_none() && storage_class.is_empty() {
                 bail!("nothing to configure: give -r <zone redundancy> (a number of zones, or \"maximum\") or --storage-class NAME=DATA+PARITY");
             }
-            let status = get(admin).await?;
+            let status = admin.cluster_status().await?;
             let mut params: LayoutParameters = status.layout.staging.parameters.get().clone();
             if let Some(r) = redundancy {
                 params.zone_redundancy = r.parse().map_err(|e: String| anyhow!(e))?;
@@ -110,7 +117,7 @@ fn find_node(status: &garage_rpc::system::ClusterStatus, prefix: &str) -> anyhow
 }
 
 async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
-    let status = get(admin).await?;
+    let status = admin.cluster_status().await?;
     let staged = status.layout.staged_roles();
     let mut changes = Vec::new();
     for r in opt.replace.iter() {
@@ -269,7 +276,7 @@ pub fn print_staged_changes(layout: &LayoutHistory) -> bool {
 }
 
 async fn show(admin: &Admin) -> anyhow::Result<()> {
-    let status = get(admin).await?;
+    let status = admin.cluster_status().await?;
     let layout = &status.layout;
     println!("==== CURRENT CLUSTER LAYOUT ====");
     print_layout(
@@ -323,7 +330,7 @@ async fn show(admin: &Admin) -> anyhow::Result<()> {
 }
 
 async fn history(admin: &Admin) -> anyhow::Result<()> {
-    let status = get(admin).await?;
+    let status = admin.cluster_status().await?;
     let layout = &status.layout;
     println!("==== LAYOUT HISTORY ====");
     let mut rows = vec!["Version\tStatus\tStorage nodes\tGateway nodes".to_string()];

@@ -102,6 +102,14 @@ impl Admin {
         })
     }
 
+    /// The reached node's view of the cluster.
+    pub async fn cluster_status(&self) -> anyhow::Result<garage_rpc::system::ClusterStatus> {
+        match self.call(SystemRpc::GetClusterStatus).await? {
+            SystemRpc::ClusterStatus(s) => Ok(*s),
+            other => bail!("unexpected answer from the node: {other:?}"),
+        }
+    }
+
     /// Sends a request to the daemon; its `Error` answers become errors.
     pub async fn call(&self, msg: SystemRpc) -> anyhow::Result<SystemRpc> {
         match self
@@ -253,7 +261,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
     match &opt.cmd {
         Command::Status => status::show(&admin).await,
         Command::Node(NodeOperation::Id { quiet }) => {
-            let status = status::get(&admin).await?;
+            let status = admin.cluster_status().await?;
             let me = status
                 .nodes
                 .iter()
@@ -310,7 +318,7 @@ pub async fn on_nodes(
     if !all {
         return Ok(vec![(admin.target, admin.node(req.clone()).await)]);
     }
-    let status = status::get(admin).await?;
+    let status = admin.cluster_status().await?;
     let mut out = Vec::new();
     for n in status.nodes.iter() {
         let res = match n.addr.filter(|_| n.is_up) {

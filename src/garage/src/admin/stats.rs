@@ -20,7 +20,7 @@ pub async fn show(admin: &Admin, all_nodes: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     // Every node the reached one knows and sees up, each asked directly.
-    let status = super::status::get(admin).await?;
+    let status = admin.cluster_status().await?;
     let mut failed = Vec::new();
     for n in status.nodes.iter() {
         let Some(addr) = n.addr.filter(|_| n.is_up) else {

@@ -1,24 +1,8 @@
 //! `garage status`.
 
-use anyhow::bail;
-use garage_rpc::system::{ClusterStatus, SystemRpc};
-
-use super::{layout, Admin};
+use super::layout::{self, capacity_string};
+use super::Admin;
 use crate::columns as table;
-
-pub async fn get(admin: &Admin) -> anyhow::Result<ClusterStatus> {
-    match admin.call(SystemRpc::GetClusterStatus).await? {
-        SystemRpc::ClusterStatus(s) => Ok(*s),
-        other => bail!("unexpected answer from the node: {other:?}"),
-    }
-}
-
-pub fn capacity_string(c: Option<u64>) -> String {
-    match c {
-        Some(c) => bytesize::ByteSize::b(c).display().si().to_string(),
-        None => "gateway".into(),
-    }
-}
 
 fn ago(secs: Option<u64>) -> String {
     match secs {
@@ -30,7 +14,7 @@ fn ago(secs: Option<u64>) -> String {
 }
 
 pub async fn show(admin: &Admin) -> anyhow::Result<()> {
-    let status = get(admin).await?;
+    let status = admin.cluster_status().await?;
     let layout = &status.layout;
     let current = layout.current();
     let staged = layout.staged_roles();
