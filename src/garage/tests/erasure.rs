@@ -591,37 +591,24 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
     });
 
     let client = sdk_client(&c, runner, &key);
-    run(async {
-        // A class the layout does not offer is refused.
-        let e = client
-            .put_bucket_lifecycle_configuration()
-            .bucket(BUCKET)
-            .lifecycle_configuration(config(vec![rule("cold", "cold/")
-                .transitions(
-                    Transition::builder()
-                        .days(1)
-                        .storage_class(TransitionStorageClass::Glacier)
-                        .build(),
-                )
-                .build()
-                .unwrap()]))
-            .send()
-            .await
-            .expect_err("GLACIER is not offered");
-        assert!(format!("{e:?}").contains("InvalidStorageClass"), "{e:?}");
+    // A rule moving cold/ to `class` after a day.
+    let put_transition = |class: TransitionStorageClass| {
         client
             .put_bucket_lifecycle_configuration()
             .bucket(BUCKET)
             .lifecycle_configuration(config(vec![rule("cold", "cold/")
-                .transitions(
-                    Transition::builder()
-                        .days(1)
-                        .storage_class(TransitionStorageClass::StandardIa)
-                        .build(),
-                )
+                .transitions(Transition::builder().days(1).storage_class(class).build())
                 .build()
                 .unwrap()]))
             .send()
+    };
+    run(async {
+        // A class the layout does not offer is refused.
+        let e = put_transition(TransitionStorageClass::Glacier)
+            .await
+            .expect_err("GLACIER is not offered");
+        assert!(format!("{e:?}").contains("InvalidStorageClass"), "{e:?}");
+        put_transition(TransitionStorageClass::StandardIa)
             .await
             .unwrap();
         let got = client
