@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long runs of the history checker (src/garage/tests/checker.rs): one run
+# Long runs of the history checker (src/garage/tests/e2e/checker.rs): one run
 # after another, each with its own seed, random nemeses for its whole
 # duration, until the total time is spent. Stops at the first run with an
 # anomaly (its log and history are kept). See doc/checker.md.
@@ -16,7 +16,7 @@ CLIENTS="${CLIENTS:-4}"
 OUT="$(pwd)/${OUT:-checker-runs}"
 mkdir -p "$OUT"
 
-cargo test -p garage --test checker --no-run
+cargo test -p garage --test e2e --no-run
 end=$(( $(date +%s) + HOURS * 3600 ))
 runs=0
 ops=0
@@ -26,7 +26,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     echo "== run $((runs + 1)): seed $SEED, ${RUN_SECS}s, $CLIENTS clients (log: $log)"
     if CHECKER_SEED="$SEED" CHECKER_SECS="$RUN_SECS" CHECKER_CLIENTS="$CLIENTS" CHECKER_LONG=1 \
         CHECKER_HISTORY="$OUT/seed-$SEED.history" \
-        cargo test -q -p garage --test checker checker_random_seed -- --nocapture >"$log" 2>&1; then
+        cargo test -q -p garage --test e2e checker::checker_random_seed -- --nocapture >"$log" 2>&1; then
         status=ok
     else
         status=FAILED
@@ -40,7 +40,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     faults=$((faults + ${n_faults:-0}))
     if [ "$status" != ok ]; then
         grep -E "ANOMALY|panicked" "$log" | head -20 || true
-        echo "== stopped after $runs runs: seed $SEED failed (replay: CHECKER_SEED=$SEED CHECKER_SECS=$RUN_SECS CHECKER_LONG=1 cargo test -p garage --test checker checker_random_seed -- --nocapture)"
+        echo "== stopped after $runs runs: seed $SEED failed (replay: CHECKER_SEED=$SEED CHECKER_SECS=$RUN_SECS CHECKER_LONG=1 cargo test -p garage --test e2e checker::checker_random_seed -- --nocapture)"
         exit 1
     fi
     rm -f "$OUT/seed-$SEED.history"

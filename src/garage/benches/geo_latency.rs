@@ -19,7 +19,7 @@
 //! client is on the same machine as node 1 (no delay between them), as a
 //! client next to its site's gateway.
 
-#[path = "../tests/common/mod.rs"]
+#[path = "../tests/e2e/common/mod.rs"]
 mod common;
 
 use std::time::{Duration, Instant};

@@ -1,4 +1,4 @@
-"""S3 round trips and error cases with boto3, run by tests/s3.rs.
+"""S3 round trips and error cases with boto3, run by tests/e2e/s3.rs.
 
 Usage: boto3_suite.py KEY_ID SECRET ENDPOINT [ENDPOINT...]
 Writes go through the first endpoint; every read is done through each
@@ -425,7 +425,7 @@ for k in long_keys:
     w.delete_object(Bucket=bucket, Key=k)
 
 # SSE-C: objects sealed with the client's key (doc/s3.md, "SSE-C").
-# SSEC_MARKER is only ever uploaded encrypted: tests/s3.rs (one node) greps
+# SSEC_MARKER is only ever uploaded encrypted: tests/e2e/s3.rs (one node) greps
 # the node's data and metadata dirs for it, and for PLAIN_MARKER (uploaded
 # in clear, the grep's control).
 SSEC_MARKER = b"SSE-C-PLAINTEXT-MARKER-5b1e0c"
@@ -536,7 +536,7 @@ lo = 5 * MIB - 3
 got = w.get_object(Bucket=bucket, Key="ssec/mp", Range=f"bytes={lo}-{lo + 9}", **sse1)
 assert got["Body"].read() == whole[lo:lo + 10]
 expect_error("InvalidRequest", 400, w.get_object, Bucket=bucket, Key="ssec/mp")
-# The controls for tests/s3.rs's grep: in clear in a block, and inline.
+# The controls for tests/e2e/s3.rs's grep: in clear in a block, and inline.
 w.put_object(Bucket=bucket, Key="ssec/control", Body=marked(MIB + 100, PLAIN_MARKER))
 w.put_object(Bucket=bucket, Key="ssec/control-small", Body=marked(100, PLAIN_MARKER))
 print("SSE-C: ok", flush=True)

@@ -1,4 +1,4 @@
-"""Issue 17's S3 features with boto3, run by tests/s3_features.rs:
+"""Issue 17's S3 features with boto3, run by tests/e2e/s3_features.rs:
 conditional deletes, object and bucket tagging. Each error case is checked
 for AWS's code and status.
 

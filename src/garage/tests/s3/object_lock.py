@@ -1,4 +1,4 @@
-"""Object lock with boto3, run by tests/s3_object_lock.rs: a bucket created
+"""Object lock with boto3, run by tests/e2e/s3_object_lock.rs: a bucket created
 with object lock, the lock configuration and its default retention,
 GOVERNANCE and COMPLIANCE retention from headers and from the default, legal
 holds, retention changes, bypassing governance (owner only), multipart

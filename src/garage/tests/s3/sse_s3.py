@@ -1,5 +1,5 @@
 """SSE-S3 and default bucket encryption with boto3, run by
-tests/s3_features.rs against nodes configured with a master key
+tests/e2e/s3_features.rs against nodes configured with a master key
 (GARAGE_SSE_MASTER_KEY): PutObject, multipart uploads and copies with
 `x-amz-server-side-encryption: AES256`, Put/Get/DeleteBucketEncryption, the
 bucket default applied to plain writes, reads (whole, ranges) through every

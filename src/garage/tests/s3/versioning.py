@@ -1,4 +1,4 @@
-"""Versioning with boto3, run by tests/s3_versioning.rs: the bucket switch,
+"""Versioning with boto3, run by tests/e2e/s3_versioning.rs: the bucket switch,
 version ids on every write, reads and deletes by version id, delete
 markers, null versions (before versioning and while suspended),
 ListObjectVersions in AWS's order with paging, versions of a thousand keys

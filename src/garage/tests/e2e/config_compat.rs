@@ -7,7 +7,7 @@
 //! config unit tests). The quick-start's next steps then work with the
 //! same file.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

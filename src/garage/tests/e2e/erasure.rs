@@ -6,7 +6,7 @@
 //! layout change; lifecycle transitions re-encoding objects in place, with
 //! a node down while they are due.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! setup; aws-cli with a public-read upload and a bucket policy read by
 //! curl without credentials; `garage bucket info` showing both.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 //! body for a streamed one) and checks the checksum of what GetObject
 //! returns.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -5,7 +5,7 @@
 //! in a headless Chromium whose rendered DOM proves the page's stylesheet
 //! arrived with its content type.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

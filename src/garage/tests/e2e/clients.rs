@@ -16,7 +16,7 @@
 //! `.ci/run` installs them all and fetches the modules and artifacts
 //! beforehand.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

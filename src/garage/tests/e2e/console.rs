@@ -7,7 +7,7 @@
 //! phone-sized viewport; every page is screenshotted and checked to be
 //! non-blank. Screenshots go to `target/tmp/console-screenshots/`.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

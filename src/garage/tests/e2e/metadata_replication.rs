@@ -2,7 +2,7 @@
 //! (doc/geo-latency.md): what a grant or a revocation made through one
 //! node means on the others, with a node cut off while it is made.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

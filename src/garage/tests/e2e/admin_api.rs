@@ -1,7 +1,7 @@
 //! The admin HTTP API, end to end: real nodes, real HTTP (curl), real S3
 //! client (aws-cli).
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

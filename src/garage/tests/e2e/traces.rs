@@ -5,7 +5,7 @@
 //! exporting through a real OpenTelemetry Collector (`tests/otelcol`), the
 //! spans serving its RPCs on the other nodes are in that trace too.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};

@@ -3,7 +3,7 @@
 //! zones (writes through one node, reads through each), aws-cli's
 //! high-level commands, and uploads and downloads with a node SIGKILLed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,6 +1,6 @@
 //! End to end: real `garage server` processes forming a cluster over TCP.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! Needs `promtool` and `prometheus` (Debian package `prometheus`; `.ci/run`
 //! installs it), aws-cli and curl.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -571,7 +571,7 @@ fn alert_rules_and_dashboard_check_out() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    let described = include_str!("../src/telemetry.rs");
+    let described = include_str!("../../src/telemetry.rs");
     let rules = std::fs::read_to_string(monitoring_file("alerts.yml")).unwrap();
     let exprs: Vec<String> = rules
         .lines()

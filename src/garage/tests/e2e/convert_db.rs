@@ -1,7 +1,7 @@
 //! End to end: `garage convert-db` between the two engines, checked tree by
 //! tree.
 
-mod common;
+use crate::common;
 
 use common::{garage, stderr, stdout};
 use garage_db::{open, Db, Engine, OpenOptions};

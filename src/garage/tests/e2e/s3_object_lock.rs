@@ -5,7 +5,7 @@
 //! (which must keep locked versions); and a restic backup whose `forget
 //! --prune` is undone because the deleted data was locked.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -11,7 +11,7 @@
 //!   once; a node whose clock is ahead does not release a COMPLIANCE
 //!   retention early.
 
-mod common;
+use crate::common;
 
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws, aws_ok, endpoint, make_key, run_script};

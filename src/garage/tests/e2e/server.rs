@@ -1,6 +1,6 @@
 //! End to end: the real `garage` binary as an operator runs it.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! the Rust `aws-sdk-s3` crate, preflights (`OPTIONS`, unauthenticated)
 //! and cross-origin GETs (presigned URLs) are sent with curl.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

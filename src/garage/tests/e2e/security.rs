@@ -2,7 +2,7 @@
 //! authenticate a request, the region of the credential scope, request
 //! limits, and that no secret reaches the log even at `RUST_LOG=trace`.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::net::{Ipv4Addr, SocketAddr};

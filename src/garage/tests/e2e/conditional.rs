@@ -4,7 +4,7 @@
 //! 412, on one node, on three nodes in three zones, and while a node is
 //! SIGKILLed in the middle of a race (tests/s3/race.py).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! to release) with 8 racing clients, through one node and through the
 //! three nodes; SSE-S3 (tests/s3/sse_s3.py) on three nodes.
 
-mod common;
+use crate::common;
 
 use common::cluster::Cluster;
 use common::s3::{endpoint, make_key, run_script};

@@ -5,7 +5,7 @@
 //! expires the objects with that tag (written with it, or tagged later);
 //! everything else stays. The worker runs every second here.
 
-mod common;
+use crate::common;
 
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{aws, aws_ok};

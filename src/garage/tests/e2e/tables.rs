@@ -1,7 +1,7 @@
 //! End to end: the replicated metadata tables, through real `garage`
 //! processes and the `garage key` / `garage bucket` commands.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};

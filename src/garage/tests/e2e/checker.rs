@@ -8,7 +8,7 @@
 //! against the model of `checker/model.rs` (see `doc/checker.md`), whose
 //! self-tests run with this file.
 //!
-//! `cargo test -p garage --test checker` runs the model's self-tests and
+//! `cargo test -p garage --test e2e checker::` runs the model's self-tests and
 //! two short runs, the fixed seed and a random one (printed, with the
 //! command that replays it); `script/checker.sh` runs long ones. Settings
 //! (env): `CHECKER_SEED` (the random run's seed, instead of a random
@@ -16,8 +16,8 @@
 //! `CHECKER_CLIENTS` (default 4), `CHECKER_LONG=1` (random nemeses for
 //! the whole duration instead of the fixed short schedule).
 
-mod common;
-#[path = "checker/model.rs"]
+use crate::common;
+
 mod model;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -866,7 +866,7 @@ fn checker_random_seed() {
     let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
     let seed = env_u64("CHECKER_SEED", rand::random::<u32>() as u64);
     eprintln!(
-        "checker: random seed {seed}; replay with: CHECKER_SEED={seed} cargo test -p garage --test checker checker_random_seed -- --nocapture"
+        "checker: random seed {seed}; replay with: CHECKER_SEED={seed} cargo test -p garage --test e2e checker::checker_random_seed -- --nocapture"
     );
     run(seed);
 }

@@ -2,7 +2,7 @@
 //! referenced by a gateway node in this process (the S3 API does that
 //! once it exists).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! three zones; and on three nodes with one SIGKILLed after the first
 //! writes, the rest of the checks going through the two left.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

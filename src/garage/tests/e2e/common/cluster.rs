@@ -9,7 +9,7 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,13 +20,15 @@ pub const RPC_PORT: u16 = 3901;
 /// Port of the proxy in front of each node: its advertised address.
 pub const PROXY_PORT: u16 = 3911;
 
-static NEXT_CLUSTER: AtomicU8 = AtomicU8::new(1);
+static NEXT_CLUSTER: AtomicU32 = AtomicU32::new(1);
 
-/// A fresh 127.a.b.0 prefix for one cluster.
+/// A fresh 127.a.b.0 prefix for one cluster: `a` from the process (two
+/// values each, so one test binary has 512 prefixes before any comes
+/// back), `b` from a counter.
 pub fn fresh_subnet() -> (u8, u8) {
-    let a = 10 + (std::process::id() % 200) as u8;
-    let b = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
-    (a, b)
+    let n = NEXT_CLUSTER.fetch_add(1, Ordering::Relaxed);
+    let a = 10 + (std::process::id() % 100) as u8 * 2 + ((n / 256) % 2) as u8;
+    (a, (n % 256) as u8)
 }
 
 pub fn random_secret() -> String {
