@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use garage_db::{Engine, OpenOptions};
 use garage_util::config::parse_size;
 
-use crate::cli::ConvertDbOpt;
+use crate::args::ConvertDbOpt;
 
 /// Entries copied per output transaction.
 const BATCH: usize = 1000;

@@ -1,6 +1,6 @@
 //! The node's state as Prometheus gauges: the periodic [`refresh_loop`]
 //! publishes the [`NodeStats`] that `garage stats` and `garage worker`
-//! print too ([`crate::ops::stats`] computes them: one source of truth).
+//! print too ([`garage_admin::ops::stats`] computes them: one source of truth).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -10,7 +10,7 @@ use tracing::warn;
 
 use garage_table::any::TableStats;
 
-use crate::ops::stats::{compute, NodeStats};
+use garage_admin::ops::stats::{compute, NodeStats};
 use garage_model::garage::Garage;
 
 /// How often the gauges are recomputed.

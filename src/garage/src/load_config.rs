@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::Context;
 use garage_util::config::{Config, SecretOverrides, DEFAULT_CONFIG_PATH};
 
-use crate::cli::Opt;
+use crate::args::Opt;
 
 /// Where the configuration came from, for the first log lines.
 pub enum Loaded {

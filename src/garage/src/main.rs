@@ -3,7 +3,7 @@
 //! This crate sits at the top of the workspace and may depend on every other
 //! garage crate; nothing depends on it.
 
-mod admin;
+mod args;
 mod cli;
 mod convert_db;
 mod gauges;
@@ -15,14 +15,11 @@ mod server;
 mod single;
 mod telemetry;
 
-// The admin layer, a crate of its own (src/admin).
-use garage_admin::{admin_api, admin_rpc, bearer, columns, ops};
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Command, Opt};
+use args::{Command, Opt};
 
 fn init_logging(cmd: &Command) {
     let (default, traces) = match cmd {
@@ -36,7 +33,7 @@ fn run_admin(opt: &Opt) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    rt.block_on(admin::run(opt))
+    rt.block_on(cli::run(opt))
 }
 
 fn main() -> ExitCode {

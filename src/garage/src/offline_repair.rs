@@ -5,7 +5,7 @@
 use anyhow::{bail, Context};
 use garage_util::data::Uuid;
 
-use crate::cli::{OfflineRepairOpt, OfflineRepairWhat, Opt};
+use crate::args::{OfflineRepairOpt, OfflineRepairWhat, Opt};
 use crate::load_config::load;
 
 pub fn run(opt: &Opt, o: &OfflineRepairOpt) -> anyhow::Result<()> {

@@ -13,9 +13,10 @@ use garage_db::Db;
 use garage_util::config::{Config, DataDirState, DataDirs, SecretOrigin, DEFAULT_CONFIG_PATH};
 use tracing::{error, info, warn};
 
-use crate::admin_rpc::{AdminRpc, AdminRpcHandler, ADMIN_ENDPOINT};
-use crate::cli::Opt;
+use crate::args::Opt;
 use crate::load_config::{load, Loaded};
+use garage_admin::admin_rpc::{AdminEndpoint, AdminRpcHandler};
+use garage_admin::ops::NodeConfig;
 use garage_model::garage::Garage;
 use garage_rpc::system::System;
 
@@ -28,7 +29,7 @@ const FORMAT_KEY: &[u8] = b"db_format_version";
 
 pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let (single_node, default_bucket) = match &opt.cmd {
-        crate::cli::Command::Server {
+        crate::args::Command::Server {
             single_node,
             default_bucket,
             ..
@@ -90,7 +91,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let metrics = crate::telemetry::install_metrics()?;
-    let _ = crate::ops::stats::COUNTER_TOTALS.set(crate::telemetry::counter_totals);
+    let _ = garage_admin::ops::stats::COUNTER_TOTALS.set(crate::telemetry::counter_totals);
     let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
@@ -111,26 +112,15 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         ));
         tasks.push(tokio::spawn({
             let (system, exit) = (system.clone(), exit_rx.clone());
-            let file = crate::ops::history::file_in(&config.metadata_dir);
-            async move { crate::ops::history::run(&system.workers, Some(file), exit).await }
+            let file = garage_admin::ops::history::file_in(&config.metadata_dir);
+            async move { garage_admin::ops::history::run(&system.workers, Some(file), exit).await }
         }));
         tasks.push(tokio::spawn(crate::gauges::refresh_loop(
             garage.clone(),
             exit_rx.clone(),
         )));
-        let admin_rpc = system
-            .netapp
-            .endpoint::<AdminRpc, AdminRpcHandler>(ADMIN_ENDPOINT);
-        let handler = Arc::new(AdminRpcHandler::new(garage.clone()));
-        let json_api: Arc<dyn crate::admin_rpc::JsonApi> = Arc::new(crate::admin_api::InProcess {
-            garage: garage.clone(),
-            region: config.s3_api.s3_region.clone(),
-            root_domains: root_domains(&config),
-            s3_host: s3_host(&config),
-            admin_rpc: Arc::downgrade(&admin_rpc),
-        });
-        let _ = handler.json_api.set(json_api);
-        admin_rpc.set_handler(handler);
+        let admin_rpc =
+            AdminRpcHandler::install(&system.netapp, garage.clone(), node_config(&config));
         // The handler holds the endpoint weakly; this keeps it for the
         // server's whole life, with or without the admin API listener.
         let _admin_rpc_alive = admin_rpc.clone();
@@ -245,7 +235,7 @@ async fn start_web(
 async fn start_admin_api(
     config: &Config,
     garage: &Arc<Garage>,
-    admin_rpc: Arc<garage_net::Endpoint<AdminRpc, AdminRpcHandler>>,
+    admin_rpc: Arc<AdminEndpoint>,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
@@ -263,12 +253,11 @@ async fn start_admin_api(
             config.source
         );
     }
-    let state = Arc::new(crate::admin_api::AdminState {
+    let state = Arc::new(garage_admin::admin_api::AdminState {
         garage: garage.clone(),
         admin_token: config.admin.admin_token.clone(),
-        region: config.s3_api.s3_region.clone(),
+        conf: node_config(config),
         root_domains: root_domains(config),
-        s3_host: s3_host(config),
         admin_rpc,
     });
     let metrics_token = config.admin.metrics_token.clone();
@@ -279,10 +268,10 @@ async fn start_admin_api(
             config.source
         );
     }
-    let router = crate::admin_api::router(state.clone())
+    let router = garage_admin::admin_api::router(state.clone())
         .merge(garage_admin::console::router(state))
         .merge(crate::telemetry::metrics_router(metrics, metrics_token));
-    let task = crate::admin_api::start(addr, router, must_exit)
+    let task = garage_admin::admin_api::start(addr, router, must_exit)
         .await
         .with_context(|| format!("admin API ({})", config.source))?;
     Ok(Some(task))
@@ -401,6 +390,14 @@ async fn start_cluster(
     });
     let system_task = tokio::spawn(system.clone().run(must_exit));
     Ok((system, vec![listen_task, system_task]))
+}
+
+/// What the admin operations need of the configuration.
+fn node_config(config: &Config) -> NodeConfig {
+    NodeConfig {
+        region: config.s3_api.s3_region.clone(),
+        s3_host: s3_host(config),
+    }
 }
 
 /// The S3 endpoint as `ip:port` for presigned requests: `s3_api.api_bind_addr`
@@ -542,8 +539,10 @@ async fn auto_snapshot(db: Db, dir: PathBuf, interval: Duration) {
     loop {
         ticker.tick().await;
         let (db, dir) = (db.clone(), dir.clone());
-        match tokio::task::spawn_blocking(move || crate::ops::stats::snapshot_metadata(&db, &dir))
-            .await
+        match tokio::task::spawn_blocking(move || {
+            garage_admin::ops::stats::snapshot_metadata(&db, &dir)
+        })
+        .await
         {
             Ok(Ok(path)) => info!("metadata snapshot written to {}", path.display()),
             Ok(Err(e)) => error!("{e:#}"),

@@ -6,9 +6,9 @@
 //! cannot drift apart.
 //!
 //! The handlers are thin wrappers of the typed operations of
-//! [`crate::ops`] (and of `System::update_layout`), which the CLI reaches
-//! over the admin RPC: the HTTP API and `garage …` share one
-//! implementation.
+//! [`crate::ops`], which the CLI reaches over the admin RPC: the HTTP API
+//! and `garage …` share one implementation. Node-local operations
+//! (`?node=`) go to their nodes through [`crate::admin_rpc::on_nodes`].
 
 pub(crate) mod auth;
 pub(crate) mod bucket;
@@ -30,11 +30,11 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
-use garage_net::Endpoint;
 use tracing::{debug, info, warn};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::admin_rpc::{AdminRpc, AdminRpcHandler};
+use crate::admin_rpc::AdminEndpoint;
+use crate::ops::NodeConfig;
 use error::{ApiError, ErrorBody, PendingError};
 use garage_model::garage::Garage;
 
@@ -44,16 +44,13 @@ pub struct AdminState {
     /// `admin.admin_token`; without it every token-protected endpoint
     /// refuses.
     pub admin_token: Option<String>,
-    /// `s3_api.s3_region`, named in error bodies.
-    pub region: String,
+    /// The region (named in error bodies) and the S3 endpoint (for
+    /// presigned requests and the console's relay).
+    pub conf: NodeConfig,
     /// `s3_web.root_domain` and `s3_api.root_domain`, for `/check`.
     pub root_domains: Vec<String>,
-    /// The S3 endpoint as `ip:port` (`s3_api.api_bind_addr`, an unspecified
-    /// address made loopback), for presigned requests and the console's
-    /// relay; none when S3 listens on a Unix socket.
-    pub s3_host: Option<String>,
     /// The admin RPC endpoint, to run node-local operations on other nodes.
-    pub admin_rpc: Arc<Endpoint<AdminRpc, AdminRpcHandler>>,
+    pub admin_rpc: Arc<AdminEndpoint>,
 }
 
 pub type St = Arc<AdminState>;
@@ -200,7 +197,7 @@ async fn finish_response(State(state): State<St>, req: Request, next: Next) -> R
     let body = ErrorBody {
         code: pending.code.to_string(),
         message: pending.message,
-        region: state.region.clone(),
+        region: state.conf.region.clone(),
         path,
     };
     let mut out = (status, axum::Json(body)).into_response();
@@ -234,126 +231,4 @@ pub async fn start(
         move |_peer| hyper_util::service::TowerToHyperService::new(router.clone()),
         must_exit,
     )))
-}
-
-/// The admin API's in-process executor of `garage json-api` calls, given
-/// to the admin RPC handler. It holds the endpoint weakly: the endpoint
-/// holds the handler, which holds this.
-pub struct InProcess {
-    pub garage: Arc<Garage>,
-    pub region: String,
-    pub root_domains: Vec<String>,
-    pub s3_host: Option<String>,
-    pub admin_rpc: std::sync::Weak<Endpoint<AdminRpc, AdminRpcHandler>>,
-}
-
-#[async_trait::async_trait]
-impl crate::admin_rpc::JsonApi for InProcess {
-    async fn call(&self, endpoint: &str, request: &str) -> Result<(u16, String), String> {
-        let rpc = self.admin_rpc.upgrade().ok_or("the node is stopping")?;
-        let st = Arc::new(AdminState {
-            garage: self.garage.clone(),
-            admin_token: None,
-            region: self.region.clone(),
-            root_domains: self.root_domains.clone(),
-            s3_host: self.s3_host.clone(),
-            admin_rpc: rpc,
-        });
-        call_in_process(st, endpoint, request).await
-    }
-}
-
-/// Runs one admin API endpoint in this process, as `garage json-api` asks
-/// it over the admin RPC (the caller proved it holds `rpc_secret`): the
-/// endpoint by name, its query parameters and body fields given together
-/// as one JSON object (fields the endpoint declares as query parameters
-/// go to the query, the rest is the body; a per-node endpoint's `node`
-/// is `self` unless given). Returns the HTTP status and the JSON answer,
-/// exactly as the HTTP API answers.
-pub async fn call_in_process(
-    mut state: St,
-    endpoint: &str,
-    request: &str,
-) -> Result<(u16, String), String> {
-    use tower::ServiceExt;
-    if !endpoint.chars().all(|c| c.is_ascii_alphanumeric()) || endpoint.is_empty() {
-        return Err(format!(
-            "{endpoint:?} is not an endpoint name (e.g. ListBuckets)"
-        ));
-    }
-    let path = format!("/v2/{endpoint}");
-    let doc = openapi_document();
-    let item = doc.paths.paths.get(&path).ok_or_else(|| {
-        format!("no admin API endpoint {endpoint}: see /v2/openapi.json for the list")
-    })?;
-    let (method, op) = match (&item.get, &item.post) {
-        (Some(op), _) => (Method::GET, op),
-        (None, Some(op)) => (Method::POST, op),
-        _ => return Err(format!("{endpoint} is neither GET nor POST")),
-    };
-    let query_params: Vec<String> = op
-        .parameters
-        .iter()
-        .flatten()
-        .filter(|p| matches!(p.parameter_in, utoipa::openapi::path::ParameterIn::Query))
-        .map(|p| p.name.clone())
-        .collect();
-    let mut fields: serde_json::Value = match request.trim() {
-        "" => serde_json::json!({}),
-        r => serde_json::from_str(r).map_err(|e| format!("the request is not JSON: {e}"))?,
-    };
-    let query = {
-        let mut query = form_urlencoded::Serializer::new(String::new());
-        if let Some(obj) = fields.as_object_mut() {
-            for name in &query_params {
-                match obj.remove(name) {
-                    Some(serde_json::Value::String(v)) => {
-                        query.append_pair(name, &v);
-                    }
-                    Some(v) => {
-                        query.append_pair(name, &v.to_string());
-                    }
-                    None if name == "node" => {
-                        query.append_pair("node", "self");
-                    }
-                    None => (),
-                }
-            }
-        }
-        query.finish()
-    };
-    let uri = match query.is_empty() {
-        true => path,
-        false => format!("{path}?{query}"),
-    };
-    // The in-process call is authorized by the RPC: a token made for it.
-    let token = hex::encode(rand::random::<[u8; 32]>());
-    Arc::get_mut(&mut state)
-        .ok_or("the admin state is shared")?
-        .admin_token = Some(token.clone());
-    let mut req = Request::builder()
-        .method(method.clone())
-        .uri(uri)
-        .header(header::AUTHORIZATION, format!("Bearer {token}"));
-    let body = match method {
-        Method::POST if request_body_expected(op) => {
-            req = req.header(header::CONTENT_TYPE, "application/json");
-            axum::body::Body::from(fields.to_string())
-        }
-        _ => axum::body::Body::empty(),
-    };
-    let req = req.body(body).map_err(|e| e.to_string())?;
-    let res = router(state)
-        .oneshot(req)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = res.status().as_u16();
-    let bytes = axum::body::to_bytes(res.into_body(), 64 << 20)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((status, String::from_utf8_lossy(&bytes).into_owned()))
-}
-
-fn request_body_expected(op: &utoipa::openapi::path::Operation) -> bool {
-    op.request_body.is_some()
 }

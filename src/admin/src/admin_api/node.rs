@@ -1,23 +1,22 @@
 //! Node-local operations: node info and statistics, repairs, background
 //! workers, block errors. Each takes `?node=`: `self`, `*` (every node of
 //! the cluster), or a node id (or a unique prefix of one). Other nodes run
-//! the operation through the admin RPC endpoint; the answer maps node ids
-//! to their results (`success`) or errors (`error`), as in the reference
-//! system.
+//! the operation through the admin RPC endpoint
+//! ([`crate::admin_rpc::on_nodes`]); the answer maps node ids to their
+//! results (`success`) or errors (`error`), as in the reference system.
 
 use std::collections::BTreeMap;
 
 use axum::extract::State;
-use garage_net::NodeId;
-use serde::{Deserialize, Serialize};
-use utoipa::{IntoParams, ToSchema};
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::ErrorBody;
 use super::extract::{ok, Answer, Body, Query};
 use super::St;
-use crate::admin_rpc::AdminRpc;
+use crate::admin_rpc::on_nodes as on_nodes_rpc;
 use crate::ops::node::*;
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
@@ -36,14 +35,6 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(create_metadata_snapshot))
 }
 
-#[derive(Debug, Serialize, Deserialize, ToSchema)]
-pub struct MultiResponse<T> {
-    /// Node id -> result, for the nodes that answered.
-    pub success: BTreeMap<String, T>,
-    /// Node id -> error message, for the others.
-    pub error: BTreeMap<String, String>,
-}
-
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct NodeQuery {
@@ -51,93 +42,11 @@ pub struct NodeQuery {
     pub node: String,
 }
 
-fn which_nodes(st: &St, sel: &str) -> Result<Vec<NodeId>, ApiError> {
-    let system = &st.garage.system;
-    match sel {
-        "self" => Ok(vec![system.id()]),
-        "*" => {
-            let status = system.cluster_status();
-            let mut ids: Vec<NodeId> = status.nodes.iter().map(|n| n.id).collect();
-            ids.extend(status.layout.current().roles.keys().copied());
-            ids.sort();
-            ids.dedup();
-            Ok(ids)
-        }
-        prefix => crate::ops::layout::find_node(&system.cluster_status(), prefix)
-            .map(|id| vec![id])
-            .map_err(ApiError::NoSuchNode),
-    }
-}
-
-/// How long another node has to answer.
-const REMOTE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Why one node of a `node=` request has no answer.
-enum Failed {
-    /// This node's own error.
-    Here(ApiError),
-    /// Another node's error, or no answer from it.
-    There(String),
-}
-
+/// Runs `req` on the nodes `sel` names (the fan-out of the admin RPC).
 async fn on_nodes<T: NodeAnswer>(st: &St, sel: &str, req: NodeRequest) -> Answer<MultiResponse<T>> {
-    let nodes = which_nodes(st, sel)?;
-    let me = st.garage.system.id();
-    let mut out = MultiResponse {
-        success: BTreeMap::new(),
-        error: BTreeMap::new(),
-    };
-    let asked = nodes.len();
-    // Every node at once: a dead node costs one timeout, not one each.
-    let answers = futures::future::join_all(nodes.into_iter().map(|id| {
-        let req = req.clone();
-        async move {
-            let res = if id == me {
-                run(&st.garage, req).await.map_err(Failed::Here)
-            } else {
-                call_remote(st, id, req).await.map_err(Failed::There)
-            };
-            (id, res)
-        }
-    }))
-    .await;
-    for (id, res) in answers {
-        let res = match res {
-            Ok(s) => Ok(s),
-            // Only this node asked: its error, with its status code
-            // (a 404 on an unknown block must not look like a success).
-            Err(Failed::Here(e)) if asked == 1 => return Err(e),
-            Err(Failed::Here(e)) => Err(e.to_string()),
-            Err(Failed::There(e)) => Err(e),
-        };
-        let parsed = res.and_then(|r| {
-            T::pick(r).ok_or_else(|| "the node answered another operation".to_string())
-        });
-        match parsed {
-            Ok(v) => {
-                out.success.insert(id.to_string(), v);
-            }
-            Err(e) => {
-                out.error.insert(id.to_string(), e);
-            }
-        }
-    }
-    ok(out)
-}
-
-async fn call_remote(st: &St, id: NodeId, req: NodeRequest) -> Result<NodeResponse, String> {
-    st.garage.system.ensure_connected(&id).await;
-    let call = st
-        .admin_rpc
-        .call(&id, AdminRpc::Node(req), garage_net::Priority::High);
-    match tokio::time::timeout(REMOTE_TIMEOUT, call).await {
-        Err(_) => Err(format!("no answer within {}s", REMOTE_TIMEOUT.as_secs())),
-        Ok(Err(e)) => Err(format!("cannot reach the node: {e}")),
-        Ok(Ok(AdminRpc::NodeResult(Ok(r)))) => Ok(r),
-        Ok(Ok(AdminRpc::NodeResult(Err(e)))) => Err(e.message),
-        Ok(Ok(AdminRpc::Error(e))) => Err(e),
-        Ok(Ok(other)) => Err(format!("unexpected answer from the node: {other:?}")),
-    }
+    ok(on_nodes_rpc(&st.admin_rpc, &st.garage, sel, req)
+        .await?
+        .pick())
 }
 
 /// An hour of the nodes' request, error and block byte counters, sampled
@@ -168,7 +77,18 @@ pub async fn get_node_statistics(
     State(st): State<St>,
     Query(q): Query<NodeQuery>,
 ) -> Answer<MultiResponse<NodeStatistics>> {
-    on_nodes(&st, &q.node, NodeRequest::GetNodeStatistics).await
+    let m = on_nodes_rpc(
+        &st.admin_rpc,
+        &st.garage,
+        &q.node,
+        NodeRequest::GetNodeStatistics,
+    )
+    .await?;
+    let mut m: MultiResponse<NodeStatistics> = m.pick();
+    for s in m.success.values_mut() {
+        *s = std::mem::take(s).with_text();
+    }
+    ok(m)
 }
 
 /// Starts a repair on nodes (the same as `garage repair`).

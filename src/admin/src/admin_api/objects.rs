@@ -4,10 +4,10 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ErrorBody};
+use super::error::ErrorBody;
 use super::extract::{ok, Answer, Body};
 use super::St;
-use crate::ops::presign::{presign, PresignS3Request, PresignS3Response};
+use crate::ops::presign::{presign_for, PresignS3Request, PresignS3Response};
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(presign_s3_request))
@@ -23,11 +23,5 @@ pub async fn presign_s3_request(
     State(st): State<St>,
     Body(req): Body<PresignS3Request>,
 ) -> Answer<PresignS3Response> {
-    let host = st.s3_host.as_deref().ok_or_else(|| {
-        ApiError::BadRequest(
-            "s3_api.api_bind_addr is not a TCP address: there is no S3 endpoint to presign for"
-                .into(),
-        )
-    })?;
-    ok(presign(&st.garage, req, host, &st.region).await?)
+    ok(presign_for(&st.garage, &st.conf, req).await?)
 }

@@ -1,8 +1,6 @@
 //! The admin token endpoints: HTTP wrappers of [`crate::ops::token`].
 
 use axum::extract::State;
-use serde::Deserialize;
-use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -10,7 +8,8 @@ use super::error::{ApiError, ErrorBody};
 use super::extract::{ok, Answer, Body, Query};
 use super::St;
 use crate::ops::token::{
-    handle, AdminTokenInfo, TokenRequest, TokenResponse, UpdateAdminTokenRequest,
+    handle, pattern, AdminTokenInfo, TokenQuery, TokenRequest, TokenResponse,
+    UpdateAdminTokenRequest,
 };
 
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
@@ -36,20 +35,6 @@ pub async fn list_admin_tokens(State(st): State<St>) -> Answer<Vec<AdminTokenInf
         TokenResponse::Tokens(t) => ok(t),
         other => Err(ApiError::Internal(format!("unexpected answer {other:?}"))),
     }
-}
-
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct TokenQuery {
-    /// The token's id (or a unique prefix of it).
-    pub id: Option<String>,
-    /// Its name, or a unique id prefix.
-    pub search: Option<String>,
-}
-
-fn pattern(q: TokenQuery) -> Result<String, ApiError> {
-    q.id.or(q.search)
-        .ok_or_else(|| ApiError::bad("give ?id= or ?search="))
 }
 
 /// One admin token.

@@ -113,7 +113,7 @@ pub async fn relay(State(st): State<St>, req: Request) -> Response {
 }
 
 async fn relay_inner(st: &St, req: Request) -> Result<Response, ApiError> {
-    let host = st.s3_host.clone().ok_or_else(|| {
+    let host = st.conf.s3_host.clone().ok_or_else(|| {
         ApiError::BadRequest(
             "s3_api.api_bind_addr is not a TCP address: nothing to relay to".into(),
         )

@@ -116,6 +116,9 @@ impl From<garage_table::Error> for ApiError {
 pub struct WireError {
     pub code: String,
     pub message: String,
+    /// The HTTP status the admin API answers it with.
+    #[serde(default)]
+    pub status: u16,
 }
 
 impl From<&ApiError> for WireError {
@@ -123,6 +126,7 @@ impl From<&ApiError> for WireError {
         WireError {
             code: e.code().to_string(),
             message: e.to_string(),
+            status: e.status(),
         }
     }
 }

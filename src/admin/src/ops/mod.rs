@@ -10,8 +10,10 @@
 
 pub mod blocks;
 pub mod bucket;
+pub mod cluster;
 pub mod error;
 pub mod history;
+pub mod json;
 pub mod key;
 pub mod layout;
 pub mod node;
@@ -25,10 +27,33 @@ use serde::{Deserialize, Serialize};
 use error::ApiError;
 use garage_model::garage::Garage;
 
-/// A cluster-wide admin operation (buckets, keys, admin tokens), as the CLI
-/// sends it to a node. Node-local operations are [`node::NodeRequest`].
+/// What some operations need of the answering node's configuration.
+#[derive(Debug, Clone, Default)]
+pub struct NodeConfig {
+    /// `s3_api.s3_region`.
+    pub region: String,
+    /// The S3 endpoint as `ip:port` (`s3_api.api_bind_addr`, an unspecified
+    /// address made loopback), for presigned requests; none when S3
+    /// listens on a Unix socket.
+    pub s3_host: Option<String>,
+}
+
+/// A cluster-wide admin operation (the cluster, its layout, buckets, keys,
+/// admin tokens), as the CLI sends it to a node. Node-local operations are
+/// [`node::NodeRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AdminRequest {
+    GetClusterStatus,
+    GetClusterHealth,
+    GetClusterStatistics,
+    ConnectClusterNodes(Vec<String>),
+    GetClusterLayout,
+    UpdateClusterLayout(layout::UpdateClusterLayoutRequest),
+    ApplyClusterLayout(layout::ApplyClusterLayoutRequest),
+    RevertClusterLayout,
+    GetClusterLayoutHistory,
+    PreviewClusterLayoutChanges,
+    ClusterLayoutSkipDeadNodes(layout::ClusterLayoutSkipDeadNodesRequest),
     ListBuckets,
     GetBucketInfo(bucket::GetBucketInfoQuery),
     CreateBucket(bucket::CreateBucketRequest),
@@ -57,11 +82,22 @@ pub enum AdminRequest {
         id: String,
     },
     Token(token::TokenRequest),
+    PresignS3Request(presign::PresignS3Request),
 }
 
 /// The answer to an [`AdminRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AdminResponse {
+    ClusterStatus(cluster::GetClusterStatusResponse),
+    ClusterHealth(cluster::GetClusterHealthResponse),
+    ClusterStatistics(cluster::GetClusterStatisticsResponse),
+    Connected(Vec<cluster::ConnectNodeResponse>),
+    Layout(Box<layout::GetClusterLayoutResponse>),
+    LayoutApplied(Box<layout::ApplyClusterLayoutResponse>),
+    LayoutHistory(layout::GetClusterLayoutHistoryResponse),
+    LayoutPreview(Box<layout::PreviewClusterLayoutChangesResponse>),
+    DeadNodesSkipped(layout::ClusterLayoutSkipDeadNodesResponse),
+    Presigned(presign::PresignS3Response),
     Buckets(Vec<bucket::ListBucketsResponseItem>),
     Bucket(Box<bucket::GetBucketInfoResponse>),
     Object(bucket::InspectObjectResponse),
@@ -74,11 +110,36 @@ pub enum AdminResponse {
 }
 
 /// Runs one admin operation on this node.
-pub async fn run(g: &Garage, req: AdminRequest) -> Result<AdminResponse, ApiError> {
+pub async fn run(
+    g: &Garage,
+    conf: &NodeConfig,
+    req: AdminRequest,
+) -> Result<AdminResponse, ApiError> {
     use AdminRequest as R;
     use AdminResponse as A;
     let bucket = |b| A::Bucket(Box::new(b));
+    let sys = &g.system;
     Ok(match req {
+        R::GetClusterStatus => A::ClusterStatus(cluster::get_cluster_status(g)),
+        R::GetClusterHealth => A::ClusterHealth(cluster::cluster_health(sys)),
+        R::GetClusterStatistics => A::ClusterStatistics(cluster::get_cluster_statistics(sys)),
+        R::ConnectClusterNodes(peers) => {
+            A::Connected(cluster::connect_cluster_nodes(g, peers).await?)
+        }
+        R::GetClusterLayout => A::Layout(Box::new(layout::get_cluster_layout(sys)?)),
+        R::UpdateClusterLayout(r) => A::Layout(Box::new(layout::update_cluster_layout(sys, r)?)),
+        R::ApplyClusterLayout(r) => {
+            A::LayoutApplied(Box::new(layout::apply_cluster_layout(sys, r)?))
+        }
+        R::RevertClusterLayout => A::Layout(Box::new(layout::revert_cluster_layout(sys)?)),
+        R::GetClusterLayoutHistory => A::LayoutHistory(layout::get_cluster_layout_history(sys)?),
+        R::PreviewClusterLayoutChanges => {
+            A::LayoutPreview(Box::new(layout::preview_cluster_layout_changes(sys)?))
+        }
+        R::ClusterLayoutSkipDeadNodes(r) => {
+            A::DeadNodesSkipped(layout::cluster_layout_skip_dead_nodes(sys, r)?)
+        }
+        R::PresignS3Request(r) => A::Presigned(presign::presign_for(g, conf, r).await?),
         R::ListBuckets => A::Buckets(bucket::list_buckets(g).await?),
         R::GetBucketInfo(q) => bucket(bucket::get_bucket_info(g, q).await?),
         R::CreateBucket(r) => bucket(bucket::create_bucket(g, r).await?),

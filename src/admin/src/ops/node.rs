@@ -29,8 +29,6 @@ pub enum NodeRequest {
     GetWorkerVariable(GetWorkerVariableRequest),
     SetWorkerVariable(SetWorkerVariableRequest),
     CreateMetadataSnapshot,
-    /// The node's statistics, as numbers (`garage stats`).
-    Stats,
     GetNodeMetricsHistory,
 }
 
@@ -49,8 +47,36 @@ pub enum NodeResponse {
     Variables(BTreeMap<String, String>),
     VariableSet(SetWorkerVariableResponse),
     Snapshot(MetadataSnapshot),
-    Stats(Box<NodeStats>),
     MetricsHistory(super::history::MetricsHistory),
+}
+
+/// The answers of a node-local operation run on several nodes.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct MultiResponse<T> {
+    /// Node id -> result, for the nodes that answered.
+    pub success: BTreeMap<String, T>,
+    /// Node id -> error message, for the others.
+    pub error: BTreeMap<String, String>,
+}
+
+impl MultiResponse<NodeResponse> {
+    /// The answers as `T`; a node that answered something else is an
+    /// error.
+    pub fn pick<T: NodeAnswer>(self) -> MultiResponse<T> {
+        let mut error = self.error;
+        let mut success = BTreeMap::new();
+        for (id, r) in self.success {
+            match T::pick(r) {
+                Some(v) => {
+                    success.insert(id, v);
+                }
+                None => {
+                    error.insert(id, "the node answered another operation".into());
+                }
+            }
+        }
+        MultiResponse { success, error }
+    }
 }
 
 /// An answer type of [`NodeResponse`]: the HTTP API picks its variant out.
@@ -91,9 +117,6 @@ node_answer!(
 pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiError> {
     use NodeResponse as A;
     Ok(match req {
-        NodeRequest::Stats => A::Stats(Box::new(
-            stats::node_stats(g).await.map_err(ApiError::Internal)?,
-        )),
         NodeRequest::GetNodeInfo => A::NodeInfo(NodeInfo {
             node_id: g.system.id().to_string(),
             garage_version: env!("CARGO_PKG_VERSION").into(),
@@ -313,12 +336,16 @@ pub struct NodeInfo {
 
 // ---- GetNodeStatistics ----
 
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatistics {
-    /// What `garage stats` prints.
+    /// What `garage stats` prints: filled in by the admin API from the
+    /// fields ([`NodeStatistics::with_text`]); empty over the RPC.
+    #[serde(default)]
     pub freeform: String,
-    /// The same, as fields (garage's own; absent from older nodes).
+    /// The same, as fields (garage's own).
+    #[serde(default)]
+    pub node: String,
     #[serde(default)]
     pub db_engine: String,
     #[serde(default)]
@@ -339,6 +366,13 @@ pub struct NodeStatistics {
     pub data_space: Option<SpaceStatistics>,
     #[serde(default)]
     pub metadata_space: Option<SpaceStatistics>,
+    /// The cluster's health as this node sees it.
+    #[serde(default)]
+    pub health: Option<super::cluster::GetClusterHealthResponse>,
+    /// Totals of the node's metric counters since it started, by name
+    /// (summed over their labels).
+    #[serde(default)]
+    pub counters: BTreeMap<String, f64>,
 }
 
 /// One table of a node.
@@ -376,7 +410,8 @@ impl NodeStatistics {
             })
         };
         NodeStatistics {
-            freeform: stats::format_stats(stats),
+            freeform: String::new(),
+            node: stats.node.to_string(),
             db_engine: stats.db_engine.clone(),
             tables: stats
                 .tables
@@ -397,8 +432,109 @@ impl NodeStatistics {
             resync_errors: stats.resync_errors as u64,
             data_space: space(&stats.data_space),
             metadata_space: space(&stats.metadata_space),
+            health: stats.health.as_ref().map(super::cluster::health_of),
+            counters: stats.counters.clone(),
         }
     }
+
+    /// With `freeform`, the text `garage stats` prints.
+    pub fn with_text(mut self) -> Self {
+        self.freeform = format_stats(&self);
+        self
+    }
+}
+
+/// What `garage stats` prints for one node (and GetNodeStatistics
+/// answers as `freeform`).
+pub fn format_stats(stats: &NodeStatistics) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "Node: {}", stats.node);
+    let _ = writeln!(out, "Database engine: {}", stats.db_engine);
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Table stats:");
+    let mut rows =
+        vec!["  Table\tItems\tMklItems\tMklTodo\tGcTodo\tInsertQueue\tMerkleDigest".to_string()];
+    for t in stats.tables.iter() {
+        rows.push(format!(
+            "  {}\t{}\t{}\t{}\t{}\t{}\t{}",
+            t.name,
+            t.items,
+            t.merkle_nodes,
+            t.merkle_todo,
+            t.gc_todo,
+            t.insert_queue,
+            t.merkle_digest.get(..16).unwrap_or(&t.merkle_digest)
+        ));
+    }
+    out.push_str(&crate::columns::format(&rows));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Block manager stats:");
+    let _ = writeln!(
+        out,
+        "  number of referenced blocks (RC): {}",
+        stats.block_rc_entries
+    );
+    let _ = writeln!(out, "  resync queue length: {}", stats.resync_queue);
+    let due = match stats.resync_due {
+        n if n >= stats::DUE_COUNT_MAX as u64 => format!("at least {n}"),
+        n => n.to_string(),
+    };
+    let _ = writeln!(out, "  resync queue due now: {due}");
+    let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
+    let space = |f: &Option<SpaceStatistics>| match f {
+        Some(f) => format!(
+            "{} free of {} in total",
+            bytesize::ByteSize::b(f.available).display().si(),
+            bytesize::ByteSize::b(f.total).display().si()
+        ),
+        None => "unknown".into(),
+    };
+    let _ = writeln!(out);
+    let _ = writeln!(out, "Storage:");
+    let _ = writeln!(out, "  data: {}", space(&stats.data_space));
+    let _ = writeln!(out, "  metadata: {}", space(&stats.metadata_space));
+    if let Some(h) = &stats.health {
+        let _ = writeln!(out);
+        out.push_str(&super::cluster::format_health(h));
+    }
+    if !stats.counters.is_empty() {
+        // The same counters `/metrics` shows, summed over their labels.
+        let c = |name: &str| stats.counters.get(name).copied().unwrap_or(0.0) as u64;
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Since this node started (the counters of /metrics):");
+        let _ = writeln!(
+            out,
+            "  S3 requests: {} ({} errors)",
+            c("api_s3_requests_total"),
+            c("api_s3_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  RPC calls: {} ({} timeouts, {} communication errors)",
+            c("rpc_requests_total"),
+            c("rpc_timeouts_total"),
+            c("rpc_netapp_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  quorum failures: {} table, {} block",
+            c("table_quorum_errors_total"),
+            c("block_quorum_errors_total")
+        );
+        let _ = writeln!(
+            out,
+            "  block bytes read: {}, written: {}",
+            c("block_bytes_read_total"),
+            c("block_bytes_written_total")
+        );
+        let _ = writeln!(
+            out,
+            "  table entries sent by sync: {}",
+            c("table_sync_items_sent_total")
+        );
+    }
+    out
 }
 
 // ---- LaunchRepairOperation ----

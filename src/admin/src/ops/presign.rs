@@ -66,6 +66,21 @@ fn enc(s: &str) -> String {
 }
 
 /// Presigns `r` for the S3 endpoint at `host` (`ip:port`) in `region`.
+/// [`presign`] for this node's S3 endpoint and region.
+pub async fn presign_for(
+    g: &Garage,
+    conf: &super::NodeConfig,
+    r: PresignS3Request,
+) -> Result<PresignS3Response, ApiError> {
+    let host = conf.s3_host.as_deref().ok_or_else(|| {
+        ApiError::BadRequest(
+            "s3_api.api_bind_addr is not a TCP address: there is no S3 endpoint to presign for"
+                .into(),
+        )
+    })?;
+    presign(g, r, host, &conf.region).await
+}
+
 pub async fn presign(
     g: &Garage,
     r: PresignS3Request,

@@ -58,6 +58,22 @@ pub enum TokenRequest {
     DeleteExpired,
 }
 
+/// The `?id=` or `?search=` naming one token.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct TokenQuery {
+    /// The token's id (or a unique prefix of it).
+    pub id: Option<String>,
+    /// Its name, or a unique id prefix.
+    pub search: Option<String>,
+}
+
+/// The token a [`TokenQuery`] names.
+pub fn pattern(q: TokenQuery) -> Result<String, ApiError> {
+    q.id.or(q.search)
+        .ok_or_else(|| ApiError::bad("give ?id= or ?search="))
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum TokenResponse {
     Tokens(Vec<AdminTokenInfo>),

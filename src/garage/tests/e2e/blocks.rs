@@ -11,7 +11,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::gateway::Gateway;
-use common::stdout;
 use garage_block::dirs::DataDirs;
 use garage_block::manager::BlockManager;
 use garage_block::rc::BlockRc;
@@ -36,12 +35,10 @@ fn block_file(c: &Cluster, node: usize, h: &Hash) -> Option<PathBuf> {
         .find(|p| p.exists())
 }
 
-fn rc_count(c: &Cluster, node: usize) -> Option<usize> {
-    let o = c.garage(node, &["stats"]);
-    stdout(&o)
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("number of referenced blocks (RC):"))
-        .and_then(|v| v.trim().parse().ok())
+/// Blocks with a reference count entry on `node`, from its `garage stats`.
+fn rc_count(c: &Cluster, node: usize) -> Option<u64> {
+    let stats = c.try_garage_json(node, &["stats"])?;
+    stats["success"][c.nodes[node].id()]["blockRcEntries"].as_u64()
 }
 
 /// The version and block_ref tables on gateway `gw`, workers running.
@@ -146,12 +143,14 @@ fn blocks_are_replicated_repaired_and_collected() {
     }
 
     // `stats -a` through node 0 shows every node's counts.
-    let all = c.garage_ok(0, &["stats", "-a"]);
-    assert_eq!(
-        all.matches("number of referenced blocks (RC): 20").count(),
-        3,
-        "{all}"
-    );
+    let all = c.garage_json(0, &["stats", "-a"]);
+    let counting_20 = all["success"]
+        .as_object()
+        .expect("statistics by node")
+        .values()
+        .filter(|s| s["blockRcEntries"] == 20)
+        .count();
+    assert_eq!(counting_20, 3, "{all}");
 
     // A block file deleted on node 2 comes back through resync.
     let lost = hashes[5];
@@ -963,9 +962,10 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         (body.clone(), "the stored object"),
         (vec![3u8; 100_000], "the finished part"),
     ] {
-        let info = c.garage_ok(0, &["block", "info", &blake2sum(&data).hex()]);
-        assert!(
-            info.lines().any(|l| l.trim() == "Reference count:   1"),
+        let info = c.garage_json(0, &["block", "info", &blake2sum(&data).hex()]);
+        assert_eq!(
+            info["success"][c.nodes[0].id()]["refcount"],
+            1,
             "the block of {what} keeps its reference: {info}"
         );
     }
@@ -1048,17 +1048,16 @@ fn offline_repair_recounts_object_counters() {
     aws_ok(&key, &ep, d, &["s3", "cp", "a", "s3://counted/a"]);
     aws_ok(&key, &ep, d, &["s3", "cp", "b", "s3://counted/b"]);
     let counts = |c: &Cluster| {
-        let info = c.garage_ok(0, &["bucket", "info", "counted"]);
-        let get = |p: &str| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(p))
-                .map(|v| v.trim().trim_end_matches(" B").to_string())
-                .unwrap_or_else(|| panic!("no {p} in {info}"))
+        let info = c.garage_json(0, &["bucket", "info", "counted"]);
+        let get = |f: &str| {
+            info[f]
+                .as_i64()
+                .unwrap_or_else(|| panic!("no {f} in {info}"))
         };
-        (get("Objects:"), get("Size:"))
+        (get("objects"), get("bytes"))
     };
     wait_until("the counts are published", CLUSTER_DEADLINE, || {
-        counts(&c) == ("2".into(), "4000".into())
+        counts(&c) == (2, 4000)
     });
     let o = c.garage(0, &["offline-repair", "--yes", "object-counters"]);
     assert!(
@@ -1109,7 +1108,7 @@ fn offline_repair_recounts_object_counters() {
     assert!(again.contains("0 counts corrected"), "{again}");
     c.start(0);
     wait_until("the true counts are published", CLUSTER_DEADLINE, || {
-        counts(&c) == ("2".into(), "4000".into())
+        counts(&c) == (2, 4000)
     });
 }
 

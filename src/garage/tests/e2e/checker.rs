@@ -616,19 +616,20 @@ impl Nemesis {
     /// Applies the staged layout change; false when nothing was staged
     /// (a capacity set to the one it had).
     fn apply(&self) -> bool {
-        let show = self.c.garage_ok(0, &["layout", "show"]);
-        let Some(version) = show
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("garage layout apply --version "))
-        else {
-            assert!(
-                !show.contains("STAGED ROLE CHANGES"),
-                "staged changes but no apply line in:\n{show}"
-            );
+        let layout = self.c.garage_json(0, &["layout", "show"]);
+        let staged = layout["stagedRoleChanges"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no staged role changes in {layout}"));
+        if staged.is_empty() && layout["stagedParameters"].is_null() {
             return false;
-        };
+        }
+        // The staged changes become the version after the current one.
+        let current = layout["version"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no layout version in {layout}"));
+        let next = (current + 1).to_string();
         self.c
-            .garage_ok(0, &["layout", "apply", "--version", version]);
+            .garage_ok(0, &["layout", "apply", "--version", &next]);
         true
     }
 
@@ -1215,22 +1216,19 @@ fn run(seed: u64) {
         }
         bad
     };
-    let field = |stats: &str, name: &str| -> Option<u64> {
-        stats
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
+    // Node `i`'s statistics (`garage stats`), if it answers.
+    let stats = |nem: &Nemesis, i: usize| -> Option<serde_json::Value> {
+        let all = nem.c.try_garage_json(i, &["stats"])?;
+        Some(all["success"][nem.c.nodes[i].id()].clone())
     };
     // Drained: nothing due in any resync queue and no block in error.
     // Entries due later are not a backlog: deletions waiting for their
     // delay, and the retries left queued for a block that failed and was
     // then resynced by another entry (a retry-now, a new reference).
     let drained = |nem: &Nemesis| {
-        storage.iter().all(|i| {
-            let stats = stdout(&nem.c.garage(*i, &["stats"]));
-            field(&stats, "resync queue due now:") == Some(0)
-                && field(&stats, "blocks with resync errors:") == Some(0)
-        })
+        storage
+            .iter()
+            .all(|i| stats(nem, *i).is_some_and(|s| s["resyncDue"] == 0 && s["resyncErrors"] == 0))
     };
     // Uploads whose coordinator was killed (or cut off) mid-way leave
     // versions no object lists, parts that never finished and block
@@ -1250,9 +1248,14 @@ fn run(seed: u64) {
             Duration::from_secs(180),
             || {
                 storage.iter().all(|i| {
-                    !stdout(&nem.c.garage(*i, &["worker", "list"]))
-                        .lines()
-                        .any(|l| l.contains(worker))
+                    let Some(list) = nem.c.try_garage_json(*i, &["worker", "list"]) else {
+                        return true;
+                    };
+                    !list["success"][nem.c.nodes[*i].id()]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|w| w["name"].as_str().is_some_and(|n| n.contains(worker)))
                 })
             },
         );
@@ -1291,11 +1294,15 @@ fn run(seed: u64) {
     // named with what references it.
     let mut leaked: BTreeMap<String, String> = BTreeMap::new();
     for i in &storage {
-        let errors = stdout(&nem.c.garage(*i, &["block", "list-errors"]));
-        for h in errors
-            .lines()
-            .skip(1)
-            .filter_map(|l| l.split_whitespace().next())
+        let errors = nem
+            .c
+            .try_garage_json(*i, &["block", "list-errors"])
+            .unwrap_or_default();
+        for h in errors["success"][nem.c.nodes[*i].id()]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["blockHash"].as_str())
         {
             if !leaked.contains_key(h) {
                 let info = stdout(&nem.c.garage(*i, &["block", "info", h]));
@@ -1312,13 +1319,11 @@ fn run(seed: u64) {
         let queues: Vec<String> = storage
             .iter()
             .map(|i| {
-                let stats = stdout(&nem.c.garage(*i, &["stats"]));
-                let lines: Vec<&str> = stats
-                    .lines()
-                    .map(str::trim)
-                    .filter(|l| l.starts_with("resync queue") || l.starts_with("blocks with"))
-                    .collect();
-                format!("node {i}: {lines:?}")
+                let s = stats(&nem, *i).unwrap_or_default();
+                format!(
+                    "node {i}: resync queue {}, due now {}, blocks with resync errors {}",
+                    s["resyncQueue"], s["resyncDue"], s["resyncErrors"]
+                )
             })
             .collect();
         anomalies.push(format!(
@@ -1359,11 +1364,10 @@ fn run(seed: u64) {
             continue;
         }
         let hash = &name[..64];
-        let info = stdout(&nem.c.garage(i, &["block", "info", hash]));
-        let refs: u64 = info
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("Reference count:"))
-            .and_then(|v| v.trim().parse().ok())
+        let refs: u64 = nem
+            .c
+            .try_garage_json(i, &["block", "info", hash])
+            .and_then(|info| info["success"][nem.c.nodes[i].id()]["refcount"].as_u64())
             .unwrap_or(0);
         let back = || {
             nem.block_files(i).iter().any(|f| {

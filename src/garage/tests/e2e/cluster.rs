@@ -6,18 +6,14 @@ use std::io::Write;
 use std::time::Duration;
 
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
-use common::{stderr, stdout};
+use common::stderr;
 
 fn status(c: &Cluster, i: usize) -> (Vec<String>, Vec<String>) {
     c.health(i)
 }
 
 fn layout_version(c: &Cluster, i: usize) -> Option<u64> {
-    let o = c.garage(i, &["layout", "show"]);
-    stdout(&o)
-        .lines()
-        .find_map(|l| l.strip_prefix("Current cluster layout version: "))
-        .and_then(|v| v.trim().parse().ok())
+    c.try_garage_json(i, &["layout", "show"])?["version"].as_u64()
 }
 
 #[test]
@@ -39,12 +35,16 @@ fn five_nodes_in_three_zones() {
             || layout_version(&c, i) == Some(1) && status(&c, i).0.len() == 5,
         );
     }
-    let show = c.garage_ok(3, &["layout", "show"]);
-    assert!(show.contains("Zone redundancy: maximum"), "{show}");
+    let layout = c.garage_json(3, &["layout", "show"]);
+    assert_eq!(
+        layout["parameters"]["zoneRedundancy"], "maximum",
+        "{layout}"
+    );
+    let roles = layout["roles"].as_array().expect("the layout's roles");
     for i in 0..5 {
         assert!(
-            show.contains(&short(&c, i)),
-            "node {i} missing from layout:\n{show}"
+            roles.iter().any(|r| r["id"] == c.nodes[i].id()),
+            "node {i} missing from layout:\n{layout}"
         );
     }
     let history = c.garage_ok(4, &["layout", "history"]);
@@ -176,8 +176,12 @@ fn layout_commands_explain_mistakes() {
     let o = c.garage(0, &["layout", "revert"]);
     assert!(stderr(&o).contains("--yes"), "{}", stderr(&o));
     c.garage_ok(0, &["layout", "revert", "--yes"]);
-    let show = c.garage_ok(0, &["layout", "show"]);
-    assert!(!show.contains("STAGED ROLE CHANGES"), "{show}");
+    let layout = c.garage_json(0, &["layout", "show"]);
+    assert!(
+        layout["stagedRoleChanges"] == serde_json::json!([])
+            && layout["stagedParameters"].is_null(),
+        "{layout}"
+    );
     // node id prints <id>@<addr>.
     let out = c.garage_ok(0, &["node", "id", "-q"]);
     assert_eq!(out.trim(), format!("{id}@{}", c.nodes[0].public_addr()));
@@ -208,9 +212,15 @@ fn a_connected_node_is_known_to_both_sides_at_once() {
             &["layout", "assign", "-z", "dc1", "-c", "1G", &a_id[..16]],
         );
     }
-    let show = c.garage_ok(0, &["layout", "show"]);
+    let layout = c.garage_json(0, &["layout", "show"]);
+    let staged = layout["stagedRoleChanges"]
+        .as_array()
+        .expect("staged changes");
     for b in 1..4 {
-        assert!(show.contains(&c.nodes[b].id()[..16]), "{show}");
+        assert!(
+            staged.iter().any(|r| r["id"] == c.nodes[b].id()),
+            "{layout}"
+        );
     }
 }
 

@@ -88,11 +88,12 @@ fn the_reference_quick_start_runs_as_documented() {
         assert!(o.status.success(), "garage {args:?}: {o:?}");
         stdout(&o)
     };
-    let status = cli(&["status"]);
-    let id = status
-        .lines()
-        .find_map(|l| l.split_whitespace().next().filter(|w| w.len() == 16))
-        .unwrap_or_else(|| panic!("no node id in:\n{status}"))
+    // `garage status` as documented; the node id from its JSON answer.
+    cli(&["status"]);
+    let status: serde_json::Value = serde_json::from_str(&cli(&["--json", "status"])).unwrap();
+    let id = status["nodes"][0]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no node id in:\n{status}"))[..16]
         .to_string();
     cli(&["layout", "assign", "-z", "dc1", "-c", "1G", &id]);
     cli(&["layout", "apply", "--version", "1"]);

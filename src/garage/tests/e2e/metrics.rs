@@ -338,13 +338,17 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     );
 
     // `garage stats` prints the same counters.
-    let stats = c.garage_ok(0, &["stats"]);
-    assert!(stats.contains("Cluster health: healthy"), "{stats}");
-    let s3_line = stats
-        .lines()
-        .find(|l| l.trim_start().starts_with("S3 requests:"))
-        .unwrap_or_else(|| panic!("no S3 requests line in:\n{stats}"));
-    let shown: f64 = s3_line.split_whitespace().nth(2).unwrap().parse().unwrap();
+    let human = c.garage_ok(0, &["stats"]);
+    assert!(
+        human.contains("Cluster health: healthy") && human.contains("S3 requests: "),
+        "{human}"
+    );
+    let stats = c.garage_json(0, &["stats"]);
+    let own = &stats["success"][c.nodes[0].id()];
+    assert_eq!(own["health"]["status"], "healthy", "{stats}");
+    let shown = own["counters"]["api_s3_requests_total"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no S3 request counter in {stats}"));
     let (_, text) = http_get(&url, Some(TOKEN));
     assert!(
         shown > 0.0 && shown <= sum_of(&text, "api_s3_requests_total"),

@@ -61,12 +61,6 @@ pub enum SystemRpc {
     Layout(Box<LayoutHistory>),
     Ok,
     Error(String),
-    // Administration, from the CLI.
-    GetClusterStatus,
-    ClusterStatus(Box<ClusterStatus>),
-    /// Connect to `<node_id>@<host>:<port>`.
-    Connect(String),
-    UpdateLayout(LayoutUpdate),
 }
 
 impl Message for SystemRpc {
@@ -990,21 +984,9 @@ impl EndpointHandler<SystemRpc> for System {
                 self.merge_layout(&l);
                 SystemRpc::Ok
             }
-            SystemRpc::GetClusterStatus => {
-                SystemRpc::ClusterStatus(Box::new(self.cluster_status()))
+            other @ (SystemRpc::Pong(..) | SystemRpc::Ok | SystemRpc::Error(_)) => {
+                SystemRpc::Error(format!("not a request: {other:?}"))
             }
-            SystemRpc::Connect(peer) => match self.connect(&peer).await {
-                Ok(()) => SystemRpc::Ok,
-                Err(e) => SystemRpc::Error(e.to_string()),
-            },
-            SystemRpc::UpdateLayout(u) => match self.update_layout(u) {
-                Ok(()) => SystemRpc::Ok,
-                Err(e) => SystemRpc::Error(e.to_string()),
-            },
-            other @ (SystemRpc::Pong(..)
-            | SystemRpc::Ok
-            | SystemRpc::Error(_)
-            | SystemRpc::ClusterStatus(_)) => SystemRpc::Error(format!("not a request: {other:?}")),
         }
     }
 }

@@ -303,16 +303,33 @@ api_bind_addr = "{ip}:3900"
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("{endpoint}: not JSON ({e}): {out}"))
     }
 
+    /// Runs the read command `garage --json args...` on node `i` (status,
+    /// layout show, bucket info, stats, ...): the JSON answer of the admin
+    /// API endpoint behind it. The command must succeed. A per-node
+    /// command (stats, worker, block) answers for node `i` itself under
+    /// `["success"][<node i's full id>]`.
+    pub fn garage_json(&self, i: usize, args: &[&str]) -> serde_json::Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        parse_json(args, &self.garage_ok(i, &all))
+    }
+
+    /// Like [`Cluster::garage_json`]; `None` when the command fails (node
+    /// `i` is not answering).
+    pub fn try_garage_json(&self, i: usize, args: &[&str]) -> Option<serde_json::Value> {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let o = self.garage(i, &all);
+        o.status.success().then(|| parse_json(args, &stdout(&o)))
+    }
+
     /// Node ids (16-character prefixes) that node `i` sees up, and down,
-    /// from `garage status --json`; both empty when the command fails
+    /// from `garage --json status`; both empty when the command fails
     /// (node `i` is not answering).
     pub fn health(&self, i: usize) -> (Vec<String>, Vec<String>) {
-        let o = self.garage(i, &["status", "--json"]);
-        if !o.status.success() {
+        let Some(v) = self.try_garage_json(i, &["status"]) else {
             return (vec![], vec![]);
-        }
-        let v: serde_json::Value = serde_json::from_str(&stdout(&o))
-            .unwrap_or_else(|e| panic!("status --json: not JSON ({e}): {}", stdout(&o)));
+        };
         let (mut up, mut down) = (Vec::new(), Vec::new());
         for n in v["nodes"].as_array().expect("status --json lists nodes") {
             let id = n["id"].as_str().expect("a node id")[..16].to_string();
@@ -330,13 +347,13 @@ api_bind_addr = "{ip}:3900"
             let id = self.nodes[i].id().to_string();
             self.garage_ok(0, &["layout", "assign", "-z", z, "-c", capacity, &id[..16]]);
         }
-        let show = self.garage_ok(0, &["layout", "show"]);
-        let version = show
-            .lines()
-            .find_map(|l| l.trim().strip_prefix("garage layout apply --version "))
-            .unwrap_or_else(|| panic!("no apply line in:\n{show}"))
-            .to_string();
-        self.garage_ok(0, &["layout", "apply", "--version", &version]);
+        // The staged changes become the version after the current one.
+        let layout = self.garage_json(0, &["layout", "show"]);
+        let current = layout["version"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no layout version in {layout}"));
+        let next = (current + 1).to_string();
+        self.garage_ok(0, &["layout", "apply", "--version", &next]);
     }
 
     pub fn kill(&mut self, i: usize) {
@@ -445,15 +462,12 @@ pub fn libfaketime() -> PathBuf {
 }
 
 /// Per table of node `i`: items in its local store and Merkle digest,
-/// from `garage stats --json`; empty when the command fails.
+/// from `garage --json stats`; empty when the command fails.
 pub fn table_stats(c: &Cluster, i: usize) -> std::collections::BTreeMap<String, (usize, String)> {
-    let o = c.garage(i, &["stats", "--json"]);
     let mut out = std::collections::BTreeMap::new();
-    if !o.status.success() {
+    let Some(v) = c.try_garage_json(i, &["stats"]) else {
         return out;
-    }
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o))
-        .unwrap_or_else(|e| panic!("stats --json: not JSON ({e}): {}", stdout(&o)));
+    };
     let Some(nodes) = v["success"].as_object() else {
         return out;
     };
@@ -470,6 +484,12 @@ pub fn table_stats(c: &Cluster, i: usize) -> std::collections::BTreeMap<String, 
         );
     }
     out
+}
+
+/// The standard output of `garage --json args...`, parsed.
+fn parse_json(args: &[&str], out: &str) -> serde_json::Value {
+    serde_json::from_str(out)
+        .unwrap_or_else(|e| panic!("garage --json {args:?}: not JSON ({e}): {out}"))
 }
 
 /// Polls `check` until it returns true, failing after `deadline`.

@@ -1,14 +1,14 @@
 //! `garage block …` and `garage worker …`: the node-local requests of
-//! [`crate::ops::node`] on the reached node, their answers printed.
+//! [`garage_admin::ops::node`] on the reached node, their answers printed.
 
 use std::fmt::Write;
 
 use anyhow::bail;
 
 use super::{expect, Admin};
-use crate::cli::{BlockOperation, WorkerOperation};
-use crate::columns::format as columns;
-use crate::ops::node::{
+use crate::args::{BlockOperation, WorkerOperation};
+use garage_admin::columns::format as columns;
+use garage_admin::ops::node::{
     BlockVersionBacklink, GetBlockInfoRequest, GetWorkerInfoRequest, GetWorkerVariableRequest,
     ListWorkersRequest, NodeRequest as N, NodeResponse as A, RetryBlockResyncRequest,
     SetWorkerVariableRequest, WorkerInfo, WorkerState,

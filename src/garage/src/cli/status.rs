@@ -1,8 +1,11 @@
 //! `garage status`.
 
+use garage_admin::ops::cluster::FreeSpaceResp;
+use garage_admin::ops::{AdminRequest, AdminResponse};
+
 use super::layout::{self, capacity_string};
-use super::Admin;
-use crate::columns as table;
+use super::{expect, Admin};
+use garage_admin::columns as table;
 
 fn ago(secs: Option<u64>) -> String {
     match secs {
@@ -15,9 +18,12 @@ fn ago(secs: Option<u64>) -> String {
 
 pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     let status = admin.cluster_status().await?;
-    let layout = &status.layout;
-    let current = layout.current();
-    let staged = layout.staged_roles();
+    let layout = admin.layout().await?;
+    let health = expect!(
+        admin.op(AdminRequest::GetClusterHealth).await?,
+        AdminResponse::ClusterHealth(h) => h
+    )?;
+    let staged = |id: &str| layout.staged_role_changes.iter().any(|c| c.id == id);
 
     println!("==== HEALTHY NODES ====");
     let mut rows = vec![
@@ -25,20 +31,17 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     ];
     for n in status.nodes.iter().filter(|n| n.is_up) {
         let host = n.hostname.as_deref().unwrap_or("?");
-        let addr = n
-            .addr
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| "N/A".into());
-        match current.roles.get(&n.id) {
+        let addr = n.addr.as_deref().unwrap_or("N/A");
+        match &n.role {
             Some(role) => {
                 let avail = match role.capacity {
                     None => "N/A".to_string(),
-                    Some(_) => free_space_string(n.data_space.as_ref()),
+                    Some(_) => free_space_string(n.data_partition.as_ref()),
                 };
-                let meta = free_space_string(n.metadata_space.as_ref());
+                let meta = free_space_string(n.metadata_partition.as_ref());
                 rows.push(format!(
                     "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}\t{}",
-                    n.id.to_string(),
+                    n.id,
                     role.tags.join(","),
                     role.zone,
                     capacity_string(role.capacity),
@@ -46,15 +49,17 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                 ));
             }
             None => {
-                let what = if staged.contains_key(&n.id) {
+                let what = if staged(&n.id) {
                     "pending..."
+                } else if n.draining {
+                    "draining metadata..."
                 } else {
                     "NO ROLE ASSIGNED"
                 };
                 rows.push(format!(
                     "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}\t{}",
-                    n.id.to_string(),
-                    free_space_string(n.metadata_space.as_ref()),
+                    n.id,
+                    free_space_string(n.metadata_partition.as_ref()),
                     clock_string(n.clock_offset_ms),
                 ));
             }
@@ -65,17 +70,17 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     let failed: Vec<_> = status
         .nodes
         .iter()
-        .filter(|n| !n.is_up && current.roles.contains_key(&n.id))
+        .filter(|n| !n.is_up)
+        .filter_map(|n| Some((n, n.role.as_ref()?)))
         .collect();
     if !failed.is_empty() {
         println!();
         println!("==== FAILED NODES ====");
         let mut rows = vec!["ID\tHostname\tTags\tZone\tCapacity\tLast seen".to_string()];
-        for n in failed {
-            let role = &current.roles[&n.id];
+        for (n, role) in failed {
             rows.push(format!(
                 "{:.16}\t{}\t[{}]\t{}\t{}\t{}",
-                n.id.to_string(),
+                n.id,
                 n.hostname.as_deref().unwrap_or("?"),
                 role.tags.join(","),
                 role.zone,
@@ -86,12 +91,10 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         table::print(&rows);
     }
 
-    if let Some(h) = &status.health {
-        println!();
-        print!("{}", crate::ops::stats::format_health(h));
-    }
+    println!();
+    print!("{}", garage_admin::ops::cluster::format_health(&health));
 
-    if layout::print_staged_changes(layout) {
+    if layout::print_staged_changes(&layout) {
         println!();
         println!("Please use `garage layout show` to check the proposed new layout and apply it.");
         println!();
@@ -109,7 +112,7 @@ pub fn clock_string(ms: Option<i64>) -> String {
 }
 
 /// Available space and its share of the total, or "?" when unknown.
-fn free_space_string(f: Option<&garage_rpc::system::status::FreeSpace>) -> String {
+fn free_space_string(f: Option<&FreeSpaceResp>) -> String {
     match f {
         Some(f) if f.total > 0 => format!(
             "{} ({:.1}%)",

@@ -1,4 +1,4 @@
-//! `garage key …`: builds the access key requests of [`crate::ops`] and
+//! `garage key …`: builds the access key requests of [`garage_admin::ops`] and
 //! prints their answers.
 
 use std::fmt::Write;
@@ -6,13 +6,13 @@ use std::fmt::Write;
 use anyhow::bail;
 
 use super::{expect, Admin};
-use crate::cli::KeyOperation;
-use crate::columns::format as columns;
-use crate::ops::key::{
+use crate::args::KeyOperation;
+use garage_admin::columns::format as columns;
+use garage_admin::ops::key::{
     CreateKeyRequest, GetKeyInfoQuery, GetKeyInfoResponse, ImportKeyRequest, KeyPerm,
     UpdateKeyRequestBody,
 };
-use crate::ops::{AdminRequest as R, AdminResponse as A};
+use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
 use garage_model::permission::BucketKeyPerm;
 
 fn key_of(a: A) -> anyhow::Result<GetKeyInfoResponse> {

@@ -1,13 +1,15 @@
 //! `garage admin-token`: a client of the token operations
-//! ([`crate::ops::token::handle`], reached over the admin RPC),
+//! ([`garage_admin::ops::token::handle`], reached over the admin RPC),
 //! formatting their answers.
 
 use anyhow::{anyhow, bail};
 
 use super::Admin;
-use crate::cli::AdminTokenOperation as Op;
-use crate::ops::token::{AdminTokenInfo, TokenRequest, TokenResponse, UpdateAdminTokenRequest};
-use crate::ops::{AdminRequest, AdminResponse};
+use crate::args::AdminTokenOperation as Op;
+use garage_admin::ops::token::{
+    AdminTokenInfo, TokenRequest, TokenResponse, UpdateAdminTokenRequest,
+};
+use garage_admin::ops::{AdminRequest, AdminResponse};
 
 async fn call(admin: &Admin, req: TokenRequest) -> anyhow::Result<TokenResponse> {
     match admin.op(AdminRequest::Token(req)).await? {

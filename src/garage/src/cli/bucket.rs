@@ -1,4 +1,4 @@
-//! `garage bucket …`: builds the bucket requests of [`crate::ops`] and
+//! `garage bucket …`: builds the bucket requests of [`garage_admin::ops`] and
 //! prints their answers.
 
 use std::fmt::Write;
@@ -6,16 +6,16 @@ use std::fmt::Write;
 use anyhow::{anyhow, bail};
 
 use super::{expect, Admin};
-use crate::cli::{BucketOperation, PermOpt, WebsiteOpt};
-use crate::columns::format as columns;
-use crate::ops::bucket::{
+use crate::args::{BucketOperation, PermOpt, WebsiteOpt};
+use garage_admin::columns::format as columns;
+use garage_admin::ops::bucket::{
     ApiBucketQuotas, BucketAliasRequest, BucketKeyPermChangeRequest,
     CleanupIncompleteUploadsRequest, CreateBucketRequest, GetBucketInfoQuery,
     GetBucketInfoResponse, GetBucketInfoWebsiteResponse, UpdateBucketRequestBody,
     UpdateBucketWebsiteAccess,
 };
-use crate::ops::key::ApiBucketKeyPerm;
-use crate::ops::{AdminRequest as R, AdminResponse as A};
+use garage_admin::ops::key::ApiBucketKeyPerm;
+use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
 

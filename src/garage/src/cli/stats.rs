@@ -3,38 +3,32 @@
 use anyhow::bail;
 
 use super::{expect, Admin};
-use crate::cli::{RepairOpt, RepairWhat, ScrubCmd};
-use crate::ops::node::{
+use crate::args::{RepairOpt, RepairWhat, ScrubCmd};
+use garage_admin::ops::node::format_stats;
+use garage_admin::ops::node::NodeStatistics;
+use garage_admin::ops::node::{
     LaunchRepairOperationRequest, NodeRequest, NodeResponse, RepairType, ScrubCommand,
     SetWorkerVariableRequest,
 };
-use crate::ops::stats::NodeStats;
 
-fn stats_of(r: NodeResponse) -> anyhow::Result<NodeStats> {
-    expect!(r, NodeResponse::Stats(s) => *s)
+fn stats_of(r: NodeResponse) -> anyhow::Result<NodeStatistics> {
+    expect!(r, NodeResponse::Statistics(s) => s)
 }
 
 pub async fn show(admin: &Admin, all_nodes: bool) -> anyhow::Result<()> {
-    if !all_nodes {
-        print_stats(&stats_of(admin.node(NodeRequest::Stats).await?)?);
-        return Ok(());
-    }
-    // Every node the reached one knows and sees up, each asked directly.
-    let status = admin.cluster_status().await?;
     let mut failed = Vec::new();
-    for n in status.nodes.iter() {
-        let Some(addr) = n.addr.filter(|_| n.is_up) else {
-            failed.push(format!("{:.16}: down or address unknown", n.id.to_string()));
-            continue;
-        };
-        println!("======================");
-        match admin
-            .node_on(n.id, addr, NodeRequest::Stats)
-            .await
-            .and_then(stats_of)
-        {
-            Ok(s) => print_stats(&s),
-            Err(e) => failed.push(format!("{:.16}: {e:#}", n.id.to_string())),
+    let answers = super::on_nodes(admin, all_nodes, &NodeRequest::GetNodeStatistics).await?;
+    for (i, (id, res)) in answers.into_iter().enumerate() {
+        match res.and_then(stats_of) {
+            Ok(s) => {
+                if all_nodes {
+                    println!("======================");
+                } else if i > 0 {
+                    println!();
+                }
+                print!("{}", format_stats(&s));
+            }
+            Err(e) => failed.push(format!("{id:.16}: {e:#}")),
         }
     }
     if !failed.is_empty() {
@@ -45,10 +39,6 @@ pub async fn show(admin: &Admin, all_nodes: bool) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-fn print_stats(stats: &NodeStats) {
-    print!("{}", crate::ops::stats::format_stats(stats));
 }
 
 pub async fn repair(admin: &Admin, opt: &RepairOpt) -> anyhow::Result<()> {

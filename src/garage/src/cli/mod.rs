@@ -3,7 +3,7 @@
 //! `rpc_secret`, as a client with a throwaway node key. By default the
 //! daemon is the one this machine's configuration describes; `-h
 //! <id>@<host>:<port>` names another. It sends the typed requests of
-//! [`crate::ops`] and formats their answers itself.
+//! [`garage_admin::ops`] and formats their answers itself.
 
 mod blocks;
 mod bucket;
@@ -16,25 +16,32 @@ mod tokens;
 use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context};
+use garage_admin::admin_rpc::{AdminRpc, ADMIN_ENDPOINT};
+use garage_admin::ops::json::{self, Call};
+use garage_admin::ops::node::{MultiResponse, NodeRequest, NodeResponse};
+use garage_admin::ops::{AdminRequest, AdminResponse};
 use garage_net::{Endpoint, EndpointHandler, NetApp, NetConfig, NetworkKey, NodeId, NodeKey};
-use garage_rpc::system::{parse_peer_name, resolve, PeerName, SystemRpc, SYSTEM_ENDPOINT};
+use garage_rpc::system::{parse_peer_name, resolve, PeerName};
 
-use crate::admin_rpc::{AdminRpc, ADMIN_ENDPOINT};
-use crate::cli::{Command, NodeOperation, Opt};
+use crate::args::{Command, NodeOperation, Opt};
 use crate::load_config::load;
-use crate::ops::node::{NodeRequest, NodeResponse};
-use crate::ops::{AdminRequest, AdminResponse};
 use crate::rpc_addr;
+
+/// The answer of `op`, or an error naming what came instead.
+macro_rules! expect_answer {
+    ($answer:expr, $pat:pat => $out:expr) => {
+        match $answer {
+            $pat => Ok($out),
+            other => Err(anyhow::anyhow!(
+                "unexpected answer from the node: {other:?}"
+            )),
+        }
+    };
+}
+pub(crate) use expect_answer as expect;
 
 /// An admin client has no endpoint of its own to serve; it answers nothing.
 struct ClientHandler;
-
-#[async_trait::async_trait]
-impl EndpointHandler<SystemRpc> for ClientHandler {
-    async fn handle(&self, _msg: SystemRpc, _from: NodeId) -> SystemRpc {
-        SystemRpc::Error("this is an admin client, not a node".into())
-    }
-}
 
 #[async_trait::async_trait]
 impl EndpointHandler<AdminRpc> for ClientHandler {
@@ -43,10 +50,22 @@ impl EndpointHandler<AdminRpc> for ClientHandler {
     }
 }
 
+/// An error answer of the node: its message, and its code and HTTP
+/// status for `json-api`.
+#[derive(Debug)]
+pub struct NodeError(pub garage_admin::ops::error::WireError);
+
+impl std::fmt::Display for NodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.message)
+    }
+}
+
+impl std::error::Error for NodeError {}
+
 pub struct Admin {
-    netapp: Arc<NetApp>,
-    endpoint: Arc<Endpoint<SystemRpc, ClientHandler>>,
-    admin_endpoint: Arc<Endpoint<AdminRpc, ClientHandler>>,
+    _netapp: Arc<NetApp>,
+    endpoint: Arc<Endpoint<AdminRpc, ClientHandler>>,
     target: NodeId,
     target_addr: std::net::SocketAddr,
 }
@@ -79,10 +98,8 @@ impl Admin {
             .expect("set by client_rpc_secret");
         let network_key = NetworkKey::from_hex(secret).map_err(|e| anyhow!("rpc_secret: {e}"))?;
         let netapp = NetApp::new(network_key, NodeKey::generate(), NetConfig::default());
-        let endpoint = netapp.endpoint::<SystemRpc, ClientHandler>(SYSTEM_ENDPOINT);
+        let endpoint = netapp.endpoint::<AdminRpc, ClientHandler>(ADMIN_ENDPOINT);
         endpoint.set_handler(Arc::new(ClientHandler));
-        let admin_endpoint = netapp.endpoint::<AdminRpc, ClientHandler>(ADMIN_ENDPOINT);
-        admin_endpoint.set_handler(Arc::new(ClientHandler));
         let target = netapp
             .connect(target_addr, target)
             .await
@@ -94,59 +111,17 @@ impl Admin {
                 )
             })?;
         Ok(Self {
-            netapp,
+            _netapp: netapp,
             endpoint,
-            admin_endpoint,
             target,
             target_addr,
         })
     }
 
-    /// The reached node's view of the cluster.
-    pub async fn cluster_status(&self) -> anyhow::Result<garage_rpc::system::ClusterStatus> {
-        match self.call(SystemRpc::GetClusterStatus).await? {
-            SystemRpc::ClusterStatus(s) => Ok(*s),
-            other => bail!("unexpected answer from the node: {other:?}"),
-        }
-    }
-
-    /// Sends a request to the daemon; its `Error` answers become errors.
-    pub async fn call(&self, msg: SystemRpc) -> anyhow::Result<SystemRpc> {
+    /// Sends a request to the daemon's admin endpoint.
+    async fn call(&self, msg: AdminRpc) -> anyhow::Result<AdminRpc> {
         match self
             .endpoint
-            .call(&self.target, msg, garage_net::Priority::High)
-            .await?
-        {
-            SystemRpc::Error(e) => bail!("{e}"),
-            r => Ok(r),
-        }
-    }
-
-    /// Sends an admin request to another node, at `addr`.
-    pub async fn call_admin_on(
-        &self,
-        node: NodeId,
-        addr: std::net::SocketAddr,
-        msg: AdminRpc,
-    ) -> anyhow::Result<AdminRpc> {
-        self.netapp
-            .connect(addr, Some(node))
-            .await
-            .with_context(|| format!("cannot reach node {node} at {addr}"))?;
-        match self
-            .admin_endpoint
-            .call(&node, msg, garage_net::Priority::High)
-            .await?
-        {
-            AdminRpc::Error(e) => bail!("{e}"),
-            r => Ok(r),
-        }
-    }
-
-    /// Sends a request to the daemon's admin endpoint.
-    pub async fn call_admin(&self, msg: AdminRpc) -> anyhow::Result<AdminRpc> {
-        match self
-            .admin_endpoint
             .call(&self.target, msg, garage_net::Priority::High)
             .await?
         {
@@ -157,55 +132,66 @@ impl Admin {
 
     /// Runs a cluster-wide admin operation on the daemon.
     pub async fn op(&self, req: AdminRequest) -> anyhow::Result<AdminResponse> {
-        match self.call_admin(AdminRpc::Op(req)).await? {
+        match self.call(AdminRpc::Op(req)).await? {
             AdminRpc::OpResult(Ok(r)) => Ok(r),
-            AdminRpc::OpResult(Err(e)) => bail!("{}", e.message),
+            AdminRpc::OpResult(Err(e)) => Err(NodeError(e).into()),
+            other => bail!("unexpected answer from the node: {other:?}"),
+        }
+    }
+
+    /// Runs a node-local operation on the nodes `sel` names (`self`, `*`,
+    /// or a node id or prefix): the reached node asks the others.
+    pub async fn on_nodes(
+        &self,
+        sel: &str,
+        req: NodeRequest,
+    ) -> anyhow::Result<MultiResponse<NodeResponse>> {
+        match self
+            .call(AdminRpc::OnNodes {
+                node: sel.to_string(),
+                req,
+            })
+            .await?
+        {
+            AdminRpc::OnNodesResult(Ok(r)) => Ok(r),
+            AdminRpc::OnNodesResult(Err(e)) => Err(NodeError(e).into()),
             other => bail!("unexpected answer from the node: {other:?}"),
         }
     }
 
     /// Runs an operation on the reached node itself.
     pub async fn node(&self, req: NodeRequest) -> anyhow::Result<NodeResponse> {
-        node_result(self.call_admin(AdminRpc::Node(req)).await?)
-    }
-
-    /// Runs an operation on another node, at `addr`.
-    pub async fn node_on(
-        &self,
-        node: NodeId,
-        addr: std::net::SocketAddr,
-        req: NodeRequest,
-    ) -> anyhow::Result<NodeResponse> {
-        node_result(self.call_admin_on(node, addr, AdminRpc::Node(req)).await?)
-    }
-}
-
-fn node_result(a: AdminRpc) -> anyhow::Result<NodeResponse> {
-    match a {
-        AdminRpc::NodeResult(Ok(r)) => Ok(r),
-        AdminRpc::NodeResult(Err(e)) => bail!("{}", e.message),
-        other => bail!("unexpected answer from the node: {other:?}"),
-    }
-}
-
-/// The answer of `op`, or an error naming what came instead.
-macro_rules! expect_answer {
-    ($answer:expr, $pat:pat => $out:expr) => {
-        match $answer {
-            $pat => Ok($out),
-            other => Err(anyhow::anyhow!(
-                "unexpected answer from the node: {other:?}"
-            )),
+        let mut m = self.on_nodes("self", req).await?;
+        let id = self.target.to_string();
+        if let Some(r) = m.success.remove(&id) {
+            return Ok(r);
         }
-    };
+        match m.error.remove(&id) {
+            Some(e) => bail!("{e}"),
+            None => bail!("the node did not answer for itself"),
+        }
+    }
+
+    /// The reached node's view of the cluster.
+    pub async fn cluster_status(
+        &self,
+    ) -> anyhow::Result<garage_admin::ops::cluster::GetClusterStatusResponse> {
+        expect!(self.op(AdminRequest::GetClusterStatus).await?, AdminResponse::ClusterStatus(s) => s)
+    }
+
+    /// The current layout and its staged changes.
+    pub async fn layout(
+        &self,
+    ) -> anyhow::Result<garage_admin::ops::layout::GetClusterLayoutResponse> {
+        expect!(self.op(AdminRequest::GetClusterLayout).await?, AdminResponse::Layout(l) => *l)
+    }
 }
-pub(crate) use expect_answer as expect;
 
 /// The admin API endpoint and request (query and body fields together, as
 /// `garage json-api` takes them) whose answer a read command prints with
 /// `--json`; `None` for a command that changes something.
 pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> {
-    use crate::cli::{
+    use crate::args::{
         AdminTokenOperation as T, BlockOperation as B, BucketOperation as Bu, KeyOperation as K,
         LayoutOperation as L, WorkerOperation as W,
     };
@@ -265,11 +251,11 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
             let me = status
                 .nodes
                 .iter()
-                .find(|n| n.id == admin.target)
+                .find(|n| n.id == admin.target.to_string())
                 .ok_or_else(|| anyhow!("the node did not list itself"))?;
             let addr = me
                 .addr
-                .map(|a| a.to_string())
+                .clone()
                 .unwrap_or_else(|| admin.target_addr.to_string());
             println!("{}@{}", admin.target, addr);
             if !quiet {
@@ -286,9 +272,16 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Node(NodeOperation::Connect { node }) => {
-            admin.call(SystemRpc::Connect(node.clone())).await?;
-            println!("Success.");
-            Ok(())
+            let req = AdminRequest::ConnectClusterNodes(vec![node.clone()]);
+            let answers = expect!(admin.op(req).await?, AdminResponse::Connected(c) => c)?;
+            match answers.into_iter().next() {
+                Some(a) if a.success => {
+                    println!("Success.");
+                    Ok(())
+                }
+                Some(a) => bail!("{}", a.error.unwrap_or_default()),
+                None => bail!("the node did not answer for {node}"),
+            }
         }
         Command::Layout(op) => layout::run(&admin, op).await,
         Command::Stats { all_nodes } => stats::show(&admin, *all_nodes).await,
@@ -301,7 +294,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await
         }
-        Command::Meta(crate::cli::MetaOperation::Snapshot { all }) => {
+        Command::Meta(crate::args::MetaOperation::Snapshot { all }) => {
             meta_snapshot(&admin, *all).await
         }
         other => bail!("`garage {}` is not an admin command", other.name()),
@@ -309,24 +302,22 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
 }
 
 /// Runs a node-local operation on the reached node, or on every node it
-/// sees up; each node's answer or error.
+/// knows (`all`); each node's answer or error, by node id.
 pub async fn on_nodes(
     admin: &Admin,
     all: bool,
     req: &NodeRequest,
-) -> anyhow::Result<Vec<(NodeId, anyhow::Result<NodeResponse>)>> {
+) -> anyhow::Result<Vec<(String, anyhow::Result<NodeResponse>)>> {
     if !all {
-        return Ok(vec![(admin.target, admin.node(req.clone()).await)]);
+        return Ok(vec![(
+            admin.target.to_string(),
+            admin.node(req.clone()).await,
+        )]);
     }
-    let status = admin.cluster_status().await?;
-    let mut out = Vec::new();
-    for n in status.nodes.iter() {
-        let res = match n.addr.filter(|_| n.is_up) {
-            None => Err(anyhow!("down, or its address is unknown")),
-            Some(addr) => admin.node_on(n.id, addr, req.clone()).await,
-        };
-        out.push((n.id, res));
-    }
+    let m = admin.on_nodes("*", req.clone()).await?;
+    let mut out: Vec<_> = m.success.into_iter().map(|(id, r)| (id, Ok(r))).collect();
+    out.extend(m.error.into_iter().map(|(id, e)| (id, Err(anyhow!(e)))));
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 
@@ -336,10 +327,10 @@ async fn meta_snapshot(admin: &Admin, all: bool) -> anyhow::Result<()> {
     let mut failed = 0;
     for (id, res) in on_nodes(admin, all, &req).await? {
         match res.and_then(|r| expect!(r, NodeResponse::Snapshot(s) => s)) {
-            Ok(s) => println!("{:.16}  snapshot written to {}", id.to_string(), s.path),
+            Ok(s) => println!("{id:.16}  snapshot written to {}", s.path),
             Err(e) => {
                 failed += 1;
-                println!("{:.16}  error: {e:#}", id.to_string());
+                println!("{id:.16}  error: {e:#}");
             }
         }
     }
@@ -362,24 +353,29 @@ async fn json_api(admin: &Admin, endpoint: &str, request: Option<&str>) -> anyho
         Some(r) => r.to_string(),
         None => String::new(),
     };
-    let answer = admin
-        .call_admin(AdminRpc::JsonApi {
-            endpoint: endpoint.to_string(),
-            request,
-        })
-        .await?;
-    let AdminRpc::JsonApiResult { status, body } = answer else {
-        bail!("unexpected answer from the node: {answer:?}");
+    let call = json::call(endpoint, &request).map_err(|e| anyhow!("{endpoint}: {e}"))?;
+    let answer = match call {
+        Call::Op(req) => admin.op(req).await.map(json::answer),
+        Call::OnNodes { node, req } => admin.on_nodes(&node, req).await.map(json::node_answer),
     };
-    let pretty = serde_json::from_str::<serde_json::Value>(&body)
-        .ok()
-        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-        .unwrap_or(body);
-    if (200..300).contains(&status) {
-        println!("{pretty}");
-        Ok(())
-    } else {
-        eprintln!("{pretty}");
-        bail!("{endpoint} answered HTTP {status}")
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    match answer {
+        Ok(v) => {
+            println!("{}", pretty(&v));
+            Ok(())
+        }
+        Err(e) => match e.downcast_ref::<NodeError>() {
+            // The error body of the HTTP API.
+            Some(NodeError(w)) => {
+                let body = serde_json::json!({
+                    "code": w.code,
+                    "message": w.message,
+                    "path": format!("/v2/{endpoint}"),
+                });
+                eprintln!("{}", pretty(&body));
+                bail!("{endpoint} answered HTTP {}", w.status)
+            }
+            None => Err(e),
+        },
     }
 }

@@ -1,0 +1,259 @@
+//! `garage json-api ENDPOINT REQUEST`: an admin API endpoint by name and
+//! its JSON request (query parameters and body fields given together, as
+//! one object) read into the typed request the CLI sends over the admin
+//! RPC, and the typed answer written as the JSON the HTTP API answers.
+//! The query parameters are read as the HTTP API reads them (URL-encoded
+//! strings), the body fields as JSON.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use super::node::{MultiResponse, NodeRequest, NodeResponse};
+use super::token::{pattern, TokenQuery, TokenRequest, TokenResponse};
+use super::{AdminRequest, AdminResponse};
+
+/// What a `json-api` call runs.
+#[derive(Debug)]
+pub enum Call {
+    /// A cluster-wide operation.
+    Op(AdminRequest),
+    /// A node-local operation on the nodes `node` names (`self` unless
+    /// the request names others).
+    OnNodes { node: String, req: NodeRequest },
+}
+
+/// The request's fields, as an object.
+fn fields(request: &str) -> Result<Map<String, Value>, String> {
+    match request.trim() {
+        "" => Ok(Map::new()),
+        r => match serde_json::from_str(r) {
+            Ok(Value::Object(m)) => Ok(m),
+            // A list body (node addresses, block hashes).
+            Ok(Value::Array(a)) => Ok(Map::from_iter([("body".to_string(), Value::Array(a))])),
+            Ok(_) => Err("the request must be a JSON object".into()),
+            Err(e) => Err(format!("the request is not JSON: {e}")),
+        },
+    }
+}
+
+/// The query parameters `names` taken out of `f`, read as the HTTP API
+/// reads a query string.
+fn query<T: DeserializeOwned>(f: &mut Map<String, Value>, names: &[&str]) -> Result<T, String> {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for name in names {
+        match f.remove(*name) {
+            Some(Value::String(v)) => {
+                q.append_pair(name, &v);
+            }
+            Some(Value::Null) | None => (),
+            Some(v) => {
+                q.append_pair(name, &v.to_string());
+            }
+        }
+    }
+    serde_urlencoded::from_str(&q.finish()).map_err(|e| format!("query parameters: {e}"))
+}
+
+/// The body: the fields left.
+fn body<T: DeserializeOwned>(f: Map<String, Value>) -> Result<T, String> {
+    serde_json::from_value(Value::Object(f)).map_err(|e| format!("request body: {e}"))
+}
+
+fn id(f: &mut Map<String, Value>) -> Result<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        id: String,
+    }
+    Ok(query::<Id>(f, &["id"])?.id)
+}
+
+/// The typed request of `endpoint` given `request`.
+pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
+    use AdminRequest as R;
+    use NodeRequest as N;
+    let mut f = fields(request)?;
+    let f = &mut f;
+    let take = std::mem::take::<Map<String, Value>>;
+    let op = match endpoint {
+        "GetClusterStatus" => R::GetClusterStatus,
+        "GetClusterHealth" => R::GetClusterHealth,
+        "GetClusterStatistics" => R::GetClusterStatistics,
+        "ConnectClusterNodes" => R::ConnectClusterNodes(body_value(take(f))?),
+        "GetClusterLayout" => R::GetClusterLayout,
+        "UpdateClusterLayout" => R::UpdateClusterLayout(body(take(f))?),
+        "ApplyClusterLayout" => R::ApplyClusterLayout(body(take(f))?),
+        "RevertClusterLayout" => R::RevertClusterLayout,
+        "GetClusterLayoutHistory" => R::GetClusterLayoutHistory,
+        "PreviewClusterLayoutChanges" => R::PreviewClusterLayoutChanges,
+        "ClusterLayoutSkipDeadNodes" => R::ClusterLayoutSkipDeadNodes(body(take(f))?),
+        "ListBuckets" => R::ListBuckets,
+        "GetBucketInfo" => R::GetBucketInfo(query(f, &["id", "globalAlias", "search"])?),
+        "CreateBucket" => R::CreateBucket(body(take(f))?),
+        "UpdateBucket" => R::UpdateBucket {
+            id: id(f)?,
+            body: body(take(f))?,
+        },
+        "DeleteBucket" => R::DeleteBucket { id: id(f)? },
+        "AddBucketAlias" => R::AddBucketAlias(body(take(f))?),
+        "RemoveBucketAlias" => R::RemoveBucketAlias(body(take(f))?),
+        "AllowBucketKey" => R::AllowBucketKey(body(take(f))?),
+        "DenyBucketKey" => R::DenyBucketKey(body(take(f))?),
+        "InspectObject" => R::InspectObject(query(f, &["bucketId", "key"])?),
+        "CleanupIncompleteUploads" => R::CleanupIncompleteUploads(body(take(f))?),
+        "ListKeys" => R::ListKeys,
+        "GetKeyInfo" => R::GetKeyInfo(query(f, &["id", "search", "showSecretKey"])?),
+        "CreateKey" => R::CreateKey(body(take(f))?),
+        "ImportKey" => R::ImportKey(body(take(f))?),
+        "UpdateKey" => R::UpdateKey {
+            id: id(f)?,
+            body: body(take(f))?,
+        },
+        "DeleteKey" => R::DeleteKey { id: id(f)? },
+        "ListAdminTokens" => R::Token(TokenRequest::List),
+        "GetAdminTokenInfo" => R::Token(TokenRequest::Info(token(f)?)),
+        "CreateAdminToken" => R::Token(TokenRequest::Create(body(take(f))?)),
+        "UpdateAdminToken" => {
+            let t = token(f)?;
+            R::Token(TokenRequest::Update(t, body(take(f))?))
+        }
+        "DeleteAdminToken" => R::Token(TokenRequest::Delete(token(f)?)),
+        "PresignS3Request" => R::PresignS3Request(body(take(f))?),
+        _ => {
+            // A node-local operation: `node` is `self` unless given.
+            #[derive(serde::Deserialize)]
+            struct NodeQuery {
+                node: Option<String>,
+            }
+            let node = query::<NodeQuery>(f, &["node"])?
+                .node
+                .unwrap_or_else(|| "self".into());
+            let req = match endpoint {
+                "GetNodeInfo" => N::GetNodeInfo,
+                "GetNodeStatistics" => N::GetNodeStatistics,
+                "GetNodeMetricsHistory" => N::GetNodeMetricsHistory,
+                "LaunchRepairOperation" => N::LaunchRepairOperation(body(take(f))?),
+                "ListWorkers" => N::ListWorkers(body(take(f))?),
+                "GetWorkerInfo" => N::GetWorkerInfo(body(take(f))?),
+                "ListBlockErrors" => N::ListBlockErrors,
+                "GetBlockInfo" => N::GetBlockInfo(body(take(f))?),
+                "RetryBlockResync" => N::RetryBlockResync(body(take(f))?),
+                "PurgeBlocks" => N::PurgeBlocks(body_value(take(f))?),
+                "GetWorkerVariable" => N::GetWorkerVariable(body(take(f))?),
+                "SetWorkerVariable" => N::SetWorkerVariable(body(take(f))?),
+                "CreateMetadataSnapshot" => N::CreateMetadataSnapshot,
+                other => {
+                    return Err(format!(
+                        "no admin API endpoint {other}: see /v2/openapi.json for the list"
+                    ))
+                }
+            };
+            return Ok(Call::OnNodes { node, req });
+        }
+    };
+    Ok(Call::Op(op))
+}
+
+/// A body that is a list (node addresses, block hashes): the request is
+/// the list itself.
+fn body_value<T: DeserializeOwned>(mut f: Map<String, Value>) -> Result<T, String> {
+    let v = f.remove("body").unwrap_or(Value::Array(vec![]));
+    serde_json::from_value(v).map_err(|e| format!("request body: {e}"))
+}
+
+fn token(f: &mut Map<String, Value>) -> Result<String, String> {
+    pattern(query::<TokenQuery>(f, &["id", "search"])?).map_err(|e| e.to_string())
+}
+
+/// The JSON the HTTP API answers for `r`.
+pub fn answer(r: AdminResponse) -> Value {
+    use AdminResponse as A;
+    let v = match r {
+        A::ClusterStatus(x) => serde_json::to_value(x),
+        A::ClusterHealth(x) => serde_json::to_value(x),
+        A::ClusterStatistics(mut x) => {
+            x.freeform = super::cluster::format_cluster_statistics(&x);
+            serde_json::to_value(x)
+        }
+        A::Connected(x) => serde_json::to_value(x),
+        A::Layout(x) => serde_json::to_value(x),
+        A::LayoutApplied(x) => serde_json::to_value(x),
+        A::LayoutHistory(x) => serde_json::to_value(x),
+        A::LayoutPreview(x) => serde_json::to_value(x),
+        A::DeadNodesSkipped(x) => serde_json::to_value(x),
+        A::Presigned(x) => serde_json::to_value(x),
+        A::Buckets(x) => serde_json::to_value(x),
+        A::Bucket(x) => serde_json::to_value(x),
+        A::Object(x) => serde_json::to_value(x),
+        A::UploadsCleaned(x) => serde_json::to_value(x),
+        A::Keys(x) => serde_json::to_value(x),
+        A::Key(x) => serde_json::to_value(x),
+        A::Token(TokenResponse::Tokens(x)) => serde_json::to_value(x),
+        A::Token(TokenResponse::Token(x)) => serde_json::to_value(x),
+        A::Token(TokenResponse::Deleted(x)) => serde_json::to_value(x),
+        A::Done => Ok(Value::Null),
+    };
+    v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
+}
+
+/// The JSON the HTTP API answers for a node-local operation.
+pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
+    use NodeResponse as A;
+    let one = |r: NodeResponse| {
+        let v = match r {
+            A::NodeInfo(x) => serde_json::to_value(x),
+            A::Statistics(x) => serde_json::to_value(x.with_text()),
+            A::RepairLaunched(x) => serde_json::to_value(x),
+            A::Workers(x) => serde_json::to_value(x),
+            A::Worker(x) => serde_json::to_value(x),
+            A::BlockErrors(x) => serde_json::to_value(x),
+            A::Block(x) => serde_json::to_value(x),
+            A::Retried(x) => serde_json::to_value(x),
+            A::Purged(x) => serde_json::to_value(x),
+            A::Variables(x) => serde_json::to_value(x),
+            A::VariableSet(x) => serde_json::to_value(x),
+            A::Snapshot(x) => serde_json::to_value(x),
+            A::MetricsHistory(x) => serde_json::to_value(x),
+        };
+        v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
+    };
+    let success: Map<String, Value> = m.success.into_iter().map(|(k, r)| (k, one(r))).collect();
+    serde_json::json!({ "success": success, "error": m.error })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_and_body_fields_are_split() {
+        let Call::Op(AdminRequest::UpdateKey { id, body }) =
+            call("UpdateKey", r#"{"id": "GK1", "name": "n"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(id, "GK1");
+        assert_eq!(body.name.as_deref(), Some("n"));
+        // Query parameters read as strings, as from a URL.
+        let Call::Op(AdminRequest::GetKeyInfo(q)) =
+            call("GetKeyInfo", r#"{"search": "k", "showSecretKey": true}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(q.show_secret_key.as_deref(), Some("true"));
+        let Call::OnNodes { node, req } = call("GetNodeStatistics", "").unwrap() else {
+            panic!()
+        };
+        assert_eq!(node, "self");
+        assert!(matches!(req, NodeRequest::GetNodeStatistics));
+    }
+
+    #[test]
+    fn bad_requests_name_what_is_wrong() {
+        let e = call("NoSuchThing", "{}").unwrap_err();
+        assert!(e.contains("no admin API endpoint NoSuchThing"), "{e}");
+        let e = call("ListKeys", "3").unwrap_err();
+        assert!(e.contains("JSON object"), "{e}");
+        let e = call("UpdateKey", r#"{"name": "n"}"#).unwrap_err();
+        assert!(e.contains("id"), "{e}");
+    }
+}

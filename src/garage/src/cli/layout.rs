@@ -1,0 +1,420 @@
+//! `garage layout ...`: the layout requests of
+//! [`garage_admin::ops::layout`], their answers printed.
+
+use anyhow::{anyhow, bail};
+use garage_admin::ops::layout::{
+    find_id, ApiZoneRedundancy, ApplyClusterLayoutRequest, ClusterLayoutSkipDeadNodesRequest,
+    GetClusterLayoutResponse, NodeRoleChange, UpdateClusterLayoutRequest,
+};
+use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
+use garage_rpc::layout::{classes::parse_class_setting, ZoneRedundancy};
+use garage_util::config::parse_size;
+
+use super::{expect, Admin, NodeError};
+use crate::args::{AssignRoleOpt, LayoutOperation};
+use garage_admin::columns as table;
+
+/// A node's capacity as the layout commands print it.
+pub fn capacity_string(c: Option<u64>) -> String {
+    match c {
+        Some(c) => bytesize::ByteSize::b(c).display().si().to_string(),
+        None => "gateway".into(),
+    }
+}
+
+fn zone_redundancy(z: &ApiZoneRedundancy) -> String {
+    match z {
+        ApiZoneRedundancy::Maximum => "maximum".into(),
+        ApiZoneRedundancy::AtLeast(n) => n.to_string(),
+    }
+}
+
+pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
+    match op {
+        LayoutOperation::Show => show(admin).await,
+        LayoutOperation::Assign(opt) => assign(admin, opt).await,
+        LayoutOperation::Remove { node_id } => {
+            let id = find_node(admin, node_id).await?;
+            stage(
+                admin,
+                UpdateClusterLayoutRequest {
+                    roles: vec![NodeRoleChange {
+                        id,
+                        remove: Some(true),
+                        zone: None,
+                        capacity: None,
+                        tags: None,
+                    }],
+                    parameters: None,
+                },
+            )
+            .await?;
+            println!("Role removal is staged but not yet committed.");
+            println!("Use `garage layout show` to view staged role changes,");
+            println!("and `garage layout apply` to enact staged changes.");
+            Ok(())
+        }
+        LayoutOperation::Config {
+            redundancy,
+            storage_class,
+        } => {
+            if redundancy.is_none() && storage_class.is_empty() {
+                bail!("nothing to configure: give -r <zone redundancy> (a number of zones, or \"maximum\") or --storage-class NAME=DATA+PARITY");
+            }
+            let layout = admin.layout().await?;
+            let mut params = layout
+                .staged_parameters
+                .unwrap_or(layout.parameters.clone());
+            params.storage_classes.clear();
+            if let Some(r) = redundancy {
+                params.zone_redundancy = match r.parse().map_err(|e: String| anyhow!(e))? {
+                    ZoneRedundancy::Maximum => ApiZoneRedundancy::Maximum,
+                    ZoneRedundancy::AtLeast(n) => ApiZoneRedundancy::AtLeast(n),
+                };
+            }
+            for c in storage_class {
+                let (name, spec) = parse_class_setting(c).map_err(|e| anyhow!(e))?;
+                params.storage_classes.insert(name, spec.to_string());
+            }
+            let shown = zone_redundancy(&params.zone_redundancy);
+            stage(
+                admin,
+                UpdateClusterLayoutRequest {
+                    roles: vec![],
+                    parameters: Some(params),
+                },
+            )
+            .await?;
+            if redundancy.is_some() {
+                println!("The zone redundancy parameter has been set to '{shown}'.");
+            }
+            for c in storage_class {
+                println!("Storage class {c} is staged.");
+            }
+            Ok(())
+        }
+        LayoutOperation::Apply { version } => {
+            let Some(version) = version else {
+                bail!(
+                    "give the new layout version with --version, to make sure you apply the changes you reviewed: \
+                     `garage layout show` prints it"
+                );
+            };
+            let req = R::ApplyClusterLayout(ApplyClusterLayoutRequest { version: *version });
+            expect!(admin.op(req).await?, A::LayoutApplied(_) => ())?;
+            println!(
+                "New cluster layout with updated role assignment has been applied in cluster."
+            );
+            println!("Data will now be moved around between nodes accordingly.");
+            Ok(())
+        }
+        LayoutOperation::Revert { yes } => {
+            if !yes {
+                bail!("add the --yes flag to drop all staged layout changes");
+            }
+            expect!(admin.op(R::RevertClusterLayout).await?, A::Layout(_) => ())?;
+            println!("All proposed role changes in cluster layout have been canceled.");
+            Ok(())
+        }
+        LayoutOperation::History => history(admin).await,
+        LayoutOperation::SkipDeadNodes {
+            version,
+            allow_missing_data,
+        } => {
+            let req = R::ClusterLayoutSkipDeadNodes(ClusterLayoutSkipDeadNodesRequest {
+                version: *version,
+                allow_missing_data: *allow_missing_data,
+            });
+            expect!(admin.op(req).await?, A::DeadNodesSkipped(_) => ())?;
+            println!(
+                "The trackers of the nodes that are down now count them at version {version}."
+            );
+            Ok(())
+        }
+    }
+}
+
+async fn stage(admin: &Admin, req: UpdateClusterLayoutRequest) -> anyhow::Result<()> {
+    expect!(admin.op(R::UpdateClusterLayout(req)).await?, A::Layout(_) => ())
+}
+
+/// The full id of the node whose id starts with `prefix`, among the
+/// known nodes and those with a role.
+async fn find_node(admin: &Admin, prefix: &str) -> anyhow::Result<String> {
+    let status = admin.cluster_status().await?;
+    let layout = admin.layout().await?;
+    let ids = status
+        .nodes
+        .into_iter()
+        .map(|n| n.id)
+        .chain(layout.roles.into_iter().map(|r| r.id))
+        .chain(layout.staged_role_changes.into_iter().map(|c| c.id));
+    find_id(ids, prefix).map_err(|e| anyhow!(e))
+}
+
+/// A node's role once the staged changes are applied: (zone, capacity,
+/// tags), or none.
+fn staged_role(
+    layout: &GetClusterLayoutResponse,
+    id: &str,
+) -> Option<(String, Option<u64>, Vec<String>)> {
+    match layout.staged_role_changes.iter().find(|c| c.id == id) {
+        Some(c) if c.remove == Some(true) => None,
+        Some(c) => Some((
+            c.zone.clone().unwrap_or_default(),
+            c.capacity,
+            c.tags.clone().unwrap_or_default(),
+        )),
+        None => layout
+            .roles
+            .iter()
+            .find(|r| r.id == id)
+            .map(|r| (r.zone.clone(), r.capacity, r.tags.clone())),
+    }
+}
+
+async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
+    let layout = admin.layout().await?;
+    let mut changes = Vec::new();
+    for r in opt.replace.iter() {
+        changes.push(NodeRoleChange {
+            id: find_node(admin, r).await?,
+            remove: Some(true),
+            zone: None,
+            capacity: None,
+            tags: None,
+        });
+    }
+    if opt.gateway && opt.capacity.is_some() {
+        bail!("give either -c <capacity> or -g (gateway), not both");
+    }
+    let capacity = match &opt.capacity {
+        Some(c) => {
+            let c = parse_size(c).map_err(|e| anyhow!("-c: {e}"))?;
+            if c == 0 {
+                bail!("-c: a capacity must be more than 0 (use -g for a gateway node)");
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    for n in opt.node_ids.iter() {
+        let id = find_node(admin, n).await?;
+        let current = staged_role(&layout, &id);
+        let zone = opt
+            .zone
+            .clone()
+            .or_else(|| current.as_ref().map(|r| r.0.clone()))
+            .ok_or_else(|| anyhow!("give the zone of node {id:.16} with -z"))?;
+        let capacity = if opt.gateway {
+            None
+        } else if capacity.is_some() {
+            capacity
+        } else {
+            current
+                .as_ref()
+                .ok_or_else(|| {
+                    anyhow!("give a capacity with -c, or make node {id:.16} a gateway with -g")
+                })?
+                .1
+        };
+        let tags = if opt.tags.is_empty() {
+            current.map(|r| r.2).unwrap_or_default()
+        } else {
+            opt.tags.clone()
+        };
+        changes.push(NodeRoleChange {
+            id,
+            remove: None,
+            zone: Some(zone),
+            capacity,
+            tags: Some(tags),
+        });
+    }
+    stage(
+        admin,
+        UpdateClusterLayoutRequest {
+            roles: changes,
+            parameters: None,
+        },
+    )
+    .await?;
+    println!("Role changes are staged but not yet committed.");
+    println!("Use `garage layout show` to view staged role changes,");
+    println!("and `garage layout apply` to enact staged changes.");
+    Ok(())
+}
+
+fn print_layout(l: &GetClusterLayoutResponse, empty: &str) {
+    let mut rows = vec!["ID\tTags\tZone\tCapacity\tUsable capacity".to_string()];
+    for r in l.roles.iter() {
+        let base = format!(
+            "{:.16}\t{}\t{}\t{}",
+            r.id,
+            r.tags.join(","),
+            r.zone,
+            capacity_string(r.capacity)
+        );
+        match (r.capacity, r.usable_capacity) {
+            (Some(cap), Some(usable)) if cap > 0 => rows.push(format!(
+                "{base}\t{} ({:.1}%)",
+                bytesize::ByteSize::b(usable).display().si(),
+                usable as f64 * 100.0 / cap as f64
+            )),
+            _ => rows.push(base),
+        }
+    }
+    if rows.len() > 1 {
+        table::print(&rows);
+        println!();
+        println!(
+            "Zone redundancy: {}",
+            zone_redundancy(&l.parameters.zone_redundancy)
+        );
+        print_classes(l);
+    } else {
+        println!("{empty}");
+    }
+}
+
+/// The storage classes a layout offers.
+fn print_classes(l: &GetClusterLayoutResponse) {
+    let classes: Vec<String> = l
+        .storage_classes
+        .iter()
+        .map(|c| match c.kind.as_str() {
+            "replicated" => format!("{} (replicated x{})", c.name, c.redundancy),
+            _ => format!(
+                "{} (erasure code {}, {:.2}x)",
+                c.name, c.redundancy, c.overhead
+            ),
+        })
+        .collect();
+    println!("Storage classes: {}", classes.join(", "));
+    if !l.kept_codes.is_empty() {
+        println!(
+            "Codes kept for blocks stored earlier: {}",
+            l.kept_codes.join(", ")
+        );
+    }
+}
+
+/// Prints the staged changes, if any; returns whether there were some.
+pub fn print_staged_changes(l: &GetClusterLayoutResponse) -> bool {
+    if l.staged_role_changes.is_empty() && l.staged_parameters.is_none() {
+        return false;
+    }
+    println!();
+    println!("==== STAGED ROLE CHANGES ====");
+    let mut rows = vec!["ID\tTags\tZone\tCapacity".to_string()];
+    for c in l.staged_role_changes.iter() {
+        match c.remove {
+            Some(true) => rows.push(format!("{:.16}\tREMOVED", c.id)),
+            _ => rows.push(format!(
+                "{:.16}\t{}\t{}\t{}",
+                c.id,
+                c.tags.clone().unwrap_or_default().join(","),
+                c.zone.clone().unwrap_or_default(),
+                capacity_string(c.capacity)
+            )),
+        }
+    }
+    if rows.len() > 1 {
+        table::print(&rows);
+    }
+    if let Some(p) = &l.staged_parameters {
+        println!("Zone redundancy: {}", zone_redundancy(&p.zone_redundancy));
+    }
+    true
+}
+
+async fn show(admin: &Admin) -> anyhow::Result<()> {
+    let layout = admin.layout().await?;
+    println!("==== CURRENT CLUSTER LAYOUT ====");
+    print_layout(
+        &layout,
+        "No nodes currently have a role in the cluster.\nSee `garage status` to view available nodes.",
+    );
+    println!();
+    println!("Current cluster layout version: {}", layout.version);
+    if !print_staged_changes(&layout) {
+        return Ok(());
+    }
+    let preview = match admin.op(R::PreviewClusterLayoutChanges).await {
+        Ok(A::LayoutPreview(p)) => p,
+        Ok(other) => bail!("unexpected answer from the node: {other:?}"),
+        Err(e) if e.downcast_ref::<NodeError>().is_some() => {
+            println!();
+            println!("Error while trying to compute the assignment: {e}");
+            println!("This new layout cannot yet be applied.");
+            println!("You can also revert all proposed changes with: garage layout revert --yes");
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
+    println!();
+    println!("==== NEW CLUSTER LAYOUT AFTER APPLYING CHANGES ====");
+    print_layout(
+        &preview.new_layout,
+        "No nodes have a role in the new layout.",
+    );
+    println!();
+    for line in preview.message.iter() {
+        println!("{line}");
+    }
+    println!();
+    println!("To enact the staged role changes, type:");
+    println!();
+    println!(
+        "    garage layout apply --version {}",
+        preview.new_layout.version
+    );
+    println!();
+    println!("You can also revert all proposed changes with: garage layout revert --yes");
+    Ok(())
+}
+
+async fn history(admin: &Admin) -> anyhow::Result<()> {
+    let h = expect!(admin.op(R::GetClusterLayoutHistory).await?, A::LayoutHistory(h) => h)?;
+    println!("==== LAYOUT HISTORY ====");
+    let mut rows = vec!["Version\tStatus\tStorage nodes\tGateway nodes".to_string()];
+    for v in h.versions.iter() {
+        rows.push(format!(
+            "#{}\t{}\t{}\t{}",
+            v.version, v.status, v.storage_nodes, v.gateway_nodes
+        ));
+    }
+    table::print(&rows);
+    println!();
+    let Some(trackers) = &h.update_trackers else {
+        println!("Your cluster is currently in a stable state with a single live layout version.");
+        return Ok(());
+    };
+    println!(
+        "A layout change is in progress: reads use version {}, writes go to versions {} to {}.",
+        h.read_version, h.min_ack, h.current_version
+    );
+    println!();
+    let status = admin.cluster_status().await?;
+    println!("==== UPDATE TRACKERS ====");
+    let mut rows = vec!["Node\tAck\tSync\tSync-ack\tUp".to_string()];
+    for (n, t) in trackers.iter() {
+        let up = status.nodes.iter().any(|k| &k.id == n && k.is_up);
+        rows.push(format!(
+            "{:.16}\t#{}\t#{}\t#{}\t{}",
+            n,
+            t.ack,
+            t.sync,
+            t.sync_ack,
+            if up { "yes" } else { "NO" }
+        ));
+    }
+    table::print(&rows);
+    println!();
+    println!("The change finishes once every node has synced; a node that is down holds it back.");
+    println!(
+        "If a node is gone for good, run: garage layout skip-dead-nodes --version {}",
+        h.current_version
+    );
+    Ok(())
+}
