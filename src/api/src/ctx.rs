@@ -36,7 +36,7 @@ pub struct Api {
     pub region: String,
     /// `sse_master_key`: wraps the data keys of SSE-S3 objects; without
     /// it SSE-S3 is refused.
-    pub sse_master: Option<crate::sse::MasterKey>,
+    pub sse_master: Option<MasterKey>,
 }
 
 /// The permission an operation needs on its bucket.
@@ -59,7 +59,7 @@ impl Api {
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
         region: String,
-        sse_master: Option<crate::sse::MasterKey>,
+        sse_master: Option<MasterKey>,
     ) -> Arc<Self> {
         Arc::new(Self {
             metadata,
@@ -217,4 +217,23 @@ pub fn check_key(key: &str) -> ApiResult<()> {
         return Err(ApiError::InvalidArgument("the object key is empty".into()));
     }
     Ok(())
+}
+
+/// The cluster's SSE-S3 master key (`sse_master_key`): it wraps the data
+/// keys of SSE-S3 objects (`encryption::sse` uses it). `Debug` does not
+/// show it.
+#[derive(Clone)]
+pub struct MasterKey(pub(crate) [u8; 32]);
+
+impl std::fmt::Debug for MasterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterKey").finish_non_exhaustive()
+    }
+}
+
+impl MasterKey {
+    /// From its 64 hexadecimal characters (checked by the configuration).
+    pub fn from_hex(s: &str) -> Option<Self> {
+        hex::decode(s.trim()).ok()?.try_into().ok().map(Self)
+    }
 }

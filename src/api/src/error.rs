@@ -120,9 +120,10 @@ pub enum ApiError {
     Unavailable(String),
     #[error("Internal error: {0}")]
     Internal(String),
-    /// Credentials of a kind or a region this server does not accept.
-    #[error(transparent)]
-    Refused(#[from] crate::auth_scope::Refusal),
+    /// Credentials of a kind or a region this server does not accept
+    /// (`access::auth_scope` says which, and with which code).
+    #[error("{message}")]
+    Refused { code: S3ErrorCode, message: String },
 }
 
 impl From<garage_table::Error> for ApiError {
@@ -223,7 +224,7 @@ impl ApiError {
             Body(_) => S3ErrorCode::IncompleteBody,
             Unavailable(_) => S3ErrorCode::ServiceUnavailable,
             Internal(_) => S3ErrorCode::InternalError,
-            Refused(r) => r.code(),
+            Refused { code, .. } => code.clone(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Fuzz targets of the S3 request parts parsed in this process: the
 //! `Range` and conditional headers (parsed by s3s, used here: a range is
 //! checked against the object and cut into block slices), the
-//! credentials' region and the SigV2 markers ([`crate::auth_scope`]),
+//! credentials' region and the SigV2 markers ([`crate::access::auth_scope`]),
 //! `Content-MD5`, CORS request headers, and the XML bodies s3s parses for
 //! us, then our conversion of the website and lifecycle configurations.
 //! They run with bolero: `cargo test -p garage_api fuzz_` for a short
@@ -31,7 +31,7 @@ fn range_within_object(header: &str, size: u64) {
     while block * MIB < r.end && block < 4096 {
         let b = block * MIB..((block + 1) * MIB).min(size);
         if b.end > r.start {
-            let s = crate::stream::in_block_for_tests(b.clone(), &r);
+            let s = crate::objects::stream::in_block_for_tests(b.clone(), &r);
             assert!(s.start <= s.end && s.end as u64 <= b.end - b.start);
             covered += (s.end - s.start) as u64;
         }
@@ -54,8 +54,8 @@ fn fuzz_request_headers() {
             let _ = ETagCondition::parse_http_header(raw);
             let _ = ETag::parse_http_header(raw);
             let _ = Timestamp::parse(TimestampFormat::HttpDate, text);
-            let _ = crate::put::parse_content_md5(text);
-            let _ = crate::cors::parse_request_headers(text);
+            let _ = crate::objects::put::parse_content_md5(text);
+            let _ = crate::website::cors::parse_request_headers(text);
             let mut headers = HeaderMap::new();
             for auth in [text.clone(), format!("AWS4-HMAC-SHA256 Credential={text}")] {
                 if let Ok(v) = HeaderValue::from_str(&auth) {
@@ -64,7 +64,7 @@ fn fuzz_request_headers() {
                 let uri = format!("/b/k?{query}")
                     .parse()
                     .unwrap_or_else(|_| "/b/k".parse().unwrap());
-                let _ = crate::auth_scope::check_request(&headers, &uri, "garage");
+                let _ = crate::access::auth_scope::check_request(&headers, &uri, "garage");
             }
         });
 }
@@ -84,7 +84,7 @@ fn parse_bodies(b: &[u8]) {
     let _ = xml::<CORSConfiguration>(b);
     let _ = xml::<CreateBucketConfiguration>(b);
     if let Some(w) = xml::<WebsiteConfiguration>(b) {
-        let _ = crate::bucket_config::website_from_dto(w);
+        let _ = crate::website::bucket_config::website_from_dto(w);
     }
     if let Some(l) = xml::<BucketLifecycleConfiguration>(b) {
         let _ = crate::lifecycle::lifecycle_from_dto(l);

@@ -155,7 +155,7 @@ pub(crate) async fn read_body(
 /// yielded only if the hash matches, else the stream ends with an error.
 /// So a reader never gets a block's complete content unchecked (a reader
 /// that needs a prefix only must drain the stream to its end before using
-/// the prefix as final: see `garage_api::stream`).
+/// the prefix as final: see `garage_api::objects::stream`).
 fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
     use blake2::digest::{Update, VariableOutput};
     struct State {

@@ -104,7 +104,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         }
         tasks.extend(garage.block_manager.spawn_workers(&exit_rx));
         tasks.push(tokio::spawn(
-            garage_api::lifecycle_worker::LifecycleWorker::new(
+            garage_api::lifecycle::worker::LifecycleWorker::new(
                 s3_api(&config, &garage),
                 system.clone(),
             )
@@ -293,7 +293,7 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         config
             .sse_master_key
             .as_deref()
-            .and_then(garage_api::sse::MasterKey::from_hex),
+            .and_then(garage_api::ctx::MasterKey::from_hex),
     )
 }
 

@@ -694,7 +694,7 @@ impl ObjectTable {
             // blocks: the history table owns them. (An upload superseded
             // while in progress is cancelled, versioned or not; writers
             // in a versioned bucket do not show their single-part uploads
-            // here, see `garage_api::object`.)
+            // here, see `garage_api::objects::object`.)
             let kept_elsewhere = now_version.is_none() && v.in_history() && v.is_complete();
             // Went away, aborted, or replaced by data without blocks:
             // its blocks are no longer needed. (Every state change is

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use garage_api::cors;
 use garage_api::meta;
-use garage_api::object::{check_version, Conditions, Current};
+use garage_api::objects::object::{check_version, Conditions, Current};
+use garage_api::website::cors;
 use garage_api::{error::ApiError, Api};
 use garage_model::bucket_table::{check_bucket_name, CorsRule, WebsiteConfig};
 use garage_table::EmptyKey;
@@ -220,7 +220,7 @@ impl Web {
     fn object_response(
         &self,
         cur: &Current,
-        sse: Option<garage_api::sse::SseKey>,
+        sse: Option<garage_api::encryption::sse::SseKey>,
         range: Option<Range>,
         status: StatusCode,
         head: bool,

@@ -1,5 +1,5 @@
 //! The website listener on `[s3_web] bind_addr` (the shared listener
-//! loop of [`garage_api::listener`]: `ip:port` or a Unix socket path,
+//! loop of [`garage_http::listener`]: `ip:port` or a Unix socket path,
 //! graceful stop), and the request metrics (through the `metrics` facade:
 //! no-ops until an exporter is installed).
 
@@ -7,8 +7,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use garage_api::listener::Listener;
 use garage_api::Api;
+use garage_http::listener::Listener;
 use hyper::body::Incoming;
 use hyper::{Method, Request, StatusCode};
 use tokio::sync::watch;

@@ -216,13 +216,13 @@ async fn finish_response(State(state): State<St>, req: Request, next: Next) -> R
 /// Binds `addr` (`ip:port`, or the path of a Unix socket), so that a bad
 /// address stops startup, and returns the task serving the admin API
 /// until `must_exit` (the listener loop shared with S3 and the website
-/// endpoint: [`garage_api::listener`]).
+/// endpoint: [`garage_http::listener`]).
 pub async fn start(
     addr: &str,
     router: Router,
     must_exit: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let listener = garage_api::listener::Listener::bind(addr, "admin.api_bind_addr")
+    let listener = garage_http::listener::Listener::bind(addr, "admin.api_bind_addr")
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     info!("admin API listening on {}", listener.url());

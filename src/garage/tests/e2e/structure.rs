@@ -267,3 +267,77 @@ fn grouped_imports_count() {
     let c = cycles(&edges(&known));
     assert_eq!(c, vec![vec!["cli::a".to_string(), "cli::b".into()]]);
 }
+
+/// The S3 crate is organised by family of operations, one folder each
+/// (issue 33): each folder says what it owns, and neither the families
+/// nor the shared files at the crate's root (`ctx`, `error`, `meta`, …)
+/// import each other in circles. A family is one unit here: files of one
+/// family may name each other.
+#[test]
+fn the_s3_families_do_not_import_each_other_in_circles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/src");
+    let api = modules(&src);
+    // The unit of a module: its family folder, or the root file itself.
+    let unit = |m: &str| -> String {
+        let top = m.split("::").next().unwrap_or(m);
+        top.to_string()
+    };
+    let families: BTreeSet<String> = api
+        .keys()
+        .map(|m| unit(m))
+        .filter(|u| src.join(u).is_dir())
+        .collect();
+    for f in [
+        "objects",
+        "multipart",
+        "listing",
+        "bucket",
+        "access",
+        "encryption",
+        "conditional",
+        "versions",
+        "lifecycle",
+        "website",
+        "server",
+    ] {
+        assert!(families.contains(f), "no family folder {f}: {families:?}");
+    }
+    for f in families.iter() {
+        assert!(
+            api[f].trim_start().starts_with("//!"),
+            "src/api/src/{f}/mod.rs must open with a //! comment saying what the family owns"
+        );
+    }
+    // No HTTP listener in the S3 crate: it is garage_http's.
+    assert!(!api.contains_key("listener"), "{:?}", api.keys());
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, targets) in edges(&api) {
+        for t in targets {
+            let (a, b) = (unit(&m), unit(&t));
+            if a != b {
+                g.entry(a).or_default().insert(b);
+            }
+        }
+    }
+    assert!(g["objects"].contains("versions"), "{g:?}");
+    let c = cycles(&g);
+    assert!(
+        c.is_empty(),
+        "import circles between the S3 crate's families: {c:?}"
+    );
+}
+
+#[test]
+fn admin_does_not_depend_on_the_s3_crate() {
+    let toml =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../admin/Cargo.toml"))
+            .unwrap();
+    assert!(
+        !toml.contains("garage_api"),
+        "garage_admin depends on garage_api"
+    );
+    assert!(
+        toml.contains("garage_http"),
+        "garage_admin serves with garage_http's listener"
+    );
+}

@@ -1,0 +1,597 @@
+//! The access control configuration requests: Get/PutBucketAcl,
+//! Get/PutObjectAcl, Put/Get/DeleteBucketPolicy, GetBucketPolicyStatus,
+//! Get/Put/DeleteBucketOwnershipControls, Get/Put/DeletePublicAccessBlock;
+//! and the ACL a new object version is written with (`x-amz-acl`). The
+//! decision they feed is in [`crate::access::authorize`]; see
+//! doc/access-control.md.
+//!
+//! ACLs are canned here: a grant list (a request body or `x-amz-grant-*`
+//! headers) is accepted when it amounts to a canned ACL; grants to keys
+//! are key permissions (`garage bucket allow`), shown in GetBucketAcl.
+
+use std::sync::Arc;
+
+use garage_model::access::{
+    BucketAccess, CannedAcl, ObjectOwnership as Ownership, PublicAccessBlock,
+};
+use garage_model::bucket_table::Bucket;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::access::policy::Policy;
+use crate::ctx::{check_key, Api, Need};
+use crate::error::{ApiError, ApiResult};
+
+const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
+const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";
+
+fn access_of(b: &Bucket) -> BucketAccess {
+    b.params().map(|p| p.access.clone()).unwrap_or_default()
+}
+
+fn no_content<T>(out: T) -> S3Response<T> {
+    let mut r = S3Response::new(out);
+    r.status = Some(hyper::StatusCode::NO_CONTENT);
+    r
+}
+
+/// A canned ACL named by a request, checked against the bucket's
+/// settings: refused when ACLs are disabled (unless it grants nothing
+/// beyond the owner) or when it is public and public ACLs are blocked.
+fn allowed_acl(access: &BucketAccess, acl: CannedAcl) -> ApiResult<CannedAcl> {
+    if !access.acls_enabled() && acl != CannedAcl::Private {
+        return Err(ApiError::AccessControlListNotSupported);
+    }
+    if acl.is_public() && access.block().block_public_acls {
+        return Err(ApiError::AccessDenied(
+            "Access Denied: the bucket's public access block (BlockPublicAcls) refuses public ACLs"
+                .into(),
+        ));
+    }
+    Ok(acl)
+}
+
+fn parse_canned(s: &str) -> ApiResult<CannedAcl> {
+    CannedAcl::parse(s).ok_or_else(|| {
+        ApiError::InvalidArgument(format!(
+            "x-amz-acl {s:?} is not a canned ACL (private, public-read, public-read-write, authenticated-read, bucket-owner-full-control, …)"
+        ))
+    })
+}
+
+/// The ACL a new version is written with: `x-amz-acl` (`None`: none
+/// given, private).
+pub fn written_acl(access: &BucketAccess, given: Option<&str>) -> ApiResult<Option<CannedAcl>> {
+    given
+        .map(|g| allowed_acl(access, parse_canned(g)?))
+        .transpose()
+}
+
+/// One grant of a grant list, reduced to what decides here.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum GroupGrant {
+    AllUsersRead,
+    AllUsersWrite,
+    AuthenticatedRead,
+}
+
+/// The canned ACL a grant list amounts to. Grants to the owner's keys
+/// (by id) and `*_ACP` grants to them are accepted as they are (they are
+/// key permissions); any other grant is refused with a message.
+fn canned_of_grants(grants: &[(String, String)]) -> ApiResult<CannedAcl> {
+    let mut groups = Vec::new();
+    for (grantee, perm) in grants {
+        let g = match (grantee.as_str(), perm.as_str()) {
+            (ALL_USERS, "READ") => GroupGrant::AllUsersRead,
+            (ALL_USERS, "WRITE") => GroupGrant::AllUsersWrite,
+            (AUTHENTICATED_USERS, "READ") => GroupGrant::AuthenticatedRead,
+            (g, _) if g.starts_with("id:") => continue,
+            (g, p) => {
+                return Err(ApiError::NotImplemented(format!(
+                    "the grant of {p} to {g} has no equivalent here: ACLs are canned (private, public-read, public-read-write, authenticated-read); keys get permissions with `garage bucket allow`"
+                )))
+            }
+        };
+        groups.push(g);
+    }
+    groups.sort();
+    groups.dedup();
+    use GroupGrant::*;
+    Ok(match groups.as_slice() {
+        [] => CannedAcl::Private,
+        [AllUsersRead] => CannedAcl::PublicRead,
+        [AllUsersRead, AllUsersWrite] => CannedAcl::PublicReadWrite,
+        [AuthenticatedRead] => CannedAcl::AuthenticatedRead,
+        _ => {
+            return Err(ApiError::NotImplemented(format!(
+                "the grants {groups:?} have no canned ACL equivalent"
+            )))
+        }
+    })
+}
+
+/// `x-amz-grant-*` header values: `uri="…"`, `id="…"` or
+/// `emailAddress="…"`, comma-separated.
+fn header_grants(perm: &str, value: Option<&String>, out: &mut Vec<(String, String)>) {
+    let Some(v) = value else {
+        return;
+    };
+    for part in v.split(',') {
+        let (k, val) = part.trim().split_once('=').unwrap_or(("", part));
+        let val = val.trim().trim_matches('"');
+        let grantee = match k.trim() {
+            "uri" => val.to_string(),
+            "id" => format!("id:{val}"),
+            other => format!("{other}:{val}"),
+        };
+        out.push((grantee, perm.to_string()));
+    }
+}
+
+fn body_grants(p: &AccessControlPolicy) -> ApiResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for g in p.grants.iter().flatten() {
+        let grantee = g
+            .grantee
+            .as_ref()
+            .ok_or_else(|| ApiError::MalformedAcl("a Grant has no Grantee".into()))?;
+        let perm = g
+            .permission
+            .as_ref()
+            .ok_or_else(|| ApiError::MalformedAcl("a Grant has no Permission".into()))?;
+        let who = match (grantee.type_.as_str(), &grantee.uri, &grantee.id) {
+            (Type::GROUP, Some(uri), _) => uri.clone(),
+            (Type::CANONICAL_USER, _, Some(id)) => format!("id:{id}"),
+            (t, _, _) => {
+                return Err(ApiError::MalformedAcl(format!(
+                    "a Grantee of type {t} lacks its URI or ID"
+                )))
+            }
+        };
+        out.push((who, perm.as_str().to_string()));
+    }
+    Ok(out)
+}
+
+/// The canned ACL a Put*Acl request asks for: `x-amz-acl`, grant
+/// headers, or a body; exactly one of them.
+macro_rules! requested_acl {
+    ($i:expr) => {{
+        let mut grants = Vec::new();
+        header_grants("READ", $i.grant_read.as_ref(), &mut grants);
+        header_grants("WRITE", $i.grant_write.as_ref(), &mut grants);
+        header_grants("FULL_CONTROL", $i.grant_full_control.as_ref(), &mut grants);
+        header_grants("READ_ACP", $i.grant_read_acp.as_ref(), &mut grants);
+        header_grants("WRITE_ACP", $i.grant_write_acp.as_ref(), &mut grants);
+        let given = [
+            $i.acl.is_some(),
+            !grants.is_empty(),
+            $i.access_control_policy.is_some(),
+        ];
+        match given {
+            [true, false, false] => parse_canned($i.acl.as_ref().unwrap().as_str()),
+            [false, true, false] => canned_of_grants(&grants),
+            [false, false, true] => {
+                canned_of_grants(&body_grants($i.access_control_policy.as_ref().unwrap())?)
+            }
+            [false, false, false] => Err(ApiError::MalformedAcl(
+                "give an ACL: x-amz-acl, x-amz-grant-* headers or an AccessControlPolicy body"
+                    .into(),
+            )),
+            _ => Err(ApiError::InvalidRequest(
+                "Specifying both Canned ACLs and Header Grants, or a body with either, is not allowed"
+                    .into(),
+            )),
+        }
+    }};
+}
+
+fn group(uri: &str, perm: &'static str) -> Grant {
+    Grant {
+        grantee: Some(Grantee {
+            display_name: None,
+            email_address: None,
+            id: None,
+            type_: Type::from_static(Type::GROUP),
+            uri: Some(uri.into()),
+        }),
+        permission: Some(Permission::from_static(perm)),
+    }
+}
+
+fn user(id: &str, perm: &'static str) -> Grant {
+    Grant {
+        grantee: Some(Grantee {
+            display_name: Some(id.into()),
+            email_address: None,
+            id: Some(id.into()),
+            type_: Type::from_static(Type::CANONICAL_USER),
+            uri: None,
+        }),
+        permission: Some(Permission::from_static(perm)),
+    }
+}
+
+fn canned_grants(acl: CannedAcl) -> Vec<Grant> {
+    match acl {
+        CannedAcl::Private => vec![],
+        CannedAcl::PublicRead => vec![group(ALL_USERS, Permission::READ)],
+        CannedAcl::PublicReadWrite => vec![
+            group(ALL_USERS, Permission::READ),
+            group(ALL_USERS, Permission::WRITE),
+        ],
+        CannedAcl::AuthenticatedRead => vec![group(AUTHENTICATED_USERS, Permission::READ)],
+    }
+}
+
+/// The bucket's owner as S3 shows it: its first key with the owner
+/// permission (keys are not accounts here).
+fn owner_of(b: &Bucket) -> Option<Owner> {
+    let p = b.params()?;
+    let id = p
+        .authorized_keys
+        .items()
+        .filter(|(_, _, perm)| perm.allow_owner)
+        .map(|(k, _, _)| k.clone())
+        .min()?;
+    Some(Owner {
+        display_name: Some(id.clone()),
+        id: Some(id),
+    })
+}
+
+/// The grants of the owner keys (FULL_CONTROL) and, for a bucket, of the
+/// other keys (READ, WRITE): key permissions, as ACL grants.
+fn key_grants(b: &Bucket, all_keys: bool) -> Vec<Grant> {
+    let mut out = Vec::new();
+    let Some(p) = b.params() else {
+        return out;
+    };
+    let mut keys: Vec<_> = p.authorized_keys.items().collect();
+    keys.sort_by(|a, b| a.0.cmp(b.0));
+    for (id, _, perm) in keys {
+        if perm.allow_owner {
+            out.push(user(id, Permission::FULL_CONTROL));
+        } else if all_keys {
+            if perm.allow_read {
+                out.push(user(id, Permission::READ));
+            }
+            if perm.allow_write {
+                out.push(user(id, Permission::WRITE));
+            }
+        }
+    }
+    out
+}
+
+impl Api {
+    pub async fn get_bucket_acl(
+        self: Arc<Self>,
+        req: S3Request<GetBucketAclInput>,
+    ) -> ApiResult<S3Response<GetBucketAclOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        let access = access_of(&b);
+        let mut grants = key_grants(&b, true);
+        grants.extend(canned_grants(access.effective(*access.acl.get())));
+        Ok(S3Response::new(GetBucketAclOutput {
+            grants: Some(grants),
+            owner: owner_of(&b),
+        }))
+    }
+
+    pub async fn put_bucket_acl(
+        self: Arc<Self>,
+        req: S3Request<PutBucketAclInput>,
+    ) -> ApiResult<S3Response<PutBucketAclOutput>> {
+        let i = req.input;
+        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let acl = allowed_acl(&access_of(&b), requested_acl!(i)?)?;
+        self.update_bucket(b, |p| p.access.acl.update(acl)).await?;
+        Ok(S3Response::new(PutBucketAclOutput::default()))
+    }
+
+    pub async fn get_object_acl(
+        self: Arc<Self>,
+        req: S3Request<GetObjectAclInput>,
+    ) -> ApiResult<S3Response<GetObjectAclOutput>> {
+        let i = req.input;
+        check_key(&i.key)?;
+        let k = self.key(&req.credentials).await?;
+        let id = self.bucket_id(&k, &i.bucket, Need::Read).await?;
+        let b = self.bucket(id, &i.bucket).await?;
+        let found = self
+            .find_version(id, &i.key, i.version_id.as_deref())
+            .await?;
+        let acl = match &found.history {
+            Some(h) => h.version.acl.get(),
+            None => found.version.acl.get(),
+        };
+        let mut grants = key_grants(&b, false);
+        grants.extend(canned_grants(access_of(&b).effective(acl)));
+        Ok(S3Response::new(GetObjectAclOutput {
+            grants: Some(grants),
+            owner: owner_of(&b),
+            request_charged: None,
+        }))
+    }
+
+    pub async fn put_object_acl(
+        self: Arc<Self>,
+        req: S3Request<PutObjectAclInput>,
+    ) -> ApiResult<S3Response<PutObjectAclOutput>> {
+        let i = req.input;
+        check_key(&i.key)?;
+        let k = self.key(&req.credentials).await?;
+        let id = self.bucket_id(&k, &i.bucket, Need::Write).await?;
+        let b = self.bucket(id, &i.bucket).await?;
+        let acl = allowed_acl(&access_of(&b), requested_acl!(i)?)?;
+        let found = self
+            .find_version(id, &i.key, i.version_id.as_deref())
+            .await?;
+        let version_id = found.version_id();
+        self.change_version(id, &i.key, found, |v| v.acl.update(acl))
+            .await?;
+        let mut resp = S3Response::new(PutObjectAclOutput {
+            request_charged: None,
+        });
+        if let Some(v) = version_id.and_then(|v| hyper::header::HeaderValue::from_str(&v).ok()) {
+            resp.headers.insert("x-amz-version-id", v);
+        }
+        Ok(resp)
+    }
+
+    pub async fn put_bucket_policy(
+        self: Arc<Self>,
+        req: S3Request<PutBucketPolicyInput>,
+    ) -> ApiResult<S3Response<PutBucketPolicyOutput>> {
+        let i = req.input;
+        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let policy =
+            Policy::parse(&i.policy, Some(&i.bucket)).map_err(ApiError::MalformedPolicy)?;
+        if policy.is_public() && access_of(&b).block().block_public_policy {
+            return Err(ApiError::AccessDenied(
+                "Access Denied: the bucket's public access block (BlockPublicPolicy) refuses public policies"
+                    .into(),
+            ));
+        }
+        let text = i.policy;
+        self.update_bucket(b, |p| p.access.policy.update(Some(text)))
+            .await?;
+        Ok(no_content(PutBucketPolicyOutput::default()))
+    }
+
+    async fn policy_text(
+        &self,
+        creds: &Option<s3s::auth::Credentials>,
+        bucket: &str,
+    ) -> ApiResult<String> {
+        let (_, b) = self.owned_bucket(creds, bucket).await?;
+        access_of(&b)
+            .policy
+            .get()
+            .clone()
+            .ok_or(ApiError::NoSuchBucketPolicy)
+    }
+
+    pub async fn get_bucket_policy(
+        self: Arc<Self>,
+        req: S3Request<GetBucketPolicyInput>,
+    ) -> ApiResult<S3Response<GetBucketPolicyOutput>> {
+        let text = self
+            .policy_text(&req.credentials, &req.input.bucket)
+            .await?;
+        Ok(S3Response::new(GetBucketPolicyOutput {
+            policy: Some(text),
+        }))
+    }
+
+    pub async fn get_bucket_policy_status(
+        self: Arc<Self>,
+        req: S3Request<GetBucketPolicyStatusInput>,
+    ) -> ApiResult<S3Response<GetBucketPolicyStatusOutput>> {
+        let text = self
+            .policy_text(&req.credentials, &req.input.bucket)
+            .await?;
+        let public = Policy::parse(&text, None).is_ok_and(|p| p.is_public());
+        Ok(S3Response::new(GetBucketPolicyStatusOutput {
+            policy_status: Some(PolicyStatus {
+                is_public: Some(public),
+            }),
+        }))
+    }
+
+    pub async fn delete_bucket_policy(
+        self: Arc<Self>,
+        req: S3Request<DeleteBucketPolicyInput>,
+    ) -> ApiResult<S3Response<DeleteBucketPolicyOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        self.update_bucket(b, |p| p.access.policy.update(None))
+            .await?;
+        Ok(no_content(DeleteBucketPolicyOutput::default()))
+    }
+
+    pub async fn put_bucket_ownership_controls(
+        self: Arc<Self>,
+        req: S3Request<PutBucketOwnershipControlsInput>,
+    ) -> ApiResult<S3Response<PutBucketOwnershipControlsOutput>> {
+        let i = req.input;
+        let own = match i.ownership_controls.rules.as_slice() {
+            [r] => Ownership::parse(r.object_ownership.as_str()).ok_or_else(|| {
+                ApiError::MalformedXml(format!(
+                    "ObjectOwnership {:?} is not BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter",
+                    r.object_ownership.as_str()
+                ))
+            })?,
+            _ => {
+                return Err(ApiError::MalformedXml(
+                    "OwnershipControls must have exactly one Rule".into(),
+                ))
+            }
+        };
+        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        if own == Ownership::BucketOwnerEnforced && access_of(&b).acl.get().is_public() {
+            return Err(ApiError::InvalidBucketAclWithObjectOwnership);
+        }
+        self.update_bucket(b, |p| p.access.ownership.update(Some(own)))
+            .await?;
+        Ok(S3Response::new(PutBucketOwnershipControlsOutput::default()))
+    }
+
+    pub async fn get_bucket_ownership_controls(
+        self: Arc<Self>,
+        req: S3Request<GetBucketOwnershipControlsInput>,
+    ) -> ApiResult<S3Response<GetBucketOwnershipControlsOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        let own = access_of(&b)
+            .ownership
+            .get()
+            .ok_or(ApiError::OwnershipControlsNotFound)?;
+        Ok(S3Response::new(GetBucketOwnershipControlsOutput {
+            ownership_controls: Some(OwnershipControls {
+                rules: vec![OwnershipControlsRule {
+                    object_ownership: ObjectOwnership::from_static(own.as_str()),
+                }],
+            }),
+        }))
+    }
+
+    pub async fn delete_bucket_ownership_controls(
+        self: Arc<Self>,
+        req: S3Request<DeleteBucketOwnershipControlsInput>,
+    ) -> ApiResult<S3Response<DeleteBucketOwnershipControlsOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        self.update_bucket(b, |p| p.access.ownership.update(None))
+            .await?;
+        Ok(no_content(DeleteBucketOwnershipControlsOutput::default()))
+    }
+
+    pub async fn put_public_access_block(
+        self: Arc<Self>,
+        req: S3Request<PutPublicAccessBlockInput>,
+    ) -> ApiResult<S3Response<PutPublicAccessBlockOutput>> {
+        let i = req.input;
+        let c = &i.public_access_block_configuration;
+        let block = PublicAccessBlock {
+            block_public_acls: c.block_public_acls.unwrap_or(false),
+            ignore_public_acls: c.ignore_public_acls.unwrap_or(false),
+            block_public_policy: c.block_public_policy.unwrap_or(false),
+            restrict_public_buckets: c.restrict_public_buckets.unwrap_or(false),
+        };
+        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        self.update_bucket(b, |p| p.access.public_access_block.update(Some(block)))
+            .await?;
+        Ok(S3Response::new(PutPublicAccessBlockOutput::default()))
+    }
+
+    pub async fn get_public_access_block(
+        self: Arc<Self>,
+        req: S3Request<GetPublicAccessBlockInput>,
+    ) -> ApiResult<S3Response<GetPublicAccessBlockOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        let block = access_of(&b)
+            .public_access_block
+            .get()
+            .ok_or(ApiError::NoSuchPublicAccessBlockConfiguration)?;
+        Ok(S3Response::new(GetPublicAccessBlockOutput {
+            public_access_block_configuration: Some(PublicAccessBlockConfiguration {
+                block_public_acls: Some(block.block_public_acls),
+                ignore_public_acls: Some(block.ignore_public_acls),
+                block_public_policy: Some(block.block_public_policy),
+                restrict_public_buckets: Some(block.restrict_public_buckets),
+            }),
+        }))
+    }
+
+    pub async fn delete_public_access_block(
+        self: Arc<Self>,
+        req: S3Request<DeletePublicAccessBlockInput>,
+    ) -> ApiResult<S3Response<DeletePublicAccessBlockOutput>> {
+        let (_, b) = self
+            .owned_bucket(&req.credentials, &req.input.bucket)
+            .await?;
+        self.update_bucket(b, |p| p.access.public_access_block.update(None))
+            .await?;
+        Ok(no_content(DeletePublicAccessBlockOutput::default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(who: &str, p: &str) -> (String, String) {
+        (who.to_string(), p.to_string())
+    }
+
+    #[test]
+    fn grant_lists_amount_to_canned_acls() {
+        assert_eq!(
+            canned_of_grants(&[g("id:GK1", "FULL_CONTROL")]).unwrap(),
+            CannedAcl::Private
+        );
+        assert_eq!(
+            canned_of_grants(&[g("id:GK1", "FULL_CONTROL"), g(ALL_USERS, "READ")]).unwrap(),
+            CannedAcl::PublicRead
+        );
+        assert_eq!(
+            canned_of_grants(&[g(ALL_USERS, "WRITE"), g(ALL_USERS, "READ")]).unwrap(),
+            CannedAcl::PublicReadWrite
+        );
+        assert_eq!(
+            canned_of_grants(&[g(AUTHENTICATED_USERS, "READ")]).unwrap(),
+            CannedAcl::AuthenticatedRead
+        );
+        assert!(canned_of_grants(&[g(ALL_USERS, "WRITE")]).is_err());
+        assert!(canned_of_grants(&[g("emailAddress:a@b", "READ")]).is_err());
+        let mut h = Vec::new();
+        header_grants(
+            "READ",
+            Some(&format!("uri=\"{ALL_USERS}\", id=\"GK1\"")),
+            &mut h,
+        );
+        assert_eq!(h, vec![g(ALL_USERS, "READ"), g("id:GK1", "READ")]);
+    }
+
+    #[test]
+    fn written_acls_respect_the_bucket_settings() {
+        let mut a = BucketAccess::default();
+        assert_eq!(written_acl(&a, None).unwrap(), None);
+        assert_eq!(
+            written_acl(&a, Some("public-read")).unwrap(),
+            Some(CannedAcl::PublicRead)
+        );
+        assert!(matches!(
+            written_acl(&a, Some("everyone")),
+            Err(ApiError::InvalidArgument(_))
+        ));
+        a.public_access_block.update(Some(PublicAccessBlock {
+            block_public_acls: true,
+            ..Default::default()
+        }));
+        assert!(matches!(
+            written_acl(&a, Some("public-read")),
+            Err(ApiError::AccessDenied(_))
+        ));
+        assert!(written_acl(&a, Some("private")).is_ok());
+        let mut e = BucketAccess::default();
+        e.ownership.update(Some(Ownership::BucketOwnerEnforced));
+        assert!(matches!(
+            written_acl(&e, Some("public-read")),
+            Err(ApiError::AccessControlListNotSupported)
+        ));
+        assert_eq!(
+            written_acl(&e, Some("bucket-owner-full-control")).unwrap(),
+            Some(CannedAcl::Private)
+        );
+    }
+}

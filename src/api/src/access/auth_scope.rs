@@ -1,0 +1,257 @@
+//! What may authenticate an S3 request, checked before s3s verifies any
+//! signature: SigV4 only, signed for this cluster's `s3_region`.
+//!
+//! SigV2 (`Authorization: AWS <key>:<sig>`, `?Signature=` query strings,
+//! forms with a `signature` field) is refused: it signs no body and no
+//! date window is enforced for it, so a captured request could be replayed
+//! forever. The answer does not depend on the key or on the signature, so
+//! it tells nothing about either. AWS answers the same in the regions
+//! created since 2014.
+//!
+//! A SigV4 credential scope names a region; a request signed for another
+//! one is refused with AWS's errors, naming both regions, as AWS and the
+//! reference system do: a client configured for the wrong region learns
+//! what to set.
+//!
+//! POST forms carry their credentials in the body, which s3s parses: their
+//! check is [`check_form`], called once s3s has parsed and verified them.
+
+use hyper::header::{HeaderMap, AUTHORIZATION};
+use hyper::Uri;
+use s3s::{S3Error, S3ErrorCode};
+
+const USE_SIGV4: &str =
+    "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
+
+/// Why a request's authentication is refused before its signature is
+/// checked.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Signature Version 2, in a header, a query string or a form.
+    #[error("{USE_SIGV4}")]
+    SigV2,
+    /// SigV4 signed for `given` instead of the configured region.
+    #[error("{}", wrong_region_message(given, expected, *where_))]
+    WrongRegion {
+        given: String,
+        expected: String,
+        where_: Where,
+    },
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Where {
+    Header,
+    Query,
+    Form,
+}
+
+fn wrong_region_message(given: &str, expected: &str, where_: Where) -> String {
+    match where_ {
+        Where::Query => format!(
+            "Error parsing the X-Amz-Credential parameter; the region '{given}' is wrong; expecting '{expected}'"
+        ),
+        Where::Header | Where::Form => format!(
+            "The authorization header is malformed; the region '{given}' is wrong; expecting '{expected}'"
+        ),
+    }
+}
+
+impl Refusal {
+    /// 400 `InvalidRequest` for SigV2; for a wrong region
+    /// `AuthorizationHeaderMalformed` (header, form) or
+    /// `AuthorizationQueryParametersError` (presigned URL), as AWS.
+    pub fn code(&self) -> S3ErrorCode {
+        match self {
+            Refusal::SigV2 => S3ErrorCode::InvalidRequest,
+            Refusal::WrongRegion {
+                where_: Where::Query,
+                ..
+            } => S3ErrorCode::AuthorizationQueryParametersError,
+            Refusal::WrongRegion { .. } => S3ErrorCode::AuthorizationHeaderMalformed,
+        }
+    }
+
+    pub fn into_s3_error(self) -> S3Error {
+        S3Error::with_message(self.code(), self.to_string())
+    }
+}
+
+impl From<Refusal> for crate::error::ApiError {
+    fn from(r: Refusal) -> Self {
+        crate::error::ApiError::Refused {
+            code: r.code(),
+            message: r.to_string(),
+        }
+    }
+}
+
+/// Checks the `Authorization` header and the query string of a request
+/// (anonymous requests and malformed SigV4 pass: s3s answers those).
+pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(), Refusal> {
+    if let Some(auth) = headers.get(AUTHORIZATION) {
+        let auth = auth.as_bytes();
+        if auth.starts_with(b"AWS ") {
+            return Err(Refusal::SigV2);
+        }
+        if let Some(rest) = auth.strip_prefix(b"AWS4-HMAC-SHA256") {
+            let rest = String::from_utf8_lossy(rest);
+            let credential = rest
+                .split(',')
+                .find_map(|part| part.trim().strip_prefix("Credential="));
+            if let Some(given) = credential.and_then(scope_region) {
+                check_region(given, region, Where::Header)?;
+            }
+        }
+    }
+    if let Some(query) = uri.query() {
+        for (name, value) in form_urlencoded(query) {
+            match name.as_str() {
+                // s3s takes any query string with `Signature` for SigV2.
+                "Signature" => return Err(Refusal::SigV2),
+                "X-Amz-Credential" => {
+                    if let Some(given) = scope_region(&value) {
+                        check_region(given, region, Where::Query)?;
+                    }
+                }
+                _ => (),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks the credentials of a POST form as s3s verified them: `scope` is
+/// the credential's region, `None` for SigV2 (s3s gives none for it).
+pub fn check_form(signed: bool, scope: Option<&str>, region: &str) -> Result<(), Refusal> {
+    match (signed, scope) {
+        (false, _) => Ok(()),
+        (true, None) => Err(Refusal::SigV2),
+        (true, Some(given)) => check_region(given, region, Where::Form),
+    }
+}
+
+fn check_region(given: &str, region: &str, where_: Where) -> Result<(), Refusal> {
+    if given == region {
+        Ok(())
+    } else {
+        Err(Refusal::WrongRegion {
+            given: given.to_string(),
+            expected: region.to_string(),
+            where_,
+        })
+    }
+}
+
+/// The region of a credential `AKID/yyyymmdd/region/service/aws4_request`.
+fn scope_region(credential: &str) -> Option<&str> {
+    let mut parts = credential.trim().split('/');
+    let region = parts.nth(2)?;
+    // Only a whole scope is judged; a truncated one is s3s's to refuse.
+    parts.next()?;
+    Some(region)
+}
+
+fn form_urlencoded(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+    query.split('&').filter(|kv| !kv.is_empty()).map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (decode(k), decode(v))
+    })
+}
+
+fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(auth: Option<&str>, uri: &str) -> Result<(), Refusal> {
+        let mut h = HeaderMap::new();
+        if let Some(a) = auth {
+            h.insert(AUTHORIZATION, a.parse().unwrap());
+        }
+        check_request(&h, &uri.parse().unwrap(), "garage")
+    }
+
+    fn wrong(given: &str, where_: Where) -> Result<(), Refusal> {
+        Err(Refusal::WrongRegion {
+            given: given.into(),
+            expected: "garage".into(),
+            where_,
+        })
+    }
+
+    const V4: &str = "AWS4-HMAC-SHA256 Credential=GK1/20261125/REGION/s3/aws4_request, SignedHeaders=host;x-amz-date, Signature=abcd";
+
+    #[test]
+    fn sigv2_is_refused_in_a_header_and_a_query_string() {
+        assert_eq!(
+            req(Some("AWS GK1:c2lnbmF0dXJl"), "/b/k"),
+            Err(Refusal::SigV2)
+        );
+        assert_eq!(
+            req(None, "/b/k?AWSAccessKeyId=GK1&Expires=1&Signature=abc%3D"),
+            Err(Refusal::SigV2)
+        );
+        assert_eq!(req(None, "/b/k?Signature="), Err(Refusal::SigV2));
+    }
+
+    #[test]
+    fn sigv4_must_name_the_configured_region() {
+        assert_eq!(req(Some(&V4.replace("REGION", "garage")), "/b"), Ok(()));
+        assert_eq!(
+            req(Some(&V4.replace("REGION", "us-east-1")), "/b"),
+            wrong("us-east-1", Where::Header)
+        );
+        assert_eq!(
+            req(Some(&V4.replace("REGION", "")), "/b"),
+            wrong("", Where::Header)
+        );
+        let q = "/b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=GK1%2F20261125%2FREGION%2Fs3%2Faws4_request&X-Amz-Signature=ab";
+        assert_eq!(req(None, &q.replace("REGION", "garage")), Ok(()));
+        assert_eq!(
+            req(None, &q.replace("REGION", "eu-west-3")),
+            wrong("eu-west-3", Where::Query)
+        );
+    }
+
+    #[test]
+    fn anonymous_and_malformed_requests_are_left_to_s3s() {
+        assert_eq!(req(None, "/b/k?list-type=2&prefix=a%2Fb"), Ok(()));
+        assert_eq!(req(Some("Bearer xyz"), "/"), Ok(()));
+        assert_eq!(
+            req(Some("AWS4-HMAC-SHA256 Credential=GK1/2026"), "/"),
+            Ok(())
+        );
+        assert_eq!(req(None, "/?X-Amz-Credential=nonsense"), Ok(()));
+    }
+
+    #[test]
+    fn forms_are_checked_once_verified() {
+        assert_eq!(check_form(false, None, "garage"), Ok(()));
+        assert_eq!(check_form(true, None, "garage"), Err(Refusal::SigV2));
+        assert_eq!(check_form(true, Some("garage"), "garage"), Ok(()));
+        assert_eq!(
+            check_form(true, Some("x"), "garage"),
+            wrong("x", Where::Form)
+        );
+    }
+
+    #[test]
+    fn errors_name_both_regions() {
+        let e = wrong("us-east-1", Where::Query)
+            .unwrap_err()
+            .into_s3_error();
+        assert_eq!(e.code(), &S3ErrorCode::AuthorizationQueryParametersError);
+        let m = e.message().unwrap();
+        assert!(m.contains("'us-east-1'") && m.contains("'garage'"), "{m}");
+        let e = Refusal::SigV2.into_s3_error();
+        assert_eq!(e.code(), &S3ErrorCode::InvalidRequest);
+        assert!(e.message().unwrap().contains("AWS4-HMAC-SHA256"));
+    }
+}

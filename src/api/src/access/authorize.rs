@@ -1,0 +1,363 @@
+//! The access decision of object and list requests: key permissions,
+//! then the bucket policy, then ACLs, in AWS's order (an explicit deny in
+//! the policy wins over everything). See doc/access-control.md.
+//!
+//! Bucket configuration requests (ACLs, policies, CORS, …) are decided by
+//! key permissions alone ([`Api::bucket_id`] with [`Need::Owner`]): a
+//! policy cannot lock the bucket's owners out of changing it.
+
+use std::net::{IpAddr, SocketAddr};
+
+use garage_model::access::{BucketAccess, CannedAcl};
+use garage_model::key_table::Key;
+use garage_util::data::Uuid;
+use hyper::http::Extensions;
+use s3s::auth::Credentials;
+use s3s::S3Request;
+
+use crate::access::policy::{Decision, Policy};
+use crate::ctx::{Api, Need};
+use crate::error::{ApiError, ApiResult};
+
+/// The TCP peer of a request, put in its extensions by the listener.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+/// Who sent a request, and from where.
+pub struct Requester {
+    /// The key that signed it; `None`: anonymous.
+    pub key: Option<Key>,
+    pub source_ip: Option<IpAddr>,
+}
+
+impl Requester {
+    /// The owner shown in listings: the key that asked (none when
+    /// anonymous).
+    pub fn owner(&self) -> Option<s3s::dto::Owner> {
+        self.key.as_ref().map(|k| s3s::dto::Owner {
+            id: Some(k.key_id.clone()),
+            display_name: Some(k.name().to_string()),
+        })
+    }
+}
+
+/// The S3 actions decided here (the names bucket policies use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    GetObject,
+    GetObjectVersion,
+    GetObjectAttributes,
+    PutObject,
+    DeleteObject,
+    DeleteObjectVersion,
+    ListBucket,
+    ListBucketVersions,
+    ListBucketMultipartUploads,
+    ListMultipartUploadParts,
+    AbortMultipartUpload,
+}
+
+impl Action {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::GetObject => "s3:GetObject",
+            Action::GetObjectVersion => "s3:GetObjectVersion",
+            Action::GetObjectAttributes => "s3:GetObjectAttributes",
+            Action::PutObject => "s3:PutObject",
+            Action::DeleteObject => "s3:DeleteObject",
+            Action::DeleteObjectVersion => "s3:DeleteObjectVersion",
+            Action::ListBucket => "s3:ListBucket",
+            Action::ListBucketVersions => "s3:ListBucketVersions",
+            Action::ListBucketMultipartUploads => "s3:ListBucketMultipartUploads",
+            Action::ListMultipartUploadParts => "s3:ListMultipartUploadParts",
+            Action::AbortMultipartUpload => "s3:AbortMultipartUpload",
+        }
+    }
+
+    /// The key permission that allows it.
+    pub fn need(&self) -> Need {
+        match self {
+            Action::GetObject
+            | Action::GetObjectVersion
+            | Action::GetObjectAttributes
+            | Action::ListBucket
+            | Action::ListBucketVersions
+            | Action::ListBucketMultipartUploads
+            | Action::ListMultipartUploadParts => Need::Read,
+            Action::PutObject
+            | Action::DeleteObject
+            | Action::DeleteObjectVersion
+            | Action::AbortMultipartUpload => Need::Write,
+        }
+    }
+
+    /// The reading of a version, for which the version's ACL may grant.
+    fn reads_object(&self) -> bool {
+        matches!(self, Action::GetObject | Action::GetObjectVersion)
+    }
+
+    /// What a bucket ACL grants it from: READ (listing) or WRITE
+    /// (creating and deleting objects), as on S3.
+    fn bucket_acl_grants(&self, acl: CannedAcl, signed: bool) -> bool {
+        match self {
+            Action::ListBucket
+            | Action::ListBucketVersions
+            | Action::ListBucketMultipartUploads => acl.grants_read(signed),
+            Action::PutObject | Action::DeleteObject | Action::AbortMultipartUpload => {
+                acl.grants_write()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How a request was allowed.
+#[derive(Clone, Debug)]
+pub enum Grant {
+    /// By a key permission, the policy or the bucket ACL: nothing more to
+    /// check.
+    Granted,
+    /// Only if the version read has an ACL that grants it (checked by
+    /// [`Access::check_version`] once the version is found); the bucket's
+    /// access settings, to apply to that ACL.
+    IfObjectAcl(Box<BucketAccess>),
+}
+
+/// An allowed request on a bucket.
+#[derive(Clone, Debug)]
+pub struct Access {
+    pub bucket: Uuid,
+    pub grant: Grant,
+    signed: bool,
+}
+
+impl Access {
+    /// For a read allowed only by the object's ACL: whether `v`'s ACL
+    /// grants it. A missing object is AccessDenied too (the requester may
+    /// not list the bucket, so it may not learn which keys exist).
+    pub fn check_version(&self, acl: Option<CannedAcl>) -> ApiResult<()> {
+        match &self.grant {
+            Grant::Granted => Ok(()),
+            Grant::IfObjectAcl(access) => match acl {
+                Some(a) if access.effective(a).grants_read(self.signed) => Ok(()),
+                _ => Err(denied()),
+            },
+        }
+    }
+
+    /// A lookup's result for a read allowed only by the object's ACL: a
+    /// missing key, version or a delete marker becomes AccessDenied (other
+    /// errors, such as 503, stay).
+    pub fn hide<T>(&self, r: ApiResult<T>) -> ApiResult<T> {
+        match (&self.grant, r) {
+            (
+                Grant::IfObjectAcl(_),
+                Err(
+                    ApiError::NoSuchKey(_)
+                    | ApiError::NoSuchVersion(_)
+                    | ApiError::DeleteMarker { .. },
+                ),
+            ) => Err(denied()),
+            (_, r) => r,
+        }
+    }
+
+    /// Whether nothing more is to be checked.
+    pub fn is_granted(&self) -> bool {
+        matches!(self.grant, Grant::Granted)
+    }
+}
+
+fn denied() -> ApiError {
+    ApiError::AccessDenied("Access Denied".into())
+}
+
+impl Api {
+    /// Who sent `req`: the key that signed it (anonymous: none), and its
+    /// TCP peer's address.
+    pub async fn requester<T>(&self, req: &S3Request<T>) -> ApiResult<Requester> {
+        self.requester_of(&req.credentials, &req.extensions).await
+    }
+
+    /// [`Api::requester`], from a request's parts.
+    pub async fn requester_of(
+        &self,
+        creds: &Option<Credentials>,
+        extensions: &Extensions,
+    ) -> ApiResult<Requester> {
+        let key = match creds {
+            Some(_) => Some(self.key(creds).await?),
+            None => None,
+        };
+        Ok(Requester {
+            key,
+            source_ip: extensions.get::<Peer>().map(|p| p.0.ip()),
+        })
+    }
+
+    /// Decides a listing of bucket `name` (`prefix`: the request's, for
+    /// `s3:prefix`; absent: empty); the bucket's id.
+    pub async fn authorize_list(
+        &self,
+        who: &Requester,
+        name: &str,
+        action: Action,
+        prefix: Option<&str>,
+    ) -> ApiResult<Uuid> {
+        Ok(self
+            .authorize(who, name, action, None, Some(prefix.unwrap_or_default()))
+            .await?
+            .bucket)
+    }
+
+    /// The decisions of a copy: reading the source (its version's ACL
+    /// still to check, see [`Access::check_version`]) and writing the
+    /// destination; both at once.
+    pub async fn authorize_copy(
+        &self,
+        who: &Requester,
+        (src_bucket, src_key, src_vid): (&str, &str, Option<&str>),
+        (dst_bucket, dst_key): (&str, &str),
+    ) -> ApiResult<(Access, Uuid)> {
+        let read = match src_vid {
+            Some(_) => Action::GetObjectVersion,
+            None => Action::GetObject,
+        };
+        let (src, dst) = tokio::join!(
+            self.authorize(who, src_bucket, read, Some(src_key), None),
+            self.authorize(who, dst_bucket, Action::PutObject, Some(dst_key), None)
+        );
+        Ok((src?, dst?.bucket))
+    }
+
+    /// Decides `action` on bucket `name` (and object `object`) for `who`:
+    /// an explicit deny of the bucket policy refuses; then a key
+    /// permission, a policy allow, or a bucket ACL grant allows; for a
+    /// read of an object, the version's ACL may still (see
+    /// [`Access::check_version`]). `prefix`: a list request's prefix (the
+    /// `s3:prefix` condition).
+    pub async fn authorize(
+        &self,
+        who: &Requester,
+        name: &str,
+        action: Action,
+        object: Option<&str>,
+        prefix: Option<&str>,
+    ) -> ApiResult<Access> {
+        self.decider(who, name, action.need())
+            .await?
+            .decide(who, action, object, prefix)
+    }
+
+    /// What the decisions of `who` on bucket `name` for actions needing
+    /// key permission `need` depend on, read once (for DeleteObjects,
+    /// which decides each key).
+    pub async fn decider(&self, who: &Requester, name: &str, need: Need) -> ApiResult<Decider> {
+        let key = who.key.as_ref();
+        let (id, by_key, refusal) = match key {
+            Some(k) => match self.bucket_id(k, name, need).await {
+                Ok(id) => (id, true, None),
+                Err(e @ ApiError::AccessDenied(_)) => {
+                    (self.resolve_bucket(Some(k), name).await?, false, Some(e))
+                }
+                Err(e) => return Err(e),
+            },
+            None => (self.resolve_bucket(None, name).await?, false, None),
+        };
+        let bucket = self.bucket(id, name).await?;
+        let access = bucket
+            .params()
+            .map(|p| p.access.clone())
+            .unwrap_or_default();
+        let policy = access
+            .policy
+            .get()
+            .as_deref()
+            .and_then(|t| Policy::parse(t, None).ok());
+        Ok(Decider {
+            bucket: id,
+            name: name.to_string(),
+            by_key,
+            refusal,
+            access,
+            policy,
+        })
+    }
+}
+
+/// The state one bucket's decisions for one requester depend on (see
+/// [`Api::decider`]); [`Decider::decide`] is pure.
+pub struct Decider {
+    pub bucket: Uuid,
+    name: String,
+    /// The key has the permission needed.
+    by_key: bool,
+    /// Why the key's permissions refuse, if they do.
+    refusal: Option<ApiError>,
+    access: BucketAccess,
+    policy: Option<Policy>,
+}
+
+impl Decider {
+    /// Decides `action` on `object` (see [`Api::authorize`]).
+    pub fn decide(
+        &self,
+        who: &Requester,
+        action: Action,
+        object: Option<&str>,
+        prefix: Option<&str>,
+    ) -> ApiResult<Access> {
+        let key = who.key.as_ref();
+        let (id, access) = (self.bucket, &self.access);
+        let signed = key.is_some();
+        let granted = Access {
+            bucket: id,
+            grant: Grant::Granted,
+            signed,
+        };
+        let decision = self.policy.as_ref().map(|p| {
+            p.evaluate(&crate::access::policy::Request {
+                key_id: key.map(|k| k.key_id.as_str()),
+                action: action.name(),
+                object,
+                source_ip: who.source_ip,
+                secure: false,
+                prefix,
+            })
+        });
+        match decision {
+            Some(Decision::Deny) => {
+                return Err(ApiError::AccessDenied(format!(
+                    "Access Denied: explicitly denied by the policy of bucket {}",
+                    self.name
+                )))
+            }
+            _ if self.by_key => return Ok(granted),
+            Some(Decision::Allow) => {
+                // RestrictPublicBuckets: a public policy grants only to
+                // keys with some permission on the bucket.
+                let restricted = access.block().restrict_public_buckets
+                    && self.policy.as_ref().is_some_and(|p| p.is_public())
+                    && !key.is_some_and(|k| k.bucket_permissions(&id).is_any());
+                if !restricted {
+                    return Ok(granted);
+                }
+            }
+            _ => (),
+        }
+        if action.bucket_acl_grants(access.effective(*access.acl.get()), signed) {
+            return Ok(granted);
+        }
+        if action.reads_object() && access.acls_enabled() {
+            return Ok(Access {
+                bucket: id,
+                grant: Grant::IfObjectAcl(Box::new(access.clone())),
+                signed,
+            });
+        }
+        Err(match &self.refusal {
+            Some(ApiError::AccessDenied(m)) => ApiError::AccessDenied(m.clone()),
+            _ => denied(),
+        })
+    }
+}

@@ -1,0 +1,168 @@
+//! ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
+//! GetBucketVersioning.
+
+use std::sync::Arc;
+
+use garage_model::bucket_table::check_bucket_name;
+use garage_model::helper::HelperError;
+use garage_model::object_table::ObjectFilter;
+use garage_model::permission::BucketKeyPerm;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::ctx::{Api, Need};
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+
+impl Api {
+    pub async fn list_buckets(
+        self: Arc<Self>,
+        req: S3Request<ListBucketsInput>,
+    ) -> ApiResult<S3Response<ListBucketsOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let all = self.metadata.list_buckets().await?;
+        let mut out = Vec::new();
+        for b in all.iter() {
+            let Some(p) = b.params() else { continue };
+            if !key.bucket_permissions(&b.id).is_any() {
+                continue;
+            }
+            let mut names = b.global_aliases();
+            if let Some(kp) = key.params() {
+                for (name, _, target) in kp.local_aliases.items() {
+                    if *target == Some(b.id) {
+                        names.push(name.clone());
+                    }
+                }
+            }
+            for name in names {
+                out.push(Bucket {
+                    name: Some(name),
+                    creation_date: Some(meta::timestamp(p.creation_date)),
+                    bucket_region: Some(self.region.clone()),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out.dedup_by(|a, b| a.name == b.name);
+        if let Some(prefix) = &req.input.prefix {
+            out.retain(|b| b.name.as_deref().is_some_and(|n| n.starts_with(prefix)));
+        }
+        Ok(S3Response::new(ListBucketsOutput {
+            buckets: Some(out),
+            owner: Some(Owner {
+                id: Some(key.key_id.clone()),
+                display_name: Some(key.name().to_string()),
+            }),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn create_bucket(
+        self: Arc<Self>,
+        req: S3Request<CreateBucketInput>,
+    ) -> ApiResult<S3Response<CreateBucketOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let i = req.input;
+        if let Some(loc) = i
+            .create_bucket_configuration
+            .as_ref()
+            .and_then(|c| c.location_constraint.as_ref())
+        {
+            if loc.as_str() != self.region {
+                return Err(ApiError::InvalidLocationConstraint {
+                    given: loc.as_str().to_string(),
+                    region: self.region.clone(),
+                });
+            }
+        }
+        check_bucket_name(&i.bucket).map_err(ApiError::InvalidBucketName)?;
+        if let Some(existing) = self.metadata.resolve_global_alias(&i.bucket).await? {
+            return Err(if key.bucket_permissions(&existing).allow_owner {
+                ApiError::BucketAlreadyOwnedByYou(i.bucket)
+            } else {
+                ApiError::BucketAlreadyExists(i.bucket)
+            });
+        }
+        if !key.params().is_some_and(|p| *p.allow_create_bucket.get()) {
+            return Err(ApiError::AccessDenied(format!(
+                "key {} may not create buckets (garage key allow --create-bucket)",
+                key.key_id
+            )));
+        }
+        let bucket = match self.metadata.create_bucket(&i.bucket).await {
+            Ok(b) => b,
+            Err(HelperError::AliasTaken(n)) => return Err(ApiError::BucketAlreadyExists(n)),
+            Err(e) => return Err(e.into()),
+        };
+        // Before the creator may use it: object lock from the first write.
+        if i.object_lock_enabled_for_bucket == Some(true) {
+            self.update_bucket(bucket.clone(), |p| {
+                p.versioning
+                    .update(garage_model::bucket_table::Versioning::Enabled);
+                p.object_lock.set();
+            })
+            .await?;
+        }
+        self.metadata
+            .set_permissions(bucket.id, &key.key_id, BucketKeyPerm::ALL)
+            .await?;
+        Ok(S3Response::new(CreateBucketOutput {
+            location: Some(format!("/{}", i.bucket)),
+        }))
+    }
+
+    pub async fn head_bucket(
+        self: Arc<Self>,
+        req: S3Request<HeadBucketInput>,
+    ) -> ApiResult<S3Response<HeadBucketOutput>> {
+        let who = self.requester(&req).await?;
+        self.authorize(
+            &who,
+            &req.input.bucket,
+            crate::access::authorize::Action::ListBucket,
+            None,
+            None,
+        )
+        .await?;
+        Ok(S3Response::new(HeadBucketOutput {
+            bucket_region: Some(self.region.clone()),
+            ..Default::default()
+        }))
+    }
+
+    pub async fn get_bucket_location(
+        self: Arc<Self>,
+        req: S3Request<GetBucketLocationInput>,
+    ) -> ApiResult<S3Response<GetBucketLocationOutput>> {
+        let key = self.key(&req.credentials).await?;
+        self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
+        Ok(S3Response::new(GetBucketLocationOutput {
+            location_constraint: Some(BucketLocationConstraint::from(self.region.clone())),
+        }))
+    }
+
+    pub async fn delete_bucket(
+        self: Arc<Self>,
+        req: S3Request<DeleteBucketInput>,
+    ) -> ApiResult<S3Response<DeleteBucketOutput>> {
+        let key = self.key(&req.credentials).await?;
+        let name = req.input.bucket;
+        let id = self.bucket_id(&key, &name, Need::Owner).await?;
+        let bucket = self.bucket(id, &name).await?;
+        // Any object, upload or version (delete markers included, as in
+        // S3) keeps the bucket.
+        let (objects, versions) = tokio::join!(
+            self.objects
+                .get_range(&id, None, Some(ObjectFilter::HasVersions), 1, false),
+            self.history.get_range(&id, None, None, 1, false)
+        );
+        if !objects?.is_empty() || !versions?.is_empty() {
+            return Err(ApiError::BucketNotEmpty(name));
+        }
+        self.metadata.delete_bucket(&bucket).await?;
+        let mut resp = S3Response::new(DeleteBucketOutput::default());
+        resp.status = Some(hyper::StatusCode::NO_CONTENT);
+        Ok(resp)
+    }
+}

@@ -1,0 +1,906 @@
+//! The lifecycle worker: once a day (and shortly after start) it applies
+//! each bucket's lifecycle rules. For each bucket with enabled rules whose
+//! object partition has this node first in the current layout (so that one
+//! node does the work, not every replica), it reads the bucket's objects
+//! a page at a time and
+//! - expires the current data of an object an Expiration matches, with a
+//!   delete marker just newer than that data (so that a PUT that came in
+//!   meanwhile is kept),
+//! - aborts a multipart upload older than an AbortIncompleteMultipartUpload
+//!   allows, as AbortMultipartUpload does ([`Api::abort_upload`]),
+//! - queues the current data a Transition names for the transition worker
+//!   (its own entry in the worker registry), which re-encodes it in the
+//!   rule's storage class ([`Api::transition`]). As in S3, an object under
+//!   128 KiB is not moved unless the rule filters on its size.
+//!
+//! `GARAGE_LIFECYCLE_INTERVAL_SECS` shortens the interval and
+//! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
+//! (both for tests: rules count in whole days).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use garage_model::bucket_table::Versioning;
+use garage_model::bucket_table::{days_after, Bucket, LifecycleRule};
+use garage_model::history_table::{HistoryEntry, HistoryKey};
+use garage_model::mpu_table::MultipartUpload;
+use garage_model::object_table::{
+    Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState,
+};
+use garage_rpc::layout::version::LayoutVersion;
+use garage_rpc::system::System;
+use garage_table::{EmptyKey, PartitionKey};
+use garage_util::data::{gen_uuid, Uuid};
+use garage_util::time::now_msec;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::ctx::Api;
+use crate::error::{ApiError, ApiResult};
+use crate::lifecycle::transition::Transitioned;
+use crate::versions::tagging::Tags;
+
+/// Objects read per round trip.
+const PAGE: usize = 1000;
+/// Buckets read per round trip.
+const BUCKET_PAGE: usize = 1000;
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// The first pass waits this long after start (or the interval if shorter).
+const FIRST_PASS_DELAY: Duration = Duration::from_secs(30);
+
+/// What one pass did to one bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BucketPass {
+    pub scanned: usize,
+    pub expired: usize,
+    pub aborted: usize,
+    /// Noncurrent versions and lone delete markers deleted.
+    pub versions_deleted: usize,
+    /// Versions queued for a transition.
+    pub transitions: usize,
+}
+
+/// Objects smaller than this are not transitioned unless the rule's
+/// filter names a size (S3's default since 2024: the move costs more than
+/// it saves).
+pub const MIN_TRANSITION_SIZE: u64 = 128 * 1024;
+/// Transitions waiting for the transition worker, at most.
+const TRANSITION_QUEUE: usize = 1024;
+
+/// One version to move to another storage class.
+#[derive(Debug)]
+pub struct TransitionJob {
+    pub bucket: Uuid,
+    /// The bucket's name, for the logs.
+    pub bucket_name: String,
+    pub key: String,
+    pub version: ObjectVersion,
+    pub class: String,
+}
+
+pub struct LifecycleWorker {
+    pub api: Arc<Api>,
+    pub system: Arc<System>,
+    pub interval: Duration,
+    /// Added to the clock (tests).
+    pub clock_offset_ms: u64,
+    transitions: mpsc::Sender<TransitionJob>,
+    /// The transition worker's end, taken by [`LifecycleWorker::run`].
+    transitions_rx: Mutex<Option<mpsc::Receiver<TransitionJob>>>,
+    /// Versions queued or in progress (not queued twice).
+    queued: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+fn env_secs(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+impl LifecycleWorker {
+    /// A worker with the interval and clock offset of the environment.
+    pub fn new(api: Arc<Api>, system: Arc<System>) -> Arc<Self> {
+        let (tx, rx) = mpsc::channel(TRANSITION_QUEUE);
+        Arc::new(Self {
+            api,
+            system,
+            interval: env_secs("GARAGE_LIFECYCLE_INTERVAL_SECS")
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_INTERVAL),
+            clock_offset_ms: env_secs("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS").unwrap_or(0) * 1000,
+            transitions: tx,
+            transitions_rx: Mutex::new(Some(rx)),
+            queued: Default::default(),
+        })
+    }
+
+    /// The lifecycle passes and the transition worker, until `must_exit`.
+    pub async fn run(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+        let rx = self
+            .transitions_rx
+            .lock()
+            .expect("transition queue lock")
+            .take();
+        let transitions = async {
+            if let Some(rx) = rx {
+                self.transition_worker(rx, must_exit.clone()).await
+            }
+        };
+        tokio::join!(self.clone().passes(must_exit.clone()), transitions);
+    }
+
+    async fn passes(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
+        use garage_util::worker::{WorkerSpec, WorkerState};
+        let worker = self.system.workers.register(WorkerSpec::new(
+            "Lifecycle worker",
+            "applies the buckets' lifecycle rules (expiration, aborting old uploads)",
+        ));
+        let mut wait = FIRST_PASS_DELAY.min(self.interval);
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => (),
+                _ = must_exit.changed() => (),
+            }
+            if *must_exit.borrow() {
+                return;
+            }
+            // Expirations compare ages with this node's clock: deferred
+            // while it is off its peers' (see doc/ordering.md).
+            if let Err(e) = garage_util::clock::check() {
+                warn!("lifecycle pass deferred: {e}");
+                worker.set_progress(Some(format!("deferred: {e}")));
+                wait = self.interval;
+                continue;
+            }
+            worker.set_state(WorkerState::Busy);
+            if let Err(e) = worker.outcome(self.pass(&must_exit).await) {
+                warn!("lifecycle pass failed (retried at the next one): {e}");
+            }
+            worker.set_state(WorkerState::Idle);
+            worker.set_progress(Some(format!(
+                "last pass {}",
+                garage_util::time::rfc3339(garage_util::time::now_msec())
+            )));
+            wait = self.interval;
+        }
+    }
+
+    /// One pass over every bucket with enabled rules that this node
+    /// handles.
+    pub async fn pass(&self, must_exit: &watch::Receiver<bool>) -> ApiResult<()> {
+        let mut start = None;
+        loop {
+            let page = self
+                .api
+                .metadata
+                .buckets
+                .get_range(&EmptyKey, start, None, BUCKET_PAGE, false)
+                .await?;
+            for b in page.iter() {
+                if *must_exit.borrow() {
+                    return Ok(());
+                }
+                if start.as_ref() == Some(&b.id) {
+                    continue;
+                }
+                let rules: Vec<LifecycleRule> = b
+                    .params()
+                    .and_then(|p| p.lifecycle_config.get().clone())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|r| r.enabled)
+                    .collect();
+                if rules.is_empty() || !self.is_first_node_of(b) {
+                    continue;
+                }
+                let name = b
+                    .global_aliases()
+                    .into_iter()
+                    .next()
+                    .unwrap_or_else(|| b.id.hex());
+                match self.bucket_pass(b, &name, &rules).await {
+                    Ok(p) => info!(
+                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted, {} queued for a transition",
+                        p.scanned, p.expired, p.aborted, p.versions_deleted, p.transitions
+                    ),
+                    Err(e) => warn!("lifecycle: bucket {name}: {e}"),
+                }
+            }
+            if page.len() < BUCKET_PAGE {
+                return Ok(());
+            }
+            start = page.last().map(|b| b.id);
+        }
+    }
+
+    /// Whether this node is the first node of the bucket's object
+    /// partition in the current layout.
+    fn is_first_node_of(&self, b: &Bucket) -> bool {
+        let layout = self.system.layout();
+        let partition = LayoutVersion::partition_of(b.id.hash().as_slice());
+        layout.current().nodes_of(partition).first() == Some(&self.system.id())
+    }
+
+    async fn bucket_pass(
+        &self,
+        b: &Bucket,
+        name: &str,
+        rules: &[LifecycleRule],
+    ) -> ApiResult<BucketPass> {
+        let now = now_msec() + self.clock_offset_ms;
+        let mut stats = BucketPass::default();
+        let mut start: Option<String> = None;
+        let versioning = b.params().map(|p| *p.versioning.get()).unwrap_or_default();
+        loop {
+            let page = self
+                .api
+                .objects
+                .get_range(&b.id, start.clone(), None, PAGE, false)
+                .await?;
+            let mut markers = Vec::new();
+            for o in page.iter() {
+                if start.as_ref() == Some(&o.key) {
+                    continue;
+                }
+                stats.scanned += 1;
+                let todo = plan(o, rules, now, versioning);
+                if let Some(m) = todo.marker {
+                    markers.push((m.key.clone(), m.versions()[0].clone()));
+                }
+                if let Some((version, class)) = todo.transition {
+                    if self
+                        .queue_transition(TransitionJob {
+                            bucket: b.id,
+                            bucket_name: name.to_string(),
+                            key: o.key.clone(),
+                            version,
+                            class,
+                        })
+                        .await
+                    {
+                        stats.transitions += 1;
+                    }
+                }
+                for mpu in todo.aborts {
+                    match self.abort_if_still_idle(&mpu, now).await {
+                        Ok(true) => stats.aborted += 1,
+                        Ok(false) => {}
+                        Err(e) => warn!(
+                            "lifecycle: cannot abort upload {} of {:?}: {e}",
+                            mpu.upload_id.hex(),
+                            mpu.key
+                        ),
+                    }
+                }
+            }
+            if !markers.is_empty() {
+                self.api.write_versions(b.id, &markers).await?;
+                stats.expired += markers.len();
+            }
+            if page.len() < PAGE {
+                break;
+            }
+            start = page.last().map(|o| o.key.clone());
+        }
+        let for_versions = rules
+            .iter()
+            .any(|r| r.noncurrent_expiration.is_some() || r.expired_delete_marker);
+        if for_versions && versioning != Versioning::Off {
+            stats.versions_deleted = self.history_pass(b, rules, now).await?;
+        }
+        Ok(stats)
+    }
+
+    /// Walks the bucket's history table key by key and deletes what
+    /// [`plan_history`] says. Returns how many versions it deleted.
+    async fn history_pass(
+        &self,
+        b: &Bucket,
+        rules: &[LifecycleRule],
+        now: u64,
+    ) -> ApiResult<usize> {
+        let mut deleted = 0;
+        let mut start: Option<HistoryKey> = None;
+        let mut group: Vec<HistoryEntry> = Vec::new();
+        loop {
+            let page = self
+                .api
+                .history
+                .get_range(&b.id, start.clone(), None, PAGE, false)
+                .await?;
+            let last_page = page.len() < PAGE;
+            start = page.last().map(|h| h.hkey.clone()).or(start);
+            for h in page {
+                if group.first().is_some_and(|g| g.key != h.key) {
+                    deleted += self.apply_history(b, rules, now, &group).await?;
+                    group.clear();
+                }
+                if group.last().is_none_or(|g| g.hkey != h.hkey) {
+                    group.push(h);
+                }
+            }
+            if last_page {
+                break;
+            }
+        }
+        if !group.is_empty() {
+            deleted += self.apply_history(b, rules, now, &group).await?;
+        }
+        Ok(deleted)
+    }
+
+    /// One key's history entries (newest first): deletes the versions the
+    /// rules expire.
+    async fn apply_history(
+        &self,
+        b: &Bucket,
+        rules: &[LifecycleRule],
+        now: u64,
+        group: &[HistoryEntry],
+    ) -> ApiResult<usize> {
+        let key = &group[0].key;
+        let obj = self.api.objects.get(&b.id, key).await?;
+        let versions: Vec<ObjectVersion> = group.iter().map(|h| h.version.clone()).collect();
+        let tags: Vec<Tags> = group
+            .iter()
+            .map(|h| match h.tags.get() {
+                Some(t) => t.clone(),
+                None => crate::versions::tagging::stored_tags(&h.version),
+            })
+            .collect();
+        let newer_null = obj.as_ref().and_then(|o| match o.head() {
+            Head::Version(v) if !v.in_history() && v.sort_key() > versions[0].sort_key() => {
+                Some(v.timestamp)
+            }
+            _ => None,
+        });
+        let has_null = obj
+            .as_ref()
+            .is_some_and(|o| o.null_versions().next().is_some());
+        let doomed = plan_history(key, &versions, &tags, newer_null, has_null, rules, now);
+        let mut deleted = 0;
+        for v in doomed.iter() {
+            // A locked version stays until its lock lets it go (S3's
+            // rule); the lock is checked again, at quorum, by the delete.
+            if v.lock.check_delete(now, false).is_err() {
+                continue;
+            }
+            match self
+                .api
+                .delete_version(b.id, key, &v.version_id().to_string(), false)
+                .await
+            {
+                Ok(_) => deleted += 1,
+                Err(ApiError::AccessDenied(_)) => (),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+/// Which of a key's versions with ids (`versions`, newest first) the
+/// rules delete at `now`: a noncurrent version (one with a newer version;
+/// `newer_null` is the time of a current null version newer than all of
+/// them) once NoncurrentDays have passed since its successor was written,
+/// unless it is among the NewerNoncurrentVersions newest noncurrent ones;
+/// and, with ExpiredObjectDeleteMarker, a current delete marker that is
+/// the key's only version (`has_null`: the key has a null version).
+/// `tags[i]` are the tags of `versions[i]` (none when missing).
+pub fn plan_history(
+    key: &str,
+    versions: &[ObjectVersion],
+    tags: &[Tags],
+    newer_null: Option<u64>,
+    has_null: bool,
+    rules: &[LifecycleRule],
+    now: u64,
+) -> Vec<ObjectVersion> {
+    let mut out = Vec::new();
+    let mut successor = newer_null;
+    let mut rank = 0;
+    for (i, v) in versions.iter().enumerate() {
+        if let Some(became_noncurrent) = successor {
+            rank += 1;
+            let v_tags = tags.get(i).map(Vec::as_slice).unwrap_or(&[]);
+            let expired = rules.iter().any(|r| {
+                r.noncurrent_expiration.is_some_and(|n| {
+                    now >= days_after(became_noncurrent, n.days)
+                        && rank > n.keep.unwrap_or(0) as usize
+                }) && r.filter.matches(key, v.size(), v_tags)
+            });
+            if expired {
+                out.push(v.clone());
+            }
+        }
+        successor = Some(v.timestamp);
+    }
+    let lone_marker = versions.len() == 1
+        && newer_null.is_none()
+        && !has_null
+        && versions[0].is_complete()
+        && !versions[0].is_data();
+    if lone_marker
+        && rules
+            .iter()
+            .any(|r| r.expired_delete_marker && r.filter.matches_key(key))
+    {
+        out.push(versions[0].clone());
+    }
+    out
+}
+
+impl LifecycleWorker {
+    /// Aborts `mpu` unless, read again just now, it is no longer in
+    /// progress (completed or aborted since the page was read) or one of
+    /// its parts was written in the last [`ACTIVE_UPLOAD`]: an upload a
+    /// client is still working on is left alone, so that an abort does not
+    /// race its completion. (The remaining window, between this read and
+    /// the abort's write, is milliseconds long against an upload idle for
+    /// at least that long.)
+    async fn abort_if_still_idle(&self, mpu: &MultipartUpload, now: u64) -> ApiResult<bool> {
+        let (obj, cur) = tokio::join!(
+            self.api.objects.get(&mpu.bucket_id, &mpu.key),
+            self.api.mpus.get(&mpu.upload_id, &EmptyKey)
+        );
+        let uploading = obj?
+            .and_then(|o| o.version(mpu.timestamp, mpu.upload_id).cloned())
+            .is_some_and(|v| v.is_uploading(Some(true)));
+        let recent = cur?.is_some_and(|m| {
+            m.parts
+                .items()
+                .any(|(k, _)| k.timestamp + ACTIVE_UPLOAD.as_millis() as u64 > now)
+        });
+        if !uploading || recent {
+            return Ok(false);
+        }
+        self.api.abort_upload(mpu).await?;
+        Ok(true)
+    }
+}
+
+/// An upload with a part written this recently is not aborted by a rule.
+const ACTIVE_UPLOAD: Duration = Duration::from_secs(3600);
+
+impl LifecycleWorker {
+    /// Queues `job` unless its version is queued already; whether it was.
+    async fn queue_transition(&self, job: TransitionJob) -> bool {
+        let fresh = self
+            .queued
+            .lock()
+            .expect("transition set lock")
+            .insert(job.version.uuid);
+        if !fresh {
+            return false;
+        }
+        let uuid = job.version.uuid;
+        if self.transitions.send(job).await.is_err() {
+            self.queued
+                .lock()
+                .expect("transition set lock")
+                .remove(&uuid);
+            return false;
+        }
+        true
+    }
+
+    /// The transition worker: moves the queued versions one at a time.
+    async fn transition_worker(
+        &self,
+        mut rx: mpsc::Receiver<TransitionJob>,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
+        use garage_util::worker::{WorkerSpec, WorkerState};
+        let queued = self.queued.clone();
+        let done = Arc::new(AtomicU64::new(0));
+        let done2 = done.clone();
+        let worker = self.system.workers.register(
+            WorkerSpec::new(
+                "Lifecycle transition worker",
+                "re-encodes the objects a lifecycle Transition names in its storage class",
+            )
+            .queue(move || Ok(queued.lock().map(|q| q.len() as u64).unwrap_or(0)))
+            .details(move || {
+                vec![(
+                    "versions moved".into(),
+                    done2.load(Ordering::Relaxed).to_string(),
+                )]
+            }),
+        );
+        loop {
+            let job = tokio::select! {
+                j = rx.recv() => j,
+                _ = must_exit.changed() => None,
+            };
+            let Some(job) = job else { return };
+            if *must_exit.borrow() {
+                return;
+            }
+            worker.set_state(WorkerState::Busy);
+            let res = self.run_transition(&job).await;
+            if matches!(res, Ok(Transitioned::Done { .. })) {
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = worker.outcome(res);
+            self.queued
+                .lock()
+                .expect("transition set lock")
+                .remove(&job.version.uuid);
+            worker.set_state(WorkerState::Idle);
+        }
+    }
+
+    async fn run_transition(&self, job: &TransitionJob) -> ApiResult<Transitioned> {
+        let what = format!(
+            "bucket {}: {:?} (version {})",
+            job.bucket_name,
+            job.key,
+            job.version.uuid.short()
+        );
+        let Some(code) = self.api.class_code(Some(&job.class)) else {
+            warn!(
+                "lifecycle transition of {what}: the layout no longer offers class {}",
+                job.class
+            );
+            return Err(ApiError::InvalidStorageClass(job.class.clone()));
+        };
+        let res = self
+            .api
+            .transition(job.bucket, &job.key, &job.version, &job.class, code)
+            .await;
+        match &res {
+            Ok(Transitioned::Done { blocks }) => info!(
+                "lifecycle transition of {what} to {} ({code}): {blocks} blocks re-encoded",
+                job.class
+            ),
+            Ok(Transitioned::NodesDown) => info!(
+                "lifecycle transition of {what} to {} deferred to the next pass: a node of its shards is down",
+                job.class
+            ),
+            Ok(Transitioned::Gone) => (),
+            Err(e) => warn!(
+                "lifecycle transition of {what} to {} failed (retried at the next pass): {e}",
+                job.class
+            ),
+        }
+        res
+    }
+}
+
+/// What the rules ask for one object at `now`.
+#[derive(Debug, Default)]
+pub struct Plan {
+    /// A delete marker expiring the object's current data.
+    pub marker: Option<Object>,
+    /// Multipart uploads to abort.
+    pub aborts: Vec<MultipartUpload>,
+    /// The current data to move, and the class to move it to.
+    pub transition: Option<(ObjectVersion, String)>,
+}
+
+/// The class the rules move version `v` of `key` to at `now`, if not the
+/// one it is in: of the transitions due, the latest due. Only complete
+/// data kept in blocks moves (inline data lives in the metadata).
+fn transition_of(
+    key: &str,
+    v: &ObjectVersion,
+    tags: &[(String, String)],
+    rules: &[LifecycleRule],
+    now: u64,
+) -> Option<String> {
+    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+        return None;
+    };
+    let due = |when: &garage_model::bucket_table::LifecycleExpiration| match *when {
+        garage_model::bucket_table::LifecycleExpiration::AfterDays(d) => days_after(v.timestamp, d),
+        garage_model::bucket_table::LifecycleExpiration::AtDate(t) => t,
+    };
+    let (_, class) = rules
+        .iter()
+        .filter(|r| {
+            r.filter.matches(key, v.size(), tags)
+                && (r.filter.size_gt.is_some()
+                    || r.filter.size_lt.is_some()
+                    || v.size() >= MIN_TRANSITION_SIZE)
+        })
+        .flat_map(|r| r.transitions.iter())
+        .map(|t| (due(&t.when), &t.class))
+        .filter(|(at, _)| *at <= now)
+        .max()?;
+    (meta.storage_class.as_deref() != Some(class.as_str())).then(|| class.clone())
+}
+
+/// Applies the (enabled) `rules` to one object.
+pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versioning) -> Plan {
+    let mut out = Plan::default();
+    if let Some(v) = o.last_data() {
+        let expired = rules.iter().any(|r| {
+            r.expiration.is_some_and(|e| e.expired(v.timestamp, now))
+                && r.filter.matches(
+                    &o.key,
+                    v.size(),
+                    &crate::versions::tagging::version_tags(o, v),
+                )
+        });
+        if !expired {
+            let tags = crate::versions::tagging::version_tags(o, v);
+            out.transition = transition_of(&o.key, v, &tags, rules, now).map(|c| (v.clone(), c));
+        }
+        if expired {
+            // Just newer than the expired data: older than any write that
+            // replaced it meanwhile, which therefore stays.
+            out.marker = Some(Object::new(
+                o.bucket_id,
+                o.key.clone(),
+                vec![ObjectVersion::new(
+                    gen_uuid(),
+                    v.timestamp + 1,
+                    ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+                    versioning,
+                )],
+            ));
+        }
+    }
+    for v in o.versions().iter().filter(|v| v.is_uploading(Some(true))) {
+        let old = rules.iter().any(|r| {
+            r.abort_incomplete_mpu_days
+                .is_some_and(|d| now >= days_after(v.timestamp, d))
+                && r.filter.matches_key(&o.key)
+        });
+        if old {
+            out.aborts.push(MultipartUpload::new(
+                v.uuid,
+                v.timestamp,
+                o.bucket_id,
+                o.key.clone(),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use garage_model::bucket_table::NoncurrentExpiration;
+    use garage_model::bucket_table::{LifecycleExpiration, LifecycleFilter, DAY_MSEC};
+    use garage_model::object_table::ObjectVersionMeta;
+    use garage_util::crdt::Crdt;
+    use garage_util::data::Uuid;
+
+    use super::*;
+
+    fn data(ts: u64, size: u64) -> ObjectVersion {
+        ObjectVersion {
+            uuid: gen_uuid(),
+            timestamp: ts,
+            state: ObjectVersionState::Complete(ObjectVersionData::Inline(
+                ObjectVersionMeta {
+                    headers: Vec::new(),
+                    size,
+                    etag: "e".into(),
+                    storage_class: None,
+                    first_ec: None,
+                },
+                vec![0; size as usize],
+            )),
+            versioning: Default::default(),
+            lock: Default::default(),
+            acl: Default::default(),
+        }
+    }
+
+    fn upload(ts: u64) -> ObjectVersion {
+        ObjectVersion {
+            uuid: gen_uuid(),
+            timestamp: ts,
+            state: ObjectVersionState::Uploading {
+                multipart: true,
+                headers: Vec::new(),
+            },
+            versioning: Default::default(),
+            lock: Default::default(),
+            acl: Default::default(),
+        }
+    }
+
+    fn rule(prefix: &str, exp: Option<LifecycleExpiration>, abort: Option<u32>) -> LifecycleRule {
+        LifecycleRule {
+            id: None,
+            enabled: true,
+            filter: LifecycleFilter {
+                prefix: Some(prefix.into()),
+                size_gt: None,
+                size_lt: Some(100),
+                tags: vec![],
+            },
+            expiration: exp,
+            abort_incomplete_mpu_days: abort,
+            noncurrent_expiration: None,
+            expired_delete_marker: false,
+            transitions: vec![],
+        }
+    }
+
+    fn blocks(ts: u64, size: u64, class: Option<&str>) -> ObjectVersion {
+        let mut v = data(ts, 0);
+        v.state = ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+            ObjectVersionMeta {
+                headers: Vec::new(),
+                size,
+                etag: "e".into(),
+                storage_class: class.map(String::from),
+                first_ec: None,
+            },
+            garage_util::data::Hash::from([1; 32]),
+        ));
+        v
+    }
+
+    #[test]
+    fn transitions_follow_the_rules() {
+        use garage_model::bucket_table::LifecycleTransition;
+        let b = Uuid::from([3; 32]);
+        let day = 100 * DAY_MSEC;
+        let to = |d: u32, class: &str| LifecycleTransition {
+            when: LifecycleExpiration::AfterDays(d),
+            class: class.into(),
+        };
+        let mut r = rule("cold/", None, None);
+        r.filter.size_lt = None;
+        r.transitions = vec![to(1, "STANDARD_IA"), to(3, "DEEP")];
+        let rules = [r];
+        let class = |v: ObjectVersion, key: &str, now: u64| {
+            plan(
+                &Object::new(b, key.into(), vec![v]),
+                &rules,
+                now,
+                Versioning::Off,
+            )
+            .transition
+            .map(|(_, c)| c)
+        };
+        let big = 1 << 20;
+        // Not before the day is due; then the latest class due.
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + DAY_MSEC),
+            None
+        );
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + 2 * DAY_MSEC).as_deref(),
+            Some("STANDARD_IA")
+        );
+        assert_eq!(
+            class(blocks(day + 5, big, None), "cold/a", day + 9 * DAY_MSEC).as_deref(),
+            Some("DEEP")
+        );
+        // Already there; another prefix; too small; inline data: stays.
+        assert_eq!(
+            class(
+                blocks(day, big, Some("STANDARD_IA")),
+                "cold/a",
+                day + 2 * DAY_MSEC
+            ),
+            None
+        );
+        assert_eq!(
+            class(blocks(day, big, None), "hot/a", day + 9 * DAY_MSEC),
+            None
+        );
+        assert_eq!(
+            class(blocks(day, 1000, None), "cold/a", day + 9 * DAY_MSEC),
+            None
+        );
+        assert_eq!(class(data(day, 10), "cold/a", day + 9 * DAY_MSEC), None);
+        // A rule that filters on size moves small objects too.
+        let mut small = rules[0].clone();
+        small.filter.size_gt = Some(10);
+        let p = plan(
+            &Object::new(b, "cold/s".into(), vec![blocks(day, 1000, None)]),
+            &[small],
+            day + 2 * DAY_MSEC,
+            Versioning::Off,
+        );
+        assert_eq!(p.transition.map(|(_, c)| c).as_deref(), Some("STANDARD_IA"));
+    }
+
+    #[test]
+    fn noncurrent_versions_and_lone_markers_follow_the_rules() {
+        let day = 100 * DAY_MSEC;
+        let mut r = rule("nc/", None, None);
+        r.filter.size_lt = None;
+        r.noncurrent_expiration = Some(NoncurrentExpiration {
+            days: 1,
+            keep: Some(1),
+        });
+        let mut m = rule("", None, None);
+        m.filter.size_lt = None;
+        m.expired_delete_marker = true;
+        let rules = [r, m];
+        // Newest first: v3 current, v2 and v1 noncurrent since v3 and v2
+        // were written.
+        let vs = vec![data(day + 30, 1), data(day + 20, 1), data(day + 10, 1)];
+        let ids = |x: Vec<ObjectVersion>| x.into_iter().map(|v| v.uuid).collect::<Vec<_>>();
+        assert!(plan_history("nc/a", &vs, &[], None, false, &rules, day + DAY_MSEC - 1).is_empty());
+        // A day later (at midnight): v1 goes, v2 is the one kept.
+        assert_eq!(
+            ids(plan_history("nc/a", &vs, &[], None, false, &rules, 2 * day)),
+            vec![vs[2].uuid]
+        );
+        // A newer null version is current: v3 is noncurrent too.
+        assert_eq!(
+            ids(plan_history(
+                "nc/a",
+                &vs,
+                &[],
+                Some(day + 40),
+                true,
+                &rules,
+                2 * day
+            )),
+            vec![vs[1].uuid, vs[2].uuid]
+        );
+        // Another prefix: nothing.
+        assert!(plan_history("x/a", &vs, &[], None, false, &rules, 3 * day).is_empty());
+        // A lone current delete marker goes; not with a null version, nor
+        // with other versions.
+        let mut marker = data(day, 0);
+        marker.state = ObjectVersionState::Complete(ObjectVersionData::DeleteMarker);
+        let lone = vec![marker.clone()];
+        assert_eq!(
+            ids(plan_history("x/b", &lone, &[], None, false, &rules, day)),
+            vec![marker.uuid]
+        );
+        assert!(plan_history("x/b", &lone, &[], None, true, &rules, day).is_empty());
+        let two = vec![marker, data(day - 5, 1)];
+        assert!(plan_history("x/b", &two, &[], None, false, &rules, day).is_empty());
+    }
+
+    #[test]
+    fn plans_follow_the_rules() {
+        let b = Uuid::from([3; 32]);
+        let day = 100 * DAY_MSEC;
+        let rules = [
+            rule("logs/", Some(LifecycleExpiration::AfterDays(2)), None),
+            rule("tmp/", None, Some(1)),
+        ];
+        // Two days later, rounded up to midnight: not before; too large,
+        // or another prefix: kept.
+        let o = Object::new(b, "logs/a".into(), vec![data(day + 5, 10)]);
+        assert!(plan(&o, &rules, day + 3 * DAY_MSEC - 1, Versioning::Off)
+            .marker
+            .is_none());
+        let m = plan(&o, &rules, day + 3 * DAY_MSEC, Versioning::Off)
+            .marker
+            .unwrap();
+        let mut merged = o.clone();
+        merged.merge(&m);
+        assert!(merged.last_data().is_none());
+        let big = Object::new(b, "logs/b".into(), vec![data(day, 200)]);
+        assert!(plan(&big, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .marker
+            .is_none());
+        let other = Object::new(b, "data/a".into(), vec![data(day, 10)]);
+        assert!(plan(&other, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .marker
+            .is_none());
+        // A PUT after the expired one survives the marker.
+        let newer = data(day + 3 * DAY_MSEC, 10);
+        let mut replaced = o.clone();
+        replaced.merge(&Object::new(b, "logs/a".into(), vec![newer.clone()]));
+        replaced.merge(&m);
+        assert_eq!(replaced.last_data(), Some(&newer));
+        // Uploads: only under tmp/, once a day has passed.
+        let u = upload(day + 7);
+        let o = Object::new(b, "tmp/x".into(), vec![u.clone()]);
+        assert!(plan(&o, &rules, day + DAY_MSEC - 1, Versioning::Off)
+            .aborts
+            .is_empty());
+        let a = plan(&o, &rules, day + 2 * DAY_MSEC, Versioning::Off).aborts;
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].upload_id, a[0].timestamp), (u.uuid, u.timestamp));
+        let o = Object::new(b, "logs/x".into(), vec![upload(day)]);
+        assert!(plan(&o, &rules, day + 10 * DAY_MSEC, Versioning::Off)
+            .aborts
+            .is_empty());
+    }
+}

@@ -1,0 +1,324 @@
+//! CopyObject: the new object shares the source's blocks (their reference
+//! counts go up); no data is read or written, whatever the size. Except
+//! with SSE-C when the source and the destination are not sealed with the
+//! same key (or both not at all): the data is then read and written anew.
+
+use std::sync::Arc;
+
+use garage_model::block_ref_table::BlockRef;
+use garage_model::bucket_table::Versioning;
+use garage_model::object_table::{
+    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+};
+use garage_model::version_table::{read_version, Version, VersionBacklink};
+use garage_util::data::gen_uuid;
+use garage_util::time::stamp;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::ctx::{check_key, Api};
+use crate::encryption::sse::{
+    check_read, without_sse, SseKey, ALGORITHM_HEADER, KEY_CHECK_HEADER, S3_KEY_HEADER,
+};
+use crate::error::{ApiError, ApiResult};
+use crate::meta;
+use crate::objects::object::{check_conditions, Current, CurrentData};
+
+impl Api {
+    pub async fn copy_object(
+        self: Arc<Self>,
+        req: S3Request<CopyObjectInput>,
+    ) -> ApiResult<S3Response<CopyObjectOutput>> {
+        let who = self.requester(&req).await?;
+        let i = req.input;
+        check_key(&i.key)?;
+        let (src_bucket, src_key, src_vid) = source_of(&i.copy_source)?;
+        let (src_access, dst) = self
+            .authorize_copy(&who, (src_bucket, src_key, src_vid), (&i.bucket, &i.key))
+            .await?;
+        let src = src_access.bucket;
+        // The copy gets the request's lock (or the bucket's default), not
+        // the source's, as in S3.
+        let (cur, place) = tokio::join!(
+            self.current(src, src_key, src_vid),
+            self.placement(dst, crate::lock_headers!(i))
+        );
+        let (cur, mut place) = (src_access.hide(copy_source_missing(cur))?, place?);
+        src_access.check_version(Some(cur.acl))?;
+        place.acl =
+            crate::access::acl::written_acl(&place.access, i.acl.as_ref().map(|a| a.as_str()))?;
+        // The copy gets the request's storage class (STANDARD by default,
+        // as in S3); another class than the source's rewrites the data.
+        place.class = self.write_class(
+            i.storage_class.as_ref().map(|c| c.as_str()),
+            place.default_class.as_deref(),
+        )?;
+        let class_change = place.class.name != cur.meta.storage_class;
+        let versioning = place.versioning;
+        check_copy_conditions(
+            &cur,
+            i.copy_source_if_match.as_ref(),
+            i.copy_source_if_none_match.as_ref(),
+            i.copy_source_if_modified_since.as_ref(),
+            i.copy_source_if_unmodified_since.as_ref(),
+        )?;
+        let src_sse = open_source(
+            self.sse_master.as_ref(),
+            &cur,
+            i.copy_source_sse_customer_algorithm.as_deref(),
+            i.copy_source_sse_customer_key.as_deref(),
+            i.copy_source_sse_customer_key_md5.as_deref(),
+        )?;
+        let customer = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        // An SSE-S3 copy of an SSE-S3 source keeps the source's data key,
+        // so that it shares the sealed blocks.
+        let dst_sse = crate::encryption::sse::write_key(
+            self.sse_master.as_ref(),
+            customer,
+            i.server_side_encryption.as_ref().map(|s| s.as_str()),
+            place.sse_s3_default,
+            src_sse.as_ref(),
+        )?;
+        let (sse_customer_algorithm, sse_customer_key_md5, server_side_encryption) =
+            SseKey::response_fields(dst_sse.as_ref());
+        let replace = i
+            .metadata_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == MetadataDirective::REPLACE);
+        let same_sealing = src_sse == dst_sse;
+        if !replace
+            && same_sealing
+            && !class_change
+            && src == dst
+            && src_key == i.key
+            && src_vid.is_none()
+        {
+            return Err(ApiError::InvalidRequest(
+                "This copy request is illegal because it is trying to copy an object to itself \
+                 without changing the object's metadata"
+                    .into(),
+            ));
+        }
+        let mut headers = if replace {
+            crate::std_headers!(i).into_pairs()
+        } else {
+            without_sse(&cur.meta.headers)
+        };
+        // Tags: the source's current ones (directive COPY, the default),
+        // or the request's (REPLACE).
+        let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
+            Some(TaggingDirective::REPLACE) => i
+                .tagging
+                .as_deref()
+                .map(crate::versions::tagging::parse_header)
+                .transpose()?
+                .unwrap_or_default(),
+            Some(TaggingDirective::COPY) | None => cur.tags.clone(),
+            Some(d) => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "Unknown tagging directive {d:?}: COPY or REPLACE"
+                )))
+            }
+        };
+        crate::versions::tagging::set_in_headers(&mut headers, &tags);
+        let source_version_id = cur.version_id.clone();
+        let sse_out = |etag: String, v: &ObjectVersion| CopyObjectOutput {
+            copy_object_result: Some(CopyObjectResult {
+                e_tag: Some(ETag::Strong(etag)),
+                last_modified: Some(meta::timestamp(v.timestamp)),
+                ..Default::default()
+            }),
+            copy_source_version_id: source_version_id.clone(),
+            version_id: (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),
+            sse_customer_algorithm: sse_customer_algorithm.clone(),
+            sse_customer_key_md5: sse_customer_key_md5.clone(),
+            server_side_encryption: server_side_encryption.clone(),
+            ..Default::default()
+        };
+        if !same_sealing || class_change {
+            // Other keys, encrypted on one side only, or another storage
+            // class: the data is read (opened with the source's key) and
+            // written anew.
+            let size = cur.meta.size;
+            let body = self.content(&cur, 0..size, src_sse)?;
+            // The copy is a new single-part object: the source's stored
+            // checksums (maybe composite, of its parts) do not describe it.
+            headers.retain(|(k, _)| {
+                !k.starts_with("x-amz-checksum-") && k != crate::objects::checksum::PARTS_HEADER
+            });
+            let w = self
+                .store_object(
+                    dst,
+                    &i.key,
+                    headers,
+                    Some(body),
+                    None,
+                    Some(size as i64),
+                    None,
+                    None,
+                    None,
+                    dst_sse.as_ref(),
+                    &place,
+                )
+                .await?;
+            return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));
+        }
+        // Same key (or none): the sealed data is shared as it is, with the
+        // source's key check (SSE-C) or wrapped data key (SSE-S3).
+        headers.extend(
+            cur.meta
+                .headers
+                .iter()
+                .filter(|(k, _)| {
+                    k == ALGORITHM_HEADER || k == KEY_CHECK_HEADER || k == S3_KEY_HEADER
+                })
+                .cloned(),
+        );
+        let meta = ObjectVersionMeta {
+            headers,
+            size: cur.meta.size,
+            etag: cur.meta.etag.clone(),
+            storage_class: cur.meta.storage_class.clone(),
+            first_ec: cur.meta.first_ec,
+        };
+        let uuid = gen_uuid();
+        let timestamp = stamp();
+        let mut blocks: Option<Vec<_>> = None;
+        let data = match &cur.data {
+            CurrentData::Inline(d) => ObjectVersionData::Inline(meta, d.to_vec()),
+            CurrentData::FirstBlock(first, _) => {
+                let v = read_version(&self.versions, &cur.uuid)
+                    .await?
+                    .filter(|v| !v.deleted.get())
+                    .ok_or_else(|| ApiError::NoSuchKey(src_key.to_string()))?;
+                let copy = Version::segments(
+                    uuid,
+                    &VersionBacklink::Object {
+                        bucket_id: dst,
+                        key: i.key.clone(),
+                    },
+                    v.blocks.items(),
+                );
+                let refs: Vec<BlockRef> = v
+                    .blocks
+                    .items()
+                    .map(|(_, b)| BlockRef::to_block(b, uuid))
+                    .collect();
+                // No "uploading" entry, as in `Api::store_object`.
+                let (b, c) = tokio::join!(
+                    self.versions.insert_many(&copy),
+                    self.block_refs.insert_many(&refs)
+                );
+                blocks = Some(v.blocks.items().map(|(k, b)| (*k, *b)).collect());
+                if let Err(e) = b.and(c) {
+                    // References whose segment was not written are not
+                    // released by the version's deletion: released here.
+                    let gone: Vec<BlockRef> = refs
+                        .iter()
+                        .map(|r| BlockRef::new(r.block, uuid, true))
+                        .collect();
+                    if let Err(e) = self.block_refs.insert_later(&gone).await {
+                        tracing::warn!("cannot queue the release of a failed copy: {e}");
+                    }
+                    self.abort_version(dst, &i.key, uuid, timestamp, versioning)
+                        .await;
+                    return Err(e.into());
+                }
+                ObjectVersionData::FirstBlock(meta, *first)
+            }
+        };
+        let mut v = ObjectVersion::new(
+            uuid,
+            timestamp,
+            ObjectVersionState::Complete(data),
+            versioning,
+        );
+        place.apply(&mut v);
+        let v = self
+            .write_version(dst, &i.key, &v, blocks.as_deref())
+            .await?;
+        Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
+    }
+}
+
+/// A missing, superfluous or wrong source key, in terms of the
+/// `x-amz-copy-source-server-side-encryption-customer-*` headers.
+pub fn copy_source_error(e: ApiError) -> ApiError {
+    match e {
+        ApiError::InvalidRequest(m) => ApiError::InvalidRequest(format!(
+            "{m} (x-amz-copy-source-server-side-encryption-customer-*)"
+        )),
+        e => e,
+    }
+}
+
+/// The (bucket, key, version id) of an `x-amz-copy-source`.
+pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str, Option<&str>)> {
+    match c {
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } => Ok((bucket, key, version_id.as_deref())),
+        _ => Err(ApiError::InvalidArgument(
+            "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
+        )),
+    }
+}
+
+/// A copy source that is a delete marker: S3 answers 404 NoSuchKey for
+/// the current version, 400 InvalidRequest for one named by its id.
+pub fn copy_source_missing<T>(r: ApiResult<T>) -> ApiResult<T> {
+    match r {
+        Err(ApiError::DeleteMarker { key, by_id: false, .. }) => Err(ApiError::NoSuchKey(key)),
+        Err(ApiError::DeleteMarker { by_id: true, .. }) => Err(ApiError::InvalidRequest(
+            "The source of a copy request may not specifically refer to a delete marker by version id."
+                .into(),
+        )),
+        r => r,
+    }
+}
+
+/// The `x-amz-copy-source-if-*` conditions: like GET's, but every failure
+/// is 412 PreconditionFailed.
+pub fn check_copy_conditions(
+    cur: &Current,
+    if_match: Option<&ETagCondition>,
+    if_none_match: Option<&ETagCondition>,
+    if_modified_since: Option<&Timestamp>,
+    if_unmodified_since: Option<&Timestamp>,
+) -> ApiResult<()> {
+    check_conditions(
+        cur,
+        if_match,
+        if_none_match,
+        if_modified_since,
+        if_unmodified_since,
+    )
+    .map_err(|e| match e {
+        ApiError::NotModified => ApiError::PreconditionFailed,
+        e => e,
+    })
+}
+
+/// The SSE-C key a copy gives for its source (the
+/// `x-amz-copy-source-server-side-encryption-customer-*` headers), checked
+/// against the source version; errors as S3 answers them for a source.
+pub fn open_source(
+    master: Option<&crate::ctx::MasterKey>,
+    cur: &crate::objects::object::Current,
+    algorithm: Option<&str>,
+    key: Option<&str>,
+    key_md5: Option<&str>,
+) -> ApiResult<Option<SseKey>> {
+    check_read(
+        &cur.meta.headers,
+        SseKey::from_headers(algorithm, key, key_md5)?.as_ref(),
+        master,
+    )
+    .map_err(copy_source_error)
+}
