@@ -1,69 +1,11 @@
-use std::fmt;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::path::Path;
 use std::sync::Arc;
 
+/// The engines, named in the configuration (`db_engine`): the type is
+/// `garage_util`'s, which reads the configuration.
+pub use garage_util::db_engine::Engine;
+
 use crate::{lmdb_adapter, sqlite_adapter, Db, Error, Result};
-
-/// The embedded engines garage can keep its metadata in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Engine {
-    Lmdb,
-    Sqlite,
-}
-
-impl Engine {
-    pub const ALL: [Engine; 2] = [Engine::Lmdb, Engine::Sqlite];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Lmdb => "lmdb",
-            Engine::Sqlite => "sqlite",
-        }
-    }
-
-    /// Where the database lives inside a node's `metadata_dir`: a directory
-    /// `db.lmdb/` for LMDB, a file `db.sqlite` for SQLite.
-    pub fn db_path(self, metadata_dir: &Path) -> PathBuf {
-        match self {
-            Engine::Lmdb => metadata_dir.join("db.lmdb"),
-            Engine::Sqlite => metadata_dir.join("db.sqlite"),
-        }
-    }
-
-    /// Whether a database of this engine exists at `path`.
-    pub fn exists_at(self, path: &Path) -> bool {
-        match self {
-            Engine::Lmdb => path.join("data.mdb").is_file(),
-            Engine::Sqlite => path.is_file(),
-        }
-    }
-
-    /// Where [`Db::snapshot`] puts the database inside a snapshot directory.
-    pub fn snapshot_db_path(self, snapshot_dir: &Path) -> PathBuf {
-        match self {
-            Engine::Lmdb => snapshot_dir.to_path_buf(),
-            Engine::Sqlite => snapshot_dir.join("db.sqlite"),
-        }
-    }
-}
-
-impl fmt::Display for Engine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Engine {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "lmdb" | "heed" => Ok(Engine::Lmdb),
-            "sqlite" | "sqlite3" | "rusqlite" => Ok(Engine::Sqlite),
-            _ => Err(Error::UnknownEngine(s.to_string())),
-        }
-    }
-}
 
 /// How to open a database.
 #[derive(Clone, Debug)]
@@ -101,28 +43,4 @@ pub fn open(engine: Engine, path: &Path, opts: &OpenOptions) -> Result<Db> {
         Engine::Sqlite => Arc::new(sqlite_adapter::SqliteDb::open(path, opts)?),
     };
     Ok(Db::new(inner))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_round_trip_and_aliases_parse() {
-        for e in Engine::ALL {
-            assert_eq!(e.as_str().parse::<Engine>().unwrap(), e);
-        }
-        assert_eq!("heed".parse::<Engine>().unwrap(), Engine::Lmdb);
-        assert_eq!("sqlite3".parse::<Engine>().unwrap(), Engine::Sqlite);
-        let e = "sled".parse::<Engine>().unwrap_err().to_string();
-        assert!(e.contains("\"lmdb\" or \"sqlite\""), "{e}");
-    }
-
-    #[test]
-    fn paths_inside_metadata_dir() {
-        let m = Path::new("/meta");
-        assert_eq!(Engine::Lmdb.db_path(m), Path::new("/meta/db.lmdb"));
-        assert_eq!(Engine::Sqlite.db_path(m), Path::new("/meta/db.sqlite"));
-        assert!(!Engine::Lmdb.exists_at(Path::new("/nonexistent")));
-    }
 }

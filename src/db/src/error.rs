@@ -30,8 +30,6 @@ pub enum Error {
     TransactionRetried,
     #[error("transaction aborted: {0}")]
     Aborted(String),
-    #[error("unknown database engine {0:?}: expected \"lmdb\" or \"sqlite\"")]
-    UnknownEngine(String),
 }
 
 impl Error {

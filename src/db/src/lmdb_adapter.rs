@@ -16,7 +16,7 @@ use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOpti
 use crate::{Direction, Engine, Error, IDb, ITx, KeyValue, OpenOptions, Result, Value};
 
 /// Default map size: 1 TiB of address space (the file grows only as needed).
-pub const DEFAULT_MAP_SIZE: u64 = 1 << 40;
+pub const DEFAULT_MAP_SIZE: u64 = garage_util::db_engine::DEFAULT_LMDB_MAP_SIZE;
 const MAX_TREES: u32 = 512;
 /// LMDB keeps one reader slot per thread that ever read (126 by default).
 /// Garage reads from tokio's blocking pool (up to 512 threads) and its

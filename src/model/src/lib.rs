@@ -1,12 +1,14 @@
 //! `garage_model`: the tables of the metadata model.
 //!
 //! - `bucket` (id -> parameters: authorized keys, aliases, website, CORS,
-//!   quotas), `bucket_alias` (global name -> id) and `key` (access key id
-//!   -> secret, name, permissions): one partition each, listable; kept
-//!   consistent with each other by [`helper::Metadata`].
+//!   quotas), `bucket_alias` (global name -> id), `key` (access key id
+//!   -> secret, name, permissions) and `admin_token`: one partition each,
+//!   listable; the first three kept consistent with each other by
+//!   [`helper::Metadata`].
 //! - `object` ((bucket id, key) -> versions), `version` (version id ->
 //!   blocks), `block_ref` ((block, version) -> deleted flag),
-//!   `multipart_upload` (upload id -> parts) and `bucket_counters`.
+//!   `multipart_upload` (upload id -> parts), `bucket_counters`, and
+//!   `object_history` (the ordered history of each key's writes).
 //!
 //! Changes propagate inside the transaction that makes them, through the
 //! next table's insert queue: an object version that goes away deletes its

@@ -25,6 +25,7 @@ pub mod rpc;
 pub mod schema;
 pub mod sync;
 pub mod table;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod tuning;
 

@@ -2,13 +2,15 @@
 //! validation, ids and hashes, time, CRDT primitives and the registry of
 //! background workers.
 //!
-//! It may depend on `garage_db` only; it must never depend on the network,
-//! table, block, model or API crates.
+//! It depends on no other garage crate: the network, database, table,
+//! block, model and API crates build on it.
 
 pub mod clock;
 pub mod config;
 pub mod crdt;
 pub mod data;
+pub mod db_engine;
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzzing;
 pub mod socket;
 pub mod time;

@@ -201,7 +201,7 @@ pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
     let one = |r: NodeResponse| {
         let v = match r {
             A::NodeInfo(x) => serde_json::to_value(x),
-            A::Statistics(x) => serde_json::to_value(x.with_text()),
+            A::Statistics(x) => serde_json::to_value(x),
             A::RepairLaunched(x) => serde_json::to_value(x),
             A::Workers(x) => serde_json::to_value(x),
             A::Worker(x) => serde_json::to_value(x),
@@ -216,7 +216,11 @@ pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
         };
         v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
     };
-    let success: Map<String, Value> = m.success.into_iter().map(|(k, r)| (k, one(r))).collect();
+    let success: Map<String, Value> = m
+        .success
+        .into_iter()
+        .map(|(k, r)| (k, one(r.with_text())))
+        .collect();
     serde_json::json!({ "success": success, "error": m.error })
 }
 

@@ -1,12 +1,12 @@
 //! The admin operations, one implementation each: typed requests and
 //! answers, run on a node's [`Garage`]. They know nothing of HTTP or of
 //! the RPC. The admin HTTP API (`admin_api`) wraps them in its handlers,
-//! the admin RPC (`admin_rpc`) runs them for the CLI and for other nodes,
-//! and the CLI (`admin`) builds their requests and formats their answers.
+//! the admin RPC (`admin_rpc`) runs them for the CLI (`garage`'s `cli/`)
+//! and for other nodes, and [`json`] reads `garage json-api` requests
+//! into them.
 //!
-//! Modules only point down: `admin` → `admin_rpc` → `ops`, and
-//! `admin_api` → `admin_rpc` → `ops`; nothing here names those modules
-//! (`script/import-cycles.py` and the `no_import_cycles` test check it).
+//! Modules only point down: `admin_api` → `admin_rpc` → `ops`; nothing
+//! here names those modules (the structure test checks it).
 
 pub mod blocks;
 pub mod bucket;

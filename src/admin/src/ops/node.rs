@@ -66,7 +66,7 @@ impl MultiResponse<NodeResponse> {
         let mut error = self.error;
         let mut success = BTreeMap::new();
         for (id, r) in self.success {
-            match T::pick(r) {
+            match T::pick(r.with_text()) {
                 Some(v) => {
                     success.insert(id, v);
                 }
@@ -76,6 +76,20 @@ impl MultiResponse<NodeResponse> {
             }
         }
         MultiResponse { success, error }
+    }
+}
+
+impl NodeResponse {
+    /// With the text fields of the reference system's answers
+    /// (`freeform`) made from the typed fields: done where an answer is
+    /// shown (the HTTP API, `json-api`), never sent over the RPC.
+    pub fn with_text(self) -> Self {
+        match self {
+            Self::Statistics(s) => Self::Statistics(s.with_text()),
+            Self::Workers(w) => Self::Workers(w.into_iter().map(WorkerInfo::with_text).collect()),
+            Self::Worker(w) => Self::Worker(w.with_text()),
+            other => other,
+        }
     }
 }
 
@@ -649,8 +663,38 @@ pub struct WorkerInfo {
     /// Where it is in its work, in words.
     pub progress: Option<String>,
     pub queue_length: Option<u64>,
-    /// What it does, then its settings and counters, one per line.
+    /// What it does (garage's own).
+    #[serde(default)]
+    pub does: String,
+    /// Its settings and counters, by name (garage's own).
+    #[serde(default)]
+    pub details: Vec<WorkerDetail>,
+    /// What it does, then its settings and counters, one per line, as the
+    /// reference answers: filled in where the answer is shown
+    /// ([`NodeResponse::with_text`]), empty over the RPC.
+    #[serde(default)]
     pub freeform: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerDetail {
+    pub name: String,
+    pub value: String,
+}
+
+impl WorkerInfo {
+    /// With `freeform` made from `does` and `details`.
+    pub fn with_text(mut self) -> Self {
+        self.freeform = std::iter::once(format!("Does: {}", self.does))
+            .chain(
+                self.details
+                    .iter()
+                    .map(|d| format!("{}: {}", d.name, d.value)),
+            )
+            .collect();
+        self
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -700,9 +744,13 @@ impl From<garage_util::worker::WorkerInfo> for WorkerInfo {
             }),
             progress: w.progress,
             queue_length: w.queue_length,
-            freeform: std::iter::once(format!("Does: {}", w.does))
-                .chain(w.details.iter().map(|(k, v)| format!("{k}: {v}")))
+            does: w.does.to_string(),
+            details: w
+                .details
+                .into_iter()
+                .map(|(name, value)| WorkerDetail { name, value })
                 .collect(),
+            freeform: vec![],
         }
     }
 }

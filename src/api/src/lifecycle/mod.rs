@@ -1,6 +1,6 @@
 //! Get/Put/DeleteBucketLifecycleConfiguration: the rules are checked as S3
 //! checks them and kept in the bucket entry (a last-writer-wins register,
-//! like CORS). The lifecycle worker (`lifecycle_worker.rs`) applies them.
+//! like CORS). The lifecycle worker (`worker.rs`) applies them.
 //! Supported: Status, ID, a filter on prefix, object size and tags,
 //! Expiration (Days, Date or ExpiredObjectDeleteMarker),
 //! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions),

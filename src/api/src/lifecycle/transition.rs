@@ -2,7 +2,7 @@
 //! erasure-coded storage class, keeping its version id, ETag, dates,
 //! headers and checksums (S3's semantics: a transition changes where the
 //! bytes are kept, nothing a client reads). The lifecycle worker decides
-//! what moves (`lifecycle_worker.rs`); the transition worker there calls
+//! what moves (`worker.rs`); the transition worker there calls
 //! [`Api::transition`] for each.
 //!
 //! The steps, each safe to stop after (the next pass redoes what is left):

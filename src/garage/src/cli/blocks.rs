@@ -164,11 +164,9 @@ pub async fn worker(admin: &Admin, op: &WorkerOperation) -> anyhow::Result<()> {
             if let Some(e) = &w.last_error {
                 rows.push(format!("Last error:\t{} ({}s ago)", e.message, e.secs_ago));
             }
-            for line in w.freeform.iter() {
-                match line.split_once(": ") {
-                    Some((k, v)) => rows.push(format!("{k}:\t{v}")),
-                    None => rows.push(line.clone()),
-                }
+            rows.push(format!("Does:\t{}", w.does));
+            for d in w.details.iter() {
+                rows.push(format!("{}:\t{}", d.name, d.value));
             }
             columns(&rows)
         }

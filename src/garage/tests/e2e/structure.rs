@@ -341,3 +341,48 @@ fn admin_does_not_depend_on_the_s3_crate() {
         "garage_admin serves with garage_http's listener"
     );
 }
+
+/// Test helpers do not ship in production builds: `garage_util::fuzzing`
+/// and `garage_table::testing` exist under `cfg(test)` or the crates'
+/// `testing` feature, which only dev-dependencies enable.
+#[test]
+fn test_helpers_are_left_out_of_production_builds() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (lib, module) in [
+        ("util/src/lib.rs", "pub mod fuzzing;"),
+        ("table/src/lib.rs", "pub mod testing;"),
+    ] {
+        let text = std::fs::read_to_string(src.join(lib)).unwrap();
+        let before = text
+            .lines()
+            .take_while(|l| l.trim() != module)
+            .last()
+            .unwrap_or_default();
+        assert_eq!(
+            before.trim(),
+            "#[cfg(any(test, feature = \"testing\"))]",
+            "{lib}: `{module}` must be behind cfg(test) or the testing feature"
+        );
+    }
+    for e in std::fs::read_dir(&src).unwrap() {
+        let toml = e.unwrap().path().join("Cargo.toml");
+        let Ok(text) = std::fs::read_to_string(&toml) else {
+            continue;
+        };
+        // The [dependencies] section: up to the next section.
+        let deps = text
+            .split("\n[")
+            .find(|s| s.starts_with("dependencies]"))
+            .unwrap_or_default();
+        assert!(
+            !deps.contains("\"testing\""),
+            "{}: a production dependency enables a testing feature",
+            toml.display()
+        );
+    }
+    let util = std::fs::read_to_string(src.join("util/Cargo.toml")).unwrap();
+    assert!(
+        !util.contains("garage_db"),
+        "garage_util depends on garage_db"
+    );
+}

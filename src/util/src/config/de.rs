@@ -90,14 +90,14 @@ pub fn compression<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Er
 }
 
 /// `db_engine`: `"lmdb"` or `"sqlite"`.
-pub fn db_engine<'de, D: Deserializer<'de>>(d: D) -> Result<garage_db::Engine, D::Error> {
+pub fn db_engine<'de, D: Deserializer<'de>>(d: D) -> Result<crate::db_engine::Engine, D::Error> {
     let s = String::deserialize(d)?;
     if s == "sled" {
         return Err(de::Error::custom(
             "the sled engine is no longer supported: use \"lmdb\" or \"sqlite\" (convert an old database with `garage convert-db`)",
         ));
     }
-    garage_db::Engine::from_str(&s).map_err(de::Error::custom)
+    crate::db_engine::Engine::from_str(&s).map_err(de::Error::custom)
 }
 
 /// `replication_factor`: at least 1.

@@ -93,7 +93,7 @@ pub struct Config {
     #[serde(default, deserialize_with = "de::opt_duration")]
     pub metadata_auto_snapshot_interval: Option<Duration>,
     #[serde(default = "default_db_engine", deserialize_with = "de::db_engine")]
-    pub db_engine: garage_db::Engine,
+    pub db_engine: crate::db_engine::Engine,
     /// Sync every metadata commit to disk before acknowledging it.
     #[serde(default)]
     pub metadata_fsync: bool,
@@ -387,8 +387,8 @@ impl DataDirs {
     }
 }
 
-fn default_db_engine() -> garage_db::Engine {
-    garage_db::Engine::Lmdb
+fn default_db_engine() -> crate::db_engine::Engine {
+    crate::db_engine::Engine::Lmdb
 }
 fn default_block_size() -> u64 {
     1 << 20
@@ -561,7 +561,7 @@ impl Config {
     /// number of 4 KiB pages, or 1 TiB.
     pub fn lmdb_map_size(&self) -> u64 {
         match self.lmdb_map_size {
-            0 => garage_db::lmdb_adapter::DEFAULT_MAP_SIZE,
+            0 => crate::db_engine::DEFAULT_LMDB_MAP_SIZE,
             n => (n / 4096 * 4096).max(4096),
         }
     }

@@ -23,7 +23,7 @@ fn parse(text: &str) -> Result<Config, ConfigError> {
 fn builtin_default_is_valid_single_node() {
     let c = Config::builtin_default(Path::new("/tmp/x"));
     assert_eq!(c.replication_factor, 1);
-    assert_eq!(c.db_engine, garage_db::Engine::Lmdb);
+    assert_eq!(c.db_engine, crate::db_engine::Engine::Lmdb);
     assert_eq!(c.metadata_dir, PathBuf::from("/tmp/x/garage-data/meta"));
     assert_eq!(
         c.data_dir.paths(),
@@ -43,7 +43,7 @@ fn defaults_follow_the_reference() {
     assert_eq!(c.compression_level, Some(1));
     assert!(!c.metadata_fsync && !c.data_fsync);
     assert_eq!(c.consistency_mode, ConsistencyMode::Consistent);
-    assert_eq!(c.db_engine, garage_db::Engine::Lmdb);
+    assert_eq!(c.db_engine, crate::db_engine::Engine::Lmdb);
     assert_eq!(c.block_max_concurrent_reads, 16);
     assert_eq!(
         c.metadata_snapshots_dir(),
@@ -106,7 +106,7 @@ admin_token = "UkLeGWEvHnXBqnueR3ISEMWpOnm40jH2tM2HnnL/0F4="
 trace_sink = "http://localhost:4317"
 "#;
     let c = parse(text).unwrap();
-    assert_eq!(c.db_engine, garage_db::Engine::Sqlite);
+    assert_eq!(c.db_engine, crate::db_engine::Engine::Sqlite);
     assert_eq!(c.block_size, 10 << 20);
     assert_eq!(c.compression_level, None);
     assert_eq!(c.consistency_mode, ConsistencyMode::Degraded);
