@@ -17,7 +17,7 @@ use std::time::Instant;
 use futures::future::BoxFuture;
 use hyper::body::Incoming;
 use hyper::header::{
-    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, HOST, ORIGIN, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, EXPECT, HOST, ORIGIN, TRANSFER_ENCODING,
 };
 use hyper::http::Extensions;
 use hyper::{Method, Request, StatusCode, Uri};
@@ -229,6 +229,16 @@ impl CorsService {
                 .headers()
                 .get(CONTENT_LENGTH)
                 .is_some_and(|l| l.as_bytes() != b"0");
+        // `Expect: 100-continue` on an empty body: hyper answers without a
+        // `100 Continue` (there is nothing to continue), and botocore
+        // (boto3, aws-cli) then keeps that answer's status for the next
+        // request on the connection, whose answer it cannot read: the
+        // next upload waits for the client's read timeout (60 s) and is
+        // sent again. Closing the connection gives the client a fresh one.
+        let expects_continue = req
+            .headers()
+            .get(EXPECT)
+            .is_some_and(|e| e.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         let fut = match crate::access::auth_scope::check_request(
             req.headers(),
             req.uri(),
@@ -244,12 +254,13 @@ impl CorsService {
                 Box::pin(std::future::ready(resp))
             }
         };
-        if !has_body {
+        if !has_body && !expects_continue {
             return fut;
         }
         Box::pin(async move {
             let mut resp = fut.await?;
-            if resp.status().is_client_error() || resp.status().is_server_error() {
+            let failed = resp.status().is_client_error() || resp.status().is_server_error();
+            if failed || !has_body {
                 resp.headers_mut()
                     .insert(CONNECTION, HeaderValue::from_static("close"));
             }

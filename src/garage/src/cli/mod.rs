@@ -1,9 +1,11 @@
 //! The admin CLI (`garage status`, `node`, `layout`, `bucket`, `key`, …):
-//! it reaches a running daemon over the cluster RPC, with the same
-//! `rpc_secret`, as a client with a throwaway node key. By default the
-//! daemon is the one this machine's configuration describes; `-h
-//! <id>@<host>:<port>` names another. It sends the typed requests of
-//! [`garage_admin::ops`] and formats their answers itself.
+//! it reaches a running daemon over the admin RPC
+//! ([`garage_admin::admin_rpc`]), with the same `rpc_secret`, as a client
+//! with a throwaway node key. By default the daemon is the one this
+//! machine's configuration describes; `-h <id>@<host>:<port>` names
+//! another. It sends the typed requests of [`garage_admin::ops`] and
+//! formats their answers itself; `--json` and `json-api` print the answers
+//! as the admin HTTP API does ([`garage_admin::ops::json`]).
 
 mod blocks;
 mod bucket;

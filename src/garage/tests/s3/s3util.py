@@ -9,15 +9,17 @@ from botocore.exceptions import ClientError
 
 
 def client(endpoint, key_id, secret):
-    """A boto3 S3 client of `endpoint`: path-style, region "garage", no
-    retries (a retry would hide the answer under test)."""
+    """A boto3 S3 client of `endpoint`: path-style, region "garage", one
+    attempt per call (a retry would hide the answer under test:
+    botocore's `max_attempts` counts retries, `total_max_attempts` all
+    attempts)."""
     return boto3.client(
         "s3",
         endpoint_url=endpoint,
         aws_access_key_id=key_id,
         aws_secret_access_key=secret,
         region_name="garage",
-        config=Config(retries={"max_attempts": 1}, s3={"addressing_style": "path"}),
+        config=Config(retries={"total_max_attempts": 1}, s3={"addressing_style": "path"}),
     )
 
 
