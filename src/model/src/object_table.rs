@@ -645,14 +645,17 @@ impl TableSchema for ObjectTable {
     /// it holds a complete version that sorts after one of them (the
     /// newest ever complete, the entry's mark: a version before it would
     /// be dropped at once), reporting that version's timestamp: the
-    /// writer then stamps its version again above it.
+    /// writer then stamps its version again above it. A version of the
+    /// same timestamp as the mark but another id is refused too: two
+    /// versions of a key never share a timestamp, so that listings, which
+    /// order versions by timestamp first, show them in the order they won.
     fn newer_than(stored: &Object, incoming: &Object) -> Option<u64> {
         let mark = stored.complete_mark?;
         incoming
             .versions
             .iter()
             .filter(|v| v.state != ObjectVersionState::Aborted)
-            .any(|v| v.sort_key() < mark)
+            .any(|v| v.sort_key() < mark || (v.timestamp == mark.0 && v.sort_key() != mark))
             .then_some(mark.0)
     }
 
@@ -924,10 +927,10 @@ mod tests {
     }
 
     /// Ordered writes (doc/ordering.md): a replica holding a complete
-    /// version newer than the one written refuses it and reports the newer
-    /// timestamp; an upload stamped before it too (it would be dropped at
-    /// once); nothing refuses a newer version, an abort, or a write to an
-    /// entry with no complete version.
+    /// version newer than the one written, or of the same timestamp,
+    /// refuses it and reports the newer timestamp; an upload stamped before
+    /// it too (it would be dropped at once); nothing refuses a newer
+    /// version, an abort, or a write to an entry with no complete version.
     #[test]
     fn ordered_writes_are_refused_behind_the_newest_complete_version() {
         let stored = obj("k", vec![v(1, 50, inline(10)), v(2, 70, uploading(true))]);
@@ -937,9 +940,11 @@ mod tests {
         assert_eq!(newer(v(3, 40, DELETE_MARKER)), Some(50));
         assert_eq!(newer(v(3, 40, blocks(5))), Some(50));
         assert_eq!(newer(v(3, 40, uploading(true))), Some(50));
-        // Same timestamp, smaller id: sorts before, refused.
+        // Same timestamp, smaller id: sorts before, refused; larger id:
+        // sorts after, but two versions never share a timestamp (listings
+        // order by timestamp first): refused too, stamped again above.
         assert_eq!(newer(v(0, 50, inline(5))), Some(50));
-        assert_eq!(newer(v(3, 50, inline(5))), None);
+        assert_eq!(newer(v(3, 50, inline(5))), Some(50));
         assert_eq!(newer(v(3, 60, inline(5))), None);
         assert_eq!(newer(v(3, 40, ObjectVersionState::Aborted)), None);
         // The version itself, written again: not refused.
