@@ -34,7 +34,8 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
         LayoutOperation::Show => show(admin).await,
         LayoutOperation::Assign(opt) => assign(admin, opt).await,
         LayoutOperation::Remove { node_id } => {
-            let id = find_node(admin, node_id).await?;
+            let ids = node_ids(admin, &admin.layout().await?).await?;
+            let id = find_node(&ids, node_id)?;
             stage(
                 admin,
                 UpdateClusterLayoutRequest {
@@ -138,18 +139,22 @@ async fn stage(admin: &Admin, req: UpdateClusterLayoutRequest) -> anyhow::Result
     expect!(admin.op(R::UpdateClusterLayout(req)).await?, A::Layout(_) => ())
 }
 
-/// The full id of the node whose id starts with `prefix`, among the
-/// known nodes and those with a role.
-async fn find_node(admin: &Admin, prefix: &str) -> anyhow::Result<String> {
+/// The ids of the known nodes and of those with a (current or staged)
+/// role, among which a prefix names a node.
+async fn node_ids(admin: &Admin, layout: &GetClusterLayoutResponse) -> anyhow::Result<Vec<String>> {
     let status = admin.cluster_status().await?;
-    let layout = admin.layout().await?;
-    let ids = status
+    Ok(status
         .nodes
         .into_iter()
         .map(|n| n.id)
-        .chain(layout.roles.into_iter().map(|r| r.id))
-        .chain(layout.staged_role_changes.into_iter().map(|c| c.id));
-    find_id(ids, prefix).map_err(|e| anyhow!(e))
+        .chain(layout.roles.iter().map(|r| r.id.clone()))
+        .chain(layout.staged_role_changes.iter().map(|c| c.id.clone()))
+        .collect())
+}
+
+/// The full id of the node whose id starts with `prefix`.
+fn find_node(ids: &[String], prefix: &str) -> anyhow::Result<String> {
+    find_id(ids.iter().cloned(), prefix).map_err(|e| anyhow!(e))
 }
 
 /// A node's role once the staged changes are applied: (zone, capacity,
@@ -175,10 +180,11 @@ fn staged_role(
 
 async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
     let layout = admin.layout().await?;
+    let ids = node_ids(admin, &layout).await?;
     let mut changes = Vec::new();
     for r in opt.replace.iter() {
         changes.push(NodeRoleChange {
-            id: find_node(admin, r).await?,
+            id: find_node(&ids, r)?,
             remove: Some(true),
             zone: None,
             capacity: None,
@@ -199,7 +205,7 @@ async fn assign(admin: &Admin, opt: &AssignRoleOpt) -> anyhow::Result<()> {
         None => None,
     };
     for n in opt.node_ids.iter() {
-        let id = find_node(admin, n).await?;
+        let id = find_node(&ids, n)?;
         let current = staged_role(&layout, &id);
         let zone = opt
             .zone
