@@ -10,6 +10,7 @@ use garage_model::bucket_table::Bucket;
 use garage_model::helper::Metadata;
 use garage_model::history_table::HistoryTable;
 use garage_model::key_table::Key;
+use garage_model::kms::Kms;
 use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
 use garage_model::version_table::VersionTable;
@@ -34,9 +35,9 @@ pub struct Api {
     /// `s3_region`: the only location constraint accepted, and the region
     /// requests must be signed for.
     pub region: String,
-    /// `sse_master_key`: wraps the data keys of SSE-S3 objects; without
-    /// it SSE-S3 is refused.
-    pub sse_master: Option<MasterKey>,
+    /// The cluster's keys: they wrap the data keys of SSE-S3 and SSE-KMS
+    /// objects.
+    pub kms: Arc<Kms>,
 }
 
 /// The permission an operation needs on its bucket.
@@ -59,7 +60,7 @@ impl Api {
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
         region: String,
-        sse_master: Option<MasterKey>,
+        kms: Arc<Kms>,
     ) -> Arc<Self> {
         Arc::new(Self {
             metadata,
@@ -71,7 +72,7 @@ impl Api {
             blocks,
             cas,
             region,
-            sse_master,
+            kms,
         })
     }
 
@@ -217,23 +218,4 @@ pub fn check_key(key: &str) -> ApiResult<()> {
         return Err(ApiError::InvalidArgument("the object key is empty".into()));
     }
     Ok(())
-}
-
-/// The cluster's SSE-S3 master key (`sse_master_key`): it wraps the data
-/// keys of SSE-S3 objects (`encryption::sse` uses it). `Debug` does not
-/// show it.
-#[derive(Clone)]
-pub struct MasterKey(pub(crate) [u8; 32]);
-
-impl std::fmt::Debug for MasterKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MasterKey").finish_non_exhaustive()
-    }
-}
-
-impl MasterKey {
-    /// From its 64 hexadecimal characters (checked by the configuration).
-    pub fn from_hex(s: &str) -> Option<Self> {
-        hex::decode(s.trim()).ok()?.try_into().ok().map(Self)
-    }
 }

@@ -120,6 +120,10 @@ pub enum ApiError {
     Unavailable(String),
     #[error("Internal error: {0}")]
     Internal(String),
+    /// A KMS key that does not exist, is disabled, or does not open a
+    /// data key.
+    #[error("{0}")]
+    Kms(garage_model::kms::KmsError),
     /// Credentials of a kind or a region this server does not accept
     /// (`access::auth_scope` says which, and with which code).
     #[error("{message}")]
@@ -136,6 +140,15 @@ impl From<garage_table::Error> for ApiError {
             | garage_table::Error::NoNodes
             | garage_table::Error::Net { .. } => ApiError::Unavailable(e.to_string()),
             e => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
+impl From<garage_model::kms::KmsError> for ApiError {
+    fn from(e: garage_model::kms::KmsError) -> Self {
+        match e {
+            garage_model::kms::KmsError::Table(t) => t.into(),
+            e => ApiError::Kms(e),
         }
     }
 }
@@ -225,6 +238,17 @@ impl ApiError {
             Unavailable(_) => S3ErrorCode::ServiceUnavailable,
             Internal(_) => S3ErrorCode::InternalError,
             Refused { code, .. } => code.clone(),
+            Kms(k) => {
+                use garage_model::kms::KmsError as K;
+                match k {
+                    K::NotFound(_) => S3ErrorCode::Custom("KMS.NotFoundException".into()),
+                    K::Disabled(_) => S3ErrorCode::Custom("KMS.DisabledException".into()),
+                    K::Invalid(_) | K::AlreadyExists(_) => S3ErrorCode::InvalidArgument,
+                    K::InvalidCiphertext(_) | K::Internal(_) | K::Table(_) => {
+                        S3ErrorCode::InternalError
+                    }
+                }
+            }
         }
     }
 }
@@ -242,6 +266,9 @@ impl From<ApiError> for S3Error {
             ApiError::MalformedAcl(_) | ApiError::InvalidBucketAclWithObjectOwnership => {
                 Some(hyper::StatusCode::BAD_REQUEST)
             }
+            ApiError::Kms(
+                garage_model::kms::KmsError::NotFound(_) | garage_model::kms::KmsError::Disabled(_),
+            ) => Some(hyper::StatusCode::BAD_REQUEST),
             _ => None,
         };
         let mut err = S3Error::with_message(code, e.to_string());
@@ -268,7 +295,9 @@ impl From<ApiError> for S3Error {
             }
             err.set_headers(h);
         }
-        if matches!(e, ApiError::Internal(_) | ApiError::Unavailable(_)) {
+        if matches!(e, ApiError::Internal(_) | ApiError::Unavailable(_))
+            || matches!(e.code(), S3ErrorCode::InternalError)
+        {
             tracing::warn!("S3 request failed: {e}");
         }
         err

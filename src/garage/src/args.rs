@@ -177,6 +177,10 @@ pub enum Command {
     /// Admin API tokens: list, info, create, rename, set, delete, delete-expired
     #[command(subcommand)]
     AdminToken(AdminTokenOperation),
+    /// The cluster's encryption keys (SSE-S3, SSE-KMS): list, info,
+    /// create, rotate, disable, enable, alias, unalias, describe
+    #[command(subcommand)]
+    Kms(KmsOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
     /// Repair this node's metadata database directly, with its daemon stopped
@@ -213,6 +217,7 @@ impl Command {
             Command::Block(_) => "block",
             Command::Meta(_) => "meta",
             Command::AdminToken(_) => "admin-token",
+            Command::Kms(_) => "kms",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
             Command::OfflineRepair(_) => "offline-repair",
@@ -528,6 +533,37 @@ pub enum WorkerOperation {
     Get { variable: Option<String> },
     /// Set a worker variable: resync-tranquility, resync-worker-count, scrub-tranquility
     Set { variable: String, value: String },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum KmsOperation {
+    /// Every key, SSE-S3's included
+    List,
+    /// One key, by id, alias/NAME or ARN
+    Info { key: String },
+    /// A new key, for SSE-KMS
+    Create {
+        /// What it is for
+        #[arg(long, default_value = "")]
+        description: String,
+        /// An alias name (used as alias/NAME)
+        #[arg(long)]
+        alias: Option<String>,
+    },
+    /// Make a new version of a key's material wrap new data keys (the
+    /// earlier versions still open what they wrapped)
+    Rotate { key: String },
+    /// Refuse every use of a key (reads and writes of its objects fail
+    /// with KMS.DisabledException) until it is enabled again
+    Disable { key: String },
+    /// Allow a disabled key again
+    Enable { key: String },
+    /// Give a key an alias (used as alias/NAME)
+    Alias { key: String, alias: String },
+    /// Take an alias from a key
+    Unalias { key: String, alias: String },
+    /// Change a key's description
+    Describe { key: String, description: String },
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         | Command::Block(_)
         | Command::Meta(_)
         | Command::AdminToken(_)
+        | Command::Kms(_)
         | Command::JsonApi { .. }
         | Command::Worker(_) => run_admin(&opt),
     };

@@ -104,6 +104,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         }
         tasks.extend(garage.block_manager.spawn_workers(&exit_rx));
         tasks.push(tokio::spawn(
+            garage
+                .kms
+                .clone()
+                .make_sse_s3_key_at_first_layout(system.clone(), exit_rx.clone()),
+        ));
+        tasks.push(tokio::spawn(
             garage_api::lifecycle::worker::LifecycleWorker::new(
                 s3_api(&config, &garage),
                 system.clone(),
@@ -290,10 +296,7 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.block_manager.clone(),
         garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),
-        config
-            .sse_master_key
-            .as_deref()
-            .and_then(garage_api::ctx::MasterKey::from_hex),
+        garage.kms.clone(),
     )
 }
 

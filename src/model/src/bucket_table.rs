@@ -73,12 +73,18 @@ fn no_default_class() -> Lww<Option<String>> {
     Lww::raw(0, None)
 }
 
-/// A bucket's default encryption: SSE-S3 (the only kind served).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// A bucket's default encryption: SSE-S3, or SSE-KMS with a key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct DefaultEncryption {
-    /// Echoed as set (S3 Bucket Keys reduce KMS calls; there is no KMS
-    /// here).
+    /// Echoed as set, and given to SSE-KMS objects (S3 Bucket Keys save
+    /// calls to an external KMS; the cluster's keys need none).
     pub bucket_key_enabled: bool,
+    /// SSE-KMS (`aws:kms`) instead of SSE-S3.
+    #[serde(default)]
+    pub kms: bool,
+    /// The KMS key named (id, alias or ARN); none: the default `aws/s3`.
+    #[serde(default)]
+    pub kms_key_id: Option<String>,
 }
 
 fn no_default_encryption() -> Lww<Option<DefaultEncryption>> {

@@ -11,6 +11,8 @@ use crate::counter_table::{CounterTable, LocalCounters};
 use crate::helper::Metadata;
 use crate::history_table::HistoryTable;
 use crate::key_table::KeyTable;
+use crate::kms::table::KmsKeyTable;
+use crate::kms::Kms;
 use crate::mpu_table::MpuTable;
 use crate::object_table::ObjectTable;
 use crate::version_table::VersionTable;
@@ -55,6 +57,8 @@ pub struct Garage {
     pub key_table: Arc<Table<KeyTable>>,
     /// Admin API tokens beyond the configured one.
     pub admin_token_table: Arc<Table<AdminTokenTable>>,
+    /// The cluster's encryption keys (SSE-S3, SSE-KMS) and their use.
+    pub kms: Arc<Kms>,
     pub object_table: Arc<Table<ObjectTable>>,
     pub version_table: Arc<Table<VersionTable>>,
     pub block_ref_table: Arc<Table<BlockRefTable>>,
@@ -77,6 +81,16 @@ impl Garage {
         let bucket_alias_table = Table::new(BucketAliasTable, db.clone(), system.clone())?;
         let key_table = Table::new(KeyTable, db.clone(), system.clone())?;
         let admin_token_table = Table::new(AdminTokenTable, db.clone(), system.clone())?;
+        let kms_table = Table::new(KmsKeyTable, db.clone(), system.clone())?;
+        let kms = Kms::new(
+            kms_table.clone(),
+            config.rpc_secret.as_deref().unwrap_or_default(),
+            config
+                .sse_master_key
+                .as_deref()
+                .and_then(|h| hex::decode(h).ok())
+                .and_then(|k| k.try_into().ok()),
+        );
         let block_rc = BlockRc::open(&db, block_delete_delay().as_millis() as u64)?;
         let dirs = match &config.data_dir {
             DataDirs::Single(p) => garage_block::dirs::DataDirs::single(p),
@@ -154,6 +168,7 @@ impl Garage {
             counter_table.clone(),
             history_table.clone(),
             admin_token_table.clone(),
+            kms_table,
         ];
         Ok(Arc::new(Self {
             metadata_snapshots_dir: config.metadata_snapshots_dir(),
@@ -164,6 +179,7 @@ impl Garage {
             bucket_alias_table,
             key_table,
             admin_token_table,
+            kms,
             object_table,
             version_table,
             block_ref_table,

@@ -30,6 +30,7 @@ pub mod garage;
 pub mod helper;
 pub mod history_table;
 pub mod key_table;
+pub mod kms;
 pub mod mpu_table;
 pub mod object_lock;
 pub mod object_table;

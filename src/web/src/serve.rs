@@ -153,12 +153,7 @@ impl Web {
             false => self.api.current_for_get(site.id, &object, None).await,
         };
         let err = match lookup {
-            Ok(cur) => match check_version(
-                &cur,
-                cond.as_conditions(),
-                None,
-                self.api.sse_master.as_ref(),
-            ) {
+            Ok(cur) => match check_version(&self.api.kms, &cur, cond.as_conditions(), None).await {
                 Ok(sse) => {
                     let range = ask
                         .headers
@@ -202,12 +197,9 @@ impl Web {
                 // The bucket's own error page, for every 4xx as S3 does;
                 // when it is missing or cannot be read, the built-in one.
                 if let Ok(cur) = self.api.current(site.id, doc, None).await {
-                    if let Ok(sse) = check_version(
-                        &cur,
-                        Conditions::default(),
-                        None,
-                        self.api.sse_master.as_ref(),
-                    ) {
+                    if let Ok(sse) =
+                        check_version(&self.api.kms, &cur, Conditions::default(), None).await
+                    {
                         return self.object_response(&cur, sse, None, status, head);
                     }
                 }

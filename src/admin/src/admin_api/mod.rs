@@ -16,6 +16,7 @@ mod cluster;
 pub mod error;
 mod extract;
 pub(crate) mod key;
+pub(crate) mod kms;
 mod layout;
 pub(crate) mod node;
 mod objects;
@@ -65,6 +66,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = bucket::routes(r);
     let r = node::routes(r);
     let r = token::routes(r);
+    let r = kms::routes(r);
     let r = objects::routes(r);
     r.split_for_parts()
 }

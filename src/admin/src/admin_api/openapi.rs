@@ -104,6 +104,11 @@ mod tests {
         ("POST", "/v2/CreateAdminToken"),
         ("POST", "/v2/UpdateAdminToken"),
         ("POST", "/v2/DeleteAdminToken"),
+        ("GET", "/v2/ListKmsKeys"),
+        ("GET", "/v2/GetKmsKeyInfo"),
+        ("POST", "/v2/CreateKmsKey"),
+        ("POST", "/v2/UpdateKmsKey"),
+        ("POST", "/v2/RotateKmsKey"),
         ("POST", "/v2/PresignS3Request"),
         ("GET", "/v2/GetNodeMetricsHistory"),
     ];

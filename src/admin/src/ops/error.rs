@@ -30,6 +30,8 @@ pub enum ApiError {
     #[error("{0}")]
     NoSuchObject(String),
     #[error("{0}")]
+    NoSuchKmsKey(String),
+    #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
     BucketAlreadyExists(String),
@@ -54,6 +56,7 @@ impl ApiError {
             ApiError::NoSuchWorker(_) => "NoSuchWorker",
             ApiError::NoSuchAdminToken(_) => "NoSuchAdminToken",
             ApiError::NoSuchObject(_) => "NoSuchObject",
+            ApiError::NoSuchKmsKey(_) => "NoSuchKmsKey",
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -74,6 +77,7 @@ impl ApiError {
             | ApiError::NoSuchWorker(_)
             | ApiError::NoSuchAdminToken(_)
             | ApiError::NoSuchObject(_)
+            | ApiError::NoSuchKmsKey(_)
             | ApiError::NotFound(_) => 404,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)

@@ -8,6 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
+use super::kms::{KmsKeyQuery, KmsRequest, KmsResponse};
 use super::node::{MultiResponse, NodeRequest, NodeResponse};
 use super::token::{pattern, TokenQuery, TokenRequest, TokenResponse};
 use super::{AdminRequest, AdminResponse};
@@ -117,6 +118,14 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
             R::Token(TokenRequest::Update(t, body(take(f))?))
         }
         "DeleteAdminToken" => R::Token(TokenRequest::Delete(token(f)?)),
+        "ListKmsKeys" => R::Kms(KmsRequest::List),
+        "GetKmsKeyInfo" => R::Kms(KmsRequest::Info(kms_key(f)?)),
+        "CreateKmsKey" => R::Kms(KmsRequest::Create(body(take(f))?)),
+        "UpdateKmsKey" => {
+            let k = kms_key(f)?;
+            R::Kms(KmsRequest::Update(k, body(take(f))?))
+        }
+        "RotateKmsKey" => R::Kms(KmsRequest::Rotate(kms_key(f)?)),
         "PresignS3Request" => R::PresignS3Request(body(take(f))?),
         _ => {
             // A node-local operation: `node` is `self` unless given.
@@ -164,6 +173,10 @@ fn token(f: &mut Map<String, Value>) -> Result<String, String> {
     pattern(query::<TokenQuery>(f, &["id", "search"])?).map_err(|e| e.to_string())
 }
 
+fn kms_key(f: &mut Map<String, Value>) -> Result<String, String> {
+    Ok(query::<KmsKeyQuery>(f, &["id"])?.id)
+}
+
 /// The JSON the HTTP API answers for `r`.
 pub fn answer(r: AdminResponse) -> Value {
     use AdminResponse as A;
@@ -190,6 +203,8 @@ pub fn answer(r: AdminResponse) -> Value {
         A::Token(TokenResponse::Tokens(x)) => serde_json::to_value(x),
         A::Token(TokenResponse::Token(x)) => serde_json::to_value(x),
         A::Token(TokenResponse::Deleted(x)) => serde_json::to_value(x),
+        A::Kms(KmsResponse::Keys(x)) => serde_json::to_value(x),
+        A::Kms(KmsResponse::Key(x)) => serde_json::to_value(x),
         A::Done => Ok(Value::Null),
     };
     v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))

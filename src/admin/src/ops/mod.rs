@@ -15,6 +15,7 @@ pub mod error;
 pub mod history;
 pub mod json;
 pub mod key;
+pub mod kms;
 pub mod layout;
 pub mod node;
 pub mod presign;
@@ -82,6 +83,7 @@ pub enum AdminRequest {
         id: String,
     },
     Token(token::TokenRequest),
+    Kms(kms::KmsRequest),
     PresignS3Request(presign::PresignS3Request),
 }
 
@@ -105,6 +107,7 @@ pub enum AdminResponse {
     Keys(Vec<key::ListKeysResponseItem>),
     Key(key::GetKeyInfoResponse),
     Token(token::TokenResponse),
+    Kms(kms::KmsResponse),
     /// Done, nothing to say (deletions).
     Done,
 }
@@ -166,5 +169,6 @@ pub async fn run(
             A::Done
         }
         R::Token(r) => A::Token(token::handle(g, r).await?),
+        R::Kms(r) => A::Kms(kms::handle(g, r).await?),
     })
 }

@@ -1,6 +1,6 @@
 //! Put/Get/DeleteBucketEncryption: a bucket's default encryption, SSE-S3
-//! only (applied by [`crate::encryption::sse::write_key`] to writes that ask for no
-//! encryption of their own).
+//! or SSE-KMS (applied by [`crate::encryption::sse::write_key`] to writes
+//! that ask for no encryption of their own).
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::ctx::{Api, Need};
-use crate::encryption::sse::{no_master_key, AES256};
+use crate::encryption::sse::{check_default, AES256, AWS_KMS};
 use crate::error::{ApiError, ApiResult};
 
 /// The one rule of a PutBucketEncryption, checked as S3 does.
@@ -25,25 +25,29 @@ fn parse(conf: &ServerSideEncryptionConfiguration) -> ApiResult<DefaultEncryptio
         .ok_or_else(|| {
             ApiError::MalformedXml("the Rule needs ApplyServerSideEncryptionByDefault".into())
         })?;
-    crate::encryption::sse::write_key(
-        None,
-        None,
-        Some(by_default.sse_algorithm.as_str()),
-        false,
-        None,
-    )
-    .or_else(|e| match e {
-        // Only the algorithm is checked here.
-        ApiError::InvalidRequest(_) => Ok(None),
-        e => Err(e),
-    })?;
-    if by_default.kms_master_key_id.is_some() {
+    let kms = match by_default.sse_algorithm.as_str() {
+        AES256 => false,
+        AWS_KMS => true,
+        "aws:kms:dsse" => {
+            return Err(ApiError::NotImplemented(
+                "Dual-layer SSE-KMS (aws:kms:dsse) is not available; use aws:kms or AES256".into(),
+            ))
+        }
+        other => {
+            return Err(ApiError::InvalidArgument(format!(
+                "The encryption method specified is not supported: {other:?}"
+            )))
+        }
+    };
+    if by_default.kms_master_key_id.is_some() && !kms {
         return Err(ApiError::InvalidArgument(
             "KMSMasterKeyID is only allowed with aws:kms".into(),
         ));
     }
     Ok(DefaultEncryption {
         bucket_key_enabled: rule.bucket_key_enabled.unwrap_or(false),
+        kms,
+        kms_key_id: by_default.kms_master_key_id.clone(),
     })
 }
 
@@ -54,9 +58,7 @@ impl Api {
     ) -> ApiResult<S3Response<PutBucketEncryptionOutput>> {
         let i = req.input;
         let enc = parse(&i.server_side_encryption_configuration)?;
-        if self.sse_master.is_none() {
-            return Err(no_master_key());
-        }
+        check_default(&self.kms, &enc).await?;
         let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
         self.update_bucket(b, |p| p.encryption.update(Some(enc)))
             .await?;
@@ -72,14 +74,18 @@ impl Api {
         let b = self.bucket(id, &req.input.bucket).await?;
         let enc = b
             .params()
-            .and_then(|p| *p.encryption.get())
+            .and_then(|p| p.encryption.get().clone())
             .ok_or(ApiError::NoSuchEncryptionConfiguration)?;
         Ok(S3Response::new(GetBucketEncryptionOutput {
             server_side_encryption_configuration: Some(ServerSideEncryptionConfiguration {
                 rules: vec![ServerSideEncryptionRule {
                     apply_server_side_encryption_by_default: Some(ServerSideEncryptionByDefault {
-                        kms_master_key_id: None,
-                        sse_algorithm: ServerSideEncryption::from_static(AES256),
+                        kms_master_key_id: enc.kms_key_id.clone(),
+                        sse_algorithm: ServerSideEncryption::from_static(if enc.kms {
+                            AWS_KMS
+                        } else {
+                            AES256
+                        }),
                     }),
                     bucket_key_enabled: Some(enc.bucket_key_enabled),
                 }],
@@ -121,8 +127,10 @@ mod tests {
     #[test]
     fn configurations_are_checked() {
         assert!(parse(&conf(AES256, None, 1)).unwrap().bucket_key_enabled);
+        let kms = parse(&conf(AWS_KMS, Some("alias/k"), 1)).unwrap();
+        assert!(kms.kms && kms.kms_key_id.as_deref() == Some("alias/k"));
         assert!(matches!(
-            parse(&conf("aws:kms", None, 1)),
+            parse(&conf("aws:kms:dsse", None, 1)),
             Err(ApiError::NotImplemented(_))
         ));
         assert!(matches!(

@@ -32,7 +32,7 @@ use s3s::{S3Request, S3Response};
 use crate::access::authorize::Action;
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
-use crate::encryption::sse::{check_read, is_encrypted, plain_size, SseKey, S3_KEY_HEADER};
+use crate::encryption::sse::{check_read, is_encrypted, plain_size, SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::checksum::{Algo, Expected};
@@ -138,8 +138,10 @@ impl Api {
                     })
             })
             .ok_or_else(|| ApiError::NoSuchUpload(id.into()))?;
-        let sse = check_read(&headers, given.as_ref(), self.sse_master.as_ref()).map_err(|e| {
-            match e {
+        let sse = check_read(&self.kms, &headers, given.as_ref())
+            .await
+            .map_err(|e| {
+                match e {
             ApiError::InvalidRequest(_) if given.is_none() => ApiError::InvalidRequest(
                 "The multipart upload initiate requested encryption. Subsequent part requests \
                  must include the appropriate encryption parameters."
@@ -150,7 +152,7 @@ impl Api {
             ),
             e => e,
         }
-        })?;
+            })?;
         Ok((mpu, sse))
     }
 
@@ -214,8 +216,7 @@ impl Api {
             .prepare_write(
                 bucket,
                 crate::lock_headers!(i),
-                customer,
-                i.server_side_encryption.as_ref(),
+                crate::write_ask!(i, customer),
             )
             .await?;
         place.acl =
@@ -271,7 +272,7 @@ impl Api {
             upload_id = gen_uuid();
             timestamp = garage_util::time::increment_after(newer);
         }
-        let sse_fields = SseKey::response_fields(sse.as_ref());
+        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),
@@ -280,9 +281,11 @@ impl Api {
                 .map(|(a, _)| ChecksumAlgorithm::from(a.name().to_string())),
             checksum_type: checksum
                 .map(|(_, f)| ChecksumType::from_static(crate::objects::checksum::type_name(f))),
-            sse_customer_algorithm: sse_fields.0,
-            sse_customer_key_md5: sse_fields.1,
-            server_side_encryption: sse_fields.2,
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
+            server_side_encryption: sse_fields.server_side_encryption,
+            ssekms_key_id: sse_fields.ssekms_key_id,
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         }))
     }
@@ -335,12 +338,14 @@ impl Api {
                 },
             )
             .await?;
-        let sse_fields = SseKey::response_fields(sse.as_ref());
+        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
         let mut out = UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
-            sse_customer_algorithm: sse_fields.0,
-            sse_customer_key_md5: sse_fields.1,
-            server_side_encryption: sse_fields.2,
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
+            server_side_encryption: sse_fields.server_side_encryption,
+            ssekms_key_id: sse_fields.ssekms_key_id,
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         };
         if let Some(sum) = sum {
@@ -380,12 +385,13 @@ impl Api {
         );
         src_access.check_version(Some(cur.acl))?;
         let src_sse = crate::objects::copy::open_source(
-            self.sse_master.as_ref(),
+            &self.kms,
             &cur,
             i.copy_source_sse_customer_algorithm.as_deref(),
             i.copy_source_sse_customer_key.as_deref(),
             i.copy_source_sse_customer_key_md5.as_deref(),
-        )?;
+        )
+        .await?;
         crate::objects::copy::check_copy_conditions(
             &cur,
             i.copy_source_if_match.as_ref(),
@@ -458,12 +464,14 @@ impl Api {
         if let Some(sum) = sum {
             crate::set_checksums!(result, crate::objects::checksum::stored(&[sum]));
         }
-        let sse_fields = SseKey::response_fields(sse.as_ref());
+        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
-            sse_customer_algorithm: sse_fields.0,
-            sse_customer_key_md5: sse_fields.1,
-            server_side_encryption: sse_fields.2,
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
+            server_side_encryption: sse_fields.server_side_encryption,
+            ssekms_key_id: sse_fields.ssekms_key_id,
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         }))
     }
@@ -712,7 +720,7 @@ impl Api {
         let mut etags = Md5::new();
         let mut size = 0u64;
         let sealed = is_encrypted(&headers);
-        let sse_s3 = headers.iter().any(|(k, _)| k == S3_KEY_HEADER);
+        let sse_fields = SseFields::of_stored(&headers, &self.region);
         for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
             let v = v
                 .as_ref()
@@ -818,10 +826,11 @@ impl Api {
             e_tag: Some(ETag::Strong(etag)),
             location: Some(format!("/{}/{}", i.bucket, i.key)),
             version_id,
-            server_side_encryption: sse_s3
-                .then(|| ServerSideEncryption::from_static(ServerSideEncryption::AES256)),
             ..Default::default()
         };
+        out.server_side_encryption = sse_fields.server_side_encryption;
+        out.ssekms_key_id = sse_fields.ssekms_key_id;
+        out.bucket_key_enabled = sse_fields.bucket_key_enabled;
         if let Some((h, v, full)) = object_sum {
             crate::set_checksums!(out, crate::objects::checksum::stored(&[(h, v)]));
             out.checksum_type = Some(ChecksumType::from_static(

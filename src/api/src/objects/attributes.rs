@@ -42,6 +42,7 @@ impl Api {
             .current(bucket, &i.key, i.version_id.as_deref())
             .await?;
         crate::encryption::sse::check_read(
+            &self.kms,
             &cur.meta.headers,
             crate::encryption::sse::SseKey::from_headers(
                 i.sse_customer_algorithm.as_deref(),
@@ -49,8 +50,8 @@ impl Api {
                 i.sse_customer_key_md5.as_deref(),
             )?
             .as_ref(),
-            self.sse_master.as_ref(),
-        )?;
+        )
+        .await?;
         let mut out = GetObjectAttributesOutput {
             last_modified: Some(meta::timestamp(cur.timestamp)),
             version_id: cur.version_id.clone(),

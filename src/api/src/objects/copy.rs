@@ -17,9 +17,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::ctx::{check_key, Api};
-use crate::encryption::sse::{
-    check_read, without_sse, SseKey, ALGORITHM_HEADER, KEY_CHECK_HEADER, S3_KEY_HEADER,
-};
+use crate::encryption::sse::{check_read, is_sealing_header, without_sse, SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::object::{check_conditions, Current, CurrentData};
@@ -63,28 +61,30 @@ impl Api {
             i.copy_source_if_unmodified_since.as_ref(),
         )?;
         let src_sse = open_source(
-            self.sse_master.as_ref(),
+            &self.kms,
             &cur,
             i.copy_source_sse_customer_algorithm.as_deref(),
             i.copy_source_sse_customer_key.as_deref(),
             i.copy_source_sse_customer_key_md5.as_deref(),
-        )?;
+        )
+        .await?;
         let customer = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),
             i.sse_customer_key.as_deref(),
             i.sse_customer_key_md5.as_deref(),
         )?;
-        // An SSE-S3 copy of an SSE-S3 source keeps the source's data key,
-        // so that it shares the sealed blocks.
+        // A copy sealed as its source (SSE-S3, or SSE-KMS with the same
+        // key and context) keeps the source's data key, so that it shares
+        // the sealed blocks.
         let dst_sse = crate::encryption::sse::write_key(
-            self.sse_master.as_ref(),
-            customer,
-            i.server_side_encryption.as_ref().map(|s| s.as_str()),
-            place.sse_s3_default,
+            &self.kms,
+            crate::write_ask!(i, customer),
+            place.encryption.as_ref(),
             src_sse.as_ref(),
-        )?;
-        let (sse_customer_algorithm, sse_customer_key_md5, server_side_encryption) =
-            SseKey::response_fields(dst_sse.as_ref());
+        )
+        .await?;
+        let sse_fields = SseFields::of(dst_sse.as_ref(), &self.region);
+        let context = dst_sse.as_ref().and_then(|k| k.context().map(String::from));
         let replace = i
             .metadata_directive
             .as_ref()
@@ -134,9 +134,12 @@ impl Api {
             }),
             copy_source_version_id: source_version_id.clone(),
             version_id: (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),
-            sse_customer_algorithm: sse_customer_algorithm.clone(),
-            sse_customer_key_md5: sse_customer_key_md5.clone(),
-            server_side_encryption: server_side_encryption.clone(),
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm.clone(),
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5.clone(),
+            server_side_encryption: sse_fields.server_side_encryption.clone(),
+            ssekms_key_id: sse_fields.ssekms_key_id.clone(),
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
+            ssekms_encryption_context: context.clone(),
             ..Default::default()
         };
         if !same_sealing || class_change {
@@ -173,9 +176,7 @@ impl Api {
             cur.meta
                 .headers
                 .iter()
-                .filter(|(k, _)| {
-                    k == ALGORITHM_HEADER || k == KEY_CHECK_HEADER || k == S3_KEY_HEADER
-                })
+                .filter(|(k, _)| is_sealing_header(k))
                 .cloned(),
         );
         let meta = ObjectVersionMeta {
@@ -308,17 +309,18 @@ pub fn check_copy_conditions(
 /// The SSE-C key a copy gives for its source (the
 /// `x-amz-copy-source-server-side-encryption-customer-*` headers), checked
 /// against the source version; errors as S3 answers them for a source.
-pub fn open_source(
-    master: Option<&crate::ctx::MasterKey>,
+pub async fn open_source(
+    kms: &garage_model::kms::Kms,
     cur: &crate::objects::object::Current,
     algorithm: Option<&str>,
     key: Option<&str>,
     key_md5: Option<&str>,
 ) -> ApiResult<Option<SseKey>> {
     check_read(
+        kms,
         &cur.meta.headers,
         SseKey::from_headers(algorithm, key, key_md5)?.as_ref(),
-        master,
     )
+    .await
     .map_err(copy_source_error)
 }

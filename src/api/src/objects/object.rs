@@ -19,7 +19,7 @@ use tracing::warn;
 use crate::access::authorize::{Action, Requester};
 use crate::conditional::{etag_matches, WriteConditions};
 use crate::ctx::{check_key, Api};
-use crate::encryption::sse::SseKey;
+use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::objects::put::{
@@ -444,8 +444,7 @@ impl Api {
             .prepare_write(
                 bucket,
                 crate::lock_headers!(i),
-                customer,
-                i.server_side_encryption.as_ref(),
+                crate::write_ask!(i, customer),
             )
             .await?;
         place.acl =
@@ -469,16 +468,13 @@ impl Api {
                 &place,
             )
             .await?;
-        let (sse_customer_algorithm, sse_customer_key_md5, server_side_encryption) =
-            SseKey::response_fields(sse.as_ref());
         let mut out = PutObjectOutput {
             version_id: w.version_id(),
             e_tag: Some(ETag::Strong(w.etag)),
-            sse_customer_algorithm,
-            sse_customer_key_md5,
-            server_side_encryption,
+            ssekms_encryption_context: sse.as_ref().and_then(|k| k.context().map(String::from)),
             ..Default::default()
         };
+        crate::set_sse!(out, SseFields::of(sse.as_ref(), &self.region));
         crate::set_checksums!(
             out,
             crate::objects::checksum::stored(w.checksum.as_slice()),
@@ -500,7 +496,7 @@ impl Api {
         let body_range = range.clone().unwrap_or(0..size);
         let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
-        let sse_fields = SseKey::response_fields(sse.as_ref());
+        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
@@ -538,9 +534,11 @@ impl Api {
             tag_count: (!cur.tags.is_empty()).then_some(cur.tags.len() as i32),
             parts_count,
             version_id: cur.version_id.clone(),
-            sse_customer_algorithm: sse_fields.0,
-            sse_customer_key_md5: sse_fields.1,
-            server_side_encryption: sse_fields.2,
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
+            server_side_encryption: sse_fields.server_side_encryption,
+            ssekms_key_id: sse_fields.ssekms_key_id,
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         };
         if range.is_none() && checksum_enabled(i.checksum_mode.as_ref()) {
@@ -576,7 +574,7 @@ impl Api {
             content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end.max(1) - 1));
         }
         let stored = Stored(&cur.meta.headers);
-        let sse_fields = SseKey::response_fields(sse.as_ref());
+        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {
@@ -604,9 +602,11 @@ impl Api {
             metadata: stored.user(),
             parts_count,
             version_id: cur.version_id.clone(),
-            sse_customer_algorithm: sse_fields.0,
-            sse_customer_key_md5: sse_fields.1,
-            server_side_encryption: sse_fields.2,
+            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
+            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
+            server_side_encryption: sse_fields.server_side_encryption,
+            ssekms_key_id: sse_fields.ssekms_key_id,
+            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         });
         // Not in s3s's HeadObject output (nor in AWS's model), but S3
@@ -1046,7 +1046,7 @@ impl Api {
             false => self.current(id, key, version_id).await,
         })?;
         access.check_version(Some(cur.acl))?;
-        let sse = check_version(&cur, c, sse_given, self.sse_master.as_ref())?;
+        let sse = check_version(&self.kms, &cur, c, sse_given).await?;
         Ok((cur, sse))
     }
 }
@@ -1057,13 +1057,14 @@ impl Api {
 /// headers. Returns the key to open it with. GetObject and HeadObject
 /// use it once the key's read permission is checked; the website
 /// endpoint, whose readers are anonymous, directly.
-pub fn check_version(
+pub async fn check_version(
+    kms: &garage_model::kms::Kms,
     cur: &Current,
     c: Conditions<'_>,
     sse_given: Option<SseKey>,
-    master: Option<&crate::ctx::MasterKey>,
 ) -> ApiResult<Option<SseKey>> {
-    let sse = crate::encryption::sse::check_read(&cur.meta.headers, sse_given.as_ref(), master)?;
+    let sse =
+        crate::encryption::sse::check_read(kms, &cur.meta.headers, sse_given.as_ref()).await?;
     check_conditions(
         cur,
         c.if_match,

@@ -30,7 +30,8 @@ use crate::versions::versioning::Found;
 pub struct Placement {
     pub versioning: Versioning,
     pub lock: ObjectLock,
-    pub sse_s3_default: bool,
+    /// The bucket's default encryption.
+    pub encryption: Option<garage_model::bucket_table::DefaultEncryption>,
     pub access: garage_model::access::BucketAccess,
     pub acl: Option<garage_model::access::CannedAcl>,
     /// `x-amz-storage-class` (set by the caller; `STANDARD` by default).
@@ -150,7 +151,7 @@ impl Api {
         let p = b.as_ref().and_then(|b| b.params());
         let versioning = p.map(|p| *p.versioning.get()).unwrap_or_default();
         let enabled = p.is_some_and(|p| p.object_lock.get());
-        let sse_s3_default = p.is_some_and(|p| p.encryption.get().is_some());
+        let encryption = p.and_then(|p| p.encryption.get().clone());
         let access = p.map(|p| p.access.clone()).unwrap_or_default();
         let default_class = p.and_then(|p| p.default_storage_class.get().clone());
         let now = now_msec();
@@ -163,7 +164,7 @@ impl Api {
             return Ok(Placement {
                 versioning,
                 lock: ObjectLock::default(),
-                sse_s3_default,
+                encryption,
                 access,
                 acl: None,
                 class: Default::default(),
@@ -175,7 +176,7 @@ impl Api {
         Ok(Placement {
             versioning,
             lock: ObjectLock::new(retention, hold.unwrap_or(false)),
-            sse_s3_default,
+            encryption,
             access,
             acl: None,
             class: Default::default(),
@@ -184,24 +185,19 @@ impl Api {
     }
 
     /// How a new object is written to `bucket` ([`Api::placement`]) and
-    /// the key its data is sealed with ([`crate::encryption::sse::write_key`]): from
-    /// the request's lock headers, SSE-C key and
-    /// `x-amz-server-side-encryption`.
+    /// the key its data is sealed with
+    /// ([`crate::encryption::sse::write_key`]): from the request's lock
+    /// headers and what it asks of encryption.
     pub async fn prepare_write(
         &self,
         bucket: Uuid,
         lock: LockHeaders<'_>,
-        customer: Option<crate::encryption::sse::SseKey>,
-        requested: Option<&ServerSideEncryption>,
+        ask: crate::encryption::sse::WriteAsk<'_>,
     ) -> ApiResult<(Placement, Option<crate::encryption::sse::SseKey>)> {
         let place = self.placement(bucket, lock).await?;
-        let sse = crate::encryption::sse::write_key(
-            self.sse_master.as_ref(),
-            customer,
-            requested.map(|s| s.as_str()),
-            place.sse_s3_default,
-            None,
-        )?;
+        let sse =
+            crate::encryption::sse::write_key(&self.kms, ask, place.encryption.as_ref(), None)
+                .await?;
         Ok((place, sse))
     }
 

@@ -10,6 +10,7 @@
 mod blocks;
 mod bucket;
 mod key;
+mod kms;
 mod layout;
 mod stats;
 mod status;
@@ -195,7 +196,7 @@ impl Admin {
 pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> {
     use crate::args::{
         AdminTokenOperation as T, BlockOperation as B, BucketOperation as Bu, KeyOperation as K,
-        LayoutOperation as L, WorkerOperation as W,
+        KmsOperation as Km, LayoutOperation as L, WorkerOperation as W,
     };
     use serde_json::json;
     Some(match cmd {
@@ -227,6 +228,8 @@ pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> 
         Command::Block(B::Info { hash }) => ("GetBlockInfo", json!({ "blockHash": hash })),
         Command::AdminToken(T::List) => ("ListAdminTokens", json!({})),
         Command::AdminToken(T::Info { token }) => ("GetAdminTokenInfo", json!({ "search": token })),
+        Command::Kms(Km::List) => ("ListKmsKeys", json!({})),
+        Command::Kms(Km::Info { key }) => ("GetKmsKeyInfo", json!({ "id": key })),
         _ => return None,
     })
 }
@@ -237,7 +240,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         let (endpoint, request) = json_request(&opt.cmd).ok_or_else(|| {
             anyhow!(
                 "--json is for read commands (status, layout show, bucket list/info, key list/info, stats, \
-                 worker list/info/get, block list-errors/info, admin-token list/info); `garage {}` with these \
+                 worker list/info/get, block list-errors/info, admin-token list/info, kms list/info); `garage {}` with these \
                  arguments changes something: call its admin API endpoint with `garage json-api` for a JSON answer",
                 opt.cmd.name()
             )
@@ -293,6 +296,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Worker(op) => blocks::worker(&admin, op).await,
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         Command::AdminToken(op) => tokens::run(&admin, op).await,
+        Command::Kms(op) => kms::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await
         }
