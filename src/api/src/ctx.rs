@@ -38,6 +38,8 @@ pub struct Api {
     /// The cluster's keys: they wrap the data keys of SSE-S3 and SSE-KMS
     /// objects.
     pub kms: Arc<Kms>,
+    /// The server access log lines of this node, until delivered.
+    pub access_logs: crate::logging::delivery::AccessLogs,
 }
 
 /// The permission an operation needs on its bucket.
@@ -73,6 +75,7 @@ impl Api {
             cas,
             region,
             kms,
+            access_logs: Default::default(),
         })
     }
 

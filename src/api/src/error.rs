@@ -92,6 +92,8 @@ pub enum ApiError {
     MalformedAcl(String),
     #[error("{0}")]
     MalformedPolicy(String),
+    #[error("{0}")]
+    InvalidTargetBucketForLogging(String),
     #[error("The bucket policy does not exist")]
     NoSuchBucketPolicy,
     #[error("The bucket ownership controls were not found")]
@@ -224,6 +226,7 @@ impl ApiError {
                 S3ErrorCode::Custom("InvalidBucketAclWithObjectOwnership".into())
             }
             MalformedPolicy(_) => S3ErrorCode::MalformedPolicy,
+            InvalidTargetBucketForLogging(_) => S3ErrorCode::InvalidTargetBucketForLogging,
             NoSuchBucketPolicy => S3ErrorCode::NoSuchBucketPolicy,
             OwnershipControlsNotFound => S3ErrorCode::OwnershipControlsNotFoundError,
             NoSuchPublicAccessBlockConfiguration => {
@@ -263,9 +266,9 @@ impl From<ApiError> for S3Error {
             ApiError::InvalidPartNumber(_) => Some(hyper::StatusCode::RANGE_NOT_SATISFIABLE),
             ApiError::NoSuchEncryptionConfiguration
             | ApiError::NoSuchPublicAccessBlockConfiguration => Some(hyper::StatusCode::NOT_FOUND),
-            ApiError::MalformedAcl(_) | ApiError::InvalidBucketAclWithObjectOwnership => {
-                Some(hyper::StatusCode::BAD_REQUEST)
-            }
+            ApiError::MalformedAcl(_)
+            | ApiError::InvalidBucketAclWithObjectOwnership
+            | ApiError::InvalidTargetBucketForLogging(_) => Some(hyper::StatusCode::BAD_REQUEST),
             ApiError::Kms(
                 garage_model::kms::KmsError::NotFound(_) | garage_model::kms::KmsError::Disabled(_),
             ) => Some(hyper::StatusCode::BAD_REQUEST),

@@ -23,6 +23,7 @@ pub mod conditional;
 pub mod encryption;
 pub mod lifecycle;
 pub mod listing;
+pub mod logging;
 pub mod multipart;
 pub mod objects;
 pub mod server;

@@ -63,6 +63,8 @@ forward! {
     delete_object_tagging: DeleteObjectTaggingInput => DeleteObjectTaggingOutput;
     put_bucket_tagging: PutBucketTaggingInput => PutBucketTaggingOutput;
     get_bucket_tagging: GetBucketTaggingInput => GetBucketTaggingOutput;
+    put_bucket_logging: PutBucketLoggingInput => PutBucketLoggingOutput;
+    get_bucket_logging: GetBucketLoggingInput => GetBucketLoggingOutput;
     delete_bucket_tagging: DeleteBucketTaggingInput => DeleteBucketTaggingOutput;
     put_bucket_encryption: PutBucketEncryptionInput => PutBucketEncryptionOutput;
     get_bucket_encryption: GetBucketEncryptionInput => GetBucketEncryptionOutput;

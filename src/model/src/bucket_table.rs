@@ -67,6 +67,34 @@ pub struct BucketParams {
     /// an erasure-coded class of the layout. Absent in older entries.
     #[serde(default = "no_default_class")]
     pub default_storage_class: Lww<Option<String>>,
+    /// Server access logging (PutBucketLogging). Absent in older entries:
+    /// off.
+    #[serde(default = "no_logging")]
+    pub logging: Lww<Option<BucketLogging>>,
+}
+
+/// Where a bucket's server access logs go.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BucketLogging {
+    /// The target bucket's id, and its name as given (for GetBucketLogging).
+    pub target_bucket: Uuid,
+    pub target_name: String,
+    pub target_prefix: String,
+    /// The key format: simple (`None`) or partitioned by date.
+    pub partitioned: Option<PartitionDateSource>,
+}
+
+/// Which date a partitioned log key carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum PartitionDateSource {
+    /// When the logged requests were made.
+    EventTime,
+    /// When the log object is written.
+    DeliveryTime,
+}
+
+fn no_logging() -> Lww<Option<BucketLogging>> {
+    Lww::raw(0, None)
 }
 
 fn no_default_class() -> Lww<Option<String>> {
@@ -307,6 +335,7 @@ impl Crdt for BucketParams {
         self.access.merge(&other.access);
         self.default_storage_class
             .merge(&other.default_storage_class);
+        self.logging.merge(&other.logging);
     }
 }
 
@@ -331,6 +360,7 @@ impl Bucket {
                 encryption: no_default_encryption(),
                 access: BucketAccess::default(),
                 default_storage_class: no_default_class(),
+                logging: no_logging(),
             }),
         }
     }

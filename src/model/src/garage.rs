@@ -70,6 +70,8 @@ pub struct Garage {
     pub cas_registers: Arc<CasRegisters>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
+    /// `s3_api.encrypt_new_buckets`.
+    pub encrypt_new_buckets: bool,
     /// Where metadata snapshots go (`metadata_snapshots_dir`).
     pub metadata_snapshots_dir: std::path::PathBuf,
 }
@@ -172,6 +174,7 @@ impl Garage {
         ];
         Ok(Arc::new(Self {
             metadata_snapshots_dir: config.metadata_snapshots_dir(),
+            encrypt_new_buckets: config.s3_api.encrypt_new_buckets,
             db,
             block_manager,
             system,
@@ -197,6 +200,7 @@ impl Garage {
             buckets: self.bucket_table.clone(),
             aliases: self.bucket_alias_table.clone(),
             keys: self.key_table.clone(),
+            encrypt_new_buckets: self.encrypt_new_buckets,
         }
     }
 }

@@ -51,6 +51,9 @@ pub struct Metadata {
     pub buckets: Arc<Table<BucketTable>>,
     pub aliases: Arc<Table<BucketAliasTable>>,
     pub keys: Arc<Table<KeyTable>>,
+    /// `s3_api.encrypt_new_buckets`: new buckets get SSE-S3 as their
+    /// default encryption.
+    pub encrypt_new_buckets: bool,
 }
 
 /// Entries read per range request when listing.
@@ -117,13 +120,29 @@ impl Metadata {
             .await?)
     }
 
+    /// A new bucket, with SSE-S3 as its default encryption if
+    /// `encrypt_new_buckets`.
+    fn new_bucket(&self) -> Bucket {
+        let mut b = Bucket::new(gen_uuid());
+        if self.encrypt_new_buckets {
+            b.params_mut().expect("new bucket").encryption.update(Some(
+                crate::bucket_table::DefaultEncryption {
+                    bucket_key_enabled: false,
+                    kms: false,
+                    kms_key_id: None,
+                },
+            ));
+        }
+        b
+    }
+
     /// Creates a bucket with global alias `name`.
     pub async fn create_bucket(&self, name: &str) -> Result<Bucket> {
         check_bucket_name(name).map_err(HelperError::BadName)?;
         if self.resolve_global_alias(name).await?.is_some() {
             return Err(HelperError::AliasTaken(name.into()));
         }
-        let mut bucket = Bucket::new(gen_uuid());
+        let mut bucket = self.new_bucket();
         bucket
             .params_mut()
             .expect("new bucket")
@@ -140,7 +159,7 @@ impl Metadata {
     /// namespace.
     pub async fn create_bucket_local(&self, key: &Key, name: &str) -> Result<Bucket> {
         let key = self.check_local_alias_free(key, name).await?;
-        let bucket = Bucket::new(gen_uuid());
+        let bucket = self.new_bucket();
         self.buckets.insert(&bucket).await?;
         self.set_local_alias(bucket.id, &key, name).await?;
         self.existing_bucket(bucket.id).await

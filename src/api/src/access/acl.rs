@@ -227,17 +227,21 @@ fn canned_grants(acl: CannedAcl) -> Vec<Grant> {
 /// The bucket's owner as S3 shows it: its first key with the owner
 /// permission (keys are not accounts here).
 fn owner_of(b: &Bucket) -> Option<Owner> {
-    let p = b.params()?;
-    let id = p
-        .authorized_keys
-        .items()
-        .filter(|(_, _, perm)| perm.allow_owner)
-        .map(|(k, _, _)| k.clone())
-        .min()?;
+    let id = owner_id_of(b)?;
     Some(Owner {
         display_name: Some(id.clone()),
         id: Some(id),
     })
+}
+
+/// The id of [`owner_of`].
+pub fn owner_id_of(b: &Bucket) -> Option<String> {
+    b.params()?
+        .authorized_keys
+        .items()
+        .filter(|(_, _, perm)| perm.allow_owner)
+        .map(|(k, _, _)| k.clone())
+        .min()
 }
 
 /// The grants of the owner keys (FULL_CONTROL) and, for a bucket, of the

@@ -3,7 +3,8 @@
 //! bucket. See doc/access-control.md.
 //!
 //! Served: `Effect` Allow / Deny; `Principal` `"*"` or `{"AWS": …}` with
-//! `"*"` or access key ids; `Action` (`s3:…`, with `*` and `?`);
+//! `"*"` or access key ids, or `{"Service": "logging.s3.amazonaws.com"}`
+//! (server access log delivery, see `crate::logging`); `Action` (`s3:…`, with `*` and `?`);
 //! `Resource` ARNs of the bucket and its objects (with `*` and `?`);
 //! `Condition` with `IpAddress` / `NotIpAddress` on `aws:SourceIp`,
 //! `Bool` on `aws:SecureTransport`, `StringEquals` / `StringNotEquals` /
@@ -92,8 +93,15 @@ pub enum Effect {
 #[derive(Debug)]
 enum Principals {
     Anyone,
-    Keys(Vec<String>),
+    /// Access key ids, and whether the log delivery service is named.
+    Named {
+        keys: Vec<String>,
+        logging: bool,
+    },
 }
+
+/// The service principal that delivers server access logs.
+pub const LOGGING_SERVICE: &str = "logging.s3.amazonaws.com";
 
 #[derive(Debug)]
 enum Test {
@@ -188,15 +196,23 @@ fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {
 
 fn parse_principal(v: Option<&Value>) -> Result<Principals, String> {
     let v = v.ok_or_else(|| bad("Missing required field Principal"))?;
-    let ids = match v {
+    let (ids, services) = match v {
         Value::String(s) if s == "*" => return Ok(Principals::Anyone),
         Value::Object(m) => {
-            if m.len() != 1 || !m.contains_key("AWS") {
+            if m.is_empty() || m.keys().any(|k| k != "AWS" && k != "Service") {
                 return Err(bad(
-                    "Invalid principal in policy: only \"*\" and {\"AWS\": …} with \"*\" or access key ids are served",
+                    "Invalid principal in policy: only \"*\", {\"AWS\": …} with \"*\" or access key ids, and {\"Service\": \"logging.s3.amazonaws.com\"} are served",
                 ));
             }
-            strings(&m["AWS"], "Principal.AWS")?
+            let ids = match m.get("AWS") {
+                Some(v) => strings(v, "Principal.AWS")?,
+                None => Vec::new(),
+            };
+            let services = match m.get("Service") {
+                Some(v) => strings(v, "Principal.Service")?,
+                None => Vec::new(),
+            };
+            (ids, services)
         }
         _ => return Err(bad("Invalid principal in policy")),
     };
@@ -210,7 +226,15 @@ fn parse_principal(v: Option<&Value>) -> Result<Principals, String> {
             )));
         }
     }
-    Ok(Principals::Keys(ids))
+    if let Some(s) = services.iter().find(|s| *s != LOGGING_SERVICE) {
+        return Err(bad(format!(
+            "Invalid principal in policy: service {s:?} (only {LOGGING_SERVICE} is served)"
+        )));
+    }
+    Ok(Principals::Named {
+        keys: ids,
+        logging: !services.is_empty(),
+    })
 }
 
 fn parse_action(a: &str) -> Result<WildMatch, String> {
@@ -429,7 +453,34 @@ impl Policy {
     pub fn names_key(&self, key_id: &str) -> bool {
         self.statements
             .iter()
-            .any(|s| matches!(&s.principals, Principals::Keys(k) if k.iter().any(|k| k == key_id)))
+            .any(|s| matches!(&s.principals, Principals::Named { keys, .. } if keys.iter().any(|k| k == key_id)))
+    }
+
+    /// Whether the log delivery service may write object `key` (an
+    /// Allow naming it for `s3:PutObject` on the key, and no Deny).
+    pub fn allows_log_delivery(&self, key: &str) -> bool {
+        let r = Request {
+            key_id: None,
+            action: "s3:PutObject",
+            object: Some(key),
+            source_ip: None,
+            secure: true,
+            prefix: None,
+        };
+        let mut allowed = false;
+        for s in self.statements.iter() {
+            let named = match &s.principals {
+                Principals::Anyone => true,
+                Principals::Named { logging, .. } => *logging,
+            };
+            if named && s.matches_action_and_resource(&r) {
+                match s.effect {
+                    Effect::Deny => return false,
+                    Effect::Allow => allowed = true,
+                }
+            }
+        }
+        allowed
     }
 }
 
@@ -437,14 +488,17 @@ impl Statement {
     fn applies(&self, r: &Request<'_>) -> bool {
         let principal = match &self.principals {
             Principals::Anyone => true,
-            Principals::Keys(ids) => r.key_id.is_some_and(|k| ids.iter().any(|i| i == k)),
+            Principals::Named { keys, .. } => r.key_id.is_some_and(|k| keys.iter().any(|i| i == k)),
         };
+        principal && self.matches_action_and_resource(r)
+    }
+
+    fn matches_action_and_resource(&self, r: &Request<'_>) -> bool {
         let resource = match r.object {
             None => String::new(),
             Some(o) => format!("/{o}"),
         };
-        principal
-            && self.actions.iter().any(|a| a.matches(r.action))
+        self.actions.iter().any(|a| a.matches(r.action))
             && self.resources.iter().any(|p| p.matches(&resource))
             && self.tests.iter().all(|t| t.holds(r))
     }
@@ -591,6 +645,33 @@ mod tests {
         assert_eq!(p.evaluate(&l), Decision::NotApplicable);
         l.prefix = Some("a*");
         assert_eq!(p.evaluate(&l), Decision::Allow);
+    }
+
+    #[test]
+    fn the_log_delivery_service_is_a_principal() {
+        let p = Policy::parse(
+            r#"{"Statement":[
+                {"Effect":"Allow","Principal":{"Service":"logging.s3.amazonaws.com"},"Action":"s3:PutObject","Resource":"arn:aws:s3:::b/logs/*"},
+                {"Effect":"Deny","Principal":{"Service":["logging.s3.amazonaws.com"]},"Action":"s3:PutObject","Resource":"arn:aws:s3:::b/logs/secret/*"}]}"#,
+            Some("b"),
+        )
+        .unwrap();
+        assert!(p.allows_log_delivery("logs/2026-11-27-00-00-00-x"));
+        assert!(
+            !p.allows_log_delivery("logs/secret/x"),
+            "an explicit deny wins"
+        );
+        assert!(!p.allows_log_delivery("other/x"));
+        // It grants nothing to keys or to anonymous requests.
+        assert_eq!(
+            p.evaluate(&req(Some("GK1"), "s3:PutObject", Some("logs/x"))),
+            Decision::NotApplicable
+        );
+        assert_eq!(
+            p.evaluate(&req(None, "s3:PutObject", Some("logs/x"))),
+            Decision::NotApplicable
+        );
+        assert!(!p.is_public());
     }
 
     #[test]

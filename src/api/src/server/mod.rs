@@ -30,6 +30,7 @@ use tracing::{debug, Instrument};
 
 use crate::ctx::Api;
 use crate::error::ApiError;
+use crate::logging::record::Event;
 use crate::s3::{GarageS3, KeyAuth};
 use crate::website::cors;
 use telemetry::{OpSlot, RecordOp};
@@ -198,7 +199,16 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
         let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
         let span = telemetry::request_span(&method, kind, bucket.as_deref(), &request_id);
         let started = Instant::now();
+        // What a server access log line needs of the request (see
+        // `crate::logging`); kept only for requests naming a bucket.
+        let logged = bucket.clone().map(|b| {
+            (
+                b,
+                access_log_event(req.uri(), req.headers(), req.version(), self.peer),
+            )
+        });
         let fut = self.call_inner(req).instrument(span.clone());
+        let api = self.api.clone();
         Box::pin(async move {
             let mut res = fut.await;
             let status = match &mut res {
@@ -210,10 +220,119 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
                 }
                 Err(_) => 500,
             };
-            telemetry::finish(&span, &slot.name(&method), status, started.elapsed());
+            let took = started.elapsed();
+            telemetry::finish(&span, &slot.name(&method), status, took);
+            if let Some((bucket, mut event)) = logged {
+                event.request_id = request_id;
+                event.method = method.to_string();
+                event.total_ms = took.as_millis() as u64;
+                if let Some(info) = slot.info() {
+                    event.op = Some(info.name.clone());
+                    event.requester = info.key_id.clone();
+                    event.key = info.object.clone();
+                }
+                match &res {
+                    Ok(resp) => finish_event(&mut event, resp, &method),
+                    Err(_) => event.status = 500,
+                }
+                tokio::spawn(async move { api.log_access(&bucket, event).await });
+            }
             res
         })
     }
+}
+
+/// The [`Event`] of a request, as far as its head tells.
+fn access_log_event(
+    uri: &Uri,
+    headers: &HeaderMap,
+    version: hyper::Version,
+    peer: Option<SocketAddr>,
+) -> Event {
+    let get = |n: &str| {
+        headers
+            .get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+    };
+    let presigned = uri
+        .query()
+        .is_some_and(|q| q.contains("X-Amz-Signature=") || q.contains("Signature="));
+    let (signature, auth_type) = if headers.contains_key(hyper::header::AUTHORIZATION) {
+        (Some("SigV4"), Some("AuthHeader"))
+    } else if presigned {
+        (Some("SigV4"), Some("QueryString"))
+    } else {
+        (None, None)
+    };
+    Event {
+        time_ms: garage_util::time::now_msec(),
+        remote_ip: peer.map(|p| p.ip()),
+        uri: uri
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_else(|| uri.path().to_string()),
+        http_version: format!("{version:?}"),
+        referrer: get("referer"),
+        user_agent: get("user-agent"),
+        signature,
+        auth_type,
+        host: get("host"),
+        object_size: headers
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok()),
+        ..Default::default()
+    }
+}
+
+/// Fills in what the response tells: status, bytes sent, the object's
+/// size (the whole object's, for a read), its version, the error code.
+fn finish_event(event: &mut Event, resp: &HttpResponse, method: &Method) {
+    let h = resp.headers();
+    let num = |n: hyper::header::HeaderName| {
+        h.get(n)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    event.status = resp.status().as_u16();
+    event.bytes_sent = num(CONTENT_LENGTH);
+    event.version_id = h
+        .get("x-amz-version-id")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    if *method == Method::GET || *method == Method::HEAD {
+        let total = h
+            .get(hyper::header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|r| r.rsplit('/').next())
+            .and_then(|t| t.parse().ok());
+        event.object_size = total.or(event.bytes_sent).filter(|_| event.status < 300);
+    } else if *method != Method::PUT || event.status >= 300 {
+        event.object_size = None;
+    }
+    if event.status >= 400 {
+        event.error_code = resp.body().bytes().and_then(|b| error_code(&b));
+    }
+}
+
+/// The `<Code>` of an S3 error document.
+fn error_code(xml: &[u8]) -> Option<String> {
+    let mut r = quick_xml::Reader::from_reader(xml);
+    let mut in_code = false;
+    let mut buf = Vec::new();
+    for _ in 0..64 {
+        match r.read_event_into(&mut buf).ok()? {
+            quick_xml::events::Event::Start(e) => in_code = e.name().as_ref() == b"Code",
+            quick_xml::events::Event::Text(t) if in_code => {
+                return Some(String::from_utf8_lossy(&t).into_owned());
+            }
+            quick_xml::events::Event::Eof => return None,
+            _ => (),
+        }
+        buf.clear();
+    }
+    None
 }
 
 impl CorsService {
@@ -370,6 +489,12 @@ impl S3Server {
 
     pub async fn run(self, must_exit: watch::Receiver<bool>) {
         let service = self.service;
+        let delivery = tokio::spawn(
+            service
+                .api
+                .clone()
+                .run_access_log_delivery(must_exit.clone()),
+        );
         self.listener
             .serve(
                 "S3",
@@ -379,6 +504,8 @@ impl S3Server {
                 },
                 must_exit,
             )
-            .await
+            .await;
+        // The last lines are written once the listener has stopped.
+        let _ = delivery.await;
     }
 }

@@ -14,19 +14,35 @@ use s3s::access::{S3Access, S3AccessContext};
 use s3s::{s3_error, S3Result};
 use tracing::Span;
 
-/// Where the access hook leaves the operation name of one request.
+/// What the access hook learns of one routed request.
+#[derive(Clone, Debug, Default)]
+pub struct OpInfo {
+    /// The operation (`GetObject`, …).
+    pub name: String,
+    /// The access key id of its signature (checked by then).
+    pub key_id: Option<String>,
+    /// The object key it names.
+    pub object: Option<String>,
+}
+
+/// Where the access hook leaves the [`OpInfo`] of one request.
 #[derive(Clone, Default)]
-pub struct OpSlot(Arc<OnceLock<String>>);
+pub struct OpSlot(Arc<OnceLock<OpInfo>>);
 
 impl OpSlot {
     /// The operation, or what the request was when s3s never routed it
     /// (refused before routing: bad signature, malformed request).
     pub fn name(&self, method: &hyper::Method) -> String {
         match self.0.get() {
-            Some(n) => n.clone(),
+            Some(i) => i.name.clone(),
             None if method == hyper::Method::OPTIONS => "Options".into(),
             None => "Unknown".into(),
         }
+    }
+
+    /// What the access hook recorded, if s3s routed the request.
+    pub fn info(&self) -> Option<&OpInfo> {
+        self.0.get()
     }
 }
 
@@ -40,9 +56,16 @@ pub struct RecordOp;
 #[async_trait::async_trait]
 impl S3Access for RecordOp {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        let name = cx.s3_op().name().to_string();
+        let info = OpInfo {
+            name: cx.s3_op().name().to_string(),
+            key_id: cx.credentials().map(|c| c.access_key.clone()),
+            object: match cx.s3_path() {
+                s3s::path::S3Path::Object { key, .. } => Some(key.to_string()),
+                _ => None,
+            },
+        };
         if let Some(slot) = cx.extensions_mut().get::<OpSlot>() {
-            let _ = slot.0.set(name);
+            let _ = slot.0.set(info);
         }
         let op = cx.s3_op().name();
         if cx.credentials().is_none() && !ANONYMOUS_OPS.contains(&op) {
@@ -128,7 +151,10 @@ mod tests {
         let slot = OpSlot::default();
         assert_eq!(slot.name(&hyper::Method::GET), "Unknown");
         assert_eq!(slot.name(&hyper::Method::OPTIONS), "Options");
-        let _ = slot.0.set("PutObject".into());
+        let _ = slot.0.set(OpInfo {
+            name: "PutObject".into(),
+            ..Default::default()
+        });
         assert_eq!(slot.name(&hyper::Method::PUT), "PutObject");
     }
 }

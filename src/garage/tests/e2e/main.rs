@@ -25,6 +25,7 @@ mod metrics;
 mod s3;
 mod s3_access;
 mod s3_features;
+mod s3_logging;
 mod s3_object_lock;
 mod s3_versioning;
 mod sdk;

@@ -184,21 +184,6 @@ def tagging():
     print("tagging: ok", flush=True)
 
 
-def no_sse_s3():
-    """These nodes have no sse_master_key: SSE-S3 is refused, clearly."""
-    e = expect_error("InvalidRequest", 400, w.put_object, Bucket=bucket, Key="enc", Body=b"x",
-                     ServerSideEncryption="AES256")
-    assert "sse_master_key" in e.response["Error"]["Message"], e
-    expect_error("InvalidRequest", 400, w.put_bucket_encryption, Bucket=bucket,
-                 ServerSideEncryptionConfiguration={"Rules": [
-                     {"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]})
-    expect_error("NotImplemented", 501, w.put_object, Bucket=bucket, Key="enc", Body=b"x",
-                 ServerSideEncryption="aws:kms")
-    assert not exists("enc")
-    print("no SSE-S3 without a master key: ok", flush=True)
-
-
 conditional_deletes()
 tagging()
-no_sse_s3()
 print("all feature checks passed", flush=True)

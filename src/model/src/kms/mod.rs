@@ -558,6 +558,17 @@ mod tests {
         bad[20] ^= 1;
         assert_eq!(open32(&kek, &bad, b"ctx"), None);
         assert_eq!(Kms::key_id_of("v1;abc;00;xx"), Some("abc"));
+        // Earlier releases sealed SSE-S3 data keys with sse_master_key and
+        // no associated data: the same as empty associated data.
+        let master = [9u8; 32];
+        let nonce = Aes256Gcm::generate_nonce(&mut OsRng);
+        let mut legacy = nonce.to_vec();
+        legacy.extend(
+            Aes256Gcm::new((&master).into())
+                .encrypt(&nonce, &plain[..])
+                .unwrap(),
+        );
+        assert_eq!(open32(&master, &legacy, b""), Some(plain));
         assert_eq!(Kms::key_id_of("legacybase64"), None);
     }
 }

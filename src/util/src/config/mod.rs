@@ -245,6 +245,12 @@ pub struct S3ApiConfig {
     pub s3_region: String,
     #[serde(default)]
     pub root_domain: Option<String>,
+    /// New buckets get SSE-S3 as their default encryption (as AWS's
+    /// have since 2023). Off by default: see doc/s3.md "Encryption by
+    /// default". Set it alike on every node: the node a bucket is
+    /// created through decides.
+    #[serde(default)]
+    pub encrypt_new_buckets: bool,
 }
 
 #[derive(Deserialize, Debug, Clone)]

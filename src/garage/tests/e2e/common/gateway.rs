@@ -90,6 +90,7 @@ impl Gateway {
                 )
                 .unwrap(),
                 keys: Table::new(key_table::KeyTable, db.clone(), system.clone()).unwrap(),
+                encrypt_new_buckets: false,
             };
             m.buckets.spawn_workers(&exit);
             m.aliases.spawn_workers(&exit);
