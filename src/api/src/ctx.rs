@@ -38,8 +38,6 @@ pub struct Api {
     /// The cluster's keys: they wrap the data keys of SSE-S3 and SSE-KMS
     /// objects.
     pub kms: Arc<Kms>,
-    /// The server access log lines of this node, until delivered.
-    pub access_logs: crate::logging::delivery::AccessLogs,
 }
 
 /// The permission an operation needs on its bucket.
@@ -75,7 +73,6 @@ impl Api {
             cas,
             region,
             kms,
-            access_logs: Default::default(),
         })
     }
 

@@ -307,4 +307,13 @@ impl From<ApiError> for S3Error {
     }
 }
 
+impl ApiError {
+    /// The error as the HTTP response s3s would make of it.
+    pub fn into_http_response(self) -> Result<s3s::HttpResponse, s3s::HttpError> {
+        S3Error::from(self)
+            .to_http_response()
+            .map_err(|e| s3s::HttpError::new(Box::new(e)))
+    }
+}
+
 pub type ApiResult<T> = Result<T, ApiError>;

@@ -449,15 +449,31 @@ pub fn check_bucket_name(name: &str) -> Result<(), String> {
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
     let ends_ok = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !(3..=63).contains(&name.len())
-        || !ok_chars
-        || !ends_ok(name.chars().next())
-        || !ends_ok(name.chars().last())
-        || name.contains("..")
-        || name.parse::<std::net::Ipv4Addr>().is_ok()
-    {
+    // Each dot-separated label starts and ends with a letter or digit (a
+    // DNS name): no "..", ".-" or "-.".
+    let labels_ok = name
+        .split('.')
+        .all(|l| ends_ok(l.chars().next()) && ends_ok(l.chars().last()));
+    if !(3..=63).contains(&name.len()) || !ok_chars || !labels_ok {
         return Err(format!(
-            "invalid bucket name {name:?}: use 3 to 63 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+            "invalid bucket name {name:?}: use 3 to 63 lowercase letters, digits, '-' and '.', each dot-separated part starting and ending with a letter or digit"
+        ));
+    }
+    if name.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err(format!(
+            "invalid bucket name {name:?}: it must not look like an IP address"
+        ));
+    }
+    const RESERVED_PREFIXES: [&str; 3] = ["xn--", "sthree-", "amzn-s3-demo-"];
+    const RESERVED_SUFFIXES: [&str; 5] = ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"];
+    if let Some(p) = RESERVED_PREFIXES.iter().find(|p| name.starts_with(*p)) {
+        return Err(format!(
+            "invalid bucket name {name:?}: names starting with {p:?} are reserved"
+        ));
+    }
+    if let Some(x) = RESERVED_SUFFIXES.iter().find(|x| name.ends_with(*x)) {
+        return Err(format!(
+            "invalid bucket name {name:?}: names ending with {x:?} are reserved"
         ));
     }
     Ok(())
@@ -512,7 +528,7 @@ mod tests {
 
     #[test]
     fn bucket_names_follow_s3_rules() {
-        for ok in ["abc", "my-bucket.2", "0ab"] {
+        for ok in ["abc", "my-bucket.2", "0ab", "a-b.c-d", "xn-a", "s3alias-b"] {
             assert!(check_bucket_name(ok).is_ok(), "{ok}");
         }
         for bad in [
@@ -522,7 +538,15 @@ mod tests {
             "-ab",
             "ab-",
             "a..b",
+            "a.-b",
+            "a-.b",
+            "a.b-",
             "192.168.1.1",
+            "xn--abc",
+            "sthree-abc",
+            "my-s3alias",
+            "b--ol-s3",
+            "b.mrap",
             &"a".repeat(64),
         ] {
             assert!(check_bucket_name(bad).is_err(), "{bad}");

@@ -30,6 +30,18 @@ pub enum Refusal {
     /// Signature Version 2, in a header, a query string or a form.
     #[error("{USE_SIGV4}")]
     SigV2,
+    /// An `Authorization` header with nothing in it.
+    #[error("Access Denied: the Authorization header is empty")]
+    EmptyAuthorization,
+    /// An `Authorization` scheme that is neither SigV4 nor SigV2.
+    #[error("Unsupported Authorization Type")]
+    UnknownScheme,
+    /// `AWS4-HMAC-SHA256` without its three parts.
+    #[error("The authorization header is malformed; it must contain Credential=, SignedHeaders= and Signature=")]
+    MalformedSigV4,
+    /// An empty `Content-MD5` header.
+    #[error("The Content-MD5 you specified is not valid: it is empty")]
+    EmptyContentMd5,
     /// SigV4 signed for `given` instead of the configured region.
     #[error("{}", wrong_region_message(given, expected, *where_))]
     WrongRegion {
@@ -58,12 +70,19 @@ fn wrong_region_message(given: &str, expected: &str, where_: Where) -> String {
 }
 
 impl Refusal {
-    /// 400 `InvalidRequest` for SigV2; for a wrong region
+    /// 400 `InvalidRequest` for SigV2; 403 `AccessDenied` for an empty
+    /// `Authorization`; 400 `InvalidArgument` for another scheme,
+    /// `AuthorizationHeaderMalformed` for an incomplete SigV4 header,
+    /// `InvalidDigest` for an empty `Content-MD5`; for a wrong region
     /// `AuthorizationHeaderMalformed` (header, form) or
     /// `AuthorizationQueryParametersError` (presigned URL), as AWS.
     pub fn code(&self) -> S3ErrorCode {
         match self {
             Refusal::SigV2 => S3ErrorCode::InvalidRequest,
+            Refusal::EmptyAuthorization => S3ErrorCode::AccessDenied,
+            Refusal::UnknownScheme => S3ErrorCode::InvalidArgument,
+            Refusal::MalformedSigV4 => S3ErrorCode::AuthorizationHeaderMalformed,
+            Refusal::EmptyContentMd5 => S3ErrorCode::InvalidDigest,
             Refusal::WrongRegion {
                 where_: Where::Query,
                 ..
@@ -73,7 +92,13 @@ impl Refusal {
     }
 
     pub fn into_s3_error(self) -> S3Error {
-        S3Error::with_message(self.code(), self.to_string())
+        let status = match self {
+            Refusal::EmptyAuthorization => hyper::StatusCode::FORBIDDEN,
+            _ => hyper::StatusCode::BAD_REQUEST,
+        };
+        let mut e = S3Error::with_message(self.code(), self.to_string());
+        e.set_status_code(status);
+        e
     }
 }
 
@@ -89,19 +114,35 @@ impl From<Refusal> for crate::error::ApiError {
 /// Checks the `Authorization` header and the query string of a request
 /// (anonymous requests and malformed SigV4 pass: s3s answers those).
 pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(), Refusal> {
+    if headers
+        .get("content-md5")
+        .is_some_and(|m| m.as_bytes().trim_ascii().is_empty())
+    {
+        return Err(Refusal::EmptyContentMd5);
+    }
     if let Some(auth) = headers.get(AUTHORIZATION) {
-        let auth = auth.as_bytes();
+        let auth = auth.as_bytes().trim_ascii();
+        if auth.is_empty() {
+            return Err(Refusal::EmptyAuthorization);
+        }
         if auth.starts_with(b"AWS ") {
             return Err(Refusal::SigV2);
         }
-        if let Some(rest) = auth.strip_prefix(b"AWS4-HMAC-SHA256") {
-            let rest = String::from_utf8_lossy(rest);
-            let credential = rest
-                .split(',')
-                .find_map(|part| part.trim().strip_prefix("Credential="));
-            if let Some(given) = credential.and_then(scope_region) {
-                check_region(given, region, Where::Header)?;
-            }
+        let Some(rest) = auth.strip_prefix(b"AWS4-HMAC-SHA256") else {
+            return Err(Refusal::UnknownScheme);
+        };
+        let rest = String::from_utf8_lossy(rest);
+        let part = |name: &str| {
+            rest.split(',')
+                .find_map(|p| p.trim().strip_prefix(name).map(String::from))
+        };
+        let credential = part("Credential=");
+        if credential.is_none() || part("SignedHeaders=").is_none() || part("Signature=").is_none()
+        {
+            return Err(Refusal::MalformedSigV4);
+        }
+        if let Some(given) = credential.as_deref().and_then(scope_region) {
+            check_region(given, region, Where::Header)?;
         }
     }
     if let Some(query) = uri.query() {
@@ -152,7 +193,8 @@ fn scope_region(credential: &str) -> Option<&str> {
     Some(region)
 }
 
-fn form_urlencoded(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
+/// The decoded pairs of a query string (or of a form-encoded value).
+pub fn form_urlencoded(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     query.split('&').filter(|kv| !kv.is_empty()).map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
         (decode(k), decode(v))
@@ -221,14 +263,43 @@ mod tests {
     }
 
     #[test]
-    fn anonymous_and_malformed_requests_are_left_to_s3s() {
+    fn anonymous_requests_and_truncated_scopes_are_left_to_s3s() {
         assert_eq!(req(None, "/b/k?list-type=2&prefix=a%2Fb"), Ok(()));
-        assert_eq!(req(Some("Bearer xyz"), "/"), Ok(()));
         assert_eq!(
-            req(Some("AWS4-HMAC-SHA256 Credential=GK1/2026"), "/"),
+            req(
+                Some("AWS4-HMAC-SHA256 Credential=GK1/2026, SignedHeaders=host, Signature=ab"),
+                "/"
+            ),
             Ok(())
         );
         assert_eq!(req(None, "/?X-Amz-Credential=nonsense"), Ok(()));
+    }
+
+    #[test]
+    fn malformed_authorization_is_refused_with_aws_codes() {
+        assert_eq!(req(Some(""), "/"), Err(Refusal::EmptyAuthorization));
+        assert_eq!(req(Some("   "), "/"), Err(Refusal::EmptyAuthorization));
+        assert_eq!(req(Some("Bearer xyz"), "/"), Err(Refusal::UnknownScheme));
+        assert_eq!(
+            req(Some("AWS4-HMAC-SHA256 garbage"), "/"),
+            Err(Refusal::MalformedSigV4)
+        );
+        assert_eq!(
+            req(Some("AWS4-HMAC-SHA256 Credential=GK1/2026"), "/"),
+            Err(Refusal::MalformedSigV4)
+        );
+        let e = Refusal::EmptyAuthorization.into_s3_error();
+        assert_eq!(e.status_code(), Some(hyper::StatusCode::FORBIDDEN));
+        assert_eq!(
+            Refusal::UnknownScheme.into_s3_error().code(),
+            &S3ErrorCode::InvalidArgument
+        );
+        let mut h = HeaderMap::new();
+        h.insert("content-md5", "".parse().unwrap());
+        assert_eq!(
+            check_request(&h, &"/b/k".parse().unwrap(), "garage"),
+            Err(Refusal::EmptyContentMd5)
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! key permissions alone ([`Api::bucket_id`] with [`Need::Owner`]): a
 //! policy cannot lock the bucket's owners out of changing it.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 
 use garage_model::access::{BucketAccess, CannedAcl};
 use garage_model::key_table::Key;
@@ -15,6 +17,7 @@ use hyper::http::Extensions;
 use s3s::auth::Credentials;
 use s3s::S3Request;
 
+use crate::access::auth_scope::form_urlencoded;
 use crate::access::policy::{Decision, Policy};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
@@ -23,11 +26,78 @@ use crate::error::{ApiError, ApiResult};
 #[derive(Clone, Copy, Debug)]
 pub struct Peer(pub SocketAddr);
 
+/// The values of a request's string policy condition keys (see
+/// [`crate::access::policy::STRING_KEYS`]), put in its extensions by the
+/// listener.
+#[derive(Clone, Debug, Default)]
+pub struct ConditionValues(pub Arc<HashMap<String, String>>);
+
+impl ConditionValues {
+    /// The condition values of a request's headers and query string.
+    pub fn of(headers: &hyper::HeaderMap, uri: &hyper::Uri) -> Self {
+        let mut m = HashMap::new();
+        let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
+        for (key, header) in [
+            ("s3:x-amz-acl", "x-amz-acl"),
+            (
+                "s3:x-amz-server-side-encryption",
+                "x-amz-server-side-encryption",
+            ),
+            (
+                "s3:x-amz-server-side-encryption-aws-kms-key-id",
+                "x-amz-server-side-encryption-aws-kms-key-id",
+            ),
+            ("s3:x-amz-storage-class", "x-amz-storage-class"),
+            ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
+            ("s3:x-amz-copy-source", "x-amz-copy-source"),
+            ("s3:x-amz-metadata-directive", "x-amz-metadata-directive"),
+            ("aws:useragent", "user-agent"),
+            ("aws:referer", "referer"),
+        ] {
+            if let Some(v) = h(header) {
+                m.insert(key.to_string(), v.to_string());
+            }
+        }
+        if let Some(tags) = h("x-amz-tagging") {
+            for (k, v) in form_urlencoded(tags) {
+                m.insert(format!("s3:requestobjecttag/{}", k.to_lowercase()), v);
+            }
+        }
+        let mut presigned = false;
+        if let Some(q) = uri.query() {
+            for (k, v) in form_urlencoded(q) {
+                match k.as_str() {
+                    "delimiter" => m.insert("s3:delimiter".into(), v),
+                    "max-keys" => m.insert("s3:max-keys".into(), v),
+                    "versionId" => m.insert("s3:versionid".into(), v),
+                    "X-Amz-Signature" => {
+                        presigned = true;
+                        None
+                    }
+                    _ => None,
+                };
+            }
+        }
+        if headers.contains_key(hyper::header::AUTHORIZATION) || presigned {
+            m.insert("s3:signatureversion".into(), "AWS4-HMAC-SHA256".into());
+            let auth = if presigned {
+                "REST-QUERY-STRING"
+            } else {
+                "REST-HEADER"
+            };
+            m.insert("s3:authtype".into(), auth.into());
+        }
+        Self(Arc::new(m))
+    }
+}
+
 /// Who sent a request, and from where.
 pub struct Requester {
     /// The key that signed it; `None`: anonymous.
     pub key: Option<Key>,
     pub source_ip: Option<IpAddr>,
+    /// Its values of the policy condition keys.
+    pub conditions: ConditionValues,
 }
 
 impl Requester {
@@ -192,6 +262,10 @@ impl Api {
         Ok(Requester {
             key,
             source_ip: extensions.get::<Peer>().map(|p| p.0.ip()),
+            conditions: extensions
+                .get::<ConditionValues>()
+                .cloned()
+                .unwrap_or_default(),
         })
     }
 
@@ -244,9 +318,12 @@ impl Api {
         object: Option<&str>,
         prefix: Option<&str>,
     ) -> ApiResult<Access> {
-        self.decider(who, name, action.need())
-            .await?
-            .decide(who, action, object, prefix)
+        let decider = self.decider(who, name, action.need()).await?;
+        let tags = match object {
+            Some(o) => decider.existing_tags(self, o).await?,
+            None => None,
+        };
+        decider.decide(who, action, object, prefix, tags.as_ref())
     }
 
     /// What the decisions of `who` on bucket `name` for actions needing
@@ -299,13 +376,37 @@ pub struct Decider {
 }
 
 impl Decider {
-    /// Decides `action` on `object` (see [`Api::authorize`]).
+    /// The current tags of `object`, when the policy tests
+    /// `s3:ExistingObjectTag` (one more read, only then); none for a
+    /// missing object.
+    pub async fn existing_tags(
+        &self,
+        api: &Api,
+        object: &str,
+    ) -> ApiResult<Option<Vec<(String, String)>>> {
+        if !self
+            .policy
+            .as_ref()
+            .is_some_and(|p| p.tests_existing_tags())
+        {
+            return Ok(None);
+        }
+        match api.current(self.bucket, object, None).await {
+            Ok(cur) => Ok(Some(cur.tags)),
+            Err(ApiError::NoSuchKey(_) | ApiError::DeleteMarker { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Decides `action` on `object` (see [`Api::authorize`]);
+    /// `existing_tags`: see [`Decider::existing_tags`].
     pub fn decide(
         &self,
         who: &Requester,
         action: Action,
         object: Option<&str>,
         prefix: Option<&str>,
+        existing_tags: Option<&Vec<(String, String)>>,
     ) -> ApiResult<Access> {
         let key = who.key.as_ref();
         let (id, access) = (self.bucket, &self.access);
@@ -317,6 +418,8 @@ impl Decider {
         };
         let decision = self.policy.as_ref().map(|p| {
             p.evaluate(&crate::access::policy::Request {
+                context: Some(&who.conditions.0),
+                existing_tags: existing_tags.map(|t| t.as_slice()),
                 key_id: key.map(|k| k.key_id.as_str()),
                 action: action.name(),
                 object,

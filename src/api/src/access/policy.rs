@@ -4,13 +4,15 @@
 //!
 //! Served: `Effect` Allow / Deny; `Principal` `"*"` or `{"AWS": …}` with
 //! `"*"` or access key ids, or `{"Service": "logging.s3.amazonaws.com"}`
-//! (server access log delivery, see `crate::logging`); `Action` (`s3:…`, with `*` and `?`);
+//! (server access log delivery); `Action` (`s3:…`, with `*` and `?`);
 //! `Resource` ARNs of the bucket and its objects (with `*` and `?`);
 //! `Condition` with `IpAddress` / `NotIpAddress` on `aws:SourceIp`,
 //! `Bool` on `aws:SecureTransport`, `StringEquals` / `StringNotEquals` /
-//! `StringLike` / `StringNotLike` on `s3:prefix`. Anything else is
-//! refused with `MalformedPolicy` naming it: a condition that would be
-//! ignored could turn a Deny into nothing.
+//! `StringLike` / `StringNotLike` (each also `…IfExists`) on the keys of
+//! [`STRING_KEYS`] and on `s3:RequestObjectTag/<tag>` and
+//! `s3:ExistingObjectTag/<tag>`. Anything else is refused with
+//! `MalformedPolicy` naming it: a condition that would be ignored could
+//! turn a Deny into nothing.
 
 use std::net::IpAddr;
 
@@ -109,11 +111,14 @@ enum Test {
     SourceIp { nets: Vec<IpNet>, negated: bool },
     /// `Bool` on `aws:SecureTransport`.
     SecureTransport(bool),
-    /// `StringEquals`/`StringLike` (`negated`: the `Not` forms) on
-    /// `s3:prefix`.
-    Prefix {
+    /// `StringEquals`/`StringLike` (`negated`: the `Not` forms) on a
+    /// string key (lowercase); `if_exists`: holds when the request has no
+    /// value for it.
+    Str {
+        key: String,
         patterns: Vec<StringTest>,
         negated: bool,
+        if_exists: bool,
     },
 }
 
@@ -153,6 +158,12 @@ pub struct Policy {
 
 /// What a policy is asked about.
 pub struct Request<'a> {
+    /// The values of the string condition keys the request has (by
+    /// lowercase key, see [`STRING_KEYS`]; `s3:requestobjecttag/<tag>`).
+    pub context: Option<&'a std::collections::HashMap<String, String>>,
+    /// The current tags of the object acted on, when a statement tests
+    /// `s3:ExistingObjectTag` (see [`Policy::tests_existing_tags`]).
+    pub existing_tags: Option<&'a [(String, String)]>,
     /// The access key id that signed the request; `None`: anonymous.
     pub key_id: Option<&'a str>,
     /// `s3:GetObject`, …
@@ -164,6 +175,25 @@ pub struct Request<'a> {
     /// `s3:prefix` (list requests: their `prefix`, `""` without one).
     pub prefix: Option<&'a str>,
 }
+
+/// The string condition keys served besides `s3:prefix`, and the tag
+/// keys (lowercase, as compared).
+pub const STRING_KEYS: &[&str] = &[
+    "s3:delimiter",
+    "s3:max-keys",
+    "s3:versionid",
+    "s3:x-amz-acl",
+    "s3:x-amz-server-side-encryption",
+    "s3:x-amz-server-side-encryption-aws-kms-key-id",
+    "s3:x-amz-storage-class",
+    "s3:x-amz-content-sha256",
+    "s3:x-amz-copy-source",
+    "s3:x-amz-metadata-directive",
+    "s3:signatureversion",
+    "s3:authtype",
+    "aws:useragent",
+    "aws:referer",
+];
 
 /// The policy's answer: an explicit deny, an allow, or nothing said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -267,6 +297,30 @@ fn parse_resource(r: &str, bucket: Option<&str>) -> Result<WildMatch, String> {
     })
 }
 
+/// A string operator: (like, negated, if exists).
+fn string_op(op: &str) -> Option<(bool, bool, bool)> {
+    let (op, if_exists) = match op.strip_suffix("IfExists") {
+        Some(o) => (o, true),
+        None => (op, false),
+    };
+    Some(match op {
+        "StringEquals" => (false, false, if_exists),
+        "StringNotEquals" => (false, true, if_exists),
+        "StringLike" => (true, false, if_exists),
+        "StringNotLike" => (true, true, if_exists),
+        _ => return None,
+    })
+}
+
+/// Whether `k` (lowercase) is a served string condition key.
+fn string_key(k: &str) -> bool {
+    k == "s3:prefix"
+        || STRING_KEYS.contains(&k)
+        || k.strip_prefix("s3:requestobjecttag/")
+            .or_else(|| k.strip_prefix("s3:existingobjecttag/"))
+            .is_some_and(|t| !t.is_empty())
+}
+
 fn parse_conditions(v: Option<&Value>) -> Result<Vec<Test>, String> {
     let Some(v) = v else {
         return Ok(Vec::new());
@@ -304,12 +358,10 @@ fn parse_conditions(v: Option<&Value>) -> Result<Vec<Test>, String> {
                         )))
                     }
                 },
-                (
-                    "StringEquals" | "StringNotEquals" | "StringLike" | "StringNotLike",
-                    "s3:prefix",
-                ) => {
-                    let like = op.ends_with("Like");
-                    Test::Prefix {
+                (op_name, k) if string_op(op_name).is_some() && string_key(k) => {
+                    let (like, negated, if_exists) = string_op(op_name).expect("checked");
+                    Test::Str {
+                        key: k.to_string(),
                         patterns: values
                             .iter()
                             .map(|v| match like {
@@ -317,14 +369,18 @@ fn parse_conditions(v: Option<&Value>) -> Result<Vec<Test>, String> {
                                 false => StringTest::Equals(v.clone()),
                             })
                             .collect(),
-                        negated: op.contains("Not"),
+                        negated,
+                        if_exists,
                     }
                 }
                 _ => {
                     return Err(bad(format!(
                         "Condition {op} on {key} is not served: the served conditions are \
                          IpAddress/NotIpAddress on aws:SourceIp, Bool on aws:SecureTransport, \
-                         and StringEquals/StringNotEquals/StringLike/StringNotLike on s3:prefix"
+                         and StringEquals/StringNotEquals/StringLike/StringNotLike (and their \
+                         IfExists forms) on s3:prefix, {}, s3:RequestObjectTag/<tag> and \
+                         s3:ExistingObjectTag/<tag>",
+                        STRING_KEYS.join(", ")
                     )))
                 }
             };
@@ -448,6 +504,16 @@ impl Policy {
         })
     }
 
+    /// Whether a statement tests `s3:ExistingObjectTag` (the object's
+    /// tags must then be read before deciding).
+    pub fn tests_existing_tags(&self) -> bool {
+        self.statements.iter().any(|s| {
+            s.tests.iter().any(
+                |t| matches!(t, Test::Str { key, .. } if key.starts_with("s3:existingobjecttag/")),
+            )
+        })
+    }
+
     /// Whether it names `key_id` as a principal (an allow for a key
     /// given by id is not a public grant).
     pub fn names_key(&self, key_id: &str) -> bool {
@@ -460,6 +526,8 @@ impl Policy {
     /// Allow naming it for `s3:PutObject` on the key, and no Deny).
     pub fn allows_log_delivery(&self, key: &str) -> bool {
         let r = Request {
+            context: None,
+            existing_tags: None,
             key_id: None,
             action: "s3:PutObject",
             object: Some(key),
@@ -516,11 +584,28 @@ impl Test {
                 hit != *negated
             }
             Test::SecureTransport(want) => r.secure == *want,
-            Test::Prefix { patterns, negated } => {
-                let hit = r
-                    .prefix
-                    .is_some_and(|p| patterns.iter().any(|w| w.matches(p)));
-                hit != *negated
+            Test::Str {
+                key,
+                patterns,
+                negated,
+                if_exists,
+            } => {
+                let value: Option<&str> = if key == "s3:prefix" {
+                    r.prefix
+                } else if let Some(tag) = key.strip_prefix("s3:existingobjecttag/") {
+                    r.existing_tags.and_then(|t| {
+                        t.iter()
+                            .find(|(k, _)| k.eq_ignore_ascii_case(tag))
+                            .map(|(_, v)| v.as_str())
+                    })
+                } else {
+                    r.context.and_then(|c| c.get(key)).map(|v| v.as_str())
+                };
+                match value {
+                    None if *if_exists => true,
+                    None => *negated,
+                    Some(v) => patterns.iter().any(|w| w.matches(v)) != *negated,
+                }
             }
         }
     }
@@ -532,6 +617,8 @@ mod tests {
 
     fn req<'a>(key: Option<&'a str>, action: &'a str, object: Option<&'a str>) -> Request<'a> {
         Request {
+            context: None,
+            existing_tags: None,
             key_id: key,
             action,
             object,
@@ -648,6 +735,87 @@ mod tests {
     }
 
     #[test]
+    fn conditions_on_headers_and_tags() {
+        let p = Policy::parse(
+            r#"{"Statement":[
+                {"Effect":"Allow","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*"},
+                {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"StringNotEquals":{"s3:x-amz-server-side-encryption":"AES256"}}},
+                {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"StringEquals":{"s3:x-amz-acl":["public-read","public-read-write"]}}},
+                {"Effect":"Deny","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"StringEquals":{"s3:RequestObjectTag/class":"secret"}}},
+                {"Effect":"Deny","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"StringEquals":{"s3:ExistingObjectTag/keep":"yes"}}},
+                {"Effect":"Allow","Principal":"*","Action":"s3:DeleteObject","Resource":"arn:aws:s3:::b/*",
+                 "Condition":{"StringLike":{"aws:UserAgent":"backup-*"}}}]}"#,
+            Some("b"),
+        )
+        .unwrap();
+        assert!(p.tests_existing_tags());
+        let ctx = |pairs: &[(&str, &str)]| -> std::collections::HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let put = |c: &std::collections::HashMap<String, String>| {
+            let mut r = req(None, "s3:PutObject", Some("k"));
+            r.context = Some(c);
+            p.evaluate(&r)
+        };
+        assert_eq!(put(&ctx(&[])), Decision::Deny, "no encryption header");
+        let sse = ctx(&[("s3:x-amz-server-side-encryption", "AES256")]);
+        assert_eq!(put(&sse), Decision::Allow);
+        let public = ctx(&[
+            ("s3:x-amz-server-side-encryption", "AES256"),
+            ("s3:x-amz-acl", "public-read"),
+        ]);
+        assert_eq!(put(&public), Decision::Deny);
+        let secret = ctx(&[
+            ("s3:x-amz-server-side-encryption", "AES256"),
+            ("s3:requestobjecttag/class", "secret"),
+        ]);
+        assert_eq!(put(&secret), Decision::Deny);
+        let ua = ctx(&[("aws:useragent", "backup-tool/1")]);
+        let del = |tags: Option<&[(String, String)]>| {
+            let mut r = req(None, "s3:DeleteObject", Some("k"));
+            r.context = Some(&ua);
+            r.existing_tags = tags;
+            p.evaluate(&r)
+        };
+        let keep = vec![("keep".to_string(), "yes".to_string())];
+        let other = vec![("keep".to_string(), "no".to_string())];
+        assert_eq!(del(Some(&keep)), Decision::Deny);
+        assert_eq!(del(Some(&other)), Decision::Allow);
+        assert_eq!(del(None), Decision::Allow);
+        // IfExists: a missing key satisfies the condition.
+        let p = Policy::parse(
+            r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:PutObject","Resource":"arn:aws:s3:::b/*",
+                "Condition":{"StringEqualsIfExists":{"s3:x-amz-storage-class":"STANDARD"}}}}"#,
+            Some("b"),
+        )
+        .unwrap();
+        let class = |c: &std::collections::HashMap<String, String>| {
+            let mut r = req(None, "s3:PutObject", Some("k"));
+            r.context = Some(c);
+            p.evaluate(&r)
+        };
+        assert_eq!(class(&ctx(&[])), Decision::Allow);
+        assert_eq!(
+            class(&ctx(&[("s3:x-amz-storage-class", "STANDARD")])),
+            Decision::Allow
+        );
+        assert_eq!(
+            class(&ctx(&[("s3:x-amz-storage-class", "GLACIER")])),
+            Decision::NotApplicable
+        );
+        let err = |t: &str| Policy::parse(t, Some("b")).unwrap_err();
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"StringEquals":{"s3:ExistingObjectTag/":"x"}}}}"#).contains("not served"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"NumericLessThan":{"s3:max-keys":"10"}}}}"#).contains("not served"));
+    }
+
+    #[test]
     fn the_log_delivery_service_is_a_principal() {
         let p = Policy::parse(
             r#"{"Statement":[
@@ -684,7 +852,7 @@ mod tests {
         assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"ec2:*","Resource":"arn:aws:s3:::b/*"}}"#).contains("invalid action"));
         assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::other/*"}}"#).contains("invalid resource"));
         assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":{"Service":"x"},"Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("principal"));
-        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"StringEquals":{"aws:UserAgent":"x"}}}}"#).contains("not served"));
+        assert!(err(r#"{"Statement":{"Effect":"Allow","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*","Condition":{"StringEquals":{"aws:PrincipalTag/team":"x"}}}}"#).contains("not served"));
         assert!(err(r#"{"Statement":{"Effect":"Allow","NotPrincipal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("NotPrincipal"));
         assert!(err(r#"{"Statement":{"Effect":"Maybe","Principal":"*","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/*"}}"#).contains("Effect"));
         assert!(err(&" ".repeat(MAX_POLICY_SIZE + 1)).contains("at most"));

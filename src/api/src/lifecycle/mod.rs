@@ -410,6 +410,54 @@ impl Api {
 
 /// Checks a lifecycle configuration as S3 does, and converts it to the
 /// model's rules.
+/// The `x-amz-expiration` of an object (key, size, tags, creation
+/// time): the earliest Expiration among the enabled rules matching it,
+/// `expiry-date="<HTTP date>", rule-id="<id>"`.
+pub fn expiration_of(
+    rules: &[model::LifecycleRule],
+    key: &str,
+    size: u64,
+    tags: &[(String, String)],
+    created: u64,
+) -> Option<String> {
+    let (at, rule) = rules
+        .iter()
+        .filter(|r| r.enabled && r.filter.matches(key, size, tags))
+        .filter_map(|r| {
+            let at = match r.expiration? {
+                model::LifecycleExpiration::AfterDays(d) => model::days_after(created, d),
+                model::LifecycleExpiration::AtDate(t) => t,
+            };
+            Some((at, r))
+        })
+        .min_by_key(|(at, _)| *at)?;
+    let date = crate::meta::http_date(&crate::meta::timestamp(at))?;
+    Some(format!(
+        "expiry-date=\"{date}\", rule-id=\"{}\"",
+        rule.id.as_deref().unwrap_or("")
+    ))
+}
+
+impl Api {
+    /// [`expiration_of`] the current object `cur` of `key` in `bucket`
+    /// (read from this node's copy of the bucket; none on an error).
+    pub async fn expiration_header(
+        &self,
+        bucket: garage_util::data::Uuid,
+        key: &str,
+        cur: &crate::objects::object::Current,
+    ) -> Option<String> {
+        let b = self
+            .metadata
+            .buckets
+            .get_local(&garage_table::EmptyKey, &bucket)
+            .await
+            .ok()??;
+        let rules = b.params()?.lifecycle_config.get().clone()?;
+        expiration_of(&rules, key, cur.meta.size, &cur.tags, cur.timestamp)
+    }
+}
+
 pub fn lifecycle_from_dto(c: BucketLifecycleConfiguration) -> ApiResult<Vec<model::LifecycleRule>> {
     if c.rules.is_empty() {
         return Err(ApiError::MalformedXml(
@@ -525,6 +573,41 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_expiration_header_names_the_earliest_matching_rule() {
+        let r = |id: &str, prefix: &str, exp| model::LifecycleRule {
+            id: Some(id.into()),
+            enabled: true,
+            filter: LifecycleFilter {
+                prefix: Some(prefix.into()),
+                ..Default::default()
+            },
+            expiration: Some(exp),
+            abort_incomplete_mpu_days: None,
+            noncurrent_expiration: None,
+            expired_delete_marker: false,
+            transitions: vec![],
+        };
+        // 2026-11-27T10:00:00Z
+        let created = 1_795_773_600_000;
+        let rules = vec![
+            r("late", "", LifecycleExpiration::AfterDays(30)),
+            r("soon", "logs/", LifecycleExpiration::AfterDays(1)),
+        ];
+        assert_eq!(
+            expiration_of(&rules, "logs/a", 5, &[], created).as_deref(),
+            Some(r#"expiry-date="Sun, 29 Nov 2026 00:00:00 GMT", rule-id="soon""#)
+        );
+        assert!(expiration_of(&rules, "other", 5, &[], created)
+            .unwrap()
+            .ends_with(r#"rule-id="late""#));
+        let mut off = rules.clone();
+        for x in off.iter_mut() {
+            x.enabled = false;
+        }
+        assert_eq!(expiration_of(&off, "logs/a", 5, &[], created), None);
+    }
 
     fn rule(expiration: Option<S3Expiration>) -> LifecycleRule {
         LifecycleRule {

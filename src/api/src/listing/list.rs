@@ -53,6 +53,22 @@ pub struct ListResult {
     pub last: Option<String>,
 }
 
+/// `allow-unordered=true` (Ceph's extension, sent by its test suite):
+/// with a delimiter, refused as Ceph refuses it (`InvalidArgument`);
+/// alone, served in order (which is one unordered order).
+fn check_unordered(query: Option<&str>, delimiter: Option<&str>) -> ApiResult<()> {
+    let unordered = query.is_some_and(|q| {
+        q.split('&')
+            .any(|kv| kv.eq_ignore_ascii_case("allow-unordered=true"))
+    });
+    if unordered && delimiter.is_some() {
+        return Err(ApiError::InvalidArgument(
+            "allow-unordered cannot be used with a delimiter".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Api {
     pub async fn list(&self, q: &ListQuery) -> ApiResult<ListResult> {
         let mut res = ListResult::default();
@@ -181,6 +197,7 @@ impl Api {
     ) -> ApiResult<S3Response<ListObjectsV2Output>> {
         let who = self.requester(&req).await?;
         let i = req.input;
+        check_unordered(req.uri.query(), i.delimiter.as_deref())?;
         let bucket = self
             .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
             .await?;
@@ -235,6 +252,7 @@ impl Api {
     ) -> ApiResult<S3Response<ListObjectsOutput>> {
         let who = self.requester(&req).await?;
         let i = req.input;
+        check_unordered(req.uri.query(), i.delimiter.as_deref())?;
         let bucket = self
             .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
             .await?;
@@ -348,6 +366,15 @@ fn decode_token(t: &str) -> ApiResult<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn unordered_listing_is_refused_with_a_delimiter() {
+        assert!(check_unordered(Some("allow-unordered=true&delimiter=%2F"), Some("/")).is_err());
+        assert!(check_unordered(Some("allow-unordered=true"), None).is_ok());
+        assert!(check_unordered(Some("list-type=2"), Some("/")).is_ok());
+        assert!(check_unordered(None, None).is_ok());
+    }
+
     use super::*;
 
     #[test]

@@ -53,9 +53,10 @@ struct Buffer {
     first_ms: u64,
 }
 
-/// A source bucket's logging, as cached.
+/// What a request's bucket says of its logging and owner, as cached.
 #[derive(Clone)]
-struct Source {
+struct BucketFacts {
+    exists: bool,
     owner: Option<String>,
     logging: Option<BucketLogging>,
 }
@@ -66,7 +67,7 @@ type Designation = (Option<String>, String);
 #[derive(Default)]
 pub struct AccessLogs {
     buffers: Mutex<HashMap<Target, Buffer>>,
-    cache: Mutex<HashMap<Designation, (Instant, Source)>>,
+    cache: Mutex<HashMap<Designation, (Instant, BucketFacts)>>,
     full: Notify,
 }
 
@@ -92,19 +93,24 @@ fn object_key(t: &Target, first_ms: u64, now_ms: u64, region: &str) -> String {
     }
 }
 
-impl Api {
+impl AccessLogs {
     /// The logging setting of bucket `name` as `key_id` designates it
     /// (its local alias, else the global one), from this node's copies.
-    async fn log_source(&self, key_id: Option<&str>, name: &str) -> ApiResult<Source> {
+    async fn bucket_facts(
+        &self,
+        api: &Api,
+        key_id: Option<&str>,
+        name: &str,
+    ) -> ApiResult<BucketFacts> {
         let cache_key = (key_id.map(String::from), name.to_string());
-        if let Some((at, s)) = self.access_logs.cache.lock().unwrap().get(&cache_key) {
+        if let Some((at, s)) = self.cache.lock().unwrap().get(&cache_key) {
             if at.elapsed() < CACHE_TTL {
                 return Ok(s.clone());
             }
         }
         let mut id = None;
         if let Some(k) = key_id {
-            if let Some(key) = self
+            if let Some(key) = api
                 .metadata
                 .keys
                 .get_local(&garage_table::EmptyKey, &k.to_string())
@@ -116,7 +122,7 @@ impl Api {
             }
         }
         if id.is_none() {
-            id = self
+            id = api
                 .metadata
                 .aliases
                 .get_local(&garage_table::EmptyKey, &name.to_string())
@@ -125,21 +131,22 @@ impl Api {
         }
         let bucket = match id {
             Some(id) => {
-                self.metadata
+                api.metadata
                     .buckets
                     .get_local(&garage_table::EmptyKey, &id)
                     .await?
             }
             None => None,
         };
-        let source = Source {
+        let source = BucketFacts {
+            exists: bucket.as_ref().is_some_and(|b| b.params().is_some()),
             owner: bucket.as_ref().and_then(crate::access::acl::owner_id_of),
             logging: bucket
                 .as_ref()
                 .and_then(|b| b.params())
                 .and_then(|p| p.logging.get().clone()),
         };
-        let mut cache = self.access_logs.cache.lock().unwrap();
+        let mut cache = self.cache.lock().unwrap();
         if cache.len() > 10_000 {
             cache.clear();
         }
@@ -147,10 +154,23 @@ impl Api {
         Ok(source)
     }
 
+    /// Whether bucket `name` (a global alias) exists and its owner (see
+    /// [`crate::access::acl::owner_id_of`]) is not `expected`
+    /// (`x-amz-expected-bucket-owner`). Read from this node's copies.
+    pub async fn owner_differs(&self, api: &Api, name: &str, expected: &str) -> bool {
+        match self.bucket_facts(api, None, name).await {
+            Ok(s) if s.exists => s.owner.as_deref() != Some(expected),
+            _ => false,
+        }
+    }
+
     /// Adds the line of a finished request on bucket `name` to its target's
     /// buffer, if the bucket logs.
-    pub async fn log_access(&self, name: &str, event: Event) {
-        let source = match self.log_source(event.requester.as_deref(), name).await {
+    pub async fn record(&self, api: &Api, name: &str, event: Event) {
+        let source = match self
+            .bucket_facts(api, event.requester.as_deref(), name)
+            .await
+        {
             Ok(s) => s,
             Err(e) => {
                 tracing::debug!("access log: cannot read bucket {name}: {e}");
@@ -168,7 +188,7 @@ impl Api {
             source_bucket: name.to_string(),
             source_owner: source.owner.unwrap_or_else(|| "-".into()),
         };
-        let mut buffers = self.access_logs.buffers.lock().unwrap();
+        let mut buffers = self.buffers.lock().unwrap();
         let b = buffers.entry(t).or_default();
         if b.lines.is_empty() {
             b.first_ms = event.time_ms;
@@ -176,28 +196,28 @@ impl Api {
         b.lines.push_str(&line);
         b.lines.push('\n');
         if b.lines.len() >= MAX_BUFFER {
-            self.access_logs.full.notify_one();
+            self.full.notify_one();
         }
     }
 
     /// Writes every buffer as a log object; a buffer whose write fails is
     /// kept for the next flush, unless it grew past twice
     /// [`MAX_BUFFER`].
-    pub async fn flush_access_logs(self: &Arc<Self>) {
+    pub async fn flush(&self, api: &Arc<Api>) {
         let taken: Vec<(Target, Buffer)> = {
-            let mut b = self.access_logs.buffers.lock().unwrap();
+            let mut b = self.buffers.lock().unwrap();
             b.drain().collect()
         };
         for (t, buf) in taken {
-            let key = object_key(&t, buf.first_ms, now_msec(), &self.region);
-            match self.write_log_object(&t, &key, &buf.lines).await {
+            let key = object_key(&t, buf.first_ms, now_msec(), &api.region);
+            match write_log_object(api, &t, &key, &buf.lines).await {
                 Ok(()) => tracing::debug!(bucket = %t.source_bucket, %key, "access log delivered"),
                 Err(e) => {
                     tracing::warn!(
                         "access log of bucket {} not delivered to {key}: {e}",
                         t.source_bucket
                     );
-                    let mut all = self.access_logs.buffers.lock().unwrap();
+                    let mut all = self.buffers.lock().unwrap();
                     let b = all.entry(t).or_default();
                     if b.lines.len() + buf.lines.len() < 2 * MAX_BUFFER {
                         b.lines.insert_str(0, &buf.lines);
@@ -208,56 +228,52 @@ impl Api {
         }
     }
 
-    async fn write_log_object(
-        self: &Arc<Self>,
-        t: &Target,
-        key: &str,
-        text: &str,
-    ) -> ApiResult<()> {
-        let place = self
-            .placement(
-                t.bucket,
-                crate::versions::object_lock::LockHeaders::default(),
-            )
-            .await?;
-        let sse = crate::encryption::sse::write_key(
-            &self.kms,
-            Default::default(),
-            place.encryption.as_ref(),
-            None,
-        )
-        .await?;
-        let body = s3s::dto::StreamingBlob::from(s3s::Body::from(text.to_string()));
-        self.store_object(
-            t.bucket,
-            key,
-            vec![("content-type".into(), "text/plain".into())],
-            Some(body),
-            None,
-            Some(text.len() as i64),
-            None,
-            None,
-            None,
-            sse.as_ref(),
-            &place,
-        )
-        .await?;
-        Ok(())
-    }
-
     /// Flushes the access logs every flush interval, and when a buffer is
     /// full, until `exit`; then once more.
-    pub async fn run_access_log_delivery(self: Arc<Self>, mut exit: watch::Receiver<bool>) {
+    pub async fn run(self: Arc<Self>, api: Arc<Api>, mut exit: watch::Receiver<bool>) {
         let every = flush_interval();
         while !*exit.borrow() {
             tokio::select! {
                 _ = tokio::time::sleep(every) => (),
-                _ = self.access_logs.full.notified() => (),
+                _ = self.full.notified() => (),
                 _ = exit.changed() => (),
             }
-            self.flush_access_logs().await;
+            self.flush(&api).await;
         }
     }
+}
+
+/// Writes one log object, with the target bucket's default encryption.
+async fn write_log_object(api: &Arc<Api>, t: &Target, key: &str, text: &str) -> ApiResult<()> {
+    let place = api
+        .placement(
+            t.bucket,
+            crate::versions::object_lock::LockHeaders::default(),
+        )
+        .await?;
+    let sse = crate::encryption::sse::write_key(
+        &api.kms,
+        Default::default(),
+        place.encryption.as_ref(),
+        None,
+    )
+    .await?;
+    let body = s3s::dto::StreamingBlob::from(s3s::Body::from(text.to_string()));
+    api.store_object(
+        t.bucket,
+        key,
+        vec![("content-type".into(), "text/plain".into())],
+        Some(body),
+        None,
+        Some(text.len() as i64),
+        None,
+        None,
+        None,
+        sse.as_ref(),
+        &place,
+    )
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

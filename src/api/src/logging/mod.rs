@@ -2,9 +2,8 @@
 //! prefix and key format), the log lines in AWS's format ([`record`]),
 //! and their delivery as objects of the target bucket ([`delivery`]).
 //!
-//! The S3 listener hands every finished request naming a bucket to
-//! [`crate::ctx::Api::log_access`]; the delivery task of the same
-//! listener writes the lines out.
+//! The S3 listener hands every finished request naming a bucket to its
+//! [`delivery::AccessLogs`], and runs its delivery task.
 
 pub mod delivery;
 pub mod record;

@@ -488,7 +488,8 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req, i, true);
+        let (cur, sse, bucket) = checked_read!(self, req, i, true);
+        let expiration = self.expiration_header(bucket, &i.key, &cur).await;
         let size = cur.meta.size;
         let (range, parts_count) = self
             .requested_range(&cur, i.range.as_ref(), i.part_number)
@@ -500,6 +501,7 @@ impl Api {
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
+            expiration,
             storage_class: cur
                 .meta
                 .storage_class
@@ -562,7 +564,8 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let (cur, sse) = checked_read!(self, req, i, false);
+        let (cur, sse, bucket) = checked_read!(self, req, i, false);
+        let expiration = self.expiration_header(bucket, &i.key, &cur).await;
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -578,6 +581,7 @@ impl Api {
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {
+            expiration,
             storage_class: cur
                 .meta
                 .storage_class
@@ -739,7 +743,8 @@ impl Api {
                 Some(_) => Action::DeleteObjectVersion,
                 None => Action::DeleteObject,
             };
-            match decider.decide(&who, action, Some(&o.key), None) {
+            let tags = decider.existing_tags(&self, &o.key).await?;
+            match decider.decide(&who, action, Some(&o.key), None, tags.as_ref()) {
                 Ok(_) => allowed.push(o),
                 Err(e) => errors.push(key_error(o.key, o.version_id, &e)),
             }
@@ -1032,7 +1037,7 @@ impl Api {
         version_id: Option<&str>,
         c: Conditions<'_>,
         sse_given: Option<SseKey>,
-    ) -> ApiResult<(Current, Option<SseKey>)> {
+    ) -> ApiResult<(Current, Option<SseKey>, Uuid)> {
         let action = match version_id {
             Some(_) => Action::GetObjectVersion,
             None => Action::GetObject,
@@ -1047,7 +1052,7 @@ impl Api {
         })?;
         access.check_version(Some(cur.acl))?;
         let sse = check_version(&self.kms, &cur, c, sse_given).await?;
-        Ok((cur, sse))
+        Ok((cur, sse, id))
     }
 }
 

@@ -30,6 +30,7 @@ use tracing::{debug, Instrument};
 
 use crate::ctx::Api;
 use crate::error::ApiError;
+use crate::logging::delivery::AccessLogs;
 use crate::logging::record::Event;
 use crate::s3::{GarageS3, KeyAuth};
 use crate::website::cors;
@@ -180,6 +181,9 @@ pub struct CorsService {
     /// The connection's peer (set per connection; the `aws:SourceIp` of
     /// bucket policies).
     peer: Option<SocketAddr>,
+    /// This node's server access log lines, until delivered (and the
+    /// bucket facts it caches).
+    access_logs: Arc<AccessLogs>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for CorsService {
@@ -194,6 +198,8 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
             req.extensions_mut()
                 .insert(crate::access::authorize::Peer(p));
         }
+        let conditions = crate::access::authorize::ConditionValues::of(req.headers(), req.uri());
+        req.extensions_mut().insert(conditions);
         let method = req.method().clone();
         let request_id = garage_http::request_id::new_request_id();
         let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
@@ -208,7 +214,7 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
             )
         });
         let fut = self.call_inner(req).instrument(span.clone());
-        let api = self.api.clone();
+        let (api, logs) = (self.api.clone(), self.access_logs.clone());
         Box::pin(async move {
             let mut res = fut.await;
             let status = match &mut res {
@@ -235,7 +241,7 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
                     Ok(resp) => finish_event(&mut event, resp, &method),
                     Err(_) => event.status = 500,
                 }
-                tokio::spawn(async move { api.log_access(&bucket, event).await });
+                tokio::spawn(async move { logs.record(&api, &bucket, event).await });
             }
             res
         })
@@ -358,12 +364,36 @@ impl CorsService {
             .headers()
             .get(EXPECT)
             .is_some_and(|e| e.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        let expected_owner = req
+            .headers()
+            .get("x-amz-expected-bucket-owner")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from)
+            .zip(self.bucket_of.bucket(req.uri(), req.headers()));
+        let cross_origin = self.cross_origin(&req);
         let fut = match crate::access::auth_scope::check_request(
             req.headers(),
             req.uri(),
             &self.api.region,
         ) {
-            Ok(()) => self.serve(req),
+            Ok(()) if expected_owner.is_some() => {
+                let (expected, bucket) = expected_owner.expect("checked");
+                let this = self.clone();
+                Box::pin(async move {
+                    if this
+                        .access_logs
+                        .owner_differs(&this.api, &bucket, &expected)
+                        .await
+                    {
+                        return ApiError::AccessDenied(
+                            "the bucket's owner is not x-amz-expected-bucket-owner".into(),
+                        )
+                        .into_http_response();
+                    }
+                    this.forward(req).await
+                })
+            }
+            Ok(()) => self.forward(req),
             Err(refusal) => {
                 debug!("request refused before its signature check: {refusal}");
                 let resp = refusal
@@ -372,6 +402,10 @@ impl CorsService {
                     .map_err(|e| HttpError::new(Box::new(e)));
                 Box::pin(std::future::ready(resp))
             }
+        };
+        let fut = match cross_origin {
+            Some(c) => self.with_cors(c, fut),
+            None => fut,
         };
         if !has_body && !expects_continue {
             return fut;
@@ -410,21 +444,26 @@ impl CorsService {
         Box::pin(async move { inner.call(req).await })
     }
 
-    fn serve(&self, req: Request<Incoming>) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
-        let cross_origin = if req.method() == Method::OPTIONS {
-            None
-        } else {
-            req.headers()
-                .get(ORIGIN)
-                .and_then(|o| o.to_str().ok())
-                .map(String::from)
-                .zip(self.bucket_of.bucket(req.uri(), req.headers()))
-        };
-        let Some((origin, bucket)) = cross_origin else {
-            return self.forward(req);
-        };
-        let method = req.method().to_string();
-        let resp = self.forward(req);
+    /// The `Origin` of a request other than a preflight, with the bucket
+    /// it names: its response gets the bucket's matching CORS headers.
+    fn cross_origin(&self, req: &Request<Incoming>) -> Option<(String, String, String)> {
+        if req.method() == Method::OPTIONS {
+            return None;
+        }
+        let origin = req.headers().get(ORIGIN)?.to_str().ok()?.to_string();
+        let bucket = self.bucket_of.bucket(req.uri(), req.headers())?;
+        Some((origin, bucket, req.method().to_string()))
+    }
+
+    /// Adds to the response of `resp` the `Access-Control-*` headers of the
+    /// bucket's first CORS rule matching `origin` and `method`, whatever
+    /// the response (errors, refused signatures and presigned requests
+    /// included, as S3).
+    fn with_cors(
+        &self,
+        (origin, bucket, method): (String, String, String),
+        resp: BoxFuture<'static, Result<HttpResponse, HttpError>>,
+    ) -> BoxFuture<'static, Result<HttpResponse, HttpError>> {
         let api = self.api.clone();
         Box::pin(async move {
             let (resp, rules) = tokio::join!(resp, api.bucket_cors_rules(&bucket));
@@ -478,6 +517,7 @@ impl S3Server {
                 api,
                 bucket_of,
                 peer: None,
+                access_logs: Arc::new(AccessLogs::default()),
             },
         })
     }
@@ -491,9 +531,9 @@ impl S3Server {
         let service = self.service;
         let delivery = tokio::spawn(
             service
-                .api
+                .access_logs
                 .clone()
-                .run_access_log_delivery(must_exit.clone()),
+                .run(service.api.clone(), must_exit.clone()),
         );
         self.listener
             .serve(

@@ -1,6 +1,7 @@
 //! Issue 17's S3 features with real clients against real `garage`
-//! processes: tests/s3/features.py (boto3, every error case) on one node
-//! and on three nodes in three zones; Terraform's locking pattern
+//! processes: tests/s3/features.py (boto3, every error case) and issue
+//! 32's edges (tests/s3/edges.py) on one node and on three nodes in three
+//! zones; Terraform's locking pattern
 //! (tests/s3/tf_lock.py: `If-None-Match: *` to lock, a conditional delete
 //! to release) with 8 racing clients, through one node and through the
 //! three nodes; SSE-S3 and SSE-KMS (tests/s3/sse.py) on one node and on
@@ -40,6 +41,12 @@ fn features_on_one_node() {
         &[endpoint(&c, 0)],
         "all lock cycles passed",
     );
+    run(
+        "edges.py",
+        &key,
+        &[endpoint(&c, 0)],
+        "all edge checks passed",
+    );
 }
 
 #[test]
@@ -49,6 +56,7 @@ fn features_and_terraform_locking_on_three_zones() {
     let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
     run("features.py", &key, &eps, "all feature checks passed");
     run("tf_lock.py", &key, &eps, "all lock cycles passed");
+    run("edges.py", &key, &eps, "all edge checks passed");
 }
 
 /// A KMS key made with the CLI on node 0, with alias `sse-test`; its id.
