@@ -5,16 +5,22 @@
 //! decision they feed is in [`crate::access::authorize`]; see
 //! doc/access-control.md.
 //!
-//! ACLs are canned here: a grant list (a request body or `x-amz-grant-*`
-//! headers) is accepted when it amounts to a canned ACL; grants to keys
-//! are key permissions (`garage bucket allow`), shown in GetBucketAcl.
+//! ACLs are canned here for groups: the group grants of a grant list (a
+//! request body or `x-amz-grant-*` headers) must amount to a canned ACL.
+//! Grants to keys (canonical user ids are access key ids) are key
+//! permissions (as `garage bucket allow` gives them): on a bucket they
+//! are applied (READ, WRITE, FULL_CONTROL = read, write and owner), on an
+//! object only the bucket's owner keys may be named. GetBucketAcl shows
+//! them, with each key's name as its display name.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use garage_model::access::{
     BucketAccess, CannedAcl, ObjectOwnership as Ownership, PublicAccessBlock,
 };
 use garage_model::bucket_table::Bucket;
+use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
@@ -75,9 +81,9 @@ enum GroupGrant {
     AuthenticatedRead,
 }
 
-/// The canned ACL a grant list amounts to. Grants to the owner's keys
-/// (by id) and `*_ACP` grants to them are accepted as they are (they are
-/// key permissions); any other grant is refused with a message.
+/// The canned ACL a grant list's group grants amount to (grants to keys,
+/// `id:…`, are [`key_grants_of`]'s); a grant with no equivalent is
+/// refused with a message.
 fn canned_of_grants(grants: &[(String, String)]) -> ApiResult<CannedAcl> {
     let mut groups = Vec::new();
     for (grantee, perm) in grants {
@@ -86,6 +92,15 @@ fn canned_of_grants(grants: &[(String, String)]) -> ApiResult<CannedAcl> {
             (ALL_USERS, "WRITE") => GroupGrant::AllUsersWrite,
             (AUTHENTICATED_USERS, "READ") => GroupGrant::AuthenticatedRead,
             (g, _) if g.starts_with("id:") => continue,
+            (g, _) if g.starts_with("emailAddress:") => {
+                return Err(ApiError::Refused {
+                    code: s3s::S3ErrorCode::UnresolvableGrantByEmailAddress,
+                    message: format!(
+                        "The e-mail address you provided does not match any account on record: {}",
+                        &g["emailAddress:".len()..]
+                    ),
+                })
+            }
             (g, p) => {
                 return Err(ApiError::NotImplemented(format!(
                     "the grant of {p} to {g} has no equivalent here: ACLs are canned (private, public-read, public-read-write, authenticated-read); keys get permissions with `garage bucket allow`"
@@ -108,6 +123,49 @@ fn canned_of_grants(grants: &[(String, String)]) -> ApiResult<CannedAcl> {
             )))
         }
     })
+}
+
+/// What a grant list gives each key it names (`id:<key id>`), as key
+/// permissions: READ reads, WRITE writes, FULL_CONTROL is read, write and
+/// owner. READ_ACP and WRITE_ACP alone give nothing here (the ACL is the
+/// owner's), so they are accepted only for an owner key (checked by the
+/// caller, which knows the owners: `acp_only`).
+fn key_grants_of(grants: &[(String, String)]) -> BTreeMap<String, KeyGrant> {
+    let mut out: BTreeMap<String, KeyGrant> = BTreeMap::new();
+    for (grantee, perm) in grants {
+        let Some(id) = grantee.strip_prefix("id:") else {
+            continue;
+        };
+        let g = out.entry(id.to_string()).or_default();
+        match perm.as_str() {
+            "READ" => g.perm.allow_read = true,
+            "WRITE" => g.perm.allow_write = true,
+            "FULL_CONTROL" => {
+                g.perm.allow_read = true;
+                g.perm.allow_write = true;
+                g.perm.allow_owner = true;
+            }
+            _ => g.acp = true,
+        }
+    }
+    out
+}
+
+/// The permissions a grant list gives one key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct KeyGrant {
+    perm: BucketKeyPerm,
+    /// A READ_ACP or WRITE_ACP grant.
+    acp: bool,
+}
+
+/// The canned ACL and the key grants of a Put*Acl request.
+struct Requested {
+    canned: CannedAcl,
+    keys: BTreeMap<String, KeyGrant>,
+    /// A grant list (headers or body), which replaces the keys' grants;
+    /// a canned ACL (`x-amz-acl`) leaves them as they are.
+    grant_list: bool,
 }
 
 /// `x-amz-grant-*` header values: `uri="…"`, `id="…"` or
@@ -153,7 +211,7 @@ fn body_grants(p: &AccessControlPolicy) -> ApiResult<Vec<(String, String)>> {
     Ok(out)
 }
 
-/// The canned ACL a Put*Acl request asks for: `x-amz-acl`, grant
+/// What a Put*Acl request asks for (a [`Requested`]): `x-amz-acl`, grant
 /// headers, or a body; exactly one of them.
 macro_rules! requested_acl {
     ($i:expr) => {{
@@ -168,11 +226,22 @@ macro_rules! requested_acl {
             !grants.is_empty(),
             $i.access_control_policy.is_some(),
         ];
+        let of_grants = |g: Vec<(String, String)>| -> ApiResult<Requested> {
+            Ok(Requested {
+                canned: canned_of_grants(&g)?,
+                keys: key_grants_of(&g),
+                grant_list: true,
+            })
+        };
         match given {
-            [true, false, false] => parse_canned($i.acl.as_ref().unwrap().as_str()),
-            [false, true, false] => canned_of_grants(&grants),
+            [true, false, false] => Ok(Requested {
+                canned: parse_canned($i.acl.as_ref().unwrap().as_str())?,
+                keys: BTreeMap::new(),
+                grant_list: false,
+            }),
+            [false, true, false] => of_grants(grants),
             [false, false, true] => {
-                canned_of_grants(&body_grants($i.access_control_policy.as_ref().unwrap())?)
+                of_grants(body_grants($i.access_control_policy.as_ref().unwrap())?)
             }
             [false, false, false] => Err(ApiError::MalformedAcl(
                 "give an ACL: x-amz-acl, x-amz-grant-* headers or an AccessControlPolicy body"
@@ -184,6 +253,19 @@ macro_rules! requested_acl {
             )),
         }
     }};
+}
+
+/// The owner keys of a bucket.
+fn owner_keys(b: &Bucket) -> Vec<String> {
+    b.params()
+        .map(|p| {
+            p.authorized_keys
+                .items()
+                .filter(|(_, _, perm)| perm.allow_owner)
+                .map(|(k, _, _)| k.clone())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn group(uri: &str, perm: &'static str) -> Grant {
@@ -199,10 +281,10 @@ fn group(uri: &str, perm: &'static str) -> Grant {
     }
 }
 
-fn user(id: &str, perm: &'static str) -> Grant {
+fn user(id: &str, name: Option<&str>, perm: &'static str) -> Grant {
     Grant {
         grantee: Some(Grantee {
-            display_name: Some(id.into()),
+            display_name: Some(name.unwrap_or(id).into()),
             email_address: None,
             id: Some(id.into()),
             type_: Type::from_static(Type::CANONICAL_USER),
@@ -225,14 +307,17 @@ fn canned_grants(acl: CannedAcl) -> Vec<Grant> {
 }
 
 /// The bucket's owner as S3 shows it: its first key with the owner
-/// permission (keys are not accounts here).
-fn owner_of(b: &Bucket) -> Option<Owner> {
+/// permission (keys are not accounts here), named by the key's name.
+fn owner_of(b: &Bucket, names: &KeyNames) -> Option<Owner> {
     let id = owner_id_of(b)?;
     Some(Owner {
-        display_name: Some(id.clone()),
+        display_name: Some(names.get(&id).cloned().unwrap_or_else(|| id.clone())),
         id: Some(id),
     })
 }
+
+/// The names of keys, by id.
+type KeyNames = BTreeMap<String, String>;
 
 /// The id of [`owner_of`].
 pub fn owner_id_of(b: &Bucket) -> Option<String> {
@@ -246,7 +331,7 @@ pub fn owner_id_of(b: &Bucket) -> Option<String> {
 
 /// The grants of the owner keys (FULL_CONTROL) and, for a bucket, of the
 /// other keys (READ, WRITE): key permissions, as ACL grants.
-fn key_grants(b: &Bucket, all_keys: bool) -> Vec<Grant> {
+fn key_grants(b: &Bucket, all_keys: bool, names: &KeyNames) -> Vec<Grant> {
     let mut out = Vec::new();
     let Some(p) = b.params() else {
         return out;
@@ -254,14 +339,15 @@ fn key_grants(b: &Bucket, all_keys: bool) -> Vec<Grant> {
     let mut keys: Vec<_> = p.authorized_keys.items().collect();
     keys.sort_by(|a, b| a.0.cmp(b.0));
     for (id, _, perm) in keys {
+        let name = names.get(id).map(|n| n.as_str());
         if perm.allow_owner {
-            out.push(user(id, Permission::FULL_CONTROL));
+            out.push(user(id, name, Permission::FULL_CONTROL));
         } else if all_keys {
             if perm.allow_read {
-                out.push(user(id, Permission::READ));
+                out.push(user(id, name, Permission::READ));
             }
             if perm.allow_write {
-                out.push(user(id, Permission::WRITE));
+                out.push(user(id, name, Permission::WRITE));
             }
         }
     }
@@ -269,6 +355,83 @@ fn key_grants(b: &Bucket, all_keys: bool) -> Vec<Grant> {
 }
 
 impl Api {
+    /// The names of the keys with a permission on `b`, from this node's
+    /// copy of the key table.
+    async fn key_names(&self, b: &Bucket) -> KeyNames {
+        let mut out = KeyNames::new();
+        let Some(p) = b.params() else {
+            return out;
+        };
+        for (id, _, _) in p.authorized_keys.items() {
+            if let Ok(Some(k)) = self
+                .metadata
+                .keys
+                .get_local(&garage_table::EmptyKey, id)
+                .await
+            {
+                if k.params().is_some() {
+                    out.insert(id.clone(), k.name().to_string());
+                }
+            }
+        }
+        out
+    }
+
+    /// Gives the keys named by a PutBucketAcl grant list their
+    /// permissions, and takes them from the keys it does not name (the
+    /// list replaces the ACL, as on S3; owner keys keep theirs: the owner
+    /// always has full control).
+    async fn apply_key_grants(
+        &self,
+        b: &Bucket,
+        keys: &BTreeMap<String, KeyGrant>,
+    ) -> ApiResult<()> {
+        let owners = owner_keys(b);
+        for (id, g) in keys {
+            let live = self
+                .metadata
+                .keys
+                .get(&garage_table::EmptyKey, id)
+                .await?
+                .is_some_and(|k| k.params().is_some());
+            if !live {
+                return Err(ApiError::InvalidArgument(format!(
+                    "Invalid id: no access key {id} (canonical user ids are access key ids)"
+                )));
+            }
+            if g.acp && g.perm == BucketKeyPerm::NONE && !owners.contains(id) {
+                return Err(ApiError::NotImplemented(format!(
+                    "READ_ACP and WRITE_ACP alone give {id} nothing here: only owner keys read and \
+                     write ACLs (grant FULL_CONTROL)"
+                )));
+            }
+        }
+        let current: Vec<(String, BucketKeyPerm)> = b
+            .params()
+            .map(|p| {
+                p.authorized_keys
+                    .items()
+                    .map(|(k, _, perm)| (k.clone(), *perm))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (id, perm) in current {
+            if owners.contains(&id) || keys.contains_key(&id) || perm == BucketKeyPerm::NONE {
+                continue;
+            }
+            self.metadata
+                .set_permissions(b.id, &id, BucketKeyPerm::NONE)
+                .await?;
+        }
+        for (id, g) in keys {
+            if owners.contains(id) {
+                continue;
+            }
+            self.metadata.set_permissions(b.id, id, g.perm).await?;
+        }
+        Ok(())
+    }
+
     pub async fn get_bucket_acl(
         self: Arc<Self>,
         req: S3Request<GetBucketAclInput>,
@@ -277,11 +440,12 @@ impl Api {
             .owned_bucket(&req.credentials, &req.input.bucket)
             .await?;
         let access = access_of(&b);
-        let mut grants = key_grants(&b, true);
+        let names = self.key_names(&b).await;
+        let mut grants = key_grants(&b, true, &names);
         grants.extend(canned_grants(access.effective(*access.acl.get())));
         Ok(S3Response::new(GetBucketAclOutput {
             grants: Some(grants),
-            owner: owner_of(&b),
+            owner: owner_of(&b, &names),
         }))
     }
 
@@ -291,7 +455,15 @@ impl Api {
     ) -> ApiResult<S3Response<PutBucketAclOutput>> {
         let i = req.input;
         let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
-        let acl = allowed_acl(&access_of(&b), requested_acl!(i)?)?;
+        let asked = requested_acl!(i)?;
+        let acl = allowed_acl(&access_of(&b), asked.canned)?;
+        if !asked.keys.is_empty() && !access_of(&b).acls_enabled() {
+            return Err(ApiError::AccessControlListNotSupported);
+        }
+        if asked.grant_list {
+            self.apply_key_grants(&b, &asked.keys).await?;
+        }
+        let b = self.bucket(b.id, &i.bucket).await?;
         self.update_bucket(b, |p| p.access.acl.update(acl)).await?;
         Ok(S3Response::new(PutBucketAclOutput::default()))
     }
@@ -312,11 +484,12 @@ impl Api {
             Some(h) => h.version.acl.get(),
             None => found.version.acl.get(),
         };
-        let mut grants = key_grants(&b, false);
+        let names = self.key_names(&b).await;
+        let mut grants = key_grants(&b, false, &names);
         grants.extend(canned_grants(access_of(&b).effective(acl)));
         Ok(S3Response::new(GetObjectAclOutput {
             grants: Some(grants),
-            owner: owner_of(&b),
+            owner: owner_of(&b, &names),
             request_charged: None,
         }))
     }
@@ -330,7 +503,15 @@ impl Api {
         let k = self.key(&req.credentials).await?;
         let id = self.bucket_id(&k, &i.bucket, Need::Write).await?;
         let b = self.bucket(id, &i.bucket).await?;
-        let acl = allowed_acl(&access_of(&b), requested_acl!(i)?)?;
+        let asked = requested_acl!(i)?;
+        let owners = owner_keys(&b);
+        if let Some(other) = asked.keys.keys().find(|k| !owners.contains(k)) {
+            return Err(ApiError::NotImplemented(format!(
+                "object ACLs here are canned: a grant to key {other} has no equivalent (give \
+                 it a permission on the bucket with PutBucketAcl or `garage bucket allow`)"
+            )));
+        }
+        let acl = allowed_acl(&access_of(&b), asked.canned)?;
         let found = self
             .find_version(id, &i.key, i.version_id.as_deref())
             .await?;
@@ -556,7 +737,29 @@ mod tests {
             CannedAcl::AuthenticatedRead
         );
         assert!(canned_of_grants(&[g(ALL_USERS, "WRITE")]).is_err());
-        assert!(canned_of_grants(&[g("emailAddress:a@b", "READ")]).is_err());
+        assert!(matches!(
+            canned_of_grants(&[g("emailAddress:a@b", "READ")]),
+            Err(ApiError::Refused {
+                code: s3s::S3ErrorCode::UnresolvableGrantByEmailAddress,
+                ..
+            })
+        ));
+        let keys = key_grants_of(&[
+            g("id:GK1", "READ"),
+            g("id:GK1", "WRITE"),
+            g("id:GK2", "FULL_CONTROL"),
+            g("id:GK3", "READ_ACP"),
+            g(ALL_USERS, "READ"),
+        ]);
+        assert_eq!(keys.len(), 3);
+        let p = |r, w, o| BucketKeyPerm {
+            allow_read: r,
+            allow_write: w,
+            allow_owner: o,
+        };
+        assert_eq!(keys["GK1"].perm, p(true, true, false));
+        assert_eq!(keys["GK2"].perm, p(true, true, true));
+        assert!(keys["GK3"].acp && keys["GK3"].perm == BucketKeyPerm::NONE);
         let mut h = Vec::new();
         header_grants(
             "READ",

@@ -856,6 +856,27 @@ mod tests {
     }
 
     #[test]
+    fn noncurrent_rules_with_a_tag_filter_take_only_tagged_versions() {
+        let day = 100 * DAY_MSEC;
+        let mut r = rule("", None, None);
+        r.filter.size_lt = None;
+        r.filter.tags = vec![("tier".into(), "scratch".into())];
+        r.noncurrent_expiration = Some(NoncurrentExpiration {
+            days: 1,
+            keep: None,
+        });
+        let vs = vec![data(day + 30, 1), data(day + 20, 1), data(day + 10, 1)];
+        let scratch = vec![("tier".to_string(), "scratch".to_string())];
+        // v2 tagged, v1 not: only v2 goes.
+        let tags = vec![vec![], scratch, vec![]];
+        let doomed = plan_history("k", &vs, &tags, None, false, &[r], 3 * day);
+        assert_eq!(
+            doomed.into_iter().map(|v| v.uuid).collect::<Vec<_>>(),
+            vec![vs[1].uuid]
+        );
+    }
+
+    #[test]
     fn plans_follow_the_rules() {
         let b = Uuid::from([3; 32]);
         let day = 100 * DAY_MSEC;

@@ -42,6 +42,8 @@ pub struct Listed {
     pub timestamp: u64,
     /// `None` for `STANDARD`.
     pub storage_class: Option<String>,
+    /// The stored checksum's algorithm and type.
+    pub checksum: Option<(ChecksumAlgorithm, ChecksumType)>,
 }
 
 #[derive(Default)]
@@ -153,12 +155,17 @@ impl Api {
                     break 'rounds;
                 }
                 count += 1;
-                let (size, etag, storage_class) = match &v.state {
+                let (size, etag, storage_class, checksum) = match &v.state {
                     garage_model::object_table::ObjectVersionState::Complete(
                         garage_model::object_table::ObjectVersionData::Inline(m, _)
                         | garage_model::object_table::ObjectVersionData::FirstBlock(m, _),
-                    ) => (m.size, m.etag.clone(), m.storage_class.clone()),
-                    _ => (0, String::new(), None),
+                    ) => (
+                        m.size,
+                        m.etag.clone(),
+                        m.storage_class.clone(),
+                        crate::objects::checksum::listed(&m.headers),
+                    ),
+                    _ => (0, String::new(), None, None),
                 };
                 res.objects.push(Listed {
                     key: o.key.clone(),
@@ -166,6 +173,7 @@ impl Api {
                     etag,
                     timestamp: v.timestamp,
                     storage_class,
+                    checksum,
                 });
                 res.last = Some(o.key.clone());
             }
@@ -336,6 +344,8 @@ fn contents(r: &ListResult, url: bool, owner: Option<Owner>) -> Vec<Object> {
                 crate::storage_class::reported(o.storage_class.as_deref()).to_string(),
             )),
             owner: owner.clone(),
+            checksum_algorithm: o.checksum.as_ref().map(|(a, _)| vec![a.clone()]),
+            checksum_type: o.checksum.as_ref().map(|(_, t)| t.clone()),
             ..Default::default()
         })
         .collect()

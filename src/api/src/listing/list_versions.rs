@@ -317,6 +317,9 @@ impl Api {
                         storage_class: Some(dto::ObjectVersionStorageClass::from(
                             crate::storage_class::reported(m.storage_class.as_deref()).to_string(),
                         )),
+                        checksum_algorithm: crate::objects::checksum::listed(&m.headers)
+                            .map(|(a, _)| vec![a]),
+                        checksum_type: crate::objects::checksum::listed(&m.headers).map(|(_, t)| t),
                         ..Default::default()
                     }),
                 _ => markers.push(dto::DeleteMarkerEntry {

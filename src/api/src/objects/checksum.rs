@@ -333,6 +333,23 @@ pub fn stored(headers: &[(String, String)]) -> Checksum {
     c
 }
 
+/// The algorithm and type of an object's stored checksum, as listings
+/// report them (`ChecksumAlgorithm`, `ChecksumType`); none without one.
+pub fn listed(headers: &[(String, String)]) -> Option<(s3s::dto::ChecksumAlgorithm, ChecksumType)> {
+    let algo = headers
+        .iter()
+        .find_map(|(k, _)| ALL.into_iter().find(|a| a.header() == k))?;
+    let ty = headers
+        .iter()
+        .find(|(k, _)| k == TYPE_HEADER)
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "FULL_OBJECT".to_string());
+    Some((
+        s3s::dto::ChecksumAlgorithm::from(algo.name().to_string()),
+        ChecksumType::from(ty),
+    ))
+}
+
 /// The stored parts' checksums of a multipart object: part number ->
 /// value.
 pub fn stored_parts(headers: &[(String, String)]) -> Vec<(u64, String)> {

@@ -127,10 +127,25 @@ impl Api {
         crate::versions::tagging::set_in_headers(&mut headers, &tags);
         let source_version_id = cur.version_id.clone();
         let sse_out = |etag: String, v: &ObjectVersion| CopyObjectOutput {
-            copy_object_result: Some(CopyObjectResult {
-                e_tag: Some(ETag::Strong(etag)),
-                last_modified: Some(meta::timestamp(v.timestamp)),
-                ..Default::default()
+            copy_object_result: Some({
+                let mut r = CopyObjectResult {
+                    e_tag: Some(ETag::Strong(etag)),
+                    last_modified: Some(meta::timestamp(v.timestamp)),
+                    ..Default::default()
+                };
+                // The copy's stored checksum (the source's, kept), with
+                // its type.
+                if let ObjectVersionState::Complete(
+                    ObjectVersionData::Inline(m, _) | ObjectVersionData::FirstBlock(m, _),
+                ) = &v.state
+                {
+                    crate::set_checksums!(
+                        r,
+                        crate::objects::checksum::stored(&m.headers),
+                        with_type
+                    );
+                }
+                r
             }),
             copy_source_version_id: source_version_id.clone(),
             version_id: (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),

@@ -81,6 +81,7 @@ pub const ANONYMOUS_OPS: &[&str] = &[
     "GetObject",
     "HeadObject",
     "PutObject",
+    "PostObject",
     "CopyObject",
     "DeleteObject",
     "DeleteObjects",

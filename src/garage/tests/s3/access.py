@@ -122,8 +122,8 @@ def main():
     eventually("an object made public by grants", a.get_object, Bucket=B, Key="private.txt")
     s.put_object_acl(Bucket=B, Key="private.txt", GrantRead=f'id="{key_id}"')
     eventually("grants to the owner only", a.get_object, Bucket=B, Key="private.txt", want=403)
-    expect_error("NotImplemented", 501, s.put_object_acl, Bucket=B, Key="private.txt",
-                 GrantRead='emailAddress="someone@example.com"')
+    expect_error("UnresolvableGrantByEmailAddress", 400, s.put_object_acl, Bucket=B,
+                 Key="private.txt", GrantRead='emailAddress="someone@example.com"')
     expect_error("InvalidArgument", 400, s.put_object, Bucket=B, Key="x", Body=b"x",
                  ACL="everyone")
     expect_error("NoSuchKey", 404, s.put_object_acl, Bucket=B, Key="missing.txt",
@@ -166,6 +166,39 @@ def main():
     a.delete_object(Bucket=B, Key="drop/anon.txt")
     s.put_bucket_acl(Bucket=B, ACL="private")
     eventually("a bucket made private", a.list_objects_v2, Bucket=B, want=403)
+
+    # --- Grants to keys (canonical ids are access key ids) ---------------
+    s.put_bucket_acl(Bucket=B, GrantRead=f'id="{other_id}"')
+    eventually("a READ grant to the other key", o.list_objects_v2, Bucket=B)
+    assert o.get_object(Bucket=B, Key="private.txt")["Body"].read() == b"private"
+    expect_error("AccessDenied", 403, o.put_object, Bucket=B, Key="o.txt", Body=b"o")
+    acl = c.get_bucket_acl(Bucket=B)
+    assert acl["Owner"]["DisplayName"] == "acl-owner", acl
+    got = {(g["Grantee"].get("ID"), g["Grantee"].get("DisplayName"), g["Permission"])
+           for g in acl["Grants"]}
+    assert (other_id, "acl-other", "READ") in got, got
+    assert (key_id, "acl-owner", "FULL_CONTROL") in got, got
+    s.put_bucket_acl(Bucket=B, AccessControlPolicy={
+        "Owner": {"ID": key_id},
+        "Grants": [{"Grantee": {"Type": "CanonicalUser", "ID": key_id}, "Permission": "FULL_CONTROL"},
+                   {"Grantee": {"Type": "CanonicalUser", "ID": other_id}, "Permission": "WRITE"}]})
+    eventually("a WRITE grant to the other key", o.put_object, Bucket=B, Key="o.txt", Body=b"o")
+    expect_error("AccessDenied", 403, o.get_object, Bucket=B, Key="private.txt")
+    expect_error("InvalidArgument", 400, s.put_bucket_acl, Bucket=B, GrantRead='id="GKnosuchkey"')
+    expect_error("UnresolvableGrantByEmailAddress", 400, s.put_bucket_acl, Bucket=B,
+                 GrantRead='emailAddress="nobody@example.com"')
+    expect_error("NotImplemented", 501, s.put_object_acl, Bucket=B, Key="private.txt",
+                 GrantRead=f'id="{other_id}"')
+    # A canned ACL leaves the keys' grants; a grant list replaces them
+    # (the owner keeps its own).
+    s.put_bucket_acl(Bucket=B, ACL="private")
+    assert status(o.put_object, Bucket=B, Key="o2.txt", Body=b"o") == 200
+    s.put_bucket_acl(Bucket=B, AccessControlPolicy={"Owner": {"ID": key_id}, "Grants": [
+        {"Grantee": {"Type": "CanonicalUser", "ID": key_id}, "Permission": "FULL_CONTROL"}]})
+    eventually("the grants taken back", o.put_object, Bucket=B, Key="o3.txt", Body=b"o",
+               want=403)
+    c.delete_object(Bucket=B, Key="o2.txt")
+    c.delete_object(Bucket=B, Key="o.txt")
 
     # --- Bucket policies ------------------------------------------------
     expect_error("NoSuchBucketPolicy", 404, c.get_bucket_policy, Bucket=B)
@@ -243,7 +276,7 @@ def main():
                  "Resource": "arn:aws:s3:::another-bucket/*"}), "invalid resource"),
         (policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
                  "Resource": f"arn:aws:s3:::{B}/*",
-                 "Condition": {"StringEquals": {"aws:UserAgent": "x"}}}), "not served"),
+                 "Condition": {"StringEquals": {"aws:PrincipalTag/team": "x"}}}), "not served"),
         (json.dumps({"Version": "2012-10-17"}), "Statement"),
     ]:
         e = expect_error("MalformedPolicy", 400, s.put_bucket_policy, Bucket=B, Policy=bad)

@@ -73,6 +73,20 @@ assert g["Expiration"].startswith('expiry-date="') and 'rule-id="r1"' in g["Expi
 assert "Expiration" not in w.head_object(Bucket=bucket, Key="k")
 print("x-amz-expiration: ok", flush=True)
 
+# Checksum algorithm and type in listings and copy results.
+w.put_object(Bucket=bucket, Key="sum/a", Body=b"summed", ChecksumAlgorithm="SHA256")
+w.put_object(Bucket=bucket, Key="sum/b", Body=b"plain")
+listed = {o["Key"]: o for o in w.list_objects_v2(Bucket=bucket, Prefix="sum/")["Contents"]}
+assert listed["sum/a"]["ChecksumAlgorithm"] == ["SHA256"], listed
+assert listed["sum/a"]["ChecksumType"] == "FULL_OBJECT", listed
+assert "ChecksumAlgorithm" not in listed["sum/b"] or listed["sum/b"]["ChecksumAlgorithm"] == ["CRC32"], listed
+v = w.list_object_versions(Bucket=bucket, Prefix="sum/a")["Versions"][0]
+assert v["ChecksumAlgorithm"] == ["SHA256"] and v["ChecksumType"] == "FULL_OBJECT", v
+c = w.copy_object(Bucket=bucket, Key="sum/c", CopySource={"Bucket": bucket, "Key": "sum/a"})
+assert c["CopyObjectResult"].get("ChecksumSHA256"), c
+assert c["CopyObjectResult"].get("ChecksumType") == "FULL_OBJECT", c
+print("checksum types: ok", flush=True)
+
 # Policy conditions on request headers and on the object's tags.
 import json
 w.put_bucket_policy(Bucket=bucket, Policy=json.dumps({"Version": "2012-10-17", "Statement": [

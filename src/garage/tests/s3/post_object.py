@@ -212,4 +212,35 @@ r = http.request(
 check(r.status == 204, "a form in 1000-byte writes (%d %r)" % (r.status, r.data[:200]))
 check(stored("tiny-writes.bin")["Body"].read() == crs[: 300 << 10], "its file is the object")
 
+# SSE-C form fields: the object is sealed with the form's key.
+import base64
+ck = os.urandom(32)
+ssec = {
+    "x-amz-server-side-encryption-customer-algorithm": "AES256",
+    "x-amz-server-side-encryption-customer-key": base64.b64encode(ck).decode(),
+    "x-amz-server-side-encryption-customer-key-MD5": base64.b64encode(hashlib.md5(ck).digest()).decode(),
+}
+p = form("ssec.bin", fields=dict(ssec), conditions=[{k: v} for k, v in ssec.items()])
+r = post(p, b"sealed by a form")
+check(r.status == 204, "SSE-C form upload (%d %r)" % (r.status, r.data))
+try:
+    s3.get_object(Bucket=BUCKET, Key="ssec.bin")
+    check(False, "an SSE-C form object needs its key")
+except s3.exceptions.ClientError as e:
+    check(e.response["Error"]["Code"] == "InvalidRequest", "an SSE-C form object needs its key")
+got = s3.get_object(Bucket=BUCKET, Key="ssec.bin", SSECustomerAlgorithm="AES256",
+                    SSECustomerKey=ck)["Body"].read()
+check(got == b"sealed by a form", "the SSE-C form object reads back with its key")
+
+# Anonymous forms (no policy, no signature): only where the bucket's ACL
+# lets anyone write.
+anon = {"key": "anon/a.txt"}
+r = http.request("POST", f"{endpoint}/{BUCKET}", fields={**anon, "file": ("f", b"anon")})
+check(r.status == 403 and code(r) == "AccessDenied", "an anonymous form to a private bucket (%d)" % r.status)
+s3.put_bucket_acl(Bucket=BUCKET, ACL="public-read-write")
+r = http.request("POST", f"{endpoint}/{BUCKET}", fields={**anon, "file": ("f", b"anon")})
+check(r.status == 204, "an anonymous form to a public-write bucket (%d %r)" % (r.status, r.data))
+check(stored("anon/a.txt")["Body"].read() == b"anon", "the anonymous form's object")
+s3.put_bucket_acl(Bucket=BUCKET, ACL="private")
+
 print("all checks passed")
