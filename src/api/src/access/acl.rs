@@ -73,6 +73,54 @@ pub fn written_acl(access: &BucketAccess, given: Option<&str>) -> ApiResult<Opti
         .transpose()
 }
 
+/// The ACL a new version is written with, from `x-amz-acl` or the
+/// `x-amz-grant-*` headers of the write (`grants`: permission and header
+/// value); grants to keys may name only the writing key (`writer`: an
+/// object's ACL here is canned).
+pub fn written_acl_with_grants(
+    access: &BucketAccess,
+    given: Option<&str>,
+    grants: &[(&str, Option<&String>)],
+    writer: Option<&str>,
+) -> ApiResult<Option<CannedAcl>> {
+    let mut g = Vec::new();
+    for (perm, value) in grants {
+        header_grants(perm, *value, &mut g);
+    }
+    if g.is_empty() {
+        return written_acl(access, given);
+    }
+    if given.is_some() {
+        return Err(ApiError::InvalidRequest(
+            "Specifying both Canned ACLs and Header Grants is not allowed".into(),
+        ));
+    }
+    if let Some(other) = key_grants_of(&g)
+        .keys()
+        .find(|k| Some(k.as_str()) != writer)
+    {
+        return Err(ApiError::NotImplemented(format!(
+            "object ACLs here are canned: a grant to key {other} has no equivalent (give it a \
+             permission on the bucket with PutBucketAcl or `garage bucket allow`)"
+        )));
+    }
+    allowed_acl(access, canned_of_grants(&g)?).map(Some)
+}
+
+/// The `x-amz-grant-*` headers of an object write (PutObject, CopyObject,
+/// CreateMultipartUpload: no WRITE grant on an object).
+#[macro_export]
+macro_rules! object_grants {
+    ($i:expr) => {
+        [
+            ("READ", $i.grant_read.as_ref()),
+            ("FULL_CONTROL", $i.grant_full_control.as_ref()),
+            ("READ_ACP", $i.grant_read_acp.as_ref()),
+            ("WRITE_ACP", $i.grant_write_acp.as_ref()),
+        ]
+    };
+}
+
 /// One grant of a grant list, reduced to what decides here.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 enum GroupGrant {

@@ -189,6 +189,16 @@ def main():
                  GrantRead='emailAddress="nobody@example.com"')
     expect_error("NotImplemented", 501, s.put_object_acl, Bucket=B, Key="private.txt",
                  GrantRead=f'id="{other_id}"')
+    # Grant headers on object writes.
+    s.put_object(Bucket=B, Key="granted.txt", Body=b"g", GrantRead=f'uri="{ALL_USERS}"',
+                 GrantFullControl=f'id="{key_id}"')
+    eventually("an object made public by a grant header", a.get_object, Bucket=B,
+               Key="granted.txt")
+    expect_error("NotImplemented", 501, s.put_object, Bucket=B, Key="g2.txt", Body=b"g",
+                 GrantRead=f'id="{other_id}"')
+    expect_error("InvalidRequest", 400, s.put_object, Bucket=B, Key="g3.txt", Body=b"g",
+                 ACL="public-read", GrantRead=f'uri="{ALL_USERS}"')
+    c.delete_object(Bucket=B, Key="granted.txt")
     # A canned ACL leaves the keys' grants; a grant list replaces them
     # (the owner keeps its own).
     s.put_bucket_acl(Bucket=B, ACL="private")
