@@ -199,6 +199,9 @@ pub struct Access {
     pub bucket: Uuid,
     pub grant: Grant,
     signed: bool,
+    /// The bucket's enabled lifecycle rules with an Expiration (for
+    /// `x-amz-expiration`; usually none).
+    pub expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
 }
 
 impl Access {
@@ -351,7 +354,21 @@ impl Api {
             .get()
             .as_deref()
             .and_then(|t| Policy::parse(t, None).ok());
+        let expiration_rules = Arc::new(
+            bucket
+                .params()
+                .and_then(|p| p.lifecycle_config.get().as_ref())
+                .map(|rules| {
+                    rules
+                        .iter()
+                        .filter(|r| r.enabled && r.expiration.is_some())
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default(),
+        );
         Ok(Decider {
+            expiration_rules,
             bucket: id,
             name: name.to_string(),
             by_key,
@@ -373,6 +390,7 @@ pub struct Decider {
     refusal: Option<ApiError>,
     access: BucketAccess,
     policy: Option<Policy>,
+    expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
 }
 
 impl Decider {
@@ -415,6 +433,7 @@ impl Decider {
             bucket: id,
             grant: Grant::Granted,
             signed,
+            expiration_rules: self.expiration_rules.clone(),
         };
         let decision = self.policy.as_ref().map(|p| {
             p.evaluate(&crate::access::policy::Request {
@@ -456,6 +475,7 @@ impl Decider {
                 bucket: id,
                 grant: Grant::IfObjectAcl(Box::new(access.clone())),
                 signed,
+                expiration_rules: self.expiration_rules.clone(),
             });
         }
         Err(match &self.refusal {

@@ -438,26 +438,6 @@ pub fn expiration_of(
     ))
 }
 
-impl Api {
-    /// [`expiration_of`] the current object `cur` of `key` in `bucket`
-    /// (read from this node's copy of the bucket; none on an error).
-    pub async fn expiration_header(
-        &self,
-        bucket: garage_util::data::Uuid,
-        key: &str,
-        cur: &crate::objects::object::Current,
-    ) -> Option<String> {
-        let b = self
-            .metadata
-            .buckets
-            .get_local(&garage_table::EmptyKey, &bucket)
-            .await
-            .ok()??;
-        let rules = b.params()?.lifecycle_config.get().clone()?;
-        expiration_of(&rules, key, cur.meta.size, &cur.tags, cur.timestamp)
-    }
-}
-
 pub fn lifecycle_from_dto(c: BucketLifecycleConfiguration) -> ApiResult<Vec<model::LifecycleRule>> {
     if c.rules.is_empty() {
         return Err(ApiError::MalformedXml(

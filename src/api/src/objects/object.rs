@@ -492,8 +492,14 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let (cur, sse, bucket) = checked_read!(self, req, i, true);
-        let expiration = self.expiration_header(bucket, &i.key, &cur).await;
+        let (cur, sse, rules) = checked_read!(self, req, i, true);
+        let expiration = crate::lifecycle::expiration_of(
+            &rules,
+            &i.key,
+            cur.meta.size,
+            &cur.tags,
+            cur.timestamp,
+        );
         let size = cur.meta.size;
         let (range, parts_count) = self
             .requested_range(&cur, i.range.as_ref(), i.part_number)
@@ -568,8 +574,14 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let (cur, sse, bucket) = checked_read!(self, req, i, false);
-        let expiration = self.expiration_header(bucket, &i.key, &cur).await;
+        let (cur, sse, rules) = checked_read!(self, req, i, false);
+        let expiration = crate::lifecycle::expiration_of(
+            &rules,
+            &i.key,
+            cur.meta.size,
+            &cur.tags,
+            cur.timestamp,
+        );
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -1041,7 +1053,11 @@ impl Api {
         version_id: Option<&str>,
         c: Conditions<'_>,
         sse_given: Option<SseKey>,
-    ) -> ApiResult<(Current, Option<SseKey>, Uuid)> {
+    ) -> ApiResult<(
+        Current,
+        Option<SseKey>,
+        Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
+    )> {
         let action = match version_id {
             Some(_) => Action::GetObjectVersion,
             None => Action::GetObject,
@@ -1056,7 +1072,7 @@ impl Api {
         })?;
         access.check_version(Some(cur.acl))?;
         let sse = check_version(&self.kms, &cur, c, sse_given).await?;
-        Ok((cur, sse, id))
+        Ok((cur, sse, access.expiration_rules))
     }
 }
 

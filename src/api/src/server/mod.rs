@@ -241,7 +241,9 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
                     Ok(resp) => finish_event(&mut event, resp, &method),
                     Err(_) => event.status = 500,
                 }
-                tokio::spawn(async move { logs.record(&api, &bucket, event).await });
+                // A cached lookup (no await) unless the bucket's setting
+                // is older than the cache's lifetime.
+                logs.record(&api, &bucket, event).await;
             }
             res
         })
