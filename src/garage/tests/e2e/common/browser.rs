@@ -163,10 +163,13 @@ impl Browser {
     }
 
     /// Waits until `condition` (a script expression) is true in the page.
+    /// A condition that throws (an element not rendered yet, while the page
+    /// changes) counts as false until the deadline.
     pub fn wait_for(&mut self, what: &str, condition: &str, deadline: Duration) {
         let end = Instant::now() + deadline;
+        let guarded = format!("(() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})()");
         loop {
-            if self.eval(&format!("!!({condition})")) == json!(true) {
+            if self.eval(&guarded) == json!(true) {
                 return;
             }
             if Instant::now() > end {

@@ -17,7 +17,8 @@ use super::cluster::{wait_until, Cluster, CLUSTER_DEADLINE, RPC_PORT};
 pub struct Gateway {
     pub system: Arc<System>,
     /// The key, bucket and alias tables, which every node with a role
-    /// holds (fully replicated), with their workers running.
+    /// holds (fully replicated), with their workers running (the admin
+    /// token and KMS key tables run too, unexposed).
     pub metadata: garage_model::helper::Metadata,
     pub db: garage_db::Db,
     pub rt: tokio::runtime::Runtime,
@@ -95,6 +96,23 @@ impl Gateway {
             m.buckets.spawn_workers(&exit);
             m.aliases.spawn_workers(&exit);
             m.keys.spawn_workers(&exit);
+            // The other fully replicated tables: every node with a role
+            // holds them, and a node that does not answer for one keeps
+            // the others' syncs, so layout changes, from finishing.
+            Table::new(
+                garage_model::admin_token_table::AdminTokenTable,
+                db.clone(),
+                system.clone(),
+            )
+            .unwrap()
+            .spawn_workers(&exit);
+            Table::new(
+                garage_model::kms::table::KmsKeyTable,
+                db.clone(),
+                system.clone(),
+            )
+            .unwrap()
+            .spawn_workers(&exit);
             m
         };
         Gateway {
