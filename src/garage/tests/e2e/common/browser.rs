@@ -167,7 +167,9 @@ impl Browser {
     /// changes) counts as false until the deadline.
     pub fn wait_for(&mut self, what: &str, condition: &str, deadline: Duration) {
         let end = Instant::now() + deadline;
-        let guarded = format!("(() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})()");
+        let guarded = format!(
+            "(() => {{ try {{ return !!({condition}); }} catch (e) {{ return false; }} }})()"
+        );
         loop {
             if self.eval(&guarded) == json!(true) {
                 return;
