@@ -99,7 +99,7 @@ pub struct SecretOpt {
     /// File holding the bearer token for /metrics
     #[arg(long, env = "GARAGE_METRICS_TOKEN_FILE", global = true)]
     pub metrics_token_file: Option<PathBuf>,
-    /// SSE-S3 master key (64 hexadecimal characters)
+    /// Earlier releases' SSE-S3 master key (64 hexadecimal characters): only to read the SSE-S3 objects they wrote
     #[arg(
         long,
         env = "GARAGE_SSE_MASTER_KEY",
@@ -107,7 +107,7 @@ pub struct SecretOpt {
         global = true
     )]
     pub sse_master_key: Option<String>,
-    /// File holding the SSE-S3 master key
+    /// File holding earlier releases' SSE-S3 master key
     #[arg(long, env = "GARAGE_SSE_MASTER_KEY_FILE", global = true)]
     pub sse_master_key_file: Option<PathBuf>,
     /// Accept secret files that other users can read

@@ -134,9 +134,10 @@ pub struct Config {
     pub rpc_secret: Option<String>,
     #[serde(default)]
     pub rpc_secret_file: Option<PathBuf>,
-    /// SSE-S3's master key (64 hexadecimal characters): wraps each
-    /// encrypted object's data key. Without it SSE-S3 is refused. Every
-    /// node serving S3 requests needs the same one.
+    /// The SSE-S3 master key of earlier releases (64 hexadecimal
+    /// characters), which wrapped the data keys of the SSE-S3 objects they
+    /// wrote: only needed to read those. New objects use the cluster's
+    /// own keys (`garage_model::kms`).
     #[serde(default)]
     pub sse_master_key: Option<String>,
     #[serde(default)]
