@@ -451,9 +451,14 @@ impl Object {
     /// Raises the marks (the newest version ever complete; the newest null
     /// version ever complete), then keeps only the versions at or after
     /// the complete mark, the null version at its mark (complete, or
-    /// aborted: deleted by its id), and aborted null versions newer than
-    /// it (an abort wins over a completion that may still arrive, which
-    /// would raise the null mark to it).
+    /// aborted: deleted by its id), and the null versions newer than it
+    /// that are not complete: aborted (an abort wins over a completion
+    /// that may still arrive, which would raise the null mark to it) or
+    /// still uploading (its completion would raise the null mark to it and
+    /// bring it back: dropped now, its blocks would be released for good;
+    /// found by `versioned_writes_in_any_order_never_revive_deleted_versions`
+    /// with an upload begun while versioning was suspended, completed
+    /// after a newer versioned delete marker).
     ///
     /// Versions written with versioning enabled that are no longer
     /// current leave the entry: the history table holds them. A null
@@ -486,8 +491,7 @@ impl Object {
                 let k = Some(v.sort_key());
                 k >= Some(mark)
                     || (!v.in_history()
-                        && (k == null_mark
-                            || (k > null_mark && v.state == ObjectVersionState::Aborted)))
+                        && (k == null_mark || (k > null_mark && !v.is_complete())))
             });
         }
         let versions = &self.versions;
