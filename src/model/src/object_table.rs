@@ -490,8 +490,7 @@ impl Object {
             self.versions.retain(|v| {
                 let k = Some(v.sort_key());
                 k >= Some(mark)
-                    || (!v.in_history()
-                        && (k == null_mark || (k > null_mark && !v.is_complete())))
+                    || (!v.in_history() && (k == null_mark || (k > null_mark && !v.is_complete())))
             });
         }
         let versions = &self.versions;
