@@ -304,7 +304,9 @@ fn finish_event(event: &mut Event, resp: &HttpResponse, method: &Method) {
             .and_then(|v| v.parse::<u64>().ok())
     };
     event.status = resp.status().as_u16();
-    event.bytes_sent = num(CONTENT_LENGTH);
+    // A HEAD answer's Content-Length is the object's; it sends no body.
+    let sent = num(CONTENT_LENGTH);
+    event.bytes_sent = sent.filter(|_| *method != Method::HEAD);
     event.version_id = h
         .get("x-amz-version-id")
         .and_then(|v| v.to_str().ok())
@@ -315,7 +317,7 @@ fn finish_event(event: &mut Event, resp: &HttpResponse, method: &Method) {
             .and_then(|v| v.to_str().ok())
             .and_then(|r| r.rsplit('/').next())
             .and_then(|t| t.parse().ok());
-        event.object_size = total.or(event.bytes_sent).filter(|_| event.status < 300);
+        event.object_size = total.or(sent).filter(|_| event.status < 300);
     } else if *method != Method::PUT || event.status >= 300 {
         event.object_size = None;
     }
