@@ -107,17 +107,24 @@ pub fn written_acl_with_grants(
     allowed_acl(access, canned_of_grants(&g)?).map(Some)
 }
 
-/// The `x-amz-grant-*` headers of an object write (PutObject, CopyObject,
-/// CreateMultipartUpload: no WRITE grant on an object).
+/// [`written_acl_with_grants`] of an object write's input `$i`
+/// (PutObject, CopyObject, CreateMultipartUpload: `x-amz-acl` and the
+/// grant headers, no WRITE grant on an object) into `$place`, by
+/// requester `$who`.
 #[macro_export]
-macro_rules! object_grants {
-    ($i:expr) => {
-        [
-            ("READ", $i.grant_read.as_ref()),
-            ("FULL_CONTROL", $i.grant_full_control.as_ref()),
-            ("READ_ACP", $i.grant_read_acp.as_ref()),
-            ("WRITE_ACP", $i.grant_write_acp.as_ref()),
-        ]
+macro_rules! written_acl {
+    ($place:expr, $i:expr, $who:expr) => {
+        $crate::access::acl::written_acl_with_grants(
+            &$place.access,
+            $i.acl.as_ref().map(|a| a.as_str()),
+            &[
+                ("READ", $i.grant_read.as_ref()),
+                ("FULL_CONTROL", $i.grant_full_control.as_ref()),
+                ("READ_ACP", $i.grant_read_acp.as_ref()),
+                ("WRITE_ACP", $i.grant_write_acp.as_ref()),
+            ],
+            $who.key.as_ref().map(|k| k.key_id.as_str()),
+        )
     };
 }
 

@@ -219,12 +219,7 @@ impl Api {
                 crate::write_ask!(i, customer),
             )
             .await?;
-        place.acl = crate::access::acl::written_acl_with_grants(
-            &place.access,
-            i.acl.as_ref().map(|a| a.as_str()),
-            &crate::object_grants!(i),
-            who.key.as_ref().map(|k| k.key_id.as_str()),
-        )?;
+        place.acl = crate::written_acl!(place, i, who)?;
         place.class = self.write_class(
             i.storage_class.as_ref().map(|c| c.as_str()),
             place.default_class.as_deref(),

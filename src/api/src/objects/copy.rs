@@ -43,12 +43,7 @@ impl Api {
         );
         let (cur, mut place) = (src_access.hide(copy_source_missing(cur))?, place?);
         src_access.check_version(Some(cur.acl))?;
-        place.acl = crate::access::acl::written_acl_with_grants(
-            &place.access,
-            i.acl.as_ref().map(|a| a.as_str()),
-            &crate::object_grants!(i),
-            who.key.as_ref().map(|k| k.key_id.as_str()),
-        )?;
+        place.acl = crate::written_acl!(place, i, who)?;
         // The copy gets the request's storage class (STANDARD by default,
         // as in S3); another class than the source's rewrites the data.
         place.class = self.write_class(

@@ -447,12 +447,7 @@ impl Api {
                 crate::write_ask!(i, customer),
             )
             .await?;
-        place.acl = crate::access::acl::written_acl_with_grants(
-            &place.access,
-            i.acl.as_ref().map(|a| a.as_str()),
-            &crate::object_grants!(i),
-            who.key.as_ref().map(|k| k.key_id.as_str()),
-        )?;
+        place.acl = crate::written_acl!(place, i, who)?;
         place.class = self.write_class(
             i.storage_class.as_ref().map(|c| c.as_str()),
             place.default_class.as_deref(),
@@ -492,14 +487,7 @@ impl Api {
         req: S3Request<GetObjectInput>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let i = req.input;
-        let (cur, sse, rules) = checked_read!(self, req, i, true);
-        let expiration = crate::lifecycle::expiration_of(
-            &rules,
-            &i.key,
-            cur.meta.size,
-            &cur.tags,
-            cur.timestamp,
-        );
+        let (cur, sse, expiration) = checked_read!(self, req, i, true);
         let size = cur.meta.size;
         let (range, parts_count) = self
             .requested_range(&cur, i.range.as_ref(), i.part_number)
@@ -574,14 +562,7 @@ impl Api {
         req: S3Request<HeadObjectInput>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let i = req.input;
-        let (cur, sse, rules) = checked_read!(self, req, i, false);
-        let expiration = crate::lifecycle::expiration_of(
-            &rules,
-            &i.key,
-            cur.meta.size,
-            &cur.tags,
-            cur.timestamp,
-        );
+        let (cur, sse, expiration) = checked_read!(self, req, i, false);
         let size = cur.meta.size;
         let mut length = size;
         let mut content_range = None;
@@ -1042,7 +1023,8 @@ impl Api {
     /// The current version of `bucket`/`key` for a reader: the key's read
     /// permission, then the object, then the conditional headers.
     /// The SSE-C key given must open the version (checked before the
-    /// conditions, so that a 304 needs the key too).
+    /// conditions, so that a 304 needs the key too). Returns it with the
+    /// key to open it and its `x-amz-expiration`.
     #[allow(clippy::too_many_arguments)]
     async fn read_checked(
         self: &Arc<Self>,
@@ -1053,11 +1035,7 @@ impl Api {
         version_id: Option<&str>,
         c: Conditions<'_>,
         sse_given: Option<SseKey>,
-    ) -> ApiResult<(
-        Current,
-        Option<SseKey>,
-        Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
-    )> {
+    ) -> ApiResult<(Current, Option<SseKey>, Option<String>)> {
         let action = match version_id {
             Some(_) => Action::GetObjectVersion,
             None => Action::GetObject,
@@ -1072,7 +1050,14 @@ impl Api {
         })?;
         access.check_version(Some(cur.acl))?;
         let sse = check_version(&self.kms, &cur, c, sse_given).await?;
-        Ok((cur, sse, access.expiration_rules))
+        let expiration = crate::lifecycle::expiration_of(
+            &access.expiration_rules,
+            key,
+            cur.meta.size,
+            &cur.tags,
+            cur.timestamp,
+        );
+        Ok((cur, sse, expiration))
     }
 }
 

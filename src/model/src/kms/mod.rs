@@ -246,11 +246,20 @@ impl Kms {
             check_alias(a)?;
             self.alias_is_free(a).await?;
         }
-        let mut k = KmsKey::new(
+        let k = KmsKey::new(
             new_key_id(),
             description.to_string(),
             garage_util::time::now_msec(),
         );
+        self.write_with_material(k, alias).await
+    }
+
+    /// Writes `k` with `alias` set and a new material version.
+    async fn write_with_material(
+        &self,
+        mut k: KmsKey,
+        alias: Option<&str>,
+    ) -> Result<KmsKey, KmsError> {
         if let Some(a) = alias {
             k.aliases.update(a.to_string(), true);
         }
@@ -358,18 +367,14 @@ impl Kms {
             SSE_S3_KEY_ID => "SSE-S3 (made by the cluster)",
             _ => "default SSE-KMS key (made by the cluster)",
         };
-        let mut k = found.unwrap_or_else(|| {
+        let k = found.unwrap_or_else(|| {
             KmsKey::new(
                 id.to_string(),
                 description.to_string(),
                 garage_util::time::now_msec(),
             )
         });
-        if let Some(a) = alias {
-            k.aliases.update(a.to_string(), true);
-        }
-        self.add_material(&mut k);
-        self.table.insert(&k).await?;
+        let k = self.write_with_material(k, alias).await?;
         tracing::info!(key = %id, "made KMS key");
         Ok(k)
     }
