@@ -20,10 +20,25 @@ impl Opt {
     }
 }
 
+/// `garage --version`: the release, the commit, and what this build reads
+/// and writes (see doc/upgrading.md). `-V` prints the first line only.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\ncommit: ",
+    env!("GARAGE_COMMIT"),
+    "\nnode-to-node protocol: garage-net/1 with versions in the handshake (v0.1.0 peers: without)",
+    "\ntalks to nodes of: v0.1.0 and later (refuses older ones, and any below the cluster's finalized version)",
+    "\ncluster versions: 0.1.0, 0.2.0 (active version: what `garage upgrade finalize` last set; `garage status` shows it)",
+    "\ntable entries: reads formats 1 (named MessagePack) and 2 (compact), writes 2",
+    "\nlayout file: format 1; blocks: plain or zstd, replicated or erasure-coded shards (as v0.1.0)",
+    "\nfeatures gated on a later cluster version: none",
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "garage",
     version,
+    long_version = LONG_VERSION,
     about = "garage: a geo-distributed, S3-compatible object store (daemon and admin CLI)",
     long_about = None,
     disable_help_flag = true,
@@ -181,6 +196,10 @@ pub enum Command {
     /// create, rotate, disable, enable, alias, unalias, describe
     #[command(subcommand)]
     Kms(KmsOperation),
+    /// Rolling upgrades: status (versions per node, the active cluster
+    /// version), finalize (adopt this node's release for good)
+    #[command(subcommand)]
+    Upgrade(UpgradeOperation),
     /// Copy a metadata database into another engine
     ConvertDb(ConvertDbOpt),
     /// Repair this node's metadata database directly, with its daemon stopped
@@ -218,11 +237,24 @@ impl Command {
             Command::Meta(_) => "meta",
             Command::AdminToken(_) => "admin-token",
             Command::Kms(_) => "kms",
+            Command::Upgrade(_) => "upgrade",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
             Command::OfflineRepair(_) => "offline-repair",
         }
     }
+}
+
+#[derive(Subcommand, Debug)]
+pub enum UpgradeOperation {
+    /// Each node's release, the cluster's active version, and whether it
+    /// can be finalized now
+    Status,
+    /// Raise the cluster's active version to the release of the node
+    /// reached, once every node of the layout is up and runs it: the new
+    /// release's features are then used, and older releases (a rollback)
+    /// are refused for good
+    Finalize,
 }
 
 #[derive(Subcommand, Debug)]

@@ -97,6 +97,8 @@ pub(crate) struct Conn {
     pub addr: SocketAddr,
     pub incoming: bool,
     pub meta: ConnMeta,
+    /// What the peer told of its version in the handshake.
+    pub peer_version: crate::version::VersionInfo,
     /// Parity of the ids of calls we make (0 if we dialed).
     my_parity: u32,
     cmd: mpsc::UnboundedSender<WriterCmd>,
@@ -126,6 +128,7 @@ impl Unstarted {
             peer: session.peer,
             addr,
             incoming,
+            peer_version: session.peer_version,
             meta: ConnMeta {
                 dialer: if incoming { session.peer } else { my_id },
                 dial_seq: session.dial_seq,

@@ -25,6 +25,10 @@ pub enum NetError {
     /// The dialed node proved a valid identity, but not the one we asked for.
     #[error("connected to node {got}, but expected node {expected}")]
     WrongPeer { expected: NodeId, got: NodeId },
+    /// The peer proved its identity, but runs a release this node does not
+    /// talk to, or the other way round (see `VersionInfo::check_peer`).
+    #[error("node {peer} is incompatible: {reason}")]
+    Incompatible { peer: NodeId, reason: String },
     /// There is no open connection to this node; `connect` first.
     #[error("node {0} is not connected")]
     NotConnected(NodeId),

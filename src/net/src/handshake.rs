@@ -15,6 +15,17 @@
 //! With `psk3` the pre-shared key is mixed in only by the third message, so
 //! the dialer cannot know the listener holds `rpc_secret` until something
 //! encrypted with the final keys comes back: hence the confirmation.
+//!
+//! Versions (from v0.2.0; v0.1.0 sends none and ignores what it does not
+//! expect): a listener of v0.2.0 or later puts [`VERSIONED`] in message 2's
+//! payload. A dialer that sees it appends its encoded [`VersionInfo`] to
+//! message 3's payload (after the sequence number); one that does not (a
+//! v0.1.0 listener) sends the bare sequence number, as v0.1.0 expects. The
+//! listener answers a versioned dialer with the confirmation followed by its
+//! own `VersionInfo`, or with [`REFUSED`] and the reason when their versions
+//! are incompatible; it answers a v0.1.0 dialer with the bare confirmation,
+//! or hangs up. Versions travel only once the peer has proved it holds the
+//! secret (message 3 onwards), except the one-byte marker.
 
 use std::io;
 use std::sync::Arc;
@@ -25,6 +36,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::error::NetError;
 use crate::ident::{NetworkKey, NodeId, NodeKey};
+use crate::version::VersionInfo;
 
 /// Sent in clear before the handshake and bound into it as the Noise
 /// prologue: a peer speaking another version fails at once with a clear
@@ -32,6 +44,12 @@ use crate::ident::{NetworkKey, NodeId, NodeKey};
 pub const PREAMBLE: &[u8] = b"garage-net/1";
 pub(crate) const NOISE_PATTERN: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";
 const CONFIRMATION: &[u8] = b"garage-net/1 ok";
+/// Message 2's payload from a listener of v0.2.0 or later: "I exchange
+/// versions".
+const VERSIONED: &[u8] = b"v";
+/// Starts the listener's answer to message 3 instead of the confirmation
+/// when it will not talk to the dialer's release; the reason follows.
+const REFUSED: &[u8] = b"garage-net/1 refused: ";
 /// Largest Noise message, and so the largest frame on the wire after its
 /// two length bytes.
 pub(crate) const MAX_NOISE_MSG: usize = 65535;
@@ -59,6 +77,11 @@ pub(crate) struct Session {
     pub transport: Arc<StatelessTransportState>,
     pub send_nonce: u64,
     pub recv_nonce: u64,
+    /// What the peer told of its version ([`VersionInfo::LEGACY`] if it
+    /// sent nothing: v0.1.0).
+    pub peer_version: VersionInfo,
+    /// Whether the peer speaks the versioned handshake (v0.2.0 and later).
+    pub peer_versioned: bool,
 }
 
 fn builder<'a>(
@@ -112,6 +135,7 @@ pub(crate) async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     node_key: &NodeKey,
     expected: Option<NodeId>,
     dial_seq: u64,
+    ours: &VersionInfo,
 ) -> Result<Session, NetError> {
     let mut hs = builder(network_key, node_key)
         .and_then(|b| b.build_initiator())
@@ -133,8 +157,10 @@ pub(crate) async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     recv(sock, &mut inbuf)
         .await
         .map_err(|e| io_err("receiving message 2", e))?;
-    hs.read_message(&inbuf, &mut payload)
+    let n = hs
+        .read_message(&inbuf, &mut payload)
         .map_err(|e| noise_err("message 2", e))?;
+    let versioned = &payload[..n] == VERSIONED;
     let peer = hs
         .get_remote_static()
         .and_then(NodeId::from_slice)
@@ -151,8 +177,12 @@ pub(crate) async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
         }
     }
 
+    let mut msg3 = dial_seq.to_be_bytes().to_vec();
+    if versioned {
+        msg3.extend_from_slice(&ours.encode());
+    }
     let n = hs
-        .write_message(&dial_seq.to_be_bytes(), &mut msg)
+        .write_message(&msg3, &mut msg)
         .map_err(|e| noise_err("message 3", e))?;
     send(sock, &msg[..n])
         .await
@@ -174,15 +204,33 @@ pub(crate) async fn dial<S: AsyncRead + AsyncWrite + Unpin>(
     let n = transport
         .read_message(0, &inbuf, &mut payload)
         .map_err(|e| noise_err("confirmation", e))?;
-    if &payload[..n] != CONFIRMATION {
+    let answer = &payload[..n];
+    let peer_version = if !versioned {
+        if answer != CONFIRMATION {
+            return Err(NetError::Handshake("unexpected confirmation".into()));
+        }
+        VersionInfo::LEGACY
+    } else if let Some(reason) = answer.strip_prefix(REFUSED) {
+        return Err(NetError::Incompatible {
+            peer,
+            reason: format!("refused by the peer: {}", String::from_utf8_lossy(reason)),
+        });
+    } else if let Some(info) = answer.strip_prefix(CONFIRMATION) {
+        VersionInfo::decode(info).map_err(|e| NetError::Handshake(format!("confirmation: {e}")))?
+    } else {
         return Err(NetError::Handshake("unexpected confirmation".into()));
-    }
+    };
+    // The listener checked too, but with what it knows of the cluster.
+    ours.check_peer(&peer_version)
+        .map_err(|reason| NetError::Incompatible { peer, reason })?;
     Ok(Session {
         peer,
         dial_seq,
         transport: Arc::new(transport),
         send_nonce: 0,
         recv_nonce: 1,
+        peer_version,
+        peer_versioned: versioned,
     })
 }
 
@@ -217,7 +265,7 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     hs.read_message(&inbuf, &mut payload)
         .map_err(|e| noise_err("message 1", e))?;
     let n = hs
-        .write_message(&[], &mut msg)
+        .write_message(VERSIONED, &mut msg)
         .map_err(|e| noise_err("message 2", e))?;
     send(sock, &msg[..n])
         .await
@@ -229,9 +277,17 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
     let n = hs
         .read_message(&inbuf, &mut payload)
         .map_err(|e| noise_err("message 3", e))?;
-    let dial_seq = <[u8; 8]>::try_from(&payload[..n])
-        .map(u64::from_be_bytes)
-        .map_err(|_| NetError::Handshake("message 3 has a malformed payload".into()))?;
+    let malformed = || NetError::Handshake("message 3 has a malformed payload".into());
+    let (seq, rest) = payload[..n].split_at_checked(8).ok_or_else(malformed)?;
+    let dial_seq = u64::from_be_bytes(seq.try_into().map_err(|_| malformed())?);
+    // A v0.1.0 dialer sends the sequence number alone.
+    let (peer_version, peer_versioned) = if rest.is_empty() {
+        (VersionInfo::LEGACY, false)
+    } else {
+        let v = VersionInfo::decode(rest)
+            .map_err(|e| NetError::Handshake(format!("message 3: {e}")))?;
+        (v, true)
+    };
     let peer = hs
         .get_remote_static()
         .and_then(NodeId::from_slice)
@@ -249,6 +305,8 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
         // Nonce 0 is the confirmation's.
         send_nonce: 1,
         recv_nonce: 0,
+        peer_version,
+        peer_versioned,
     })
 }
 
@@ -258,11 +316,42 @@ pub(crate) async fn accept<S: AsyncRead + AsyncWrite + Unpin>(
 pub(crate) async fn confirm<S: AsyncWrite + Unpin>(
     sock: &mut S,
     session: &Session,
+    ours: &VersionInfo,
 ) -> Result<(), NetError> {
-    let mut msg = vec![0u8; CONFIRMATION.len() + TAG_LEN];
+    let mut answer = CONFIRMATION.to_vec();
+    if session.peer_versioned {
+        answer.extend_from_slice(&ours.encode());
+    }
+    send_answer(sock, session, &answer).await
+}
+
+/// Ends the listener's side with a refusal instead of the confirmation: a
+/// versioned dialer reads `reason`; a v0.1.0 dialer, which would take
+/// anything but the bare confirmation as a broken handshake, gets nothing
+/// (the caller hangs up).
+pub(crate) async fn refuse<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    session: &Session,
+    reason: &str,
+) -> Result<(), NetError> {
+    if !session.peer_versioned {
+        return Ok(());
+    }
+    let mut answer = REFUSED.to_vec();
+    // A reason is a sentence; keep the message well under a Noise message.
+    answer.extend_from_slice(&reason.as_bytes()[..reason.len().min(4096)]);
+    send_answer(sock, session, &answer).await
+}
+
+async fn send_answer<S: AsyncWrite + Unpin>(
+    sock: &mut S,
+    session: &Session,
+    answer: &[u8],
+) -> Result<(), NetError> {
+    let mut msg = vec![0u8; answer.len() + TAG_LEN];
     let n = session
         .transport
-        .write_message(0, CONFIRMATION, &mut msg)
+        .write_message(0, answer, &mut msg)
         .map_err(|e| noise_err("confirmation", e))?;
     send(sock, &msg[..n])
         .await
@@ -277,10 +366,48 @@ mod tests {
         NetworkKey::from_bytes([b; 32])
     }
 
+    fn this_build() -> VersionInfo {
+        VersionInfo::this_build(crate::version::V0_1_0)
+    }
+
+    /// The listener's side as `NetApp` runs it: accept, check the
+    /// versions, then confirm or refuse.
+    async fn listen_side<S: AsyncRead + AsyncWrite + Unpin>(
+        sock: &mut S,
+        net: &NetworkKey,
+        key: &NodeKey,
+        ours: &VersionInfo,
+    ) -> Result<Session, NetError> {
+        let session = accept(sock, net, key).await?;
+        if let Err(reason) = ours.check_peer(&session.peer_version) {
+            refuse(sock, &session, &reason).await?;
+            return Err(NetError::Incompatible {
+                peer: session.peer,
+                reason,
+            });
+        }
+        confirm(sock, &session, ours).await.map(|()| session)
+    }
+
     async fn run(
         dial_net: NetworkKey,
         accept_net: NetworkKey,
         expected: impl FnOnce(NodeId) -> Option<NodeId>,
+    ) -> (
+        NodeKey,
+        NodeKey,
+        Result<Session, NetError>,
+        Result<Session, NetError>,
+    ) {
+        run_versions(dial_net, accept_net, expected, this_build(), this_build()).await
+    }
+
+    async fn run_versions(
+        dial_net: NetworkKey,
+        accept_net: NetworkKey,
+        expected: impl FnOnce(NodeId) -> Option<NodeId>,
+        dial_version: VersionInfo,
+        accept_version: VersionInfo,
     ) -> (
         NodeKey,
         NodeKey,
@@ -292,21 +419,165 @@ mod tests {
         let exp = expected(b.id());
         let (ra, rb) = tokio::join!(
             async {
-                let r = dial(&mut s1, &dial_net, &a, exp, 42).await;
+                let r = dial(&mut s1, &dial_net, &a, exp, 42, &dial_version).await;
                 drop(s1); // hang up on failure, as the real connection does
                 r
             },
             async {
-                let r = accept(&mut s2, &accept_net, &b).await;
-                let r = match r {
-                    Ok(session) => confirm(&mut s2, &session).await.map(|()| session),
-                    Err(e) => Err(e),
-                };
+                let r = listen_side(&mut s2, &accept_net, &b, &accept_version).await;
                 drop(s2);
                 r
             }
         );
         (a, b, ra, rb)
+    }
+
+    /// Release v0.1.0's dialer, byte for byte on the wire: empty message 1
+    /// payload, message 2's payload ignored, the bare sequence number in
+    /// message 3, and nothing but the bare confirmation accepted.
+    async fn v0_1_0_dial<S: AsyncRead + AsyncWrite + Unpin>(
+        sock: &mut S,
+        net: &NetworkKey,
+        key: &NodeKey,
+    ) -> Result<NodeId, String> {
+        let mut hs = builder(net, key).unwrap().build_initiator().unwrap();
+        let (mut msg, mut payload, mut inbuf) = (
+            vec![0u8; MAX_NOISE_MSG],
+            vec![0u8; MAX_NOISE_MSG],
+            Vec::new(),
+        );
+        sock.write_all(PREAMBLE).await.unwrap();
+        let n = hs.write_message(&[], &mut msg).unwrap();
+        send(sock, &msg[..n]).await.unwrap();
+        recv(sock, &mut inbuf).await.unwrap();
+        hs.read_message(&inbuf, &mut payload).unwrap();
+        let peer = NodeId::from_slice(hs.get_remote_static().unwrap()).unwrap();
+        let n = hs.write_message(&7u64.to_be_bytes(), &mut msg).unwrap();
+        send(sock, &msg[..n]).await.unwrap();
+        let t = hs.into_stateless_transport_mode().unwrap();
+        recv(sock, &mut inbuf)
+            .await
+            .map_err(|e| format!("no confirmation: {e}"))?;
+        let n = t.read_message(0, &inbuf, &mut payload).unwrap();
+        if &payload[..n] != CONFIRMATION {
+            return Err("unexpected confirmation".into());
+        }
+        Ok(peer)
+    }
+
+    /// Release v0.1.0's listener, byte for byte on the wire: empty message
+    /// 2 payload, exactly 8 bytes expected in message 3, the bare
+    /// confirmation.
+    async fn v0_1_0_accept<S: AsyncRead + AsyncWrite + Unpin>(
+        sock: &mut S,
+        net: &NetworkKey,
+        key: &NodeKey,
+    ) -> Result<NodeId, String> {
+        let mut pre = [0u8; PREAMBLE.len()];
+        sock.read_exact(&mut pre).await.unwrap();
+        let mut hs = builder(net, key).unwrap().build_responder().unwrap();
+        let (mut msg, mut payload, mut inbuf) = (
+            vec![0u8; MAX_NOISE_MSG],
+            vec![0u8; MAX_NOISE_MSG],
+            Vec::new(),
+        );
+        recv(sock, &mut inbuf).await.unwrap();
+        hs.read_message(&inbuf, &mut payload).unwrap();
+        let n = hs.write_message(&[], &mut msg).unwrap();
+        send(sock, &msg[..n]).await.unwrap();
+        recv(sock, &mut inbuf).await.unwrap();
+        let n = hs.read_message(&inbuf, &mut payload).unwrap();
+        if n != 8 {
+            return Err("message 3 has a malformed payload".into());
+        }
+        let peer = NodeId::from_slice(hs.get_remote_static().unwrap()).unwrap();
+        let t = hs.into_stateless_transport_mode().unwrap();
+        let n = t.write_message(0, CONFIRMATION, &mut msg).unwrap();
+        send(sock, &msg[..n]).await.unwrap();
+        Ok(peer)
+    }
+
+    #[tokio::test]
+    async fn versions_are_exchanged() {
+        let mut newer = this_build();
+        newer.release = crate::version::Version::new(9, 0, 0);
+        newer.oldest_peer = this_build().release;
+        let (_, _, ra, rb) = run_versions(nk(1), nk(1), Some, this_build(), newer).await;
+        let (sa, sb) = (ra.unwrap(), rb.unwrap());
+        assert_eq!(sa.peer_version, newer);
+        assert!(sa.peer_versioned && sb.peer_versioned);
+        assert_eq!(sb.peer_version, this_build());
+    }
+
+    #[tokio::test]
+    async fn this_build_dials_a_v0_1_0_listener() {
+        let (a, b) = (NodeKey::generate(), NodeKey::generate());
+        let (mut s1, mut s2) = tokio::io::duplex(4096);
+        let (net, ours) = (nk(1), this_build());
+        let (ra, rb) = tokio::join!(
+            dial(&mut s1, &net, &a, Some(b.id()), 3, &ours),
+            v0_1_0_accept(&mut s2, &net, &b)
+        );
+        let sa = ra.unwrap();
+        assert_eq!(sa.peer_version, VersionInfo::LEGACY);
+        assert!(!sa.peer_versioned);
+        assert_eq!(rb.unwrap(), a.id());
+    }
+
+    #[tokio::test]
+    async fn a_v0_1_0_dialer_is_admitted() {
+        let (a, b) = (NodeKey::generate(), NodeKey::generate());
+        let (mut s1, mut s2) = tokio::io::duplex(4096);
+        let (net, ours) = (nk(1), this_build());
+        let (ra, rb) = tokio::join!(
+            v0_1_0_dial(&mut s1, &net, &a),
+            listen_side(&mut s2, &net, &b, &ours)
+        );
+        assert_eq!(ra.unwrap(), b.id());
+        let sb = rb.unwrap();
+        assert_eq!(sb.peer_version, VersionInfo::LEGACY);
+        assert!(!sb.peer_versioned);
+        assert_eq!(sb.dial_seq, 7);
+    }
+
+    #[tokio::test]
+    async fn a_finalized_listener_hangs_up_on_a_v0_1_0_dialer() {
+        let (a, b) = (NodeKey::generate(), NodeKey::generate());
+        let finalized = VersionInfo::this_build(crate::version::Version::current().series());
+        let (mut s1, mut s2) = tokio::io::duplex(4096);
+        let net = nk(1);
+        let (ra, rb) = tokio::join!(v0_1_0_dial(&mut s1, &net, &a), async {
+            let r = listen_side(&mut s2, &net, &b, &finalized).await;
+            drop(s2);
+            r
+        });
+        assert!(ra.unwrap_err().contains("no confirmation"));
+        match rb {
+            Err(NetError::Incompatible { peer, reason }) => {
+                assert_eq!(peer, a.id());
+                assert!(reason.contains("v0.1.0"), "{reason}");
+            }
+            r => panic!("expected Incompatible, got {:?}", r.err()),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_incompatible_dialer_reads_why_it_was_refused() {
+        let too_old = VersionInfo {
+            release: crate::version::Version::new(0, 0, 9),
+            oldest_peer: crate::version::Version::new(0, 0, 1),
+            cluster: crate::version::Version::new(0, 0, 1),
+        };
+        let (_, _, ra, rb) = run_versions(nk(1), nk(1), |_| None, too_old, this_build()).await;
+        for r in [ra, rb] {
+            match r {
+                Err(NetError::Incompatible { reason, .. }) => {
+                    assert!(reason.contains("v0.0.9"), "{reason}");
+                    assert!(reason.contains(env!("CARGO_PKG_VERSION")), "{reason}");
+                }
+                r => panic!("expected Incompatible, got {:?}", r.err()),
+            }
+        }
     }
 
     #[tokio::test]

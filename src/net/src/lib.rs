@@ -17,7 +17,8 @@
 //! connection's tasks and call table), `endpoint` (typed endpoints),
 //! `netapp` (connections per peer, listening, dialing), `admission` (how
 //! many unauthenticated handshakes may run at once), `trace` (a request's
-//! trace context carried to the nodes it calls).
+//! trace context carried to the nodes it calls), `version` (release
+//! versions exchanged in the handshake, and which peers may talk).
 
 pub mod admission;
 mod body;
@@ -33,6 +34,7 @@ mod metrics;
 mod netapp;
 mod sched;
 pub mod trace;
+pub mod version;
 mod writer;
 
 pub use body::{ByteStream, WINDOW};
@@ -43,3 +45,4 @@ pub use frame::{Priority, CHUNK_SIZE};
 pub use handshake::PREAMBLE;
 pub use ident::{NetworkKey, NodeId, NodeKey, NODE_KEY_FILE, NODE_PUBKEY_FILE};
 pub use netapp::{Listener, NetApp, NetConfig};
+pub use version::{Version, VersionInfo};

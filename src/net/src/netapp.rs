@@ -18,6 +18,7 @@ use crate::endpoint::{no_handler, Endpoint, EndpointHandler, ErasedHandler, Mess
 use crate::error::NetError;
 use crate::handshake;
 use crate::ident::{NetworkKey, NodeId, NodeKey};
+use crate::version::{Version, VersionInfo, V0_1_0};
 
 /// Settings of the network layer.
 #[derive(Clone, Debug)]
@@ -76,6 +77,10 @@ pub struct NetApp {
     admission: Arc<Admission>,
     refusals_log: LogLimiter,
     failures_log: LogLimiter,
+    incompatible_log: LogLimiter,
+    /// What we tell peers of our version; its cluster part changes when
+    /// the cluster is finalized ([`NetApp::set_cluster_version`]).
+    version: RwLock<VersionInfo>,
 }
 
 impl NetApp {
@@ -98,6 +103,8 @@ impl NetApp {
             admission: Admission::new(config.admission),
             refusals_log: LogLimiter::default(),
             failures_log: LogLimiter::default(),
+            incompatible_log: LogLimiter::default(),
+            version: RwLock::new(VersionInfo::this_build(V0_1_0)),
         })
     }
 
@@ -107,6 +114,23 @@ impl NetApp {
 
     pub fn config(&self) -> &NetConfig {
         &self.config
+    }
+
+    /// What this node tells its peers of its version.
+    pub fn version(&self) -> VersionInfo {
+        *self.version.read().unwrap()
+    }
+
+    /// Sets the cluster version this node knows to be finalized, told to
+    /// peers from the next handshake on. Connected peers whose release is
+    /// below it are not disconnected here: the caller decides.
+    pub fn set_cluster_version(&self, cluster: Version) {
+        self.version.write().unwrap().cluster = cluster;
+    }
+
+    /// What a connected peer told of its version in the handshake.
+    pub fn peer_version(&self, peer: &NodeId) -> Option<VersionInfo> {
+        self.conns.lock().unwrap().get(peer).map(|c| c.peer_version)
     }
 
     /// Incoming handshakes running now.
@@ -184,14 +208,30 @@ impl NetApp {
             )
             .await
             .map_err(|_| self.handshake_timed_out())??;
+            let ours = self.version();
+            if let Err(reason) = ours.check_peer(&session.peer_version) {
+                // Best effort: the refusal is for the dialer's log.
+                let _ = tokio::time::timeout(
+                    self.config.handshake_timeout,
+                    handshake::refuse(&mut sock, &session, &reason),
+                )
+                .await;
+                metrics::counter!("rpc_connections_refused_total", "reason" => "version")
+                    .increment(1);
+                return Err(NetError::Incompatible {
+                    peer: session.peer,
+                    reason,
+                });
+            }
             // Register before confirming: when the dialer's `connect`
             // returns, we know the connection too.
             let unstarted = self.new_conn(&session, addr, true);
             let keep = self.register(&unstarted.conn);
-            let confirmed = tokio::time::timeout(timeout, handshake::confirm(&mut sock, &session))
-                .await
-                .map_err(|_| self.handshake_timed_out())
-                .and_then(|r| r);
+            let confirmed =
+                tokio::time::timeout(timeout, handshake::confirm(&mut sock, &session, &ours))
+                    .await
+                    .map_err(|_| self.handshake_timed_out())
+                    .and_then(|r| r);
             if let Err(e) = confirmed {
                 if keep {
                     unstarted.conn.close(&e.to_string());
@@ -208,7 +248,15 @@ impl NetApp {
             Ok::<_, NetError>(())
         }
         .await;
-        if let Err(e) = res {
+        if let Err(e @ NetError::Incompatible { .. }) = &res {
+            // Limited apart from other failures, so that the operator
+            // sees it: it only comes from a node holding the secret.
+            if let Some(held_back) = self.incompatible_log.allow(std::time::Instant::now()) {
+                tracing::error!(
+                    "incoming connection from {addr} refused: {e} ({held_back} such refusals not logged since the last such line)"
+                );
+            }
+        } else if let Err(e) = res {
             metrics::counter!("rpc_handshakes_failed_total").increment(1);
             if let Some(held_back) = self.failures_log.allow(std::time::Instant::now()) {
                 tracing::warn!(
@@ -287,6 +335,7 @@ impl NetApp {
                 &self.node_key,
                 expected,
                 dial_seq,
+                &self.version(),
             )
             .await?;
             Ok::<_, NetError>((sock, session))
@@ -304,6 +353,10 @@ impl NetApp {
                 Ok(peer)
             }
             Err(NetError::Ourselves) => Err(NetError::Ourselves),
+            Err(e @ NetError::Incompatible { .. }) => {
+                tracing::error!("cannot connect to {addr}: {e}");
+                Err(e)
+            }
             Err(e) => {
                 tracing::warn!("cannot connect to {addr}: {e}");
                 Err(e)
@@ -362,7 +415,10 @@ impl NetApp {
             old.close("replaced by a newer connection");
         }
         let dir = if incoming { "incoming" } else { "outgoing" };
-        tracing::info!("connected to peer {peer:?} at {addr} ({dir})");
+        tracing::info!(
+            "connected to peer {peer:?} at {addr} ({dir}, garage v{})",
+            conn.peer_version.release
+        );
         let handlers = self.on_connected.read().unwrap().clone();
         for f in handlers {
             f(peer, addr, incoming);

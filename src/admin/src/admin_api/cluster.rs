@@ -18,6 +18,17 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_cluster_status))
         .routes(routes!(connect_cluster_nodes))
         .routes(routes!(get_cluster_statistics))
+        .routes(routes!(finalize_upgrade))
+}
+
+/// Raises the cluster's active version to this node's release series once
+/// every node of the layout is up and runs it (see doc/upgrading.md); 400
+/// with the reasons otherwise. After it, nodes of older releases are
+/// refused: no rollback.
+#[utoipa::path(post, path = "/v2/FinalizeUpgrade", tag = "Cluster",
+    responses((status = 200, body = FinalizeUpgradeResponse), (status = 400, body = ErrorBody)))]
+pub async fn finalize_upgrade(State(st): State<St>) -> Answer<FinalizeUpgradeResponse> {
+    ok(op::finalize_upgrade(&st.garage.system).await?)
 }
 
 /// The storage nodes' capacity and free space, and the space the cluster

@@ -108,6 +108,7 @@ mod tests {
         ("GET", "/v2/GetKmsKeyInfo"),
         ("POST", "/v2/CreateKmsKey"),
         ("POST", "/v2/UpdateKmsKey"),
+        ("POST", "/v2/FinalizeUpgrade"),
         ("POST", "/v2/RotateKmsKey"),
         ("POST", "/v2/PresignS3Request"),
         ("GET", "/v2/GetNodeMetricsHistory"),

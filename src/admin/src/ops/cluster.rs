@@ -3,6 +3,7 @@
 //! API format them.
 
 use garage_rpc::system::status::FreeSpace;
+use garage_rpc::system::versions::ClusterVersions;
 use garage_rpc::system::System;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -18,6 +19,46 @@ pub struct GetClusterStatusResponse {
     /// Version of the current cluster layout.
     pub layout_version: u64,
     pub nodes: Vec<NodeResp>,
+    /// Releases run and the cluster's active version (absent from the
+    /// answers of v0.1.0 nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_version: Option<ClusterVersionResp>,
+}
+
+/// The releases the nodes run and the cluster's active version (see
+/// doc/upgrading.md).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterVersionResp {
+    /// The release the answering node runs.
+    pub release: String,
+    /// The version the cluster was last finalized at: features of later
+    /// versions are not used yet, and nodes of older releases are refused.
+    pub active: String,
+    /// Lowest and highest release among the layout's and the connected
+    /// nodes.
+    pub lowest: String,
+    pub highest: String,
+    /// Nodes run different release series, or the cluster is not finalized
+    /// at the one they all run: an upgrade is under way.
+    pub mixed: bool,
+    /// What keeps FinalizeUpgrade on the answering node from raising the
+    /// active version to its release series now (empty when it can, or
+    /// when there is nothing to finalize).
+    pub finalize_blockers: Vec<String>,
+}
+
+impl From<&ClusterVersions> for ClusterVersionResp {
+    fn from(v: &ClusterVersions) -> Self {
+        ClusterVersionResp {
+            release: v.release.to_string(),
+            active: v.active.to_string(),
+            lowest: v.lowest.to_string(),
+            highest: v.highest.to_string(),
+            mixed: v.mixed,
+            finalize_blockers: v.finalize_blockers.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -44,6 +85,13 @@ pub struct NodeResp {
     /// answering node measures it from pings; absent when not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_offset_ms: Option<i64>,
+    /// The release the node runs (`0.1.0` for a node that does not tell:
+    /// v0.1.0 sends no version); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garage_version: Option<String>,
+    /// The cluster version the node knows to be finalized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster_version: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -97,13 +145,39 @@ pub fn get_cluster_status(g: &Garage) -> GetClusterStatusResponse {
                 data_partition: space(n.data_space),
                 metadata_partition: space(n.metadata_space),
                 clock_offset_ms: n.clock_offset_ms,
+                garage_version: n.version.map(|v| v.release.to_string()),
+                cluster_version: n.version.map(|v| v.cluster.to_string()),
             }
         })
         .collect();
     GetClusterStatusResponse {
         layout_version: current.version,
         nodes,
+        cluster_version: status.versions.as_ref().map(ClusterVersionResp::from),
     }
+}
+
+// ---- FinalizeUpgrade ----
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FinalizeUpgradeResponse {
+    /// The cluster's active version now.
+    pub cluster_version: String,
+}
+
+/// Raises the cluster's active version to the answering node's release
+/// series, once every node of the layout is up and runs it: from then on
+/// the features of that version are used and older releases are refused
+/// (no rollback). Does nothing if the cluster is already there.
+pub async fn finalize_upgrade(system: &System) -> Result<FinalizeUpgradeResponse, ApiError> {
+    let v = system
+        .finalize()
+        .await
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    Ok(FinalizeUpgradeResponse {
+        cluster_version: v.to_string(),
+    })
 }
 
 // ---- GetClusterHealth ----

@@ -55,6 +55,8 @@ pub enum AdminRequest {
     GetClusterLayoutHistory,
     PreviewClusterLayoutChanges,
     ClusterLayoutSkipDeadNodes(layout::ClusterLayoutSkipDeadNodesRequest),
+    /// Sent only to nodes of v0.2.0 and later (v0.1.0 cannot decode it).
+    FinalizeUpgrade,
     ListBuckets,
     GetBucketInfo(bucket::GetBucketInfoQuery),
     CreateBucket(bucket::CreateBucketRequest),
@@ -99,6 +101,7 @@ pub enum AdminResponse {
     LayoutHistory(layout::GetClusterLayoutHistoryResponse),
     LayoutPreview(Box<layout::PreviewClusterLayoutChangesResponse>),
     DeadNodesSkipped(layout::ClusterLayoutSkipDeadNodesResponse),
+    UpgradeFinalized(cluster::FinalizeUpgradeResponse),
     Presigned(presign::PresignS3Response),
     Buckets(Vec<bucket::ListBucketsResponseItem>),
     Bucket(Box<bucket::GetBucketInfoResponse>),
@@ -142,6 +145,7 @@ pub async fn run(
         R::ClusterLayoutSkipDeadNodes(r) => {
             A::DeadNodesSkipped(layout::cluster_layout_skip_dead_nodes(sys, r)?)
         }
+        R::FinalizeUpgrade => A::UpgradeFinalized(cluster::finalize_upgrade(sys).await?),
         R::PresignS3Request(r) => A::Presigned(presign::presign_for(g, conf, r).await?),
         R::ListBuckets => A::Buckets(bucket::list_buckets(g).await?),
         R::GetBucketInfo(q) => bucket(bucket::get_bucket_info(g, q).await?),

@@ -15,6 +15,7 @@ mod layout;
 mod stats;
 mod status;
 mod tokens;
+mod upgrade;
 
 use std::sync::Arc;
 
@@ -175,6 +176,12 @@ impl Admin {
         }
     }
 
+    /// The reached node's version, as its handshake told it (v0.1.0 tells
+    /// none: `VersionInfo::LEGACY`).
+    pub fn target_version(&self) -> Option<garage_net::VersionInfo> {
+        self._netapp.peer_version(&self.target)
+    }
+
     /// The reached node's view of the cluster.
     pub async fn cluster_status(
         &self,
@@ -200,7 +207,9 @@ pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> 
     };
     use serde_json::json;
     Some(match cmd {
-        Command::Status => ("GetClusterStatus", json!({})),
+        Command::Status | Command::Upgrade(crate::args::UpgradeOperation::Status) => {
+            ("GetClusterStatus", json!({}))
+        }
         Command::Layout(L::Show) => ("GetClusterLayout", json!({})),
         Command::Bucket(Bu::List) => ("ListBuckets", json!({})),
         Command::Bucket(Bu::Info { name }) => ("GetBucketInfo", json!({ "search": name })),
@@ -297,6 +306,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         Command::AdminToken(op) => tokens::run(&admin, op).await,
         Command::Kms(op) => kms::run(&admin, op).await,
+        Command::Upgrade(op) => upgrade::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await
         }

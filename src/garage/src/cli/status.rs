@@ -27,11 +27,13 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
 
     println!("==== HEALTHY NODES ====");
     let mut rows = vec![
-        "ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail\tClock".to_string(),
+        "ID\tHostname\tAddress\tTags\tZone\tCapacity\tDataAvail\tMetaAvail\tClock\tVersion"
+            .to_string(),
     ];
     for n in status.nodes.iter().filter(|n| n.is_up) {
         let host = n.hostname.as_deref().unwrap_or("?");
         let addr = n.addr.as_deref().unwrap_or("N/A");
+        let version = n.garage_version.as_deref().unwrap_or("?");
         match &n.role {
             Some(role) => {
                 let avail = match role.capacity {
@@ -40,7 +42,7 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                 };
                 let meta = free_space_string(n.metadata_partition.as_ref());
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}\t{}",
+                    "{:.16}\t{host}\t{addr}\t[{}]\t{}\t{}\t{avail}\t{meta}\t{}\t{version}",
                     n.id,
                     role.tags.join(","),
                     role.zone,
@@ -57,7 +59,7 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
                     "NO ROLE ASSIGNED"
                 };
                 rows.push(format!(
-                    "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}\t{}",
+                    "{:.16}\t{host}\t{addr}\t\t\t{what}\t\t{}\t{}\t{version}",
                     n.id,
                     free_space_string(n.metadata_partition.as_ref()),
                     clock_string(n.clock_offset_ms),
@@ -93,6 +95,7 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
 
     println!();
     print!("{}", garage_admin::ops::cluster::format_health(&health));
+    print!("{}", super::upgrade::summary(&status));
 
     if layout::print_staged_changes(&layout) {
         println!();

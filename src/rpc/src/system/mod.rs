@@ -10,13 +10,16 @@ pub mod health;
 pub mod peers;
 pub mod status;
 pub mod trackers;
+pub mod versions;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use garage_net::{EndpointHandler, Message, NetApp, NetError, NodeId, Priority};
+use garage_net::{
+    EndpointHandler, Message, NetApp, NetError, NodeId, Priority, Version, VersionInfo,
+};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -25,6 +28,7 @@ use crate::layout::{LayoutError, LayoutHistory, LayoutParameters, NodeRole, Trac
 use garage_util::config::ConsistencyMode;
 use peers::{Peers, PingFailure};
 use status::{free_space, free_space_of_all, hostname, FreeSpace, LayoutDigest, NodeStatus};
+use versions::ClusterVersions;
 
 /// How often each connected peer is pinged.
 pub const PING_INTERVAL: Duration = Duration::from_secs(2);
@@ -91,6 +95,9 @@ pub struct ClusterStatus {
     /// The answering node's [`System::health`] (absent from older nodes).
     #[serde(default)]
     pub health: Option<health::ClusterHealth>,
+    /// Releases and the active cluster version (absent from v0.1.0 nodes).
+    #[serde(default)]
+    pub versions: Option<ClusterVersions>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -110,6 +117,10 @@ pub struct KnownNode {
     /// nodes too).
     #[serde(default)]
     pub clock_offset_ms: Option<i64>,
+    /// The node's release and the cluster version it knows (absent when
+    /// not known, and from the answers of v0.1.0 nodes).
+    #[serde(default)]
+    pub version: Option<VersionInfo>,
 }
 
 /// Settings the system needs from the node configuration.
@@ -140,6 +151,13 @@ pub enum SystemError {
     NoDeadNodes,
     #[error("the cluster layout has replication factor {layout}, but this node's configuration says replication_factor = {config}: the replication factor of a cluster cannot be changed this way")]
     ReplicationMismatch { layout: usize, config: usize },
+    #[error("cluster version: {0}")]
+    ClusterVersion(String),
+    #[error("the cluster cannot be finalized at v{target} yet:\n  {}", .blockers.join("\n  "))]
+    CannotFinalize {
+        target: Version,
+        blockers: Vec<String>,
+    },
 }
 
 pub struct System {
@@ -171,6 +189,8 @@ pub struct System {
     saved_peers: Mutex<Vec<(NodeId, SocketAddr)>>,
     /// Nodes last seen off the cluster's clock (logged once each).
     clock_alarms: Mutex<std::collections::BTreeSet<NodeId>>,
+    /// Held while the cluster version is raised and saved.
+    cluster_version_save: Mutex<()>,
 }
 
 /// A peer as the configuration (`bootstrap_peers`) or the CLI names it.
@@ -258,6 +278,16 @@ impl System {
             }
             None => LayoutHistory::new(config.replication_factor),
         };
+        let cluster_version =
+            versions::load(&config.metadata_dir).map_err(SystemError::ClusterVersion)?;
+        if cluster_version > Version::current() {
+            return Err(SystemError::ClusterVersion(format!(
+                "this node runs garage v{}, but the cluster was finalized at v{cluster_version} (file {} in metadata_dir): a finalized cluster cannot be rolled back; run v{cluster_version} or later",
+                Version::current(),
+                versions::CLUSTER_VERSION_FILE
+            )));
+        }
+        netapp.set_cluster_version(cluster_version);
         let endpoint = netapp.endpoint::<SystemRpc, System>(SYSTEM_ENDPOINT);
         let sys = Arc::new(Self {
             netapp: netapp.clone(),
@@ -275,6 +305,7 @@ impl System {
             peers_up: watch::channel(0).0,
             saved_peers: Mutex::new(Vec::new()),
             clock_alarms: Mutex::new(Default::default()),
+            cluster_version_save: Mutex::new(()),
         });
         sys.endpoint.set_handler(sys.clone());
         let weak = Arc::downgrade(&sys);
@@ -366,6 +397,7 @@ impl System {
             metadata_space: free_space(&self.config.metadata_dir),
             data_space: free_space_of_all(&self.config.data_dirs),
             clock_ms: garage_util::time::now_msec(),
+            version: Some(self.netapp.version()),
         }
     }
 
@@ -622,6 +654,7 @@ impl System {
                 }
             }
         }
+        self.peer_version_heard(id, status);
         if status.replication_factor != self.config.replication_factor {
             warn!(peer = ?id, "peer has replication_factor = {} but this node has {}: they cannot form one cluster", status.replication_factor, self.config.replication_factor);
             return false;
@@ -713,6 +746,7 @@ impl System {
             metadata_space: me.metadata_space,
             data_space: me.data_space,
             clock_offset_ms: None,
+            version: me.version,
         }];
         let peers = self.peers();
         for (id, p) in peers.iter() {
@@ -730,8 +764,10 @@ impl System {
                 metadata_space: p.status.as_ref().and_then(|s| s.metadata_space),
                 data_space: p.status.as_ref().and_then(|s| s.data_space),
                 clock_offset_ms: None,
+                version: self.known_version(id, p.status.as_ref()),
             });
         }
+        drop(peers);
         // Nodes with a role that we never heard of are listed as down.
         for id in layout.current().roles.keys() {
             if !nodes.iter().any(|n| n.id == *id) {
@@ -746,6 +782,7 @@ impl System {
                     metadata_space: None,
                     data_space: None,
                     clock_offset_ms: None,
+                    version: None,
                 });
             }
         }
@@ -754,16 +791,19 @@ impl System {
             n.clock_offset_ms = clocks.offset_of(&me, &n.id);
         }
         nodes.sort_by_key(|n| n.id);
+        let versions = Some(self.versions_of(&nodes, &layout));
         ClusterStatus {
             nodes,
             layout: (*layout).clone(),
             health: Some(health),
+            versions,
         }
     }
 
     /// Stages, applies or reverts a layout change on this node (it then
     /// spreads by gossip).
     pub fn update_layout(&self, update: LayoutUpdate) -> Result<(), SystemError> {
+        let mut first_layout = false;
         self.modify_layout(|l| -> Result<bool, SystemError> {
             match update {
                 LayoutUpdate::StageRoles(roles) => {
@@ -774,6 +814,7 @@ impl System {
                 LayoutUpdate::StageParameters(p) => l.stage_parameters(p),
                 LayoutUpdate::Apply { version } => {
                     let report = l.apply(version)?;
+                    first_layout = version == 1;
                     info!(
                         "applied cluster layout version {version}: partition size {} bytes, {} partition copies moved",
                         report.partition_size, report.moved
@@ -809,6 +850,9 @@ impl System {
             Ok(true)
         })?;
         self.update_trackers();
+        if first_layout {
+            self.finalize_new_cluster();
+        }
         Ok(())
     }
 

@@ -35,6 +35,10 @@ pub struct NodeStatus {
     /// (absent from older nodes: 0, no measure).
     #[serde(default)]
     pub clock_ms: u64,
+    /// The sender's release, the oldest it talks to and the cluster
+    /// version it knows to be finalized (absent from v0.1.0 nodes).
+    #[serde(default)]
+    pub version: Option<garage_net::VersionInfo>,
 }
 
 /// A status for tests, with sender clock `clock_ms`.
@@ -51,6 +55,7 @@ pub(crate) fn test_status(clock_ms: u64) -> NodeStatus {
         metadata_space: None,
         data_space: None,
         clock_ms,
+        version: None,
     }
 }
 
