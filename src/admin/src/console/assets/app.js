@@ -173,6 +173,27 @@ async function health() {
     el.className = "health unavailable";
     el.textContent = "Cluster health unavailable: " + e.message;
   }
+  await upgradeBanner();
+}
+
+// While nodes run different releases (a rolling upgrade), a banner says
+// so, with the active cluster version and what finalizing waits for.
+async function upgradeBanner() {
+  const el = document.getElementById("upgrade-banner");
+  try {
+    const v = (await get("GetClusterStatus")).clusterVersion;
+    if (!v || !v.mixed) {
+      el.hidden = true;
+      return;
+    }
+    const blockers = v.finalizeBlockers || [];
+    el.textContent = `Upgrade under way: nodes run ${v.lowest} to ${v.highest}; the cluster runs at version ` +
+      `${v.active} until it is finalized (garage upgrade finalize)` +
+      (blockers.length ? `; waiting for: ${blockers.join("; ")}` : "; every node is ready, rollback is still possible");
+    el.hidden = false;
+  } catch (e) {
+    el.hidden = true;
+  }
 }
 
 // ---- Cluster: nodes by zone, layout, workers ----
@@ -234,7 +255,7 @@ async function cluster() {
       h("h3", {}, "Zone " + z, h("span", { class: "zone-sum" },
         ` — ${zones.get(z).length} node${zones.get(z).length === 1 ? "" : "s"}, ` +
         `${zones.get(z).reduce((a, n) => a + (stored.get(n.id) || 0), 0)} partition copies`)),
-      table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions", "Clock"],
+      table(`Nodes of zone ${z}`, ["Node", "Host", "State", "Capacity", "Data free", "Partitions", "Clock", "Version"],
         zones.get(z).map((n) => [
           h("code", { title: n.id }, n.id.slice(0, 16)),
           n.hostname || "",
@@ -243,6 +264,7 @@ async function cluster() {
           n.dataPartition ? `${bytes(n.dataPartition.available)} of ${bytes(n.dataPartition.total)}` : "",
           String(stored.get(n.id) ?? ""),
           clockOffset(n.clockOffsetMs),
+          n.garageVersion || "?",
         ]))));
 
   const out = h("div", {});

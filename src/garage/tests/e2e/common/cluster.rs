@@ -48,7 +48,17 @@ pub struct Node {
     /// Environment variables given to this node only (after the
     /// cluster's), e.g. its fake clock ([`Cluster::fake_clock`]).
     pub env: Vec<(String, String)>,
+    /// The `garage` binary this node's daemon and CLI run (this build's
+    /// when `None`): an earlier release's in the upgrade test.
+    pub bin: Option<PathBuf>,
     _proxy: Proxy,
+}
+
+impl Node {
+    /// The binary this node runs.
+    pub fn binary(&self) -> PathBuf {
+        self.bin.clone().unwrap_or_else(garage_bin)
+    }
 }
 
 impl Node {
@@ -124,6 +134,7 @@ impl Cluster {
                     proc: None,
                     id: None,
                     env: Vec::new(),
+                    bin: None,
                     _proxy: proxy,
                 }
             })
@@ -227,7 +238,7 @@ api_bind_addr = "{ip}:3900"
     pub fn start(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let p = Proc::spawn_with(
-            super::base_command(&node.dir)
+            super::base_command_of(&node.binary(), &node.dir)
                 .args(["-c", node.config.to_str().unwrap(), "server"])
                 .envs(self.env.iter().map(|(k, v)| (k, v)))
                 .envs(node.env.iter().map(|(k, v)| (k, v))),
@@ -271,11 +282,15 @@ api_bind_addr = "{ip}:3900"
         }
     }
 
-    /// Runs `garage -c <node i's config> args...`.
+    /// Runs `garage -c <node i's config> args...`, with node i's binary.
     pub fn garage(&self, i: usize, args: &[&str]) -> Output {
-        let mut all = vec!["-c", self.nodes[i].config.to_str().unwrap()];
+        let n = &self.nodes[i];
+        let mut all = vec!["-c", n.config.to_str().unwrap()];
         all.extend_from_slice(args);
-        super::garage(&self.nodes[i].dir, &all)
+        super::base_command_of(&n.binary(), &n.dir)
+            .args(&all)
+            .output()
+            .expect("cannot run garage")
     }
 
     /// Like [`Cluster::garage`], and the command must succeed.
@@ -354,6 +369,16 @@ api_bind_addr = "{ip}:3900"
             .unwrap_or_else(|| panic!("no layout version in {layout}"));
         let next = (current + 1).to_string();
         self.garage_ok(0, &["layout", "apply", "--version", &next]);
+    }
+
+    /// Stops node `i` as an operator does (SIGTERM: it finishes the
+    /// requests under way) and waits for it to exit.
+    pub fn stop(&mut self, i: usize) {
+        if let Some(mut p) = self.nodes[i].proc.take() {
+            p.signal("TERM");
+            let st = p.wait_exit();
+            assert!(st.success(), "node {i} exited with {st} after SIGTERM:\n{}", p.log());
+        }
     }
 
     pub fn kill(&mut self, i: usize) {

@@ -33,7 +33,12 @@ pub fn garage(dir: &Path, args: &[&str]) -> Output {
 }
 
 pub fn base_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(garage_bin());
+    base_command_of(&garage_bin(), dir)
+}
+
+/// [`base_command`] with another `garage` binary (an earlier release's).
+pub fn base_command_of(bin: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.current_dir(dir)
         .env_remove("GARAGE_CONFIG_FILE")
         .env_remove("GARAGE_RPC_SECRET")

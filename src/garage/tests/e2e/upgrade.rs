@@ -1,0 +1,279 @@
+//! The mixed-version test: a 3-zone cluster on the previous release (built
+//! from this repository's history by `script/build-previous-release.sh`)
+//! with data of every kind, upgraded node by node in a random order under
+//! a live writer and reader, one node rolled back and forward again,
+//! finalized, then its layout changed; nothing lost, no request failed but
+//! those sent to a stopped node. Then a node of the previous release is
+//! refused by the finalized cluster, naming both versions. See
+//! doc/upgrading.md.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::cluster::{wait_until, Cluster};
+use crate::common::s3::{endpoint, make_key};
+use crate::common::{stderr, stdout};
+
+const PREVIOUS: &str = "0.1.0";
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// The previous release's binary: `GARAGE_PREVIOUS_RELEASE_BIN`, else the
+/// one `script/build-previous-release.sh` made (which `script/test` runs
+/// before the tests), else built now in a target directory of its own.
+fn previous_release() -> PathBuf {
+    if let Ok(p) = std::env::var("GARAGE_PREVIOUS_RELEASE_BIN") {
+        return PathBuf::from(p);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let bin = root.join(format!("target/previous-release/garage-v{PREVIOUS}"));
+    if !bin.exists() {
+        let out = Command::new("bash")
+            .arg(root.join("script/build-previous-release.sh"))
+            .env(
+                "CARGO_TARGET_DIR",
+                root.join("target/previous-release/target"),
+            )
+            .output()
+            .expect("bash runs");
+        assert!(
+            out.status.success(),
+            "cannot build the previous release:\n{}",
+            stderr(&out)
+        );
+    }
+    bin
+}
+
+/// A small deterministic generator for the upgrade order.
+fn shuffle(v: &mut [usize], seed: u64) {
+    let mut x = seed | 1;
+    for i in (1..v.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+}
+
+fn script(c: &Cluster, key: &(String, String), mode: &str, dir: &Path, env: &[(&str, &str)]) {
+    let eps: Vec<String> = (0..3).map(|i| endpoint(c, i)).collect();
+    let out = script_command(key, mode, dir, &eps)
+        .envs(env.iter().copied())
+        .output()
+        .expect("python3 runs");
+    let so = stdout(&out);
+    eprintln!("upgrade.py {mode}: {so}");
+    assert!(
+        out.status.success(),
+        "upgrade.py {mode} failed:\n{so}\n{}",
+        stderr(&out)
+    );
+}
+
+fn script_command(key: &(String, String), mode: &str, dir: &Path, eps: &[String]) -> Command {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/s3/upgrade.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(path)
+        .arg(&key.0)
+        .arg(&key.1)
+        .arg(mode)
+        .arg(dir)
+        .args(eps);
+    cmd
+}
+
+/// Waits until every running node sees every node of the cluster up.
+fn wait_all_up(c: &Cluster, what: &str) {
+    wait_until(what, DEADLINE, || {
+        (0..3)
+            .filter(|i| c.nodes[*i].proc.is_some())
+            .all(|i| c.health(i).0.len() == 3)
+    });
+}
+
+/// Restarts node `i` on `bin` (`None`: this build), as an operator does:
+/// SIGTERM, new binary, start; returns how long until every node saw it
+/// up again.
+fn restart_on(c: &mut Cluster, i: usize, bin: Option<PathBuf>) -> Duration {
+    let t = Instant::now();
+    c.stop(i);
+    c.nodes[i].bin = bin;
+    c.start(i);
+    wait_all_up(c, &format!("every node sees node {i} up after its restart"));
+    t.elapsed()
+}
+
+/// `garage --json status` through node `i` (this build's CLI or the
+/// previous release's, as the node runs).
+fn status(c: &Cluster, i: usize) -> serde_json::Value {
+    c.garage_json(i, &["status"])
+}
+
+fn releases(st: &serde_json::Value) -> Vec<String> {
+    let mut v: Vec<String> = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["garageVersion"].as_str().unwrap_or("?").to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn rolling_upgrade_from_the_previous_release_under_traffic() {
+    let prev = previous_release();
+    let current = env!("CARGO_PKG_VERSION");
+    let seed = std::env::var("GARAGE_UPGRADE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("upgrade order seed: {seed} (GARAGE_UPGRADE_SEED={seed} repeats this run)");
+    let t0 = Instant::now();
+
+    // A cluster of the previous release, with data of every kind.
+    let mut c = Cluster::new(3, 3);
+    for n in c.nodes.iter_mut() {
+        n.bin = Some(prev.clone());
+    }
+    c.start_all();
+    wait_all_up(&c, "the v0.1.0 nodes see each other");
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = make_key(&c, "upgrade");
+    let kms = c.json_api(0, "CreateKmsKey", serde_json::json!({}));
+    let kms_id = kms["id"].as_str().expect("a KMS key id").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    script(&c, &key, "write", dir.path(), &[("KMS_KEY_ID", &kms_id)]);
+    script(&c, &key, "check", dir.path(), &[]);
+
+    // The live writer and reader.
+    let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
+    let traffic: Child = script_command(&key, "traffic", dir.path(), &eps)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+
+    // Node by node, in a random order.
+    let mut order = vec![0, 1, 2];
+    shuffle(&mut order, seed);
+    println!("upgrade order: {order:?}");
+    let mut restarts = Vec::new();
+    for (step, &i) in order.iter().enumerate() {
+        restarts.push(restart_on(&mut c, i, None));
+        let st = status(&c, i);
+        let v = &st["clusterVersion"];
+        assert_eq!(v["active"], PREVIOUS, "{st}");
+        assert_eq!(v["release"], current, "{st}");
+        if step < 2 {
+            // Mixed: status says so, and finalize refuses naming the
+            // nodes still on the previous release.
+            assert_eq!(v["mixed"], true, "{st}");
+            assert!(releases(&st).contains(&PREVIOUS.to_string()), "{st}");
+            assert!(releases(&st).contains(&current.to_string()), "{st}");
+            let out = c.garage(i, &["upgrade", "finalize"]);
+            assert!(!out.status.success(), "finalize succeeded while mixed");
+            let e = stderr(&out);
+            assert!(e.contains(&format!("runs v{PREVIOUS}")), "{e}");
+            let text = c.garage_ok(i, &["status"]);
+            assert!(text.contains("Upgrade under way"), "{text}");
+        }
+    }
+    let st = status(&c, order[0]);
+    assert_eq!(releases(&st), vec![current; 3], "{st}");
+    assert!(
+        st["clusterVersion"]["finalizeBlockers"]
+            .as_array()
+            .unwrap()
+            .is_empty(),
+        "{st}"
+    );
+
+    // Roll one node back to the previous release, then forward again.
+    let back = order[(seed % 3) as usize];
+    println!("rolling node {back} back to v{PREVIOUS} and forward again");
+    restarts.push(restart_on(&mut c, back, Some(prev.clone())));
+    let other = (back + 1) % 3;
+    let st = status(&c, other);
+    assert!(releases(&st).contains(&PREVIOUS.to_string()), "{st}");
+    restarts.push(restart_on(&mut c, back, None));
+
+    // Finalize, through any node: every node learns it.
+    let out = c.garage_ok(other, &["upgrade", "finalize"]);
+    assert!(out.contains("finalized at"), "{out}");
+    let series = format!("{}.0", &current[..current.rfind('.').unwrap()]);
+    wait_until("every node knows the cluster is finalized", DEADLINE, || {
+        (0..3).all(|i| {
+            let st = status(&c, i);
+            st["clusterVersion"]["active"] == series.as_str()
+                && st["nodes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|n| n["clusterVersion"] == series.as_str())
+        })
+    });
+
+    // A layout change under traffic: node 0's capacity doubles.
+    let id0 = c.nodes[0].id().to_string();
+    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-c", "2G", &id0[..16]]);
+    let cur = c.garage_json(0, &["layout", "show"])["version"]
+        .as_u64()
+        .unwrap();
+    c.garage_ok(0, &["layout", "apply", "--version", &(cur + 1).to_string()]);
+    wait_until("every node has the new layout", DEADLINE, || {
+        (0..3).all(|i| c.garage_json(i, &["layout", "show"])["version"] == cur + 1)
+    });
+
+    // Stop the traffic; everything acknowledged is there, through every
+    // node; no request failed but those sent to a stopped node.
+    std::fs::write(dir.path().join("stop"), b"").unwrap();
+    let out = traffic.wait_with_output().unwrap();
+    let so = stdout(&out);
+    println!("{so}");
+    assert!(
+        out.status.success() && so.contains("traffic done"),
+        "the traffic failed:\n{so}\n{}",
+        stderr(&out)
+    );
+    script(&c, &key, "verify", dir.path(), &[]);
+    script(&c, &key, "check", dir.path(), &[]);
+    let took = t0.elapsed();
+
+    // The finalized cluster refuses a node of the previous release, and
+    // says why with both versions.
+    let old = order[2];
+    c.stop(old);
+    c.nodes[old].bin = Some(prev.clone());
+    c.start(old);
+    let witness = (old + 1) % 3;
+    let line = c.nodes[witness].proc().wait_log("refused:");
+    assert!(
+        line.contains(&format!("v{PREVIOUS}")) && line.contains(&format!("finalized at v{series}")),
+        "{line}"
+    );
+    let st = status(&c, witness);
+    let seen_up = st["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["id"] == c.nodes[old].id() && n["isUp"] == true);
+    assert!(!seen_up, "a refused node is listed up: {st}");
+    restart_on(&mut c, old, None);
+
+    let secs: Vec<String> = restarts
+        .iter()
+        .map(|d| format!("{:.1}", d.as_secs_f64()))
+        .collect();
+    println!(
+        "upgrade test: {:.0} s from the first start to the last check; restarts until every node saw the node up again (s): {}",
+        took.as_secs_f64(),
+        secs.join(", ")
+    );
+}
