@@ -59,6 +59,8 @@ pub fn publish(g: &Garage, s: &NodeStats) {
         }
     }
     gauge!("garage_replication_factor").set(g.system.replication_factor() as f64);
+    let active = g.system.active_version().to_string();
+    gauge!("cluster_active_version_info", "version" => active).set(1.0);
     if let Some(h) = &s.health {
         use garage_rpc::system::health::HealthStatus;
         let flag = |b: bool| if b { 1.0 } else { 0.0 };

@@ -121,6 +121,10 @@ fn describe() {
         "Replication factor of the cluster"
     );
     describe_gauge!(
+        "cluster_active_version_info",
+        "The cluster version this node knows to be finalized, as the version label (value 1)"
+    );
+    describe_gauge!(
         "garage_local_disk_avail",
         Unit::Bytes,
         "Free space of the data and metadata volumes of this node"
