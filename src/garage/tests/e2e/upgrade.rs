@@ -104,6 +104,24 @@ fn restart_on(c: &mut Cluster, i: usize, bin: Option<PathBuf>) -> Duration {
     t.elapsed()
 }
 
+/// Gives node `node` capacity `cap` (its zone kept) through node `via`,
+/// applies, and waits until every node has the new layout version.
+fn change_capacity(c: &Cluster, via: usize, node: usize, cap: &str) {
+    let zone = ["dc1", "dc2", "dc3"][node];
+    let id = c.nodes[node].id().to_string();
+    c.garage_ok(via, &["layout", "assign", "-z", zone, "-c", cap, &id[..16]]);
+    let cur = c.garage_json(via, &["layout", "show"])["version"]
+        .as_u64()
+        .unwrap();
+    c.garage_ok(
+        via,
+        &["layout", "apply", "--version", &(cur + 1).to_string()],
+    );
+    wait_until("every node has the new layout", DEADLINE, || {
+        (0..3).all(|i| c.garage_json(i, &["layout", "show"])["version"] == cur + 1)
+    });
+}
+
 /// `garage --json status` through node `i` (this build's CLI or the
 /// previous release's, as the node runs).
 fn status(c: &Cluster, i: usize) -> serde_json::Value {
@@ -184,6 +202,21 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             let text = c.garage_ok(i, &["status"]);
             assert!(text.contains("Upgrade under way"), "{text}");
         }
+        if step == 0 {
+            // While mixed: a layout change made through an upgraded
+            // node, repairs (table sync, block resync) on every node, and
+            // statistics of every node asked through the upgraded one (its
+            // admin RPC to the old nodes).
+            change_capacity(&c, i, order[1], "2G");
+            for j in 0..3 {
+                c.garage_ok(j, &["repair", "--yes", "tables"]);
+                c.garage_ok(j, &["repair", "--yes", "blocks"]);
+            }
+            let stats = c.garage_ok(i, &["stats", "-a"]);
+            for n in &c.nodes {
+                assert!(stats.contains(&n.id()[..16]), "{stats}");
+            }
+        }
     }
     let st = status(&c, order[0]);
     assert_eq!(releases(&st), vec![current; 3], "{st}");
@@ -208,28 +241,24 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
     let out = c.garage_ok(other, &["upgrade", "finalize"]);
     assert!(out.contains("finalized at"), "{out}");
     let series = format!("{}.0", &current[..current.rfind('.').unwrap()]);
-    wait_until("every node knows the cluster is finalized", DEADLINE, || {
-        (0..3).all(|i| {
-            let st = status(&c, i);
-            st["clusterVersion"]["active"] == series.as_str()
-                && st["nodes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|n| n["clusterVersion"] == series.as_str())
-        })
-    });
+    wait_until(
+        "every node knows the cluster is finalized",
+        DEADLINE,
+        || {
+            (0..3).all(|i| {
+                let st = status(&c, i);
+                st["clusterVersion"]["active"] == series.as_str()
+                    && st["nodes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|n| n["clusterVersion"] == series.as_str())
+            })
+        },
+    );
 
-    // A layout change under traffic: node 0's capacity doubles.
-    let id0 = c.nodes[0].id().to_string();
-    c.garage_ok(0, &["layout", "assign", "-z", "dc1", "-c", "2G", &id0[..16]]);
-    let cur = c.garage_json(0, &["layout", "show"])["version"]
-        .as_u64()
-        .unwrap();
-    c.garage_ok(0, &["layout", "apply", "--version", &(cur + 1).to_string()]);
-    wait_until("every node has the new layout", DEADLINE, || {
-        (0..3).all(|i| c.garage_json(i, &["layout", "show"])["version"] == cur + 1)
-    });
+    // A layout change under traffic, finalized.
+    change_capacity(&c, 0, order[2], "3G");
 
     // Stop the traffic; everything acknowledged is there, through every
     // node; no request failed but those sent to a stopped node.
