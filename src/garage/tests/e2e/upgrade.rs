@@ -45,6 +45,18 @@ fn previous_release() -> PathBuf {
     bin
 }
 
+/// The traffic script's process, killed if the test fails before it ends.
+struct Traffic(Option<Child>);
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// A small deterministic generator for the upgrade order.
 fn shuffle(v: &mut [usize], seed: u64) {
     let mut x = seed | 1;
@@ -172,11 +184,13 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
 
     // The live writer and reader.
     let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
-    let traffic: Child = script_command(&key, "traffic", dir.path(), &eps)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
+    let mut traffic = Traffic(Some(
+        script_command(&key, "traffic", dir.path(), &eps)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 runs"),
+    ));
 
     // Node by node, in a random order.
     let mut order = vec![0, 1, 2];
@@ -263,7 +277,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
     // Stop the traffic; everything acknowledged is there, through every
     // node; no request failed but those sent to a stopped node.
     std::fs::write(dir.path().join("stop"), b"").unwrap();
-    let out = traffic.wait_with_output().unwrap();
+    let out = traffic.0.take().unwrap().wait_with_output().unwrap();
     let so = stdout(&out);
     println!("{so}");
     assert!(
