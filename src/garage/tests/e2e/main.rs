@@ -33,6 +33,6 @@ mod security;
 mod server;
 mod structure;
 mod tables;
-mod upgrade;
 mod traces;
+mod upgrade;
 mod web;

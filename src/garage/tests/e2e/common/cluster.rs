@@ -377,7 +377,11 @@ api_bind_addr = "{ip}:3900"
         if let Some(mut p) = self.nodes[i].proc.take() {
             p.signal("TERM");
             let st = p.wait_exit();
-            assert!(st.success(), "node {i} exited with {st} after SIGTERM:\n{}", p.log());
+            assert!(
+                st.success(),
+                "node {i} exited with {st} after SIGTERM:\n{}",
+                p.log()
+            );
         }
     }
 
