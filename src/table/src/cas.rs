@@ -786,3 +786,6 @@ mod tests {
         assert_eq!(st.accepted.unwrap().0, b(5));
     }
 }
+
+#[cfg(test)]
+mod fixtures_v0_1_0;
