@@ -11,8 +11,6 @@
 //! them from a later build: for a new release's formats, add a new
 //! directory and test.
 
-use std::path::Path;
-
 use bytes::Bytes;
 use garage_block::ec::{self, Shard, ShardInfo};
 use garage_block::manager::BlockRpc;
@@ -25,15 +23,9 @@ use garage_util::data::{blake2sum, Hash};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v0.1.0");
 
-/// The bytes of fixture `name`. With `GARAGE_WRITE_FIXTURES=1` (in the
-/// v0.1.0 tree only), a missing one is first written from `encode()`.
+/// The bytes of fixture `name` (see `garage_util::fixtures`).
 fn fixture(name: &str, encode: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-    let path = format!("{DIR}/{name}.bin");
-    if std::env::var("GARAGE_WRITE_FIXTURES").as_deref() == Ok("1") && !Path::new(&path).exists() {
-        std::fs::create_dir_all(DIR).unwrap();
-        std::fs::write(&path, encode()).unwrap();
-    }
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+    garage_util::fixtures::fixture(DIR, name, encode)
 }
 
 const T: u64 = 1_700_000_000_000;

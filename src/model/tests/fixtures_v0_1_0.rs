@@ -13,8 +13,6 @@
 //! directory and test. When a field is added to an entry, add it to
 //! the samples here with the value an older entry decodes to.
 
-use std::path::Path;
-
 use garage_model::access::{
     BucketAccess, CannedAcl, ObjectOwnership, PublicAccessBlock, VersionAcl,
 };
@@ -40,15 +38,9 @@ use serde::{de::DeserializeOwned, Serialize};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/v0.1.0");
 
-/// The bytes of fixture `name`. With `GARAGE_WRITE_FIXTURES=1` (in the
-/// v0.1.0 tree only), a missing one is first written from `encode()`.
+/// The bytes of fixture `name` (see `garage_util::fixtures`).
 fn fixture(name: &str, encode: impl FnOnce() -> Vec<u8>) -> Vec<u8> {
-    let path = format!("{DIR}/{name}.bin");
-    if std::env::var("GARAGE_WRITE_FIXTURES").as_deref() == Ok("1") && !Path::new(&path).exists() {
-        std::fs::create_dir_all(DIR).unwrap();
-        std::fs::write(&path, encode()).unwrap();
-    }
-    std::fs::read(&path).unwrap_or_else(|e| panic!("fixture {path}: {e}"))
+    garage_util::fixtures::fixture(DIR, name, encode)
 }
 
 /// Checks that fixture `name` decodes, as a table entry, into `sample`.

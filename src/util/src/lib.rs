@@ -11,6 +11,8 @@ pub mod crdt;
 pub mod data;
 pub mod db_engine;
 #[cfg(any(test, feature = "testing"))]
+pub mod fixtures;
+#[cfg(any(test, feature = "testing"))]
 pub mod fuzzing;
 pub mod socket;
 pub mod time;

@@ -350,6 +350,7 @@ fn test_helpers_are_left_out_of_production_builds() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for (lib, module) in [
         ("util/src/lib.rs", "pub mod fuzzing;"),
+        ("util/src/lib.rs", "pub mod fixtures;"),
         ("table/src/lib.rs", "pub mod testing;"),
     ] {
         let text = std::fs::read_to_string(src.join(lib)).unwrap();
