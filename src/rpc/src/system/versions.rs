@@ -212,15 +212,25 @@ impl System {
         let mut ids = self.layout().tracked_nodes();
         ids.extend(self.peers().connected_ids());
         ids.remove(&me);
-        ids.into_iter()
-            .map(|id| {
-                let peers = self.peers();
-                let p = peers.get(&id);
-                NodeVersion {
-                    name: hex::encode(&id.0[..8]),
-                    is_up: p.is_some_and(|p| p.is_up()),
-                    info: self.known_version(&id, p.and_then(|p| p.status.as_ref())),
-                }
+        let known: Vec<(NodeId, bool, Option<NodeStatus>)> = {
+            let peers = self.peers();
+            ids.into_iter()
+                .map(|id| {
+                    let p = peers.get(&id);
+                    (
+                        id,
+                        p.is_some_and(|p| p.is_up()),
+                        p.and_then(|p| p.status.clone()),
+                    )
+                })
+                .collect()
+        };
+        known
+            .into_iter()
+            .map(|(id, is_up, status)| NodeVersion {
+                name: hex::encode(&id.0[..8]),
+                is_up,
+                info: self.known_version(&id, status.as_ref()),
             })
             .collect()
     }
