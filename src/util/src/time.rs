@@ -9,11 +9,19 @@
 //! coordinator observes the newer stamps replicas report back, so a node
 //! whose clock is behind stamps its next writes after what it has seen.
 //!
+//! Stamps start from the cluster's time ([`crate::clock::cluster_now_msec`]:
+//! the wall clock corrected by this node's measured offset from the
+//! median of the nodes' clocks), and a stamp is observed only if it is at
+//! most `max_clock_offset_msec` ahead of it: a node whose clock runs
+//! ahead cannot drag the others' stamps, and so their `Last-Modified`,
+//! into the future. Ordering never depends on observing
+//! ([`increment_after`] orders a write after the one it must win over,
+//! however far ahead that one is).
+//!
 //! Decisions that compare a stored time with "now" (retention, GC delays,
 //! lifecycle ages) use the wall clock [`now_msec`], guarded by the node's
 //! measured offset to its peers (`garage_rpc::system::clock`), never the
-//! hybrid clock: one node running ahead moves every node's hybrid clock
-//! ahead, which must not make anything expire early.
+//! hybrid clock, which a stamp from ahead may have moved.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,17 +37,21 @@ pub fn now_msec() -> u64 {
 /// The largest stamp this process has issued or observed.
 static HLC: AtomicU64 = AtomicU64::new(0);
 
-/// Stamps further ahead of this node's wall clock than this are not
-/// observed: one entry with a wild timestamp (a clock years off, a
-/// corrupted value) must not drag every later stamp of the node with it.
-/// Ordering does not depend on observing them ([`increment_after`]).
-pub const MAX_OBSERVED_AHEAD_MS: u64 = 24 * 3600 * 1000;
+/// How far ahead of the cluster's time a stamp may be and still be
+/// observed: the clock bound (`max_clock_offset_msec`). A stamp further
+/// ahead (a node whose clock runs ahead and does not know it yet, a
+/// corrupted value) is not observed, so it cannot drag every later stamp
+/// of this node with it. Ordering does not depend on observing them
+/// ([`increment_after`]).
+pub fn max_observed_ahead_ms() -> u64 {
+    crate::clock::bound_ms()
+}
 
 /// A stamp for a new write: after every stamp this node issued or
-/// observed before, and at least the wall clock. Strictly increasing
+/// observed before, and at least the cluster's time. Strictly increasing
 /// within a process.
 pub fn stamp() -> u64 {
-    let now = now_msec();
+    let now = crate::clock::cluster_now_msec();
     let mut last = HLC.load(Ordering::Relaxed);
     loop {
         let next = now.max(last.saturating_add(1));
@@ -53,7 +65,7 @@ pub fn stamp() -> u64 {
 /// Records a stamp seen on another node's write (or reported by a
 /// replica): the next [`stamp`] is after it.
 pub fn observe(ts: u64) {
-    if ts <= now_msec().saturating_add(MAX_OBSERVED_AHEAD_MS) {
+    if ts <= crate::clock::cluster_now_msec().saturating_add(max_observed_ahead_ms()) {
         HLC.fetch_max(ts, Ordering::AcqRel);
     }
 }
@@ -87,15 +99,25 @@ mod tests {
         let a = stamp();
         let b = stamp();
         assert!(b > a);
-        // A stamp from a node whose clock is an hour ahead.
-        let far = now_msec() + 3_600_000;
-        observe(far);
+        // A stamp from a node whose clock is a little ahead (within the
+        // bound): observed, the next stamp is after it.
+        let near = now_msec() + 500;
+        observe(near);
         let c = stamp();
-        assert!(c > far, "{c} must be after the observed {far}");
+        assert!(c > near, "{c} must be after the observed {near}");
         // Observing an older stamp changes nothing.
         observe(a);
         assert!(stamp() > c);
         assert!(increment_after(c + 10) > c + 10);
+        // A stamp from a node 14 minutes ahead is not observed: the next
+        // stamps stay near the wall clock; a write that must win over it
+        // is still ordered after it.
+        let ahead = now_msec() + 14 * 60 * 1000;
+        observe(ahead);
+        let d = stamp();
+        assert!(d < ahead - 60_000, "{d} was dragged towards {ahead}");
+        assert!(increment_after(ahead) > ahead);
+        assert!(stamp() < ahead - 60_000);
         // A wild stamp is ordered after, not observed.
         let wild = u64::MAX - 5;
         assert_eq!(increment_after(wild), wild + 1);

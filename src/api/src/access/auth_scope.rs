@@ -49,6 +49,13 @@ pub enum Refusal {
         expected: String,
         where_: Where,
     },
+    /// A request dated more than 15 minutes from the cluster's time (see
+    /// `request_time`).
+    #[error("The difference between the request time and the current time is too large: request time {request}, server time {server} (the cluster's time)")]
+    TimeTooSkewed { request: String, server: String },
+    /// A presigned URL past its `X-Amz-Expires`.
+    #[error("Request has expired")]
+    Expired,
 }
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
@@ -88,12 +95,16 @@ impl Refusal {
                 ..
             } => S3ErrorCode::AuthorizationQueryParametersError,
             Refusal::WrongRegion { .. } => S3ErrorCode::AuthorizationHeaderMalformed,
+            Refusal::TimeTooSkewed { .. } => S3ErrorCode::RequestTimeTooSkewed,
+            Refusal::Expired => S3ErrorCode::AccessDenied,
         }
     }
 
     pub fn into_s3_error(self) -> S3Error {
         let status = match self {
-            Refusal::EmptyAuthorization => hyper::StatusCode::FORBIDDEN,
+            Refusal::EmptyAuthorization | Refusal::TimeTooSkewed { .. } | Refusal::Expired => {
+                hyper::StatusCode::FORBIDDEN
+            }
             _ => hyper::StatusCode::BAD_REQUEST,
         };
         let mut e = S3Error::with_message(self.code(), self.to_string());
@@ -111,8 +122,9 @@ impl From<Refusal> for crate::error::ApiError {
     }
 }
 
-/// Checks the `Authorization` header and the query string of a request
-/// (anonymous requests and malformed SigV4 pass: s3s answers those).
+/// Checks the `Authorization` header and the query string of a request,
+/// and the date of a SigV4 one against the cluster's time (anonymous
+/// requests and malformed SigV4 pass: s3s answers those).
 pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(), Refusal> {
     if headers
         .get("content-md5")
@@ -144,6 +156,7 @@ pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(),
         if let Some(given) = credential.as_deref().and_then(scope_region) {
             check_region(given, region, Where::Header)?;
         }
+        return super::request_time::check(headers, uri, garage_util::clock::cluster_now_msec());
     }
     if let Some(query) = uri.query() {
         for (name, value) in form_urlencoded(query) {
@@ -157,6 +170,13 @@ pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(),
                 }
                 _ => (),
             }
+        }
+        if query.contains("X-Amz-Signature=") {
+            return super::request_time::check(
+                headers,
+                uri,
+                garage_util::clock::cluster_now_msec(),
+            );
         }
     }
     Ok(())

@@ -505,9 +505,9 @@ impl S3Server {
         config.form_max_field_size = FORM_MAX_FIELD_SIZE;
         config.form_max_fields_size = FORM_MAX_FIELDS_SIZE;
         config.form_max_parts = FORM_MAX_PARTS;
-        b.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
-            config,
-        ))));
+        b.set_config(Arc::new(
+            crate::access::request_time::ClusterTimeConfig::new(config),
+        ));
         let bucket_of = BucketOf::new(root_domain)?;
         b.set_route(Preflight {
             api: api.clone(),

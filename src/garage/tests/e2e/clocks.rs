@@ -118,10 +118,12 @@ fn a_later_write_wins_whatever_the_clocks() {
             None,
             || (),
         );
-        // The gateway stores nothing: behind, its writes that follow a
-        // write through node 0 are refused by the replicas and stamped
-        // again (the path under test), not merely ordered by luck.
-        if node == 3 && skew < 0 {
+        // The gateway stores nothing: behind (within the clock bound, so
+        // it keeps its own clock rather than the cluster's), its writes
+        // that follow a write through node 0 are refused by the replicas
+        // and stamped again (the path under test), not merely ordered by
+        // luck. Further behind, it stamps with the cluster's time.
+        if node == 3 && (-2000..0).contains(&skew) {
             let restamped = restamps_logged(&c, node) - before;
             assert!(
                 restamped > 0,
@@ -149,11 +151,14 @@ fn the_last_upload_to_complete_wins() {
     );
 }
 
-/// Node 1's clock runs 10 minutes ahead: every node shows its offset
+/// Node 1's clock runs 14 minutes ahead: every node shows its offset
 /// (`garage status`, admin API), the health is degraded naming it, node
 /// 0 logs it once; a version under COMPLIANCE retention for 120 s is not
 /// deleted through node 1 (its clock says the retention is over: the
 /// decision is refused, 503), nor through node 0 (403, still retained).
+/// Writes through node 1 carry the real time as `Last-Modified` (within
+/// 2 s), 14 minutes ahead and an hour behind, where its signed requests
+/// are still served; so do writes through either node once it is back.
 /// Back to the right time, the health is healthy again.
 #[test]
 fn a_skewed_clock_is_shown_and_fails_closed() {
@@ -203,8 +208,8 @@ fn a_skewed_clock_is_shown_and_fails_closed() {
     let put: serde_json::Value = serde_json::from_str(&put).unwrap();
     let vid = put["VersionId"].as_str().unwrap().to_string();
 
-    c.set_clock_offset(1, 600_000);
-    wait_offset(&c, 1, 600_000);
+    c.set_clock_offset(1, 840_000);
+    wait_offset(&c, 1, 840_000);
     // Every node names node 1 in its status and health.
     let id1 = c.nodes[1].id().to_string();
     for i in 0..3 {
@@ -215,14 +220,14 @@ fn a_skewed_clock_is_shown_and_fails_closed() {
             .unwrap_or_else(|| panic!("node 1 not in the status of node {i}:\n{status}"));
         let clock = node1["clockOffsetMs"].as_i64();
         assert!(
-            clock.is_some_and(|ms| (ms - 600_000).abs() < 1000),
+            clock.is_some_and(|ms| (ms - 840_000).abs() < 1000),
             "node {i} shows node 1's clock as {clock:?} ms:\n{status}"
         );
-        // The human status shows the offset (+600 s, give or take one) and
+        // The human status shows the offset (+840 s, give or take one) and
         // says why the cluster is degraded.
         let human = c.garage_ok(i, &["status"]);
         assert!(
-            (human.contains("+599.") || human.contains("+600."))
+            (human.contains("+839.") || human.contains("+840."))
                 && human.contains("Cluster health: degraded")
                 && human.contains("clock of node"),
             "node {i}:\n{human}"
@@ -242,7 +247,7 @@ fn a_skewed_clock_is_shown_and_fails_closed() {
     );
     // Node 1 itself, and nobody else, is off the median.
     assert!(measured_offset(&c, 1, 0).is_some_and(|o| o.abs() < 500));
-    assert!(measured_offset(&c, 1, 1).is_some_and(|o| (o - 600_000).abs() < 500));
+    assert!(measured_offset(&c, 1, 1).is_some_and(|o| (o - 840_000).abs() < 500));
 
     let delete = |ep: &str| {
         aws(
@@ -298,8 +303,66 @@ fn a_skewed_clock_is_shown_and_fails_closed() {
     assert!(got.contains("ContentLength"), "{got}");
     assert_eq!(std::fs::read(dir.path().join("out")).unwrap(), b"kept");
 
+    // Writes through node 1 are stamped with the cluster's time, not with
+    // its clock 14 minutes ahead.
+    aws_ok(&key, &ep0, dir.path(), &["s3", "mb", "s3://plain"]);
+    let stamped_near_now = |ep: &str, k: &str| {
+        aws_ok(
+            &key,
+            ep,
+            dir.path(),
+            &[
+                "s3api",
+                "put-object",
+                "--bucket",
+                "plain",
+                "--key",
+                k,
+                "--body",
+                "body",
+            ],
+        );
+        let now = jiff::Timestamp::now();
+        let head = aws_ok(
+            &key,
+            &ep0,
+            dir.path(),
+            &["s3api", "head-object", "--bucket", "plain", "--key", k],
+        );
+        let head: serde_json::Value = serde_json::from_str(&head).unwrap();
+        let lm = head["LastModified"]
+            .as_str()
+            .and_then(|t| jiff::fmt::rfc2822::parse(t).ok())
+            .map(|z| z.timestamp())
+            .unwrap_or_else(|| panic!("no LastModified in {head}"));
+        // Last-Modified has whole seconds: 2 s, plus the truncation.
+        let off = (now - lm).get_milliseconds().abs();
+        assert!(
+            off <= 3000,
+            "{k} written through {ep}: Last-Modified {lm} is {off} ms from the real time {now}"
+        );
+    };
+    stamped_near_now(&ep1, "through-node-1-ahead");
+    // An hour behind: its clock is far outside the SigV4 window of 15
+    // minutes, yet correctly signed requests are served (the window is
+    // judged against the cluster's time), and stamped right.
+    c.set_clock_offset(1, -3_600_000);
+    wait_offset(&c, 1, -3_600_000);
+    stamped_near_now(&ep1, "through-node-1-behind");
+    let listed = aws_ok(
+        &key,
+        &ep1,
+        dir.path(),
+        &["s3api", "list-objects-v2", "--bucket", "plain"],
+    );
+    assert!(listed.contains("through-node-1-ahead"), "{listed}");
+
     c.set_clock_offset(1, 0);
     wait_offset(&c, 1, 0);
+    // After a node ran ahead and behind, a write through a healthy node
+    // carries the real time.
+    stamped_near_now(&ep0, "through-node-0-after");
+    stamped_near_now(&ep1, "through-node-1-after");
     wait_until("health back to healthy", CLUSTER_DEADLINE, || {
         c.json_api(0, "GetClusterHealth", serde_json::json!({}))["status"] == "healthy"
     });

@@ -6,7 +6,9 @@
 //! more than `max_clock_offset_msec` makes the cluster health degraded,
 //! is named in `garage status` and the log (once when it goes off, once
 //! when it comes back), and, when it is this node, refuses time-based
-//! decisions ([`garage_util::clock::check`]).
+//! decisions ([`garage_util::clock::check`]). The same measures give
+//! this node's correction to the cluster's time
+//! ([`garage_util::clock::cluster_now_msec`]), which stamps its writes.
 
 use std::collections::BTreeSet;
 
@@ -31,8 +33,12 @@ pub(super) fn offset_of_peer(sent_ms: u64, received_ms: u64, status: &NodeStatus
 /// them.
 #[derive(Clone, Debug, Default)]
 pub struct ClockView {
-    /// This node's offset (ms, positive: ahead).
+    /// This node's offset (ms, positive: ahead), failing closed: of two
+    /// nodes that disagree, both are off.
     pub local: i64,
+    /// This node's correction to the cluster's time (ms, positive: ahead;
+    /// see [`garage_util::clock::correction_from_median`]).
+    pub correction: i64,
     /// Each answering peer with a measure, and its offset.
     pub peers: Vec<(NodeId, i64)>,
 }
@@ -75,6 +81,7 @@ impl System {
         let (local, offsets) = garage_util::clock::offsets_from_median(&raw);
         ClockView {
             local,
+            correction: garage_util::clock::correction_from_median(&raw),
             peers: measured.iter().map(|(id, _)| *id).zip(offsets).collect(),
         }
     }
@@ -87,7 +94,7 @@ impl System {
         if view.peers.is_empty() {
             return;
         }
-        garage_util::clock::set_offset(view.local);
+        garage_util::clock::set_offset(view.local, view.correction);
         let me = self.id();
         let bound = garage_util::clock::bound_ms();
         let now = view.skewed(&me, bound);
@@ -98,7 +105,7 @@ impl System {
                 true => warn!(
                     offset_ms = offset,
                     bound_ms = bound,
-                    "this node's clock is {offset} ms off the cluster's: time-based decisions (retention, lifecycle, GC, conditional writes) are refused here until it is corrected"
+                    "this node's clock is {offset} ms off the cluster's: writes are stamped with the cluster's time, but time-based decisions (retention, lifecycle, GC, conditional writes) are refused here until it is corrected"
                 ),
                 false => warn!(
                     peer = ?id,
