@@ -7,6 +7,7 @@ use std::sync::Arc;
 use garage_block::manager::BlockManager;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_table::Bucket;
+use garage_model::ec_catch_up::EcCatchUp;
 use garage_model::helper::Metadata;
 use garage_model::history_table::HistoryTable;
 use garage_model::key_table::Key;
@@ -38,6 +39,9 @@ pub struct Api {
     /// The cluster's keys: they wrap the data keys of SSE-S3 and SSE-KMS
     /// objects.
     pub kms: Arc<Kms>,
+    /// Versions with blocks written replicated for an erasure-coded
+    /// class, for the catch-up worker (`lifecycle::catch_up`).
+    pub ec_catch_up: EcCatchUp,
 }
 
 /// The permission an operation needs on its bucket.
@@ -61,6 +65,7 @@ impl Api {
         cas: Arc<CasRegisters>,
         region: String,
         kms: Arc<Kms>,
+        ec_catch_up: EcCatchUp,
     ) -> Arc<Self> {
         Arc::new(Self {
             metadata,
@@ -73,6 +78,7 @@ impl Api {
             cas,
             region,
             kms,
+            ec_catch_up,
         })
     }
 

@@ -34,6 +34,11 @@ use crate::manager::{
 use crate::rc::RcEntry;
 use crate::resync::Outcome;
 
+/// How long a write waits for shard nodes this node has never seen since
+/// it started before storing a block replicated
+/// ([`BlockManager::ec_writable_soon`]).
+pub const FIRST_CONTACT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// For each live layout version (newest last): the node of each shard.
 fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<Placement>> {
     let partition = LayoutVersion::partition_of(addr.as_slice());
@@ -86,6 +91,34 @@ impl BlockManager {
                 .flat_map(|p| p.nodes.iter())
                 .all(|n| *n == self.system.id() || self.system.is_up(n)),
             Err(_) => false,
+        }
+    }
+
+    /// [`BlockManager::ec_writable`], waiting up to
+    /// [`FIRST_CONTACT_WAIT`] when the nodes of the shards that are not up
+    /// are ones this node has never seen since it started (a fresh
+    /// cluster, or this node just restarted: they are most likely being
+    /// dialled), rather than falling back to replication at once. A node
+    /// seen before and now down falls back at once.
+    pub async fn ec_writable_soon(&self, addr: &Hash, code: EcCode) -> bool {
+        let deadline = tokio::time::Instant::now() + FIRST_CONTACT_WAIT;
+        loop {
+            if self.ec_writable(addr, code) {
+                return true;
+            }
+            let layout = self.system.layout();
+            let Ok(ps) = placements(&layout, addr, code) else {
+                return false;
+            };
+            let me = self.system.id();
+            let never_seen = ps
+                .iter()
+                .flat_map(|p| p.nodes.iter())
+                .all(|n| *n == me || self.system.is_up(n) || !self.system.ever_seen(n));
+            if !never_seen || tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     }
 

@@ -116,6 +116,13 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             )
             .run(exit_rx.clone()),
         ));
+        tasks.push(tokio::spawn(
+            garage_api::lifecycle::catch_up::CatchUpWorker::new(
+                s3_api(&config, &garage),
+                system.clone(),
+            )
+            .run(exit_rx.clone()),
+        ));
         tasks.push(tokio::spawn({
             let (system, exit) = (system.clone(), exit_rx.clone());
             let file = garage_admin::ops::history::file_in(&config.metadata_dir);
@@ -297,6 +304,7 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.cas_registers.clone(),
         config.s3_api.s3_region.clone(),
         garage.kms.clone(),
+        garage.ec_catch_up.clone(),
     )
 }
 

@@ -68,6 +68,9 @@ pub struct Garage {
     pub history_table: Arc<Table<HistoryTable>>,
     /// Compare-and-set registers (conditional writes).
     pub cas_registers: Arc<CasRegisters>,
+    /// Versions of an erasure-coded class with blocks stored replicated
+    /// (written during an outage), waiting to be re-encoded.
+    pub ec_catch_up: crate::ec_catch_up::EcCatchUp,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
@@ -159,6 +162,7 @@ impl Garage {
             system.clone(),
         )?;
         let cas_registers = CasRegisters::new(db.clone(), system.clone())?;
+        let ec_catch_up = crate::ec_catch_up::EcCatchUp::open(&db)?;
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
@@ -190,6 +194,7 @@ impl Garage {
             counter_table,
             history_table,
             cas_registers,
+            ec_catch_up,
             tables,
         }))
     }

@@ -26,6 +26,7 @@ pub mod block_ref_table;
 pub mod bucket_alias_table;
 pub mod bucket_table;
 pub mod counter_table;
+pub mod ec_catch_up;
 pub mod garage;
 pub mod helper;
 pub mod history_table;

@@ -11,6 +11,7 @@
 //! Lifecycle: the rules (this module), the worker that applies them
 //! ([`worker`]) and transitions to erasure-coded classes ([`transition`]).
 
+pub mod catch_up;
 pub mod transition;
 pub mod worker;
 

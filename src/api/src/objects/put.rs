@@ -104,6 +104,9 @@ pub async fn write_blocks(
     let mut blocks: Vec<(VersionBlockKey, VersionBlock)> = Vec::new();
     let mut inflight: VecDeque<tokio::task::JoinHandle<ApiResult<()>>> = VecDeque::new();
     let mut next = Some(first);
+    // Bytes of an erasure-coded class written replicated (a node of their
+    // shards not up): the version is queued for re-encoding.
+    let mut replicated_bytes = 0u64;
     let result: ApiResult<()> = async {
         while let Some(data) = next.take() {
             let mut m = md5.take().expect("md5 is put back after each block");
@@ -127,10 +130,17 @@ pub async fn write_blocks(
             .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))?;
             md5 = Some(m);
             let (content, data) = hash;
-            let form = ec.and_then(|code| {
-                let addr = garage_block::ec::ec_address(&content, code);
-                api.blocks.ec_writable(&addr, code).then_some((addr, code))
-            });
+            let form = match ec {
+                Some(code) => {
+                    let addr = garage_block::ec::ec_address(&content, code);
+                    let ok = api.blocks.ec_writable_soon(&addr, code).await;
+                    if !ok {
+                        replicated_bytes += data.len() as u64;
+                    }
+                    ok.then_some((addr, code))
+                }
+                None => None,
+            };
             let block = VersionBlock {
                 hash: form.map(|(a, _)| a).unwrap_or(content),
                 size: data.len() as u64,
@@ -184,6 +194,18 @@ pub async fn write_blocks(
     }
     if let Some(e) = first_err {
         return Err(e);
+    }
+    if replicated_bytes > 0 {
+        tracing::info!(
+            version = %uuid.short(),
+            "{replicated_bytes} bytes of an erasure-coded class written replicated (a node of their shards is not up): queued for re-encoding"
+        );
+        if let Err(e) = api.ec_catch_up.push(uuid, replicated_bytes) {
+            tracing::warn!(
+                version = %uuid.short(),
+                "cannot queue a version for re-encoding (its blocks stay replicated): {e}"
+            );
+        }
     }
     let md5_done = md5.expect("md5 is put back after each block");
     Ok(Written {

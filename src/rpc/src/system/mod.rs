@@ -918,6 +918,12 @@ impl System {
         *id == self.id() || self.peers().get(id).is_some_and(|p| p.is_up())
     }
 
+    /// Whether `id` is this node or a peer that has answered since this
+    /// node started (a peer never seen is most likely being dialled).
+    pub fn ever_seen(&self, id: &NodeId) -> bool {
+        *id == self.id() || self.peers().get(id).is_some_and(|p| p.last_seen.is_some())
+    }
+
     pub fn replication_factor(&self) -> usize {
         self.config.replication_factor
     }
