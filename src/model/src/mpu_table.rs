@@ -82,6 +82,17 @@ pub struct MpuChecksum {
     pub full_object: bool,
 }
 
+/// The id of the object version a completion of upload `upload_id`
+/// writes: derived from the upload's id, so that a retried completion
+/// finds the version its first attempt wrote, and distinct from it, so
+/// that the upload's own version (kept in the object's entry while in
+/// progress, then aborted, a tombstone) never holds the object's blocks.
+pub fn completed_version(upload_id: &Uuid) -> Uuid {
+    let mut b = b"garage completed upload ".to_vec();
+    b.extend_from_slice(upload_id.as_slice());
+    garage_util::data::blake2sum(&b)
+}
+
 impl MultipartUpload {
     /// The two entries that abort this upload, to insert together: its
     /// object version marked aborted, and its own entry deleted (the hooks

@@ -111,6 +111,34 @@ pub enum ObjectVersionState {
     Aborted,
 }
 
+/// The first bytes of the id of a multipart upload created by this
+/// release ([`gen_upload_id`]): its version in the object's entry outlives
+/// newer versions of the key (see `Object::prune`). The other 24 bytes
+/// are random; a random version id starts so once in 2^64.
+const UPLOAD_ID_PREFIX: [u8; 8] = *b"gmpu\x00\x00\x00\x01";
+
+/// A fresh multipart upload id ([`UPLOAD_ID_PREFIX`], then random bytes).
+pub fn gen_upload_id() -> Uuid {
+    let mut b: [u8; 32] = *garage_util::data::gen_uuid()
+        .as_slice()
+        .first_chunk()
+        .expect("32 bytes");
+    b[..8].copy_from_slice(&UPLOAD_ID_PREFIX);
+    Uuid::from(b)
+}
+
+/// Whether `id` is a multipart upload's, from [`gen_upload_id`].
+pub fn is_upload_id(id: &Uuid) -> bool {
+    id.as_slice().starts_with(&UPLOAD_ID_PREFIX)
+}
+
+/// How long (in stamps: ms) before the newest complete version of its key
+/// a multipart upload in progress may have been created and still be
+/// kept in the entry, completable (see `Object::prune`): an upload
+/// created a day before a newer PUT or DELETE of its key is cancelled by
+/// it. Aborted versions are kept as long, as tombstones.
+pub const UPLOAD_WINDOW_MS: u64 = 24 * 3600 * 1000;
+
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ObjectVersionData {
     DeleteMarker,
@@ -460,6 +488,17 @@ impl Object {
     /// with an upload begun while versioning was suspended, completed
     /// after a newer versioned delete marker).
     ///
+    /// A multipart upload in progress survives newer versions, as in S3
+    /// (it completes later as the newest version, under a version of its
+    /// own): the version of an upload (an id from [`gen_upload_id`]) is
+    /// kept, whatever its state, while it was created at most
+    /// [`UPLOAD_WINDOW_MS`] before the complete mark. Whatever its state:
+    /// once ended (aborted, a tombstone), a replica that missed the end
+    /// and still has the upload in progress cannot bring it back, since
+    /// the end wins while both are kept and both leave the entry at the
+    /// same mark (a rule on the state alone would not be a CRDT: found by
+    /// `object_merge_laws`).
+    ///
     /// Versions written with versioning enabled that are no longer
     /// current leave the entry: the history table holds them. A null
     /// version stays until a newer null version replaces it, as in S3.
@@ -487,10 +526,12 @@ impl Object {
         }
         if let Some(mark) = self.complete_mark {
             let null_mark = self.null_mark;
+            let window_start = mark.0.saturating_sub(UPLOAD_WINDOW_MS);
             self.versions.retain(|v| {
                 let k = Some(v.sort_key());
                 k >= Some(mark)
                     || (!v.in_history() && (k == null_mark || (k > null_mark && !v.is_complete())))
+                    || (is_upload_id(&v.uuid) && v.timestamp >= window_start)
             });
         }
         let versions = &self.versions;
@@ -1006,6 +1047,50 @@ mod tests {
         assert_eq!(late, o);
     }
 
+    /// An upload (an id from `gen_upload_id`) survives a newer PUT and
+    /// a newer delete marker, as in S3; ended, it stays as a tombstone
+    /// that a late copy of the upload in progress cannot undo; both
+    /// leave once the newest version is a day newer than the upload.
+    #[test]
+    fn an_upload_outlives_newer_versions_for_a_day() {
+        let up = |state| ObjectVersion::new(gen_upload_id_of(7), 1000, state, Versioning::Off);
+        let o = obj(
+            "a",
+            vec![
+                up(uploading(true)),
+                v(2, 2000, inline(2)),
+                v(3, 3000, DELETE_MARKER),
+            ],
+        );
+        assert!(o.versions().iter().any(|x| x.is_uploading(Some(true))));
+        assert!(!o.is_tombstone());
+        // Ended (completed under a version of its own, or aborted).
+        let ended = merged(&o, &obj("a", vec![up(ObjectVersionState::Aborted)]));
+        assert!(!ended.versions().iter().any(|x| x.is_uploading(None)));
+        // A replica that missed the end brings nothing back.
+        assert_eq!(merged(&ended, &o), ended);
+        assert_eq!(merged(&o, &ended), ended);
+        // A day of newer writes later, both orders drop it.
+        let later = obj("a", vec![v(4, 1000 + UPLOAD_WINDOW_MS + 1, inline(4))]);
+        let a = merged(&merged(&o, &later), &ended);
+        let b = merged(&merged(&ended, &later), &o);
+        assert_eq!(a, b);
+        assert!(a.versions().iter().all(|x| x.uuid != gen_upload_id_of(7)));
+        // A version id that is not an upload's is dropped at once.
+        let plain = obj(
+            "a",
+            vec![v(5, 1000, uploading(true)), v(6, 2000, inline(6))],
+        );
+        assert!(plain.versions().iter().all(|x| x.uuid != id(5)));
+        assert!(is_upload_id(&gen_upload_id()) && !is_upload_id(&id(5)));
+    }
+
+    fn gen_upload_id_of(n: u8) -> Uuid {
+        let mut b = [n; 32];
+        b[..8].copy_from_slice(&UPLOAD_ID_PREFIX);
+        Uuid::from(b)
+    }
+
     #[test]
     fn tombstones_and_filters() {
         let dm = obj("a", vec![v(1, 1, blocks(1)), v(2, 2, DELETE_MARKER)]);
@@ -1141,6 +1226,12 @@ mod tests {
             _ => ObjectVersionState::Aborted,
         };
         let mut x = v(uuid, [3, 1, 4, 2, 5][(uuid % 10) as usize], state);
+        // Some versions have an upload's id (kept below the mark).
+        if uuid % 2 == 0 {
+            let mut b = [uuid; 32];
+            b[..8].copy_from_slice(&UPLOAD_ID_PREFIX);
+            x.uuid = Uuid::from(b);
+        }
         if versioned {
             x.versioning =
                 [Versioning::Off, Versioning::Enabled, Versioning::Suspended][(uuid % 3) as usize];

@@ -188,20 +188,26 @@ impl CatchUpWorker {
             VersionBacklink::Object { bucket_id, key } => {
                 self.object(bucket_id, &key, w.version, age).await
             }
-            // A part: its blocks are in the completed object's version,
-            // which has the upload's id.
+            // A part: its blocks are in the completed object's version.
             VersionBacklink::MultipartUpload { upload_id } => {
-                match read_version(&self.api.versions, &upload_id).await? {
-                    Some(fin) if !fin.deleted.get() => match fin.backlink {
-                        VersionBacklink::Object { bucket_id, key } => {
-                            self.object(bucket_id, &key, upload_id, age).await
+                // Its id, or the one it got if it was stamped again.
+                let mut fin_id = garage_model::mpu_table::completed_version(&upload_id);
+                for _ in 0..=crate::objects::ordered::MAX_RESTAMPS {
+                    match read_version(&self.api.versions, &fin_id).await? {
+                        Some(fin) if !fin.deleted.get() => {
+                            return match fin.backlink {
+                                VersionBacklink::Object { bucket_id, key } => {
+                                    self.object(bucket_id, &key, fin_id, age).await
+                                }
+                                VersionBacklink::MultipartUpload { .. } => Ok(Step::Gone),
+                            }
                         }
-                        VersionBacklink::MultipartUpload { .. } => Ok(Step::Gone),
-                    },
-                    Some(_) => Ok(Step::Gone),
-                    None if age < UPLOAD_IN_PROGRESS => Ok(Step::Later),
-                    None => Ok(Step::Gone),
+                        Some(_) => fin_id = crate::objects::ordered::restamped_id(&fin_id),
+                        None if age < UPLOAD_IN_PROGRESS => return Ok(Step::Later),
+                        None => return Ok(Step::Gone),
+                    }
                 }
+                Ok(Step::Gone)
             }
         }
     }

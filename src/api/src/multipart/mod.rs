@@ -17,9 +17,12 @@ use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
 use garage_model::bucket_table::Versioning;
-use garage_model::mpu_table::{MpuChecksum, MpuPart, MpuPartKey, MultipartUpload};
+use garage_model::mpu_table::{
+    completed_version, MpuChecksum, MpuPart, MpuPartKey, MultipartUpload,
+};
 use garage_model::object_table::{
-    Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+    gen_upload_id, Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta,
+    ObjectVersionState,
 };
 use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_table::EmptyKey;
@@ -207,7 +210,7 @@ impl Api {
                 &crate::versions::tagging::parse_header(t)?,
             );
         }
-        let upload_id = gen_uuid();
+        let upload_id = gen_upload_id();
         let timestamp = garage_util::time::stamp();
         // The lock is decided now (the bucket's default retention counts
         // from the upload's creation) and kept with the upload's version;
@@ -268,7 +271,7 @@ impl Api {
                         .into(),
                 ));
             }
-            upload_id = gen_uuid();
+            upload_id = gen_upload_id();
             timestamp = garage_util::time::increment_after(newer);
         }
         let sse_fields = SseFields::of(sse.as_ref(), &self.region);
@@ -609,8 +612,27 @@ impl Api {
             self.upload(bucket, &i.key, &i.upload_id),
             self.objects.get(&bucket, &i.key)
         );
-        let mpu = mpu?;
         let obj = obj?;
+        let mpu = match mpu {
+            Err(ApiError::NoSuchUpload(id)) => {
+                // A retry of a completion that succeeded (its answer lost):
+                // the same answer, as long as its version is the object's.
+                return match completed_before(obj.as_ref(), &id) {
+                    Some((etag, version_id)) => {
+                        Ok(S3Response::new(CompleteMultipartUploadOutput {
+                            bucket: Some(i.bucket.clone()),
+                            key: Some(i.key.clone()),
+                            e_tag: Some(ETag::Strong(etag)),
+                            location: Some(format!("/{}/{}", i.bucket, i.key)),
+                            version_id,
+                            ..Default::default()
+                        }))
+                    }
+                    None => Err(ApiError::NoSuchUpload(id)),
+                };
+            }
+            m => m?,
+        };
         let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
         if let Some(c) = &cond {
             // Fails early; decided at the end.
@@ -709,8 +731,9 @@ impl Api {
                 .map(|(_, _, p)| read_version(&self.versions, &p.version)),
         )
         .await?;
+        let fin_id = completed_version(&mpu.upload_id);
         let mut fin = Version::new(
-            mpu.upload_id,
+            fin_id,
             VersionBacklink::Object {
                 bucket_id: bucket,
                 key: i.key.clone(),
@@ -784,7 +807,7 @@ impl Api {
                 let refs: Vec<BlockRef> = fin
                     .blocks
                     .items()
-                    .map(|(_, b)| BlockRef::to_block(b, mpu.upload_id))
+                    .map(|(_, b)| BlockRef::to_block(b, fin_id))
                     .collect();
                 let segments = Version::segments(fin.uuid, &fin.backlink, fin.blocks.items());
                 let (a, b) = tokio::join!(
@@ -797,7 +820,7 @@ impl Api {
             }
         };
         let mut version = ObjectVersion::new(
-            mpu.upload_id,
+            fin_id,
             mpu.timestamp,
             ObjectVersionState::Complete(data),
             self.versioning_of(bucket).await?,
@@ -817,6 +840,11 @@ impl Api {
                 .await
                 .map_err(|r| r.error)?,
         };
+        // The upload is over: its own version becomes a tombstone and its
+        // entry goes (the hooks release its parts; the object's version
+        // has its own references to their blocks). If this fails, a
+        // retried completion finds the object and ends the upload then.
+        self.abort_upload(&mpu).await?;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         let mut out = CompleteMultipartUploadOutput {
@@ -1007,4 +1035,26 @@ struct UploadRow {
     key: String,
     upload_id: String,
     initiated: u64,
+}
+
+/// The ETag and version id of the object version a completion of upload
+/// `id` wrote, if it is in `obj` (complete): what a retried completion
+/// answers.
+fn completed_before(obj: Option<&Object>, id: &str) -> Option<(String, Option<String>)> {
+    let upload_id = parse_upload_id(id).ok()?;
+    // Its id, or the id it got if newer writes made it stamped again.
+    let mut ids = vec![completed_version(&upload_id)];
+    for _ in 0..crate::objects::ordered::MAX_RESTAMPS + 1 {
+        let last = *ids.last().expect("one id at least");
+        ids.push(crate::objects::ordered::restamped_id(&last));
+    }
+    let v = obj?.versions().iter().find(|v| ids.contains(&v.uuid))?;
+    match &v.state {
+        ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _))
+        | ObjectVersionState::Complete(ObjectVersionData::Inline(meta, _)) => Some((
+            meta.etag.clone(),
+            (v.versioning != Versioning::Off).then(|| v.version_id().to_string()),
+        )),
+        _ => None,
+    }
 }

@@ -17,7 +17,7 @@ use garage_model::block_ref_table::BlockRef;
 use garage_model::history_table::HistoryEntry;
 use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
-use garage_util::data::{gen_uuid, Uuid};
+use garage_util::data::Uuid;
 use tracing::{info, warn};
 
 use crate::ctx::Api;
@@ -26,7 +26,7 @@ use crate::error::{ApiError, ApiResult};
 /// How many times one write may be refused and stamped again before the
 /// request fails (each time a newer write of the key was found: only
 /// writers racing on one key without end get there).
-const MAX_RESTAMPS: usize = 8;
+pub const MAX_RESTAMPS: usize = 8;
 
 /// The blocks of a version with data in blocks, by position: what writing
 /// it again under a new id needs.
@@ -120,7 +120,10 @@ impl Api {
     }
 
     /// `old` was refused: a replica holds a version stamped `newer` that
-    /// sorts after it. Returns `old` under a new id, stamped after
+    /// sorts after it. Returns `old` under a new id ([`restamped_id`]:
+    /// derived from its own, so that a retried completion of an upload
+    /// finds what the first one wrote, and two concurrent completions of
+    /// one upload write one version), stamped after
     /// `newer`, with its blocks (if any) referenced under the new id; then
     /// withdraws `old`, whose write no client was told of.
     async fn restamp(
@@ -132,7 +135,7 @@ impl Api {
         blocks: Option<&BlockList>,
     ) -> ApiResult<ObjectVersion> {
         let mut v = old.clone();
-        v.uuid = gen_uuid();
+        v.uuid = restamped_id(&old.uuid);
         v.timestamp = garage_util::time::increment_after(newer.max(old.timestamp));
         metrics::counter!("api_ordered_restamps_total").increment(1);
         info!(
@@ -202,4 +205,12 @@ impl Api {
         }
         Ok(v)
     }
+}
+
+/// The id a version written again after `id` was refused gets (see
+/// [`Api::restamp`]).
+pub fn restamped_id(id: &Uuid) -> Uuid {
+    let mut b = b"garage restamped ".to_vec();
+    b.extend_from_slice(id.as_slice());
+    garage_util::data::blake2sum(&b)
 }
