@@ -27,8 +27,12 @@ pub fn id_in_body(b: &[u8]) -> Option<u64> {
 pub enum Outcome {
     /// Acknowledged by the server.
     Ok,
-    /// Refused for sure (412 for a conditional write): did not happen.
+    /// Refused for sure (412 for a conditional write, an upload aborted
+    /// on purpose): did not happen.
     Refused,
+    /// Failed for sure before anything could be written (a multipart
+    /// upload whose completion was never sent), with why: did not happen.
+    Failed(String),
     /// Error or timeout: may or may not have happened, now or later.
     Unknown(String),
 }
@@ -44,7 +48,8 @@ pub enum Read {
 
 #[derive(Clone, Debug)]
 pub enum Kind {
-    /// A PUT (multipart when `parts > 1`) of write `id`.
+    /// A PutObject (`parts` 0) or a multipart upload of `parts` parts of
+    /// write `id`.
     Put {
         id: u64,
         size: usize,
@@ -112,7 +117,7 @@ impl Op {
 
     /// May have happened (acknowledged, or unknown).
     fn may_have_happened(&self) -> bool {
-        self.outcome != Outcome::Refused
+        matches!(self.outcome, Outcome::Ok | Outcome::Unknown(_))
     }
 
     fn acked(&self) -> bool {
@@ -137,6 +142,7 @@ pub fn check_all(ops: &[Op]) -> Vec<String> {
     check_conditions(ops, &mut anomalies);
     check_lists(ops, &mut anomalies);
     check_versions(ops, &mut anomalies);
+    check_linearizable(ops, &mut anomalies);
     anomalies
 }
 
@@ -336,7 +342,7 @@ pub fn check_conditions(ops: &[Op], anomalies: &mut Vec<String>) {
                         ));
                     }
                 }
-                Outcome::Unknown(_) => {}
+                Outcome::Unknown(_) | Outcome::Failed(_) => {}
             }
         }
     }
@@ -516,6 +522,172 @@ pub fn check_versions(ops: &[Op], anomalies: &mut Vec<String>) {
                 ));
             }
         }
+    }
+}
+
+/// Explored states of one key's search before it gives up (reported, not
+/// as an anomaly: "undecided").
+const SEARCH_BUDGET: usize = 2_000_000;
+
+/// Each key's history as one register, searched as a whole (Wing and
+/// Gong's search with Lowe's cache of visited states, as Knossos and
+/// Porcupine do): there must be one order of its writes and reads,
+/// each placed between its start and its end, in which every read returns
+/// the last write before it. A write of unknown outcome is placed at one
+/// point after its start, or nowhere; so, unlike [`check_reads`], which
+/// judges each read alone, a write that appears, vanishes and appears
+/// again is caught. Failed reads and refused writes take no part.
+pub fn check_linearizable(ops: &[Op], anomalies: &mut Vec<String>) {
+    for (key, kops) in by_key(ops).iter() {
+        // Values some read returned: a write of unknown outcome whose
+        // value no read returned is placed nowhere (placing it can only
+        // forbid reads, never allow one), which keeps the search small.
+        let read: BTreeSet<Option<u64>> = kops
+            .iter()
+            .filter_map(|o| match &o.kind {
+                Kind::Get(Read::Value(v, _)) => Some(Some(*v)),
+                Kind::Get(Read::Absent) => Some(None),
+                _ => None,
+            })
+            .collect();
+        let hist: Vec<&Op> = kops
+            .iter()
+            .copied()
+            .filter(|o| match &o.kind {
+                Kind::Get(Read::Failed(_)) => false,
+                Kind::Get(_) => true,
+                _ => {
+                    o.may_have_happened()
+                        && o.written().is_ok_and(|v| o.acked() || read.contains(&v))
+                }
+            })
+            .collect();
+        if hist.iter().all(|o| !matches!(o.kind, Kind::Get(_))) {
+            continue;
+        }
+        match linearize(&hist, SEARCH_BUDGET) {
+            Search::Found => {}
+            Search::None => anomalies.push(format!(
+                "{key}: no order of its {} writes and reads explains every read (not linearizable; e.g. a write that appeared, vanished and appeared again)",
+                hist.len()
+            )),
+            Search::GaveUp => eprintln!(
+                "checker: {key}: linearizability undecided after {SEARCH_BUDGET} states ({} operations)",
+                hist.len()
+            ),
+        }
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Search {
+    Found,
+    None,
+    GaveUp,
+}
+
+/// The search of [`check_linearizable`] over one key's operations.
+fn linearize(hist: &[&Op], budget: usize) -> Search {
+    use std::collections::HashSet;
+    const NONE: usize = usize::MAX;
+    // Events: (time, is_return, op index), calls before returns at equal
+    // times (two operations that touch overlap). Writes of unknown
+    // outcome have no return: they may be placed late, or never.
+    let mut events: Vec<(Duration, bool, usize)> = Vec::new();
+    for (i, o) in hist.iter().enumerate() {
+        events.push((o.start, false, i));
+        if o.acked() || matches!(o.kind, Kind::Get(_)) {
+            events.push((o.end, true, i));
+        }
+    }
+    events.sort_by_key(|(t, r, i)| (*t, *r, *i));
+    let n = events.len();
+    // A doubly linked list of the events not placed yet: `head` before
+    // the first, `end` after the last.
+    let (head, end) = (n, n + 1);
+    let mut next: Vec<usize> = (1..=n).collect();
+    if let Some(last) = next.last_mut() {
+        *last = end;
+    }
+    next.push(if n == 0 { end } else { 0 });
+    let mut prev: Vec<usize> = std::iter::once(head)
+        .chain(0..n.saturating_sub(1))
+        .collect();
+    prev.push(NONE);
+    let (mut call, mut ret) = (vec![NONE; hist.len()], vec![NONE; hist.len()]);
+    for (e, (_, r, i)) in events.iter().enumerate() {
+        match r {
+            false => call[*i] = e,
+            true => ret[*i] = e,
+        }
+    }
+    fn unlink(next: &mut [usize], prev: &mut [usize], end: usize, e: usize) {
+        let (p, x) = (prev[e], next[e]);
+        next[p] = x;
+        if x != end {
+            prev[x] = p;
+        }
+    }
+    fn relink(next: &mut [usize], prev: &mut [usize], end: usize, e: usize) {
+        let (p, x) = (prev[e], next[e]);
+        next[p] = e;
+        if x != end {
+            prev[x] = e;
+        }
+    }
+    let mut returns_left = events.iter().filter(|(_, r, _)| *r).count();
+    let mut state: Option<u64> = None;
+    let mut placed = vec![0u64; hist.len().div_ceil(64)];
+    let mut cache: HashSet<(Vec<u64>, Option<u64>)> = HashSet::new();
+    // The operations placed, each with the state before it.
+    let mut stack: Vec<(usize, Option<u64>)> = Vec::new();
+    let mut e = next[head];
+    loop {
+        if returns_left == 0 {
+            return Search::Found;
+        }
+        if cache.len() > budget {
+            return Search::GaveUp;
+        }
+        let call_here = e != end && !events[e].1;
+        if call_here {
+            let i = events[e].2;
+            let after = match &hist[i].kind {
+                Kind::Get(Read::Value(v, _)) => (state == Some(*v)).then_some(state),
+                Kind::Get(_) => state.is_none().then_some(None),
+                _ => Some(hist[i].written().expect("a write of the register")),
+            };
+            if let Some(after) = after {
+                placed[i / 64] |= 1 << (i % 64);
+                if cache.insert((placed.clone(), after)) {
+                    stack.push((i, state));
+                    state = after;
+                    unlink(&mut next, &mut prev, end, call[i]);
+                    if ret[i] != NONE {
+                        unlink(&mut next, &mut prev, end, ret[i]);
+                        returns_left -= 1;
+                    }
+                    e = next[head];
+                    continue;
+                }
+                placed[i / 64] &= !(1 << (i % 64));
+            }
+            e = next[e];
+            continue;
+        }
+        // A return (an operation must be placed before it), or the end:
+        // undo the last placement and try the next event after its call.
+        let Some((j, before)) = stack.pop() else {
+            return Search::None;
+        };
+        placed[j / 64] &= !(1 << (j % 64));
+        state = before;
+        if ret[j] != NONE {
+            relink(&mut next, &mut prev, end, ret[j]);
+            returns_left += 1;
+        }
+        relink(&mut next, &mut prev, end, call[j]);
+        e = next[call[j]];
     }
 }
 
@@ -801,6 +973,75 @@ mod self_tests {
             listv(40, 50, &["a", "b"]),
             listv(70, 80, &["b", "c"]),
         ]);
+    }
+
+    fn unknown_put(key: &str, id: u64, start: u64, end: u64) -> Op {
+        let kind = Kind::Put {
+            id,
+            size: 100,
+            parts: 1,
+        };
+        op(key, start, end, kind, Outcome::Unknown("timeout".into()))
+    }
+
+    #[test]
+    fn an_unknown_write_that_appears_vanishes_and_appears_again_is_caught() {
+        let ops = vec![
+            put("k", 1, 0, 10),
+            unknown_put("k", 2, 20, 25),
+            get("k", 30, 31, Some(2)),
+            get("k", 40, 41, Some(1)),
+            get("k", 50, 51, Some(2)),
+        ];
+        // Each read alone is possible: only the search over the whole
+        // history sees it.
+        let mut alone = Vec::new();
+        check_reads(&ops, &mut alone);
+        assert!(alone.is_empty(), "{alone:?}");
+        flagged(ops, "not linearizable");
+        // A deleted key that comes back after an unknown delete.
+        flagged(
+            vec![
+                put("k", 1, 0, 10),
+                op("k", 20, 25, Kind::Delete, Outcome::Unknown("503".into())),
+                get("k", 30, 31, None),
+                get("k", 40, 41, Some(1)),
+            ],
+            "not linearizable",
+        );
+        // Two reads that see two concurrent writes in both orders.
+        flagged(
+            vec![
+                put("k", 1, 0, 100),
+                put("k", 2, 0, 100),
+                get("k", 10, 20, Some(1)),
+                get("k", 30, 40, Some(2)),
+                get("k", 50, 60, Some(1)),
+            ],
+            "not linearizable",
+        );
+    }
+
+    #[test]
+    fn unknown_writes_taking_effect_once_or_never_pass() {
+        clean(vec![
+            put("k", 1, 0, 10),
+            unknown_put("k", 2, 20, 25),
+            unknown_put("k", 3, 21, 26),
+            get("k", 30, 31, Some(1)),
+            get("k", 40, 41, Some(3)),
+            get("k", 50, 51, Some(3)),
+            put("k", 4, 60, 70),
+            get("k", 80, 81, Some(4)),
+        ]);
+        // Many unknown writes: the search stays within its budget.
+        let mut ops = vec![put("k", 1, 0, 10)];
+        for i in 0..40 {
+            ops.push(unknown_put("k", 100 + i, 20 + i, 21 + i));
+        }
+        ops.push(get("k", 100, 101, Some(120)));
+        ops.push(get("k", 110, 111, Some(139)));
+        clean(ops);
     }
 
     #[test]
