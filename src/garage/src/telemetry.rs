@@ -260,6 +260,18 @@ fn describe() {
         "block_corrupted_total",
         "Block copies or shards that did not match their hash, by who found them (read, scrub)"
     );
+    describe_gauge!(
+        "ec_catch_up_waiting_versions",
+        "Versions of an erasure-coded class with blocks this node wrote replicated, waiting to be re-encoded"
+    );
+    describe_gauge!(
+        "ec_catch_up_waiting_bytes",
+        "Bytes of those blocks, stored replicated while they wait"
+    );
+    describe_counter!(
+        "ec_catch_up_reencoded_blocks_total",
+        "Blocks the erasure-coding catch-up worker re-encoded in their class"
+    );
     // Cluster health.
     describe_gauge!(
         "cluster_healthy",

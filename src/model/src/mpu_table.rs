@@ -93,6 +93,18 @@ pub fn completed_version(upload_id: &Uuid) -> Uuid {
     garage_util::data::blake2sum(&b)
 }
 
+/// Every id the version a completion of `upload_id` wrote may have: its
+/// own ([`completed_version`]), then the ones it gets each time it is
+/// stamped again ([`crate::object_table::restamped_id`]).
+pub fn completed_version_ids(upload_id: &Uuid) -> Vec<Uuid> {
+    let mut ids = vec![completed_version(upload_id)];
+    for _ in 0..crate::object_table::MAX_RESTAMPS + 1 {
+        let last = *ids.last().expect("one id at least");
+        ids.push(crate::object_table::restamped_id(&last));
+    }
+    ids
+}
+
 impl MultipartUpload {
     /// The two entries that abort this upload, to insert together: its
     /// object version marked aborted, and its own entry deleted (the hooks

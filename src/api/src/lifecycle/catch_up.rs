@@ -191,8 +191,7 @@ impl CatchUpWorker {
             // A part: its blocks are in the completed object's version.
             VersionBacklink::MultipartUpload { upload_id } => {
                 // Its id, or the one it got if it was stamped again.
-                let mut fin_id = garage_model::mpu_table::completed_version(&upload_id);
-                for _ in 0..=crate::objects::ordered::MAX_RESTAMPS {
+                for fin_id in garage_model::mpu_table::completed_version_ids(&upload_id) {
                     match read_version(&self.api.versions, &fin_id).await? {
                         Some(fin) if !fin.deleted.get() => {
                             return match fin.backlink {
@@ -202,7 +201,7 @@ impl CatchUpWorker {
                                 VersionBacklink::MultipartUpload { .. } => Ok(Step::Gone),
                             }
                         }
-                        Some(_) => fin_id = crate::objects::ordered::restamped_id(&fin_id),
+                        Some(_) => continue,
                         None if age < UPLOAD_IN_PROGRESS => return Ok(Step::Later),
                         None => return Ok(Step::Gone),
                     }

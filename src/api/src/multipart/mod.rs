@@ -18,7 +18,7 @@ use std::sync::Arc;
 use garage_model::block_ref_table::BlockRef;
 use garage_model::bucket_table::Versioning;
 use garage_model::mpu_table::{
-    completed_version, MpuChecksum, MpuPart, MpuPartKey, MultipartUpload,
+    completed_version, completed_version_ids, MpuChecksum, MpuPart, MpuPartKey, MultipartUpload,
 };
 use garage_model::object_table::{
     gen_upload_id, Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta,
@@ -1043,11 +1043,7 @@ struct UploadRow {
 fn completed_before(obj: Option<&Object>, id: &str) -> Option<(String, Option<String>)> {
     let upload_id = parse_upload_id(id).ok()?;
     // Its id, or the id it got if newer writes made it stamped again.
-    let mut ids = vec![completed_version(&upload_id)];
-    for _ in 0..crate::objects::ordered::MAX_RESTAMPS + 1 {
-        let last = *ids.last().expect("one id at least");
-        ids.push(crate::objects::ordered::restamped_id(&last));
-    }
+    let ids = completed_version_ids(&upload_id);
     let v = obj?.versions().iter().find(|v| ids.contains(&v.uuid))?;
     match &v.state {
         ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _))

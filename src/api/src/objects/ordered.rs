@@ -15,6 +15,7 @@
 
 use garage_model::block_ref_table::BlockRef;
 use garage_model::history_table::HistoryEntry;
+use garage_model::object_table::{restamped_id, MAX_RESTAMPS};
 use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
 use garage_util::data::Uuid;
@@ -22,11 +23,6 @@ use tracing::{info, warn};
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
-
-/// How many times one write may be refused and stamped again before the
-/// request fails (each time a newer write of the key was found: only
-/// writers racing on one key without end get there).
-pub const MAX_RESTAMPS: usize = 8;
 
 /// The blocks of a version with data in blocks, by position: what writing
 /// it again under a new id needs.
@@ -205,12 +201,4 @@ impl Api {
         }
         Ok(v)
     }
-}
-
-/// The id a version written again after `id` was refused gets (see
-/// [`Api::restamp`]).
-pub fn restamped_id(id: &Uuid) -> Uuid {
-    let mut b = b"garage restamped ".to_vec();
-    b.extend_from_slice(id.as_slice());
-    garage_util::data::blake2sum(&b)
 }
