@@ -83,26 +83,30 @@ pub struct MpuChecksum {
 }
 
 /// The id of the object version a completion of upload `upload_id`
-/// writes: derived from the upload's id, so that a retried completion
-/// finds the version its first attempt wrote, and distinct from it, so
-/// that the upload's own version (kept in the object's entry while in
-/// progress, then aborted, a tombstone) never holds the object's blocks.
-pub fn completed_version(upload_id: &Uuid) -> Uuid {
+/// writes at stamp `timestamp`: derived from both, so that a retried
+/// completion whose first answer was lost finds the version the first
+/// one wrote ([`completed_in`]), and two completions at one stamp write
+/// one version; never one id at two stamps (the older copy leaving the
+/// object's entry would release the newer one's blocks); and distinct from
+/// the upload's id, so that the upload's own version (kept in the
+/// object's entry while in progress, then a tombstone) never holds the
+/// object's blocks.
+pub fn completed_version(upload_id: &Uuid, timestamp: u64) -> Uuid {
     let mut b = b"garage completed upload ".to_vec();
     b.extend_from_slice(upload_id.as_slice());
+    b.extend_from_slice(&timestamp.to_be_bytes());
     garage_util::data::blake2sum(&b)
 }
 
-/// Every id the version a completion of `upload_id` wrote may have: its
-/// own ([`completed_version`]), then the ones it gets each time it is
-/// stamped again ([`crate::object_table::restamped_id`]).
-pub fn completed_version_ids(upload_id: &Uuid) -> Vec<Uuid> {
-    let mut ids = vec![completed_version(upload_id)];
-    for _ in 0..crate::object_table::MAX_RESTAMPS + 1 {
-        let last = *ids.last().expect("one id at least");
-        ids.push(crate::object_table::restamped_id(&last));
-    }
-    ids
+/// The version of `obj` a completion of upload `upload_id` wrote, if any
+/// (see [`completed_version`]).
+pub fn completed_in<'a>(
+    obj: &'a crate::object_table::Object,
+    upload_id: &Uuid,
+) -> Option<&'a crate::object_table::ObjectVersion> {
+    obj.versions()
+        .iter()
+        .find(|v| v.uuid == completed_version(upload_id, v.timestamp))
 }
 
 impl MultipartUpload {

@@ -137,16 +137,6 @@ pub fn is_upload_id(id: &Uuid) -> bool {
 /// writers racing on one key without end get there).
 pub const MAX_RESTAMPS: usize = 8;
 
-/// The id a version written again after `id` was refused gets: derived
-/// from its own, so that a retried completion of an upload finds what the
-/// first one wrote, and two concurrent completions of one upload write
-/// one version.
-pub fn restamped_id(id: &Uuid) -> Uuid {
-    let mut b = b"garage restamped ".to_vec();
-    b.extend_from_slice(id.as_slice());
-    garage_util::data::blake2sum(&b)
-}
-
 /// How long (in stamps: ms) before the newest complete version of its key
 /// a multipart upload in progress may have been created and still be
 /// kept in the entry, completable (see `Object::prune`): an upload

@@ -16,9 +16,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use garage_model::ec_catch_up::Waiting;
+use garage_model::mpu_table::completed_in;
 use garage_model::object_table::{ObjectVersionData, ObjectVersionState};
 use garage_model::version_table::{read_version, VersionBacklink};
 use garage_rpc::system::System;
+use garage_table::EmptyKey;
 use garage_util::data::Uuid;
 use garage_util::worker::{WorkerSpec, WorkerState};
 use tokio::sync::watch;
@@ -188,25 +190,30 @@ impl CatchUpWorker {
             VersionBacklink::Object { bucket_id, key } => {
                 self.object(bucket_id, &key, w.version, age).await
             }
-            // A part: its blocks are in the completed object's version.
+            // A part: its blocks are in the completed object's version,
+            // found in the object's entry by its id (`completed_in`).
             VersionBacklink::MultipartUpload { upload_id } => {
-                // Its id, or the one it got if it was stamped again.
-                for fin_id in garage_model::mpu_table::completed_version_ids(&upload_id) {
-                    match read_version(&self.api.versions, &fin_id).await? {
-                        Some(fin) if !fin.deleted.get() => {
-                            return match fin.backlink {
-                                VersionBacklink::Object { bucket_id, key } => {
-                                    self.object(bucket_id, &key, fin_id, age).await
-                                }
-                                VersionBacklink::MultipartUpload { .. } => Ok(Step::Gone),
-                            }
-                        }
-                        Some(_) => continue,
-                        None if age < UPLOAD_IN_PROGRESS => return Ok(Step::Later),
-                        None => return Ok(Step::Gone),
-                    }
+                let Some(mpu) = self.api.mpus.get(&upload_id, &EmptyKey).await? else {
+                    return Ok(if age < UPLOAD_IN_PROGRESS {
+                        Step::Later
+                    } else {
+                        Step::Gone
+                    });
+                };
+                if !mpu.deleted.get() {
+                    // Still in progress.
+                    return Ok(if age < UPLOAD_IN_PROGRESS {
+                        Step::Later
+                    } else {
+                        Step::Gone
+                    });
                 }
-                Ok(Step::Gone)
+                let obj = self.api.objects.get(&mpu.bucket_id, &mpu.key).await?;
+                match obj.as_ref().and_then(|o| completed_in(o, &upload_id)) {
+                    Some(v) => self.object(mpu.bucket_id, &mpu.key, v.uuid, age).await,
+                    // Aborted, or overwritten since.
+                    None => Ok(Step::Gone),
+                }
             }
         }
     }

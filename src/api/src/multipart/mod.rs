@@ -18,7 +18,7 @@ use std::sync::Arc;
 use garage_model::block_ref_table::BlockRef;
 use garage_model::bucket_table::Versioning;
 use garage_model::mpu_table::{
-    completed_version, completed_version_ids, MpuChecksum, MpuPart, MpuPartKey, MultipartUpload,
+    completed_in, completed_version, MpuChecksum, MpuPart, MpuPartKey, MultipartUpload,
 };
 use garage_model::object_table::{
     gen_upload_id, Object, ObjectFilter, ObjectVersion, ObjectVersionData, ObjectVersionMeta,
@@ -613,26 +613,28 @@ impl Api {
             self.objects.get(&bucket, &i.key)
         );
         let obj = obj?;
-        let mpu = match mpu {
-            Err(ApiError::NoSuchUpload(id)) => {
-                // A retry of a completion that succeeded (its answer lost):
-                // the same answer, as long as its version is the object's.
-                return match completed_before(obj.as_ref(), &id) {
-                    Some((etag, version_id)) => {
-                        Ok(S3Response::new(CompleteMultipartUploadOutput {
-                            bucket: Some(i.bucket.clone()),
-                            key: Some(i.key.clone()),
-                            e_tag: Some(ETag::Strong(etag)),
-                            location: Some(format!("/{}/{}", i.bucket, i.key)),
-                            version_id,
-                            ..Default::default()
-                        }))
-                    }
-                    None => Err(ApiError::NoSuchUpload(id)),
-                };
+        // The stamp of the key's newest complete version.
+        let newest = obj
+            .as_ref()
+            .and_then(|o| o.versions().iter().rev().find(|v| v.is_complete()))
+            .map(|v| v.timestamp);
+        // A retry of a completion that succeeded (its answer lost): the
+        // same answer, as long as its version is the object's; the upload
+        // is ended if the first one could not end it.
+        if let Some((etag, version_id)) = completed_before(obj.as_ref(), &i.upload_id) {
+            if let Ok(mpu) = &mpu {
+                self.abort_upload(mpu).await?;
             }
-            m => m?,
-        };
+            return Ok(S3Response::new(CompleteMultipartUploadOutput {
+                bucket: Some(i.bucket.clone()),
+                key: Some(i.key.clone()),
+                e_tag: Some(ETag::Strong(etag)),
+                location: Some(format!("/{}/{}", i.bucket, i.key)),
+                version_id,
+                ..Default::default()
+            }));
+        }
+        let mpu = mpu?;
         let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
         if let Some(c) = &cond {
             // Fails early; decided at the end.
@@ -731,7 +733,15 @@ impl Api {
                 .map(|(_, _, p)| read_version(&self.versions, &p.version)),
         )
         .await?;
-        let fin_id = completed_version(&mpu.upload_id);
+        // Stamped at the upload's creation (S3's Last-Modified of an
+        // upload), or, if a newer version of the key is complete already
+        // (the upload outlived it), after it: not refused by the replicas,
+        // so a retry finds it under its derived id.
+        let fin_ts = match newest {
+            Some(t) if t >= mpu.timestamp => garage_util::time::increment_after(t),
+            _ => mpu.timestamp,
+        };
+        let fin_id = completed_version(&mpu.upload_id, fin_ts);
         let mut fin = Version::new(
             fin_id,
             VersionBacklink::Object {
@@ -821,7 +831,7 @@ impl Api {
         };
         let mut version = ObjectVersion::new(
             fin_id,
-            mpu.timestamp,
+            fin_ts,
             ObjectVersionState::Complete(data),
             self.versioning_of(bucket).await?,
         );
@@ -843,7 +853,7 @@ impl Api {
         // The upload is over: its own version becomes a tombstone and its
         // entry goes (the hooks release its parts; the object's version
         // has its own references to their blocks). If this fails, a
-        // retried completion finds the object and ends the upload then.
+        // retried completion finds the version and ends the upload then.
         self.abort_upload(&mpu).await?;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
@@ -1039,12 +1049,11 @@ struct UploadRow {
 
 /// The ETag and version id of the object version a completion of upload
 /// `id` wrote, if it is in `obj` (complete): what a retried completion
-/// answers.
+/// answers. (One stamped again because newer writes overtook it has a
+/// random id: its retry answers `NoSuchUpload`.)
 fn completed_before(obj: Option<&Object>, id: &str) -> Option<(String, Option<String>)> {
     let upload_id = parse_upload_id(id).ok()?;
-    // Its id, or the id it got if newer writes made it stamped again.
-    let ids = completed_version_ids(&upload_id);
-    let v = obj?.versions().iter().find(|v| ids.contains(&v.uuid))?;
+    let v = completed_in(obj?, &upload_id)?;
     match &v.state {
         ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _))
         | ObjectVersionState::Complete(ObjectVersionData::Inline(meta, _)) => Some((

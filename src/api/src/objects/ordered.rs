@@ -15,10 +15,10 @@
 
 use garage_model::block_ref_table::BlockRef;
 use garage_model::history_table::HistoryEntry;
-use garage_model::object_table::{restamped_id, MAX_RESTAMPS};
+use garage_model::object_table::MAX_RESTAMPS;
 use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
-use garage_util::data::Uuid;
+use garage_util::data::{gen_uuid, Uuid};
 use tracing::{info, warn};
 
 use crate::ctx::Api;
@@ -116,10 +116,10 @@ impl Api {
     }
 
     /// `old` was refused: a replica holds a version stamped `newer` that
-    /// sorts after it. Returns `old` under a new id ([`restamped_id`]:
-    /// derived from its own, so that a retried completion of an upload
-    /// finds what the first one wrote, and two concurrent completions of
-    /// one upload write one version), stamped after
+    /// sorts after it. Returns `old` under a new, random id (never one
+    /// derived from its own: two requests stamping the same version again
+    /// would write one id at two timestamps, and the older one leaving
+    /// the entry would delete the newer one's blocks), stamped after
     /// `newer`, with its blocks (if any) referenced under the new id; then
     /// withdraws `old`, whose write no client was told of.
     async fn restamp(
@@ -131,7 +131,7 @@ impl Api {
         blocks: Option<&BlockList>,
     ) -> ApiResult<ObjectVersion> {
         let mut v = old.clone();
-        v.uuid = restamped_id(&old.uuid);
+        v.uuid = gen_uuid();
         v.timestamp = garage_util::time::increment_after(newer.max(old.timestamp));
         metrics::counter!("api_ordered_restamps_total").increment(1);
         info!(

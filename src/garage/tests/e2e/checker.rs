@@ -343,7 +343,7 @@ async fn get_etag(c: &Client, key: &str) -> (Read, Option<String>) {
                 .unwrap_or(0);
             let r = match o.body.collect().await {
                 Ok(b) => Read::Value(id, b.to_vec()),
-                Err(e) => Read::Failed(format!("body: {e:?}").chars().take(200).collect()),
+                Err(e) => Read::Failed(format!("body {}", cause(e))),
             };
             (r, etag)
         }
@@ -351,7 +351,7 @@ async fn get_etag(c: &Client, key: &str) -> (Read, Option<String>) {
             let r = if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
                 Read::Absent
             } else {
-                Read::Failed(format!("{e:?}").chars().take(200).collect())
+                Read::Failed(cause(e))
             };
             (r, None)
         }
