@@ -183,10 +183,10 @@ impl CatchUpWorker {
                 Step::Gone
             });
         };
-        if v.deleted.get() {
-            return Ok(Step::Gone);
-        }
         match v.backlink {
+            // (A part's version is deleted once its upload completes: its
+            // blocks live on in the completed object's version.)
+            VersionBacklink::Object { .. } if v.deleted.get() => Ok(Step::Gone),
             VersionBacklink::Object { bucket_id, key } => {
                 self.object(bucket_id, &key, w.version, age).await
             }

@@ -498,8 +498,9 @@ fn catch_up(c: &Cluster, i: usize) -> (u64, u64) {
 /// `STANDARD_IA` keeps its 1.5× after outages (issue 44). Six nodes in
 /// three zones (4+2): 12 objects of 2 MiB PUT through all six nodes at
 /// once, as soon as the layout is applied; then node 5 stopped, 4 more
-/// PUT (their blocks are stored replicated: a shard node is down, and
-/// the version queued), node 5 back. Each time the catch-up worker
+/// PUT and a multipart upload of 2 parts (their blocks are stored
+/// replicated: a shard node is down, and the versions queued, the parts'
+/// followed to the completed object), node 5 back. Each time the catch-up worker
 /// re-encodes what was written replicated, within minutes, and the bytes
 /// on disk come back to at most 1.6× the bytes stored; every object reads
 /// back byte for byte, in its class.
@@ -558,9 +559,22 @@ fn erasure_coding_catches_up_after_outages() {
             objects.insert(k, b);
         }
     });
+    // A multipart upload too: its parts' versions are queued, and
+    // followed to the completed object's version.
+    let parts = vec![random_bytes(5 * MIB), random_bytes(MIB / 2)];
+    run(multipart(&clients[0], "outage-mpu", &parts, "STANDARD_IA"));
     let (queue, _) = catch_up(&c, 0);
-    assert_eq!(queue, 4, "each version written during the outage is queued");
-    let during = ratio(&c, objects.len());
+    assert_eq!(
+        queue, 6,
+        "each version written during the outage is queued (4 PUTs, 2 parts)"
+    );
+    let stored = |objects: &BTreeMap<String, Vec<u8>>| {
+        objects.values().map(|b| b.len()).sum::<usize>() + 5 * MIB + MIB / 2
+    };
+    let ratio = |c: &Cluster, objects: &BTreeMap<String, Vec<u8>>| {
+        bytes_on_disk(c) as f64 / stored(objects) as f64
+    };
+    let during = ratio(&c, &objects);
     println!("outage: {during:.3}x on disk with node 5 down");
     assert!(
         during > 1.6,
@@ -572,7 +586,7 @@ fn erasure_coding_catches_up_after_outages() {
         "the outage's PUTs re-encoded, at most 1.6x on disk",
         Duration::from_secs(240),
         || {
-            last = ratio(&c, objects.len());
+            last = ratio(&c, &objects);
             (0..6).all(|i| catch_up(&c, i).0 == 0) && last <= 1.6
         },
     );
@@ -582,9 +596,10 @@ fn erasure_coding_catches_up_after_outages() {
         reencoded - reencoded_before
     );
     assert!(
-        reencoded - reencoded_before >= 8,
-        "node 0's worker re-encoded the outage's 8 blocks: {reencoded_before} -> {reencoded}"
+        reencoded - reencoded_before >= 8 + 6,
+        "node 0's worker re-encoded the outage's 8 + 6 blocks: {reencoded_before} -> {reencoded}"
     );
+    objects.insert("outage-mpu".into(), parts.concat());
     run(async {
         for (k, body) in objects.iter() {
             assert!(get(&clients[1], k).await == *body, "{k} reads back");
