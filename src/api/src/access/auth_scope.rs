@@ -132,6 +132,9 @@ pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(),
     {
         return Err(Refusal::EmptyContentMd5);
     }
+    // Signed with SigV4 (a header or a presigned URL): its date is checked
+    // once everything else passed.
+    let mut signed = false;
     if let Some(auth) = headers.get(AUTHORIZATION) {
         let auth = auth.as_bytes().trim_ascii();
         if auth.is_empty() {
@@ -156,7 +159,7 @@ pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(),
         if let Some(given) = credential.as_deref().and_then(scope_region) {
             check_region(given, region, Where::Header)?;
         }
-        return super::request_time::check(headers, uri, garage_util::clock::cluster_now_msec());
+        signed = true;
     }
     if let Some(query) = uri.query() {
         for (name, value) in form_urlencoded(query) {
@@ -171,15 +174,12 @@ pub fn check_request(headers: &HeaderMap, uri: &Uri, region: &str) -> Result<(),
                 _ => (),
             }
         }
-        if query.contains("X-Amz-Signature=") {
-            return super::request_time::check(
-                headers,
-                uri,
-                garage_util::clock::cluster_now_msec(),
-            );
-        }
+        signed |= query.contains("X-Amz-Signature=");
     }
-    Ok(())
+    match signed {
+        true => super::request_time::check(headers, uri, garage_util::clock::cluster_now_msec()),
+        false => Ok(()),
+    }
 }
 
 /// Checks the credentials of a POST form as s3s verified them: `scope` is
@@ -279,6 +279,17 @@ mod tests {
         assert_eq!(
             req(None, &q.replace("REGION", "eu-west-3")),
             wrong("eu-west-3", Where::Query)
+        );
+    }
+
+    #[test]
+    fn a_sigv4_header_does_not_hide_a_sigv2_query_string() {
+        assert_eq!(
+            req(
+                Some(&V4.replace("REGION", "garage")),
+                "/b/k?AWSAccessKeyId=GK1&Expires=1&Signature=abc%3D"
+            ),
+            Err(Refusal::SigV2)
         );
     }
 
