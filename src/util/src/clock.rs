@@ -137,21 +137,35 @@ pub fn check() -> Result<(), ClockSkewed> {
 /// are seen as off (failing closed). Returns this node's offset from the
 /// cluster, then each peer's, in the order given.
 pub fn offsets_from_median(peers: &[i64]) -> (i64, Vec<i64>) {
+    let median = median_of(peers, Tie::Farther);
+    (-median, peers.iter().map(|o| o - median).collect())
+}
+
+/// Of the two middle clocks of an even count, which one is the median.
+#[derive(Clone, Copy)]
+enum Tie {
+    /// The one farther from this node's (failing closed).
+    Farther,
+    /// The one nearer this node's (never moving towards a clock that
+    /// cannot be told right).
+    Nearer,
+}
+
+/// The median of this node's clock (offset 0) and its peers' offsets.
+fn median_of(peers: &[i64], tie: Tie) -> i64 {
     let mut all: Vec<i64> = peers.to_vec();
     all.push(0);
     all.sort();
     let n = all.len();
-    let median = if n % 2 == 1 {
-        all[n / 2]
-    } else {
-        let (a, b) = (all[n / 2 - 1], all[n / 2]);
-        if a.unsigned_abs() >= b.unsigned_abs() {
-            a
-        } else {
-            b
-        }
-    };
-    (-median, peers.iter().map(|o| o - median).collect())
+    if n % 2 == 1 {
+        return all[n / 2];
+    }
+    let (a, b) = (all[n / 2 - 1], all[n / 2]);
+    let a_nearer = a.unsigned_abs() <= b.unsigned_abs();
+    match (tie, a_nearer) {
+        (Tie::Nearer, true) | (Tie::Farther, false) => a,
+        _ => b,
+    }
 }
 
 /// This node's offset from the cluster's time for [`cluster_now_msec`],
@@ -161,21 +175,7 @@ pub fn offsets_from_median(peers: &[i64]) -> (i64, Vec<i64>) {
 /// node never corrects its time towards one clock it cannot tell is right
 /// (of two nodes, neither moves).
 pub fn correction_from_median(peers: &[i64]) -> i64 {
-    let mut all: Vec<i64> = peers.to_vec();
-    all.push(0);
-    all.sort();
-    let n = all.len();
-    let median = if n % 2 == 1 {
-        all[n / 2]
-    } else {
-        let (a, b) = (all[n / 2 - 1], all[n / 2]);
-        if a.unsigned_abs() <= b.unsigned_abs() {
-            a
-        } else {
-            b
-        }
-    };
-    -median
+    -median_of(peers, Tie::Nearer)
 }
 
 #[cfg(test)]

@@ -625,14 +625,9 @@ impl Api {
             if let Ok(mpu) = &mpu {
                 self.abort_upload(mpu).await?;
             }
-            return Ok(S3Response::new(CompleteMultipartUploadOutput {
-                bucket: Some(i.bucket.clone()),
-                key: Some(i.key.clone()),
-                e_tag: Some(ETag::Strong(etag)),
-                location: Some(format!("/{}/{}", i.bucket, i.key)),
-                version_id,
-                ..Default::default()
-            }));
+            return Ok(S3Response::new(completed_output(
+                &i.bucket, &i.key, etag, version_id,
+            )));
         }
         let mpu = mpu?;
         let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
@@ -857,14 +852,7 @@ impl Api {
         self.abort_upload(&mpu).await?;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
-        let mut out = CompleteMultipartUploadOutput {
-            bucket: Some(i.bucket.clone()),
-            key: Some(i.key.clone()),
-            e_tag: Some(ETag::Strong(etag)),
-            location: Some(format!("/{}/{}", i.bucket, i.key)),
-            version_id,
-            ..Default::default()
-        };
+        let mut out = completed_output(&i.bucket, &i.key, etag, version_id);
         out.server_side_encryption = sse_fields.server_side_encryption;
         out.ssekms_key_id = sse_fields.ssekms_key_id;
         out.bucket_key_enabled = sse_fields.bucket_key_enabled;
@@ -1045,6 +1033,23 @@ struct UploadRow {
     key: String,
     upload_id: String,
     initiated: u64,
+}
+
+/// What CompleteMultipartUpload answers for `bucket`/`key`.
+fn completed_output(
+    bucket: &str,
+    key: &str,
+    etag: String,
+    version_id: Option<String>,
+) -> CompleteMultipartUploadOutput {
+    CompleteMultipartUploadOutput {
+        bucket: Some(bucket.to_string()),
+        key: Some(key.to_string()),
+        e_tag: Some(ETag::Strong(etag)),
+        location: Some(format!("/{bucket}/{key}")),
+        version_id,
+        ..Default::default()
+    }
 }
 
 /// The ETag and version id of the object version a completion of upload
