@@ -4,6 +4,16 @@
 //! each to delete it if unchanged. A node that is down stops the GC of its
 //! partitions (never the other way round), so a deleted entry cannot come
 //! back from a replica that missed the delete.
+//!
+//! Nodes that held the partition in a retired version (kept in the
+//! history) and hold it in no live one get the tombstone too: they drop a
+//! partition they left at their next sync pass, and until then their copy
+//! may be stale. Without this, a node that missed a delete after leaving
+//! a partition, and came to hold it again in a later version before its
+//! pass dropped the copy, brought the deleted entry back once the
+//! tombstone was gone (found by the history checker, seed 91133). Those
+//! still in the layout must acknowledge; nodes removed from the layout are
+//! sent it when they answer (a removed node is usually shut down).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -140,7 +150,15 @@ impl<F: TableSchema> Table<F> {
             if current.is_empty() {
                 continue;
             }
-            let others: Vec<_> = nodes.iter().filter(|n| **n != me).copied().collect();
+            // Former holders may keep a stale copy: members must take the
+            // tombstone like the holders; removed nodes when they answer.
+            let former = F::REPLICATION.former_nodes(&layout, LayoutVersion::partition_of(&[p]));
+            let mut others: Vec<_> = nodes
+                .iter()
+                .chain(former.members.iter())
+                .filter(|n| **n != me)
+                .copied()
+                .collect();
             // 1. Every replica must hold the tombstone.
             let mut all_ok = true;
             for n in others.iter() {
@@ -155,6 +173,15 @@ impl<F: TableSchema> Table<F> {
             }
             if !all_ok {
                 continue;
+            }
+            for n in former.removed.iter().filter(|n| **n != me) {
+                match self.call(n, TableRpc::Update(entries.clone())).await {
+                    Ok(_) => others.push(*n),
+                    Err(e) => debug!(
+                        table = F::TABLE_NAME,
+                        "GC: removed node {n:?} cannot take tombstones: {e}"
+                    ),
+                }
             }
             // 2. Every replica deletes it if unchanged; then this node.
             let del: Vec<(ByteBuf, Hash)> = current

@@ -19,6 +19,15 @@
 use garage_net::NodeId;
 use garage_rpc::layout::{LayoutHistory, LayoutVersion};
 
+/// See [`Replication::former_nodes`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FormerNodes {
+    /// Nodes with a role in a live version.
+    pub members: Vec<NodeId>,
+    /// Nodes with no role in any live version.
+    pub removed: Vec<NodeId>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replication {
     /// Each partition on its `replication_factor` nodes.
@@ -62,6 +71,44 @@ impl Replication {
             }
         }
         all
+    }
+
+    /// The nodes that held `partition` in a retired version (one kept in
+    /// the history, no longer written to) and hold it in no live one. They
+    /// may still keep a stale copy of it: a node drops a partition it left
+    /// at its next sync pass, not at the moment the version retires, and
+    /// a node that is slow or down meanwhile keeps it longer. If it came to
+    /// hold the partition again, or pushed it while its own view of the
+    /// layout still showed the old version live, that copy would bring
+    /// back entries deleted meanwhile. Split into those with a role in a
+    /// live version (still members of the cluster) and those without
+    /// (removed from the layout).
+    pub fn former_nodes(self, layout: &LayoutHistory, partition: usize) -> FormerNodes {
+        let live = self.all_nodes(layout, partition);
+        let members: Vec<NodeId> = {
+            let mut m: Vec<NodeId> = Vec::new();
+            for v in layout.live_versions() {
+                for n in v.roles.keys() {
+                    if !m.contains(n) {
+                        m.push(*n);
+                    }
+                }
+            }
+            m
+        };
+        let mut out = FormerNodes::default();
+        for v in layout.retired_versions() {
+            for n in self.nodes_in(v, partition) {
+                if live.contains(&n) || out.members.contains(&n) || out.removed.contains(&n) {
+                    continue;
+                }
+                match members.contains(&n) {
+                    true => out.members.push(n),
+                    false => out.removed.push(n),
+                }
+            }
+        }
+        out
     }
 
     /// The nodes of the version reads use (see
@@ -123,5 +170,53 @@ mod tests {
             assert_eq!(Replication::Full.all_nodes(&l, p).len(), 4);
             assert_eq!(Replication::Full.read_nodes(&l, 2, p).len(), 4);
         }
+    }
+
+    #[test]
+    fn former_nodes_are_the_retired_versions_holders_split_by_membership() {
+        use garage_rpc::layout::Tracker;
+        let mut l = layout();
+        // Version 2: node 4 joins, node 3 leaves.
+        l.stage_role(
+            node(4),
+            Some(NodeRole {
+                zone: "z4".into(),
+                capacity: Some(1 << 30),
+                tags: vec![],
+            }),
+        );
+        l.stage_role(node(3), None);
+        l.apply(2).unwrap();
+        for p in 0..256 {
+            assert_eq!(
+                Replication::Sharded.former_nodes(&l, p),
+                FormerNodes::default(),
+                "version 1 is still live"
+            );
+        }
+        for i in [1u8, 2, 3, 4, 9] {
+            l.raise_tracker(Tracker::SyncAck, node(i), 2);
+        }
+        assert_eq!(l.min_live_version(), 2);
+        let mut left_removed = 0;
+        for p in 0..256 {
+            let v1 = l.version(1).unwrap().nodes_of(p);
+            let v2 = l.version(2).unwrap().nodes_of(p);
+            let f = Replication::Sharded.former_nodes(&l, p);
+            let expected: Vec<NodeId> = v1.iter().filter(|n| !v2.contains(n)).copied().collect();
+            let mut got: Vec<NodeId> = f.members.iter().chain(f.removed.iter()).copied().collect();
+            got.sort();
+            let mut want = expected.clone();
+            want.sort();
+            assert_eq!(got, want, "partition {p}");
+            assert!(f.removed.iter().all(|n| *n == node(3)));
+            assert!(!f.members.contains(&node(3)));
+            left_removed += f.removed.len();
+        }
+        assert!(left_removed > 0, "node 3 held partitions");
+        // Full replication: the removed node is the only former one.
+        let f = Replication::Full.former_nodes(&l, 0);
+        assert_eq!(f.members, vec![]);
+        assert_eq!(f.removed, vec![node(3)]);
     }
 }

@@ -305,3 +305,102 @@ async fn a_node_outside_a_partition_drops_its_stale_copy_without_sending_it() {
         );
     }
 }
+
+/// A node that left a partition in a retired layout version drops its copy
+/// at once (a pass runs when a version retires); one that still holds a
+/// stale copy (it was slow or down when the version retired) gets the
+/// tombstone of a later delete before the GC collects it: otherwise,
+/// holding the partition again later, it would bring the deleted entry
+/// back (found by the history checker, seed 91133).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_former_holder_drops_its_copy_and_gets_tombstones_before_the_gc() {
+    use crate::schema::PartitionKey;
+    use crate::testing::{cluster_with_roles, role};
+    use garage_rpc::layout::LayoutVersion;
+    use garage_rpc::system::LayoutUpdate;
+
+    // Version 1: nodes 0 to 2 hold every partition.
+    let nodes = cluster_with_roles(4, 3, 3).await;
+    let keys: Vec<String> = (0..20).map(|i| format!("p{i}")).collect();
+    for p in &keys {
+        nodes[0]
+            .table
+            .insert(&TestEntry::new(p, "k", "v1"))
+            .await
+            .unwrap();
+    }
+    // Version 2: node 3 joins; most partitions leave one of nodes 0 to 2.
+    nodes[0]
+        .system
+        .update_layout(LayoutUpdate::StageRoles(
+            [(nodes[3].system.id(), Some(role(3)))]
+                .into_iter()
+                .collect(),
+        ))
+        .unwrap();
+    let next = nodes[0].system.layout().current().version + 1;
+    nodes[0]
+        .system
+        .update_layout(LayoutUpdate::Apply { version: next })
+        .unwrap();
+    wait_for(
+        "version 1 retired everywhere",
+        Duration::from_secs(60),
+        || {
+            nodes
+                .iter()
+                .all(|n| n.system.layout().min_live_version() == next)
+        },
+    )
+    .await;
+    let layout = nodes[0].system.layout();
+    let holds = |p: &str, i: usize| {
+        let part = LayoutVersion::partition_of(PartitionKey::hash(&p.to_string()).as_slice());
+        layout
+            .current()
+            .nodes_of(part)
+            .contains(&nodes[i].system.id())
+    };
+    // A partition node `x` (of 0 to 2) left, and one of its holders.
+    let (p, x) = keys
+        .iter()
+        .find_map(|p| (0..3).find(|i| !holds(p, *i)).map(|x| (p.clone(), x)))
+        .expect("a partition that left one of nodes 0 to 2");
+    let holder = (0..4).find(|i| holds(&p, *i)).unwrap();
+    wait_for(
+        "the former holder drops the partition",
+        Duration::from_secs(30),
+        || {
+            nodes[x]
+                .table
+                .data
+                .read_entry(&p, &"k".to_string())
+                .unwrap()
+                .is_none()
+        },
+    )
+    .await;
+
+    // Suppose it had not: it still holds a copy when the entry is deleted
+    // through the holders (the tombstone goes to them only) and the GC
+    // collects the tombstone.
+    let stale = TestEntry::new(&p, "k", "stale");
+    nodes[x].table.data.update_entry_with(&stale).unwrap();
+    let tombstone = TestEntry::raw(&p, "k", 5, None);
+    nodes[holder].table.insert(&tombstone).await.unwrap();
+    let mut removed = 0;
+    for _ in 0..50 {
+        removed += nodes[holder].table.gc_round().await.unwrap();
+        if removed > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(removed > 0, "the tombstone was collected");
+    let left = nodes[x].table.data.read_entry(&stale.p, &stale.s).unwrap();
+    let left = left.map(|b| crate::encoding::decode::<TestEntry>(&b).unwrap());
+    assert!(
+        left.as_ref().is_none_or(|e| e.value.get().is_none()),
+        "the former holder kept the deleted entry: {left:?}"
+    );
+}

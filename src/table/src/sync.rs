@@ -13,9 +13,12 @@
 //! (a stale copy sent then would bring back entries deleted meanwhile,
 //! whose tombstones the GC collected without this node).
 //!
-//! A pass runs at start, after every layout change, when a peer comes back,
-//! and every `sync_interval` (see `tuning.rs`); a failed pass is retried
-//! sooner.
+//! A pass runs at start, after every layout change, when a layout version
+//! retires (so that partitions held only there are dropped at once), when
+//! a peer comes back, and every `sync_interval` (see `tuning.rs`); a
+//! failed pass is retried sooner. A node slow or down when a version
+//! retires keeps its stale copies longer: the tombstone GC reaches such
+//! nodes too (see `gc.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +69,8 @@ impl<F: TableSchema> Table<F> {
         let mut layouts = self.system.subscribe_layout();
         let mut peers_up = self.system.subscribe_peers_up();
         let mut last_synced_layout = 0u64;
+        // The oldest live version the last successful pass saw.
+        let mut last_min_live = 0u64;
         let mut delay = Duration::ZERO;
         while !*must_exit.borrow() {
             tokio::select! {
@@ -73,9 +78,15 @@ impl<F: TableSchema> Table<F> {
                 r = layouts.changed() => {
                     if r.is_err() { return; }
                     // Tracker changes gossip often: a pass only for a new
-                    // version, or for a version all nodes have now acked.
+                    // version, for a version all nodes have now acked, or
+                    // when a version retires (the partitions this node held
+                    // only there are dropped at once, not at the next
+                    // periodic pass).
                     let l = self.system.layout();
-                    if sync_target(&l) <= last_synced_layout && l.current().version <= last_synced_layout {
+                    if sync_target(&l) <= last_synced_layout
+                        && l.current().version <= last_synced_layout
+                        && l.min_live_version() <= last_min_live
+                    {
                         continue;
                     }
                 }
@@ -108,6 +119,7 @@ impl<F: TableSchema> Table<F> {
                     }
                     self.system.table_synced(F::TABLE_NAME, target);
                     last_synced_layout = target;
+                    last_min_live = layout.min_live_version();
                     delay = if target < layout.current().version {
                         // Not every node has acked the newest version yet.
                         RETRY_DELAY

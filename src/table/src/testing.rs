@@ -201,6 +201,21 @@ pub async fn stop_until_down(nodes: &[Node], i: usize) {
 
 /// `n` nodes in `n` zones, replication `rf`, layout applied and synced.
 pub async fn cluster(n: usize, rf: usize) -> Vec<Node> {
+    cluster_with_roles(n, rf, n).await
+}
+
+/// The role node `i` gets: zone `z{i}`, 1 GB.
+pub fn role(i: usize) -> NodeRole {
+    NodeRole {
+        zone: format!("z{i}"),
+        capacity: Some(1_000_000_000),
+        tags: vec![],
+    }
+}
+
+/// `n` nodes connected, the first `with_roles` of them in layout version 1
+/// (one zone each), replication `rf`.
+pub async fn cluster_with_roles(n: usize, rf: usize, with_roles: usize) -> Vec<Node> {
     let (first, boot) = start_node(rf, None).await;
     let mut nodes = vec![first];
     for _ in 1..n {
@@ -214,17 +229,9 @@ pub async fn cluster(n: usize, rf: usize) -> Vec<Node> {
     .await;
     let roles = nodes
         .iter()
+        .take(with_roles)
         .enumerate()
-        .map(|(i, node)| {
-            (
-                node.system.id(),
-                Some(NodeRole {
-                    zone: format!("z{i}"),
-                    capacity: Some(1_000_000_000),
-                    tags: vec![],
-                }),
-            )
-        })
+        .map(|(i, node)| (node.system.id(), Some(role(i))))
         .collect();
     nodes[0]
         .system

@@ -161,6 +161,16 @@ impl LayoutHistory {
         self.versions.iter().filter(move |v| v.version >= min)
     }
 
+    /// Versions kept but no longer written to (at most
+    /// [`VERSIONS_KEPT`] of them), oldest first. Their nodes may still
+    /// hold copies of partitions they have left, until their next sync
+    /// pass drops them: the tombstone GC reaches them too (see
+    /// `garage_table::gc`).
+    pub fn retired_versions(&self) -> impl Iterator<Item = &LayoutVersion> {
+        let min = self.min_live_version();
+        self.versions.iter().filter(move |v| v.version < min)
+    }
+
     /// Nodes whose trackers count: every node with a role in a version
     /// from `from` on (a node being removed still coordinates writes until
     /// it has seen the new version).
