@@ -12,7 +12,7 @@
 //! two short runs, the fixed seed and a random one (printed, with the
 //! command that replays it); `script/checker.sh` runs long ones. Settings
 //! (env): `CHECKER_SEED` (the random run's seed, instead of a random
-//! one), `CHECKER_SECS` (workload duration, default 50),
+//! one), `CHECKER_SECS` (workload duration, default 65),
 //! `CHECKER_CLIENTS` (default 4), `CHECKER_LONG=1` (random nemeses for
 //! the whole duration instead of the fixed short schedule).
 
@@ -694,6 +694,14 @@ enum Fault {
     /// The network split in two groups (a majority and a minority, or
     /// halves), clients still talking to nodes on both sides.
     Split,
+    /// A node's disk replaced by an empty one: killed, its metadata, data
+    /// and node key removed, started again as a new node, which takes the
+    /// old one's place in the layout (the old one removed, its trackers
+    /// skipped as a dead node's).
+    Wipe,
+    /// Two at once: a node killed or isolated while another fault runs on
+    /// another node (a layout change, a bit flip, a kill, a clock skew).
+    Double,
 }
 
 struct Nemesis {
@@ -705,6 +713,9 @@ struct Nemesis {
     /// Block files deleted by the nemesis, by node, with their hash:
     /// each must be back after healing if its block is still used.
     deleted_blocks: Vec<(usize, PathBuf)>,
+    /// Nodes down or cut off by a fault still running: not victims of
+    /// another, and the CLI does not go through them.
+    held: BTreeSet<usize>,
 }
 
 impl Nemesis {
@@ -712,16 +723,69 @@ impl Nemesis {
         self.c.nodes[i].id()[..16].to_string()
     }
 
-    /// A node of the layout other than node 0 (which runs the CLI).
+    /// A node of the layout that no running fault holds.
     fn victim(&mut self) -> Option<usize> {
-        let v: Vec<usize> = self.zones.keys().copied().filter(|i| *i != 0).collect();
+        let v: Vec<usize> = self
+            .zones
+            .keys()
+            .copied()
+            .filter(|i| !self.held.contains(i))
+            .collect();
         (!v.is_empty()).then(|| v[self.rng.random_range(0..v.len())])
+    }
+
+    /// The node whose CLI the nemesis uses: the first node of the layout
+    /// that runs and no fault holds (node 0 unless it is a victim).
+    fn admin(&self) -> usize {
+        self.zones
+            .keys()
+            .copied()
+            .find(|i| !self.held.contains(i) && self.c.nodes[*i].proc.is_some())
+            .expect("a node of the layout that no fault holds")
+    }
+
+    /// Starts a fault that holds node `i` (kill, isolation) until
+    /// [`Nemesis::end_hold`]; `reset`: an isolation resets connections.
+    fn begin_hold(&mut self, f: Fault, i: usize, reset: bool, sh: &Shared) {
+        self.held.insert(i);
+        match f {
+            Fault::Kill => {
+                sh.up.lock().unwrap()[i] = false;
+                self.c.kill(i);
+                sh.fault(format!("kill -9 node {i}"));
+            }
+            Fault::Isolate => {
+                self.c.set_cuts_reset(reset);
+                self.c.set_isolated(i, true);
+                let how = if reset { " (connections reset)" } else { "" };
+                sh.fault(format!("node {i} isolated{how}"));
+            }
+            _ => unreachable!("not a holding fault: {f:?}"),
+        }
+    }
+
+    fn end_hold(&mut self, f: Fault, i: usize, sh: &Shared) {
+        match f {
+            Fault::Kill => {
+                self.c.start(i);
+                sh.up.lock().unwrap()[i] = true;
+                sh.fault(format!("node {i} restarted"));
+            }
+            Fault::Isolate => {
+                self.c.set_isolated(i, false);
+                self.c.set_cuts_reset(false);
+                sh.fault(format!("node {i} reconnected"));
+            }
+            _ => unreachable!("not a holding fault: {f:?}"),
+        }
+        self.held.remove(&i);
     }
 
     /// Applies the staged layout change; false when nothing was staged
     /// (a capacity set to the one it had).
     fn apply(&self) -> bool {
-        let layout = self.c.garage_json(0, &["layout", "show"]);
+        let admin = self.admin();
+        let layout = self.c.garage_json(admin, &["layout", "show"]);
         let staged = layout["stagedRoleChanges"]
             .as_array()
             .unwrap_or_else(|| panic!("no staged role changes in {layout}"));
@@ -734,18 +798,20 @@ impl Nemesis {
             .unwrap_or_else(|| panic!("no layout version in {layout}"));
         let next = (current + 1).to_string();
         self.c
-            .garage_ok(0, &["layout", "apply", "--version", &next]);
+            .garage_ok(admin, &["layout", "apply", "--version", &next]);
         true
     }
 
     fn assign(&self, i: usize, zone: &str, cap: &str) {
-        self.c
-            .garage_ok(0, &["layout", "assign", "-z", zone, "-c", cap, &self.id(i)]);
+        self.c.garage_ok(
+            self.admin(),
+            &["layout", "assign", "-z", zone, "-c", cap, &self.id(i)],
+        );
     }
 
     fn stable(&self) -> bool {
-        self.c.garage(0, &["layout", "history"]).status.success()
-            && stdout(&self.c.garage(0, &["layout", "history"])).contains("stable state")
+        let o = self.c.garage(self.admin(), &["layout", "history"]);
+        o.status.success() && stdout(&o).contains("stable state")
     }
 
     fn block_files(&self, i: usize) -> Vec<PathBuf> {
@@ -779,31 +845,94 @@ impl Nemesis {
                     b.display()
                 ));
             }
-            Fault::Kill => {
+            Fault::Kill | Fault::Isolate => {
                 let Some(i) = self.victim() else { return };
-                sh.up.lock().unwrap()[i] = false;
-                self.c.kill(i);
-                sh.fault(format!("kill -9 node {i}"));
+                let reset = self.rng.random_range(0..2) == 0;
+                self.begin_hold(f, i, reset, sh);
                 std::thread::sleep(hold);
-                self.c.start(i);
-                sh.up.lock().unwrap()[i] = true;
-                sh.fault(format!("node {i} restarted"));
-            }
-            Fault::Isolate => {
-                let Some(i) = self.victim() else { return };
-                self.c.set_isolated(i, true);
-                sh.fault(format!("node {i} isolated"));
-                std::thread::sleep(hold);
-                self.c.set_isolated(i, false);
-                sh.fault(format!("node {i} reconnected"));
+                self.end_hold(f, i, sh);
             }
             Fault::Pause => {
                 let Some(i) = self.victim() else { return };
+                self.held.insert(i);
                 self.c.nodes[i].proc().signal("STOP");
                 sh.fault(format!("node {i} paused (SIGSTOP)"));
                 std::thread::sleep(hold.min(Duration::from_secs(5)));
                 self.c.nodes[i].proc().signal("CONT");
+                self.held.remove(&i);
                 sh.fault(format!("node {i} resumed (SIGCONT)"));
+            }
+            Fault::Wipe => {
+                // Not node 0: the other nodes' configurations name it as
+                // their bootstrap peer, by its id.
+                let v: Vec<usize> = self
+                    .zones
+                    .keys()
+                    .copied()
+                    .filter(|i| *i != 0 && !self.held.contains(i))
+                    .collect();
+                if v.is_empty() {
+                    return;
+                }
+                let i = v[self.rng.random_range(0..v.len())];
+                let old = self.id(i);
+                self.held.insert(i);
+                sh.up.lock().unwrap()[i] = false;
+                self.c.wipe(i);
+                sh.fault(format!(
+                    "node {i} ({old}) wiped: metadata, data and node key"
+                ));
+                self.c.start(i);
+                sh.up.lock().unwrap()[i] = true;
+                let new = self.id(i);
+                let admin = self.admin();
+                wait_until("the CLI's node sees the new node", CLUSTER_DEADLINE, || {
+                    self.c.health(admin).0.contains(&new)
+                });
+                let zone = self.zones[&i].clone();
+                self.c.garage_ok(admin, &["layout", "remove", &old]);
+                self.assign(i, &zone, "1G");
+                self.apply();
+                let version = self.c.garage_json(admin, &["layout", "show"])["version"]
+                    .as_u64()
+                    .expect("a layout version");
+                // The old node is gone for good: its trackers are skipped
+                // (the other holders of its partitions have every
+                // acknowledged write).
+                self.c.garage_ok(
+                    admin,
+                    &[
+                        "layout",
+                        "skip-dead-nodes",
+                        "--version",
+                        &version.to_string(),
+                    ],
+                );
+                self.held.remove(&i);
+                sh.fault(format!(
+                    "layout: node {i} replaced by new node {new} in zone {zone} (old one skipped as dead)"
+                ));
+            }
+            Fault::Double => {
+                let Some(i) = self.victim() else { return };
+                let first = [Fault::Kill, Fault::Isolate][self.rng.random_range(0..2)];
+                let second = [
+                    Fault::Capacity,
+                    Fault::MoveZone,
+                    Fault::AddZone,
+                    Fault::RemoveNode,
+                    Fault::BitFlip,
+                    Fault::Kill,
+                    Fault::ClockSkew,
+                ][self.rng.random_range(0..7)];
+                let reset = self.rng.random_range(0..2) == 0;
+                sh.fault(format!(
+                    "two faults at once: {first:?} of node {i}, then {second:?}"
+                ));
+                self.begin_hold(first, i, reset, sh);
+                std::thread::sleep(hold / 4);
+                self.run(second, sh, hold / 2);
+                self.end_hold(first, i, sh);
             }
             Fault::AddZone => {
                 // A node outside the layout joins in a new zone (started
@@ -816,8 +945,9 @@ impl Nemesis {
                     sh.up.lock().unwrap()[i] = true;
                 }
                 let id = self.c.nodes[i].id()[..16].to_string();
-                wait_until("node 0 sees the new node", CLUSTER_DEADLINE, || {
-                    self.c.health(0).0.contains(&id)
+                let admin = self.admin();
+                wait_until("the CLI's node sees the new node", CLUSTER_DEADLINE, || {
+                    self.c.health(admin).0.contains(&id)
                 });
                 let zone = format!("dc{}", self.next_zone);
                 self.next_zone += 1;
@@ -834,7 +964,8 @@ impl Nemesis {
                     return;
                 }
                 let Some(i) = self.victim() else { return };
-                self.c.garage_ok(0, &["layout", "remove", &self.id(i)]);
+                self.c
+                    .garage_ok(self.admin(), &["layout", "remove", &self.id(i)]);
                 self.apply();
                 self.zones.remove(&i);
                 sh.fault(format!("layout: node {i} removed"));
@@ -863,7 +994,7 @@ impl Nemesis {
                     .zones
                     .keys()
                     .copied()
-                    .filter(|j| *j != 0 && *j != i)
+                    .filter(|j| *j != i && !self.held.contains(j))
                     .collect();
                 if let Some(&j) = others.get(self.rng.random_range(0..others.len().max(1))) {
                     let cap = ["1G", "2G", "500M"][self.rng.random_range(0..3)];
@@ -890,10 +1021,14 @@ impl Nemesis {
                 }
                 let cut = 1 + self.rng.random_range(0..running.len() / 2);
                 let (a, b) = running.split_at(cut);
+                let reset = self.rng.random_range(0..2) == 0;
+                self.c.set_cuts_reset(reset);
                 self.c.set_split(&[a.to_vec(), b.to_vec()]);
-                sh.fault(format!("network split: {a:?} | {b:?}"));
+                let how = if reset { " (connections reset)" } else { "" };
+                sh.fault(format!("network split: {a:?} | {b:?}{how}"));
                 std::thread::sleep(hold);
                 self.c.set_split(&[]);
+                self.c.set_cuts_reset(false);
                 sh.fault("network split healed".into());
             }
             Fault::MoveZone => {
@@ -998,7 +1133,7 @@ fn checker_random_seed() {
 }
 
 fn run(seed: u64) {
-    let secs = env_u64("CHECKER_SECS", 50);
+    let secs = env_u64("CHECKER_SECS", 65);
     let n_clients = env_u64("CHECKER_CLIENTS", 4) as usize;
     let long = std::env::var("CHECKER_LONG").is_ok_and(|v| v == "1");
     eprintln!("checker: seed {seed}, {secs} s, {n_clients} clients, long = {long}");
@@ -1122,6 +1257,7 @@ fn run(seed: u64) {
             .collect(),
         next_zone: 4,
         deleted_blocks: Vec::new(),
+        held: BTreeSet::new(),
     };
     let schedule: Vec<Fault> = if long {
         Vec::new()
@@ -1138,6 +1274,8 @@ fn run(seed: u64) {
             Fault::Split,
             Fault::Pause,
             Fault::RemoveNode,
+            Fault::Wipe,
+            Fault::Double,
         ];
         s.shuffle(&mut nem.rng);
         let add = s.iter().position(|f| matches!(f, Fault::AddZone));
@@ -1161,6 +1299,8 @@ fn run(seed: u64) {
         Fault::MoveZone,
         Fault::ClockSkew,
         Fault::Split,
+        Fault::Wipe,
+        Fault::Double,
     ];
     let hold = Duration::from_secs(4);
     let mut step = 0usize;
@@ -1187,10 +1327,10 @@ fn run(seed: u64) {
         let race = rt.spawn(lock_race(sh.clone(), format!("lock-{locks}"), 5));
         locks += 1;
         let before = sh.history.lock().unwrap().faults.len();
-        // A node killed stays down longer than the table GC delay (10 s):
-        // tombstones may be collected while it is away.
+        // A node killed or isolated stays away longer than the table GC
+        // delay (10 s): tombstones may be collected meanwhile.
         let hold = match f {
-            Fault::Kill => Duration::from_secs(12),
+            Fault::Kill | Fault::Isolate => Duration::from_secs(12),
             _ => hold,
         };
         nem.run(f, &sh, hold);
@@ -1217,6 +1357,7 @@ fn run(seed: u64) {
 
     // Heal, then let the cluster converge.
     nem.c.set_split(&[]);
+    nem.c.set_cuts_reset(false);
     for i in 0..nem.c.nodes.len() {
         nem.c.set_clock_offset(i, 0);
         nem.c.set_isolated(i, false);

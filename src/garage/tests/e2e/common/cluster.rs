@@ -390,6 +390,28 @@ api_bind_addr = "{ip}:3900"
         self.nodes[i].proc = None;
     }
 
+    /// Node `i` loses its disk: killed, its metadata and data directories
+    /// (node key included) removed. Started again, it is a new node with a
+    /// new id.
+    pub fn wipe(&mut self, i: usize) {
+        self.kill(i);
+        let n = &mut self.nodes[i];
+        for d in ["meta", "data"] {
+            let path = n.dir.join(d);
+            if path.exists() {
+                std::fs::remove_dir_all(&path)
+                    .unwrap_or_else(|e| panic!("cannot wipe {}: {e}", path.display()));
+            }
+        }
+        n.id = None;
+    }
+
+    /// Whether network cuts (isolation, splits) reset the connections
+    /// crossing them (true) or stall their bytes (false, the default).
+    pub fn set_cuts_reset(&self, reset: bool) {
+        self.net.set_reset(reset);
+    }
+
     /// Cuts node `i` off from the other nodes (or reconnects it): its
     /// connections stay open but carry nothing, as when a site's link
     /// fails. Its own admin CLI still reaches it.

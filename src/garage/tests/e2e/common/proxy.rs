@@ -9,6 +9,9 @@
 //!   closed, as when a site's link goes down (only pings can notice);
 //! - split the network into groups that cannot reach each other (a
 //!   majority and a minority, say), with the same effect between groups;
+//! - make those cuts reset connections instead (a router that answers
+//!   with RST, a NAT that forgets its mappings): every connection across
+//!   a cut is closed, and new ones are closed as soon as they carry bytes;
 //! - add one-way latency to every link (`tc netem` is not available);
 //! - limit the bandwidth of every link.
 //!
@@ -41,6 +44,8 @@ struct NetState {
     jitter: Duration,
     /// Bytes per second per direction of each connection, if limited.
     rate: Option<u64>,
+    /// Cuts close connections rather than stall them.
+    reset: bool,
 }
 
 /// What all proxies of one cluster share: which nodes are cut off, and the
@@ -70,6 +75,16 @@ impl Net {
         } else {
             s.isolated.remove(&ip);
         }
+    }
+
+    /// Whether cuts (isolation, splits) close the connections crossing
+    /// them (true) or stall their bytes (false, the default).
+    pub fn set_reset(&self, reset: bool) {
+        self.state().reset = reset;
+    }
+
+    fn resets(&self) -> bool {
+        self.state().reset
     }
 
     /// One-way latency added to every byte crossing any link.
@@ -181,18 +196,27 @@ fn link(net: Arc<Net>, a: TcpStream, a_ip: IpAddr, b: TcpStream, b_ip: IpAddr) {
     let _ = a.set_nodelay(true);
     let _ = b.set_nodelay(true);
     let (a2, b2) = (a.try_clone().unwrap(), b.try_clone().unwrap());
+    let both = [a.try_clone().unwrap(), b.try_clone().unwrap()];
+    let both2 = [a.try_clone().unwrap(), b.try_clone().unwrap()];
     let n2 = net.clone();
-    thread::spawn(move || pipe(n2, a, b2, (a_ip, b_ip)));
-    pipe(net, b, a2, (a_ip, b_ip));
+    thread::spawn(move || pipe(n2, a, b2, (a_ip, b_ip), both2));
+    pipe(net, b, a2, (a_ip, b_ip), both);
 }
 
 /// Copies `from` into `to`, each chunk delayed by the current latency and
-/// held while either end is isolated. EOF is passed on as a half-close.
-fn pipe(net: Arc<Net>, mut from: TcpStream, to: TcpStream, ends: (IpAddr, IpAddr)) {
+/// held while either end is isolated (or, in reset mode, closing both
+/// ends of the connection, `both`). EOF is passed on as a half-close.
+fn pipe(
+    net: Arc<Net>,
+    mut from: TcpStream,
+    to: TcpStream,
+    ends: (IpAddr, IpAddr),
+    both: [TcpStream; 2],
+) {
     let (tx, rx) = sync_channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
     let writer_net = net.clone();
     let mut to_w = to.try_clone().unwrap();
-    let writer = thread::spawn(move || write_side(writer_net, rx, &mut to_w, ends));
+    let writer = thread::spawn(move || write_side(writer_net, rx, &mut to_w, ends, both));
     read_side(&net, &mut from, tx);
     let _ = writer.join();
     let _ = to.shutdown(Shutdown::Write);
@@ -220,6 +244,7 @@ fn write_side(
     rx: Receiver<(Instant, Vec<u8>)>,
     to: &mut TcpStream,
     (a, b): (IpAddr, IpAddr),
+    both: [TcpStream; 2],
 ) {
     while !net.stopped() {
         let (at, chunk) = match rx.recv_timeout(POLL * 5) {
@@ -234,6 +259,12 @@ fn write_side(
         }
         while net.blocked(a, b) {
             if net.stopped() {
+                return;
+            }
+            if net.resets() {
+                for s in &both {
+                    let _ = s.shutdown(Shutdown::Both);
+                }
                 return;
             }
             thread::sleep(POLL);
