@@ -36,7 +36,7 @@ use rand::{Rng, SeedableRng};
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 use common::stdout;
-use model::{body_of, check_all, Kind, Op, Outcome, Read};
+use model::{body_of, check_all, Kind, Listed, Op, Outcome, Read};
 
 /// Objects are spread over this many buckets: the object table is
 /// partitioned by bucket, so several buckets spread them over partitions
@@ -107,9 +107,10 @@ struct Shared {
     up: Mutex<Vec<bool>>,
     history: Mutex<History>,
     next_id: Mutex<u64>,
-    /// Version ids acknowledged, by key of the bucket with versioning
-    /// (for deletes by version id).
-    versions: Mutex<BTreeMap<String, Vec<String>>>,
+    /// Version ids acknowledged, by key of the bucket with versioning,
+    /// each with whether it is a delete marker (for deletes and GETs by
+    /// version id).
+    versions: Mutex<BTreeMap<String, Vec<(String, bool)>>>,
 }
 
 impl Shared {
@@ -376,15 +377,15 @@ async fn put_if_match(c: &Client, key: &str, id: u64, etag: &str) -> Outcome {
     }
 }
 
-/// A PUT of write `id` in the bucket with versioning: its outcome and
-/// version id.
-async fn put_version(c: &Client, key: &str, id: u64) -> (Outcome, Option<String>) {
+/// A PUT of write `id` (`size` bytes) in the bucket with versioning: its
+/// outcome and version id.
+async fn put_version(c: &Client, key: &str, id: u64, size: usize) -> (Outcome, Option<String>) {
     match c
         .put_object()
         .bucket(VBUCKET)
         .key(key)
         .metadata("w", id.to_string())
-        .body(ByteStream::from(body_of(id, 100)))
+        .body(ByteStream::from(body_of(id, size)))
         .send()
         .await
     {
@@ -393,9 +394,53 @@ async fn put_version(c: &Client, key: &str, id: u64) -> (Outcome, Option<String>
     }
 }
 
-/// The version ids of `key` (ListObjectVersions, paged).
-async fn list_versions(c: &Client, key: &str) -> Option<BTreeSet<String>> {
-    let mut out = BTreeSet::new();
+/// A DELETE without version id in the bucket with versioning: its outcome
+/// and the delete marker's version id.
+async fn delete_marker(c: &Client, key: &str) -> (Outcome, Option<String>) {
+    match c.delete_object().bucket(VBUCKET).key(key).send().await {
+        Ok(o) if o.delete_marker() == Some(true) => (Outcome::Ok, o.version_id().map(String::from)),
+        Ok(o) => (
+            Outcome::Unknown(format!(
+                "no delete marker in the answer (version {:?})",
+                o.version_id()
+            )),
+            None,
+        ),
+        Err(e) => (unknown(e), None),
+    }
+}
+
+/// A GET of one version of `key` by its id.
+async fn get_version(c: &Client, key: &str, version: &str) -> Read {
+    match c
+        .get_object()
+        .bucket(VBUCKET)
+        .key(key)
+        .version_id(version)
+        .send()
+        .await
+    {
+        Ok(o) => {
+            let id = o
+                .metadata()
+                .and_then(|m| m.get("w"))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            match o.body.collect().await {
+                Ok(b) => Read::Value(id, b.to_vec()),
+                Err(e) => Read::Failed(format!("body {}", cause(e))),
+            }
+        }
+        Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Read::Absent,
+        Err(e) => Read::Failed(cause(e)),
+    }
+}
+
+/// The versions and delete markers of `key` (ListObjectVersions, paged):
+/// versions in the listing's order, then markers in the listing's order.
+async fn list_versions(c: &Client, key: &str) -> Option<Vec<Listed>> {
+    let mut versions = Vec::new();
+    let mut markers = Vec::new();
     let (mut km, mut vm) = (None, None);
     for _ in 0..100 {
         let r = c
@@ -409,11 +454,25 @@ async fn list_versions(c: &Client, key: &str) -> Option<BTreeSet<String>> {
             .ok()?;
         for v in r.versions() {
             if v.key() == Some(key) {
-                out.insert(v.version_id().unwrap_or_default().to_string());
+                versions.push(Listed {
+                    version: v.version_id().unwrap_or_default().to_string(),
+                    marker: false,
+                    latest: v.is_latest() == Some(true),
+                });
+            }
+        }
+        for m in r.delete_markers() {
+            if m.key() == Some(key) {
+                markers.push(Listed {
+                    version: m.version_id().unwrap_or_default().to_string(),
+                    marker: true,
+                    latest: m.is_latest() == Some(true),
+                });
             }
         }
         if !r.is_truncated().unwrap_or(false) {
-            return Some(out);
+            versions.extend(markers);
+            return Some(versions);
         }
         km = r.next_key_marker().map(String::from);
         vm = r.next_version_id_marker().map(String::from);
@@ -579,10 +638,28 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                 });
                 continue;
             }
-            90..95 => {
+            90..94 => {
                 key = format!("v{}", rng.random_range(0..VKEYS));
                 let id = sh.new_id();
-                let (o, version) = tokio::time::timeout(OP_TIMEOUT, put_version(&c, &key, id))
+                // Inline, one block, several blocks.
+                let size = [100, 5000, 1_500_000][rng.random_range(0..3)];
+                let (o, version) =
+                    tokio::time::timeout(OP_TIMEOUT, put_version(&c, &key, id, size))
+                        .await
+                        .unwrap_or_else(|e| (unknown(e), None));
+                if let (Outcome::Ok, Some(v)) = (&o, &version) {
+                    sh.versions
+                        .lock()
+                        .unwrap()
+                        .entry(key.clone())
+                        .or_default()
+                        .push((v.clone(), false));
+                }
+                (Kind::PutVersion { id, size, version }, o)
+            }
+            94..95 => {
+                key = format!("v{}", rng.random_range(0..VKEYS));
+                let (o, version) = tokio::time::timeout(OP_TIMEOUT, delete_marker(&c, &key))
                     .await
                     .unwrap_or_else(|e| (unknown(e), None));
                 if let (Outcome::Ok, Some(v)) = (&o, &version) {
@@ -591,17 +668,34 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                         .unwrap()
                         .entry(key.clone())
                         .or_default()
-                        .push(v.clone());
+                        .push((v.clone(), true));
                 }
-                (Kind::PutVersion { id, version }, o)
+                (Kind::DeleteMarker { version }, o)
             }
-            95..97 => {
+            95..96 => {
+                key = format!("v{}", rng.random_range(0..VKEYS));
+                let version = {
+                    let vs = sh.versions.lock().unwrap();
+                    let objects: Vec<&String> = vs
+                        .get(&key)
+                        .map(|v| v.iter().filter(|(_, m)| !m).map(|(v, _)| v).collect())
+                        .unwrap_or_default();
+                    (!objects.is_empty())
+                        .then(|| objects[rng.random_range(0..objects.len())].clone())
+                };
+                let Some(version) = version else { continue };
+                let read = tokio::time::timeout(OP_TIMEOUT, get_version(&c, &key, &version))
+                    .await
+                    .unwrap_or_else(|_| Read::Failed("timeout".into()));
+                (Kind::GetVersion { version, read }, Outcome::Ok)
+            }
+            96..98 => {
                 key = format!("v{}", rng.random_range(0..VKEYS));
                 let version = {
                     let vs = sh.versions.lock().unwrap();
                     vs.get(&key)
                         .filter(|v| !v.is_empty())
-                        .map(|v| v[rng.random_range(0..v.len())].clone())
+                        .map(|v| v[rng.random_range(0..v.len())].0.clone())
                 };
                 let Some(version) = version else { continue };
                 let o = tokio::time::timeout(
@@ -1058,20 +1152,36 @@ fn summary(h: &History) -> String {
             Kind::Get(_) => "get",
             Kind::List(_) => "list",
             Kind::PutVersion { .. } => "versioned put",
+            Kind::DeleteMarker { .. } => "delete marker",
             Kind::DeleteVersion { .. } => "version delete",
+            Kind::GetVersion { .. } => "version get",
             Kind::ListVersions(_) => "version list",
         };
         let e = counts.entry(k).or_default();
         let failed = matches!(
             (&o.kind, &o.outcome),
             (Kind::Get(Read::Failed(_)), _)
+                | (
+                    Kind::GetVersion {
+                        read: Read::Failed(_),
+                        ..
+                    },
+                    _
+                )
                 | (Kind::List(None), _)
                 | (Kind::ListVersions(None), _)
                 | (_, Outcome::Unknown(_))
                 | (_, Outcome::Failed(_))
         );
         let why = match (&o.kind, &o.outcome) {
-            (Kind::Get(Read::Failed(e)), _) => Some(e.split(':').next().unwrap_or("")),
+            (Kind::Get(Read::Failed(e)), _)
+            | (
+                Kind::GetVersion {
+                    read: Read::Failed(e),
+                    ..
+                },
+                _,
+            ) => Some(e.split(':').next().unwrap_or("")),
             (Kind::List(None) | Kind::ListVersions(None), _) => Some("failed"),
             (_, out) => cause_of(out),
         };

@@ -75,19 +75,40 @@ pub enum Kind {
     Get(Read),
     /// The keys of every bucket (`None`: the listing failed).
     List(Option<BTreeSet<String>>),
-    /// A PUT of write `id` in the bucket with versioning; the version id
-    /// it was given, when acknowledged.
+    /// A PUT of write `id` (`size` bytes) in the bucket with versioning;
+    /// the version id it was given, when acknowledged.
     PutVersion {
-        #[allow(dead_code)]
         id: u64,
+        size: usize,
         version: Option<String>,
     },
-    /// DeleteObject of one version, by its id.
+    /// DeleteObject without a version id in the bucket with versioning:
+    /// a delete marker, with the version id it was given.
+    DeleteMarker {
+        version: Option<String>,
+    },
+    /// DeleteObject of one version (or delete marker), by its id.
     DeleteVersion {
         version: String,
     },
-    /// ListObjectVersions of the key (`None`: failed): the version ids.
-    ListVersions(Option<BTreeSet<String>>),
+    /// GetObject of one version, by its id (`Absent`: NoSuchVersion).
+    GetVersion {
+        version: String,
+        read: Read,
+    },
+    /// ListObjectVersions of the key (`None`: failed): its versions in the
+    /// listing's order, then its delete markers in the listing's order
+    /// (the SDK returns them as two lists).
+    ListVersions(Option<Vec<Listed>>),
+}
+
+/// One entry of a version listing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listed {
+    pub version: String,
+    pub marker: bool,
+    /// `IsLatest`.
+    pub latest: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -447,79 +468,180 @@ pub fn check_lists(ops: &[Op], anomalies: &mut Vec<String>) {
     }
 }
 
-/// Versions in the bucket with versioning: a listing of a key shows every
-/// version acknowledged before it started and not (possibly) deleted by
-/// its id since; never a version acknowledged deleted before it started;
-/// and no more versions it cannot name than the PUTs of unknown outcome
-/// that started before it ended.
+/// Versions in the bucket with versioning. A listing of a key shows every
+/// version and delete marker acknowledged before it started and not
+/// (possibly) deleted by its id since, each as what it is (a version or a
+/// marker); never one acknowledged deleted before it started; no more
+/// entries it cannot name than the writes of unknown outcome that started
+/// before it ended; versions (and markers) newest first: one written after
+/// another was acknowledged is listed before it; and exactly one entry
+/// `IsLatest`, none written after it was acknowledged. A GET by version id
+/// returns that version's bytes, NoSuchVersion only if it may have been
+/// deleted, and never a version acknowledged deleted before it started.
 pub fn check_versions(ops: &[Op], anomalies: &mut Vec<String>) {
     for (key, kops) in by_key(ops).iter() {
-        for l in kops.iter() {
-            let Kind::ListVersions(Some(listed)) = &l.kind else {
-                continue;
-            };
-            let mut known: BTreeSet<&str> = BTreeSet::new();
-            let mut unknown_puts = 0;
-            for p in kops.iter().filter(|o| o.start < l.end) {
-                match (&p.kind, &p.outcome) {
-                    (
-                        Kind::PutVersion {
-                            version: Some(v), ..
-                        },
-                        Outcome::Ok,
-                    ) => {
-                        known.insert(v);
-                    }
-                    (Kind::PutVersion { .. }, Outcome::Unknown(_)) => unknown_puts += 1,
-                    _ => {}
-                }
-            }
-            let deleted_maybe = |v: &str| {
-                kops.iter().any(|d| {
-                    matches!(&d.kind, Kind::DeleteVersion { version } if version == v)
-                        && d.may_have_happened()
-                        && d.start < l.end
-                })
-            };
-            let deleted_surely = |v: &str| {
-                kops.iter().any(|d| {
-                    matches!(&d.kind, Kind::DeleteVersion { version } if version == v)
-                        && d.acked()
-                        && d.end < l.start
-                })
-            };
-            for p in kops.iter() {
-                if let (
+        // Each acknowledged version or marker, by id: its write, and
+        // whether it is a marker.
+        let created: BTreeMap<&str, (&Op, bool)> = kops
+            .iter()
+            .filter_map(|o| match (&o.kind, &o.outcome) {
+                (
                     Kind::PutVersion {
                         version: Some(v), ..
                     },
                     Outcome::Ok,
-                ) = (&p.kind, &p.outcome)
-                {
-                    if p.end < l.start && !deleted_maybe(v) && !listed.contains(v) {
-                        anomalies.push(format!(
-                            "{key}: version listing [{:?}..{:?}] through node {} misses version {v}, acknowledged at {:?}",
-                            l.start, l.end, l.node, p.end
-                        ));
+                ) => Some((v.as_str(), (*o, false))),
+                (Kind::DeleteMarker { version: Some(v) }, Outcome::Ok) => {
+                    Some((v.as_str(), (*o, true)))
+                }
+                _ => None,
+            })
+            .collect();
+        let deletes_of = |v: &str| -> Vec<&Op> {
+            kops.iter()
+                .filter(|d| matches!(&d.kind, Kind::DeleteVersion { version } if version == v))
+                .copied()
+                .collect()
+        };
+        // Deleted by id, possibly, by a delete started before `t`.
+        let deleted_maybe = |v: &str, t: Duration| {
+            deletes_of(v)
+                .iter()
+                .any(|d| d.may_have_happened() && d.start < t)
+        };
+        // Deleted by id, acknowledged before `t`.
+        let deleted_surely =
+            |v: &str, t: Duration| deletes_of(v).iter().any(|d| d.acked() && d.end < t);
+        for l in kops.iter() {
+            match &l.kind {
+                Kind::ListVersions(Some(listed)) => {
+                    let what = format!(
+                        "{key}: version listing [{:?}..{:?}] through node {}",
+                        l.start, l.end, l.node
+                    );
+                    check_listing(&what, l, listed, &created, kops, anomalies, |v| {
+                        (deleted_maybe(v, l.end), deleted_surely(v, l.start))
+                    });
+                }
+                Kind::GetVersion { version, read } => {
+                    let what = format!(
+                        "{key}: GET of version {version} [{:?}..{:?}] through node {}",
+                        l.start, l.end, l.node
+                    );
+                    let Some((p, false)) = created.get(version.as_str()) else {
+                        continue;
+                    };
+                    let Kind::PutVersion { id, size, .. } = &p.kind else {
+                        continue;
+                    };
+                    match read {
+                        Read::Value(rid, body) => {
+                            if rid != id || *body != body_of(*id, *size) {
+                                anomalies.push(format!(
+                                    "{what} returned write {rid} ({} bytes), not write {id} ({size} bytes)",
+                                    body.len()
+                                ));
+                            }
+                            if deleted_surely(version, l.start) {
+                                anomalies.push(format!("{what} returned it, deleted before"));
+                            }
+                        }
+                        Read::Absent => {
+                            if p.end < l.start && !deleted_maybe(version, l.end) {
+                                anomalies.push(format!(
+                                    "{what} says NoSuchVersion, acknowledged at {:?} and never deleted",
+                                    p.end
+                                ));
+                            }
+                        }
+                        Read::Failed(_) => {}
                     }
                 }
+                _ => {}
             }
-            let mut strangers = 0;
-            for v in listed {
-                if deleted_surely(v) {
+        }
+    }
+}
+
+/// The checks of one version listing (see [`check_versions`]); `deleted`
+/// says of a version id whether a delete by id may have happened before
+/// the listing ended, and whether one was acknowledged before it started.
+fn check_listing(
+    what: &str,
+    l: &Op,
+    listed: &[Listed],
+    created: &BTreeMap<&str, (&Op, bool)>,
+    kops: &[&Op],
+    anomalies: &mut Vec<String>,
+    deleted: impl Fn(&str) -> (bool, bool),
+) {
+    let unknown = kops
+        .iter()
+        .filter(|p| {
+            matches!(p.kind, Kind::PutVersion { .. } | Kind::DeleteMarker { .. })
+                && matches!(p.outcome, Outcome::Unknown(_))
+                && p.start < l.end
+        })
+        .count();
+    for (v, (p, marker)) in created {
+        let entry = listed.iter().find(|e| e.version == *v);
+        match entry {
+            None if p.end < l.start && !deleted(v).0 => anomalies.push(format!(
+                "{what} misses {} {v}, acknowledged at {:?}",
+                if *marker { "delete marker" } else { "version" },
+                p.end
+            )),
+            Some(e) if e.marker != *marker => anomalies.push(format!(
+                "{what} shows {v} as a {}, written as a {}",
+                if e.marker { "delete marker" } else { "version" },
+                if *marker { "delete marker" } else { "version" },
+            )),
+            _ => {}
+        }
+    }
+    let mut strangers = 0;
+    for e in listed {
+        let v = &e.version;
+        if deleted(v).1 {
+            anomalies.push(format!("{what} shows version {v}, deleted before"));
+        } else if !created.contains_key(v.as_str()) {
+            strangers += 1;
+        }
+    }
+    if strangers > unknown {
+        anomalies.push(format!(
+            "{what} shows {strangers} versions no write made ({unknown} writes of unknown outcome)"
+        ));
+    }
+    // Newest first, among versions and among markers.
+    for (i, a) in listed.iter().enumerate() {
+        for b in listed[i + 1..].iter().filter(|b| b.marker == a.marker) {
+            if let (Some((pa, _)), Some((pb, _))) = (
+                created.get(a.version.as_str()),
+                created.get(b.version.as_str()),
+            ) {
+                if pa.end < pb.start {
                     anomalies.push(format!(
-                        "{key}: version listing [{:?}..{:?}] through node {} shows version {v}, deleted before",
-                        l.start, l.end, l.node
+                        "{what} lists {} before {}, written after it was acknowledged",
+                        a.version, b.version
                     ));
-                } else if !known.contains(v.as_str()) {
-                    strangers += 1;
                 }
             }
-            if strangers > unknown_puts {
-                anomalies.push(format!(
-                    "{key}: version listing [{:?}..{:?}] through node {} shows {strangers} versions no write made ({unknown_puts} PUTs of unknown outcome)",
-                    l.start, l.end, l.node
-                ));
+        }
+    }
+    let latest: Vec<&Listed> = listed.iter().filter(|e| e.latest).collect();
+    if !listed.is_empty() && latest.len() != 1 {
+        anomalies.push(format!("{what} has {} entries with IsLatest", latest.len()));
+    }
+    if let Some(Some((pl, _))) = latest.first().map(|e| created.get(e.version.as_str())) {
+        for e in listed {
+            if let Some((pe, _)) = created.get(e.version.as_str()) {
+                if pl.end < pe.start {
+                    anomalies.push(format!(
+                        "{what} says {} IsLatest, but {} was written after it was acknowledged",
+                        latest[0].version, e.version
+                    ));
+                }
             }
         }
     }
@@ -917,33 +1039,52 @@ mod self_tests {
         );
     }
 
+    fn putv(id: u64, v: &str, start: u64, end: u64) -> Op {
+        let kind = Kind::PutVersion {
+            id,
+            size: 100,
+            version: Some(v.into()),
+        };
+        op("v0", start, end, kind, Outcome::Ok)
+    }
+
+    fn markv(v: &str, start: u64, end: u64) -> Op {
+        let kind = Kind::DeleteMarker {
+            version: Some(v.into()),
+        };
+        op("v0", start, end, kind, Outcome::Ok)
+    }
+
+    fn delv(v: &str, start: u64, end: u64) -> Op {
+        let kind = Kind::DeleteVersion { version: v.into() };
+        op("v0", start, end, kind, Outcome::Ok)
+    }
+
+    /// A listing of `v0`: versions newest first (the first one latest),
+    /// then markers (`m…` ids), as the SDK returns them.
+    fn listv(start: u64, end: u64, vs: &[&str]) -> Op {
+        let l = vs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Listed {
+                version: v.to_string(),
+                marker: v.starts_with('m'),
+                latest: i == 0,
+            })
+            .collect();
+        op("v0", start, end, Kind::ListVersions(Some(l)), Outcome::Ok)
+    }
+
+    fn getv(v: &str, start: u64, end: u64, read: Read) -> Op {
+        let kind = Kind::GetVersion {
+            version: v.into(),
+            read,
+        };
+        op("v0", start, end, kind, Outcome::Ok)
+    }
+
     #[test]
     fn version_listings_are_checked() {
-        let putv = |id, v: &str, start, end| {
-            op(
-                "v0",
-                start,
-                end,
-                Kind::PutVersion {
-                    id,
-                    version: Some(v.into()),
-                },
-                Outcome::Ok,
-            )
-        };
-        let listv = |start, end, vs: &[&str]| {
-            let l = vs.iter().map(|v| v.to_string()).collect();
-            op("v0", start, end, Kind::ListVersions(Some(l)), Outcome::Ok)
-        };
-        let delv = |v: &str, start, end| {
-            op(
-                "v0",
-                start,
-                end,
-                Kind::DeleteVersion { version: v.into() },
-                Outcome::Ok,
-            )
-        };
         flagged(
             vec![
                 putv(1, "a", 0, 10),
@@ -964,14 +1105,99 @@ mod self_tests {
             vec![putv(1, "a", 0, 10), listv(40, 50, &["a", "zz"])],
             "shows 1 versions no write made",
         );
+        // Order: b was written after a was acknowledged.
+        flagged(
+            vec![
+                putv(1, "a", 0, 10),
+                putv(2, "b", 20, 30),
+                listv(40, 50, &["a", "b"]),
+            ],
+            "lists a before b, written after it was acknowledged",
+        );
+        // IsLatest on an older version.
+        let mut l = listv(40, 50, &["b", "a"]);
+        if let Kind::ListVersions(Some(e)) = &mut l.kind {
+            e[0].latest = false;
+            e[1].latest = true;
+        }
+        flagged(
+            vec![putv(1, "a", 0, 10), putv(2, "b", 20, 30), l],
+            "says a IsLatest, but b was written after it",
+        );
+        // Delete markers: listed as markers, missing, or as versions.
+        flagged(
+            vec![
+                putv(1, "a", 0, 10),
+                markv("m1", 20, 30),
+                listv(40, 50, &["a"]),
+            ],
+            "misses delete marker m1",
+        );
+        let mut l = listv(40, 50, &["m1", "a"]);
+        if let Kind::ListVersions(Some(e)) = &mut l.kind {
+            e[0].marker = false;
+        }
+        flagged(
+            vec![putv(1, "a", 0, 10), markv("m1", 20, 30), l],
+            "shows m1 as a version, written as a delete marker",
+        );
         clean(vec![
             putv(1, "a", 0, 10),
             putv(2, "b", 20, 30),
             // Concurrent with the listing: may or may not show.
             putv(3, "c", 35, 60),
             delv("a", 45, 55),
-            listv(40, 50, &["a", "b"]),
-            listv(70, 80, &["b", "c"]),
+            listv(40, 50, &["b", "a"]),
+            listv(70, 80, &["c", "b"]),
+            markv("m1", 90, 95),
+            // The marker is the latest: versions and markers are two lists.
+            {
+                let mut l = listv(100, 110, &["c", "b", "m1"]);
+                if let Kind::ListVersions(Some(e)) = &mut l.kind {
+                    e[0].latest = false;
+                    e[2].latest = true;
+                }
+                l
+            },
+        ]);
+    }
+
+    #[test]
+    fn version_reads_are_checked() {
+        flagged(
+            vec![putv(1, "a", 0, 10), getv("a", 20, 30, Read::Absent)],
+            "says NoSuchVersion",
+        );
+        flagged(
+            vec![
+                putv(1, "a", 0, 10),
+                putv(2, "b", 0, 10),
+                getv("a", 20, 30, Read::Value(2, body_of(2, 100))),
+            ],
+            "returned write 2",
+        );
+        let mut bad = body_of(1, 100);
+        bad[50] ^= 1;
+        flagged(
+            vec![putv(1, "a", 0, 10), getv("a", 20, 30, Read::Value(1, bad))],
+            "returned write 1 (100 bytes), not write 1",
+        );
+        flagged(
+            vec![
+                putv(1, "a", 0, 10),
+                delv("a", 20, 30),
+                getv("a", 40, 50, Read::Value(1, body_of(1, 100))),
+            ],
+            "returned it, deleted before",
+        );
+        clean(vec![
+            putv(1, "a", 0, 10),
+            getv("a", 20, 30, Read::Value(1, body_of(1, 100))),
+            // A delete concurrent with the read: either answer.
+            delv("a", 35, 60),
+            getv("a", 40, 50, Read::Absent),
+            getv("a", 41, 51, Read::Value(1, body_of(1, 100))),
+            getv("a", 70, 80, Read::Absent),
         ]);
     }
 
