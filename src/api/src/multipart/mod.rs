@@ -1001,13 +1001,32 @@ impl Api {
             for v in o.versions().iter().filter(|v| v.is_uploading(Some(true))) {
                 uploads.push(UploadRow {
                     key: o.key.clone(),
-                    upload_id: v.uuid.hex(),
+                    upload_id: v.uuid,
                     initiated: v.timestamp,
                 });
             }
         }
         let truncated = uploads.len() > max;
         uploads.truncate(max);
+        // Each upload's storage class is in its upload entry: read them
+        // (32 at a time), as the object entry does not carry it.
+        let classes: Vec<Option<String>> = {
+            use futures::StreamExt;
+            let ids: Vec<Uuid> = uploads.iter().map(|u| u.upload_id).collect();
+            futures::stream::iter(ids.into_iter().map(|id| {
+                let mpus = self.mpus.clone();
+                async move {
+                    mpus.get(&id, &EmptyKey)
+                        .await
+                        .map(|m| m.and_then(|m| m.storage_class))
+                }
+            }))
+            .buffered(32)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect::<Result<_, _>>()?
+        };
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(i.bucket),
             prefix: i.prefix,
@@ -1016,10 +1035,14 @@ impl Api {
             uploads: Some(
                 uploads
                     .into_iter()
-                    .map(|u| s3s::dto::MultipartUpload {
+                    .zip(classes)
+                    .map(|(u, class)| s3s::dto::MultipartUpload {
                         key: Some(u.key),
-                        upload_id: Some(u.upload_id),
+                        upload_id: Some(u.upload_id.hex()),
                         initiated: Some(meta::timestamp(u.initiated)),
+                        storage_class: Some(StorageClass::from(
+                            crate::storage_class::reported(class.as_deref()).to_string(),
+                        )),
                         ..Default::default()
                     })
                     .collect(),
@@ -1031,7 +1054,7 @@ impl Api {
 
 struct UploadRow {
     key: String,
-    upload_id: String,
+    upload_id: Uuid,
     initiated: u64,
 }
 

@@ -36,7 +36,9 @@ use rand::{Rng, SeedableRng};
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 use common::stdout;
-use model::{body_of, check_all, Kind, Listed, Op, Outcome, Read};
+use model::{
+    body_of, check_all, tree_keys, Kind, Listed, Op, Outcome, Read, TREE_BUCKET, TREE_DIRS,
+};
 
 /// Objects are spread over this many buckets: the object table is
 /// partitioned by bucket, so several buckets spread them over partitions
@@ -511,6 +513,86 @@ async fn list(c: &Client) -> Option<BTreeSet<String>> {
     Some(keys)
 }
 
+/// The keys at rest under `prefix` (ListObjectsV2 by pages of 7, with
+/// `delimiter`): keys and common prefixes in the order of the pages.
+async fn list_tree(
+    c: &Client,
+    prefix: &str,
+    delimiter: Option<&str>,
+) -> Option<(Vec<String>, Vec<String>)> {
+    let (mut keys, mut prefixes) = (Vec::new(), Vec::new());
+    let mut token = None;
+    for _ in 0..100 {
+        let out = c
+            .list_objects_v2()
+            .bucket(TREE_BUCKET)
+            .prefix(prefix)
+            .set_delimiter(delimiter.map(String::from))
+            .max_keys(7)
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .ok()?;
+        keys.extend(
+            out.contents()
+                .iter()
+                .map(|o| o.key().unwrap_or_default().to_string()),
+        );
+        prefixes.extend(
+            out.common_prefixes()
+                .iter()
+                .map(|p| p.prefix().unwrap_or_default().to_string()),
+        );
+        token = out.next_continuation_token().map(String::from);
+        if token.is_none() {
+            return Some((keys, prefixes));
+        }
+    }
+    None
+}
+
+/// DeleteObjects of `keys` (all in one bucket): each key's outcome (a key
+/// not in the answer, or in its errors, is unknown).
+async fn delete_objects(c: &Client, bucket: &str, keys: &[String]) -> Vec<Outcome> {
+    use aws_sdk_s3::types::{Delete, ObjectIdentifier};
+    let objects = keys
+        .iter()
+        .map(|k| ObjectIdentifier::builder().key(k).build().unwrap())
+        .collect();
+    let req = c.delete_objects().bucket(bucket).delete(
+        Delete::builder()
+            .set_objects(Some(objects))
+            .build()
+            .unwrap(),
+    );
+    match tokio::time::timeout(OP_TIMEOUT, req.send()).await {
+        Ok(Ok(out)) => keys
+            .iter()
+            .map(|k| {
+                if out.deleted().iter().any(|d| d.key() == Some(k)) {
+                    Outcome::Ok
+                } else {
+                    let why = out
+                        .errors()
+                        .iter()
+                        .find(|e| e.key() == Some(k))
+                        .and_then(|e| e.code())
+                        .unwrap_or("not in the answer");
+                    Outcome::Unknown(why.to_string())
+                }
+            })
+            .collect(),
+        Ok(Err(e)) => {
+            let o = unknown(e);
+            keys.iter().map(|_| o.clone()).collect()
+        }
+        Err(e) => {
+            let o = unknown(e);
+            keys.iter().map(|_| o.clone()).collect()
+        }
+    }
+}
+
 /// One client: random operations on the shared keys until `until`.
 async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(me as u64));
@@ -544,7 +626,51 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                 let o = multipart(&c, &key, id, parts, plan).await;
                 (Kind::Put { id, size, parts }, o)
             }
-            33..62 => {
+            59..62 => {
+                let (prefix, delimiter) = match rng.random_range(0..3) {
+                    0 => ("tree/".to_string(), Some("/")),
+                    1 => (
+                        format!("tree/{}/", TREE_DIRS[rng.random_range(0..TREE_DIRS.len())]),
+                        None,
+                    ),
+                    _ => ("tree/".to_string(), None),
+                };
+                let listed = tokio::time::timeout(OP_TIMEOUT, list_tree(&c, &prefix, delimiter))
+                    .await
+                    .ok()
+                    .flatten();
+                let kind = Kind::ListTree {
+                    prefix,
+                    delimiter: delimiter.map(String::from),
+                    listed,
+                };
+                (kind, Outcome::Ok)
+            }
+            69..72 => {
+                // Two or three keys of one bucket at once.
+                let bucket = bucket_of(&key);
+                let mut keys: Vec<String> = (0..KEYS)
+                    .map(|k| format!("k{k}"))
+                    .filter(|k| bucket_of(k) == bucket)
+                    .collect();
+                keys.shuffle(&mut rng);
+                keys.truncate(rng.random_range(2..=3));
+                let outcomes = delete_objects(&c, &bucket, &keys).await;
+                let end = sh.now();
+                for (k, o) in keys.into_iter().zip(outcomes) {
+                    sh.record(Op {
+                        client: me,
+                        node,
+                        key: k,
+                        start,
+                        end,
+                        kind: Kind::Delete,
+                        outcome: o,
+                    });
+                }
+                continue;
+            }
+            33..59 => {
                 if rng.random_range(0..3) == 0 {
                     key = format!("s{}", rng.random_range(0..STILL_KEYS));
                 }
@@ -553,7 +679,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                     .unwrap_or_else(|_| Read::Failed("timeout".into()));
                 (Kind::Get(r), Outcome::Ok)
             }
-            62..72 => {
+            62..69 => {
                 let o = tokio::time::timeout(
                     OP_TIMEOUT,
                     c.delete_object().bucket(bucket_of(&key)).key(&key).send(),
@@ -1156,6 +1282,7 @@ fn summary(h: &History) -> String {
             Kind::DeleteVersion { .. } => "version delete",
             Kind::GetVersion { .. } => "version get",
             Kind::ListVersions(_) => "version list",
+            Kind::ListTree { .. } => "tree list",
         };
         let e = counts.entry(k).or_default();
         let failed = matches!(
@@ -1169,6 +1296,7 @@ fn summary(h: &History) -> String {
                     _
                 )
                 | (Kind::List(None), _)
+                | (Kind::ListTree { listed: None, .. }, _)
                 | (Kind::ListVersions(None), _)
                 | (_, Outcome::Unknown(_))
                 | (_, Outcome::Failed(_))
@@ -1182,7 +1310,8 @@ fn summary(h: &History) -> String {
                 },
                 _,
             ) => Some(e.split(':').next().unwrap_or("")),
-            (Kind::List(None) | Kind::ListVersions(None), _) => Some("failed"),
+            (Kind::List(None) | Kind::ListVersions(None), _)
+            | (Kind::ListTree { listed: None, .. }, _) => Some("failed"),
             (_, out) => cause_of(out),
         };
         if let Some(why) = why {
@@ -1283,6 +1412,19 @@ fn run(seed: u64) {
             ],
         );
     }
+    c.garage_ok(0, &["bucket", "create", TREE_BUCKET]);
+    c.garage_ok(
+        0,
+        &[
+            "bucket",
+            "allow",
+            "--read",
+            "--write",
+            TREE_BUCKET,
+            "--key",
+            &key.0,
+        ],
+    );
     c.garage_ok(0, &["bucket", "create", VBUCKET]);
     c.garage_ok(
         0,
@@ -1323,6 +1465,32 @@ fn run(seed: u64) {
             .send()
             .await
             .expect("versioning enabled on the bucket with versioning");
+    });
+
+    // The tree of keys at rest listed by prefix and delimiter, 8 PUTs at a
+    // time.
+    rt.block_on(async {
+        use futures::StreamExt;
+        let results: Vec<_> =
+            futures::stream::iter(tree_keys("").into_iter().enumerate().map(|(n, k)| {
+                let c = sh.clients[n % STORAGE].clone();
+                async move {
+                    let r = c
+                        .put_object()
+                        .bucket(TREE_BUCKET)
+                        .key(&k)
+                        .body(ByteStream::from(k.clone().into_bytes()))
+                        .send()
+                        .await;
+                    (k, r.is_ok())
+                }
+            }))
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        for (k, ok) in results {
+            assert!(ok, "writing {k} before any fault");
+        }
     });
 
     // The keys at rest, written before any fault.
@@ -1568,6 +1736,30 @@ fn run(seed: u64) {
             anomalies.push(format!(
                 "listing through node {i} is {l:?}, the objects are {present:?}"
             ));
+        }
+        // The tree, after healing: every key and prefix, through every
+        // node (checked with the others below).
+        for (prefix, delimiter) in [("tree/", Some("/")), ("tree/", None)] {
+            let start = sh.now();
+            let listed = rt.block_on(list_tree(&sh.clients[*i], prefix, delimiter));
+            if listed.is_none() {
+                anomalies.push(format!(
+                    "{TREE_BUCKET}: listing (prefix {prefix:?}, delimiter {delimiter:?}) through node {i} failed after healing"
+                ));
+            }
+            sh.record(Op {
+                client: 999,
+                node: *i,
+                key: String::new(),
+                start,
+                end: sh.now(),
+                kind: Kind::ListTree {
+                    prefix: prefix.to_string(),
+                    delimiter: delimiter.map(String::from),
+                    listed,
+                },
+                outcome: Outcome::Ok,
+            });
         }
         // The versions of each key, after healing: exactly those written
         // and not deleted (checked with the others below).

@@ -159,6 +159,23 @@ async fn multipart(cl: &Client, key: &str, parts: &[Vec<u8>], class: &str) {
         .await
         .unwrap();
     assert_eq!(listed.storage_class().map(|c| c.as_str()), Some(class));
+    let uploads = cl
+        .list_multipart_uploads()
+        .bucket(BUCKET)
+        .prefix(key)
+        .send()
+        .await
+        .unwrap();
+    let this = uploads
+        .uploads()
+        .iter()
+        .find(|u| u.upload_id() == Some(id))
+        .expect("the upload is listed");
+    assert_eq!(
+        this.storage_class().map(|c| c.as_str()),
+        Some(class),
+        "ListMultipartUploads reports the upload's class"
+    );
     cl.complete_multipart_upload()
         .bucket(BUCKET)
         .key(key)

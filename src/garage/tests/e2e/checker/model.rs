@@ -64,11 +64,10 @@ pub enum Kind {
         id: u64,
         expect: u64,
     },
-    /// CopyObject from `src`, the copy tagged with write `id` (`src` is
-    /// only for the history dump).
+    /// CopyObject from key `src`, the copy tagged with write `id`: its
+    /// bytes must be a value `src` may have had during the copy.
     Copy {
         id: u64,
-        #[allow(dead_code)]
         src: String,
     },
     Delete,
@@ -96,10 +95,58 @@ pub enum Kind {
         version: String,
         read: Read,
     },
+    /// ListObjectsV2 of the tree bucket by pages of 7, with `prefix` and
+    /// maybe a delimiter (`None`: failed): keys and common prefixes, in
+    /// the order of the pages.
+    ListTree {
+        prefix: String,
+        delimiter: Option<String>,
+        listed: Option<(Vec<String>, Vec<String>)>,
+    },
     /// ListObjectVersions of the key (`None`: failed): its versions in the
     /// listing's order, then its delete markers in the listing's order
     /// (the SDK returns them as two lists).
     ListVersions(Option<Vec<Listed>>),
+}
+
+/// The bucket of keys at rest listed by prefix and delimiter, written
+/// before the faults: `tree/<dir>/<nnn>`, [`TREE_PER_DIR`] keys in each of
+/// [`TREE_DIRS`].
+pub const TREE_BUCKET: &str = "checker-tree";
+pub const TREE_DIRS: &[&str] = &["a", "b", "c", "d", "e", "f"];
+pub const TREE_PER_DIR: usize = 40;
+
+/// Every key of the tree under `prefix`, in byte order.
+pub fn tree_keys(prefix: &str) -> Vec<String> {
+    let mut keys: Vec<String> = TREE_DIRS
+        .iter()
+        .flat_map(|d| (0..TREE_PER_DIR).map(move |n| format!("tree/{d}/{n:03}")))
+        .filter(|k| k.starts_with(prefix))
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// What a listing of the tree must return: keys and common prefixes.
+fn tree_expected(prefix: &str, delimiter: Option<&str>) -> (Vec<String>, Vec<String>) {
+    let all = tree_keys(prefix);
+    let Some(d) = delimiter else {
+        return (all, Vec::new());
+    };
+    let mut keys = Vec::new();
+    let mut prefixes: Vec<String> = Vec::new();
+    for k in all {
+        match k[prefix.len()..].find(d) {
+            Some(i) => {
+                let p = k[..prefix.len() + i + d.len()].to_string();
+                if prefixes.last() != Some(&p) {
+                    prefixes.push(p);
+                }
+            }
+            None => keys.push(k),
+        }
+    }
+    (keys, prefixes)
 }
 
 /// One entry of a version listing.
@@ -163,6 +210,7 @@ pub fn check_all(ops: &[Op]) -> Vec<String> {
     check_conditions(ops, &mut anomalies);
     check_lists(ops, &mut anomalies);
     check_versions(ops, &mut anomalies);
+    check_trees(ops, &mut anomalies);
     check_linearizable(ops, &mut anomalies);
     anomalies
 }
@@ -223,8 +271,20 @@ pub fn check_reads(ops: &[Op], anomalies: &mut Vec<String>) {
             _ => {}
         }
     }
-    for (key, kops) in by_key(ops).iter() {
-        let writes = writes_of(kops.iter());
+    let keys = by_key(ops);
+    let writes_by_key: BTreeMap<&str, Vec<Write>> = keys
+        .iter()
+        .map(|(k, kops)| (*k, writes_of(kops.iter())))
+        .collect();
+    let copies: BTreeMap<u64, &Op> = ops
+        .iter()
+        .filter_map(|o| match &o.kind {
+            Kind::Copy { id, .. } => Some((*id, o)),
+            _ => None,
+        })
+        .collect();
+    for (key, kops) in keys.iter() {
+        let writes = &writes_by_key[key];
         for g in kops.iter() {
             let Kind::Get(read) = &g.kind else { continue };
             let value = match read {
@@ -235,23 +295,40 @@ pub fn check_reads(ops: &[Op], anomalies: &mut Vec<String>) {
                     // a write to the copy's source.
                     let ok = match puts.get(id) {
                         Some((k, size)) if k == key => *body == body_of(*id, *size),
-                        _ => {
-                            // A copy tagged `id` (of a copy, maybe): its
-                            // bytes are exactly those of some PUT.
-                            let copied = kops
-                                .iter()
-                                .any(|o| matches!(&o.kind, Kind::Copy { id: c, .. } if c == id));
-                            let of_put = |w: u64| {
-                                puts.get(&w)
-                                    .is_some_and(|(_, size)| *body == body_of(w, *size))
-                            };
-                            copied
-                                && match id_in_body(body) {
-                                    Some(w) => of_put(w),
+                        _ => match copies.get(id) {
+                            // A copy tagged `id`: its bytes are those of a
+                            // value its source may have had during the copy.
+                            Some(c) if c.key == *key => {
+                                let Kind::Copy { src, .. } = &c.kind else {
+                                    unreachable!()
+                                };
+                                let no_writes = Vec::new();
+                                let src_writes =
+                                    writes_by_key.get(src.as_str()).unwrap_or(&no_writes);
+                                let (cs, ce) = (c.start, c.effective_end());
+                                let of_put = |w: u64| {
+                                    puts.get(&w)
+                                        .is_some_and(|(_, size)| *body == body_of(w, *size))
+                                };
+                                // The source may have held a copy itself:
+                                // then any PUT's bytes (not followed further).
+                                let of_a_copy = src_writes.iter().any(|(_, _, v, _)| {
+                                    v.is_some_and(|x| {
+                                        copies.contains_key(&x)
+                                            && possible(src_writes, Some(x), cs, ce)
+                                    })
+                                });
+                                match id_in_body(body) {
+                                    Some(w) => {
+                                        of_put(w)
+                                            && (of_a_copy || possible(src_writes, Some(w), cs, ce))
+                                    }
                                     // Bodies too short to carry an id.
                                     None => puts.keys().any(|w| of_put(*w)),
                                 }
-                        }
+                            }
+                            _ => false,
+                        },
                     };
                     if !ok {
                         anomalies.push(format!(
@@ -263,7 +340,7 @@ pub fn check_reads(ops: &[Op], anomalies: &mut Vec<String>) {
                     Some(*id)
                 }
             };
-            if !possible(&writes, value, g.start, g.end) {
+            if !possible(writes, value, g.start, g.end) {
                 anomalies.push(format!(
                     "{key}: GET [{:?}..{:?}] by client {} through node {} returned {} which an acknowledged later write had replaced (or which was never written)",
                     g.start,
@@ -642,6 +719,40 @@ fn check_listing(
                         latest[0].version, e.version
                     ));
                 }
+            }
+        }
+    }
+}
+
+/// Listings of the keys at rest by prefix and delimiter, paged: exactly the
+/// keys and common prefixes there are, in byte order, each once.
+pub fn check_trees(ops: &[Op], anomalies: &mut Vec<String>) {
+    for o in ops {
+        let Kind::ListTree {
+            prefix,
+            delimiter,
+            listed: Some((keys, prefixes)),
+        } = &o.kind
+        else {
+            continue;
+        };
+        let (want_keys, want_prefixes) = tree_expected(prefix, delimiter.as_deref());
+        for (what, got, want) in [
+            ("keys", keys, &want_keys),
+            ("common prefixes", prefixes, &want_prefixes),
+        ] {
+            if got != want {
+                let missing = want.iter().filter(|k| !got.contains(k)).count();
+                let extra = got.iter().filter(|k| !want.contains(k)).count();
+                anomalies.push(format!(
+                    "listing of {TREE_BUCKET} (prefix {prefix:?}, delimiter {delimiter:?}) [{:?}..{:?}] through node {}: {} {what} instead of {}: {missing} missing, {extra} extra{}",
+                    o.start,
+                    o.end,
+                    o.node,
+                    got.len(),
+                    want.len(),
+                    if missing == 0 && extra == 0 { ", out of order or repeated" } else { "" }
+                ));
             }
         }
     }
@@ -1039,6 +1150,55 @@ mod self_tests {
         );
     }
 
+    #[test]
+    fn copies_are_checked_against_their_source_at_the_time() {
+        let copy = |id, src: &str, start, end| {
+            let kind = Kind::Copy {
+                id,
+                src: src.into(),
+            };
+            op("k", start, end, kind, Outcome::Ok)
+        };
+        let read = |id, of, start, end| {
+            op(
+                "k",
+                start,
+                end,
+                Kind::Get(Read::Value(id, body_of(of, 100))),
+                Outcome::Ok,
+            )
+        };
+        // `j` held write 6 during the copy (write 5 replaced before).
+        flagged(
+            vec![
+                put("j", 5, 0, 10),
+                put("j", 6, 20, 30),
+                copy(7, "j", 40, 50),
+                read(7, 5, 60, 61),
+            ],
+            "are not the bytes written",
+        );
+        // The bytes of a PUT to another key.
+        flagged(
+            vec![
+                put("j", 5, 0, 10),
+                put("i", 8, 0, 10),
+                copy(7, "j", 40, 50),
+                read(7, 8, 60, 61),
+            ],
+            "are not the bytes written",
+        );
+        // A write of the source concurrent with the copy: either value.
+        for of in [5, 6] {
+            clean(vec![
+                put("j", 5, 0, 10),
+                put("j", 6, 35, 45),
+                copy(7, "j", 40, 50),
+                read(7, of, 60, 61),
+            ]);
+        }
+    }
+
     fn putv(id: u64, v: &str, start: u64, end: u64) -> Op {
         let kind = Kind::PutVersion {
             id,
@@ -1160,6 +1320,48 @@ mod self_tests {
                 l
             },
         ]);
+    }
+
+    #[test]
+    fn tree_listings_are_checked() {
+        let tree =
+            |prefix: &str, delimiter: Option<&str>, keys: Vec<String>, prefixes: Vec<String>| {
+                op(
+                    "",
+                    0,
+                    10,
+                    Kind::ListTree {
+                        prefix: prefix.into(),
+                        delimiter: delimiter.map(String::from),
+                        listed: Some((keys, prefixes)),
+                    },
+                    Outcome::Ok,
+                )
+            };
+        let dirs: Vec<String> = TREE_DIRS.iter().map(|d| format!("tree/{d}/")).collect();
+        clean(vec![
+            tree("tree/", Some("/"), vec![], dirs.clone()),
+            tree("tree/c/", None, tree_keys("tree/c/"), vec![]),
+            tree("tree/", None, tree_keys(""), vec![]),
+        ]);
+        assert_eq!(tree_keys("").len(), TREE_DIRS.len() * TREE_PER_DIR);
+        // A page lost, a page repeated, a prefix missing.
+        let mut lost = tree_keys("tree/c/");
+        lost.drain(7..14);
+        flagged(
+            vec![tree("tree/c/", None, lost, vec![])],
+            "33 keys instead of 40: 7 missing, 0 extra",
+        );
+        let mut twice = tree_keys("tree/c/");
+        twice.extend(tree_keys("tree/c/")[..7].to_vec());
+        flagged(
+            vec![tree("tree/c/", None, twice, vec![])],
+            "out of order or repeated",
+        );
+        flagged(
+            vec![tree("tree/", Some("/"), vec![], dirs[1..].to_vec())],
+            "5 common prefixes instead of 6",
+        );
     }
 
     #[test]
