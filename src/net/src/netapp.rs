@@ -78,6 +78,9 @@ pub struct NetApp {
     refusals_log: LogLimiter,
     failures_log: LogLimiter,
     incompatible_log: LogLimiter,
+    /// Dials that failed (a peer down, or another node at its address,
+    /// redialed every second or so): one line now and then, not one each.
+    dial_log: LogLimiter,
     /// What we tell peers of our version; its cluster part changes when
     /// the cluster is finalized ([`NetApp::set_cluster_version`]).
     version: RwLock<VersionInfo>,
@@ -103,6 +106,7 @@ impl NetApp {
             admission: Admission::new(config.admission),
             refusals_log: LogLimiter::default(),
             failures_log: LogLimiter::default(),
+            dial_log: LogLimiter::default(),
             incompatible_log: LogLimiter::default(),
             version: RwLock::new(VersionInfo::this_build(V0_1_0)),
         })
@@ -358,7 +362,13 @@ impl NetApp {
                 Err(e)
             }
             Err(e) => {
-                tracing::warn!("cannot connect to {addr}: {e}");
+                match self.dial_log.allow(std::time::Instant::now()) {
+                    Some(0) => tracing::warn!("cannot connect to {addr}: {e}"),
+                    Some(n) => tracing::warn!(
+                        "cannot connect to {addr}: {e} ({n} other failed dials since the last line)"
+                    ),
+                    None => tracing::debug!("cannot connect to {addr}: {e}"),
+                }
                 Err(e)
             }
         }

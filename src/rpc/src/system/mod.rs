@@ -47,6 +47,10 @@ const BOOTSTRAP_RETRY: Duration = Duration::from_secs(3);
 /// alone, once all have answered.
 const BOOTSTRAP_REFRESH: Duration = Duration::from_secs(60);
 /// File in `metadata_dir` that holds the layout.
+/// A layout change still running after this long is logged once, with
+/// what it waits for (which nodes' trackers lag, and this node's writes
+/// still running under an older version).
+const LAYOUT_STALL_WARNING: Duration = Duration::from_secs(60);
 pub const LAYOUT_FILE: &str = "cluster_layout";
 /// File in `metadata_dir` that holds the known peers and their addresses,
 /// so that a restarted node finds the cluster without bootstrap peers.
@@ -177,6 +181,8 @@ pub struct System {
     /// loop keeps trying, with backoff).
     failed_dials: Mutex<std::collections::HashMap<NodeId, Instant>>,
     progress: trackers::Progress,
+    /// A layout change that does not finish: warned once it lasts.
+    stall: Mutex<trackers::StallWatch>,
     /// This node's background workers and their tunable variables.
     pub workers: garage_util::worker::Registry,
     hostname: String,
@@ -298,6 +304,7 @@ impl System {
             peers: Mutex::new(Peers::default()),
             failed_dials: Mutex::new(std::collections::HashMap::new()),
             progress: trackers::Progress::default(),
+            stall: Mutex::new(trackers::StallWatch::new(LAYOUT_STALL_WARNING)),
             workers: garage_util::worker::Registry::new(),
             hostname: hostname(),
             endpoint,
@@ -871,6 +878,22 @@ impl System {
             changed |= l.raise_tracker(Tracker::SyncAck, me, all_synced);
             Ok::<_, ()>(changed)
         });
+        let why = trackers::stall_reason(&self.layout(), &me, &self.progress);
+        let event = self
+            .stall
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .observe(why, std::time::Instant::now());
+        match event {
+            Some(trackers::StallEvent::Stalled(why)) => warn!(
+                "layout change not finished after {}s: {why}",
+                LAYOUT_STALL_WARNING.as_secs()
+            ),
+            Some(trackers::StallEvent::Resumed) => {
+                info!("layout change finished: every live version is the current one")
+            }
+            None => (),
+        }
     }
 
     /// Starts a write: the returned guard holds the layout to use and keeps
