@@ -265,7 +265,7 @@ impl BlockManager {
     async fn put_block_inner(&self, hash: Hash, data: Bytes) -> Result<()> {
         let level = self.compression_level;
         let block = blocking(move || DataBlock::from_plain(data, level)).await?;
-        let guard = self.system.start_write();
+        let guard = self.system.start_write("block write");
         let sets = guard
             .layout
             .write_sets(LayoutVersion::partition_of(hash.as_slice()));

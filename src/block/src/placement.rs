@@ -9,7 +9,8 @@
 //!    (the node of the shard's index in the newest version gets it unless
 //!    it has it), then deletes them.
 //!
-//! A pass that could not reach a node is run again a minute later. The
+//! A pass that could not reach a node is run again 5 s later, then after
+//! a delay that doubles up to a minute. The
 //! layout versions a pass completed for are kept in the metadata DB, so a
 //! restart does not walk the data directories again.
 
@@ -29,7 +30,9 @@ use crate::manager::{blocking, BlockManager, BlockRpc, Error, Result};
 use crate::rc::queue_key;
 
 const DONE_KEY: &[u8] = b"shard_placement_done";
-const RETRY: Duration = Duration::from_secs(60);
+/// First and longest wait before a pass that failed runs again.
+const RETRY_MIN: Duration = Duration::from_secs(5);
+const RETRY_MAX: Duration = Duration::from_secs(60);
 
 fn db_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))
@@ -58,6 +61,7 @@ impl BlockManager {
         mut must_exit: watch::Receiver<bool>,
     ) {
         let mut layouts = self.system.subscribe_layout();
+        let mut retry = RETRY_MIN;
         while !*must_exit.borrow() {
             let l = self.system.layout();
             let key = (l.current().version, l.min_live_version());
@@ -78,6 +82,7 @@ impl BlockManager {
                         {
                             warn!("shard placement: cannot record the pass: {e}");
                         }
+                        retry = RETRY_MIN;
                         None
                     }
                     Ok(r) => {
@@ -86,12 +91,16 @@ impl BlockManager {
                             r.errors.len(),
                             r.errors[0]
                         ));
-                        Some(RETRY)
+                        let wait = retry;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        Some(wait)
                     }
                     Err(e) => {
                         warn!("shard placement: {e}");
                         worker.error(&e);
-                        Some(RETRY)
+                        let wait = retry;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        Some(wait)
                     }
                 }
             } else {

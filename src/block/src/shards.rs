@@ -157,7 +157,7 @@ impl BlockManager {
         .await?
         .map_err(Error::Ec)?;
         let addr = ec::ec_address(&content, code);
-        let guard = self.system.start_write();
+        let guard = self.system.start_write("shard write");
         let places = placements(&guard.layout, &addr, code)?;
         let targets: BTreeSet<(NodeId, usize)> = places
             .iter()

@@ -243,7 +243,7 @@ impl CasRegisters {
     /// Phase 1: a new ballot promised by a majority of each acceptor set;
     /// returns the register's current value.
     pub async fn prepare(&self, id: RegisterId) -> Result<Prepared> {
-        let guard = self.system.start_write();
+        let guard = self.system.start_write("conditional write round");
         let sets = guard.layout.write_sets(id.partition);
         if sets.is_empty() {
             return Err(Error::NoNodes);

@@ -147,7 +147,7 @@ impl<F: TableSchema> Table<F> {
     }
 
     async fn insert_inner(&self, entries: &[F::E], ordered: bool) -> Result<Vec<Option<u64>>> {
-        let guard = self.system.start_write();
+        let guard = self.system.start_write("table write");
         // For each entry, its node sets; for each node, what to send it
         // (with each entry's index).
         let mut sets_of: Vec<Vec<Vec<NodeId>>> = Vec::with_capacity(entries.len());

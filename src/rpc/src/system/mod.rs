@@ -898,8 +898,8 @@ impl System {
 
     /// Starts a write: the returned guard holds the layout to use and keeps
     /// this node from acknowledging a newer layout until it is dropped.
-    pub fn start_write(&self) -> trackers::WriteGuard {
-        self.progress.start_write(self.layout())
+    pub fn start_write(&self, what: &'static str) -> trackers::WriteGuard {
+        self.progress.start_write(self.layout(), what)
     }
 
     /// A table of this node takes part in layout syncs.

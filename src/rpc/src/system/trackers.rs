@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::layout::{LayoutHistory, Tracker};
 
+/// Writes in flight, by the layout version they were started under, then
+/// by what they are (a label of the caller's).
+type InFlight = Arc<Mutex<BTreeMap<u64, BTreeMap<&'static str, usize>>>>;
+
 #[derive(Default)]
 pub struct Progress {
-    /// Writes in flight, by the layout version they were started under.
-    in_flight: Arc<Mutex<BTreeMap<u64, usize>>>,
+    in_flight: InFlight,
     /// Tables of this node and the newest version each has synced.
     tables: Mutex<BTreeMap<String, u64>>,
 }
@@ -22,15 +25,21 @@ pub struct Progress {
 pub struct WriteGuard {
     pub layout: Arc<LayoutHistory>,
     version: u64,
-    in_flight: Arc<Mutex<BTreeMap<u64, usize>>>,
+    what: &'static str,
+    in_flight: InFlight,
 }
 
 impl Drop for WriteGuard {
     fn drop(&mut self) {
         let mut m = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = m.get_mut(&self.version) {
-            *c -= 1;
-            if *c == 0 {
+        if let Some(by_what) = m.get_mut(&self.version) {
+            if let Some(c) = by_what.get_mut(self.what) {
+                *c -= 1;
+                if *c == 0 {
+                    by_what.remove(self.what);
+                }
+            }
+            if by_what.is_empty() {
                 m.remove(&self.version);
             }
         }
@@ -38,26 +47,30 @@ impl Drop for WriteGuard {
 }
 
 impl Progress {
-    pub fn start_write(&self, layout: Arc<LayoutHistory>) -> WriteGuard {
+    /// A write of kind `what` starts under `layout`.
+    pub fn start_write(&self, layout: Arc<LayoutHistory>, what: &'static str) -> WriteGuard {
         let version = layout.current().version;
         *self
             .in_flight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .entry(version)
+            .or_default()
+            .entry(what)
             .or_default() += 1;
         WriteGuard {
             layout,
             version,
+            what,
             in_flight: self.in_flight.clone(),
         }
     }
 
     /// The oldest layout version a write still running was started under,
-    /// and how many such writes there are.
-    pub fn oldest_in_flight(&self) -> Option<(u64, usize)> {
+    /// and those writes, counted by kind.
+    pub fn oldest_in_flight(&self) -> Option<(u64, BTreeMap<&'static str, usize>)> {
         let m = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
-        m.iter().next().map(|(v, n)| (*v, *n))
+        m.iter().next().map(|(v, n)| (*v, n.clone()))
     }
 
     /// Tables that have not synced `version` yet.
@@ -130,10 +143,12 @@ pub fn stall_reason(l: &LayoutHistory, me: &crate::NodeId, progress: &Progress) 
         l.min_live_version(),
         lagging.join(", ")
     );
-    if let Some((v, n)) = progress.oldest_in_flight().filter(|(v, _)| *v < current) {
+    if let Some((v, kinds)) = progress.oldest_in_flight().filter(|(v, _)| *v < current) {
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
         why.push_str(&format!(
-            "; on this node {} {n} write(s) started under version {v} still running",
-            me.short()
+            "; on this node {}, started under version {v} and still running: {}",
+            me.short(),
+            kinds.join(", ")
         ));
     }
     let behind = progress.tables_behind(l.trackers.get(Tracker::Ack, me).min(current));
@@ -197,7 +212,7 @@ mod tests {
         let p = Progress::default();
         let mut h = LayoutHistory::new(1);
         let old = Arc::new(h.clone());
-        let g = p.start_write(old);
+        let g = p.start_write(old, "test write");
         h.stage_role(
             crate::NodeId::from([1; 32]),
             Some(crate::layout::NodeRole {
@@ -207,7 +222,7 @@ mod tests {
             }),
         );
         h.apply(1).unwrap();
-        let g1 = p.start_write(Arc::new(h));
+        let g1 = p.start_write(Arc::new(h), "test write");
         assert_eq!(p.ackable(1), 0, "a write under version 0 is running");
         drop(g);
         assert_eq!(p.ackable(1), 1);
@@ -255,15 +270,18 @@ mod tests {
             h.raise_tracker(t, me, 1);
         }
         assert_eq!(stall_reason(&h, &me, &p), None);
-        let g = p.start_write(Arc::new(h.clone()));
+        let g = p.start_write(Arc::new(h.clone()), "test write");
         h.stage_role(crate::NodeId::from([2; 32]), role("b"));
         h.apply(2).unwrap();
         let why = stall_reason(&h, &me, &p).expect("version 1 still live");
         assert!(why.contains("ack 1, sync 1, sync_ack 1"), "{why}");
-        assert!(why.contains("1 write(s) started under version 1"), "{why}");
+        assert!(
+            why.contains("started under version 1 and still running: 1 test write"),
+            "{why}"
+        );
         drop(g);
         let why = stall_reason(&h, &me, &p).unwrap();
-        assert!(!why.contains("write(s)"), "{why}");
+        assert!(!why.contains("still running"), "{why}");
     }
 
     #[test]
