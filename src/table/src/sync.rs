@@ -29,7 +29,7 @@ use garage_util::data::blake2sum;
 use garage_util::worker::{WorkerHandle, WorkerState};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::data::TableData;
 use crate::error::{off_runtime, Error, Result};
@@ -71,6 +71,8 @@ impl<F: TableSchema> Table<F> {
         let mut last_synced_layout = 0u64;
         // The oldest live version the last successful pass saw.
         let mut last_min_live = 0u64;
+        // Failed passes in a row.
+        let mut failures = 0u64;
         let mut delay = Duration::ZERO;
         while !*must_exit.borrow() {
             tokio::select! {
@@ -103,6 +105,7 @@ impl<F: TableSchema> Table<F> {
             worker.set_state(WorkerState::Idle);
             match res {
                 Ok(stats) => {
+                    failures = 0;
                     worker.set_progress(Some(format!(
                         "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held)",
                         garage_util::time::rfc3339(garage_util::time::now_msec()),
@@ -128,10 +131,20 @@ impl<F: TableSchema> Table<F> {
                     };
                 }
                 Err(e) => {
-                    debug!(
-                        table = F::TABLE_NAME,
-                        "sync pass failed, retrying in {RETRY_DELAY:?}: {e}"
-                    );
+                    failures += 1;
+                    // A pass that keeps failing holds a layout change:
+                    // said at the 3rd failure in a row, then every 20th.
+                    if failures == 3 || failures % 20 == 0 {
+                        warn!(
+                            table = F::TABLE_NAME,
+                            "sync pass at layout version {target} failed {failures} times in a row, retrying in {RETRY_DELAY:?}: {e}"
+                        );
+                    } else {
+                        debug!(
+                            table = F::TABLE_NAME,
+                            "sync pass failed, retrying in {RETRY_DELAY:?}: {e}"
+                        );
+                    }
                     delay = RETRY_DELAY;
                 }
             }
