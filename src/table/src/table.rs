@@ -27,6 +27,8 @@ type ByKey<E> = BTreeMap<Vec<u8>, E>;
 
 /// How long a quorum operation waits for its answers.
 pub const TABLE_RPC_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one call of anti-entropy or of the GC waits for its answer.
+pub const TABLE_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Entries per range request when `get_range` has to fetch more.
 const RANGE_BATCH: usize = 1000;
 /// How long a write to a fully replicated table waits for the nodes
@@ -68,9 +70,18 @@ impl<F: TableSchema> Table<F> {
         Ok(table)
     }
 
+    /// One call to `node`, bounded by [`TABLE_CALL_TIMEOUT`]: a sync pass
+    /// or a GC round waiting on an answer that never comes (the network's
+    /// own timeout is minutes) would hold a layout change that long.
     pub(crate) async fn call(&self, node: &NodeId, msg: TableRpc<F>) -> Result<TableRpc<F>> {
-        self.system.ensure_connected(node).await;
-        match self.endpoint.call(node, msg, Priority::Normal).await {
+        let call = async {
+            self.system.ensure_connected(node).await;
+            self.endpoint.call(node, msg, Priority::Normal).await
+        };
+        let res = tokio::time::timeout(TABLE_CALL_TIMEOUT, call)
+            .await
+            .unwrap_or(Err(NetError::Timeout(TABLE_CALL_TIMEOUT)));
+        match res {
             Ok(TableRpc::Error(msg)) => Err(Error::Remote {
                 node: format!("{node:?}"),
                 msg,
