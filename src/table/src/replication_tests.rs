@@ -404,3 +404,52 @@ async fn a_former_holder_drops_its_copy_and_gets_tombstones_before_the_gc() {
         "the former holder kept the deleted entry: {left:?}"
     );
 }
+
+/// A sync pass that cannot reach a node remembers the partitions it
+/// completed, and the next pass for the same layout version skips them; a
+/// pass that succeeds leaves nothing to skip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_pass_is_resumed_not_restarted() {
+    use crate::schema::PartitionKey;
+    use garage_rpc::layout::LayoutVersion;
+    let nodes = cluster(4, 3).await;
+    let keys: Vec<String> = (0..40).map(|i| format!("r{i}")).collect();
+    for k in &keys {
+        nodes[0]
+            .table
+            .insert(&TestEntry::new(k, "k", "v"))
+            .await
+            .unwrap();
+    }
+    let layout = nodes[0].system.layout();
+    let part = |k: &str| LayoutVersion::partition_of(PartitionKey::hash(&k.to_string()).as_slice());
+    let down = nodes[3].system.id();
+    let me = nodes[0].system.id();
+    // Partitions node 0 holds, with and without node 3.
+    let (with3, without3): (Vec<usize>, Vec<usize>) = keys
+        .iter()
+        .map(|k| part(k))
+        .filter(|p| layout.current().nodes_of(*p).contains(&me))
+        .partition(|p| layout.current().nodes_of(*p).contains(&down));
+    assert!(!with3.is_empty() && !without3.is_empty());
+
+    // A full pass: nothing left to resume.
+    nodes[0].table.sync_pass(&layout).await.unwrap();
+    assert!(nodes[0].table.sync_done.lock().unwrap().1.is_empty());
+
+    stop_until_down(&nodes, 3).await;
+    assert!(nodes[0].table.sync_pass(&layout).await.is_err());
+    let done = nodes[0].table.sync_done.lock().unwrap().1.clone();
+    for p in &without3 {
+        assert!(done.contains(&(*p as u8)), "partition {p} was completed");
+    }
+    for p in &with3 {
+        assert!(
+            !done.contains(&(*p as u8)),
+            "partition {p} did not reach node 3"
+        );
+    }
+    // The next pass skips them (and fails again on the others).
+    assert!(nodes[0].table.sync_pass(&layout).await.is_err());
+    assert_eq!(nodes[0].table.sync_done.lock().unwrap().1, done);
+}
