@@ -1095,6 +1095,22 @@ impl Nemesis {
                     return;
                 }
                 let i = v[self.rng.random_range(0..v.len())];
+                // Not while a layout change runs (the previous wipe's, say):
+                // until it finishes, the old holders of the partitions it
+                // moves may be the only ones with some writes, and losing
+                // another disk would lose two copies of three, which needs
+                // `skip-dead-nodes --allow-missing-data` (see
+                // doc/durability.md). Waited for at most 90 s.
+                let deadline = Instant::now() + Duration::from_secs(90);
+                while !self.stable() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                if !self.stable() {
+                    sh.fault(format!(
+                        "wipe of node {i} skipped: a layout change has not finished in 90 s"
+                    ));
+                    return;
+                }
                 let old = self.id(i);
                 self.held.insert(i);
                 sh.up.lock().unwrap()[i] = false;
