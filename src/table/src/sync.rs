@@ -57,9 +57,6 @@ pub struct SyncStats {
     /// Entries of partitions this node holds in no live layout version,
     /// dropped without being sent.
     pub entries_offloaded: usize,
-    /// Partitions skipped: an earlier pass for the same layout version,
-    /// which failed elsewhere, completed them.
-    pub partitions_resumed: usize,
 }
 
 impl<F: TableSchema> Table<F> {
@@ -155,12 +152,6 @@ impl<F: TableSchema> Table<F> {
     }
 
     /// One full pass; `Ok` only if every partition reached every node.
-    /// A pass that failed for some partitions is resumed by the next one
-    /// for the same layout version: the partitions it completed are not
-    /// done again (under faults every few seconds, a pass over a large
-    /// table that must start over each time may never finish, and with it
-    /// the layout change). A pass that succeeds leaves nothing to resume:
-    /// the next one covers every partition.
     pub async fn sync_pass(&self, layout: &LayoutHistory) -> Result<SyncStats> {
         // The trees must include everything stored before the pass.
         let data = self.data.clone();
@@ -176,13 +167,6 @@ impl<F: TableSchema> Table<F> {
 
         let me = self.system.id();
         let target = sync_target(layout);
-        let done_before: std::collections::BTreeSet<u8> = {
-            let mut d = self.sync_done.lock().unwrap_or_else(|e| e.into_inner());
-            if d.0 != target {
-                *d = (target, Default::default());
-            }
-            d.1.clone()
-        };
         let mut stats = SyncStats::default();
         let mut first_error = None;
         for p in 0..=255u8 {
@@ -210,16 +194,11 @@ impl<F: TableSchema> Table<F> {
             // in `target` and newer versions. Nodes only in older versions
             // (being drained) get it when they answer, but one that is
             // down for good must not keep the change from finishing.
-            if done_before.contains(&p) {
-                stats.partitions_resumed += 1;
-                continue;
-            }
             let required: Vec<NodeId> = layout
                 .live_versions()
                 .filter(|v| v.version >= target)
                 .flat_map(|v| F::REPLICATION.nodes_in(v, p as usize))
                 .collect();
-            let mut reached_all = true;
             for n in nodes.iter().filter(|n| **n != me) {
                 let sent_before = stats.entries_sent;
                 let res = self.sync_partition_with(p, *n, &mut stats).await;
@@ -227,7 +206,6 @@ impl<F: TableSchema> Table<F> {
                     .increment((stats.entries_sent - sent_before) as u64);
                 match res {
                     Err(e) if required.contains(n) => {
-                        reached_all = false;
                         first_error.get_or_insert(e);
                     }
                     Err(e) => debug!(
@@ -239,22 +217,9 @@ impl<F: TableSchema> Table<F> {
                     Ok(()) => (),
                 }
             }
-            if reached_all {
-                let mut d = self.sync_done.lock().unwrap_or_else(|e| e.into_inner());
-                if d.0 == target {
-                    d.1.insert(p);
-                }
-            }
         }
         match first_error {
-            None => {
-                // Complete: the next pass starts from the first partition.
-                let mut d = self.sync_done.lock().unwrap_or_else(|e| e.into_inner());
-                if d.0 == target {
-                    d.1.clear();
-                }
-                Ok(stats)
-            }
+            None => Ok(stats),
             Some(e) => Err(e),
         }
     }

@@ -40,10 +40,6 @@ pub struct Table<F: TableSchema> {
     pub data: Arc<TableData<F>>,
     pub tuning: crate::tuning::Tuning,
     pub(crate) endpoint: Arc<Endpoint<TableRpc<F>, Table<F>>>,
-    /// The partitions a failed sync pass completed, and the layout version
-    /// it was for: the next pass for that version resumes after them (see
-    /// `sync.rs`).
-    pub(crate) sync_done: std::sync::Mutex<(u64, std::collections::BTreeSet<u8>)>,
 }
 
 impl<F: TableSchema> Table<F> {
@@ -68,7 +64,6 @@ impl<F: TableSchema> Table<F> {
             data,
             tuning,
             endpoint,
-            sync_done: std::sync::Mutex::new((0, std::collections::BTreeSet::new())),
         });
         table.endpoint.set_handler(table.clone());
         system.register_table(F::TABLE_NAME);
