@@ -124,6 +124,19 @@ impl Shared {
         *n += 1;
         *n
     }
+    /// Keeps an acknowledged version (or delete marker) of `key` for
+    /// later deletes and GETs by version id.
+    fn note_version(&self, key: &str, o: &Outcome, version: &Option<String>, marker: bool) {
+        if let (Outcome::Ok, Some(v)) = (o, version) {
+            self.versions
+                .lock()
+                .unwrap()
+                .entry(key.to_string())
+                .or_default()
+                .push((v.clone(), marker));
+        }
+    }
+
     fn record(&self, op: Op) {
         self.history.lock().unwrap().ops.push(op);
     }
@@ -334,21 +347,26 @@ async fn get(c: &Client, key: &str) -> Read {
     get_etag(c, key).await.0
 }
 
+/// What a GetObject answer holds: the write id in its metadata, and its
+/// body.
+async fn read_of(o: aws_sdk_s3::operation::get_object::GetObjectOutput) -> Read {
+    let id = o
+        .metadata()
+        .and_then(|m| m.get("w"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    match o.body.collect().await {
+        Ok(b) => Read::Value(id, b.to_vec()),
+        Err(e) => Read::Failed(format!("body {}", cause(e))),
+    }
+}
+
 /// A GET, with the ETag of what it returned.
 async fn get_etag(c: &Client, key: &str) -> (Read, Option<String>) {
     match c.get_object().bucket(bucket_of(key)).key(key).send().await {
         Ok(o) => {
             let etag = o.e_tag().map(String::from);
-            let id = o
-                .metadata()
-                .and_then(|m| m.get("w"))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            let r = match o.body.collect().await {
-                Ok(b) => Read::Value(id, b.to_vec()),
-                Err(e) => Read::Failed(format!("body {}", cause(e))),
-            };
-            (r, etag)
+            (read_of(o).await, etag)
         }
         Err(e) => {
             let r = if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) {
@@ -422,17 +440,7 @@ async fn get_version(c: &Client, key: &str, version: &str) -> Read {
         .send()
         .await
     {
-        Ok(o) => {
-            let id = o
-                .metadata()
-                .and_then(|m| m.get("w"))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            match o.body.collect().await {
-                Ok(b) => Read::Value(id, b.to_vec()),
-                Err(e) => Read::Failed(format!("body {}", cause(e))),
-            }
-        }
+        Ok(o) => read_of(o).await,
         Err(e) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => Read::Absent,
         Err(e) => Read::Failed(cause(e)),
     }
@@ -773,14 +781,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                     tokio::time::timeout(OP_TIMEOUT, put_version(&c, &key, id, size))
                         .await
                         .unwrap_or_else(|e| (unknown(e), None));
-                if let (Outcome::Ok, Some(v)) = (&o, &version) {
-                    sh.versions
-                        .lock()
-                        .unwrap()
-                        .entry(key.clone())
-                        .or_default()
-                        .push((v.clone(), false));
-                }
+                sh.note_version(&key, &o, &version, false);
                 (Kind::PutVersion { id, size, version }, o)
             }
             94..95 => {
@@ -788,14 +789,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
                 let (o, version) = tokio::time::timeout(OP_TIMEOUT, delete_marker(&c, &key))
                     .await
                     .unwrap_or_else(|e| (unknown(e), None));
-                if let (Outcome::Ok, Some(v)) = (&o, &version) {
-                    sh.versions
-                        .lock()
-                        .unwrap()
-                        .entry(key.clone())
-                        .or_default()
-                        .push((v.clone(), true));
-                }
+                sh.note_version(&key, &o, &version, true);
                 (Kind::DeleteMarker { version }, o)
             }
             95..96 => {
