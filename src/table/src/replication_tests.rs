@@ -404,3 +404,46 @@ async fn a_former_holder_drops_its_copy_and_gets_tombstones_before_the_gc() {
         "the former holder kept the deleted entry: {left:?}"
     );
 }
+
+/// A sync pass that cannot reach a node remembers the (partition, node)
+/// pairs it completed, and the next pass for the same layout version skips
+/// them; a pass that succeeds leaves nothing to skip.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_pass_is_resumed_not_restarted() {
+    use crate::sync::Resume;
+    let nodes = cluster(4, 3).await;
+    let entries: Vec<TestEntry> = (0..40)
+        .map(|i| TestEntry::new(&format!("r{i}"), "k", "v"))
+        .collect();
+    nodes[0].table.insert_many(&entries).await.unwrap();
+    let layout = nodes[0].system.layout();
+
+    // A full pass: nothing left to resume.
+    let mut resume = Resume::default();
+    nodes[0]
+        .table
+        .sync_pass_resuming(&layout, &mut resume)
+        .await
+        .unwrap();
+    assert!(resume.is_empty());
+    assert_eq!(resume.skipped(), 0);
+
+    stop_until_down(&nodes, 3).await;
+    assert!(nodes[0]
+        .table
+        .sync_pass_resuming(&layout, &mut resume)
+        .await
+        .is_err());
+    let done = resume.len();
+    assert!(done > 0, "the pairs towards nodes 1 and 2 were completed");
+    // The next pass skips them (and fails again on node 3's).
+    let err = nodes[0]
+        .table
+        .sync_pass_resuming(&layout, &mut resume)
+        .await;
+    assert!(err.is_err());
+    assert_eq!(resume.len(), done);
+    assert_eq!(resume.skipped(), done, "every completed pair was skipped");
+    // None of node 3's pairs is done: a full pass still fails on it.
+    assert!(nodes[0].table.sync_pass(&layout).await.is_err());
+}

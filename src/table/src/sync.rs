@@ -16,12 +16,17 @@
 //! A pass runs at start, after every layout change, when a layout version
 //! retires (so that partitions held only there are dropped at once), when
 //! a peer comes back, and every `sync_interval` (see `tuning.rs`); a
-//! failed pass is retried sooner. A node slow or down when a version
+//! failed pass is retried sooner, and resumes: a (partition, node) pair it
+//! completed is skipped by the next pass for the same layout version as
+//! long as that node has stayed up since (see [`Resume`]). Without that,
+//! the passes of a large table under frequent faults kept starting over
+//! and never finished, and neither did layout changes. A node slow or down when a version
 //! retires keeps its stale copies longer: the tombstone GC reaches such
 //! nodes too (see `gc.rs`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use garage_net::NodeId;
 use garage_rpc::layout::{LayoutHistory, Tracker};
@@ -57,6 +62,65 @@ pub struct SyncStats {
     /// Entries of partitions this node holds in no live layout version,
     /// dropped without being sent.
     pub entries_offloaded: usize,
+    /// (partition, node) pairs a failed pass before this one completed,
+    /// skipped.
+    pub resumed: usize,
+}
+
+/// What the failed passes for one layout version completed: (partition,
+/// node) pairs, with the instant each pair's sync started. A pair stays
+/// done while its node has stayed up since that instant: a node that went
+/// down or was cut off afterwards missed writes meanwhile, and gets the
+/// partition again once it is back. A new target, or a pass that
+/// succeeds, forgets everything (the next pass is a full one).
+#[derive(Debug, Default)]
+pub struct Resume {
+    target: u64,
+    done: HashMap<(u8, NodeId), Instant>,
+    /// Pairs skipped so far by the passes using it.
+    skipped: usize,
+}
+
+impl Resume {
+    /// Starts a pass for `target`: progress made for another one is
+    /// forgotten.
+    fn begin(&mut self, target: u64) {
+        if self.target != target {
+            self.done.clear();
+            self.target = target;
+        }
+    }
+
+    /// Whether the pair can be skipped, `up_since` being when its node last
+    /// came up (None: never seen up).
+    fn skips(&self, p: u8, node: NodeId, up_since: Option<Instant>) -> bool {
+        match (self.done.get(&(p, node)), up_since) {
+            (Some(at), Some(up)) => up <= *at,
+            _ => false,
+        }
+    }
+
+    fn completed(&mut self, p: u8, node: NodeId, started: Instant) {
+        self.done.insert((p, node), started);
+    }
+
+    fn clear(&mut self) {
+        self.done.clear();
+    }
+
+    /// Pairs skipped so far by the passes given this.
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    /// Pairs remembered as done.
+    pub fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.done.is_empty()
+    }
 }
 
 impl<F: TableSchema> Table<F> {
@@ -73,6 +137,7 @@ impl<F: TableSchema> Table<F> {
         let mut last_min_live = 0u64;
         // Failed passes in a row.
         let mut failures = 0u64;
+        let mut resume = Resume::default();
         let mut delay = Duration::ZERO;
         while !*must_exit.borrow() {
             tokio::select! {
@@ -101,23 +166,24 @@ impl<F: TableSchema> Table<F> {
             let layout = self.system.layout();
             let target = sync_target(&layout);
             worker.set_state(WorkerState::Busy);
-            let res = worker.outcome(self.sync_pass(&layout).await);
+            let res = worker.outcome(self.sync_pass_resuming(&layout, &mut resume).await);
             worker.set_state(WorkerState::Idle);
             match res {
                 Ok(stats) => {
                     failures = 0;
                     worker.set_progress(Some(format!(
-                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held)",
+                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held), {} partition syncs resumed from failed passes",
                         garage_util::time::rfc3339(garage_util::time::now_msec()),
                         stats.partitions,
                         stats.entries_sent,
-                        stats.entries_offloaded
+                        stats.entries_offloaded,
+                        stats.resumed
                     )));
-                    if stats.entries_sent > 0 || stats.entries_offloaded > 0 {
+                    if stats.entries_sent > 0 || stats.entries_offloaded > 0 || stats.resumed > 0 {
                         info!(
                             table = F::TABLE_NAME,
-                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} dropped (partitions no longer held)",
-                            stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded
+                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} dropped (partitions no longer held), {} partition syncs done by failed passes skipped",
+                            stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded, stats.resumed
                         );
                     }
                     self.system.table_synced(F::TABLE_NAME, target);
@@ -137,7 +203,8 @@ impl<F: TableSchema> Table<F> {
                     if failures == 3 || failures % 20 == 0 {
                         warn!(
                             table = F::TABLE_NAME,
-                            "sync pass at layout version {target} failed {failures} times in a row, retrying in {RETRY_DELAY:?}: {e}"
+                            "sync pass at layout version {target} failed {failures} times in a row, retrying in {RETRY_DELAY:?} ({} partition syncs done so far kept): {e}",
+                            resume.len()
                         );
                     } else {
                         debug!(
@@ -153,6 +220,18 @@ impl<F: TableSchema> Table<F> {
 
     /// One full pass; `Ok` only if every partition reached every node.
     pub async fn sync_pass(&self, layout: &LayoutHistory) -> Result<SyncStats> {
+        self.sync_pass_resuming(layout, &mut Resume::default())
+            .await
+    }
+
+    /// A pass that skips what `resume` says failed passes before it
+    /// completed, and records what it completes; `Ok` only if every
+    /// partition reached every node (`resume` is then cleared).
+    pub async fn sync_pass_resuming(
+        &self,
+        layout: &LayoutHistory,
+        resume: &mut Resume,
+    ) -> Result<SyncStats> {
         // The trees must include everything stored before the pass.
         let data = self.data.clone();
         tokio::task::spawn_blocking(move || -> Result<()> {
@@ -167,6 +246,7 @@ impl<F: TableSchema> Table<F> {
 
         let me = self.system.id();
         let target = sync_target(layout);
+        resume.begin(target);
         let mut stats = SyncStats::default();
         let mut first_error = None;
         for p in 0..=255u8 {
@@ -200,6 +280,12 @@ impl<F: TableSchema> Table<F> {
                 .flat_map(|v| F::REPLICATION.nodes_in(v, p as usize))
                 .collect();
             for n in nodes.iter().filter(|n| **n != me) {
+                if resume.skips(p, *n, self.system.up_since(n)) {
+                    stats.resumed += 1;
+                    resume.skipped += 1;
+                    continue;
+                }
+                let started = Instant::now();
                 let sent_before = stats.entries_sent;
                 let res = self.sync_partition_with(p, *n, &mut stats).await;
                 metrics::counter!("table_sync_items_sent_total", "table_name" => F::TABLE_NAME, "to" => n.short())
@@ -214,12 +300,15 @@ impl<F: TableSchema> Table<F> {
                         "sync to {} (only in older layout versions) failed: {e}",
                         n.short()
                     ),
-                    Ok(()) => (),
+                    Ok(()) => resume.completed(p, *n, started),
                 }
             }
         }
         match first_error {
-            None => Ok(stats),
+            None => {
+                resume.clear();
+                Ok(stats)
+            }
             Some(e) => Err(e),
         }
     }
@@ -406,4 +495,36 @@ pub fn sync_target(layout: &LayoutHistory) -> u64 {
     layout
         .min_tracker(Tracker::Ack)
         .min(layout.current().version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pair_stays_done_while_its_node_stays_up_and_the_target_holds() {
+        let t0 = Instant::now();
+        let t = |s| t0 + Duration::from_secs(s);
+        let a = NodeId::from([1; 32]);
+        let b = NodeId::from([2; 32]);
+        let mut r = Resume::default();
+        r.begin(4);
+        r.completed(7, a, t(10));
+        r.completed(7, b, t(10));
+        // Up since before the pair's sync: skipped.
+        assert!(r.skips(7, a, Some(t(0))));
+        assert!(r.skips(7, a, Some(t(10))));
+        // Came back after it (killed, cut off): synced again.
+        assert!(!r.skips(7, a, Some(t(11))));
+        // Never seen up, another partition: not skipped.
+        assert!(!r.skips(7, a, None));
+        assert!(!r.skips(8, a, Some(t(0))));
+        assert_eq!(r.len(), 2);
+        // The same target keeps the progress, another one drops it.
+        r.begin(4);
+        assert!(r.skips(7, b, Some(t(0))));
+        r.begin(5);
+        assert!(r.is_empty());
+        assert!(!r.skips(7, b, Some(t(0))));
+    }
 }

@@ -936,6 +936,12 @@ impl System {
         v
     }
 
+    /// When peer `id` last came up after being down (None: never seen up,
+    /// or this node itself, which is up since it started).
+    pub fn up_since(&self, id: &NodeId) -> Option<Instant> {
+        self.peers().get(id).and_then(|p| p.up_since)
+    }
+
     /// Whether `id` is this node or a peer that answers pings.
     pub fn is_up(&self, id: &NodeId) -> bool {
         *id == self.id() || self.peers().get(id).is_some_and(|p| p.is_up())

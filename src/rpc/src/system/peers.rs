@@ -44,6 +44,10 @@ pub struct Peer {
     /// the last ping's answer: its clock minus the middle of the round
     /// trip. Off by at most half the round trip.
     pub clock_offset_ms: Option<i64>,
+    /// When the peer last became up (connected and answering) after being
+    /// down or unknown: what happened on it before may have missed writes
+    /// made while it was away (table sync forgets its progress to it).
+    pub up_since: Option<Instant>,
     connect_failures: u32,
     next_attempt: Instant,
 }
@@ -58,6 +62,7 @@ impl Peer {
             last_seen: None,
             status: None,
             clock_offset_ms: None,
+            up_since: None,
             connect_failures: 0,
             next_attempt: now,
         }
@@ -95,6 +100,9 @@ impl Peers {
     pub fn connected(&mut self, id: NodeId, addr: Option<SocketAddr>, now: Instant) {
         self.learn(id, addr, now);
         let p = self.map.get_mut(&id).expect("just learnt");
+        if !p.is_up() {
+            p.up_since = Some(now);
+        }
         p.connected = true;
         p.failed_pings = 0;
         p.connect_failures = 0;
@@ -105,6 +113,9 @@ impl Peers {
     /// node (admin clients connect too, and are not peers).
     pub fn mark_connected_if_known(&mut self, id: &NodeId, now: Instant) {
         if let Some(p) = self.map.get_mut(id) {
+            if !p.is_up() {
+                p.up_since = Some(now);
+            }
             p.connected = true;
             p.last_seen = Some(now);
         }
@@ -139,6 +150,9 @@ impl Peers {
         if let Some(p) = self.map.get_mut(id) {
             if clock_offset_ms.is_some() {
                 p.clock_offset_ms = clock_offset_ms;
+            }
+            if !p.is_up() && p.connected {
+                p.up_since = Some(now);
             }
             p.failed_pings = 0;
             p.last_seen = Some(now);
@@ -237,6 +251,32 @@ mod tests {
         );
         peers.disconnected(&id(1), now);
         assert!(!peers.get(&id(1)).unwrap().is_up());
+    }
+
+    #[test]
+    fn up_since_moves_only_when_a_down_peer_comes_back() {
+        let t0 = Instant::now();
+        let t = |s| t0 + Duration::from_secs(s);
+        let mut peers = Peers::default();
+        peers.connected(id(1), Some("127.0.0.1:1".parse().unwrap()), t(0));
+        assert_eq!(peers.get(&id(1)).unwrap().up_since, Some(t(0)));
+        // Answers while up leave it alone.
+        peers.heard_from(&id(1), status(), None, None, t(1));
+        peers.mark_connected_if_known(&id(1), t(2));
+        assert_eq!(peers.get(&id(1)).unwrap().up_since, Some(t(0)));
+        // Down by missed pings, then an answer: up since the answer.
+        for _ in 0..MAX_FAILED_PINGS {
+            peers.ping_failed(&id(1));
+        }
+        peers.heard_from(&id(1), status(), None, None, t(3));
+        assert_eq!(peers.get(&id(1)).unwrap().up_since, Some(t(3)));
+        // Disconnected, then a new connection (either way).
+        peers.disconnected(&id(1), t(4));
+        peers.mark_connected_if_known(&id(1), t(5));
+        assert_eq!(peers.get(&id(1)).unwrap().up_since, Some(t(5)));
+        peers.disconnected(&id(1), t(6));
+        peers.connected(id(1), None, t(7));
+        assert_eq!(peers.get(&id(1)).unwrap().up_since, Some(t(7)));
     }
 
     #[test]
