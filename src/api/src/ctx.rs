@@ -19,6 +19,7 @@ use garage_table::{CasRegisters, EmptyKey, Table};
 use garage_util::data::Uuid;
 use s3s::auth::Credentials;
 
+use crate::access::auth_scope::Regions;
 use crate::error::{ApiError, ApiResult};
 
 /// The tables and services the S3 API works on.
@@ -33,9 +34,10 @@ pub struct Api {
     pub blocks: Arc<BlockManager>,
     /// Compare-and-set registers, for conditional writes only.
     pub cas: Arc<CasRegisters>,
-    /// `s3_region`: the only location constraint accepted, and the region
-    /// requests must be signed for.
-    pub region: String,
+    /// `s3_region` (the only location constraint accepted, and the region
+    /// requests are signed for) and the other regions accepted (see
+    /// `access::auth_scope`).
+    pub regions: Regions,
     /// The cluster's keys: they wrap the data keys of SSE-S3 and SSE-KMS
     /// objects.
     pub kms: Arc<Kms>,
@@ -63,7 +65,7 @@ impl Api {
         history: Arc<Table<HistoryTable>>,
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
-        region: String,
+        regions: Regions,
         kms: Arc<Kms>,
         ec_catch_up: EcCatchUp,
     ) -> Arc<Self> {
@@ -76,10 +78,15 @@ impl Api {
             history,
             blocks,
             cas,
-            region,
+            regions,
             kms,
             ec_catch_up,
         })
+    }
+
+    /// `s3_region`.
+    pub fn region(&self) -> &str {
+        &self.regions.region
     }
 
     /// The live key with this id, from this node's copy of the key table

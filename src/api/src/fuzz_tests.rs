@@ -61,10 +61,16 @@ fn fuzz_request_headers() {
                 if let Ok(v) = HeaderValue::from_str(&auth) {
                     headers.insert(AUTHORIZATION, v);
                 }
-                let uri = format!("/b/k?{query}")
+                let uri: hyper::Uri = format!("/b/k?{query}")
                     .parse()
                     .unwrap_or_else(|_| "/b/k".parse().unwrap());
-                let _ = crate::access::auth_scope::check_request(&headers, &uri, "garage");
+                let regions = crate::access::auth_scope::Regions::new("garage", &[]);
+                let path = s3s::path::parse_path_style(uri.path()).ok();
+                for method in [hyper::Method::GET, hyper::Method::PUT] {
+                    let global = crate::access::auth_scope::is_global(&method, path.as_ref(), &uri);
+                    let _ =
+                        crate::access::auth_scope::check_request(&headers, &uri, &regions, global);
+                }
             }
         });
 }

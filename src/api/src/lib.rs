@@ -33,5 +33,6 @@ pub mod website;
 #[cfg(test)]
 mod fuzz_tests;
 
+pub use access::auth_scope::Regions;
 pub use ctx::Api;
 pub use server::S3Server;

@@ -302,7 +302,7 @@ fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
         garage.history_table.clone(),
         garage.block_manager.clone(),
         garage.cas_registers.clone(),
-        config.s3_api.s3_region.clone(),
+        garage_api::Regions::new(&config.s3_api.s3_region, &config.s3_api.also_accept_regions),
         garage.kms.clone(),
         garage.ec_catch_up.clone(),
     )

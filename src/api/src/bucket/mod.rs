@@ -39,7 +39,7 @@ impl Api {
                 out.push(Bucket {
                     name: Some(name),
                     creation_date: Some(meta::timestamp(p.creation_date)),
-                    bucket_region: Some(self.region.clone()),
+                    bucket_region: Some(self.region().to_string()),
                 });
             }
         }
@@ -69,10 +69,10 @@ impl Api {
             .as_ref()
             .and_then(|c| c.location_constraint.as_ref())
         {
-            if loc.as_str() != self.region {
+            if loc.as_str() != self.region() {
                 return Err(ApiError::InvalidLocationConstraint {
                     given: loc.as_str().to_string(),
-                    region: self.region.clone(),
+                    region: self.region().to_string(),
                 });
             }
         }
@@ -126,7 +126,7 @@ impl Api {
         )
         .await?;
         Ok(S3Response::new(HeadBucketOutput {
-            bucket_region: Some(self.region.clone()),
+            bucket_region: Some(self.region().to_string()),
             ..Default::default()
         }))
     }
@@ -138,7 +138,7 @@ impl Api {
         let key = self.key(&req.credentials).await?;
         self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
         Ok(S3Response::new(GetBucketLocationOutput {
-            location_constraint: Some(BucketLocationConstraint::from(self.region.clone())),
+            location_constraint: Some(BucketLocationConstraint::from(self.region().to_string())),
         }))
     }
 

@@ -209,7 +209,7 @@ impl AccessLogs {
             b.drain().collect()
         };
         for (t, buf) in taken {
-            let key = object_key(&t, buf.first_ms, now_msec(), &api.region);
+            let key = object_key(&t, buf.first_ms, now_msec(), api.region());
             match write_log_object(api, &t, &key, &buf.lines).await {
                 Ok(()) => tracing::debug!(bucket = %t.source_bucket, %key, "access log delivered"),
                 Err(e) => {

@@ -274,7 +274,7 @@ impl Api {
             upload_id = gen_upload_id();
             timestamp = garage_util::time::increment_after(newer);
         }
-        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(sse.as_ref(), self.region());
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(i.bucket),
             key: Some(i.key),
@@ -340,7 +340,7 @@ impl Api {
                 },
             )
             .await?;
-        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(sse.as_ref(), self.region());
         let mut out = UploadPartOutput {
             e_tag: Some(ETag::Strong(etag)),
             sse_customer_algorithm: sse_fields.sse_customer_algorithm,
@@ -466,7 +466,7 @@ impl Api {
         if let Some(sum) = sum {
             crate::set_checksums!(result, crate::objects::checksum::stored(&[sum]));
         }
-        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(sse.as_ref(), self.region());
         Ok(S3Response::new(UploadPartCopyOutput {
             copy_part_result: Some(result),
             sse_customer_algorithm: sse_fields.sse_customer_algorithm,
@@ -747,7 +747,7 @@ impl Api {
         let mut etags = Md5::new();
         let mut size = 0u64;
         let sealed = is_encrypted(&headers);
-        let sse_fields = SseFields::of_stored(&headers, &self.region);
+        let sse_fields = SseFields::of_stored(&headers, self.region());
         for ((n, _, p), v) in chosen.iter().zip(versions.iter()) {
             let v = v
                 .as_ref()

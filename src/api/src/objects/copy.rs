@@ -82,7 +82,7 @@ impl Api {
             src_sse.as_ref(),
         )
         .await?;
-        let sse_fields = SseFields::of(dst_sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(dst_sse.as_ref(), self.region());
         let context = dst_sse.as_ref().and_then(|k| k.context().map(String::from));
         let replace = i
             .metadata_directive

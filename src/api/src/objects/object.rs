@@ -392,7 +392,7 @@ impl Api {
         crate::access::auth_scope::check_form(
             req.credentials.is_some(),
             req.region.as_ref().map(|r| r.as_str()),
-            &self.region,
+            &self.regions,
         )?;
         let who = self.requester(&req).await?;
         let mut i = req.input;
@@ -473,7 +473,7 @@ impl Api {
             ssekms_encryption_context: sse.as_ref().and_then(|k| k.context().map(String::from)),
             ..Default::default()
         };
-        crate::set_sse!(out, SseFields::of(sse.as_ref(), &self.region));
+        crate::set_sse!(out, SseFields::of(sse.as_ref(), self.region()));
         crate::set_checksums!(
             out,
             crate::objects::checksum::stored(w.checksum.as_slice()),
@@ -495,7 +495,7 @@ impl Api {
         let body_range = range.clone().unwrap_or(0..size);
         let body = self.content(&cur, body_range.clone(), sse.clone())?;
         let stored = Stored(&cur.meta.headers);
-        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(sse.as_ref(), self.region());
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut out = GetObjectOutput {
@@ -574,7 +574,7 @@ impl Api {
             content_range = Some(format!("bytes {}-{}/{size}", r.start, r.end.max(1) - 1));
         }
         let stored = Stored(&cur.meta.headers);
-        let sse_fields = SseFields::of(sse.as_ref(), &self.region);
+        let sse_fields = SseFields::of(sse.as_ref(), self.region());
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&cur.lock);
         let mut resp = S3Response::new(HeadObjectOutput {

@@ -375,10 +375,16 @@ impl CorsService {
             .map(String::from)
             .zip(self.bucket_of.bucket(req.uri(), req.headers()));
         let cross_origin = self.cross_origin(&req);
+        let global = crate::access::auth_scope::is_global(
+            req.method(),
+            self.bucket_of.path(req.uri(), req.headers()).as_ref(),
+            req.uri(),
+        );
         let fut = match crate::access::auth_scope::check_request(
             req.headers(),
             req.uri(),
-            &self.api.region,
+            &self.api.regions,
+            global,
         ) {
             Ok(()) if expected_owner.is_some() => {
                 let (expected, bucket) = expected_owner.expect("checked");
@@ -400,11 +406,7 @@ impl CorsService {
             Ok(()) => self.forward(req),
             Err(refusal) => {
                 debug!("request refused before its signature check: {refusal}");
-                let resp = refusal
-                    .into_s3_error()
-                    .to_http_response()
-                    .map_err(|e| HttpError::new(Box::new(e)));
-                Box::pin(std::future::ready(resp))
+                Box::pin(std::future::ready(refusal.into_http_response()))
             }
         };
         let fut = match cross_origin {

@@ -3,15 +3,17 @@
 //! multipart-sized file), s3cmd (multipart put, get, list, delete), the
 //! AWS SDKs for JavaScript v3, Go v2 and Java v2 with their default
 //! integrity checksums (`tests/clients/js`, `tests/clients/go`,
-//! `tests/clients/java`), and a PostgreSQL WAL archiver (barman-cloud)
-//! pushing and restoring the segments of a real PostgreSQL server. restic
+//! `tests/clients/java`), a PostgreSQL WAL archiver (barman-cloud)
+//! pushing and restoring the segments of a real PostgreSQL server, and
+//! MinIO's `mc` with aws-cli, both left on their default region (one node
+//! and three zones; `common::mc`, doc/s3.md "Regions"). restic
 //! (init, backup, check --read-data, restore) is exercised by
 //! `s3_object_lock.rs`, aws-cli and boto3 by `s3.rs`, the Rust SDK by
 //! `sdk.rs`.
 //!
 //! Needs Debian's `rclone` and `s3cmd`, Node.js with the packages of
-//! `tests/clients/js` installed (`npm ci` there), Go (the Go client is
-//! built by the test from its module), a JDK with Maven (the Java client
+//! `tests/clients/js` installed (`npm ci` there), Go (the Go client and
+//! `mc` are built by the tests from their modules), a JDK with Maven (the Java client
 //! is compiled by the test), PostgreSQL's server and barman-cloud.
 //! `.ci/run` installs them all and fetches the modules and artifacts
 //! beforehand.
@@ -24,7 +26,8 @@ use std::process::{Command, Output};
 use rand::RngCore;
 
 use common::cluster::Cluster;
-use common::s3::{endpoint, make_key};
+use common::mc::Mc;
+use common::s3::{aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
 
 const MIB: usize = 1 << 20;
@@ -437,4 +440,176 @@ fn barman_cloud_archives_and_restores_wal_segments() {
         !missing.status.success(),
         "a segment never archived is not found"
     );
+}
+
+/// The `mc` session of a MinIO user, with no region anywhere: alias, mb,
+/// cp, cat, ls, tags, versioning enabled and suspended, ls and rm of
+/// versions, mirror and diff, object lock (retention, legal hold),
+/// lifecycle rules, a presigned link; `mc admin` is told it is not
+/// served. Then aws-cli on `us-east-1`: mb, ls, cp both ways.
+fn mc_and_aws_cli_on_their_default_region(c: &Cluster, key: &(String, String), at: usize) {
+    let ep = endpoint(c, at);
+    let mc = Mc::new(&ep, key);
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("f.bin");
+    let data = random_bytes(6 * MIB + 5);
+    std::fs::write(&file, &data).unwrap();
+    let f = file.to_str().unwrap();
+
+    mc.ok(&["mb", "g/mcb"]);
+    let buckets = mc.json(&["ls", "g"]);
+    assert!(buckets.iter().any(|b| b["key"] == "mcb/"), "{buckets:?}");
+    mc.ok(&["cp", f, "g/mcb/f.bin"]);
+    let o = mc.run(&["cat", "g/mcb/f.bin"]);
+    assert!(
+        o.status.success() && o.stdout == data,
+        "mc cat: {}",
+        stderr(&o)
+    );
+    let listed = mc.json(&["ls", "g/mcb"]);
+    assert!(
+        listed
+            .iter()
+            .any(|e| e["key"] == "f.bin" && e["size"] == data.len()),
+        "{listed:?}"
+    );
+
+    // Tags.
+    mc.ok(&["tag", "set", "g/mcb/f.bin", "team=a&kind=raw"]);
+    let tags = mc.json(&["tag", "list", "g/mcb/f.bin"]);
+    assert_eq!(tags[0]["tagset"]["team"], "a", "{tags:?}");
+    assert_eq!(tags[0]["tagset"]["kind"], "raw", "{tags:?}");
+
+    // Versioning: two versions listed, then both removed.
+    mc.ok(&["version", "enable", "g/mcb"]);
+    let info = mc.json(&["version", "info", "g/mcb"]);
+    assert_eq!(info[0]["versioning"]["status"], "Enabled", "{info:?}");
+    std::fs::write(&file, b"second").unwrap();
+    mc.ok(&["cp", f, "g/mcb/f.bin"]);
+    let versions = mc.json(&["ls", "--versions", "g/mcb/f.bin"]);
+    let sizes: Vec<&serde_json::Value> = versions.iter().map(|v| &v["size"]).collect();
+    assert_eq!(sizes, [6, data.len()], "newest first: {versions:?}");
+    assert_eq!(
+        versions[1]["versionId"], "null",
+        "the version written before versioning: {versions:?}"
+    );
+    mc.ok(&["version", "suspend", "g/mcb"]);
+    let info = mc.json(&["version", "info", "g/mcb"]);
+    assert_eq!(info[0]["versioning"]["status"], "Suspended", "{info:?}");
+    mc.ok(&["rm", "--versions", "--force", "g/mcb/f.bin"]);
+    let left = mc.json(&["ls", "--versions", "g/mcb"]);
+    assert!(
+        left.iter().all(|v| v["key"] != "f.bin"),
+        "versions left: {left:?}"
+    );
+
+    // Mirror and diff.
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("a.txt"), b"alpha").unwrap();
+    std::fs::write(tree.join("sub/b.txt"), b"beta").unwrap();
+    let t = tree.to_str().unwrap();
+    mc.ok(&["mirror", t, "g/mcb/tree"]);
+    let same = mc.ok(&["diff", t, "g/mcb/tree"]);
+    assert!(same.trim().is_empty(), "mc diff of a mirrored tree: {same}");
+    std::fs::write(tree.join("c.txt"), b"new").unwrap();
+    let differs = mc.ok(&["diff", t, "g/mcb/tree"]);
+    assert!(
+        differs.contains("c.txt"),
+        "mc diff misses a new file: {differs}"
+    );
+    mc.ok(&["mirror", t, "g/mcb/tree"]);
+    assert!(mc.ok(&["diff", t, "g/mcb/tree"]).trim().is_empty());
+
+    // Object lock: default retention, an object's retention, legal hold.
+    mc.ok(&["mb", "--with-lock", "g/mclock"]);
+    mc.ok(&[
+        "retention",
+        "set",
+        "--default",
+        "GOVERNANCE",
+        "1d",
+        "g/mclock",
+    ]);
+    let d = mc.json(&["retention", "info", "--default", "g/mclock"]);
+    assert_eq!(d[0]["mode"], "GOVERNANCE", "{d:?}");
+    mc.ok(&["cp", f, "g/mclock/o"]);
+    mc.ok(&["retention", "set", "COMPLIANCE", "2d", "g/mclock/o"]);
+    let r = mc.json(&["retention", "info", "g/mclock/o"]);
+    assert_eq!(r[0]["mode"], "COMPLIANCE", "{r:?}");
+    mc.ok(&["legalhold", "set", "g/mclock/o"]);
+    let h = mc.json(&["legalhold", "info", "g/mclock/o"]);
+    assert_eq!(h[0]["legalhold"], "ON", "{h:?}");
+    let o = mc.run(&["rm", "--versions", "--force", "g/mclock/o"]);
+    assert!(
+        !o.status.success() || !stderr(&o).is_empty(),
+        "a locked version was removed: {}",
+        stdout(&o)
+    );
+    assert!(mc.ok(&["cat", "g/mclock/o"]).as_bytes() == b"second");
+
+    // Lifecycle.
+    mc.ok(&[
+        "ilm",
+        "rule",
+        "add",
+        "--expire-days",
+        "30",
+        "--prefix",
+        "logs/",
+        "g/mcb",
+    ]);
+    let rules = mc.json(&["ilm", "rule", "ls", "g/mcb"]);
+    let text = serde_json::to_string(&rules).unwrap();
+    assert!(
+        text.contains("\"Days\":30") && text.contains("logs/"),
+        "{text}"
+    );
+
+    // A presigned link, fetched by another client.
+    let share = mc.json(&["share", "download", "--expire", "1h", "g/mcb/tree/a.txt"]);
+    let url = share[0]["share"].as_str().expect("a share URL").to_string();
+    let got = ok(
+        "curl of mc's shared link",
+        Command::new("curl").args(["-sf", &url]),
+    );
+    assert_eq!(got, "alpha");
+
+    // MinIO's admin API is not served, and says so.
+    let o = mc.run(&["admin", "info", "g"]);
+    assert!(!o.status.success());
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(said.contains("is not served"), "mc admin info: {said}");
+
+    // aws-cli on us-east-1: the global operations are accepted, the
+    // others redirected to the region the refusal names.
+    let east = |args: &[&str]| {
+        let mut a = vec!["--region", "us-east-1"];
+        a.extend_from_slice(args);
+        aws_ok(key, &ep, tmp.path(), &a)
+    };
+    east(&["s3", "mb", "s3://aws-east"]);
+    assert!(east(&["s3", "ls"]).contains("aws-east"));
+    east(&["s3", "cp", "f.bin", "s3://aws-east/f.bin"]);
+    east(&["s3", "cp", "s3://aws-east/f.bin", "back.bin"]);
+    assert_eq!(
+        std::fs::read(tmp.path().join("back.bin")).unwrap(),
+        b"second"
+    );
+    let loc = east(&["s3api", "get-bucket-location", "--bucket", "aws-east"]);
+    assert!(loc.contains("garage"), "{loc}");
+}
+
+#[test]
+fn mc_and_aws_cli_on_their_default_region_on_one_node() {
+    let (c, key) = node();
+    mc_and_aws_cli_on_their_default_region(&c, &key, 0);
+}
+
+#[test]
+fn mc_and_aws_cli_on_their_default_region_on_three_zones() {
+    let c = Cluster::three_zones();
+    let key = make_key(&c, "clients");
+    // Through another node than the one the key was made on.
+    mc_and_aws_cli_on_their_default_region(&c, &key, 2);
 }

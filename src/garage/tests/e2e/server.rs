@@ -144,6 +144,36 @@ fn default_single_node_runs_stops_and_restarts() {
         String::from_utf8_lossy(&mb.stderr)
     );
 
+    // The session of a MinIO user, no region anywhere (`mc` signs for
+    // us-east-1 and learns the bucket's region), and aws-cli on
+    // us-east-1: both work unchanged (doc/s3.md "Regions"; the whole
+    // session is in clients.rs).
+    let key = (key_id.clone(), key_secret.clone());
+    let mc = common::mc::Mc::new("http://127.0.0.1:3900", &key);
+    mc.ok(&["mb", "g/mcb"]);
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("a.txt"), b"alpha").unwrap();
+    std::fs::write(tree.join("sub/b.txt"), b"beta").unwrap();
+    let a = tree.join("a.txt");
+    mc.ok(&["cp", a.to_str().unwrap(), "g/mcb/a.txt"]);
+    assert!(mc.ok(&["ls", "g/mcb"]).contains("a.txt"));
+    mc.ok(&["tag", "set", "g/mcb/a.txt", "k=v"]);
+    mc.ok(&["mirror", tree.to_str().unwrap(), "g/mcb/tree"]);
+    assert_eq!(mc.ok(&["cat", "g/mcb/tree/sub/b.txt"]), "beta");
+    let east = |args: &[&str]| {
+        common::s3::aws_ok(
+            &key,
+            "http://127.0.0.1:3900",
+            dir.path(),
+            &[&["--region", "us-east-1"], args].concat(),
+        )
+    };
+    east(&["s3", "mb", "s3://east"]);
+    assert!(east(&["s3", "ls"]).contains("east"));
+    east(&["s3", "cp", "tree/a.txt", "s3://east/a.txt"]);
+    assert_eq!(east(&["s3", "cp", "s3://east/a.txt", "-"]), "alpha");
+
     p.signal("TERM");
     assert!(p.wait_exit().success());
     p.wait_log("garage stopped");

@@ -1,7 +1,9 @@
 """Which signatures authenticate a request: requests signed by botocore's
 own signers (SigV2 in a header, in a query string and in a POST form;
 SigV4 for the right and a wrong region, in a header, a query string and a
-POST form), sent with urllib3 (a dependency of botocore).
+POST form), sent with urllib3 (a dependency of botocore); us-east-1 for
+the global operations; boto3 left on another region follows the region
+the refusal names.
 
 Usage: auth.py KEY_ID SECRET ENDPOINT REGION
 """
@@ -88,21 +90,60 @@ r = http.request("GET", f"{endpoint}/{BUCKET}/k",
                           "Date": "Tue, 25 Nov 2026 00:00:00 GMT"})
 refused(r, 400, "InvalidRequest", ["AWS4-HMAC-SHA256"], "SigV2 header, bad signature, refused")
 
-# SigV4 signed for another region.
+# SigV4 signed for another region: refused, naming the region to use in
+# the document (<Region>) and in x-amz-bucket-region.
+def names_region(r, what):
+    root = ET.fromstring(r.data)
+    check(root.findtext("Region") == region and r.headers.get("x-amz-bucket-region") == region,
+          f"{what}: the answer names region {region} ({r.headers.get('x-amz-bucket-region')}, "
+          f"{r.data[:300]!r})")
+
+
 for other in ["us-east-1", "eu-west-3"]:
-    refused(send(S3SigV4Auth(creds, "s3", other), f"/{BUCKET}/k"), 400,
-            "AuthorizationHeaderMalformed", [f"'{other}'", f"'{region}'"],
+    r = send(S3SigV4Auth(creds, "s3", other), f"/{BUCKET}/k")
+    refused(r, 400, "AuthorizationHeaderMalformed", [f"'{other}'", f"'{region}'"],
             f"SigV4 header for region {other}")
-    refused(send(S3SigV4QueryAuth(creds, "s3", other, expires=300), f"/{BUCKET}/k"), 400,
-            "AuthorizationQueryParametersError", [f"'{other}'", f"'{region}'"],
+    names_region(r, f"SigV4 header for region {other}")
+    r = send(S3SigV4QueryAuth(creds, "s3", other, expires=300), f"/{BUCKET}/k")
+    refused(r, 400, "AuthorizationQueryParametersError", [f"'{other}'", f"'{region}'"],
             f"SigV4 presigned URL for region {other}")
-    # Through boto3 itself: the client sees the error code.
-    try:
-        client(other).get_object(Bucket=BUCKET, Key="k")
-        check(False, f"boto3 with region {other} refused")
-    except s3.exceptions.ClientError as e:
-        check(e.response["Error"]["Code"] == "AuthorizationHeaderMalformed",
-              f"boto3 with region {other}: {e.response['Error']}")
+    names_region(r, f"SigV4 presigned URL for region {other}")
+    # boto3 follows the region named and gets the object.
+    got = client(other).get_object(Bucket=BUCKET, Key="k")["Body"].read()
+    check(got == b"secret data", f"boto3 left on region {other} redirects and reads")
+
+# us-east-1, AWS's global region, signs ListBuckets, GetBucketLocation and
+# CreateBucket; another region does not, nor does us-east-1 sign the rest.
+us = S3SigV4Auth(creds, "s3", "us-east-1")
+r = send(us, "/")
+check(r.status == 200 and BUCKET.encode() in r.data, f"ListBuckets signed for us-east-1: {r.status}")
+r = send(us, f"/{BUCKET}?location")
+check(r.status == 200 and ET.fromstring(r.data).text == region,
+      f"GetBucketLocation signed for us-east-1 answers {region}: {r.status} {r.data!r}")
+r = send(S3SigV4QueryAuth(creds, "s3", "us-east-1", expires=300), "/")
+check(r.status == 200, f"a presigned ListBuckets for us-east-1: {r.status}")
+r = send(us, "/auth-global-bucket", method="PUT")
+check(r.status == 200, f"CreateBucket signed for us-east-1: {r.status} {r.data!r}")
+for path, method in [("/", "GET"), (f"/{BUCKET}?location", "GET"), ("/auth-other-bucket", "PUT")]:
+    refused(send(S3SigV4Auth(creds, "s3", "eu-west-3"), path, method=method), 400,
+            "AuthorizationHeaderMalformed", ["'eu-west-3'"],
+            f"{method} {path} signed for eu-west-3 refused")
+for path, method in [(f"/{BUCKET}?versioning", "GET"), (f"/{BUCKET}?versioning", "PUT"),
+                     (f"/{BUCKET}", "DELETE"), (f"/{BUCKET}", "HEAD")]:
+    r = send(us, path, method=method)
+    check(r.status == 400 and r.headers.get("x-amz-bucket-region") == region,
+          f"{method} {path} signed for us-east-1 refused: {r.status}")
+
+# boto3 and its defaults: us-east-1, no location constraint.
+east = client("us-east-1")
+east.create_bucket(Bucket="auth-east")
+check("auth-east" in [b["Name"] for b in east.list_buckets()["Buckets"]],
+      "boto3 on us-east-1 lists the bucket it made")
+east.put_object(Bucket="auth-east", Key="e", Body=b"east")
+check(east.get_object(Bucket="auth-east", Key="e")["Body"].read() == b"east",
+      "boto3 on us-east-1 puts and gets")
+check(s3.get_bucket_location(Bucket="auth-east")["LocationConstraint"] == region,
+      f"the bucket made through us-east-1 is in {region}")
 
 # POST forms: SigV2 (signature = HMAC-SHA1 of the policy), and SigV4 for
 # another region (boto3's generate_presigned_post).

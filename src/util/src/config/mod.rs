@@ -244,6 +244,12 @@ pub struct S3ApiConfig {
     #[serde(default)]
     pub api_bind_addr: Option<String>,
     pub s3_region: String,
+    /// Regions requests may also be signed for, besides `s3_region` (and
+    /// `us-east-1` for ListBuckets, GetBucketLocation and CreateBucket,
+    /// always accepted): for clients that cannot be told a region. See
+    /// doc/s3.md "Regions".
+    #[serde(default)]
+    pub also_accept_regions: Vec<String>,
     #[serde(default)]
     pub root_domain: Option<String>,
     /// New buckets get SSE-S3 as their default encryption (as AWS's
@@ -489,6 +495,14 @@ impl Config {
                 "rpc_secret_file",
                 "only one of rpc_secret and rpc_secret_file can be set",
             ));
+        }
+        for r in &self.s3_api.also_accept_regions {
+            if r.is_empty() || r.contains(|c: char| c == '/' || c.is_whitespace()) {
+                return Err(self.invalid(
+                    "s3_api.also_accept_regions",
+                    format!("{r:?} is not a region name (a word such as \"us-east-1\", without '/' or spaces)"),
+                ));
+            }
         }
         Ok(())
     }

@@ -380,3 +380,24 @@ fn sse_master_key_sources() {
     c.resolve_secrets(&SecretOverrides::default()).unwrap();
     assert_eq!(c.sse_master_key, None);
 }
+
+#[test]
+fn also_accepted_regions_are_region_names() {
+    assert!(parse(MINIMAL)
+        .unwrap()
+        .s3_api
+        .also_accept_regions
+        .is_empty());
+    let c = parse(&format!(
+        "{MINIMAL}also_accept_regions = [\"us-east-1\", \"eu-west-1\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(c.s3_api.also_accept_regions, ["us-east-1", "eu-west-1"]);
+    for bad in ["\"\"", "\"us east\"", "\"a/b\""] {
+        let e = err(&format!("{MINIMAL}also_accept_regions = [{bad}]\n"));
+        assert!(
+            e.contains("s3_api.also_accept_regions") && e.contains("/etc/test-garage.toml"),
+            "{e}"
+        );
+    }
+}

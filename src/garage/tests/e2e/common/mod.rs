@@ -7,6 +7,7 @@ pub mod browser;
 pub mod cluster;
 pub mod gateway;
 pub mod http;
+pub mod mc;
 pub mod proxy;
 pub mod s3;
 
