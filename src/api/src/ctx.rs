@@ -19,7 +19,6 @@ use garage_table::{CasRegisters, EmptyKey, Table};
 use garage_util::data::Uuid;
 use s3s::auth::Credentials;
 
-use crate::access::auth_scope::Regions;
 use crate::error::{ApiError, ApiResult};
 
 /// The tables and services the S3 API works on.
@@ -44,6 +43,36 @@ pub struct Api {
     /// Versions with blocks written replicated for an erasure-coded
     /// class, for the catch-up worker (`lifecycle::catch_up`).
     pub ec_catch_up: EcCatchUp,
+}
+
+/// The region AWS's global endpoint signs for, and SDKs default to.
+pub const US_EAST_1: &str = "us-east-1";
+
+/// The regions a SigV4 credential scope may name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Regions {
+    /// `s3_region`: the one errors tell clients to use.
+    pub region: String,
+    /// `s3_api.also_accept_regions`: accepted for every request too.
+    pub also: Vec<String>,
+}
+
+impl Regions {
+    pub fn new(region: &str, also: &[String]) -> Self {
+        Self {
+            region: region.to_string(),
+            also: also.to_vec(),
+        }
+    }
+
+    /// Whether a request signed for `given` is accepted; `global`: the
+    /// request is one AWS serves on its global endpoint (see
+    /// `access::auth_scope::is_global`), which `us-east-1` may sign.
+    pub(crate) fn accepts(&self, given: &str, global: bool) -> bool {
+        given == self.region
+            || self.also.iter().any(|r| r == given)
+            || (global && given == US_EAST_1)
+    }
 }
 
 /// The permission an operation needs on its bucket.

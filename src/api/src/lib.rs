@@ -33,6 +33,5 @@ pub mod website;
 #[cfg(test)]
 mod fuzz_tests;
 
-pub use access::auth_scope::Regions;
-pub use ctx::Api;
+pub use ctx::{Api, Regions};
 pub use server::S3Server;

@@ -29,35 +29,7 @@ use quick_xml::events::{BytesDecl, BytesText, Event};
 use s3s::path::S3Path;
 use s3s::{S3Error, S3ErrorCode};
 
-/// The region AWS's global endpoint signs for, and SDKs default to.
-pub const US_EAST_1: &str = "us-east-1";
-
-/// The regions a SigV4 credential scope may name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Regions {
-    /// `s3_region`: the one errors tell clients to use.
-    pub region: String,
-    /// `s3_api.also_accept_regions`: accepted for every request too.
-    pub also: Vec<String>,
-}
-
-impl Regions {
-    pub fn new(region: &str, also: &[String]) -> Self {
-        Self {
-            region: region.to_string(),
-            also: also.to_vec(),
-        }
-    }
-
-    /// Whether a request signed for `given` is accepted; `global`: the
-    /// request is one AWS serves on its global endpoint (see
-    /// [`is_global`]), which `us-east-1` may sign.
-    fn accepts(&self, given: &str, global: bool) -> bool {
-        given == self.region
-            || self.also.iter().any(|r| r == given)
-            || (global && given == US_EAST_1)
-    }
-}
+pub use crate::ctx::{Regions, US_EAST_1};
 
 /// Whether the request is one AWS serves on its global endpoint whatever
 /// the signing region: ListBuckets (GET on the service), GetBucketLocation

@@ -1036,12 +1036,22 @@ impl Nemesis {
     fn run(&mut self, f: Fault, sh: &Shared, hold: Duration) {
         match f {
             Fault::BitFlip => {
-                let Some(i) = self.victim() else { return };
-                let files = self.block_files(i);
-                if files.len() < 2 {
-                    sh.fault(format!("bit flip on node {i}: no block files yet"));
-                    return;
-                }
+                // A node with two block files at least (early in a run, or
+                // on a node just added, there may be none yet: waited for,
+                // up to 30 s).
+                let deadline = Instant::now() + Duration::from_secs(30);
+                let (i, files) = loop {
+                    let Some(i) = self.victim() else { return };
+                    let files = self.block_files(i);
+                    if files.len() >= 2 {
+                        break (i, files);
+                    }
+                    if Instant::now() >= deadline {
+                        sh.fault(format!("bit flip on node {i}: no block files yet"));
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                };
                 let a = &files[self.rng.random_range(0..files.len())];
                 let mut bytes = std::fs::read(a).unwrap_or_default();
                 if !bytes.is_empty() {
