@@ -3,7 +3,10 @@
 //! an unreferenced one is deleted once its delay has passed, after making
 //! sure no other node that should hold it still lacks it. Failures are
 //! retried with a doubling backoff, recorded in the database so that they
-//! survive restarts and can be listed.
+//! survive restarts and can be listed; and all retried as soon as a peer
+//! comes back (most failures are a holder that was away: a node back from
+//! a restart should not wait for each block's backoff, while another
+//! failure may be on its way).
 
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -27,6 +30,16 @@ const MIN_BACKOFF: Duration = Duration::from_secs(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// How long the worker sleeps when nothing is due.
 const IDLE: Duration = Duration::from_secs(1);
+/// After a peer comes back, the wait before blocks in error are retried
+/// (a burst of reconnections causes one retry; the peer's own startup
+/// settles).
+const PEER_UP_DEBOUNCE: Duration = Duration::from_secs(2);
+/// At most one such retry of every block in error per this interval (a
+/// flapping peer does not make the queue churn).
+const PEER_UP_MIN_INTERVAL: Duration = Duration::from_secs(10);
+/// At most this many blocks in error are queued again per retry (those
+/// past it keep their backoff).
+const PEER_UP_MAX_BLOCKS: usize = 100_000;
 
 /// A block whose resync failed: how many times, and when it is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -126,6 +139,64 @@ impl BlockManager {
             }
         }
         Ok(out)
+    }
+
+    /// Queues up to `max` blocks in error for a resync now (their
+    /// failure count, and so their next backoff, is kept); returns how
+    /// many. Blocking: database reads and writes.
+    pub fn retry_errors_now(&self, max: usize) -> Result<usize> {
+        let now = now_msec();
+        let mut hashes = Vec::new();
+        for item in self.rc.resync_errors.iter().take(max) {
+            let (k, _) = item.map_err(to_err)?;
+            if let Some(h) = Hash::try_from_slice(&k) {
+                hashes.push(h);
+            }
+        }
+        for h in &hashes {
+            self.rc
+                .resync_queue
+                .insert(queue_key(now, h), [])
+                .map_err(to_err)?;
+        }
+        Ok(hashes.len())
+    }
+
+    /// Retries every block in error when a peer comes back (see the
+    /// module's comment), until `must_exit`.
+    pub(crate) async fn retry_errors_when_peers_return(
+        self: Arc<Self>,
+        mut must_exit: watch::Receiver<bool>,
+    ) {
+        let mut peers_up = self.system.subscribe_peers_up();
+        let mut last: Option<Instant> = None;
+        while !*must_exit.borrow() {
+            tokio::select! {
+                r = peers_up.changed() => if r.is_err() { return },
+                _ = must_exit.changed() => continue,
+            }
+            let wait = PEER_UP_DEBOUNCE.max(last.map_or(Duration::ZERO, |l| {
+                PEER_UP_MIN_INTERVAL.saturating_sub(l.elapsed())
+            }));
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => (),
+                _ = must_exit.changed() => continue,
+            }
+            peers_up.borrow_and_update();
+            last = Some(Instant::now());
+            let m = self.clone();
+            match tokio::task::spawn_blocking(move || m.retry_errors_now(PEER_UP_MAX_BLOCKS)).await
+            {
+                Ok(Ok(0)) => (),
+                Ok(Ok(n)) => info!("a peer is back: {n} blocks in resync error queued again"),
+                Ok(Err(e)) => warn!(
+                    "a peer is back, but the blocks in resync error could not be queued again: {e}"
+                ),
+                Err(e) => warn!(
+                    "a peer is back, but the blocks in resync error could not be queued again: {e}"
+                ),
+            }
+        }
     }
 
     /// Registers resync worker `index` (from 0) with the node's worker

@@ -14,7 +14,8 @@ impl BlockManager {
     /// Registers the variables `resync-tranquility`, `resync-worker-count`
     /// and `scrub-tranquility`, then starts the resync workers, the scrub
     /// worker, the shard placement worker and the rebalance check,
-    /// registered in that order.
+    /// registered in that order, and the retry of blocks in error when a
+    /// peer comes back.
     pub fn spawn_workers(
         self: &Arc<Self>,
         must_exit: &watch::Receiver<bool>,
@@ -35,6 +36,10 @@ impl BlockManager {
                     .shard_placement_loop(placement, must_exit.clone()),
             ),
             tokio::spawn(self.clone().rebalance_if_dirs_changed(must_exit.clone())),
+            tokio::spawn(
+                self.clone()
+                    .retry_errors_when_peers_return(must_exit.clone()),
+            ),
         ]
     }
 

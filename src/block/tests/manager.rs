@@ -591,3 +591,39 @@ async fn setting_aside_a_copy_that_is_good_again_leaves_it() {
     assert!(m.set_aside_corrupted(h).await.unwrap().is_none());
     assert!(stored_copy_is_good(m, &h), "the good copy was moved aside");
 }
+
+/// A block stored nowhere fails its resync and waits for its backoff;
+/// once a holder has it again (a peer back), `retry_errors_now` queues it
+/// for now, and the next step fetches it, keeping nothing in error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_in_error_are_queued_again_at_once_by_retry_errors_now() {
+    let nodes = cluster(3, 3).await;
+    let ms = managers(&nodes, false, None);
+    let (managers, dbs) = (&ms.m, &ms.dbs);
+    let data = Bytes::from(vec![7u8; 200_000]);
+    let h = blake2sum(&data);
+    let m = &managers[2];
+    dbs[2]
+        .transaction(|t| -> garage_db::TxResult<(), ()> { Ok(m.rc.incref(t, &h, 0)?) })
+        .unwrap();
+    assert!(m.resync_next().await.unwrap());
+    let errors = m.resync_errors().unwrap();
+    assert_eq!(errors.len(), 1, "stored nowhere: in error");
+    assert!(errors[0].1.next_try > garage_util::time::now_msec() + 5_000);
+    assert!(
+        !m.resync_next().await.unwrap(),
+        "nothing due before the backoff"
+    );
+
+    // Node 0 holds it again (as a peer back from a restart would).
+    managers[0]
+        .store
+        .write(&h, &garage_block::block::DataBlock::from_plain(data, None))
+        .unwrap();
+    assert!(m.store.find(&h).is_none());
+    assert_eq!(m.retry_errors_now(100).unwrap(), 1);
+    assert!(m.resync_next().await.unwrap(), "due now");
+    assert!(m.store.find(&h).is_some(), "fetched");
+    assert!(m.resync_errors().unwrap().is_empty());
+    assert_eq!(m.retry_errors_now(100).unwrap(), 0);
+}

@@ -57,11 +57,7 @@ pub async fn block_refs(g: &Garage, h: &Hash) -> Result<Vec<BlockRef>> {
 /// returns how many.
 pub fn retry_now(m: &BlockManager, all: bool, blocks: &[String]) -> Result<usize> {
     let hashes: Vec<Hash> = if all {
-        m.resync_errors()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|(h, _)| h)
-            .collect()
+        return m.retry_errors_now(usize::MAX).map_err(|e| e.to_string());
     } else if blocks.is_empty() {
         return Err("give block hashes, or --all".into());
     } else {

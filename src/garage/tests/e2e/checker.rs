@@ -1032,10 +1032,37 @@ impl Nemesis {
         self.c.block_files(i)
     }
 
+    /// Whether every running node of the layout has no block in resync
+    /// error and none due: what one lost disk or block file may be
+    /// repaired from. A destructive fault (a wipe, a deleted block file)
+    /// waits for it up to `wait` (then strikes anyway, and says so):
+    /// striking while another loss is still being repaired is two losses
+    /// at once, which neither 3 copies nor a 2+1 code promise to survive.
+    fn wait_blocks_settled(&self, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        loop {
+            let settled = self
+                .zones
+                .keys()
+                .filter(|i| self.c.nodes[**i].proc.is_some() && !self.held.contains(i))
+                .all(|i| {
+                    self.c.try_garage_json(*i, &["stats"]).is_some_and(|all| {
+                        let s = &all["success"][self.c.nodes[*i].id()];
+                        s["resyncDue"] == 0 && s["resyncErrors"] == 0
+                    })
+                });
+            if settled || Instant::now() >= deadline {
+                return settled;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     /// Runs one fault to its end (faults that last hold for `hold`).
     fn run(&mut self, f: Fault, sh: &Shared, hold: Duration) {
         match f {
             Fault::BitFlip => {
+                let settled = self.wait_blocks_settled(Duration::from_secs(30));
                 // A node with two block files at least (early in a run, or
                 // on a node just added, there may be none yet: waited for,
                 // up to 30 s).
@@ -1063,8 +1090,13 @@ impl Nemesis {
                 if b != a && std::fs::remove_file(b).is_ok() {
                     self.deleted_blocks.push((i, b.clone()));
                 }
+                let unsettled = if settled {
+                    ""
+                } else {
+                    " (blocks still in resync error after 30 s)"
+                };
                 sh.fault(format!(
-                    "node {i}: flipped a bit of {} and deleted {}",
+                    "node {i}: flipped a bit of {} and deleted {}{unsettled}",
                     a.display(),
                     b.display()
                 ));
@@ -1115,12 +1147,18 @@ impl Nemesis {
                     ));
                     return;
                 }
+                let settled = self.wait_blocks_settled(Duration::from_secs(30));
                 let old = self.id(i);
                 self.held.insert(i);
                 sh.up.lock().unwrap()[i] = false;
                 self.c.wipe(i);
+                let unsettled = if settled {
+                    ""
+                } else {
+                    " (blocks still in resync error after 30 s)"
+                };
                 sh.fault(format!(
-                    "node {i} ({old}) wiped: metadata, data and node key"
+                    "node {i} ({old}) wiped: metadata, data and node key{unsettled}"
                 ));
                 self.c.start(i);
                 sh.up.lock().unwrap()[i] = true;
@@ -2031,5 +2069,13 @@ fn run(seed: u64) {
         gets > 20,
         "too few successful reads ({gets}) to check anything"
     );
-    assert!(anomalies.is_empty(), "{} anomalies", anomalies.len());
+    // The panic message is what a CI log surely shows: it names the seed
+    // and the faults, so that a failure seen there can be replayed.
+    assert!(
+        anomalies.is_empty(),
+        "{} anomalies with seed {seed} (replay: CHECKER_SEED={seed} cargo test -p garage --test e2e checker::checker_random_seed -- --nocapture); faults:\n{}first: {}",
+        anomalies.len(),
+        h.faults.iter().map(|f| format!("  {f}\n")).collect::<String>(),
+        anomalies[0].chars().take(600).collect::<String>()
+    );
 }
