@@ -1032,12 +1032,15 @@ impl Nemesis {
         self.c.block_files(i)
     }
 
-    /// Whether every running node of the layout has no block in resync
-    /// error and none due: what one lost disk or block file may be
-    /// repaired from. A destructive fault (a wipe, a deleted block file)
-    /// waits for it up to `wait` (then strikes anyway, and says so):
-    /// striking while another loss is still being repaired is two losses
-    /// at once, which neither 3 copies nor a 2+1 code promise to survive.
+    /// Whether every running node of the layout has no block resync due:
+    /// the repairs of earlier losses have been tried. A destructive fault
+    /// (a wipe, a deleted block file) waits for it up to `wait` (then
+    /// strikes anyway, and says so): striking while another loss is
+    /// still being repaired is two losses at once, which neither 3 copies
+    /// nor a 2+1 code promise to survive. Blocks in error waiting for
+    /// their backoff do not count: most are references that the repairs
+    /// at the end remove (uploads cut off mid-way), and those whose holder
+    /// was away are due again as soon as it is back.
     fn wait_blocks_settled(&self, wait: Duration) -> bool {
         let deadline = Instant::now() + wait;
         loop {
@@ -1048,7 +1051,7 @@ impl Nemesis {
                 .all(|i| {
                     self.c.try_garage_json(*i, &["stats"]).is_some_and(|all| {
                         let s = &all["success"][self.c.nodes[*i].id()];
-                        s["resyncDue"] == 0 && s["resyncErrors"] == 0
+                        s["resyncDue"] == 0
                     })
                 });
             if settled || Instant::now() >= deadline {
@@ -1093,7 +1096,7 @@ impl Nemesis {
                 let unsettled = if settled {
                     ""
                 } else {
-                    " (blocks still in resync error after 30 s)"
+                    " (block repairs still due after 30 s)"
                 };
                 sh.fault(format!(
                     "node {i}: flipped a bit of {} and deleted {}{unsettled}",
@@ -1155,7 +1158,7 @@ impl Nemesis {
                 let unsettled = if settled {
                     ""
                 } else {
-                    " (blocks still in resync error after 30 s)"
+                    " (block repairs still due after 30 s)"
                 };
                 sh.fault(format!(
                     "node {i} ({old}) wiped: metadata, data and node key{unsettled}"
