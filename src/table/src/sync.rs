@@ -69,10 +69,12 @@ pub struct SyncStats {
 
 /// What the failed passes for one layout version completed: (partition,
 /// node) pairs, with the instant each pair's sync started. A pair stays
-/// done while its node has stayed up since that instant: a node that went
+/// done while its node has stayed up since that instant (a node that went
 /// down or was cut off afterwards missed writes meanwhile, and gets the
-/// partition again once it is back. A new target, or a pass that
-/// succeeds, forgets everything (the next pass is a full one).
+/// partition again once it is back), and for at most `sync_interval` (a
+/// node down for good keeps the passes failing: the pairs of the others
+/// are still synced as often as by the periodic passes). A new target, or
+/// a pass that succeeds, forgets everything (the next pass is a full one).
 #[derive(Debug, Default)]
 pub struct Resume {
     target: u64,
@@ -92,10 +94,10 @@ impl Resume {
     }
 
     /// Whether the pair can be skipped, `up_since` being when its node last
-    /// came up (None: never seen up).
-    fn skips(&self, p: u8, node: NodeId, up_since: Option<Instant>) -> bool {
+    /// came up (None: never seen up), if done less than `max_age` ago.
+    fn skips(&self, p: u8, node: NodeId, up_since: Option<Instant>, max_age: Duration) -> bool {
         match (self.done.get(&(p, node)), up_since) {
-            (Some(at), Some(up)) => up <= *at,
+            (Some(at), Some(up)) => up <= *at && at.elapsed() < max_age,
             _ => false,
         }
     }
@@ -280,7 +282,7 @@ impl<F: TableSchema> Table<F> {
                 .flat_map(|v| F::REPLICATION.nodes_in(v, p as usize))
                 .collect();
             for n in nodes.iter().filter(|n| **n != me) {
-                if resume.skips(p, *n, self.system.up_since(n)) {
+                if resume.skips(p, *n, self.system.up_since(n), self.tuning.sync_interval) {
                     stats.resumed += 1;
                     resume.skipped += 1;
                     continue;
@@ -503,8 +505,10 @@ mod tests {
 
     #[test]
     fn a_pair_stays_done_while_its_node_stays_up_and_the_target_holds() {
-        let t0 = Instant::now();
+        // Instants in the past, so that ages are known.
+        let t0 = Instant::now() - Duration::from_secs(100);
         let t = |s| t0 + Duration::from_secs(s);
+        let age = Duration::from_secs(3600);
         let a = NodeId::from([1; 32]);
         let b = NodeId::from([2; 32]);
         let mut r = Resume::default();
@@ -512,19 +516,21 @@ mod tests {
         r.completed(7, a, t(10));
         r.completed(7, b, t(10));
         // Up since before the pair's sync: skipped.
-        assert!(r.skips(7, a, Some(t(0))));
-        assert!(r.skips(7, a, Some(t(10))));
+        assert!(r.skips(7, a, Some(t(0)), age));
+        assert!(r.skips(7, a, Some(t(10)), age));
         // Came back after it (killed, cut off): synced again.
-        assert!(!r.skips(7, a, Some(t(11))));
+        assert!(!r.skips(7, a, Some(t(11)), age));
         // Never seen up, another partition: not skipped.
-        assert!(!r.skips(7, a, None));
-        assert!(!r.skips(8, a, Some(t(0))));
+        assert!(!r.skips(7, a, None, age));
+        assert!(!r.skips(8, a, Some(t(0)), age));
         assert_eq!(r.len(), 2);
+        // Done 90 s ago: not skipped past a shorter age.
+        assert!(!r.skips(7, a, Some(t(0)), Duration::from_secs(60)));
         // The same target keeps the progress, another one drops it.
         r.begin(4);
-        assert!(r.skips(7, b, Some(t(0))));
+        assert!(r.skips(7, b, Some(t(0)), age));
         r.begin(5);
         assert!(r.is_empty());
-        assert!(!r.skips(7, b, Some(t(0))));
+        assert!(!r.skips(7, b, Some(t(0)), age));
     }
 }
