@@ -113,11 +113,21 @@ struct Shared {
     /// each with whether it is a delete marker (for deletes and GETs by
     /// version id).
     versions: Mutex<BTreeMap<String, Vec<(String, bool)>>>,
+    /// When the clients stop (ms since `t0`): moved by the short run's
+    /// nemesis so that each fault has traffic during it and after.
+    until_ms: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
     fn now(&self) -> Duration {
         self.t0.elapsed()
+    }
+    fn until(&self) -> Duration {
+        Duration::from_millis(self.until_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn set_until(&self, t: Duration) {
+        self.until_ms
+            .store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
     }
     fn new_id(&self) -> u64 {
         let mut n = self.next_id.lock().unwrap();
@@ -601,10 +611,11 @@ async fn delete_objects(c: &Client, bucket: &str, keys: &[String]) -> Vec<Outcom
     }
 }
 
-/// One client: random operations on the shared keys until `until`.
-async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64, until: Duration) {
+/// One client: random operations on the shared keys until
+/// [`Shared::until`].
+async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1000).wrapping_add(me as u64));
-    while sh.now() < until {
+    while sh.now() < sh.until() {
         let node = {
             let up = sh.up.lock().unwrap();
             let live: Vec<usize> = (0..up.len()).filter(|i| up[*i]).collect();
@@ -918,6 +929,12 @@ enum Fault {
     Double,
 }
 
+/// How long after a node comes back, a layout change or a destructive
+/// fault the nemesis waits before destroying data again (see
+/// [`Nemesis::wait_repair_window`]): blocks in error are retried 2 s after
+/// a peer is back, a layout change's moves start at once.
+const REPAIR_WINDOW: Duration = Duration::from_secs(15);
+
 struct Nemesis {
     c: Cluster,
     rng: StdRng,
@@ -930,6 +947,10 @@ struct Nemesis {
     /// Nodes down or cut off by a fault still running: not victims of
     /// another, and the CLI does not go through them.
     held: BTreeSet<usize>,
+    /// The last event after which blocks need repairs: a node back (from
+    /// a kill, a cut, a pause, a split), a layout change, a destructive
+    /// fault.
+    disturbed: Instant,
 }
 
 impl Nemesis {
@@ -993,11 +1014,12 @@ impl Nemesis {
             _ => unreachable!("not a holding fault: {f:?}"),
         }
         self.held.remove(&i);
+        self.disturbed = Instant::now();
     }
 
     /// Applies the staged layout change; false when nothing was staged
     /// (a capacity set to the one it had).
-    fn apply(&self) -> bool {
+    fn apply(&mut self) -> bool {
         let admin = self.admin();
         let layout = self.c.garage_json(admin, &["layout", "show"]);
         let staged = layout["stagedRoleChanges"]
@@ -1013,6 +1035,7 @@ impl Nemesis {
         let next = (current + 1).to_string();
         self.c
             .garage_ok(admin, &["layout", "apply", "--version", &next]);
+        self.disturbed = Instant::now();
         true
     }
 
@@ -1032,32 +1055,19 @@ impl Nemesis {
         self.c.block_files(i)
     }
 
-    /// Whether every running node of the layout has no block resync due:
-    /// the repairs of earlier losses have been tried. A destructive fault
-    /// (a wipe, a deleted block file) waits for it up to `wait` (then
-    /// strikes anyway, and says so): striking while another loss is
-    /// still being repaired is two losses at once, which neither 3 copies
-    /// nor a 2+1 code promise to survive. Blocks in error waiting for
-    /// their backoff do not count: most are references that the repairs
-    /// at the end remove (uploads cut off mid-way), and those whose holder
-    /// was away are due again as soon as it is back.
-    fn wait_blocks_settled(&self, wait: Duration) -> bool {
-        let deadline = Instant::now() + wait;
-        loop {
-            let settled = self
-                .zones
-                .keys()
-                .filter(|i| self.c.nodes[**i].proc.is_some() && !self.held.contains(i))
-                .all(|i| {
-                    self.c.try_garage_json(*i, &["stats"]).is_some_and(|all| {
-                        let s = &all["success"][self.c.nodes[*i].id()];
-                        s["resyncDue"] == 0
-                    })
-                });
-            if settled || Instant::now() >= deadline {
-                return settled;
-            }
-            std::thread::sleep(Duration::from_millis(500));
+    /// Waits until [`REPAIR_WINDOW`] has passed since the last event
+    /// after which blocks need repairs. A destructive fault (a wipe, a
+    /// deleted block file) comes only then: striking while another loss
+    /// is still being repaired is two losses at once, which neither 3
+    /// copies nor a 2+1 code promise to survive. (Waiting for the resync
+    /// queues to empty does not work under load: new writes keep entries
+    /// due, and references of uploads cut off mid-way stay in error until
+    /// the final repairs.)
+    fn wait_repair_window(&self) {
+        let at = self.disturbed + REPAIR_WINDOW;
+        let now = Instant::now();
+        if at > now {
+            std::thread::sleep(at - now);
         }
     }
 
@@ -1065,7 +1075,7 @@ impl Nemesis {
     fn run(&mut self, f: Fault, sh: &Shared, hold: Duration) {
         match f {
             Fault::BitFlip => {
-                let settled = self.wait_blocks_settled(Duration::from_secs(30));
+                self.wait_repair_window();
                 // A node with two block files at least (early in a run, or
                 // on a node just added, there may be none yet: waited for,
                 // up to 30 s).
@@ -1093,13 +1103,9 @@ impl Nemesis {
                 if b != a && std::fs::remove_file(b).is_ok() {
                     self.deleted_blocks.push((i, b.clone()));
                 }
-                let unsettled = if settled {
-                    ""
-                } else {
-                    " (block repairs still due after 30 s)"
-                };
+                self.disturbed = Instant::now();
                 sh.fault(format!(
-                    "node {i}: flipped a bit of {} and deleted {}{unsettled}",
+                    "node {i}: flipped a bit of {} and deleted {}",
                     a.display(),
                     b.display()
                 ));
@@ -1119,6 +1125,7 @@ impl Nemesis {
                 std::thread::sleep(hold.min(Duration::from_secs(5)));
                 self.c.nodes[i].proc().signal("CONT");
                 self.held.remove(&i);
+                self.disturbed = Instant::now();
                 sh.fault(format!("node {i} resumed (SIGCONT)"));
             }
             Fault::Wipe => {
@@ -1150,18 +1157,13 @@ impl Nemesis {
                     ));
                     return;
                 }
-                let settled = self.wait_blocks_settled(Duration::from_secs(30));
+                self.wait_repair_window();
                 let old = self.id(i);
                 self.held.insert(i);
                 sh.up.lock().unwrap()[i] = false;
                 self.c.wipe(i);
-                let unsettled = if settled {
-                    ""
-                } else {
-                    " (block repairs still due after 30 s)"
-                };
                 sh.fault(format!(
-                    "node {i} ({old}) wiped: metadata, data and node key{unsettled}"
+                    "node {i} ({old}) wiped: metadata, data and node key"
                 ));
                 self.c.start(i);
                 sh.up.lock().unwrap()[i] = true;
@@ -1190,6 +1192,7 @@ impl Nemesis {
                     ],
                 );
                 self.held.remove(&i);
+                self.disturbed = Instant::now();
                 sh.fault(format!(
                     "layout: node {i} replaced by new node {new} in zone {zone} (old one skipped as dead)"
                 ));
@@ -1310,6 +1313,7 @@ impl Nemesis {
                 std::thread::sleep(hold);
                 self.c.set_split(&[]);
                 self.c.set_cuts_reset(false);
+                self.disturbed = Instant::now();
                 sh.fault("network split healed".into());
             }
             Fault::MoveZone => {
@@ -1512,6 +1516,7 @@ fn run(seed: u64) {
         history: Mutex::new(History::default()),
         next_id: Mutex::new(0),
         versions: Mutex::new(BTreeMap::new()),
+        until_ms: std::sync::atomic::AtomicU64::new(u64::MAX),
     });
     let until = Duration::from_secs(secs);
     rt.block_on(async {
@@ -1578,11 +1583,12 @@ fn run(seed: u64) {
         }
     });
     let until = sh.now() + until;
+    sh.set_until(until);
 
     // The workload.
     let mut handles = Vec::new();
     for me in 0..n_clients {
-        handles.push(rt.spawn(client_loop(sh.clone(), me, seed, until)));
+        handles.push(rt.spawn(client_loop(sh.clone(), me, seed)));
     }
 
     // The nemesis, on this thread; lock races between its faults.
@@ -1597,6 +1603,7 @@ fn run(seed: u64) {
         next_zone: 4,
         deleted_blocks: Vec::new(),
         held: BTreeSet::new(),
+        disturbed: Instant::now(),
     };
     let schedule: Vec<Fault> = if long {
         Vec::new()
@@ -1672,7 +1679,15 @@ fn run(seed: u64) {
             Fault::Kill | Fault::Isolate => Duration::from_secs(12),
             _ => hold,
         };
+        // In the short run the clients keep going while a fault runs (its
+        // waits may take it past the planned end) and a few seconds after.
+        if !long {
+            sh.set_until(until.max(sh.now() + hold + REPAIR_WINDOW + Duration::from_secs(100)));
+        }
         nem.run(f, &sh, hold);
+        if !long {
+            sh.set_until(until.max(sh.now() + Duration::from_secs(3)));
+        }
         let _ = rt.block_on(race);
         let faults = sh.history.lock().unwrap().faults[before..].to_vec();
         if !long {
