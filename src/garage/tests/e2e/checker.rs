@@ -235,7 +235,13 @@ pub enum UploadPlan {
     Reupload,
     /// Upload the parts, then abort: it must never become visible.
     Abort,
+    /// Part 1 copied (UploadPartCopy, a byte range) from another object
+    /// holding its bytes after 100 others, in [`SCRATCH_BUCKET`].
+    CopyPart,
 }
+
+/// Sources of UploadPartCopy: a bucket no check lists.
+const SCRATCH_BUCKET: &str = "checker-scratch";
 
 /// One step of a multipart upload: up to [`STEP_TRIES`] attempts of
 /// [`OP_TIMEOUT`] each (UploadPart and CompleteMultipartUpload may be
@@ -302,6 +308,52 @@ async fn multipart(c: &Client, key: &str, id: u64, parts: usize, plan: UploadPla
         // A first try of part 1 with other bytes, replaced by the right
         // ones: the completion must take the last.
         sends.insert(0, (1, body_of(id + 1_000_000_000, chunks[0].len())));
+    }
+    if matches!(plan, UploadPlan::CopyPart) {
+        let first = sends.remove(0).1;
+        let src = format!("src-{id}");
+        let mut src_body = vec![b'-'; 100];
+        src_body.extend_from_slice(&first);
+        if let Err(e) = step(|| {
+            c.put_object()
+                .bucket(SCRATCH_BUCKET)
+                .key(&src)
+                .body(ByteStream::from(src_body.clone()))
+                .send()
+        })
+        .await
+        {
+            abort().await;
+            return Outcome::Failed(format!("{e} (PutObject of the part's source)"));
+        }
+        let range = format!("bytes=100-{}", 100 + first.len() - 1);
+        match step(|| {
+            c.upload_part_copy()
+                .bucket(bucket.clone())
+                .key(key)
+                .upload_id(&upload_id)
+                .part_number(1)
+                .copy_source(format!("{SCRATCH_BUCKET}/{src}"))
+                .copy_source_range(&range)
+                .send()
+        })
+        .await
+        {
+            Ok(p) => done.push(
+                CompletedPart::builder()
+                    .part_number(1)
+                    .e_tag(
+                        p.copy_part_result()
+                            .and_then(|r| r.e_tag())
+                            .unwrap_or_default(),
+                    )
+                    .build(),
+            ),
+            Err(e) => {
+                abort().await;
+                return Outcome::Failed(format!("{e} (UploadPartCopy 1)"));
+            }
+        }
     }
     for (n, bytes) in sends {
         match step(|| {
@@ -640,6 +692,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
                 let plan = match rng.random_range(0..10) {
                     0 => UploadPlan::Abort,
                     1 | 2 => UploadPlan::Reupload,
+                    3 => UploadPlan::CopyPart,
                     _ => UploadPlan::Complete,
                 };
                 let o = multipart(&c, &key, id, parts, plan).await;
@@ -1477,6 +1530,19 @@ fn run(seed: u64) {
             ],
         );
     }
+    c.garage_ok(0, &["bucket", "create", SCRATCH_BUCKET]);
+    c.garage_ok(
+        0,
+        &[
+            "bucket",
+            "allow",
+            "--read",
+            "--write",
+            SCRATCH_BUCKET,
+            "--key",
+            &key.0,
+        ],
+    );
     c.garage_ok(0, &["bucket", "create", TREE_BUCKET]);
     c.garage_ok(
         0,
