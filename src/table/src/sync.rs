@@ -20,9 +20,9 @@
 //! completed is skipped by the next pass for the same layout version as
 //! long as that node has stayed up since (see [`Resume`]). Without that,
 //! the passes of a large table under frequent faults kept starting over
-//! and never finished, and neither did layout changes. A node slow or down when a version
-//! retires keeps its stale copies longer: the tombstone GC reaches such
-//! nodes too (see `gc.rs`).
+//! and never finished, and neither did layout changes. A node slow or
+//! down when a version retires keeps its stale copies longer: the
+//! tombstone GC reaches such nodes too (see `gc.rs`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
