@@ -1004,6 +1004,30 @@ struct Nemesis {
     /// a kill, a cut, a pause, a split), a layout change, a destructive
     /// fault.
     disturbed: Instant,
+    /// Block files the nemesis flipped a bit of, with their flipped
+    /// content, until found (moved aside or rewritten).
+    rotten: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// How long a destructive fault waits for flipped bits to be found.
+const ROT_FOUND_WAIT: Duration = Duration::from_secs(60);
+
+/// What a destructive fault's line says of flipped files not yet found
+/// when it struck (a second loss: not a promise of any layout).
+fn unfound_note(unfound: &[PathBuf]) -> String {
+    if unfound.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (a flipped bit not found by scrub within {} s: {})",
+            ROT_FOUND_WAIT.as_secs(),
+            unfound
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
 }
 
 impl Nemesis {
@@ -1116,11 +1140,25 @@ impl Nemesis {
     /// queues to empty does not work under load: new writes keep entries
     /// due, and references of uploads cut off mid-way stay in error until
     /// the final repairs.)
-    fn wait_repair_window(&self) {
+    ///
+    /// A flipped bit is a loss until found: the wait also lasts until the
+    /// scrub started by the bit flip (or a read) has found each flipped
+    /// file (it was moved aside or rewritten), for up to
+    /// [`ROT_FOUND_WAIT`]; returns the flipped files still in place then.
+    fn wait_repair_window(&mut self) -> Vec<PathBuf> {
         let at = self.disturbed + REPAIR_WINDOW;
         let now = Instant::now();
         if at > now {
             std::thread::sleep(at - now);
+        }
+        let deadline = Instant::now() + ROT_FOUND_WAIT;
+        loop {
+            self.rotten
+                .retain(|(path, flipped)| std::fs::read(path).is_ok_and(|b| b == *flipped));
+            if self.rotten.is_empty() || Instant::now() >= deadline {
+                return self.rotten.iter().map(|(p, _)| p.clone()).collect();
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
     }
 
@@ -1128,7 +1166,7 @@ impl Nemesis {
     fn run(&mut self, f: Fault, sh: &Shared, hold: Duration) {
         match f {
             Fault::BitFlip => {
-                self.wait_repair_window();
+                let unfound = self.wait_repair_window();
                 // A node with two block files at least (early in a run, or
                 // on a node just added, there may be none yet: waited for,
                 // up to 30 s).
@@ -1150,7 +1188,9 @@ impl Nemesis {
                 if !bytes.is_empty() {
                     let at = self.rng.random_range(0..bytes.len());
                     bytes[at] ^= 1 << self.rng.random_range(0..8);
-                    let _ = std::fs::write(a, &bytes);
+                    if std::fs::write(a, &bytes).is_ok() {
+                        self.rotten.push((a.clone(), bytes));
+                    }
                 }
                 let b = &files[self.rng.random_range(0..files.len())];
                 if b != a && std::fs::remove_file(b).is_ok() {
@@ -1158,10 +1198,16 @@ impl Nemesis {
                 }
                 self.disturbed = Instant::now();
                 sh.fault(format!(
-                    "node {i}: flipped a bit of {} and deleted {}",
+                    "node {i}: flipped a bit of {} and deleted {}{}",
                     a.display(),
-                    b.display()
+                    b.display(),
+                    unfound_note(&unfound)
                 ));
+                // Rot is silent until a read or a scrub meets it: the
+                // node's next scrub, started now, stands for the periodic
+                // one (a disk lost before it finds the rot is a second
+                // loss; see `wait_repair_window`).
+                self.c.garage(i, &["repair", "--yes", "scrub", "start"]);
             }
             Fault::Kill | Fault::Isolate => {
                 let Some(i) = self.victim() else { return };
@@ -1210,13 +1256,14 @@ impl Nemesis {
                     ));
                     return;
                 }
-                self.wait_repair_window();
+                let unfound = self.wait_repair_window();
                 let old = self.id(i);
                 self.held.insert(i);
                 sh.up.lock().unwrap()[i] = false;
                 self.c.wipe(i);
                 sh.fault(format!(
-                    "node {i} ({old}) wiped: metadata, data and node key"
+                    "node {i} ({old}) wiped: metadata, data and node key{}",
+                    unfound_note(&unfound)
                 ));
                 self.c.start(i);
                 sh.up.lock().unwrap()[i] = true;
@@ -1670,6 +1717,7 @@ fn run(seed: u64) {
         deleted_blocks: Vec::new(),
         held: BTreeSet::new(),
         disturbed: Instant::now(),
+        rotten: Vec::new(),
     };
     let schedule: Vec<Fault> = if long {
         Vec::new()
