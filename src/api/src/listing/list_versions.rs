@@ -212,9 +212,14 @@ impl Api {
             in_entry.sort_by(|a, b| a.0.cmp(&b.0));
             let mut in_entry: VecDeque<_> = in_entry.into();
             let head = entry.as_ref().and_then(|o| match o.head() {
-                Head::Version(v) => Some(v.uuid),
+                Head::Version(v) => Some((v.uuid, HistoryKey::of(&k, v.timestamp, v.uuid))),
                 _ => None,
             });
+            // Entries and history are read in separate batches: a write
+            // that completed in between is in the history, newer than the
+            // entry's head. The newest version listed is then the latest
+            // (not the head, which it overwrote).
+            let mut head_overtaken = false;
             let resume_here = resume.take().filter(|(rk, _)| *rk == k).map(|(_, p)| p);
             let mut first = resume_here.is_none();
             for _ in 0..100_000_000u64 {
@@ -249,8 +254,12 @@ impl Api {
                     break 'keys;
                 }
                 count += 1;
-                let latest = match head {
-                    Some(u) => u == v.uuid,
+                let latest = match &head {
+                    Some((_, hpos)) if first && pos < *hpos => {
+                        head_overtaken = true;
+                        true
+                    }
+                    Some((u, _)) => *u == v.uuid && !head_overtaken,
                     None => first,
                 };
                 first = false;
