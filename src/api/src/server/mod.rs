@@ -368,18 +368,19 @@ impl CorsService {
             .headers()
             .get(EXPECT)
             .is_some_and(|e| e.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        // The path is parsed once for both uses below.
+        let path = self.bucket_of.path(req.uri(), req.headers());
         let expected_owner = req
             .headers()
             .get("x-amz-expected-bucket-owner")
             .and_then(|v| v.to_str().ok())
             .map(String::from)
-            .zip(self.bucket_of.bucket(req.uri(), req.headers()));
+            .zip(
+                path.as_ref()
+                    .and_then(|p| p.get_bucket_name().map(String::from)),
+            );
         let cross_origin = self.cross_origin(&req);
-        let global = crate::access::auth_scope::is_global(
-            req.method(),
-            self.bucket_of.path(req.uri(), req.headers()).as_ref(),
-            req.uri(),
-        );
+        let global = crate::access::auth_scope::is_global(req.method(), path.as_ref(), req.uri());
         let fut = match crate::access::auth_scope::check_request(
             req.headers(),
             req.uri(),
