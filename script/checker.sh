@@ -4,6 +4,10 @@
 # duration, until the total time is spent. Stops at the first run with an
 # anomaly (its log and history are kept). See doc/checker.md.
 #
+# The test binary and `garage` are built once and copied under $OUT/bin:
+# the runs use those copies, so the tree can be edited and rebuilt while
+# they go on.
+#
 #   script/checker.sh                 # 1 hour of 10-minute runs, seeds from 1000
 #   HOURS=8 RUN_SECS=900 SEED=5000 CLIENTS=6 script/checker.sh
 set -euo pipefail
@@ -16,7 +20,15 @@ CLIENTS="${CLIENTS:-4}"
 OUT="$(pwd)/${OUT:-checker-runs}"
 mkdir -p "$OUT"
 
-cargo test -p garage --test e2e --no-run
+built=$(cargo test -p garage --test e2e --no-run 2>&1 | tee /dev/stderr |
+    sed -n 's/.*Executable tests\/e2e\/main.rs (\(.*\))$/\1/p' | tail -1)
+if [ -z "$built" ]; then
+    echo "cannot find the e2e test binary in cargo's output" >&2
+    exit 1
+fi
+mkdir -p "$OUT/bin"
+cp "$built" "$OUT/bin/e2e"
+cp target/debug/garage "$OUT/bin/garage"
 end=$(( $(date +%s) + HOURS * 3600 ))
 runs=0
 ops=0
@@ -25,8 +37,8 @@ while [ "$(date +%s)" -lt "$end" ]; do
     log="$OUT/seed-$SEED.log"
     echo "== run $((runs + 1)): seed $SEED, ${RUN_SECS}s, $CLIENTS clients (log: $log)"
     if CHECKER_SEED="$SEED" CHECKER_SECS="$RUN_SECS" CHECKER_CLIENTS="$CLIENTS" CHECKER_LONG=1 \
-        CHECKER_HISTORY="$OUT/seed-$SEED.history" \
-        cargo test -q -p garage --test e2e checker::checker_random_seed -- --nocapture >"$log" 2>&1; then
+        CHECKER_HISTORY="$OUT/seed-$SEED.history" GARAGE_TEST_BIN="$OUT/bin/garage" \
+        "$OUT/bin/e2e" checker::checker_random_seed --exact --nocapture >"$log" 2>&1; then
         status=ok
     else
         status=FAILED

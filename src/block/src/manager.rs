@@ -122,6 +122,9 @@ pub struct BlockManager {
     pub resync_settings: crate::resync::ResyncSettings,
     /// Blocks a resync worker is handling now.
     pub(crate) resync_busy: std::sync::Mutex<std::collections::HashSet<Hash>>,
+    /// Woken when this node stores a shard outside every live placement
+    /// (a hedged write's): the placement pass hands it over soon.
+    pub(crate) stray_shards: tokio::sync::Notify,
     pub(crate) endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
     /// This manager, for the background tasks it starts.
     pub(crate) this: std::sync::Weak<BlockManager>,
@@ -242,6 +245,7 @@ impl BlockManager {
             compression_level,
             resync_settings,
             resync_busy: Default::default(),
+            stray_shards: tokio::sync::Notify::new(),
             endpoint,
             this: this.clone(),
         });

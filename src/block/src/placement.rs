@@ -9,8 +9,10 @@
 //!    (the node of the shard's index in the newest version gets it unless
 //!    it has it), then deletes them.
 //!
-//! A pass that could not reach a node is run again 5 s later, then after
-//! a delay that doubles up to a minute. The
+//! A pass also runs 10 s after this node stored a shard of an index it
+//! holds in no live placement: a hedged write's (see `shards.rs`), whose
+//! node was late. A pass that could not reach a node is run again 5 s
+//! later, then after a delay that doubles up to a minute. The
 //! layout versions a pass completed for are kept in the metadata DB, so a
 //! restart does not walk the data directories again.
 
@@ -23,7 +25,7 @@ use garage_util::data::Hash;
 use garage_util::time::now_msec;
 use garage_util::worker::{WorkerHandle, WorkerState};
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::ec::Shard;
 use crate::manager::{blocking, BlockManager, BlockRpc, Error, Result};
@@ -33,6 +35,9 @@ const DONE_KEY: &[u8] = b"shard_placement_done";
 /// First and longest wait before a pass that failed runs again.
 const RETRY_MIN: Duration = Duration::from_secs(5);
 const RETRY_MAX: Duration = Duration::from_secs(60);
+/// How long after a shard stored outside its placement (a hedged write)
+/// the pass that hands it over runs.
+const STRAY_PASS_DELAY: Duration = Duration::from_secs(10);
 
 fn db_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))
@@ -62,13 +67,18 @@ impl BlockManager {
     ) {
         let mut layouts = self.system.subscribe_layout();
         let mut retry = RETRY_MIN;
+        // A shard was stored here outside every live placement (a hedged
+        // write): the next pass runs even if the layout did not change.
+        let mut stray = false;
         while !*must_exit.borrow() {
             let l = self.system.layout();
             let key = (l.current().version, l.min_live_version());
             let done = self.placement_done().ok().flatten();
-            let wait = if done != Some(key) && !l.current().storage_nodes.is_empty() {
+            let changed = done != Some(key);
+            let due = changed || std::mem::take(&mut stray);
+            let wait = if due && !l.current().storage_nodes.is_empty() {
                 worker.set_state(WorkerState::Busy);
-                match self.shard_placement_pass().await {
+                match self.shard_placement_pass(changed).await {
                     Ok(r) if r.errors.is_empty() => {
                         worker.ok();
                         worker.set_progress(Some(format!(
@@ -93,6 +103,7 @@ impl BlockManager {
                         ));
                         let wait = retry;
                         retry = (retry * 2).min(RETRY_MAX);
+                        stray = true; // run again even if the layout is done
                         Some(wait)
                     }
                     Err(e) => {
@@ -100,6 +111,7 @@ impl BlockManager {
                         worker.error(&e);
                         let wait = retry;
                         retry = (retry * 2).min(RETRY_MAX);
+                        stray = true;
                         Some(wait)
                     }
                 }
@@ -110,17 +122,31 @@ impl BlockManager {
             tokio::select! {
                 _ = layouts.changed() => (),
                 _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => (),
+                _ = self.stray_shards.notified() => {
+                    // Several hedged shards make one pass, a while later
+                    // (the pass walks every shard file).
+                    tokio::select! {
+                        _ = tokio::time::sleep(STRAY_PASS_DELAY) => (),
+                        _ = must_exit.changed() => (),
+                    }
+                    stray = true;
+                }
                 _ = must_exit.changed() => (),
             }
         }
     }
 
-    /// One pass (see the module documentation).
-    pub async fn shard_placement_pass(&self) -> Result<PassReport> {
+    /// One pass (see the module documentation); `queue_checks`: with its
+    /// first step (the layout changed; a pass for stray shards only hands
+    /// them over).
+    pub async fn shard_placement_pass(&self, queue_checks: bool) -> Result<PassReport> {
         let mut report = PassReport::default();
         // 1. Checks of the erasure-coded blocks counted here.
         let (codes, queue) = (self.rc.ec_codes.clone(), self.rc.resync_queue.clone());
         report.checks_queued = blocking(move || -> db::Result<u64> {
+            if !queue_checks {
+                return Ok(0);
+            }
             let now = now_msec();
             let mut n = 0;
             let hashes: Vec<Hash> = codes
@@ -218,6 +244,7 @@ impl BlockManager {
         if missing {
             self.put_shard_to(target, addr, index, bytes).await?;
         }
+        debug!("shard {index} of {addr:?} handed over to {target:?} (it lacked it: {missing})");
         Ok(())
     }
 }

@@ -39,6 +39,14 @@ use crate::resync::Outcome;
 /// ([`BlockManager::ec_writable_soon`]).
 pub const FIRST_CONTACT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
+/// A write's shards still missing once the others are stored are also
+/// written to other nodes (hedged) after this many times as long as the
+/// others took, and at least [`HEDGE_AFTER_MIN`]: a node cut off but not
+/// yet seen as down (a failed link stalls rather than resets) would make
+/// the write wait for the RPC timeout.
+const HEDGE_FACTOR: u32 = 4;
+pub const HEDGE_AFTER_MIN: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// For each live layout version (newest last): the node of each shard.
 fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<Placement>> {
     let partition = LayoutVersion::partition_of(addr.as_slice());
@@ -68,16 +76,17 @@ struct Placement {
     zones: Vec<String>,
 }
 
-impl Placement {
-    /// Whether the shards stored (by index) survive the loss of any one zone.
-    fn survives_a_zone(&self, stored: &BTreeSet<usize>, code: EcCode) -> bool {
-        let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
-        for i in stored {
-            *per_zone.entry(self.zones[*i].as_str()).or_default() += 1;
-        }
-        let worst = per_zone.values().copied().max().unwrap_or(0);
-        stored.len() - worst >= code.data()
+/// Whether shards stored in `zones` (one per shard index stored) survive
+/// the loss of any one zone.
+fn survives_a_zone<'a>(zones: impl Iterator<Item = &'a str>, code: EcCode) -> bool {
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut total = 0;
+    for z in zones {
+        *per_zone.entry(z).or_default() += 1;
+        total += 1;
     }
+    let worst = per_zone.values().copied().max().unwrap_or(0);
+    total - worst >= code.data()
 }
 
 impl BlockManager {
@@ -164,7 +173,7 @@ impl BlockManager {
             .flat_map(|p| p.nodes.iter().enumerate().map(|(i, n)| (*n, i)))
             .collect();
         let mut pending = FuturesUnordered::new();
-        for (node, index) in targets {
+        let send = |pending: &mut FuturesUnordered<_>, node: NodeId, index: usize| {
             let bytes = shards[index].clone();
             let m = self.clone();
             pending.push(tokio::spawn(
@@ -174,31 +183,77 @@ impl BlockManager {
                 }
                 .in_current_span(),
             ));
+        };
+        for (node, index) in targets {
+            send(&mut pending, node, index);
         }
         let mut stored: BTreeSet<(NodeId, usize)> = BTreeSet::new();
+        // Shards written to a node outside the placement (hedges): index
+        // -> zone of the node that has it.
+        let mut hedged: BTreeMap<usize, String> = BTreeMap::new();
+        let mut hedging: BTreeSet<NodeId> = BTreeSet::new();
         let mut errors = Vec::new();
-        let deadline = tokio::time::Instant::now() + BLOCK_RPC_TIMEOUT;
+        let start = tokio::time::Instant::now();
+        let deadline = start + BLOCK_RPC_TIMEOUT;
+        let mut hedge_at: Option<tokio::time::Instant> = None;
         loop {
             let done = places.iter().all(|p| {
-                let s: BTreeSet<usize> = (0..code.shards())
-                    .filter(|i| stored.contains(&(p.nodes[*i], *i)))
-                    .collect();
-                p.survives_a_zone(&s, code)
+                let zones = (0..code.shards()).filter_map(|i| {
+                    if stored.contains(&(p.nodes[i], i)) {
+                        Some(p.zones[i].as_str())
+                    } else {
+                        hedged.get(&i).map(String::as_str)
+                    }
+                });
+                survives_a_zone(zones, code)
             });
             if done {
+                if !hedged.is_empty() {
+                    metrics::counter!("block_ec_hedged_writes_total").increment(1);
+                }
                 return Ok(addr);
             }
-            match tokio::time::timeout_at(deadline, pending.next()).await {
+            let wake = hedge_at.map_or(deadline, |h| h.min(deadline));
+            match tokio::time::timeout_at(wake, pending.next()).await {
+                Err(_) if hedge_at.is_some_and(|h| h <= tokio::time::Instant::now()) => {
+                    hedge_at = None;
+                    let layout = self.system.layout();
+                    let picks = self.hedge_targets(&layout, &places, &stored, &hedging, code);
+                    for (node, index) in picks {
+                        debug!(
+                            "shard {index} of {addr:?}: its node is slow, also written to {node:?}"
+                        );
+                        hedging.insert(node);
+                        send(&mut pending, node, index);
+                    }
+                }
                 Err(_) | Ok(None) => {
                     return Err(Error::Quorum {
                         hash: addr,
                         needed: code.shards(),
-                        ok: stored.len(),
+                        ok: stored.len() + hedged.len(),
                         errors,
                     })
                 }
                 Ok(Some(Ok((node, index, Ok(()))))) => {
-                    stored.insert((node, index));
+                    if hedging.contains(&node) {
+                        let layout = self.system.layout();
+                        let zone = layout
+                            .current()
+                            .roles
+                            .get(&node)
+                            .map(|r| r.zone.clone())
+                            .unwrap_or_default();
+                        hedged.insert(index, zone);
+                    } else {
+                        stored.insert((node, index));
+                    }
+                    // The shards still missing are hedged once they are
+                    // late: several times as long as those stored took.
+                    if hedging.is_empty() {
+                        let waited = start.elapsed();
+                        hedge_at = Some(start + (waited * HEDGE_FACTOR).max(HEDGE_AFTER_MIN));
+                    }
                 }
                 Ok(Some(Ok((node, index, Err(e))))) => {
                     errors.push(format!("shard {index} on {node:?}: {e}"))
@@ -206,6 +261,64 @@ impl BlockManager {
                 Ok(Some(Err(e))) => errors.push(format!("write task failed: {e}")),
             }
         }
+    }
+
+    /// For a write whose shards are late on some of their nodes: for each
+    /// shard index missing from a placement, a node that is up, outside
+    /// every placement of the block and not hedged to yet, in the late
+    /// node's zone if one is, else in the zone holding the fewest shards
+    /// of the newest placement. Its placement pass hands the shard over to
+    /// its node later (see `placement.rs`).
+    fn hedge_targets(
+        &self,
+        layout: &LayoutHistory,
+        places: &[Placement],
+        stored: &BTreeSet<(NodeId, usize)>,
+        hedging: &BTreeSet<NodeId>,
+        code: EcCode,
+    ) -> Vec<(NodeId, usize)> {
+        let current = layout.current();
+        let in_placements: BTreeSet<NodeId> = places
+            .iter()
+            .flat_map(|p| p.nodes.iter().copied())
+            .collect();
+        let mut free: Vec<(NodeId, String)> = current
+            .storage_nodes
+            .iter()
+            .filter(|n| !in_placements.contains(n) && !hedging.contains(n) && self.system.is_up(n))
+            .map(|n| {
+                (
+                    *n,
+                    current
+                        .roles
+                        .get(n)
+                        .map(|r| r.zone.clone())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        let newest = places.last().expect("at least one placement");
+        let mut per_zone: BTreeMap<String, usize> = BTreeMap::new();
+        for z in &newest.zones {
+            *per_zone.entry(z.clone()).or_default() += 1;
+        }
+        let mut picks = Vec::new();
+        for i in 0..code.shards() {
+            let late = places.iter().find(|p| !stored.contains(&(p.nodes[i], i)));
+            let Some(p) = late else {
+                continue;
+            };
+            let zone = &p.zones[i];
+            let pos = free.iter().position(|(_, z)| z == zone).or_else(|| {
+                (0..free.len()).min_by_key(|&k| per_zone.get(&free[k].1).copied().unwrap_or(0))
+            });
+            if let Some(k) = pos {
+                let (n, z) = free.remove(k);
+                *per_zone.entry(z).or_default() += 1;
+                picks.push((n, i));
+            }
+        }
+        picks
     }
 
     /// Sends shard `index` of `addr` (header and payload) to `node`.
@@ -367,22 +480,27 @@ impl BlockManager {
 
     /// (node, shard index) pairs that may serve a shard of `addr`, nearest
     /// node first; each shard's node in the read version before its nodes
-    /// in the other live versions.
+    /// in the other live versions. The nodes of retired versions come last:
+    /// their shards stay there until the placement pass has handed them
+    /// over to the new nodes.
     fn shard_candidates(&self, addr: &Hash, code: EcCode) -> Result<Vec<(NodeId, usize)>> {
         let layout = self.system.layout();
         let partition = LayoutVersion::partition_of(addr.as_slice());
         let read = layout.read_version(self.system.write_quorum());
-        let mut pairs: Vec<(NodeId, usize)> = Vec::new();
-        let versions = std::iter::once(read).chain(layout.live_versions());
-        for v in versions {
-            if let Some(nodes) = v.shard_nodes(code, partition) {
-                for (i, n) in nodes.into_iter().enumerate() {
-                    if !pairs.contains(&(n, i)) {
-                        pairs.push((n, i));
+        let pairs_of = |versions: &mut dyn Iterator<Item = &LayoutVersion>| {
+            let mut pairs: Vec<(NodeId, usize)> = Vec::new();
+            for v in versions {
+                if let Some(nodes) = v.shard_nodes(code, partition) {
+                    for (i, n) in nodes.into_iter().enumerate() {
+                        if !pairs.contains(&(n, i)) {
+                            pairs.push((n, i));
+                        }
                     }
                 }
             }
-        }
+            pairs
+        };
+        let mut pairs = pairs_of(&mut std::iter::once(read).chain(layout.live_versions()));
         if pairs.is_empty() {
             return Err(Error::NoPlacement(code));
         }
@@ -390,6 +508,12 @@ impl BlockManager {
         let order = self.system.nodes_by_distance(&nodes);
         // Stable: among a node's pairs, the read version's first.
         pairs.sort_by_key(|(n, _)| order.iter().position(|o| o == n));
+        let retired: Vec<&LayoutVersion> = layout.retired_versions().collect();
+        for p in pairs_of(&mut retired.into_iter().rev()) {
+            if !pairs.contains(&p) && self.system.is_up(&p.0) {
+                pairs.push(p);
+            }
+        }
         Ok(pairs)
     }
 
@@ -437,15 +561,29 @@ impl BlockManager {
             Err(e) => return BlockRpc::Error(e),
         };
         let store = self.store.clone();
-        let res = blocking(move || -> Result<()> {
+        let res = blocking(move || -> Result<EcCode> {
             // Never store a shard that is not the one it claims to be.
-            Shard::parse(bytes.clone(), Some((&addr, index))).map_err(Error::Ec)?;
+            let shard = Shard::parse(bytes.clone(), Some((&addr, index))).map_err(Error::Ec)?;
             store.write_shard(&addr, index, &bytes)?;
-            Ok(())
+            Ok(shard.info.code)
         })
         .await;
         match res {
-            Ok(Ok(())) => BlockRpc::Ok,
+            Ok(Ok(code)) => {
+                // A hedged write's shard (this node holds that index in no
+                // live placement): the placement pass hands it over.
+                let layout = self.system.layout();
+                let partition = LayoutVersion::partition_of(addr.as_slice());
+                let me = self.system.id();
+                let holder = layout.live_versions().any(|v| {
+                    v.shard_nodes(code, partition)
+                        .is_some_and(|n| n.get(index as usize) == Some(&me))
+                });
+                if !holder {
+                    self.stray_shards.notify_one();
+                }
+                BlockRpc::Ok
+            }
             Ok(Err(e)) | Err(e) => BlockRpc::Error(e.to_string()),
         }
     }
@@ -526,7 +664,10 @@ impl BlockManager {
         let store = self.store.clone();
         let age = std::time::Duration::from_millis(self.rc.delete_delay_ms);
         match blocking(move || store.delete_shards_older(&addr, age)).await {
-            Ok(Ok(_)) => BlockRpc::Ok,
+            Ok(Ok(n)) => {
+                debug!("shards of {addr:?} deleted on request (unreferenced), {n} younger kept");
+                BlockRpc::Ok
+            }
             Ok(Err(e)) => BlockRpc::Error(e.to_string()),
             Err(e) => BlockRpc::Error(e.to_string()),
         }
@@ -587,6 +728,23 @@ impl BlockManager {
                     self.rc.clear_deleted(addr).map_err(to_err)?;
                     return Ok(Outcome::Nothing);
                 }
+                // Deleting shards is for every node at once: decided only
+                // while the layout is settled (one live version, synced),
+                // when the current version's counters hold every
+                // reference. During a change, a counter that just took the
+                // partition over may not have the references yet and
+                // would answer that it counts none.
+                let settled = layout.live_versions().count() == 1
+                    && layout.read_version(self.system.write_quorum()).version
+                        == layout.current().version;
+                if !settled {
+                    let after = now + self.rc.delete_delay_ms.max(10_000);
+                    self.rc
+                        .resync_queue
+                        .insert(crate::rc::queue_key(after, addr), [])
+                        .map_err(to_err)?;
+                    return Ok(Outcome::NotYet);
+                }
                 let counters: BTreeSet<NodeId> = layout
                     .live_versions()
                     .flat_map(|v| v.nodes_of(partition))
@@ -615,10 +773,22 @@ impl BlockManager {
                         }
                     }
                 }
+                // The answers are old by their round trips: a reference that
+                // came meanwhile keeps the shards.
+                let still = self.rc.get(addr).map_err(to_err)?;
+                let now = garage_util::time::now_msec();
+                if !matches!(still, Some(RcEntry::Deletable { deletable_after }) if now >= deletable_after)
+                {
+                    return Ok(Outcome::Nothing);
+                }
                 let nodes: BTreeSet<NodeId> = placements(&layout, addr, code)?
                     .into_iter()
                     .flat_map(|p| p.nodes)
                     .collect();
+                debug!(
+                    "block {addr:?} referenced nowhere: deleting its shards on {} nodes",
+                    nodes.len()
+                );
                 let mut errors = Vec::new();
                 for node in nodes {
                     match self
@@ -684,7 +854,10 @@ impl BlockManager {
             for (node, i) in missing {
                 let bytes = shards[i as usize].to_bytes();
                 match self.put_shard_to(&node, addr, i, bytes).await {
-                    Ok(()) => outcome = Outcome::Fetched,
+                    Ok(()) => {
+                        debug!("shard {i} of {addr:?} rebuilt on {node:?}");
+                        outcome = Outcome::Fetched
+                    }
                     Err(e) => errors.push(format!("shard {i} to {node:?}: {e}")),
                 }
             }

@@ -625,6 +625,80 @@ fn erasure_coding_catches_up_after_outages() {
     });
 }
 
+/// The "shards handed over" of node `i`'s shard placement worker (its
+/// last pass).
+fn shards_handed_over(c: &Cluster, i: usize) -> u64 {
+    let v = c.json_api(i, "ListWorkers", serde_json::json!({}));
+    let progress = v["success"]
+        .as_object()
+        .and_then(|m| m.values().next())
+        .and_then(|l| l.as_array())
+        .and_then(|l| l.iter().find(|w| w["name"] == "Shard placement worker"))
+        .and_then(|w| w["progress"].as_str())
+        .unwrap_or("")
+        .to_string();
+    progress
+        .split(", ")
+        .find_map(|p| p.strip_suffix(" shards handed over"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// An erasure-coded PUT does not wait for a shard node cut off but not
+/// yet seen as down (a failed link stalls rather than resets): its late
+/// shards are also written to another node, of the same zone here
+/// (hedged), and that node hands them over to their node once it is back.
+/// Four nodes in three zones (2+1): node 1 isolated, 4 objects of 3 MiB
+/// PUT through node 2 at once. Without the hedge the blocks placed on
+/// node 1 would wait for the RPC timeout and fail, and node 0 would hold
+/// nothing to hand over.
+#[test]
+fn a_late_shard_node_is_hedged_around() {
+    let c = cluster(4, &["dc1", "dc1", "dc2", "dc3"]);
+    let show = c.garage_ok(0, &["layout", "show"]);
+    assert!(show.contains("STANDARD_IA (erasure code 2+1"), "{show}");
+    let key = make_key(&c, "hedge");
+    let through_2 = sdk_client(&c, 2, &key);
+    run(async {
+        through_2
+            .create_bucket()
+            .bucket(BUCKET)
+            .send()
+            .await
+            .unwrap()
+    });
+    let objects: Vec<(String, Vec<u8>)> = (0..4)
+        .map(|n| (format!("hedged-{n}"), random_bytes(3 * MIB)))
+        .collect();
+    let before = shard_files(&c, 1).len();
+    c.set_isolated(1, true);
+    run(async {
+        futures::future::join_all(
+            objects
+                .iter()
+                .map(|(k, b)| put(&through_2, k, b, Some("STANDARD_IA"))),
+        )
+        .await
+    });
+    assert_eq!(
+        shard_files(&c, 1).len(),
+        before,
+        "node 1 received nothing while isolated"
+    );
+    c.set_isolated(1, false);
+    wait_until(
+        "node 0 hands the hedged shards over to node 1",
+        Duration::from_secs(180),
+        || shards_handed_over(&c, 0) >= 1 && shard_files(&c, 1).len() > before,
+    );
+    let through_1 = sdk_client(&c, 1, &key);
+    run(async {
+        for (k, body) in objects.iter() {
+            assert!(get(&through_1, k).await == *body, "{k} reads back");
+        }
+    });
+}
+
 /// Non-shard block files of node `i`: replicated blocks.
 fn replicated_files(c: &Cluster, i: usize) -> usize {
     c.block_files(i).len() - shard_files(c, i).len()

@@ -21,8 +21,13 @@ use std::time::{Duration, Instant};
 /// cores, but only ever spent when something is wrong.
 pub const DEADLINE: Duration = Duration::from_secs(60);
 
+/// The `garage` binary under test: the one cargo built with the tests, or
+/// `GARAGE_TEST_BIN` (a copy, so that a long checker run keeps its binary
+/// while the tree is rebuilt).
 pub fn garage_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_garage"))
+    std::env::var_os("GARAGE_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_garage")))
 }
 
 /// A `garage` command run to completion in `dir`.
