@@ -890,3 +890,25 @@ impl BlockManager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_shards_survive_a_zone_only_with_data_shards_outside_each_zone() {
+        let code = EcCode::new(2, 1).unwrap();
+        let z = |v: &[&'static str]| v.to_vec().into_iter();
+        assert!(survives_a_zone(z(&["a", "b", "c"]), code));
+        // Two of three stored: losing either zone leaves one shard.
+        assert!(!survives_a_zone(z(&["a", "b"]), code));
+        // The late shard of zone c hedged to another node of zone c counts
+        // as its own; hedged to zone a, it does not protect against a's loss.
+        assert!(survives_a_zone(z(&["a", "b", "c"]), code));
+        assert!(!survives_a_zone(z(&["a", "b", "a"]), code));
+        let code = EcCode::new(4, 2).unwrap();
+        assert!(survives_a_zone(z(&["a", "a", "b", "b", "c", "c"]), code));
+        assert!(!survives_a_zone(z(&["a", "a", "a", "b", "c", "c"]), code));
+        assert!(!survives_a_zone(z(&["a", "a", "b", "c", "c"]), code));
+    }
+}

@@ -253,6 +253,10 @@ fn describe() {
         "Block writes that did not reach their quorum"
     );
     describe_counter!(
+        "block_ec_hedged_writes_total",
+        "Erasure-coded block writes that also sent a late shard to another node"
+    );
+    describe_counter!(
         "block_read_errors_total",
         "Block reads that failed on every replica"
     );
