@@ -18,6 +18,9 @@
 //!    the blocks are freed after the usual delete delay (a GET already
 //!    streaming them finishes first).
 //!
+//! `GARAGE_TEST_CRASH_IN_TRANSITION` (tests only) aborts the process
+//! after step 2, to test the resume path.
+//!
 //! A version deleted meanwhile stays deleted (deletion wins in the version
 //! and object tables), and its new blocks lose their references with it.
 //! Until step 4 the old blocks stay referenced: a stop in between leaves
@@ -100,6 +103,12 @@ impl Api {
         }
         let segments = Version::segments(v.uuid, &version.backlink, blocks.items());
         self.versions.insert_many(&segments).await?;
+        if std::env::var_os("GARAGE_TEST_CRASH_IN_TRANSITION").is_some() {
+            // Tests of the resume path: the process dies between steps 2
+            // and 3, as a power cut would leave it.
+            tracing::error!(%key, "GARAGE_TEST_CRASH_IN_TRANSITION: aborting after step 2");
+            std::process::abort();
+        }
         // Step 3: the object's entry.
         let (first_key, first) = blocks
             .items()
