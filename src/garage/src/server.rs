@@ -99,6 +99,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             crate::single::ensure_layout(&system)?;
         }
         let garage = Garage::new(&config, db.clone(), system.clone())?;
+        tasks.push(garage.cas_registers.spawn_handoff(&exit_rx));
         for t in garage.tables.iter() {
             tasks.extend(t.clone().spawn(&exit_rx));
         }

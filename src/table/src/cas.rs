@@ -40,7 +40,7 @@ use garage_rpc::system::System;
 use garage_util::data::{blake2sum, gen_uuid, Hash};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
-use tracing::{debug, Instrument};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::error::{Error, Result};
 
@@ -85,6 +85,11 @@ impl RegisterId {
 struct AcceptorState {
     promised: Ballot,
     accepted: Option<(Ballot, ByteBuf)>,
+    /// The partition whose nodes are the register's acceptors, when the
+    /// proposer said (absent in states written before): where the
+    /// hand-off sends the state after a layout change.
+    #[serde(default)]
+    partition: Option<u16>,
 }
 
 /// First byte of a stored [`AcceptorState`]: its format.
@@ -117,6 +122,17 @@ pub enum CasRpc {
         key: Hash,
         ballot: Ballot,
         value: ByteBuf,
+        /// The register's partition (absent from older senders).
+        #[serde(default)]
+        partition: Option<u16>,
+        /// A hand-off of an accepted value after a layout change (see
+        /// [`CasRegisters::hand_off`]), not a proposer's phase 2: adopted
+        /// if the acceptor has accepted nothing at a ballot as high,
+        /// whatever it promised. An older node ignores the flag and
+        /// treats it as an accept (which is refused under a higher
+        /// promise: a weaker hand-off, never an unsafe one).
+        #[serde(default)]
+        handoff: bool,
     },
     /// Answer to Prepare: promised; the last value accepted, if any.
     Promise {
@@ -303,6 +319,8 @@ impl CasRegisters {
             key: prepared.id.key,
             ballot: prepared.ballot,
             value: ByteBuf::from(value),
+            partition: Some(prepared.id.partition as u16),
+            handoff: false,
         };
         let r = self
             .phase(&prepared.sets, msg, |a| matches!(a, CasRpc::Accepted))
@@ -404,14 +422,233 @@ impl CasRegisters {
     }
 }
 
+/// Tree of the hand-off's progress: [`HANDOFF_DONE`] -> the newest layout
+/// version (u64, big-endian) whose nodes got every register of this node.
+const HANDOFF_TREE: &str = "cas_handoff";
+const HANDOFF_DONE: &[u8] = b"done";
+/// The hand-off counts as a table for the layout trackers: this node
+/// reports a layout version synced only once its registers were handed
+/// to that version's nodes.
+pub const HANDOFF_TABLE: &str = "cas_registers";
+/// Registers handed off per batch.
+const HANDOFF_BATCH: usize = 64;
+
+/// What a hand-off pass did.
+#[derive(Debug, Default)]
+pub struct HandoffReport {
+    /// The layout version it was for.
+    pub version: u64,
+    /// Registers with an accepted value.
+    pub registers: u64,
+    /// Accepts sent and acknowledged.
+    pub sent: u64,
+    pub errors: Vec<String>,
+}
+
+impl CasRegisters {
+    /// Hands this node's accepted values to the acceptors of the current
+    /// layout (the nodes of each register's partition in every live
+    /// version; every storage node for a register whose partition is not
+    /// recorded), as accepts flagged `handoff` at their own ballots.
+    ///
+    /// Why: a layout change gives a partition new acceptors with no state.
+    /// While the old version is live, every phase needs a majority of the
+    /// old set too, which meets any value chosen before. Once it retires,
+    /// a majority of the new set alone may not: a value accepted by a
+    /// minority and later overtaken (a round whose client got no answer)
+    /// would be found as the register's current value by a majority made
+    /// of that minority and new nodes, and could be chosen after the value
+    /// that overtook it. Handing every accepted value over before this
+    /// node reports the version synced (which the retirement waits for,
+    /// as for tables) gives the new nodes what the old ones had. An
+    /// acceptor adopts a handed-off value unless it accepted one at a
+    /// higher ballot, whatever it promised: this can only make it report
+    /// a value that some majority of the old set could report already,
+    /// and never hides a higher ballot, so no choice changes
+    /// (`doc/conditional-writes.md`, "Layout changes").
+    pub async fn hand_off(&self) -> Result<HandoffReport> {
+        let layout = self.system.layout();
+        let me = self.system.id();
+        let mut report = HandoffReport {
+            version: layout.current().version,
+            ..Default::default()
+        };
+        let every_node: BTreeSet<NodeId> = layout
+            .live_versions()
+            .flat_map(|v| v.storage_nodes.iter().copied())
+            .filter(|n| *n != me)
+            .collect();
+        let mut cursor: Option<Vec<u8>> = None;
+        loop {
+            let tree = self.tree.clone();
+            let after = cursor.clone();
+            let page = crate::error::off_runtime(move || {
+                let iter = match &after {
+                    Some(a) => tree.range::<&[u8], _>((
+                        std::ops::Bound::Excluded(a.as_slice()),
+                        std::ops::Bound::Unbounded,
+                    )),
+                    None => tree.iter(),
+                };
+                let page: db::Result<Vec<(Vec<u8>, Vec<u8>)>> = iter
+                    .take(HANDOFF_BATCH)
+                    .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())))
+                    .collect();
+                Ok(page?)
+            })
+            .await?;
+            let Some((last, _)) = page.last() else {
+                break;
+            };
+            cursor = Some(last.clone());
+            let mut calls = FuturesUnordered::new();
+            for (k, v) in page {
+                let (Some(key), Ok(st)) = (Hash::try_from_slice(&k), AcceptorState::decode(&v))
+                else {
+                    continue;
+                };
+                let Some((ballot, value)) = st.accepted else {
+                    continue;
+                };
+                report.registers += 1;
+                let targets: BTreeSet<NodeId> = match st.partition {
+                    Some(p) => layout
+                        .live_versions()
+                        .flat_map(|v| v.nodes_of(p as usize))
+                        .filter(|n| *n != me)
+                        .collect(),
+                    None => every_node.clone(),
+                };
+                for node in targets {
+                    let msg = CasRpc::Accept {
+                        key,
+                        ballot,
+                        value: value.clone(),
+                        partition: st.partition,
+                        handoff: true,
+                    };
+                    let (endpoint, system) = (self.endpoint.clone(), self.system.clone());
+                    calls.push(async move {
+                        let call = async {
+                            system.ensure_connected(&node).await;
+                            endpoint.call(&node, msg, Priority::Background).await
+                        };
+                        let r = tokio::time::timeout(CAS_RPC_TIMEOUT, call).await;
+                        (node, r)
+                    });
+                }
+            }
+            while let Some((node, r)) = calls.next().await {
+                match r {
+                    Ok(Ok(CasRpc::Accepted)) => report.sent += 1,
+                    Ok(Ok(other)) => report.errors.push(format!("{node:?}: {other:?}")),
+                    Ok(Err(e)) => report.errors.push(format!("{node:?}: {e}")),
+                    Err(_) => report.errors.push(format!("{node:?}: timeout")),
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    fn handoff_done(&self) -> u64 {
+        self.db
+            .open_tree(HANDOFF_TREE)
+            .and_then(|t| t.get(HANDOFF_DONE))
+            .ok()
+            .flatten()
+            .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0)
+    }
+
+    fn set_handoff_done(&self, version: u64) -> Result<()> {
+        self.db
+            .open_tree(HANDOFF_TREE)?
+            .insert(HANDOFF_DONE, version.to_be_bytes())?;
+        Ok(())
+    }
+
+    /// Registers the hand-off with the layout trackers and starts the loop
+    /// that runs it for each new layout version (retried after 5 s, then
+    /// after a delay that doubles up to a minute, while a node cannot be
+    /// reached).
+    pub fn spawn_handoff(
+        self: &Arc<Self>,
+        must_exit: &tokio::sync::watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        self.system.register_table(HANDOFF_TABLE);
+        tokio::spawn(self.clone().handoff_loop(must_exit.clone()))
+    }
+
+    async fn handoff_loop(self: Arc<Self>, mut must_exit: tokio::sync::watch::Receiver<bool>) {
+        const RETRY_MIN: Duration = Duration::from_secs(5);
+        const RETRY_MAX: Duration = Duration::from_secs(60);
+        let mut layouts = self.system.subscribe_layout();
+        let mut retry = RETRY_MIN;
+        while !*must_exit.borrow() {
+            let current = self.system.layout().current().version;
+            let wait = if self.handoff_done() >= current {
+                self.system.table_synced(HANDOFF_TABLE, current);
+                None
+            } else {
+                match self.hand_off().await {
+                    Ok(r) if r.errors.is_empty() => {
+                        if let Err(e) = self.set_handoff_done(r.version) {
+                            warn!("register hand-off: cannot record its progress: {e}");
+                        }
+                        self.system.table_synced(HANDOFF_TABLE, r.version);
+                        if r.registers > 0 {
+                            info!(
+                                "conditional-write registers handed to the nodes of layout version {}: {} registers, {} accepts",
+                                r.version, r.registers, r.sent
+                            );
+                        }
+                        retry = RETRY_MIN;
+                        None
+                    }
+                    Ok(r) => {
+                        warn!(
+                            "register hand-off for layout version {}: {} accepts failed, retrying in {}s: {}",
+                            r.version,
+                            r.errors.len(),
+                            retry.as_secs(),
+                            r.errors[0]
+                        );
+                        let w = retry;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        Some(w)
+                    }
+                    Err(e) => {
+                        warn!("register hand-off: {e}");
+                        let w = retry;
+                        retry = (retry * 2).min(RETRY_MAX);
+                        Some(w)
+                    }
+                }
+            };
+            tokio::select! {
+                _ = layouts.changed() => (),
+                _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => (),
+                _ = must_exit.changed() => (),
+            }
+        }
+    }
+}
+
 /// The acceptor: applies a request to the stored state, durably (blocking:
 /// a database transaction, committed before the answer is sent).
 fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
     {
         let r = db.transaction(|tx| {
-            let (key, ballot, value) = match &msg {
-                CasRpc::Prepare { key, ballot } => (key, *ballot, None),
-                CasRpc::Accept { key, ballot, value } => (key, *ballot, Some(value)),
+            let (key, ballot, value, partition, handoff) = match &msg {
+                CasRpc::Prepare { key, ballot } => (key, *ballot, None, None, false),
+                CasRpc::Accept {
+                    key,
+                    ballot,
+                    value,
+                    partition,
+                    handoff,
+                } => (key, *ballot, Some(value), *partition, *handoff),
                 other => {
                     return Ok(CasRpc::Error(format!("not a request: {other:?}")));
                 }
@@ -423,12 +660,25 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
                 },
                 None => AcceptorState::default(),
             };
+            if partition.is_some() {
+                st.partition = partition;
+            }
             let answer = match value {
                 None if ballot > st.promised => {
                     st.promised = ballot;
                     CasRpc::Promise {
                         accepted: st.accepted.clone(),
                     }
+                }
+                // A hand-off: the value of a lower ballot never replaces
+                // one of a higher ballot (see `CasRegisters::hand_off`).
+                Some(v) if handoff => {
+                    if st.accepted.as_ref().is_some_and(|(b, _)| *b >= ballot) {
+                        return Ok(CasRpc::Accepted);
+                    }
+                    st.promised = st.promised.max(ballot);
+                    st.accepted = Some((ballot, v.clone()));
+                    CasRpc::Accepted
                 }
                 Some(v) if ballot >= st.promised => {
                     st.promised = ballot;
@@ -753,7 +1003,9 @@ mod tests {
             ask(CasRpc::Accept {
                 key,
                 ballot: b(4),
-                value: ByteBuf::from(b"x".to_vec())
+                value: ByteBuf::from(b"x".to_vec()),
+                partition: None,
+                handoff: false,
             }),
             CasRpc::Nack { .. }
         ));
@@ -761,7 +1013,9 @@ mod tests {
             ask(CasRpc::Accept {
                 key,
                 ballot: b(5),
-                value: ByteBuf::from(b"v".to_vec())
+                value: ByteBuf::from(b"v".to_vec()),
+                partition: Some(3),
+                handoff: false,
             }),
             CasRpc::Accepted
         ));
@@ -784,6 +1038,112 @@ mod tests {
         let st = AcceptorState::decode(&stored).unwrap();
         assert_eq!(st.promised, b(7));
         assert_eq!(st.accepted.unwrap().0, b(5));
+        assert_eq!(st.partition, Some(3));
+
+        // A hand-off is adopted under a higher promise, unless a value of
+        // a ballot as high was accepted; the promise never goes down.
+        let handoff = |key: Hash, n: u64, v: &[u8]| CasRpc::Accept {
+            key,
+            ballot: b(n),
+            value: ByteBuf::from(v.to_vec()),
+            partition: None,
+            handoff: true,
+        };
+        let other = blake2sum(b"another register");
+        assert!(matches!(
+            ask(CasRpc::Prepare {
+                key: other,
+                ballot: b(9)
+            }),
+            CasRpc::Promise { accepted: None }
+        ));
+        assert!(matches!(ask(handoff(other, 3, b"h")), CasRpc::Accepted));
+        assert!(matches!(ask(handoff(other, 2, b"older")), CasRpc::Accepted));
+        let st = AcceptorState::decode(&tree.get(other.as_slice()).unwrap().unwrap()).unwrap();
+        assert_eq!(st.promised, b(9));
+        assert_eq!(
+            st.accepted.as_ref().map(|(b, v)| (*b, v.to_vec())),
+            Some((b(3), b"h".to_vec()))
+        );
+        assert!(matches!(ask(handoff(key, 4, b"lower")), CasRpc::Accepted));
+        let st = AcceptorState::decode(&tree.get(key.as_slice()).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            st.accepted.unwrap().0,
+            b(5),
+            "a lower ballot never replaces"
+        );
+    }
+
+    /// A layout change: acceptors {0, 1, 2} become {3, 1, 2}. Value "new"
+    /// was chosen by nodes 0 and 1 at ballot 20, after "old" was accepted
+    /// by node 2 alone at ballot 10 (a round that failed). Once the old
+    /// version retires, nodes 2 and 3 are a majority: without the
+    /// hand-off they would report "old" (node 3 has nothing) and a
+    /// proposer would build on it, losing "new". After the hand-off from
+    /// nodes 0, 1 and 2, both hold "new".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_layout_change_hands_accepted_values_to_the_new_acceptors() {
+        use crate::testing::{cluster_with_roles, role};
+        use garage_rpc::system::LayoutUpdate;
+        let nodes = cluster_with_roles(4, 3, 3).await;
+        let regs = regs_of(&nodes);
+        let id = RegisterId::new("test", &blake2sum(b"bucket"), b"moved");
+        let b = |round| Ballot { round, proposer: 1 };
+        let accept = |n: u64, v: &[u8]| CasRpc::Accept {
+            key: id.key,
+            ballot: b(n),
+            value: ByteBuf::from(v.to_vec()),
+            partition: Some(id.partition as u16),
+            handoff: false,
+        };
+        let at = |i: usize, msg: CasRpc| handle_local(&regs[i].db, &regs[i].tree, msg).unwrap();
+        let layout = nodes[0].system.layout();
+        let set = layout.current().nodes_of(id.partition);
+        let index = |n: NodeId| nodes.iter().position(|x| x.system.id() == n).unwrap();
+        let (a, bb, c) = (index(set[0]), index(set[1]), index(set[2]));
+        assert!(matches!(at(c, accept(10, b"old")), CasRpc::Accepted));
+        assert!(matches!(at(a, accept(20, b"new")), CasRpc::Accepted));
+        assert!(matches!(at(bb, accept(20, b"new")), CasRpc::Accepted));
+        // Node `a` leaves, node 3 takes its place.
+        nodes[bb]
+            .system
+            .update_layout(LayoutUpdate::StageRoles(vec![
+                (nodes[a].system.id(), None),
+                (nodes[3].system.id(), Some(role(3))),
+            ]))
+            .unwrap();
+        nodes[bb]
+            .system
+            .update_layout(LayoutUpdate::Apply { version: 2 })
+            .unwrap();
+        wait_for("every node has version 2", Duration::from_secs(30), || {
+            nodes
+                .iter()
+                .all(|n| n.system.layout().current().version == 2)
+        })
+        .await;
+        let new_set = nodes[0].system.layout().current().nodes_of(id.partition);
+        assert!(new_set.contains(&nodes[3].system.id()), "{new_set:?}");
+        let next = std::sync::atomic::AtomicU64::new(100);
+        let read = |i: usize| match at(
+            i,
+            CasRpc::Prepare {
+                key: id.key,
+                ballot: b(next.fetch_add(1, Ordering::Relaxed)),
+            },
+        ) {
+            CasRpc::Promise { accepted } => accepted.map(|(b, v)| (b.round, v.to_vec())),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(read(3), None, "node 3 is new");
+        for i in [a, bb, c] {
+            let r = regs[i].hand_off().await.unwrap();
+            assert!(r.errors.is_empty(), "{:?}", r.errors);
+            assert_eq!(r.version, 2);
+        }
+        for i in new_set.iter().map(|n| index(*n)) {
+            assert_eq!(read(i), Some((20, b"new".to_vec())), "node {i}");
+        }
     }
 }
 

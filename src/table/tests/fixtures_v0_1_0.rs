@@ -142,6 +142,8 @@ fn cas_rpc() {
                 key: hash(0x06),
                 ballot,
                 value: ByteBuf::from(b"value".to_vec()),
+                partition: None,
+                handoff: false,
             },
         ),
         (

@@ -29,6 +29,7 @@ fn acceptor_state() {
             },
             ByteBuf::from(b"the accepted value".to_vec()),
         )),
+        partition: None,
     };
     if std::env::var("GARAGE_WRITE_FIXTURES").as_deref() == Ok("1")
         && !std::path::Path::new(path).exists()
