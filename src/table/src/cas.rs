@@ -650,13 +650,13 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
                     handoff,
                 } => (key, *ballot, Some(value), *partition, *handoff),
                 other => {
-                    return Ok(CasRpc::Error(format!("not a request: {other:?}")));
+                    return Ok((CasRpc::Error(format!("not a request: {other:?}")), false));
                 }
             };
             let mut st = match tx.get(tree, key.as_slice())? {
                 Some(b) => match AcceptorState::decode(&b) {
                     Ok(s) => s,
-                    Err(e) => return Ok(CasRpc::Error(e)),
+                    Err(e) => return Ok((CasRpc::Error(e), false)),
                 },
                 None => AcceptorState::default(),
             };
@@ -674,7 +674,8 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
                 // one of a higher ballot (see `CasRegisters::hand_off`).
                 Some(v) if handoff => {
                     if st.accepted.as_ref().is_some_and(|(b, _)| *b >= ballot) {
-                        return Ok(CasRpc::Accepted);
+                        // Nothing changes: nothing to sync.
+                        return Ok((CasRpc::Accepted, false));
                     }
                     st.promised = st.promised.max(ballot);
                     st.accepted = Some((ballot, v.clone()));
@@ -686,19 +687,22 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
                     CasRpc::Accepted
                 }
                 _ => {
-                    return Ok(CasRpc::Nack {
-                        promised: st.promised,
-                    })
+                    return Ok((
+                        CasRpc::Nack {
+                            promised: st.promised,
+                        },
+                        false,
+                    ))
                 }
             };
             tx.insert(tree, key.as_slice(), st.encode())?;
-            Ok::<_, db::TxError<()>>(answer)
+            Ok::<_, db::TxError<()>>((answer, true))
         });
-        let answer = r?;
+        let (answer, changed) = r?;
         // A promise or an acceptance that a power loss could roll back
         // would let two values be chosen: it is synced before the answer,
         // even when `metadata_fsync` is off (only conditional writes pay).
-        if matches!(answer, CasRpc::Promise { .. } | CasRpc::Accepted) {
+        if changed {
             db.sync()?;
             SYNCS.fetch_add(1, Ordering::Relaxed);
         }
