@@ -447,9 +447,9 @@ pub struct HandoffReport {
 
 impl CasRegisters {
     /// Hands this node's accepted values to the acceptors of the current
-    /// layout (the nodes of each register's partition in every live
-    /// version; every storage node for a register whose partition is not
-    /// recorded), as accepts flagged `handoff` at their own ballots.
+    /// layout version (the nodes of each register's partition; every
+    /// storage node for a register whose partition is not recorded), as
+    /// accepts flagged `handoff` at their own ballots.
     ///
     /// Why: a layout change gives a partition new acceptors with no state.
     /// While the old version is live, every phase needs a majority of the
@@ -473,9 +473,14 @@ impl CasRegisters {
             version: layout.current().version,
             ..Default::default()
         };
-        let every_node: BTreeSet<NodeId> = layout
-            .live_versions()
-            .flat_map(|v| v.storage_nodes.iter().copied())
+        // The current version's nodes: those of older versions are not
+        // asked (a node leaving may be dead; its state matters only while
+        // its version is live, when phases ask it anyway).
+        let current = layout.current();
+        let every_node: BTreeSet<NodeId> = current
+            .storage_nodes
+            .iter()
+            .copied()
             .filter(|n| *n != me)
             .collect();
         let mut cursor: Option<Vec<u8>> = None;
@@ -512,9 +517,9 @@ impl CasRegisters {
                 };
                 report.registers += 1;
                 let targets: BTreeSet<NodeId> = match st.partition {
-                    Some(p) => layout
-                        .live_versions()
-                        .flat_map(|v| v.nodes_of(p as usize))
+                    Some(p) => current
+                        .nodes_of(p as usize)
+                        .into_iter()
                         .filter(|n| *n != me)
                         .collect(),
                     None => every_node.clone(),
