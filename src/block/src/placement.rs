@@ -75,7 +75,8 @@ impl BlockManager {
             let key = (l.current().version, l.min_live_version());
             let done = self.placement_done().ok().flatten();
             let changed = done != Some(key);
-            let due = changed || std::mem::take(&mut stray);
+            let forced = std::mem::take(&mut stray);
+            let due = changed || forced;
             let wait = if due && !l.current().storage_nodes.is_empty() {
                 worker.set_state(WorkerState::Busy);
                 match self.shard_placement_pass(changed).await {

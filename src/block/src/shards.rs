@@ -214,19 +214,28 @@ impl BlockManager {
                 return Ok(addr);
             }
             let wake = hedge_at.map_or(deadline, |h| h.min(deadline));
-            match tokio::time::timeout_at(wake, pending.next()).await {
-                Err(_) if hedge_at.is_some_and(|h| h <= tokio::time::Instant::now()) => {
-                    hedge_at = None;
-                    let layout = self.system.layout();
-                    let picks = self.hedge_targets(&layout, &places, &stored, &hedging, code);
-                    for (node, index) in picks {
-                        debug!(
-                            "shard {index} of {addr:?}: its node is slow, also written to {node:?}"
-                        );
-                        hedging.insert(node);
-                        send(&mut pending, node, index);
-                    }
+            let next = tokio::time::timeout_at(wake, pending.next()).await;
+            // Hedge when late, or at once when every call has ended
+            // without the write being done (a node that refused).
+            let hedge_now = match &next {
+                Err(_) => hedge_at.is_some_and(|h| h <= tokio::time::Instant::now()),
+                Ok(None) => hedging.is_empty(),
+                Ok(Some(_)) => false,
+            };
+            if hedge_now {
+                hedge_at = None;
+                let layout = self.system.layout();
+                let picks = self.hedge_targets(&layout, &places, &stored, &hedging, code);
+                for (node, index) in picks {
+                    debug!("shard {index} of {addr:?}: its node is late, also written to {node:?}");
+                    hedging.insert(node);
+                    send(&mut pending, node, index);
                 }
+                if !pending.is_empty() {
+                    continue;
+                }
+            }
+            match next {
                 Err(_) | Ok(None) => {
                     return Err(Error::Quorum {
                         hash: addr,
