@@ -126,11 +126,11 @@ pub enum CasRpc {
         #[serde(default)]
         partition: Option<u16>,
         /// A hand-off of an accepted value after a layout change (see
-        /// [`CasRegisters::hand_off`]), not a proposer's phase 2: adopted
-        /// if the acceptor has accepted nothing at a ballot as high,
-        /// whatever it promised. An older node ignores the flag and
-        /// treats it as an accept (which is refused under a higher
-        /// promise: a weaker hand-off, never an unsafe one).
+        /// [`CasRegisters::hand_off`]): a copy of the accept that the
+        /// value's proposer sent, handled as that accept (refused under a
+        /// higher promise), except that it is acknowledged without a
+        /// write when the acceptor holds a value of a ballot as high. An
+        /// older node ignores the flag: the same, with a write.
         #[serde(default)]
         handoff: bool,
     },
@@ -442,6 +442,8 @@ pub struct HandoffReport {
     pub registers: u64,
     /// Accepts sent and acknowledged.
     pub sent: u64,
+    /// Accepts refused under a higher promise.
+    pub refused: u64,
     pub errors: Vec<String>,
 }
 
@@ -460,12 +462,18 @@ impl CasRegisters {
     /// of that minority and new nodes, and could be chosen after the value
     /// that overtook it. Handing every accepted value over before this
     /// node reports the version synced (which the retirement waits for,
-    /// as for tables) gives the new nodes what the old ones had. An
-    /// acceptor adopts a handed-off value unless it accepted one at a
-    /// higher ballot, whatever it promised: this can only make it report
-    /// a value that some majority of the old set could report already,
-    /// and never hides a higher ballot, so no choice changes
-    /// (`doc/conditional-writes.md`, "Layout changes").
+    /// as for tables) gives the new nodes what the old ones had.
+    ///
+    /// A hand-off is a copy of the accept the value's proposer sent
+    /// (Paxos tolerates delayed and repeated messages), handled by the
+    /// same rule: refused under a higher promise. Adopting it regardless
+    /// would not be safe: an acceptor that promised a higher ballot to a
+    /// proposer, reporting no value, and then adopted a lower-ballot value
+    /// could complete a majority for that value behind the proposer's
+    /// back (two winners; the checker's seed 143 found it). A refusal
+    /// means a round under the joint layout prepared there; it builds on
+    /// what a majority of the old set holds (`doc/conditional-writes.md`,
+    /// "Limits", for the case that remains).
     pub async fn hand_off(&self) -> Result<HandoffReport> {
         let layout = self.system.layout();
         let me = self.system.id();
@@ -546,6 +554,10 @@ impl CasRegisters {
             while let Some((node, r)) = calls.next().await {
                 match r {
                     Ok(Ok(CasRpc::Accepted)) => report.sent += 1,
+                    // A higher ballot was promised there: a round under the
+                    // joint layout (old and new sets) runs on it, and builds
+                    // on what a majority of the old set holds.
+                    Ok(Ok(CasRpc::Nack { .. })) => report.refused += 1,
                     Ok(Ok(other)) => report.errors.push(format!("{node:?}: {other:?}")),
                     Ok(Err(e)) => report.errors.push(format!("{node:?}: {e}")),
                     Err(_) => report.errors.push(format!("{node:?}: timeout")),
@@ -604,8 +616,8 @@ impl CasRegisters {
                         self.system.table_synced(HANDOFF_TABLE, r.version);
                         if r.registers > 0 {
                             info!(
-                                "conditional-write registers handed to the nodes of layout version {}: {} registers, {} accepts",
-                                r.version, r.registers, r.sent
+                                "conditional-write registers handed to the nodes of layout version {}: {} registers, {} accepts, {} refused under a higher promise",
+                                r.version, r.registers, r.sent, r.refused
                             );
                         }
                         retry = RETRY_MIN;
@@ -675,16 +687,11 @@ fn handle_local(db: &db::Db, tree: &db::Tree, msg: CasRpc) -> Result<CasRpc> {
                         accepted: st.accepted.clone(),
                     }
                 }
-                // A hand-off: the value of a lower ballot never replaces
-                // one of a higher ballot (see `CasRegisters::hand_off`).
-                Some(v) if handoff => {
-                    if st.accepted.as_ref().is_some_and(|(b, _)| *b >= ballot) {
-                        // Nothing changes: nothing to sync.
-                        return Ok((CasRpc::Accepted, false));
-                    }
-                    st.promised = st.promised.max(ballot);
-                    st.accepted = Some((ballot, v.clone()));
-                    CasRpc::Accepted
+                // A hand-off that brings nothing newer: nothing changes,
+                // nothing to sync. Otherwise it is the accept it copies,
+                // under the same rule (see `CasRegisters::hand_off`).
+                Some(_) if handoff && st.accepted.as_ref().is_some_and(|(b, _)| *b >= ballot) => {
+                    return Ok((CasRpc::Accepted, false));
                 }
                 Some(v) if ballot >= st.promised => {
                     st.promised = ballot;
@@ -1049,8 +1056,10 @@ mod tests {
         assert_eq!(st.accepted.unwrap().0, b(5));
         assert_eq!(st.partition, Some(3));
 
-        // A hand-off is adopted under a higher promise, unless a value of
-        // a ballot as high was accepted; the promise never goes down.
+        // A hand-off is the accept it copies: refused under a higher
+        // promise (adopting it there could complete a majority behind the
+        // back of the proposer that was promised); acknowledged without a
+        // write when a value of a ballot as high is held.
         let handoff = |key: Hash, n: u64, v: &[u8]| CasRpc::Accept {
             key,
             ballot: b(n),
@@ -1066,14 +1075,10 @@ mod tests {
             }),
             CasRpc::Promise { accepted: None }
         ));
-        assert!(matches!(ask(handoff(other, 3, b"h")), CasRpc::Accepted));
-        assert!(matches!(ask(handoff(other, 2, b"older")), CasRpc::Accepted));
+        assert!(matches!(ask(handoff(other, 3, b"h")), CasRpc::Nack { .. }));
         let st = AcceptorState::decode(&tree.get(other.as_slice()).unwrap().unwrap()).unwrap();
-        assert_eq!(st.promised, b(9));
-        assert_eq!(
-            st.accepted.as_ref().map(|(b, v)| (*b, v.to_vec())),
-            Some((b(3), b"h".to_vec()))
-        );
+        assert_eq!((st.promised, st.accepted), (b(9), None));
+        assert!(matches!(ask(handoff(other, 10, b"h")), CasRpc::Accepted));
         assert!(matches!(ask(handoff(key, 4, b"lower")), CasRpc::Accepted));
         let st = AcceptorState::decode(&tree.get(key.as_slice()).unwrap().unwrap()).unwrap();
         assert_eq!(
@@ -1144,7 +1149,14 @@ mod tests {
             CasRpc::Promise { accepted } => accepted.map(|(b, v)| (b.round, v.to_vec())),
             other => panic!("unexpected {other:?}"),
         };
-        assert_eq!(read(3), None, "node 3 is new");
+        let state = |i: usize| {
+            regs[i]
+                .tree
+                .get(id.key.as_slice())
+                .unwrap()
+                .map(|b| AcceptorState::decode(&b).unwrap())
+        };
+        assert_eq!(state(3), None, "node 3 is new");
         for i in [a, bb, c] {
             let r = regs[i].hand_off().await.unwrap();
             assert!(r.errors.is_empty(), "{:?}", r.errors);
