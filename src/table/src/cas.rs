@@ -199,6 +199,8 @@ pub struct CasRegisters {
     system: Arc<System>,
     db: db::Db,
     tree: db::Tree,
+    /// The hand-off's progress ([`HANDOFF_TREE`]).
+    handoff: db::Tree,
     endpoint: Arc<Endpoint<CasRpc, CasRegisters>>,
     proposer: u64,
     /// The next round this proposer uses; raised past every ballot it sees.
@@ -208,6 +210,7 @@ pub struct CasRegisters {
 impl CasRegisters {
     pub fn new(db: db::Db, system: Arc<System>) -> Result<Arc<Self>> {
         let tree = db.open_tree("cas_registers")?;
+        let handoff = db.open_tree(HANDOFF_TREE)?;
         let endpoint = system
             .netapp
             .endpoint::<CasRpc, CasRegisters>("garage_table/cas");
@@ -217,6 +220,7 @@ impl CasRegisters {
             system,
             db,
             tree,
+            handoff,
             endpoint,
             proposer: u64::from_le_bytes(p),
             next_round: AtomicU64::new(1),
@@ -568,9 +572,8 @@ impl CasRegisters {
     }
 
     fn handoff_done(&self) -> u64 {
-        self.db
-            .open_tree(HANDOFF_TREE)
-            .and_then(|t| t.get(HANDOFF_DONE))
+        self.handoff
+            .get(HANDOFF_DONE)
             .ok()
             .flatten()
             .and_then(|b| <[u8; 8]>::try_from(b.as_ref()).ok())
@@ -579,9 +582,7 @@ impl CasRegisters {
     }
 
     fn set_handoff_done(&self, version: u64) -> Result<()> {
-        self.db
-            .open_tree(HANDOFF_TREE)?
-            .insert(HANDOFF_DONE, version.to_be_bytes())?;
+        self.handoff.insert(HANDOFF_DONE, version.to_be_bytes())?;
         Ok(())
     }
 
