@@ -17,8 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-VERSION=0.1.0
-COMMIT=cae52f36b5d711a77c98d2e0f5cf6debf735cac2
+VERSION=0.2.0
+COMMIT=827c8533a967f725952673998f5e829f32b312c0
 DIR=$ROOT/target/previous-release
 OUT=$DIR/garage-v$VERSION
 

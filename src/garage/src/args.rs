@@ -26,12 +26,12 @@ pub const LONG_VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     "\ncommit: ",
     env!("GARAGE_COMMIT"),
-    "\nnode-to-node protocol: garage-net/1 with versions in the handshake (v0.1.0 peers: without)",
-    "\ntalks to nodes of: v0.1.0 and later (refuses older ones, and any below the cluster's finalized version)",
-    "\ncluster versions: 0.1.0, 0.2.0 (active version: what `garage upgrade finalize` last set; `garage status` shows it)",
+    "\nnode-to-node protocol: garage-net/1 with versions in the handshake",
+    "\ntalks to nodes of: v0.2.0 and later (refuses older ones, and any below the cluster's finalized version)",
+    "\ncluster versions: 0.1.0, 0.2.0, 0.3.0 (active version: what `garage upgrade finalize` last set; `garage status` shows it)",
     "\ntable entries: reads formats 1 (named MessagePack) and 2 (compact), writes 2",
     "\nlayout file: format 1; blocks: plain or zstd, replicated or erasure-coded shards (as v0.1.0)",
-    "\nfeatures gated on a later cluster version: none",
+    "\nfeatures used once the cluster is finalized at 0.3.0: noncurrent-version-transition",
 );
 
 #[derive(Parser, Debug)]

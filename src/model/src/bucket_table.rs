@@ -213,6 +213,25 @@ pub struct LifecycleRule {
     /// in older entries: none.
     #[serde(default)]
     pub transitions: Vec<LifecycleTransition>,
+    /// NoncurrentVersionTransitions: noncurrent versions move to other
+    /// storage classes. Absent in older entries: none. A rule with one
+    /// cannot be decoded by v0.2.0, so it is accepted only once the cluster
+    /// is finalized at v0.3.0 (the feature gate
+    /// `NONCURRENT_VERSION_TRANSITION`); the field is the struct's last and
+    /// is not written when empty, so that every other rule keeps the bytes
+    /// v0.2.0 reads (the one exception to "no field skipped", see
+    /// `garage_table::encoding`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub noncurrent_transitions: Vec<NoncurrentTransition>,
+}
+
+/// A NoncurrentVersionTransition: a version moves to `class` `days` after
+/// it stopped being current, except the `keep` newest noncurrent versions.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct NoncurrentTransition {
+    pub days: u32,
+    pub keep: Option<u32>,
+    pub class: String,
 }
 
 /// A Transition: from `when` on (counted from the object's creation, as
@@ -636,5 +655,40 @@ mod tests {
         assert!(tagged.matches("k", 1, &[t("team", "a"), t("x", "y"), t("class", "tmp")]));
         assert!(!tagged.matches("k", 1, &[t("team", "a")]));
         assert!(!tagged.matches("k", 1, &[t("team", "b"), t("class", "tmp")]));
+    }
+
+    #[test]
+    fn a_rule_without_noncurrent_transitions_keeps_the_bytes_v0_2_0_reads() {
+        let mut rule = LifecycleRule {
+            id: Some("r".into()),
+            enabled: true,
+            filter: LifecycleFilter::default(),
+            expiration: None,
+            abort_incomplete_mpu_days: None,
+            noncurrent_expiration: None,
+            expired_delete_marker: false,
+            transitions: vec![],
+            noncurrent_transitions: vec![],
+        };
+        // The compact format: an array of v0.2.0's 8 fields.
+        let old = rmp_serde::to_vec(&rule).unwrap();
+        assert_eq!(old[0], 0x98, "a fixarray of 8 elements");
+        assert_eq!(rmp_serde::from_slice::<LifecycleRule>(&old).unwrap(), rule);
+        // With one: 9 elements, which round-trip (v0.2.0 refuses them,
+        // hence the gate).
+        rule.noncurrent_transitions = vec![NoncurrentTransition {
+            days: 30,
+            keep: Some(2),
+            class: "STANDARD_IA".into(),
+        }];
+        let new = rmp_serde::to_vec(&rule).unwrap();
+        assert_eq!(new[0], 0x99, "a fixarray of 9 elements");
+        assert_eq!(rmp_serde::from_slice::<LifecycleRule>(&new).unwrap(), rule);
+        // Field names (format 1) round-trip too.
+        let named = rmp_serde::to_vec_named(&rule).unwrap();
+        assert_eq!(
+            rmp_serde::from_slice::<LifecycleRule>(&named).unwrap(),
+            rule
+        );
     }
 }

@@ -164,6 +164,7 @@ fn full_bucket() -> Bucket {
                 when: LifecycleExpiration::AfterDays(7),
                 class: s("STANDARD_IA"),
             }],
+            noncurrent_transitions: vec![],
         },
         LifecycleRule {
             id: None,
@@ -174,6 +175,7 @@ fn full_bucket() -> Bucket {
             noncurrent_expiration: None,
             expired_delete_marker: false,
             transitions: vec![],
+            noncurrent_transitions: vec![],
         },
     ];
     Bucket {

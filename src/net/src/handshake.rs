@@ -509,55 +509,55 @@ mod tests {
         assert_eq!(sb.peer_version, this_build());
     }
 
+    /// v0.1.0 is two releases back: this build talks to it no more (its
+    /// wire format is still understood, so that the refusal names it).
     #[tokio::test]
-    async fn this_build_dials_a_v0_1_0_listener() {
+    async fn this_build_refuses_a_v0_1_0_listener() {
         let (a, b) = (NodeKey::generate(), NodeKey::generate());
         let (mut s1, mut s2) = tokio::io::duplex(4096);
         let (net, ours) = (nk(1), this_build());
         let (ra, rb) = tokio::join!(
-            dial(&mut s1, &net, &a, Some(b.id()), 3, &ours),
+            async {
+                let r = dial(&mut s1, &net, &a, Some(b.id()), 3, &ours).await;
+                drop(s1);
+                r
+            },
             v0_1_0_accept(&mut s2, &net, &b)
         );
-        let sa = ra.unwrap();
-        assert_eq!(sa.peer_version, VersionInfo::LEGACY);
-        assert!(!sa.peer_versioned);
+        match ra {
+            Err(NetError::Incompatible { peer, reason }) => {
+                assert_eq!(peer, b.id());
+                assert!(reason.contains("v0.1.0"), "{reason}");
+            }
+            r => panic!("expected Incompatible, got {:?}", r.err()),
+        }
+        // The old listener finished its side; the dialer hung up.
         assert_eq!(rb.unwrap(), a.id());
     }
 
     #[tokio::test]
-    async fn a_v0_1_0_dialer_is_admitted() {
-        let (a, b) = (NodeKey::generate(), NodeKey::generate());
-        let (mut s1, mut s2) = tokio::io::duplex(4096);
-        let (net, ours) = (nk(1), this_build());
-        let (ra, rb) = tokio::join!(
-            v0_1_0_dial(&mut s1, &net, &a),
-            listen_side(&mut s2, &net, &b, &ours)
-        );
-        assert_eq!(ra.unwrap(), b.id());
-        let sb = rb.unwrap();
-        assert_eq!(sb.peer_version, VersionInfo::LEGACY);
-        assert!(!sb.peer_versioned);
-        assert_eq!(sb.dial_seq, 7);
-    }
-
-    #[tokio::test]
-    async fn a_finalized_listener_hangs_up_on_a_v0_1_0_dialer() {
-        let (a, b) = (NodeKey::generate(), NodeKey::generate());
-        let finalized = VersionInfo::this_build(crate::version::Version::current().series());
-        let (mut s1, mut s2) = tokio::io::duplex(4096);
-        let net = nk(1);
-        let (ra, rb) = tokio::join!(v0_1_0_dial(&mut s1, &net, &a), async {
-            let r = listen_side(&mut s2, &net, &b, &finalized).await;
-            drop(s2);
-            r
-        });
-        assert!(ra.unwrap_err().contains("no confirmation"));
-        match rb {
-            Err(NetError::Incompatible { peer, reason }) => {
-                assert_eq!(peer, a.id());
-                assert!(reason.contains("v0.1.0"), "{reason}");
+    async fn a_listener_hangs_up_on_a_v0_1_0_dialer_finalized_or_not() {
+        for cluster in [
+            crate::version::V0_1_0,
+            crate::version::Version::current().series(),
+        ] {
+            let (a, b) = (NodeKey::generate(), NodeKey::generate());
+            let ours = VersionInfo::this_build(cluster);
+            let (mut s1, mut s2) = tokio::io::duplex(4096);
+            let net = nk(1);
+            let (ra, rb) = tokio::join!(v0_1_0_dial(&mut s1, &net, &a), async {
+                let r = listen_side(&mut s2, &net, &b, &ours).await;
+                drop(s2);
+                r
+            });
+            assert!(ra.unwrap_err().contains("no confirmation"));
+            match rb {
+                Err(NetError::Incompatible { peer, reason }) => {
+                    assert_eq!(peer, a.id());
+                    assert!(reason.contains("v0.1.0"), "{reason}");
+                }
+                r => panic!("expected Incompatible, got {:?}", r.err()),
             }
-            r => panic!("expected Incompatible, got {:?}", r.err()),
         }
     }
 

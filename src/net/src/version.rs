@@ -86,9 +86,12 @@ impl<'de> Deserialize<'de> for Version {
 /// The first release, which sends no version in its handshake.
 pub const V0_1_0: Version = Version::new(0, 1, 0);
 
+/// The release of the upgrades (the first to send its version).
+pub const V0_2_0: Version = Version::new(0, 2, 0);
+
 /// The oldest release this build talks to: the previous release series.
 /// Raised with each release (see doc/upgrading.md).
-pub const OLDEST_PEER: Version = V0_1_0;
+pub const OLDEST_PEER: Version = V0_2_0;
 
 /// What a node tells its peers about its version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -17,7 +17,9 @@
 //! still be added, at the end of its struct with `#[serde(default)]`: an
 //! older entry's shorter array decodes with the default. No field may be
 //! skipped when serialized (`skip_serializing_if`), since positions would
-//! shift. Format 1 (field names, written before) is still read; an entry
+//! shift; the one exception is a struct's last field, skipped when empty so
+//! that values without it keep the bytes an older release reads (a gated
+//! field: see `LifecycleRule::noncurrent_transitions`). Format 1 (field names, written before) is still read; an entry
 //! stored in it is rewritten in format 2 the next time a write reaches it,
 //! even one that changes nothing, so that replicas converge on the same
 //! bytes and their Merkle trees agree (see `TableData::merge_in_tx`).

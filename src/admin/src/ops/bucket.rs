@@ -196,6 +196,30 @@ impl From<&garage_model::bucket_table::LifecycleRule> for GetBucketInfoLifecycle
                 ),
             });
         }
+        for t in &r.transitions {
+            actions.push(match t.when {
+                LifecycleExpiration::AfterDays(d) => {
+                    format!("move to {} {} after creation", t.class, days(d))
+                }
+                LifecycleExpiration::AtDate(ms) => {
+                    format!("move to {} on {}", t.class, rfc3339(ms))
+                }
+            });
+        }
+        for t in &r.noncurrent_transitions {
+            actions.push(match t.keep {
+                Some(k) => format!(
+                    "move noncurrent versions to {} {} after they stop being current, keeping the {k} newest where they are",
+                    t.class,
+                    days(t.days)
+                ),
+                None => format!(
+                    "move noncurrent versions to {} {} after they stop being current",
+                    t.class,
+                    days(t.days)
+                ),
+            });
+        }
         if let Some(d) = r.abort_incomplete_mpu_days {
             actions.push(format!("abort unfinished uploads after {}", days(d)));
         }

@@ -5,8 +5,8 @@
 //! Expiration (Days, Date or ExpiredObjectDeleteMarker),
 //! NoncurrentVersionExpiration (NoncurrentDays, NewerNoncurrentVersions),
 //! AbortIncompleteMultipartUpload and Transition to an erasure-coded class
-//! of the layout (`transition.rs`); NoncurrentVersionTransition answers
-//! NotImplemented.
+//! of the layout (`transition.rs`), and NoncurrentVersionTransition to
+//! one (once the cluster is finalized at v0.3.0: its feature gate).
 //!
 //! Lifecycle: the rules (this module), the worker that applies them
 //! ([`worker`]) and transitions to erasure-coded classes ([`transition`]).
@@ -60,6 +60,7 @@ impl Api {
             ApiError::MalformedXml("the lifecycle configuration is missing".into())
         })?;
         let rules = lifecycle_from_dto(config)?;
+        self.check_lifecycle_gate(&rules)?;
         self.check_transition_classes(&rules)?;
         self.update_bucket(b, |p| p.lifecycle_config.update(Some(rules)))
             .await?;
@@ -195,11 +196,16 @@ fn expiration_time(e: S3Expiration) -> ApiResult<LifecycleExpiration> {
 type S3Expiration = s3s::dto::LifecycleExpiration;
 
 fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
-    if r.noncurrent_version_transitions.is_some() {
-        return Err(ApiError::NotImplemented(
-            "NoncurrentVersionTransition is not supported: a version moves to another storage class while it is current (Transition), or by copying it onto itself with x-amz-storage-class".into(),
-        ));
-    }
+    let noncurrent_transitions = r
+        .noncurrent_version_transitions
+        .unwrap_or_default()
+        .into_iter()
+        .map(noncurrent_transition_from_dto)
+        .collect::<ApiResult<Vec<_>>>()?;
+    check_noncurrent_transitions(
+        &noncurrent_transitions,
+        noncurrent_expiration_days(&r.noncurrent_version_expiration),
+    )?;
     let transitions = r
         .transitions
         .unwrap_or_default()
@@ -297,6 +303,7 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
         && noncurrent_expiration.is_none()
         && !expired_delete_marker
         && transitions.is_empty()
+        && noncurrent_transitions.is_empty()
     {
         return Err(invalid(
             "At least one action needs to be specified in a rule",
@@ -311,7 +318,70 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
         noncurrent_expiration,
         expired_delete_marker,
         transitions,
+        noncurrent_transitions,
     })
+}
+
+/// The NoncurrentDays of a rule's NoncurrentVersionExpiration, if any (for
+/// the order of its transitions; checked on its own later).
+fn noncurrent_expiration_days(e: &Option<NoncurrentVersionExpiration>) -> Option<i32> {
+    e.as_ref().and_then(|e| e.noncurrent_days)
+}
+
+/// A NoncurrentVersionTransition: NoncurrentDays (0 or more, as for a
+/// Transition), NewerNoncurrentVersions (1 to 100) and a storage class
+/// (checked against the layout by [`Api::check_transition_classes`]).
+fn noncurrent_transition_from_dto(
+    t: NoncurrentVersionTransition,
+) -> ApiResult<model::NoncurrentTransition> {
+    let class = t
+        .storage_class
+        .map(|c| c.as_str().to_string())
+        .ok_or_else(|| {
+            ApiError::MalformedXml("a NoncurrentVersionTransition needs a StorageClass".into())
+        })?;
+    let days = match t.noncurrent_days {
+        Some(d) if d >= 0 => d as u32,
+        _ => {
+            return Err(invalid(
+                "'NoncurrentDays' for NoncurrentVersionTransition action must be a non-negative integer",
+            ))
+        }
+    };
+    let keep = match t.newer_noncurrent_versions {
+        None => None,
+        Some(k) if (1..=100).contains(&k) => Some(k as u32),
+        Some(_) => {
+            return Err(invalid(
+                "'NewerNoncurrentVersions' must be between 1 and 100",
+            ))
+        }
+    };
+    Ok(model::NoncurrentTransition { days, keep, class })
+}
+
+/// S3's rules between a rule's noncurrent actions: one transition per
+/// class, and the expiration after every transition.
+fn check_noncurrent_transitions(
+    ts: &[model::NoncurrentTransition],
+    expiration_days: Option<i32>,
+) -> ApiResult<()> {
+    let mut classes = HashSet::new();
+    for t in ts {
+        if !classes.insert(t.class.as_str()) {
+            return Err(invalid(format!(
+                "'StorageClass' must be different for 'NoncurrentVersionTransition' actions in the same rule ({})",
+                t.class
+            )));
+        }
+        if expiration_days.is_some_and(|e| e <= t.days as i32) {
+            return Err(invalid(format!(
+                "'NoncurrentDays' in the NoncurrentVersionExpiration action must be greater than 'NoncurrentDays' in the NoncurrentVersionTransition action for StorageClass {}",
+                t.class
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A Transition: Days (0 or more: S3's 30-day minimum for `STANDARD_IA`
@@ -397,13 +467,37 @@ impl Api {
     /// layout: `STANDARD` is refused (S3 has no transition to it), an
     /// unknown class is `InvalidStorageClass`.
     fn check_transition_classes(&self, rules: &[model::LifecycleRule]) -> ApiResult<()> {
-        for t in rules.iter().flat_map(|r| r.transitions.iter()) {
-            if self.storage_choice(Some(&t.class))?.code.is_none() {
+        let current = rules
+            .iter()
+            .flat_map(|r| r.transitions.iter())
+            .map(|t| ("Transition", &t.class));
+        let noncurrent = rules
+            .iter()
+            .flat_map(|r| r.noncurrent_transitions.iter())
+            .map(|t| ("NoncurrentVersionTransition", &t.class));
+        for (what, class) in current.chain(noncurrent) {
+            if self.storage_choice(Some(class))?.code.is_none() {
                 return Err(invalid(format!(
-                    "'StorageClass' of a Transition cannot be {}",
-                    t.class
+                    "'StorageClass' of a {what} cannot be {class}"
                 )));
             }
+        }
+        Ok(())
+    }
+
+    /// NoncurrentVersionTransition is stored in a form v0.2.0 cannot read:
+    /// refused until the cluster is finalized at the release that
+    /// brought it (see doc/upgrading.md).
+    fn check_lifecycle_gate(&self, rules: &[model::LifecycleRule]) -> ApiResult<()> {
+        let gate = &garage_rpc::system::versions::NONCURRENT_VERSION_TRANSITION;
+        if rules.iter().any(|r| !r.noncurrent_transitions.is_empty())
+            && !self.blocks.system.feature_allowed(gate)
+        {
+            return Err(ApiError::NotImplemented(format!(
+                "NoncurrentVersionTransition needs the cluster finalized at v{} or later (it is at v{}): upgrade every node, then run `garage upgrade finalize`",
+                gate.since,
+                self.blocks.system.active_version()
+            )));
         }
         Ok(())
     }
@@ -530,7 +624,16 @@ pub fn rule_to_dto(r: &model::LifecycleRule) -> LifecycleRule {
                 newer_noncurrent_versions: n.keep.map(|k| k as i32),
             }
         }),
-        noncurrent_version_transitions: None,
+        noncurrent_version_transitions: (!r.noncurrent_transitions.is_empty()).then(|| {
+            r.noncurrent_transitions
+                .iter()
+                .map(|t| NoncurrentVersionTransition {
+                    noncurrent_days: Some(t.days as i32),
+                    newer_noncurrent_versions: t.keep.map(|k| k as i32),
+                    storage_class: Some(TransitionStorageClass::from(t.class.clone())),
+                })
+                .collect()
+        }),
         prefix: None,
         transitions: (!r.transitions.is_empty()).then(|| {
             r.transitions
@@ -569,6 +672,7 @@ mod tests {
             noncurrent_expiration: None,
             expired_delete_marker: false,
             transitions: vec![],
+            noncurrent_transitions: vec![],
         };
         // 2026-11-27T10:00:00Z
         let created = 1_795_773_600_000;
@@ -737,9 +841,50 @@ mod tests {
         // A transition alone is an action.
         t.expiration = None;
         assert!(check(vec![t]).is_ok());
-        let mut nt = rule(days(1));
+        // NoncurrentVersionTransition: a class, NoncurrentDays 0 or more,
+        // 1 to 100 newer versions kept, one per class, before the
+        // noncurrent expiration; alone an action; round trips.
+        let ntr = |days: Option<i32>, keep: Option<i32>, class: &str| NoncurrentVersionTransition {
+            noncurrent_days: days,
+            newer_noncurrent_versions: keep,
+            storage_class: Some(TransitionStorageClass::from(class.to_string())),
+        };
+        let mut nt = rule(None);
         nt.noncurrent_version_transitions = Some(vec![NoncurrentVersionTransition::default()]);
-        assert_eq!(code(check(vec![nt])), "NotImplemented");
+        assert_eq!(code(check(vec![nt.clone()])), "MalformedXML");
+        for bad in [
+            vec![ntr(None, None, "STANDARD_IA")],
+            vec![ntr(Some(-1), None, "STANDARD_IA")],
+            vec![ntr(Some(1), Some(0), "STANDARD_IA")],
+            vec![ntr(Some(1), Some(101), "STANDARD_IA")],
+            vec![
+                ntr(Some(1), None, "STANDARD_IA"),
+                ntr(Some(2), None, "STANDARD_IA"),
+            ],
+        ] {
+            nt.noncurrent_version_transitions = Some(bad.clone());
+            assert_eq!(code(check(vec![nt.clone()])), "InvalidArgument", "{bad:?}");
+        }
+        nt.noncurrent_version_transitions = Some(vec![ntr(Some(5), Some(2), "STANDARD_IA")]);
+        nt.noncurrent_version_expiration = Some(NoncurrentVersionExpiration {
+            noncurrent_days: Some(5),
+            newer_noncurrent_versions: None,
+        });
+        assert_eq!(code(check(vec![nt.clone()])), "InvalidArgument");
+        nt.noncurrent_version_expiration = None;
+        let stored = check(vec![nt.clone()]).unwrap();
+        assert_eq!(
+            stored[0].noncurrent_transitions,
+            vec![model::NoncurrentTransition {
+                days: 5,
+                keep: Some(2),
+                class: "STANDARD_IA".into()
+            }]
+        );
+        assert_eq!(
+            rule_to_dto(&stored[0]).noncurrent_version_transitions,
+            nt.noncurrent_version_transitions
+        );
         // NoncurrentVersionExpiration: NoncurrentDays > 0, and 1 to 100
         // newer versions kept; round trips.
         let mut nc = rule(None);

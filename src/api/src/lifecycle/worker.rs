@@ -13,6 +13,12 @@
 //!   rule's storage class ([`Api::transition`]). As in S3, an object under
 //!   128 KiB is not moved unless the rule filters on its size.
 //!
+//! In a versioned bucket it then walks the history table key by key
+//! ([`plan_history`]): it deletes the noncurrent versions a
+//! NoncurrentVersionExpiration lets go and lone delete markers, and queues
+//! those a NoncurrentVersionTransition moves (counted from the time each
+//! stopped being current) for the same transition worker.
+//!
 //! `GARAGE_LIFECYCLE_INTERVAL_SECS` shortens the interval and
 //! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
 //! (both for tests: rules count in whole days).
@@ -282,24 +288,27 @@ impl LifecycleWorker {
             }
             start = page.last().map(|o| o.key.clone());
         }
-        let for_versions = rules
-            .iter()
-            .any(|r| r.noncurrent_expiration.is_some() || r.expired_delete_marker);
+        let for_versions = rules.iter().any(|r| {
+            r.noncurrent_expiration.is_some()
+                || r.expired_delete_marker
+                || !r.noncurrent_transitions.is_empty()
+        });
         if for_versions && versioning != Versioning::Off {
-            stats.versions_deleted = self.history_pass(b, rules, now).await?;
+            self.history_pass(b, name, rules, now, &mut stats).await?;
         }
         Ok(stats)
     }
 
-    /// Walks the bucket's history table key by key and deletes what
-    /// [`plan_history`] says. Returns how many versions it deleted.
+    /// Walks the bucket's history table key by key and deletes and queues
+    /// what [`plan_history`] says, counted in `stats`.
     async fn history_pass(
         &self,
         b: &Bucket,
+        name: &str,
         rules: &[LifecycleRule],
         now: u64,
-    ) -> ApiResult<usize> {
-        let mut deleted = 0;
+        stats: &mut BucketPass,
+    ) -> ApiResult<()> {
         let mut start: Option<HistoryKey> = None;
         let mut group: Vec<HistoryEntry> = Vec::new();
         loop {
@@ -312,7 +321,8 @@ impl LifecycleWorker {
             start = page.last().map(|h| h.hkey.clone()).or(start);
             for h in page {
                 if group.first().is_some_and(|g| g.key != h.key) {
-                    deleted += self.apply_history(b, rules, now, &group).await?;
+                    self.apply_history(b, name, rules, now, &group, stats)
+                        .await?;
                     group.clear();
                 }
                 if group.last().is_none_or(|g| g.hkey != h.hkey) {
@@ -324,20 +334,23 @@ impl LifecycleWorker {
             }
         }
         if !group.is_empty() {
-            deleted += self.apply_history(b, rules, now, &group).await?;
+            self.apply_history(b, name, rules, now, &group, stats)
+                .await?;
         }
-        Ok(deleted)
+        Ok(())
     }
 
     /// One key's history entries (newest first): deletes the versions the
-    /// rules expire.
+    /// rules expire and queues those they move.
     async fn apply_history(
         &self,
         b: &Bucket,
+        name: &str,
         rules: &[LifecycleRule],
         now: u64,
         group: &[HistoryEntry],
-    ) -> ApiResult<usize> {
+        stats: &mut BucketPass,
+    ) -> ApiResult<()> {
         let key = &group[0].key;
         let obj = self.api.objects.get(&b.id, key).await?;
         let versions: Vec<ObjectVersion> = group.iter().map(|h| h.version.clone()).collect();
@@ -357,9 +370,20 @@ impl LifecycleWorker {
         let has_null = obj
             .as_ref()
             .is_some_and(|o| o.null_versions().next().is_some());
-        let doomed = plan_history(key, &versions, &tags, newer_null, has_null, rules, now);
-        let mut deleted = 0;
-        for v in doomed.iter() {
+        let todo = plan_history(key, &versions, &tags, newer_null, has_null, rules, now);
+        for (version, class) in todo.transitions {
+            let job = TransitionJob {
+                bucket: b.id,
+                bucket_name: name.to_string(),
+                key: key.clone(),
+                version,
+                class,
+            };
+            if self.queue_transition(job).await {
+                stats.transitions += 1;
+            }
+        }
+        for v in todo.delete.iter() {
             // A locked version stays until its lock lets it go (S3's
             // rule); the lock is checked again, at quorum, by the delete.
             if v.lock.check_delete(now, false).is_err() {
@@ -370,23 +394,36 @@ impl LifecycleWorker {
                 .delete_version(b.id, key, &v.version_id().to_string(), false)
                 .await
             {
-                Ok(_) => deleted += 1,
+                Ok(_) => stats.versions_deleted += 1,
                 Err(ApiError::AccessDenied(_)) => (),
                 Err(e) => return Err(e),
             }
         }
-        Ok(deleted)
+        Ok(())
     }
 }
 
-/// Which of a key's versions with ids (`versions`, newest first) the
-/// rules delete at `now`: a noncurrent version (one with a newer version;
-/// `newer_null` is the time of a current null version newer than all of
-/// them) once NoncurrentDays have passed since its successor was written,
-/// unless it is among the NewerNoncurrentVersions newest noncurrent ones;
-/// and, with ExpiredObjectDeleteMarker, a current delete marker that is
-/// the key's only version (`has_null`: the key has a null version).
-/// `tags[i]` are the tags of `versions[i]` (none when missing).
+/// What the rules do to one key's versions with ids.
+#[derive(Debug, Default)]
+pub struct HistoryPlan {
+    /// Versions to delete.
+    pub delete: Vec<ObjectVersion>,
+    /// Versions to move, and the class to move each to.
+    pub transitions: Vec<(ObjectVersion, String)>,
+}
+
+/// What the rules do at `now` to a key's versions with ids (`versions`,
+/// newest first). A noncurrent version is one with a newer version
+/// (`newer_null` is the time of a current null version newer than all of
+/// them); its NoncurrentDays count from when its successor was written, and
+/// the NewerNoncurrentVersions newest noncurrent versions are kept from a
+/// rule's action. Deleted: a noncurrent version a NoncurrentVersionExpiration
+/// lets go, and, with ExpiredObjectDeleteMarker, a current delete marker
+/// that is the key's only version (`has_null`: the key has a null version).
+/// Moved: a noncurrent version kept in blocks, to the class of the latest
+/// NoncurrentVersionTransition due, if not in it yet (as for a Transition,
+/// not under 128 KiB unless the rule's filter names a size). `tags[i]` are
+/// the tags of `versions[i]` (none when missing).
 pub fn plan_history(
     key: &str,
     versions: &[ObjectVersion],
@@ -395,8 +432,8 @@ pub fn plan_history(
     has_null: bool,
     rules: &[LifecycleRule],
     now: u64,
-) -> Vec<ObjectVersion> {
-    let mut out = Vec::new();
+) -> HistoryPlan {
+    let mut out = HistoryPlan::default();
     let mut successor = newer_null;
     let mut rank = 0;
     for (i, v) in versions.iter().enumerate() {
@@ -410,7 +447,19 @@ pub fn plan_history(
                 }) && r.filter.matches(key, v.size(), v_tags)
             });
             if expired {
-                out.push(v.clone());
+                out.delete.push(v.clone());
+            } else {
+                let due = rules
+                    .iter()
+                    .filter(|r| may_move(r, key, v, v_tags))
+                    .flat_map(|r| r.noncurrent_transitions.iter())
+                    .filter(|t| rank > t.keep.unwrap_or(0) as usize)
+                    .map(|t| (days_after(became_noncurrent, t.days), &t.class))
+                    .filter(|(at, _)| *at <= now)
+                    .max();
+                if let Some(class) = due.and_then(|(_, c)| not_yet_in(v, c)) {
+                    out.transitions.push((v.clone(), class));
+                }
             }
         }
         successor = Some(v.timestamp);
@@ -425,7 +474,7 @@ pub fn plan_history(
             .iter()
             .any(|r| r.expired_delete_marker && r.filter.matches_key(key))
     {
-        out.push(versions[0].clone());
+        out.delete.push(versions[0].clone());
     }
     out
 }
@@ -588,26 +637,37 @@ fn transition_of(
     rules: &[LifecycleRule],
     now: u64,
 ) -> Option<String> {
-    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
-        return None;
-    };
     let due = |when: &garage_model::bucket_table::LifecycleExpiration| match *when {
         garage_model::bucket_table::LifecycleExpiration::AfterDays(d) => days_after(v.timestamp, d),
         garage_model::bucket_table::LifecycleExpiration::AtDate(t) => t,
     };
     let (_, class) = rules
         .iter()
-        .filter(|r| {
-            r.filter.matches(key, v.size(), tags)
-                && (r.filter.size_gt.is_some()
-                    || r.filter.size_lt.is_some()
-                    || v.size() >= MIN_TRANSITION_SIZE)
-        })
+        .filter(|r| may_move(r, key, v, tags))
         .flat_map(|r| r.transitions.iter())
         .map(|t| (due(&t.when), &t.class))
         .filter(|(at, _)| *at <= now)
         .max()?;
-    (meta.storage_class.as_deref() != Some(class.as_str())).then(|| class.clone())
+    not_yet_in(v, class)
+}
+
+/// Whether rule `r`'s transitions apply to version `v` of `key`: its filter
+/// matches, and the version is not under 128 KiB unless the filter names a
+/// size.
+fn may_move(r: &LifecycleRule, key: &str, v: &ObjectVersion, tags: &[(String, String)]) -> bool {
+    r.filter.matches(key, v.size(), tags)
+        && (r.filter.size_gt.is_some()
+            || r.filter.size_lt.is_some()
+            || v.size() >= MIN_TRANSITION_SIZE)
+}
+
+/// `class`, if version `v` is complete data kept in blocks (inline data
+/// lives in the metadata) and not in that class yet.
+fn not_yet_in(v: &ObjectVersion, class: &str) -> Option<String> {
+    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+        return None;
+    };
+    (meta.storage_class.as_deref() != Some(class)).then(|| class.to_string())
 }
 
 /// Applies the (enabled) `rules` to one object.
@@ -718,6 +778,7 @@ mod tests {
             noncurrent_expiration: None,
             expired_delete_marker: false,
             transitions: vec![],
+            noncurrent_transitions: vec![],
         }
     }
 
@@ -820,39 +881,107 @@ mod tests {
         // were written.
         let vs = vec![data(day + 30, 1), data(day + 20, 1), data(day + 10, 1)];
         let ids = |x: Vec<ObjectVersion>| x.into_iter().map(|v| v.uuid).collect::<Vec<_>>();
-        assert!(plan_history("nc/a", &vs, &[], None, false, &rules, day + DAY_MSEC - 1).is_empty());
+        assert!(
+            plan_history("nc/a", &vs, &[], None, false, &rules, day + DAY_MSEC - 1)
+                .delete
+                .is_empty()
+        );
         // A day later (at midnight): v1 goes, v2 is the one kept.
         assert_eq!(
-            ids(plan_history("nc/a", &vs, &[], None, false, &rules, 2 * day)),
+            ids(plan_history("nc/a", &vs, &[], None, false, &rules, 2 * day).delete),
             vec![vs[2].uuid]
         );
         // A newer null version is current: v3 is noncurrent too.
         assert_eq!(
-            ids(plan_history(
-                "nc/a",
-                &vs,
-                &[],
-                Some(day + 40),
-                true,
-                &rules,
-                2 * day
-            )),
+            ids(plan_history("nc/a", &vs, &[], Some(day + 40), true, &rules, 2 * day).delete),
             vec![vs[1].uuid, vs[2].uuid]
         );
         // Another prefix: nothing.
-        assert!(plan_history("x/a", &vs, &[], None, false, &rules, 3 * day).is_empty());
+        assert!(plan_history("x/a", &vs, &[], None, false, &rules, 3 * day)
+            .delete
+            .is_empty());
         // A lone current delete marker goes; not with a null version, nor
         // with other versions.
         let mut marker = data(day, 0);
         marker.state = ObjectVersionState::Complete(ObjectVersionData::DeleteMarker);
         let lone = vec![marker.clone()];
         assert_eq!(
-            ids(plan_history("x/b", &lone, &[], None, false, &rules, day)),
+            ids(plan_history("x/b", &lone, &[], None, false, &rules, day).delete),
             vec![marker.uuid]
         );
-        assert!(plan_history("x/b", &lone, &[], None, true, &rules, day).is_empty());
+        assert!(plan_history("x/b", &lone, &[], None, true, &rules, day)
+            .delete
+            .is_empty());
         let two = vec![marker, data(day - 5, 1)];
-        assert!(plan_history("x/b", &two, &[], None, false, &rules, day).is_empty());
+        assert!(plan_history("x/b", &two, &[], None, false, &rules, day)
+            .delete
+            .is_empty());
+    }
+
+    #[test]
+    fn noncurrent_transitions_follow_the_rules() {
+        use garage_model::bucket_table::NoncurrentTransition;
+        let day = 100 * DAY_MSEC;
+        let big = 1 << 20;
+        let mut r = rule("nc/", None, None);
+        r.filter.size_lt = None;
+        r.noncurrent_transitions = vec![
+            NoncurrentTransition {
+                days: 1,
+                keep: Some(1),
+                class: "STANDARD_IA".into(),
+            },
+            NoncurrentTransition {
+                days: 5,
+                keep: None,
+                class: "DEEP".into(),
+            },
+        ];
+        let rules = [r];
+        // Newest first: v4 current; v3, v2, v1 noncurrent since v4, v3
+        // and v2 were written; v1 is small, v2 already in STANDARD_IA.
+        let vs = vec![
+            blocks(day + 40, big, None),
+            blocks(day + 30, big, None),
+            blocks(day + 20, big, Some("STANDARD_IA")),
+            blocks(day + 10, 1000, None),
+        ];
+        let moved = |now: u64| {
+            let p = plan_history("nc/a", &vs, &[], None, false, &rules, now);
+            assert!(p.delete.is_empty());
+            p.transitions
+                .into_iter()
+                .map(|(v, c)| (v.uuid, c))
+                .collect::<Vec<_>>()
+        };
+        // Not before the day is due.
+        assert_eq!(moved(day + DAY_MSEC - 1), vec![]);
+        // A day later: v3 is the noncurrent version kept from the first
+        // action; v2 is there already; v1 is too small.
+        assert_eq!(moved(day + 2 * DAY_MSEC), vec![]);
+        // Five days later the second action (no version kept) takes v3
+        // and v2 to DEEP.
+        assert_eq!(
+            moved(day + 6 * DAY_MSEC),
+            vec![
+                (vs[1].uuid, "DEEP".to_string()),
+                (vs[2].uuid, "DEEP".to_string())
+            ]
+        );
+        // The current version never moves by these rules; another prefix
+        // has nothing moved.
+        assert!(plan_history("x/a", &vs, &[], None, false, &rules, 9 * day)
+            .transitions
+            .is_empty());
+        // A noncurrent expiration due wins over the transition.
+        let mut both = rules[0].clone();
+        both.noncurrent_expiration = Some(NoncurrentExpiration {
+            days: 6,
+            keep: None,
+        });
+        let p = plan_history("nc/a", &vs, &[], None, false, &[both], day + 7 * DAY_MSEC);
+        assert_eq!(p.delete.len(), 3);
+        assert!(p.transitions.is_empty());
     }
 
     #[test]
@@ -871,7 +1000,11 @@ mod tests {
         let tags = vec![vec![], scratch, vec![]];
         let doomed = plan_history("k", &vs, &tags, None, false, &[r], 3 * day);
         assert_eq!(
-            doomed.into_iter().map(|v| v.uuid).collect::<Vec<_>>(),
+            doomed
+                .delete
+                .into_iter()
+                .map(|v| v.uuid)
+                .collect::<Vec<_>>(),
             vec![vs[1].uuid]
         );
     }

@@ -1091,3 +1091,166 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
         assert!(get(&cl, "def/x").await == body);
     });
 }
+
+/// NoncurrentVersionTransition on three nodes in three zones: a day after
+/// a version stopped being current it moves to `STANDARD_IA` (the class
+/// reported for that version id, same bytes and ETag), except the newest
+/// noncurrent version (NewerNoncurrentVersions 1), the current version and
+/// a version too small to move; the rule reads back.
+#[test]
+fn noncurrent_versions_transition_after_their_days() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, BucketVersioningStatus, ExpirationStatus, LifecycleRule,
+        LifecycleRuleFilter, NoncurrentVersionTransition, TransitionStorageClass,
+        VersioningConfiguration,
+    };
+    let two_days = (2 * 86400).to_string();
+    let c = cluster_with(
+        3,
+        &["dc1", "dc2", "dc3"],
+        &[
+            ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
+            ("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS", &two_days),
+        ],
+    );
+    let key = make_key(&c, "nct");
+    let cl = sdk_client(&c, 0, &key);
+    run(async {
+        cl.create_bucket().bucket(BUCKET).send().await.unwrap();
+        cl.put_bucket_versioning()
+            .bucket(BUCKET)
+            .versioning_configuration(
+                VersioningConfiguration::builder()
+                    .status(BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        // Three versions of k (oldest first), two of small.
+        let mut k = Vec::new();
+        for _ in 0..3 {
+            let body = random_bytes(2 * MIB + 7);
+            put(&cl, "k", &body, None).await;
+            k.push((identity(&cl, "k").await, body));
+        }
+        let mut small = Vec::new();
+        for _ in 0..2 {
+            let body = random_bytes(10_000);
+            put(&cl, "small", &body, None).await;
+            small.push(identity(&cl, "small").await);
+        }
+        let rule = LifecycleRule::builder()
+            .id("cold-history")
+            .status(ExpirationStatus::Enabled)
+            .filter(LifecycleRuleFilter::builder().prefix("").build())
+            .noncurrent_version_transitions(
+                NoncurrentVersionTransition::builder()
+                    .noncurrent_days(1)
+                    .newer_noncurrent_versions(1)
+                    .storage_class(TransitionStorageClass::StandardIa)
+                    .build(),
+            )
+            .build()
+            .unwrap();
+        cl.put_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .lifecycle_configuration(
+                BucketLifecycleConfiguration::builder()
+                    .rules(rule)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let got = cl
+            .get_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .send()
+            .await
+            .unwrap();
+        let t = &got.rules()[0].noncurrent_version_transitions()[0];
+        assert_eq!(
+            (
+                t.noncurrent_days(),
+                t.newer_noncurrent_versions(),
+                t.storage_class()
+            ),
+            (Some(1), Some(1), Some(&TransitionStorageClass::StandardIa))
+        );
+
+        let class_of_version = |key: &'static str, id: String| {
+            let cl = cl.clone();
+            async move {
+                let h = cl
+                    .head_object()
+                    .bucket(BUCKET)
+                    .key(key)
+                    .version_id(id)
+                    .send()
+                    .await
+                    .unwrap();
+                (
+                    h.storage_class()
+                        .map(|c| c.as_str().to_string())
+                        .unwrap_or_else(|| "STANDARD".into()),
+                    h.e_tag().unwrap().to_string(),
+                )
+            }
+        };
+        let oldest = k[0].0 .2.clone();
+        let deadline = std::time::Instant::now() + CLUSTER_DEADLINE * 2;
+        while class_of_version("k", oldest.clone()).await.0 != "STANDARD_IA" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the oldest version never moved"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Same bytes and ETag; the others stay where they were.
+        let (_, etag) = class_of_version("k", oldest.clone()).await;
+        assert_eq!(etag, k[0].0 .0);
+        let body = cl
+            .get_object()
+            .bucket(BUCKET)
+            .key("k")
+            .version_id(&oldest)
+            .send()
+            .await
+            .unwrap()
+            .body
+            .collect()
+            .await
+            .unwrap()
+            .to_vec();
+        assert!(body == k[0].1, "the moved version reads back");
+        for (what, key, id) in [
+            ("the newest noncurrent version", "k", k[1].0 .2.clone()),
+            ("the current version", "k", k[2].0 .2.clone()),
+            ("a small version", "small", small[0].2.clone()),
+        ] {
+            assert_eq!(class_of_version(key, id).await.0, "STANDARD", "{what}");
+        }
+        let versions = cl
+            .list_object_versions()
+            .bucket(BUCKET)
+            .prefix("k")
+            .send()
+            .await
+            .unwrap();
+        for v in versions.versions() {
+            let want = if v.version_id() == Some(oldest.as_str()) {
+                "STANDARD_IA"
+            } else {
+                "STANDARD"
+            };
+            assert_eq!(
+                v.storage_class().map(|c| c.as_str()),
+                Some(want),
+                "{:?}",
+                v.version_id()
+            );
+        }
+    });
+}

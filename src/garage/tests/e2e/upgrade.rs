@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::cluster::{wait_until, Cluster};
-use crate::common::s3::{endpoint, make_key};
+use crate::common::s3::{aws, aws_ok, endpoint, make_key};
 use crate::common::{stderr, stdout};
 
-const PREVIOUS: &str = "0.1.0";
+const PREVIOUS: &str = "0.2.0";
 const DEADLINE: Duration = Duration::from_secs(90);
 
 /// The previous release's binary: `GARAGE_PREVIOUS_RELEASE_BIN`, else the
@@ -140,6 +140,35 @@ fn status(c: &Cluster, i: usize) -> serde_json::Value {
     c.garage_json(i, &["status"])
 }
 
+/// The bucket of the feature gate's check.
+const GATED: &str = "gated";
+
+/// PutBucketLifecycleConfiguration with a NoncurrentVersionTransition
+/// (gated on v0.3.0) on bucket [`GATED`], through node `i`: aws-cli's
+/// output.
+fn put_noncurrent_transition(
+    c: &Cluster,
+    key: &(String, String),
+    i: usize,
+    dir: &Path,
+) -> std::process::Output {
+    let config = r#"{"Rules": [{"ID": "cold", "Status": "Enabled", "Filter": {"Prefix": ""},
+        "NoncurrentVersionTransitions": [{"NoncurrentDays": 30, "StorageClass": "STANDARD_IA"}]}]}"#;
+    aws(
+        key,
+        &endpoint(c, i),
+        dir,
+        &[
+            "s3api",
+            "put-bucket-lifecycle-configuration",
+            "--bucket",
+            GATED,
+            "--lifecycle-configuration",
+            config,
+        ],
+    )
+}
+
 fn releases(st: &serde_json::Value) -> Vec<String> {
     let mut v: Vec<String> = st["nodes"]
         .as_array()
@@ -173,7 +202,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
         n.bin = Some(prev.clone());
     }
     c.start_all();
-    wait_all_up(&c, "the v0.1.0 nodes see each other");
+    wait_all_up(&c, "the previous release's nodes see each other");
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "upgrade");
     let kms = c.json_api(0, "CreateKmsKey", serde_json::json!({}));
@@ -230,6 +259,22 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             for n in &c.nodes {
                 assert!(stats.contains(&n.id()[..16]), "{stats}");
             }
+            // A gated feature is refused by an upgraded node until the
+            // cluster is finalized, saying so.
+            aws_ok(
+                &key,
+                &endpoint(&c, i),
+                dir.path(),
+                &["s3api", "create-bucket", "--bucket", GATED],
+            );
+            let out = put_noncurrent_transition(&c, &key, i, dir.path());
+            let e = stderr(&out);
+            assert!(
+                !out.status.success()
+                    && e.contains("NotImplemented")
+                    && e.contains("finalized at v0.3.0"),
+                "{e}"
+            );
         }
     }
     let st = status(&c, order[0]);
@@ -271,6 +316,28 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
         },
     );
 
+    // The gated feature is used now: the rule is kept and read back
+    // through every node.
+    let out = put_noncurrent_transition(&c, &key, order[0], dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    for i in 0..3 {
+        let got = aws_ok(
+            &key,
+            &endpoint(&c, i),
+            dir.path(),
+            &[
+                "s3api",
+                "get-bucket-lifecycle-configuration",
+                "--bucket",
+                GATED,
+            ],
+        );
+        assert!(
+            got.contains("NoncurrentVersionTransitions") && got.contains("STANDARD_IA"),
+            "{got}"
+        );
+    }
+
     // A layout change under traffic, finalized.
     change_capacity(&c, 0, order[2], "3G");
 
@@ -289,10 +356,30 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
     script(&c, &key, "check", dir.path(), &[]);
     let took = t0.elapsed();
 
-    // The finalized cluster refuses a node of the previous release, and
-    // says why with both versions.
+    // The finalized cluster refuses the previous release. On a node's own
+    // metadata_dir, which records the finalized version, its daemon does
+    // not start, naming both versions.
     let old = order[2];
     c.stop(old);
+    let mut refused = crate::common::Proc::spawn_with(
+        crate::common::base_command_of(&prev, &c.nodes[old].dir).args([
+            "-c",
+            c.nodes[old].config.to_str().unwrap(),
+            "server",
+        ]),
+    );
+    let line = refused.wait_log("cannot be rolled back");
+    assert!(
+        line.contains(&format!("runs garage v{PREVIOUS}"))
+            && line.contains(&format!("finalized at v{series}")),
+        "{line}"
+    );
+    assert!(!refused.wait_exit().success(), "the old daemon started");
+    // Without that record (a node whose metadata_dir predates the
+    // finalization, say), it starts and every node refuses it at the
+    // handshake, saying why with both versions.
+    std::fs::remove_file(c.nodes[old].dir.join("meta/cluster_version"))
+        .expect("the node recorded the finalized version");
     c.nodes[old].bin = Some(prev.clone());
     c.start(old);
     let witness = (old + 1) % 3;

@@ -38,11 +38,18 @@ pub struct Feature {
     pub since: Version,
 }
 
+/// Lifecycle rules with NoncurrentVersionTransition: a field at the end
+/// of a rule in the bucket entry, which v0.2.0 cannot decode.
+pub const NONCURRENT_VERSION_TRANSITION: Feature = Feature {
+    name: "noncurrent-version-transition",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
-/// v0.2.0 changes no stored format and no RPC that v0.1.0 reads (its
-/// handshake and ping additions are read by v0.1.0 as before); the first
-/// gated features come with the next formats.
-pub const FEATURES: &[Feature] = &[];
+/// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
+/// handshake and ping additions are read by v0.1.0 as before): its
+/// finalization only made the cluster refuse v0.1.0.
+pub const FEATURES: &[Feature] = &[NONCURRENT_VERSION_TRANSITION];
 
 /// Whether `feature` may be used by a cluster whose active version is
 /// `active`.
