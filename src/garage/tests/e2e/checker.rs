@@ -1012,6 +1012,19 @@ struct Nemesis {
 /// How long a destructive fault waits for flipped bits to be found.
 const ROT_FOUND_WAIT: Duration = Duration::from_secs(60);
 
+/// How long a destructive fault waits for the repairs of the previous
+/// loss (see [`Nemesis::wait_repair_window`]); it is skipped after that.
+const REPAIRS_WAIT: Duration = Duration::from_secs(120);
+
+/// What [`Nemesis::wait_repair_window`] found.
+struct RepairWait {
+    /// Flipped files still in place.
+    unfound: Vec<PathBuf>,
+    /// Nodes still with resync work due after [`REPAIRS_WAIT`]: the
+    /// destructive fault is skipped.
+    busy: Vec<usize>,
+}
+
 /// What a destructive fault's line says of flipped files not yet found
 /// when it struck (a second loss: not a promise of any layout).
 fn unfound_note(unfound: &[PathBuf]) -> String {
@@ -1132,41 +1145,77 @@ impl Nemesis {
         self.c.block_files(i)
     }
 
-    /// Waits until [`REPAIR_WINDOW`] has passed since the last event
-    /// after which blocks need repairs. A destructive fault (a wipe, a
-    /// deleted block file) comes only then: striking while another loss
-    /// is still being repaired is two losses at once, which neither 3
-    /// copies nor a 2+1 code promise to survive. (Waiting for the resync
-    /// queues to empty does not work under load: new writes keep entries
-    /// due, and references of uploads cut off mid-way stay in error until
-    /// the final repairs.)
+    /// Waits until the repairs of the last event after which blocks need
+    /// repairs are done. A destructive fault (a wipe, a deleted block
+    /// file) comes only then: striking while another loss is still being
+    /// repaired is two losses at once, which neither 3 copies nor a 2+1
+    /// code promise to survive.
+    ///
+    /// First [`REPAIR_WINDOW`] after the event, then until every running
+    /// node was seen with nothing due in its resync queue (the queue runs
+    /// in time order: the blocks queued by the event were fetched, rebuilt
+    /// or put in error), for up to [`REPAIRS_WAIT`]. Only "due now" counts:
+    /// entries due later are deletions waiting for their delay and retries
+    /// of blocks in error (references of uploads cut off mid-way stay in
+    /// error until the final repairs). A time alone is not enough: checker
+    /// seed 21001 wiped a node 35 s after a replacement whose new node had
+    /// not yet rebuilt its shards, on a loaded machine, and lost blocks of
+    /// a 2+1 code (two shards of three gone).
     ///
     /// A flipped bit is a loss until found: the wait also lasts until the
     /// scrub started by the bit flip (or a read) has found each flipped
     /// file (it was moved aside or rewritten), for up to
-    /// [`ROT_FOUND_WAIT`]; returns the flipped files still in place then.
-    fn wait_repair_window(&mut self) -> Vec<PathBuf> {
+    /// [`ROT_FOUND_WAIT`].
+    fn wait_repair_window(&mut self) -> RepairWait {
         let at = self.disturbed + REPAIR_WINDOW;
         let now = Instant::now();
         if at > now {
             std::thread::sleep(at - now);
+        }
+        let deadline = Instant::now() + REPAIRS_WAIT;
+        let mut busy: Vec<usize> = (0..self.c.nodes.len())
+            .filter(|i| self.c.nodes[*i].proc.is_some() && !self.held.contains(i))
+            .collect();
+        loop {
+            busy.retain(|i| self.resync_due(*i) != Some(0));
+            if busy.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(500));
         }
         let deadline = Instant::now() + ROT_FOUND_WAIT;
         loop {
             self.rotten
                 .retain(|(path, flipped)| std::fs::read(path).is_ok_and(|b| b == *flipped));
             if self.rotten.is_empty() || Instant::now() >= deadline {
-                return self.rotten.iter().map(|(p, _)| p.clone()).collect();
+                return RepairWait {
+                    unfound: self.rotten.iter().map(|(p, _)| p.clone()).collect(),
+                    busy,
+                };
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// How many entries of node `i`'s resync queue are due now (`None`:
+    /// it does not answer).
+    fn resync_due(&self, i: usize) -> Option<u64> {
+        let all = self.c.try_garage_json(i, &["stats"])?;
+        all["success"][self.c.nodes[i].id()]["resyncDue"].as_u64()
     }
 
     /// Runs one fault to its end (faults that last hold for `hold`).
     fn run(&mut self, f: Fault, sh: &Shared, hold: Duration) {
         match f {
             Fault::BitFlip => {
-                let unfound = self.wait_repair_window();
+                let RepairWait { unfound, busy } = self.wait_repair_window();
+                if !busy.is_empty() {
+                    sh.fault(format!(
+                        "bit flip skipped: nodes {busy:?} still had resync work due {} s after the last loss",
+                        REPAIRS_WAIT.as_secs()
+                    ));
+                    return;
+                }
                 // A node with two block files at least (early in a run, or
                 // on a node just added, there may be none yet: waited for,
                 // up to 30 s).
@@ -1256,7 +1305,14 @@ impl Nemesis {
                     ));
                     return;
                 }
-                let unfound = self.wait_repair_window();
+                let RepairWait { unfound, busy } = self.wait_repair_window();
+                if !busy.is_empty() {
+                    sh.fault(format!(
+                        "wipe of node {i} skipped: nodes {busy:?} still had resync work due {} s after the last loss",
+                        REPAIRS_WAIT.as_secs()
+                    ));
+                    return;
+                }
                 let old = self.id(i);
                 self.held.insert(i);
                 sh.up.lock().unwrap()[i] = false;
@@ -1796,7 +1852,10 @@ fn run(seed: u64) {
         // In the short run the clients keep going while a fault runs (its
         // waits may take it past the planned end) and a few seconds after.
         if !long {
-            sh.set_until(until.max(sh.now() + hold + REPAIR_WINDOW + Duration::from_secs(100)));
+            sh.set_until(
+                until
+                    .max(sh.now() + hold + REPAIR_WINDOW + REPAIRS_WAIT + Duration::from_secs(100)),
+            );
         }
         nem.run(f, &sh, hold);
         if !long {

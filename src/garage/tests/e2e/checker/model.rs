@@ -38,12 +38,27 @@ pub enum Outcome {
 }
 
 /// What a read returned.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Read {
     /// The object, as (write id from its metadata, body).
     Value(u64, Vec<u8>),
     Absent,
     Failed(String),
+}
+
+/// A body is shown by its length and first bytes: the history
+/// (`CHECKER_HISTORY`) printed whole bodies, gigabytes per long run.
+impl std::fmt::Debug for Read {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Read::Value(id, body) => {
+                let head: String = body.iter().take(8).map(|b| format!("{b:02x}")).collect();
+                write!(f, "Value({id}, {} bytes {head}…)", body.len())
+            }
+            Read::Absent => write!(f, "Absent"),
+            Read::Failed(e) => f.debug_tuple("Failed").field(e).finish(),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
