@@ -120,7 +120,7 @@ bad_lifecycle("MalformedXML", 400, Status="Sometimes", Expiration={"Days": 1})
 bad_lifecycle("InvalidArgument", 400, AbortIncompleteMultipartUpload={"DaysAfterInitiation": 0})
 bad_lifecycle("InvalidArgument", 400)  # no action
 bad_lifecycle("InvalidStorageClass", 400, Transitions=[{"Days": 30, "StorageClass": "GLACIER"}])
-bad_lifecycle("NotImplemented", 501,
+bad_lifecycle("InvalidStorageClass", 400,
               NoncurrentVersionTransitions=[{"NoncurrentDays": 30, "StorageClass": "GLACIER"}])
 bad_lifecycle("InvalidArgument", 400, NoncurrentVersionExpiration={"NoncurrentDays": 0})
 bad_lifecycle("InvalidArgument", 400, Expiration={"ExpiredObjectDeleteMarker": True, "Days": 3})
