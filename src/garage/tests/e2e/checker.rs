@@ -1380,12 +1380,19 @@ impl Nemesis {
                 let Some(i) = (0..self.c.nodes.len()).find(|i| !self.zones.contains_key(i)) else {
                     return;
                 };
+                let admin = self.admin();
                 if self.c.nodes[i].proc.is_none() {
                     self.c.start(i);
                     sh.up.lock().unwrap()[i] = true;
+                    // Its only bootstrap peer is node 0, which another
+                    // fault may hold (isolated): the CLI's node connects
+                    // to it, as an operator would (seed 21103 waited in
+                    // vain for it to be seen).
+                    let addr =
+                        format!("{}@{}", self.c.nodes[i].id(), self.c.nodes[i].public_addr());
+                    self.c.garage_ok(admin, &["node", "connect", &addr]);
                 }
                 let id = self.c.nodes[i].id()[..16].to_string();
-                let admin = self.admin();
                 wait_until("the CLI's node sees the new node", CLUSTER_DEADLINE, || {
                     self.c.health(admin).0.contains(&id)
                 });
