@@ -223,15 +223,7 @@ fn rule_from_dto(r: LifecycleRule) -> ApiResult<model::LifecycleRule> {
                     ))
                 }
             };
-            let keep = match n.newer_noncurrent_versions {
-                None => None,
-                Some(k) if (1..=100).contains(&k) => Some(k as u32),
-                Some(_) => {
-                    return Err(invalid(
-                        "'NewerNoncurrentVersions' must be between 1 and 100",
-                    ))
-                }
-            };
+            let keep = newer_noncurrent_versions(n.newer_noncurrent_versions)?;
             Some(model::NoncurrentExpiration { days, keep })
         }
     };
@@ -348,16 +340,20 @@ fn noncurrent_transition_from_dto(
             ))
         }
     };
-    let keep = match t.newer_noncurrent_versions {
-        None => None,
-        Some(k) if (1..=100).contains(&k) => Some(k as u32),
-        Some(_) => {
-            return Err(invalid(
-                "'NewerNoncurrentVersions' must be between 1 and 100",
-            ))
-        }
-    };
+    let keep = newer_noncurrent_versions(t.newer_noncurrent_versions)?;
     Ok(model::NoncurrentTransition { days, keep, class })
+}
+
+/// NewerNoncurrentVersions, of a noncurrent expiration or transition: 1 to
+/// 100 when given.
+fn newer_noncurrent_versions(k: Option<i32>) -> ApiResult<Option<u32>> {
+    match k {
+        None => Ok(None),
+        Some(k) if (1..=100).contains(&k) => Ok(Some(k as u32)),
+        Some(_) => Err(invalid(
+            "'NewerNoncurrentVersions' must be between 1 and 100",
+        )),
+    }
 }
 
 /// S3's rules between a rule's noncurrent actions: one transition per
