@@ -37,7 +37,8 @@ use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::make_key;
 use common::stdout;
 use model::{
-    body_of, check_all, tree_keys, Kind, Listed, Op, Outcome, Read, TREE_BUCKET, TREE_DIRS,
+    body_of, check_all, suspended_key, tree_keys, Kind, Listed, Op, Outcome, Read, NO_NULL_VERSION,
+    TREE_BUCKET, TREE_DIRS,
 };
 
 /// Objects are spread over this many buckets: the object table is
@@ -47,6 +48,9 @@ const BUCKETS: usize = 8;
 
 /// The bucket of `key`.
 fn bucket_of(key: &str) -> String {
+    if suspended_key(key) {
+        return SBUCKET.into();
+    }
     let h = key
         .bytes()
         .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32));
@@ -68,6 +72,10 @@ const KEYS: usize = 10;
 /// The bucket with versioning, and its keys (`v0`…).
 const VBUCKET: &str = "checker-v";
 const VKEYS: usize = 4;
+/// The bucket whose versioning was enabled, then suspended, and its keys
+/// (`n0`…): registers over null versions (see `model::suspended_key`).
+const SBUCKET: &str = "checker-suspended";
+const NKEYS: usize = 3;
 /// Keys written once before the faults start and then only read: data
 /// at rest through every fault (a layout change that loses objects shows
 /// here, where overwrites would hide it).
@@ -508,16 +516,40 @@ async fn get_version(c: &Client, key: &str, version: &str) -> Read {
     }
 }
 
+/// A GET of the null version of `key`, of the suspended bucket: a delete
+/// marker (405) is `Absent`, NoSuchVersion is [`NO_NULL_VERSION`].
+async fn get_null(c: &Client, key: &str) -> Read {
+    match c
+        .get_object()
+        .bucket(SBUCKET)
+        .key(key)
+        .version_id("null")
+        .send()
+        .await
+    {
+        Ok(o) => read_of(o).await,
+        Err(e) => match e.raw_response().map(|r| r.status().as_u16()) {
+            Some(405) => Read::Absent,
+            Some(404) => Read::Failed(NO_NULL_VERSION.into()),
+            _ => Read::Failed(cause(e)),
+        },
+    }
+}
+
 /// The versions and delete markers of `key` (ListObjectVersions, paged):
 /// versions in the listing's order, then markers in the listing's order.
 async fn list_versions(c: &Client, key: &str) -> Option<Vec<Listed>> {
+    let bucket = match suspended_key(key) {
+        true => SBUCKET,
+        false => VBUCKET,
+    };
     let mut versions = Vec::new();
     let mut markers = Vec::new();
     let (mut km, mut vm) = (None, None);
     for _ in 0..100 {
         let r = c
             .list_object_versions()
-            .bucket(VBUCKET)
+            .bucket(bucket)
             .prefix(key)
             .set_key_marker(km.clone())
             .set_version_id_marker(vm.clone())
@@ -552,11 +584,13 @@ async fn list_versions(c: &Client, key: &str) -> Option<Vec<Listed>> {
     None
 }
 
-/// The keys of every bucket (ListObjectsV2, paged).
+/// The keys of every bucket of registers (ListObjectsV2, paged).
 async fn list(c: &Client) -> Option<BTreeSet<String>> {
     let mut keys = BTreeSet::new();
-    for b in 0..BUCKETS {
-        let bucket = format!("checker-{b}");
+    let buckets = (0..BUCKETS)
+        .map(|b| format!("checker-{b}"))
+        .chain([SBUCKET.to_string()]);
+    for bucket in buckets {
         let mut token = None;
         let mut done = false;
         for _ in 0..100 {
@@ -675,6 +709,10 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
         };
         let c = sh.clients[node].clone();
         let mut key = format!("k{}", rng.random_range(0..KEYS));
+        // One register operation in eight on a key of the suspended bucket.
+        if rng.random_range(0..8) == 0 {
+            key = format!("n{}", rng.random_range(0..NKEYS));
+        }
         let roll = rng.random_range(0..100);
         let start = sh.now();
         let (kind, outcome) = match roll {
@@ -723,6 +761,7 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
                 let bucket = bucket_of(&key);
                 let mut keys: Vec<String> = (0..KEYS)
                     .map(|k| format!("k{k}"))
+                    .chain((0..NKEYS).map(|k| format!("n{k}")))
                     .filter(|k| bucket_of(k) == bucket)
                     .collect();
                 keys.shuffle(&mut rng);
@@ -743,13 +782,20 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
                 continue;
             }
             33..59 => {
-                if rng.random_range(0..3) == 0 {
-                    key = format!("s{}", rng.random_range(0..STILL_KEYS));
+                if suspended_key(&key) && rng.random_range(0..2) == 0 {
+                    let r = tokio::time::timeout(OP_TIMEOUT, get_null(&c, &key))
+                        .await
+                        .unwrap_or_else(|_| Read::Failed("timeout".into()));
+                    (Kind::GetNull(r), Outcome::Ok)
+                } else {
+                    if rng.random_range(0..3) == 0 {
+                        key = format!("s{}", rng.random_range(0..STILL_KEYS));
+                    }
+                    let r = tokio::time::timeout(OP_TIMEOUT, get(&c, &key))
+                        .await
+                        .unwrap_or_else(|_| Read::Failed("timeout".into()));
+                    (Kind::Get(r), Outcome::Ok)
                 }
-                let r = tokio::time::timeout(OP_TIMEOUT, get(&c, &key))
-                    .await
-                    .unwrap_or_else(|_| Read::Failed("timeout".into()));
-                (Kind::Get(r), Outcome::Ok)
             }
             62..69 => {
                 let o = tokio::time::timeout(
@@ -899,7 +945,9 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
                 (Kind::DeleteVersion { version }, o)
             }
             _ => {
-                key = format!("v{}", rng.random_range(0..VKEYS));
+                if !suspended_key(&key) {
+                    key = format!("v{}", rng.random_range(0..VKEYS));
+                }
                 let l = tokio::time::timeout(OP_TIMEOUT, list_versions(&c, &key))
                     .await
                     .ok()
@@ -915,6 +963,70 @@ async fn client_loop(sh: Arc<Shared>, me: usize, seed: u64) {
             end: sh.now(),
             kind,
             outcome,
+        });
+    }
+}
+
+/// The suspended bucket before any fault: versioning enabled, a version
+/// of each key, versioning suspended, a null version of each key; each
+/// write recorded (see `model::suspended_key`).
+async fn suspended_setup(sh: &Shared) {
+    use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
+    let c = &sh.clients[0];
+    let set = |status| {
+        c.put_bucket_versioning()
+            .bucket(SBUCKET)
+            .versioning_configuration(VersioningConfiguration::builder().status(status).build())
+            .send()
+    };
+    set(BucketVersioningStatus::Enabled)
+        .await
+        .expect("versioning enabled on the suspended bucket");
+    for k in 0..NKEYS {
+        let key = format!("n{k}");
+        let (id, size) = (sh.new_id(), 5000);
+        let start = sh.now();
+        let r = c
+            .put_object()
+            .bucket(SBUCKET)
+            .key(&key)
+            .metadata("w", id.to_string())
+            .body(ByteStream::from(body_of(id, size)))
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("a version of {key} before the suspension: {e:?}"));
+        let version = r.version_id().map(String::from);
+        assert!(
+            version.as_ref().is_some_and(|v| v != "null"),
+            "{key}: a version id while versioning is enabled, not {version:?}"
+        );
+        sh.record(Op {
+            client: 998,
+            node: 0,
+            key,
+            start,
+            end: sh.now(),
+            kind: Kind::PutVersion { id, size, version },
+            outcome: Outcome::Ok,
+        });
+    }
+    set(BucketVersioningStatus::Suspended)
+        .await
+        .expect("versioning suspended");
+    for k in 0..NKEYS {
+        let key = format!("n{k}");
+        let (id, size) = (sh.new_id(), 100);
+        let start = sh.now();
+        let o = put(c, &key, id, size, false).await;
+        assert_eq!(o, Outcome::Ok, "the null version of {key}");
+        sh.record(Op {
+            client: 998,
+            node: 0,
+            key,
+            start,
+            end: sh.now(),
+            kind: Kind::Put { id, size, parts: 0 },
+            outcome: o,
         });
     }
 }
@@ -1504,6 +1616,7 @@ fn summary(h: &History) -> String {
             Kind::CondPut { .. } => "if-match put",
             Kind::Delete => "delete",
             Kind::Get(_) => "get",
+            Kind::GetNull(_) => "null version get",
             Kind::List(_) => "list",
             Kind::PutVersion { .. } => "versioned put",
             Kind::DeleteMarker { .. } => "delete marker",
@@ -1515,22 +1628,23 @@ fn summary(h: &History) -> String {
         let e = counts.entry(k).or_default();
         let failed = matches!(
             (&o.kind, &o.outcome),
-            (Kind::Get(Read::Failed(_)), _)
-                | (
-                    Kind::GetVersion {
-                        read: Read::Failed(_),
-                        ..
-                    },
-                    _
-                )
-                | (Kind::List(None), _)
+            (
+                Kind::Get(Read::Failed(_)) | Kind::GetNull(Read::Failed(_)),
+                _
+            ) | (
+                Kind::GetVersion {
+                    read: Read::Failed(_),
+                    ..
+                },
+                _
+            ) | (Kind::List(None), _)
                 | (Kind::ListTree { listed: None, .. }, _)
                 | (Kind::ListVersions(None), _)
                 | (_, Outcome::Unknown(_))
                 | (_, Outcome::Failed(_))
         );
         let why = match (&o.kind, &o.outcome) {
-            (Kind::Get(Read::Failed(e)), _)
+            (Kind::Get(Read::Failed(e)) | Kind::GetNull(Read::Failed(e)), _)
             | (
                 Kind::GetVersion {
                     read: Read::Failed(e),
@@ -1666,13 +1780,15 @@ fn run(seed: u64) {
             &key.0,
         ],
     );
-    c.garage_ok(0, &["bucket", "create", VBUCKET]);
-    c.garage_ok(
-        0,
-        &[
-            "bucket", "allow", "--read", "--write", "--owner", VBUCKET, "--key", &key.0,
-        ],
-    );
+    for b in [VBUCKET, SBUCKET] {
+        c.garage_ok(0, &["bucket", "create", b]);
+        c.garage_ok(
+            0,
+            &[
+                "bucket", "allow", "--read", "--write", "--owner", b, "--key", &key.0,
+            ],
+        );
+    }
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -1708,6 +1824,7 @@ fn run(seed: u64) {
             .await
             .expect("versioning enabled on the bucket with versioning");
     });
+    rt.block_on(suspended_setup(&sh));
 
     // The tree of keys at rest listed by prefix and delimiter, 8 PUTs at a
     // time.
@@ -1915,6 +2032,7 @@ fn run(seed: u64) {
     let keys: Vec<String> = (0..KEYS)
         .map(|k| format!("k{k}"))
         .chain((0..STILL_KEYS).map(|k| format!("s{k}")))
+        .chain((0..NKEYS).map(|k| format!("n{k}")))
         .chain((0..locks).map(|l| format!("lock-{l}")))
         .collect();
     let mut last = BTreeMap::new();
@@ -2019,8 +2137,8 @@ fn run(seed: u64) {
         }
         // The versions of each key, after healing: exactly those written
         // and not deleted (checked with the others below).
-        for k in 0..VKEYS {
-            let key = format!("v{k}");
+        let vkeys = (0..VKEYS).map(|k| format!("v{k}"));
+        for key in vkeys.chain((0..NKEYS).map(|k| format!("n{k}"))) {
             let start = sh.now();
             let l = rt.block_on(list_versions(&sh.clients[*i], &key));
             if l.is_none() {

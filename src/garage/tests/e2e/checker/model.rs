@@ -87,6 +87,12 @@ pub enum Kind {
     },
     Delete,
     Get(Read),
+    /// GetObject of the null version (`?versionId=null`) of a key of the
+    /// bucket whose versioning is suspended ([`suspended_key`]): since the
+    /// setup wrote one, the null version is always the latest, so this
+    /// reads the register as a GET does (a delete marker: `Absent`, from
+    /// 405 MethodNotAllowed). NoSuchVersion is [`NO_NULL_VERSION`].
+    GetNull(Read),
     /// The keys of every bucket (`None`: the listing failed).
     List(Option<BTreeSet<String>>),
     /// A PUT of write `id` (`size` bytes) in the bucket with versioning;
@@ -122,6 +128,22 @@ pub enum Kind {
     /// listing's order, then its delete markers in the listing's order
     /// (the SDK returns them as two lists).
     ListVersions(Option<Vec<Listed>>),
+}
+
+/// The failure a GET of the null version records for NoSuchVersion: an
+/// anomaly, as every key of the suspended bucket has one from the setup on.
+pub const NO_NULL_VERSION: &str = "NoSuchVersion";
+
+/// Keys of the bucket whose versioning was enabled, then suspended
+/// (`n0`…). Each has one version written while versioning was enabled
+/// (a [`Kind::PutVersion`] of the setup) and, from the setup on, one null
+/// version (a [`Kind::Put`] of the setup): PUTs, copies and DELETEs
+/// without version id replace the null version (DELETE with a null delete
+/// marker), so the key is a register like those of the plain buckets,
+/// and its version listing always shows exactly those two entries.
+pub fn suspended_key(key: &str) -> bool {
+    key.strip_prefix('n')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The bucket of keys at rest listed by prefix and delimiter, written
@@ -198,6 +220,14 @@ impl Op {
         }
     }
 
+    /// What this op read of its key's register, if it is a read.
+    fn read(&self) -> Option<&Read> {
+        match &self.kind {
+            Kind::Get(r) | Kind::GetNull(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// May have happened (acknowledged, or unknown).
     fn may_have_happened(&self) -> bool {
         matches!(self.outcome, Outcome::Ok | Outcome::Unknown(_))
@@ -225,6 +255,7 @@ pub fn check_all(ops: &[Op]) -> Vec<String> {
     check_conditions(ops, &mut anomalies);
     check_lists(ops, &mut anomalies);
     check_versions(ops, &mut anomalies);
+    check_suspended(ops, &mut anomalies);
     check_trees(ops, &mut anomalies);
     check_linearizable(ops, &mut anomalies);
     anomalies
@@ -301,7 +332,7 @@ pub fn check_reads(ops: &[Op], anomalies: &mut Vec<String>) {
     for (key, kops) in keys.iter() {
         let writes = &writes_by_key[key];
         for g in kops.iter() {
-            let Kind::Get(read) = &g.kind else { continue };
+            let Some(read) = g.read() else { continue };
             let value = match read {
                 Read::Failed(_) => continue,
                 Read::Absent => None,
@@ -473,8 +504,8 @@ fn contents(kops: &[&Op], id: u64) -> Option<BTreeSet<u64>> {
     }
     let seen: BTreeSet<u64> = kops
         .iter()
-        .filter_map(|o| match &o.kind {
-            Kind::Get(Read::Value(v, body)) if *v == id => id_in_body(body),
+        .filter_map(|o| match o.read() {
+            Some(Read::Value(v, body)) if *v == id => id_in_body(body),
             _ => None,
         })
         .collect();
@@ -571,7 +602,7 @@ pub fn check_lists(ops: &[Op], anomalies: &mut Vec<String>) {
 /// returns that version's bytes, NoSuchVersion only if it may have been
 /// deleted, and never a version acknowledged deleted before it started.
 pub fn check_versions(ops: &[Op], anomalies: &mut Vec<String>) {
-    for (key, kops) in by_key(ops).iter() {
+    for (key, kops) in by_key(ops).iter().filter(|(k, _)| !suspended_key(k)) {
         // Each acknowledged version or marker, by id: its write, and
         // whether it is a marker.
         let created: BTreeMap<&str, (&Op, bool)> = kops
@@ -647,6 +678,97 @@ pub fn check_versions(ops: &[Op], anomalies: &mut Vec<String>) {
                             }
                         }
                         Read::Failed(_) => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The keys of the bucket whose versioning is suspended
+/// ([`suspended_key`]): a GET of the null version never says
+/// NoSuchVersion; a version listing shows the version written before the
+/// suspension, as a version and not `IsLatest`, and exactly one null
+/// entry, `IsLatest`, listed before it when both are versions; nothing
+/// else (a write while suspended that made a version with an id, or left
+/// a second null entry, shows here). What the null entry holds is checked
+/// with the register: by GETs, of the key and of its null version.
+pub fn check_suspended(ops: &[Op], anomalies: &mut Vec<String>) {
+    for (key, kops) in by_key(ops).iter().filter(|(k, _)| suspended_key(k)) {
+        let enabled: Vec<&str> = kops
+            .iter()
+            .filter_map(|o| match (&o.kind, &o.outcome) {
+                (
+                    Kind::PutVersion {
+                        version: Some(v), ..
+                    },
+                    Outcome::Ok,
+                ) => Some(v.as_str()),
+                _ => None,
+            })
+            .collect();
+        for o in kops.iter() {
+            let what = |w: &str| {
+                format!(
+                    "{key}: {w} [{:?}..{:?}] through node {}",
+                    o.start, o.end, o.node
+                )
+            };
+            match &o.kind {
+                Kind::GetNull(Read::Failed(e)) if e == NO_NULL_VERSION => {
+                    anomalies.push(format!(
+                        "{} says NoSuchVersion: the setup wrote one and nothing deletes it",
+                        what("GET of the null version")
+                    ));
+                }
+                Kind::ListVersions(Some(listed)) => {
+                    let what = what("version listing (versioning suspended)");
+                    let at = |v: &str| listed.iter().position(|e| e.version == v);
+                    for v in &enabled {
+                        match at(v).map(|i| &listed[i]) {
+                            None => anomalies.push(format!(
+                                "{what} misses version {v}, written before the suspension"
+                            )),
+                            Some(e) if e.marker => anomalies.push(format!(
+                                "{what} shows {v} as a delete marker, written as a version"
+                            )),
+                            Some(e) if e.latest => anomalies.push(format!(
+                                "{what} says {v} IsLatest, older than the null version"
+                            )),
+                            Some(_) => {}
+                        }
+                    }
+                    let nulls: Vec<usize> = (0..listed.len())
+                        .filter(|i| listed[*i].version == "null")
+                        .collect();
+                    match nulls.as_slice() {
+                        [i] => {
+                            let n = &listed[*i];
+                            if !n.latest {
+                                anomalies
+                                    .push(format!("{what} does not say the null version IsLatest"));
+                            }
+                            let first_version = enabled.iter().filter_map(|v| at(v)).min();
+                            if !n.marker && first_version.is_some_and(|f| f < *i) {
+                                anomalies.push(format!(
+                                    "{what} lists the null version after an older one"
+                                ));
+                            }
+                        }
+                        _ => anomalies.push(format!(
+                            "{what} shows {} null entries, not one",
+                            nulls.len()
+                        )),
+                    }
+                    for e in listed {
+                        if e.version != "null" && !enabled.contains(&e.version.as_str()) {
+                            anomalies.push(format!(
+                                "{what} shows {} {}, no write made while versioning was enabled",
+                                if e.marker { "delete marker" } else { "version" },
+                                e.version
+                            ));
+                        }
                     }
                 }
                 _ => {}
@@ -792,25 +914,25 @@ pub fn check_linearizable(ops: &[Op], anomalies: &mut Vec<String>) {
         // forbid reads, never allow one), which keeps the search small.
         let read: BTreeSet<Option<u64>> = kops
             .iter()
-            .filter_map(|o| match &o.kind {
-                Kind::Get(Read::Value(v, _)) => Some(Some(*v)),
-                Kind::Get(Read::Absent) => Some(None),
+            .filter_map(|o| match o.read() {
+                Some(Read::Value(v, _)) => Some(Some(*v)),
+                Some(Read::Absent) => Some(None),
                 _ => None,
             })
             .collect();
         let hist: Vec<&Op> = kops
             .iter()
             .copied()
-            .filter(|o| match &o.kind {
-                Kind::Get(Read::Failed(_)) => false,
-                Kind::Get(_) => true,
-                _ => {
+            .filter(|o| match o.read() {
+                Some(Read::Failed(_)) => false,
+                Some(_) => true,
+                None => {
                     o.may_have_happened()
                         && o.written().is_ok_and(|v| o.acked() || read.contains(&v))
                 }
             })
             .collect();
-        if hist.iter().all(|o| !matches!(o.kind, Kind::Get(_))) {
+        if hist.iter().all(|o| o.read().is_none()) {
             continue;
         }
         match linearize(&hist, SEARCH_BUDGET) {
@@ -844,7 +966,7 @@ fn linearize(hist: &[&Op], budget: usize) -> Search {
     let mut events: Vec<(Duration, bool, usize)> = Vec::new();
     for (i, o) in hist.iter().enumerate() {
         events.push((o.start, false, i));
-        if o.acked() || matches!(o.kind, Kind::Get(_)) {
+        if o.acked() || o.read().is_some() {
             events.push((o.end, true, i));
         }
     }
@@ -900,10 +1022,10 @@ fn linearize(hist: &[&Op], budget: usize) -> Search {
         let call_here = e != end && !events[e].1;
         if call_here {
             let i = events[e].2;
-            let after = match &hist[i].kind {
-                Kind::Get(Read::Value(v, _)) => (state == Some(*v)).then_some(state),
-                Kind::Get(_) => state.is_none().then_some(None),
-                _ => Some(hist[i].written().expect("a write of the register")),
+            let after = match hist[i].read() {
+                Some(Read::Value(v, _)) => (state == Some(*v)).then_some(state),
+                Some(_) => state.is_none().then_some(None),
+                None => Some(hist[i].written().expect("a write of the register")),
             };
             if let Some(after) = after {
                 placed[i / 64] |= 1 << (i % 64);
@@ -1376,6 +1498,108 @@ mod self_tests {
         flagged(
             vec![tree("tree/", Some("/"), vec![], dirs[1..].to_vec())],
             "5 common prefixes instead of 6",
+        );
+    }
+
+    /// A key of the suspended bucket after its setup: version `a` written
+    /// while versioning was enabled, then the null version of write 1.
+    fn suspended_setup() -> Vec<Op> {
+        let kind = Kind::PutVersion {
+            id: 100,
+            size: 100,
+            version: Some("a".into()),
+        };
+        vec![op("n0", 0, 1, kind, Outcome::Ok), put("n0", 1, 2, 3)]
+    }
+
+    /// A listing of `n0`: `(version id, delete marker, IsLatest)`.
+    fn listn(start: u64, end: u64, entries: &[(&str, bool, bool)]) -> Op {
+        let l = entries
+            .iter()
+            .map(|(v, marker, latest)| Listed {
+                version: v.to_string(),
+                marker: *marker,
+                latest: *latest,
+            })
+            .collect();
+        op("n0", start, end, Kind::ListVersions(Some(l)), Outcome::Ok)
+    }
+
+    fn getnull(start: u64, end: u64, read: Read) -> Op {
+        op("n0", start, end, Kind::GetNull(read), Outcome::Ok)
+    }
+
+    #[test]
+    fn suspended_versioning_is_checked() {
+        let with = |more: Vec<Op>| {
+            let mut h = suspended_setup();
+            h.extend(more);
+            h
+        };
+        // Correct: the null version latest and first, then a null marker.
+        clean(with(vec![
+            listn(10, 20, &[("null", false, true), ("a", false, false)]),
+            getnull(10, 20, Read::Value(1, body_of(1, 100))),
+            delete("n0", 30, 40),
+            listn(50, 60, &[("a", false, false), ("null", true, true)]),
+            getnull(50, 60, Read::Absent),
+            get("n0", 50, 60, None),
+        ]));
+        flagged(
+            with(vec![getnull(10, 20, Read::Failed(NO_NULL_VERSION.into()))]),
+            "says NoSuchVersion: the setup wrote one",
+        );
+        // The null version's value is the register's.
+        flagged(
+            with(vec![
+                put("n0", 2, 10, 20),
+                getnull(30, 40, Read::Value(1, body_of(1, 100))),
+            ]),
+            "returned write 1",
+        );
+        flagged(
+            with(vec![listn(10, 20, &[("null", false, true)])]),
+            "misses version a, written before the suspension",
+        );
+        flagged(
+            with(vec![listn(
+                10,
+                20,
+                &[("a", false, false), ("null", false, true)],
+            )]),
+            "lists the null version after an older one",
+        );
+        flagged(
+            with(vec![listn(
+                10,
+                20,
+                &[("null", false, false), ("a", false, true)],
+            )]),
+            "says a IsLatest, older than the null version",
+        );
+        flagged(
+            with(vec![listn(
+                10,
+                20,
+                &[
+                    ("null", false, true),
+                    ("a", false, false),
+                    ("null", true, false),
+                ],
+            )]),
+            "shows 2 null entries, not one",
+        );
+        flagged(
+            with(vec![listn(
+                10,
+                20,
+                &[
+                    ("x", false, true),
+                    ("null", false, false),
+                    ("a", false, false),
+                ],
+            )]),
+            "shows version x, no write made while versioning was enabled",
         );
     }
 
