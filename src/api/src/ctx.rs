@@ -14,6 +14,7 @@ use garage_model::key_table::Key;
 use garage_model::kms::Kms;
 use garage_model::mpu_table::MpuTable;
 use garage_model::object_table::ObjectTable;
+use garage_model::object_write::ObjectWriter;
 use garage_model::version_table::VersionTable;
 use garage_table::{CasRegisters, EmptyKey, Table};
 use garage_util::data::Uuid;
@@ -24,6 +25,9 @@ use crate::error::{ApiError, ApiResult};
 /// The tables and services the S3 API works on.
 pub struct Api {
     pub metadata: Metadata,
+    /// The object-write protocol: every write of an object entry goes
+    /// through it (its tables are also the fields below, for reads).
+    pub writer: ObjectWriter,
     pub objects: Arc<Table<ObjectTable>>,
     pub versions: Arc<Table<VersionTable>>,
     pub block_refs: Arc<Table<BlockRefTable>>,
@@ -84,14 +88,9 @@ pub enum Need {
 }
 
 impl Api {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         metadata: Metadata,
-        objects: Arc<Table<ObjectTable>>,
-        versions: Arc<Table<VersionTable>>,
-        block_refs: Arc<Table<BlockRefTable>>,
-        mpus: Arc<Table<MpuTable>>,
-        history: Arc<Table<HistoryTable>>,
+        writer: ObjectWriter,
         blocks: Arc<BlockManager>,
         cas: Arc<CasRegisters>,
         regions: Regions,
@@ -100,11 +99,12 @@ impl Api {
     ) -> Arc<Self> {
         Arc::new(Self {
             metadata,
-            objects,
-            versions,
-            block_refs,
-            mpus,
-            history,
+            objects: writer.objects.clone(),
+            versions: writer.versions.clone(),
+            block_refs: writer.block_refs.clone(),
+            mpus: writer.mpus.clone(),
+            history: writer.history.clone(),
+            writer,
             blocks,
             cas,
             regions,

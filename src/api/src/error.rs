@@ -146,6 +146,17 @@ impl From<garage_table::Error> for ApiError {
     }
 }
 
+impl From<garage_model::object_write::WriteError> for ApiError {
+    fn from(e: garage_model::object_write::WriteError) -> Self {
+        use garage_model::object_write::WriteError as W;
+        match e {
+            W::Table(t) => t.into(),
+            W::Overtaken => ApiError::Unavailable(e.to_string()),
+            W::NoBlockList => ApiError::Internal(e.to_string()),
+        }
+    }
+}
+
 impl From<garage_model::kms::KmsError> for ApiError {
     fn from(e: garage_model::kms::KmsError) -> Self {
         match e {

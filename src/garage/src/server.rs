@@ -296,11 +296,7 @@ async fn start_admin_api(
 fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
     garage_api::Api::new(
         garage.metadata(),
-        garage.object_table.clone(),
-        garage.version_table.clone(),
-        garage.block_ref_table.clone(),
-        garage.mpu_table.clone(),
-        garage.history_table.clone(),
+        garage.writer.clone(),
         garage.block_manager.clone(),
         garage.cas_registers.clone(),
         garage_api::Regions::new(&config.s3_api.s3_region, &config.s3_api.also_accept_regions),

@@ -71,6 +71,10 @@ pub struct Garage {
     /// Versions of an erasure-coded class with blocks stored replicated
     /// (written during an outage), waiting to be re-encoded.
     pub ec_catch_up: crate::ec_catch_up::EcCatchUp,
+    /// The object-write protocol over the object, version, block
+    /// reference, upload and history tables: every object write goes
+    /// through it.
+    pub writer: crate::object_write::ObjectWriter,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
@@ -176,7 +180,15 @@ impl Garage {
             admin_token_table.clone(),
             kms_table,
         ];
+        let writer = crate::object_write::ObjectWriter {
+            objects: object_table.clone(),
+            versions: version_table.clone(),
+            block_refs: block_ref_table.clone(),
+            mpus: mpu_table.clone(),
+            history: history_table.clone(),
+        };
         Ok(Arc::new(Self {
+            writer,
             metadata_snapshots_dir: config.metadata_snapshots_dir(),
             encrypt_new_buckets: config.s3_api.encrypt_new_buckets,
             db,

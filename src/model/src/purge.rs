@@ -8,27 +8,20 @@
 //! over it (an upload in progress is aborted instead); if it belongs to a
 //! multipart upload, the upload is deleted.
 
-use std::sync::Arc;
-
-use garage_table::{EmptyKey, Table};
+use garage_table::EmptyKey;
 use garage_util::crdt::Crdt;
-use garage_util::data::{gen_uuid, Hash};
-use garage_util::time::now_msec;
+use garage_util::data::Hash;
+use garage_util::time::{increment_after, now_msec};
 
-use crate::block_ref_table::BlockRefTable;
-use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
-use crate::mpu_table::MpuTable;
-use crate::object_table::{
-    Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState,
-};
-use crate::version_table::{read_version, Version, VersionBacklink, VersionTable};
+use crate::history_table::{HistoryEntry, HistoryKey};
+use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
+use crate::object_write::{ObjectWriter, WriteError};
+use crate::version_table::{read_version, Version, VersionBacklink};
 
+/// Block purge over the object-write protocol's tables: every object
+/// and history write goes through [`ObjectWriter`].
 pub struct Purge {
-    pub objects: Arc<Table<ObjectTable>>,
-    pub versions: Arc<Table<VersionTable>>,
-    pub block_refs: Arc<Table<BlockRefTable>>,
-    pub mpus: Arc<Table<MpuTable>>,
-    pub history: Arc<Table<HistoryTable>>,
+    pub writer: ObjectWriter,
 }
 
 /// What a purge did.
@@ -46,20 +39,22 @@ pub struct PurgeCount {
 const MAX_REFS: usize = 100_000;
 
 impl Purge {
-    pub async fn purge_block(&self, hash: &Hash) -> Result<PurgeCount, garage_table::Error> {
+    pub async fn purge_block(&self, hash: &Hash) -> Result<PurgeCount, WriteError> {
+        let w = &self.writer;
         let mut count = PurgeCount::default();
         let now = now_msec();
         let refs = self
+            .writer
             .block_refs
             .get_range(hash, None, None, MAX_REFS, false)
             .await?;
         for r in refs {
-            let Some(version) = read_version(&self.versions, &r.version).await? else {
+            let Some(version) = read_version(&w.versions, &r.version).await? else {
                 continue;
             };
             match &version.backlink {
                 VersionBacklink::Object { bucket_id, key } => {
-                    let obj = self.objects.get(bucket_id, key).await?;
+                    let obj = w.objects.get(bucket_id, key).await?;
                     let in_entry = obj
                         .as_ref()
                         .and_then(|o| o.versions().iter().find(|v| v.uuid == r.version));
@@ -80,26 +75,32 @@ impl Purge {
                     }
                     if let Some(v) = in_entry {
                         // A versioned key loses the version itself (the
-                        // next one becomes current); another key gets a
-                        // delete marker over it.
-                        let over = match versioned {
-                            true => Some(ObjectVersion {
-                                state: ObjectVersionState::Aborted,
-                                ..v.clone()
-                            }),
-                            false => overwrite(v),
+                        // next one becomes current), as does an upload in
+                        // progress; another key gets a delete marker over
+                        // it, written in order.
+                        let hidden = match (versioned, &v.state) {
+                            (true, _) | (false, ObjectVersionState::Uploading { .. }) => {
+                                w.remove_version(*bucket_id, key, v, None).await?;
+                                true
+                            }
+                            (
+                                false,
+                                ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)),
+                            ) => {
+                                w.write_version(*bucket_id, key, &marker_over(v), None)
+                                    .await?;
+                                true
+                            }
+                            _ => false,
                         };
-                        if let Some(over) = over {
-                            self.objects
-                                .insert(&Object::new(*bucket_id, key.clone(), vec![over]))
-                                .await?;
+                        if hidden {
                             count.objects_deleted += 1;
                         }
                     }
                     if let Some(h) = history.filter(|h| !h.is_deleted()) {
                         match h.delete(now, false) {
                             Ok(gone) => {
-                                self.history.insert(&gone).await?;
+                                w.update_entries(None, Some(&gone)).await?;
                                 count.objects_deleted += 1;
                             }
                             Err(_) => {
@@ -110,17 +111,17 @@ impl Purge {
                     }
                 }
                 VersionBacklink::MultipartUpload { upload_id } => {
-                    if let Some(mut mpu) = self.mpus.get(upload_id, &EmptyKey).await? {
+                    if let Some(mut mpu) = w.mpus.get(upload_id, &EmptyKey).await? {
                         if !mpu.deleted.get() {
                             mpu.deleted.set();
                             mpu.parts.clear();
-                            self.mpus.insert(&mpu).await?;
+                            w.mpus.insert(&mpu).await?;
                             count.uploads_aborted += 1;
                         }
                     }
                 }
             }
-            self.versions
+            w.versions
                 .insert(&Version::deleted(version.uuid, version.backlink.clone()))
                 .await?;
             count.versions += 1;
@@ -143,6 +144,7 @@ impl Purge {
         let mut seen = 0;
         while seen < MAX_REFS {
             let batch = self
+                .writer
                 .history
                 .get_range(&bucket, Some(start.clone()), None, 1000, false)
                 .await?;
@@ -165,24 +167,13 @@ impl Purge {
     }
 }
 
-/// The object version that hides `v`: a delete marker just after it if it
-/// holds data, the same version aborted if it is still uploading.
-fn overwrite(v: &ObjectVersion) -> Option<ObjectVersion> {
-    match &v.state {
-        ObjectVersionState::Uploading { .. } => Some(ObjectVersion {
-            state: ObjectVersionState::Aborted,
-            ..v.clone()
-        }),
-        ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)) => {
-            Some(ObjectVersion::new(
-                gen_uuid(),
-                now_msec().max(v.timestamp + 1),
-                ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
-                v.versioning,
-            ))
-        }
-        _ => None,
-    }
+/// The delete marker that hides `v`: stamped now, and after `v` even if
+/// `v` was stamped by a clock ahead (the ordered write then puts it after
+/// anything newer a replica holds).
+fn marker_over(v: &ObjectVersion) -> ObjectVersion {
+    let mut m = ObjectWriter::delete_marker(v.versioning);
+    m.timestamp = m.timestamp.max(increment_after(v.timestamp));
+    m
 }
 
 #[cfg(test)]
@@ -191,7 +182,7 @@ mod tests {
     use crate::object_table::ObjectVersionMeta;
 
     #[test]
-    fn data_is_hidden_by_a_newer_delete_marker_and_uploads_are_aborted() {
+    fn the_marker_over_a_version_stamped_ahead_comes_after_it() {
         let meta = ObjectVersionMeta {
             headers: vec![],
             size: 1 << 20,
@@ -200,36 +191,22 @@ mod tests {
             first_ec: None,
         };
         let v = ObjectVersion::new(
-            gen_uuid(),
+            garage_util::data::gen_uuid(),
             now_msec() + 60_000,
             ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
-                meta.clone(),
+                meta,
                 Hash::from([1u8; 32]),
             )),
             Default::default(),
         );
-        let o = overwrite(&v).unwrap();
+        let o = marker_over(&v);
         assert!(o.timestamp > v.timestamp);
         assert_ne!(o.uuid, v.uuid);
         assert_eq!(
             o.state,
             ObjectVersionState::Complete(ObjectVersionData::DeleteMarker)
         );
-
-        let up = ObjectVersion {
-            state: ObjectVersionState::Uploading {
-                multipart: true,
-                headers: vec![],
-            },
-            ..v.clone()
-        };
-        let o = overwrite(&up).unwrap();
-        assert_eq!((o.uuid, o.state), (up.uuid, ObjectVersionState::Aborted));
-
-        let inline = ObjectVersion {
-            state: ObjectVersionState::Complete(ObjectVersionData::Inline(meta, vec![1])),
-            ..v
-        };
-        assert_eq!(overwrite(&inline), None);
+        let behind = ObjectVersion { timestamp: 1, ..v };
+        assert!(marker_over(&behind).timestamp >= now_msec() - 60_000);
     }
 }

@@ -77,11 +77,7 @@ pub fn retry_now(m: &BlockManager, all: bool, blocks: &[String]) -> Result<usize
 /// Deletes every object version and upload that uses these blocks.
 pub async fn purge_blocks(g: &Garage, hashes: &[Hash]) -> Result<PurgeCount> {
     let purge = Purge {
-        objects: g.object_table.clone(),
-        versions: g.version_table.clone(),
-        block_refs: g.block_ref_table.clone(),
-        mpus: g.mpu_table.clone(),
-        history: g.history_table.clone(),
+        writer: g.writer.clone(),
     };
     let mut total = PurgeCount::default();
     for h in hashes.iter() {

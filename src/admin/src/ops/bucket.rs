@@ -941,9 +941,7 @@ pub async fn cleanup_incomplete_uploads(
             for v in o.versions() {
                 if v.is_uploading(Some(true)) && v.timestamp < cutoff {
                     let mpu = MultipartUpload::new(v.uuid, v.timestamp, b.id, o.key.clone());
-                    let (aborted, gone) = mpu.abort_entries();
-                    g.object_table.insert(&aborted).await?;
-                    g.mpu_table.insert(&gone).await?;
+                    g.writer.abort_upload(&mpu).await?;
                     deleted += 1;
                 }
             }

@@ -435,7 +435,8 @@ impl Api {
                     continue;
                 }
                 if let Some(r) = reg.filter(|_| obj.as_ref() != Some(&state)) {
-                    self.write_object_versions(bucket, key, vec![r.version.clone()])
+                    self.writer
+                        .update_versions(bucket, key, vec![r.version.clone()])
                         .await
                         .map_err(|e| refuse(e.into(), false))?;
                 }
@@ -519,7 +520,8 @@ impl Api {
         if late() {
             return Err(too_late());
         }
-        self.write_object_versions(bucket, key, versions)
+        self.writer
+            .update_versions(bucket, key, versions)
             .await
             .map_err(|e| Refused {
                 error: e.into(),

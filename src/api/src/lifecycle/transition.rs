@@ -31,8 +31,7 @@
 use std::collections::HashSet;
 
 use garage_model::block_ref_table::BlockRef;
-use garage_model::history_table::{HistoryEntry, HistoryKey};
-use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
+use garage_model::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_model::version_table::{read_version, Version, VersionBlock, VersionBlockKey};
 use garage_rpc::layout::EcCode;
 use garage_util::data::{blake2sum, Hash, Uuid};
@@ -123,7 +122,7 @@ impl Api {
             state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, first.hash)),
             ..v.clone()
         };
-        self.write_moved(bucket, key, &moved).await?;
+        self.writer.write_moved(bucket, key, &moved).await?;
         // Step 4: the references to the replaced blocks: those replaced
         // now, and those an earlier run replaced before it stopped (blocks
         // already in the code while the object is not yet in the class).
@@ -234,46 +233,5 @@ impl Api {
         put?;
         r?;
         Ok(block)
-    }
-
-    /// Writes the moved version into its object entry and, if it has a
-    /// version id, its history entry: each only if it still lists the
-    /// version, so that an entry deleted and collected meanwhile is not
-    /// brought back.
-    async fn write_moved(&self, bucket: Uuid, key: &str, moved: &ObjectVersion) -> ApiResult<()> {
-        let hkey = HistoryKey::of(key, moved.timestamp, moved.uuid);
-        let key_s = key.to_string();
-        let (o, h) = tokio::join!(self.objects.get(&bucket, &key_s), async {
-            match moved.in_history() {
-                true => self.history.get(&bucket, &hkey).await,
-                false => Ok(None),
-            }
-        });
-        let listed = o?.is_some_and(|o| o.version(moved.timestamp, moved.uuid).is_some());
-        let in_history = h?.is_some_and(|h| !h.is_deleted());
-        let history = async {
-            match in_history {
-                true => {
-                    self.history
-                        .insert(&HistoryEntry::new(bucket, key, moved.clone()))
-                        .await
-                }
-                false => Ok(()),
-            }
-        };
-        let object = async {
-            match listed {
-                true => {
-                    self.objects
-                        .insert(&Object::new(bucket, key.to_string(), vec![moved.clone()]))
-                        .await
-                }
-                false => Ok(()),
-            }
-        };
-        let (h, o) = tokio::join!(history, object);
-        h?;
-        o?;
-        Ok(())
     }
 }

@@ -280,7 +280,7 @@ impl LifecycleWorker {
                 }
             }
             if !markers.is_empty() {
-                self.api.write_versions(b.id, &markers).await?;
+                self.api.writer.write_versions(b.id, &markers).await?;
                 stats.expired += markers.len();
             }
             if page.len() < PAGE {
@@ -503,7 +503,7 @@ impl LifecycleWorker {
         if !uploading || recent {
             return Ok(false);
         }
-        self.api.abort_upload(mpu).await?;
+        self.api.writer.abort_upload(mpu).await?;
         Ok(true)
     }
 }

@@ -230,7 +230,7 @@ impl Api {
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }
-        // An ordered write (see `crate::objects::ordered`): an upload stamped
+        // An ordered write (see `garage_model::object_write`): an upload stamped
         // before a version a replica already holds would be dropped from
         // the object entry at once (with its upload). Refused, it starts
         // again under a new id, stamped after that version.
@@ -254,16 +254,9 @@ impl Api {
                 full_object,
             });
             mpu.storage_class = place.class.name.clone();
-            let (a, b) = tokio::join!(
-                self.objects.insert_ordered(std::slice::from_ref(&obj)),
-                self.mpus.insert(&mpu)
-            );
-            b?;
-            let Some(newer) = a?.pop().flatten() else {
+            let Some(newer) = self.writer.start_upload(&obj, &mpu).await? else {
                 break;
             };
-            let (_, gone) = mpu.abort_entries();
-            self.mpus.insert(&gone).await?;
             attempts += 1;
             if attempts > 8 {
                 return Err(ApiError::Unavailable(
@@ -623,7 +616,7 @@ impl Api {
         // is ended if the first one could not end it.
         if let Some((etag, version_id)) = completed_before(obj.as_ref(), &i.upload_id) {
             if let Ok(mpu) = &mpu {
-                self.abort_upload(mpu).await?;
+                self.writer.abort_upload(mpu).await?;
             }
             return Ok(S3Response::new(completed_output(
                 &i.bucket, &i.key, etag, version_id,
@@ -835,7 +828,8 @@ impl Api {
         let blocks: Vec<_> = fin.blocks.items().map(|(k, b)| (*k, *b)).collect();
         let version = match cond {
             None => {
-                self.write_version(bucket, &i.key, &version, Some(&blocks))
+                self.writer
+                    .write_version(bucket, &i.key, &version, Some(&blocks))
                     .await?
             }
             // A refused completion leaves the upload as it was (as S3
@@ -849,7 +843,7 @@ impl Api {
         // entry goes (the hooks release its parts; the object's version
         // has its own references to their blocks). If this fails, a
         // retried completion finds the version and ends the upload then.
-        self.abort_upload(&mpu).await?;
+        self.writer.abort_upload(&mpu).await?;
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         let mut out = completed_output(&i.bucket, &i.key, etag, version_id);
@@ -882,22 +876,10 @@ impl Api {
             .await?
             .bucket;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
-        self.abort_upload(&mpu).await?;
+        self.writer.abort_upload(&mpu).await?;
         let mut resp = S3Response::new(AbortMultipartUploadOutput::default());
         resp.status = Some(hyper::StatusCode::NO_CONTENT);
         Ok(resp)
-    }
-
-    /// Aborts an upload: its object version is marked aborted and its
-    /// entry deleted (the hooks then release its parts). Also used by the
-    /// lifecycle worker, with an entry it did not read (a
-    /// [`MultipartUpload::new`] of the upload: the merge keeps the rest).
-    pub async fn abort_upload(&self, mpu: &MultipartUpload) -> ApiResult<()> {
-        let (aborted, gone) = mpu.abort_entries();
-        let (a, b) = tokio::join!(self.objects.insert(&aborted), self.mpus.insert(&gone));
-        a?;
-        b?;
-        Ok(())
     }
 
     pub async fn list_parts(

@@ -239,7 +239,8 @@ impl Api {
                     if let Err(e) = self.block_refs.insert_later(&gone).await {
                         tracing::warn!("cannot queue the release of a failed copy: {e}");
                     }
-                    self.abort_version(dst, &i.key, uuid, timestamp, versioning)
+                    self.writer
+                        .abort_version(dst, &i.key, uuid, timestamp, versioning)
                         .await;
                     return Err(e.into());
                 }
@@ -254,6 +255,7 @@ impl Api {
         );
         place.apply(&mut v);
         let v = self
+            .writer
             .write_version(dst, &i.key, &v, blocks.as_deref())
             .await?;
         Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))

@@ -6,15 +6,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use garage_model::bucket_table::Versioning;
 use garage_model::object_table::{
-    Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
+use garage_model::object_write::ObjectWriter;
 use garage_model::version_table::VersionBacklink;
 use garage_util::data::{gen_uuid, Hash, Uuid};
 use garage_util::time::stamp;
 use hyper::StatusCode;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
-use tracing::warn;
 
 use crate::access::authorize::{Action, Requester};
 use crate::conditional::{etag_matches, WriteConditions};
@@ -278,7 +278,8 @@ impl Api {
         let (w, sum) = match checked {
             Ok(w) => w,
             Err(e) => {
-                self.abort_version(bucket, key, uuid, timestamp, versioning)
+                self.writer
+                    .abort_version(bucket, key, uuid, timestamp, versioning)
                     .await;
                 return Err(e);
             }
@@ -322,12 +323,15 @@ impl Api {
         bucket: Uuid,
         key: &str,
         version: ObjectVersion,
-        blocks: Option<&crate::objects::ordered::BlockList>,
+        blocks: Option<&garage_model::object_write::BlockList>,
         cond: Option<&WriteConditions>,
         retimable: bool,
     ) -> ApiResult<ObjectVersion> {
         let Some(cond) = cond else {
-            return self.write_version(bucket, key, &version, blocks).await;
+            return Ok(self
+                .writer
+                .write_version(bucket, key, &version, blocks)
+                .await?);
         };
         let (uuid, timestamp, versioning) = (version.uuid, version.timestamp, version.versioning);
         match self
@@ -337,48 +341,12 @@ impl Api {
             Ok(v) => Ok(v),
             Err(r) => {
                 if r.final_ && !retimable {
-                    self.abort_version(bucket, key, uuid, timestamp, versioning)
+                    self.writer
+                        .abort_version(bucket, key, uuid, timestamp, versioning)
                         .await;
                 }
                 Err(r.error)
             }
-        }
-    }
-
-    /// Marks a version aborted, and deletes its version entry (hence its
-    /// blocks): the object entry does not list an upload in progress, so
-    /// aborting it there releases nothing. An error is logged; the
-    /// anti-entropy and the next write finish the job.
-    pub async fn abort_version(
-        &self,
-        bucket: Uuid,
-        key: &str,
-        uuid: Uuid,
-        timestamp: u64,
-        versioning: Versioning,
-    ) {
-        let aborted = Object::new(
-            bucket,
-            key.to_string(),
-            vec![ObjectVersion::new(
-                uuid,
-                timestamp,
-                ObjectVersionState::Aborted,
-                versioning,
-            )],
-        );
-        // What cannot be written now is queued on this node and sent
-        // until it is (the cluster may be split right now).
-        if let Err(e) = self.objects.insert_or_queue(&[aborted]).await {
-            warn!("cannot mark the failed upload of {key:?} aborted: {e}");
-        }
-        let backlink = VersionBacklink::Object {
-            bucket_id: bucket,
-            key: key.to_string(),
-        };
-        let deleted = garage_model::version_table::Version::deleted(uuid, backlink);
-        if let Err(e) = self.versions.insert_or_queue(&[deleted]).await {
-            warn!("cannot release the blocks of the failed upload of {key:?}: {e}");
         }
     }
 
@@ -630,18 +598,6 @@ impl Api {
         Ok(resp)
     }
 
-    /// A delete marker newer than anything written so far: one quorum
-    /// write, no read. Deleting a key that does not exist succeeds, as in
-    /// S3.
-    fn delete_marker(versioning: Versioning) -> ObjectVersion {
-        ObjectVersion::new(
-            gen_uuid(),
-            stamp(),
-            ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
-            versioning,
-        )
-    }
-
     pub async fn delete_object(
         self: Arc<Self>,
         req: S3Request<DeleteObjectInput>,
@@ -704,9 +660,12 @@ impl Api {
         cond: Option<&WriteConditions>,
         versioning: Versioning,
     ) -> ApiResult<ObjectVersion> {
-        let marker = Self::delete_marker(versioning);
+        let marker = ObjectWriter::delete_marker(versioning);
         match cond {
-            None => self.write_version(bucket, key, &marker, None).await,
+            None => Ok(self
+                .writer
+                .write_version(bucket, key, &marker, None)
+                .await?),
             // Nothing to release when it is refused: a marker has no
             // blocks.
             Some(c) => self
@@ -770,7 +729,7 @@ impl Api {
             );
             match (cond, o.version_id) {
                 (None, None) => {
-                    markers.push((o.key, Self::delete_marker(versioning)));
+                    markers.push((o.key, ObjectWriter::delete_marker(versioning)));
                 }
                 (c, vid) => one_by_one.push((o.key, c, vid)),
             }
@@ -806,7 +765,12 @@ impl Api {
                 .await;
         if !markers.is_empty() {
             // The markers as written (one may have been stamped again).
-            match self.write_versions(bucket, &markers).await {
+            match self
+                .writer
+                .write_versions(bucket, &markers)
+                .await
+                .map_err(ApiError::from)
+            {
                 Ok(written) => {
                     for (k, m) in written {
                         deleted.push(deleted_entry(k, None, &m));

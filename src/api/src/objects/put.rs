@@ -75,7 +75,7 @@ pub struct Written {
     pub first_ec: Option<EcCode>,
     /// Every block written, by position (for an S3 object of at most
     /// 5 GiB, at most about 5 000 entries of 56 bytes): what writing the
-    /// version again under a new id needs (see [`crate::objects::ordered`]).
+    /// version again under a new id needs (see [`garage_model::object_write`]).
     pub blocks: Vec<(VersionBlockKey, VersionBlock)>,
 }
 

@@ -258,25 +258,9 @@ impl Api {
             None => garage_model::history_table::HistoryEntry::new(bucket, key, v.clone()),
         };
         change(&mut h.version);
-        let history = async {
-            match v.in_history() {
-                true => self.history.insert(&h).await,
-                false => Ok(()),
-            }
-        };
-        let entry = async {
-            match in_entry {
-                true => {
-                    self.objects
-                        .insert(&Object::new(bucket, key.to_string(), vec![v.clone()]))
-                        .await
-                }
-                false => Ok(()),
-            }
-        };
-        let (a, b) = tokio::join!(history, entry);
-        a?;
-        b?;
+        let obj = in_entry.then(|| Object::new(bucket, key.to_string(), vec![v.clone()]));
+        let h = v.in_history().then_some(h);
+        self.writer.update_entries(obj.as_ref(), h.as_ref()).await?;
         Ok(())
     }
 

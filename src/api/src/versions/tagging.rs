@@ -198,7 +198,7 @@ impl Api {
             (Some(h), _) => {
                 let mut e = h.clone();
                 e.tags.update(Some(tags));
-                self.history.insert(&e).await?;
+                self.writer.update_entries(None, Some(&e)).await?;
             }
             (None, Some(obj)) => {
                 let mut e = obj.clone();
@@ -219,11 +219,9 @@ impl Api {
                         .tags_stamp(&f.version.uuid)
                         .unwrap_or_else(garage_util::time::stamp);
                     h.tags = garage_util::crdt::Lww::raw(ts, Some(tags));
-                    let (a, b) = tokio::join!(self.objects.insert(&e), self.history.insert(&h));
-                    a?;
-                    b?;
+                    self.writer.update_entries(Some(&e), Some(&h)).await?;
                 } else {
-                    self.objects.insert(&e).await?;
+                    self.writer.update_entries(Some(&e), None).await?;
                 }
             }
             (None, None) => return Err(ApiError::NoSuchKey(String::new())),

@@ -117,27 +117,6 @@ impl Api {
             .unwrap_or_default())
     }
 
-    /// Writes `versions` of `key` into the object table, and those with
-    /// ids of their own into the history table at the same time.
-    pub async fn write_object_versions(
-        &self,
-        bucket: Uuid,
-        key: &str,
-        versions: Vec<ObjectVersion>,
-    ) -> Result<(), garage_table::Error> {
-        let hs: Vec<HistoryEntry> = versions
-            .iter()
-            .filter(|v| v.in_history() && v.is_complete())
-            .map(|v| HistoryEntry::new(bucket, key, v.clone()))
-            .collect();
-        let obj = Object::new(bucket, key.to_string(), versions);
-        if hs.is_empty() {
-            return self.objects.insert(&obj).await;
-        }
-        let (a, b) = tokio::join!(self.objects.insert(&obj), self.history.insert_many(&hs));
-        a.and(b)
-    }
-
     /// The newest version of `key` left in the history table.
     pub async fn newest_in_history(
         &self,
@@ -334,26 +313,16 @@ impl Api {
             .check_delete(now, bypass)
             .map_err(crate::versions::object_lock::locked_error)?;
         let was_marker = is_marker(&v);
-        let removed = Object::new(
-            bucket,
-            k,
-            vec![ObjectVersion {
-                state: ObjectVersionState::Aborted,
-                ..v
-            }],
-        );
-        match history {
-            Some(h) => {
-                let gone = h
-                    .delete(now, bypass)
-                    .map_err(crate::versions::object_lock::locked_error)?;
-                let (a, b) =
-                    tokio::join!(self.objects.insert(&removed), self.history.insert(&gone));
-                a?;
-                b?;
-            }
-            None => self.objects.insert(&removed).await?,
-        }
+        let gone = match history {
+            Some(h) => Some(
+                h.delete(now, bypass)
+                    .map_err(crate::versions::object_lock::locked_error)?,
+            ),
+            None => None,
+        };
+        self.writer
+            .remove_version(bucket, key, &v, gone.as_ref())
+            .await?;
         Ok(was_marker)
     }
 

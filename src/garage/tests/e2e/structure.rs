@@ -387,3 +387,67 @@ fn test_helpers_are_left_out_of_production_builds() {
         "garage_util depends on garage_db"
     );
 }
+
+/// Writes of the object and history tables in `text` (whitespace ignored,
+/// so a call chain over several lines counts): `objects`, `object_table`,
+/// `history` or `history_table` followed by an insert.
+fn object_writes(text: &str) -> Vec<String> {
+    let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut found = Vec::new();
+    for table in ["objects", "object_table", "history", "history_table"] {
+        for method in [
+            "insert",
+            "insert_many",
+            "insert_or_queue",
+            "insert_later",
+            "insert_ordered",
+        ] {
+            let call = format!("{table}.{method}(");
+            for (i, _) in flat.match_indices(&call) {
+                // `owned_by_history.insert(` is another name.
+                let before = flat[..i].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                found.push(call.clone());
+            }
+        }
+    }
+    found
+}
+
+/// The object-write protocol has one home (issue 45):
+/// `garage_model::object_write` is the only module that writes the object
+/// and history tables; every other writer (S3 handlers, lifecycle,
+/// purge, admin) calls it.
+#[test]
+fn only_the_object_write_protocol_writes_objects() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut offenders = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let crate_src = e.unwrap().path().join("src");
+        if !crate_src.is_dir() {
+            continue;
+        }
+        for (module, text) in modules(&crate_src) {
+            let name = format!("{}::{module}", crate_src.display());
+            if name.ends_with("model/src::object_write") || module.ends_with("tests") {
+                continue;
+            }
+            for w in object_writes(&text) {
+                offenders.push(format!("{name}: {w}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "object or history table written outside garage_model::object_write: {offenders:?}"
+    );
+    // A planted violation is found, over two lines too.
+    let planted = "let r = self.objects\n    .insert_ordered(&objs).await;\nself.history.insert(&h);";
+    assert_eq!(
+        object_writes(planted),
+        vec!["objects.insert_ordered(", "history.insert("]
+    );
+    assert!(object_writes("owned_by_history.insert(x.uuid);").is_empty());
+}
