@@ -152,6 +152,7 @@ impl From<garage_model::object_write::WriteError> for ApiError {
         match e {
             W::Table(t) => t.into(),
             W::Overtaken => ApiError::Unavailable(e.to_string()),
+            W::Locked(l) => crate::versions::object_lock::locked_error(l),
             W::NoBlockList => ApiError::Internal(e.to_string()),
         }
     }

@@ -111,18 +111,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 .make_sse_s3_key_at_first_layout(system.clone(), exit_rx.clone()),
         ));
         tasks.push(tokio::spawn(
-            garage_api::lifecycle::worker::LifecycleWorker::new(
-                s3_api(&config, &garage),
-                system.clone(),
-            )
-            .run(exit_rx.clone()),
+            garage_model::lifecycle::worker::LifecycleWorker::new(garage.clone(), system.clone())
+                .run(exit_rx.clone()),
         ));
         tasks.push(tokio::spawn(
-            garage_api::lifecycle::catch_up::CatchUpWorker::new(
-                s3_api(&config, &garage),
-                system.clone(),
-            )
-            .run(exit_rx.clone()),
+            garage_model::lifecycle::catch_up::CatchUpWorker::new(garage.clone(), system.clone())
+                .run(exit_rx.clone()),
         ));
         tasks.push(tokio::spawn({
             let (system, exit) = (system.clone(), exit_rx.clone());

@@ -32,12 +32,14 @@ pub mod helper;
 pub mod history_table;
 pub mod key_table;
 pub mod kms;
+pub mod lifecycle;
 pub mod mpu_table;
 pub mod object_lock;
 pub mod object_table;
 pub mod object_write;
 pub mod permission;
 pub mod purge;
+pub mod tags;
 pub mod version_table;
 
 #[cfg(test)]

@@ -32,10 +32,11 @@ use tracing::{info, warn};
 
 use crate::block_ref_table::{BlockRef, BlockRefTable};
 use crate::bucket_table::Versioning;
-use crate::history_table::{HistoryEntry, HistoryTable};
+use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
 use crate::mpu_table::{MpuTable, MultipartUpload};
 use crate::object_table::{
-    Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, MAX_RESTAMPS,
+    Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
+    MAX_RESTAMPS,
 };
 use crate::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey, VersionTable};
 
@@ -52,6 +53,9 @@ pub enum WriteError {
     /// stamped again, [`MAX_RESTAMPS`] times.
     #[error("newer writes of this key kept overtaking this one; try again")]
     Overtaken,
+    /// The version's object lock forbids its deletion now.
+    #[error("the version is protected by its object lock: {0}")]
+    Locked(crate::object_lock::Locked),
     /// A version with data in blocks was given without its block list
     /// (a bug of the caller).
     #[error("a version with blocks was written without its block list")]
@@ -364,6 +368,75 @@ impl ObjectWriter {
         }
     }
 
+    /// Deletes version `vid` of `key` (DeleteObject with a version id, the
+    /// lifecycle worker): it goes for good (its blocks with it); if it was
+    /// current, the one before it becomes current. Returns whether it was
+    /// a delete marker. Deleting a version that does not exist succeeds,
+    /// as in S3. A locked version is [`WriteError::Locked`] (`bypass`: the
+    /// caller may and asks to bypass governance retention); its lock is
+    /// read from both of its entries, at quorum, before anything is
+    /// written.
+    pub async fn delete_version(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        vid: VersionId,
+        bypass: bool,
+    ) -> Result<bool, WriteError> {
+        let k = key.to_string();
+        let (target, history) = match vid {
+            VersionId::Null => {
+                let obj = self.objects.get(&bucket, &k).await?;
+                let null = obj.as_ref().and_then(|o| match o.null_version() {
+                    Some(v) => Some(v.clone()),
+                    None if !o.is_versioned() => o.last_complete().cloned(),
+                    None => None,
+                });
+                (null, None)
+            }
+            VersionId::Id(ts, uuid) => {
+                let hkey = HistoryKey::of(key, ts, uuid);
+                let (obj, h) = tokio::join!(
+                    self.objects.get(&bucket, &k),
+                    self.history.get(&bucket, &hkey)
+                );
+                let (obj, h) = (obj?, h?);
+                let in_entry = obj
+                    .as_ref()
+                    .and_then(|o| o.version(ts, uuid))
+                    .filter(|v| v.in_history() && v.is_complete())
+                    .cloned();
+                let mut h = h.or_else(|| {
+                    in_entry
+                        .as_ref()
+                        .map(|v| HistoryEntry::new(bucket, key, v.clone()))
+                });
+                if let (Some(h), Some(e)) = (h.as_mut(), &in_entry) {
+                    garage_util::crdt::Crdt::merge(&mut h.version.lock, &e.lock);
+                }
+                let v = h.as_ref().map(|h| h.version.clone());
+                (v, h)
+            }
+        };
+        let Some(v) = target else {
+            return Ok(false);
+        };
+        let now = garage_util::time::now_msec();
+        v.lock
+            .check_delete(now, bypass)
+            .map_err(WriteError::Locked)?;
+        let was_marker = matches!(
+            v.state,
+            ObjectVersionState::Complete(ObjectVersionData::DeleteMarker)
+        );
+        let gone = match history {
+            Some(h) => Some(h.delete(now, bypass).map_err(WriteError::Locked)?),
+            None => None,
+        };
+        self.remove_version(bucket, key, &v, gone.as_ref()).await?;
+        Ok(was_marker)
+    }
+
     /// Withdraws version `v` of `key` (DeleteObject with a version id,
     /// purge): it leaves the object entry (the next one becomes current),
     /// and `history`, its history entry marked deleted, is written with
@@ -396,7 +469,7 @@ impl ObjectWriter {
         key: &str,
         moved: &ObjectVersion,
     ) -> Result<(), garage_table::Error> {
-        let hkey = crate::history_table::HistoryKey::of(key, moved.timestamp, moved.uuid);
+        let hkey = HistoryKey::of(key, moved.timestamp, moved.uuid);
         let key_s = key.to_string();
         let (o, h) = tokio::join!(self.objects.get(&bucket, &key_s), async {
             match moved.in_history() {

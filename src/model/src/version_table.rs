@@ -52,7 +52,7 @@ pub struct VersionBlock {
 }
 
 /// One block position changes only when a lifecycle transition re-encodes
-/// it (`garage_api::lifecycle::transition`): the same bytes, erasure-coded, replace a
+/// it (`crate::lifecycle::transition`): the same bytes, erasure-coded, replace a
 /// replicated block. So an erasure-coded block wins over a replicated one;
 /// otherwise (two writers never give one position different contents; if
 /// they did) the larger wins, so that replicas agree. The reference to the

@@ -8,12 +8,8 @@
 //! of the layout (`transition.rs`), and NoncurrentVersionTransition to
 //! one (once the cluster is finalized at v0.3.0: its feature gate).
 //!
-//! Lifecycle: the rules (this module), the worker that applies them
-//! ([`worker`]) and transitions to erasure-coded classes ([`transition`]).
-
-pub mod catch_up;
-pub mod transition;
-pub mod worker;
+//! Lifecycle: the rules (this module); the workers that apply them, and
+//! transitions to erasure-coded classes, are `garage_model::lifecycle`.
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -10,7 +10,6 @@
 
 use std::sync::Arc;
 
-use garage_model::object_table::{Object, ObjectVersion};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
@@ -18,16 +17,12 @@ use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::versions::versioning::Found;
 
-/// Where an object version's tags given at write time are kept, among its
-/// headers (URL-encoded, as the request header carries them).
-pub const TAGGING_HEADER: &str = "x-amz-tagging";
+pub use garage_model::tags::{stored_tags, version_tags, written_tags, Tags, TAGGING_HEADER};
 /// S3's limits.
 pub const MAX_OBJECT_TAGS: usize = 10;
 pub const MAX_BUCKET_TAGS: usize = 50;
 const MAX_KEY_CHARS: usize = 128;
 const MAX_VALUE_CHARS: usize = 256;
-
-pub type Tags = Vec<(String, String)>;
 
 /// Checks a tag set against S3's rules: at most `max` tags, keys of 1 to
 /// 128 characters, values of at most 256, each key once, no key in the
@@ -89,38 +84,6 @@ pub fn set_in_headers(headers: &mut Vec<(String, String)>, tags: &Tags) {
     headers.retain(|(k, _)| k != TAGGING_HEADER);
     if !tags.is_empty() {
         headers.push((TAGGING_HEADER.to_string(), encode_header(tags)));
-    }
-}
-
-/// The tags a version was written with (from its headers).
-pub fn written_tags(headers: &[(String, String)]) -> Tags {
-    headers
-        .iter()
-        .find(|(k, _)| k == TAGGING_HEADER)
-        .map(|(_, v)| {
-            form_urlencoded::parse(v.as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The current tags of version `v` of `obj`.
-pub fn version_tags(obj: &Object, v: &ObjectVersion) -> Tags {
-    if let Some(t) = obj.updated_tags(&v.uuid) {
-        return t.clone();
-    }
-    stored_tags(v)
-}
-
-/// The tags version `v` was written with.
-pub fn stored_tags(v: &ObjectVersion) -> Tags {
-    match &v.state {
-        garage_model::object_table::ObjectVersionState::Complete(
-            garage_model::object_table::ObjectVersionData::Inline(m, _)
-            | garage_model::object_table::ObjectVersionData::FirstBlock(m, _),
-        ) => written_tags(&m.headers),
-        _ => Vec::new(),
     }
 }
 

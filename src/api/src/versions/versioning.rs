@@ -270,60 +270,7 @@ impl Api {
         bypass: bool,
     ) -> ApiResult<bool> {
         let vid = parse_version_id(version_id)?;
-        let k = key.to_string();
-        let (target, history) = match vid {
-            VersionId::Null => {
-                let obj = self.objects.get(&bucket, &k).await?;
-                let null = obj.as_ref().and_then(|o| match o.null_version() {
-                    Some(v) => Some(v.clone()),
-                    None if !o.is_versioned() => o.last_complete().cloned(),
-                    None => None,
-                });
-                (null, None)
-            }
-            VersionId::Id(ts, uuid) => {
-                let hkey = HistoryKey::of(key, ts, uuid);
-                let (obj, h) = tokio::join!(
-                    self.objects.get(&bucket, &k),
-                    self.history.get(&bucket, &hkey)
-                );
-                let (obj, h) = (obj?, h?);
-                let in_entry = obj
-                    .as_ref()
-                    .and_then(|o| o.version(ts, uuid))
-                    .filter(|v| v.in_history() && v.is_complete())
-                    .cloned();
-                let mut h = h.or_else(|| {
-                    in_entry
-                        .as_ref()
-                        .map(|v| HistoryEntry::new(bucket, key, v.clone()))
-                });
-                if let (Some(h), Some(e)) = (h.as_mut(), &in_entry) {
-                    garage_util::crdt::Crdt::merge(&mut h.version.lock, &e.lock);
-                }
-                let v = h.as_ref().map(|h| h.version.clone());
-                (v, h)
-            }
-        };
-        let Some(v) = target else {
-            return Ok(false);
-        };
-        let now = garage_util::time::now_msec();
-        v.lock
-            .check_delete(now, bypass)
-            .map_err(crate::versions::object_lock::locked_error)?;
-        let was_marker = is_marker(&v);
-        let gone = match history {
-            Some(h) => Some(
-                h.delete(now, bypass)
-                    .map_err(crate::versions::object_lock::locked_error)?,
-            ),
-            None => None,
-        };
-        self.writer
-            .remove_version(bucket, key, &v, gone.as_ref())
-            .await?;
-        Ok(was_marker)
+        Ok(self.writer.delete_version(bucket, key, vid, bypass).await?)
     }
 
     pub async fn put_bucket_versioning(

@@ -444,7 +444,8 @@ fn only_the_object_write_protocol_writes_objects() {
         "object or history table written outside garage_model::object_write: {offenders:?}"
     );
     // A planted violation is found, over two lines too.
-    let planted = "let r = self.objects\n    .insert_ordered(&objs).await;\nself.history.insert(&h);";
+    let planted =
+        "let r = self.objects\n    .insert_ordered(&objs).await;\nself.history.insert(&h);";
     assert_eq!(
         object_writes(planted),
         vec!["objects.insert_ordered(", "history.insert("]

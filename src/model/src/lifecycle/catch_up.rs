@@ -1,8 +1,8 @@
 //! The erasure-coding catch-up worker: versions of an erasure-coded class
 //! whose blocks were written replicated (a node of their shards down or
-//! not yet seen, `garage_model::ec_catch_up`) are re-encoded in their
+//! not yet seen, `crate::ec_catch_up`) are re-encoded in their
 //! class once every node of their shards is up, by the same steps as a
-//! lifecycle transition ([`Api::transition`]: each step safe to stop
+//! lifecycle transition ([`Garage::transition`]: each step safe to stop
 //! after, the replicated blocks freed after the usual delete delay).
 //!
 //! Every [`PASS_INTERVAL`] the worker goes through the queue; a version whose shard nodes are still
@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use garage_model::ec_catch_up::Waiting;
-use garage_model::mpu_table::completed_in;
-use garage_model::object_table::{ObjectVersionData, ObjectVersionState};
-use garage_model::version_table::{read_version, VersionBacklink};
+use crate::ec_catch_up::Waiting;
+use crate::mpu_table::completed_in;
+use crate::object_table::{ObjectVersionData, ObjectVersionState};
+use crate::version_table::{read_version, VersionBacklink};
 use garage_rpc::system::System;
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
@@ -26,9 +26,9 @@ use garage_util::worker::{WorkerSpec, WorkerState};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::ctx::Api;
-use crate::error::{ApiError, ApiResult};
-use crate::lifecycle::transition::Transitioned;
+use super::transition::Transitioned;
+use super::{LifecycleError, Result};
+use crate::garage::Garage;
 
 /// Time between two passes over the queue.
 pub const PASS_INTERVAL: Duration = Duration::from_secs(10);
@@ -41,8 +41,8 @@ const NOT_YET_LISTED: u64 = 10 * 60 * 1000;
 /// upload in progress may last days; lifecycle rules abort old ones).
 const UPLOAD_IN_PROGRESS: u64 = 7 * 24 * 3600 * 1000;
 
-fn db_err(e: garage_db::Error) -> ApiError {
-    ApiError::Internal(format!("erasure-coding catch-up queue: {e}"))
+fn db_err(e: garage_db::Error) -> LifecycleError {
+    LifecycleError::Internal(format!("erasure-coding catch-up queue: {e}"))
 }
 
 /// What one queued version came to.
@@ -58,16 +58,16 @@ enum Step {
 }
 
 pub struct CatchUpWorker {
-    api: Arc<Api>,
+    garage: Arc<Garage>,
     system: Arc<System>,
     blocks_done: Arc<AtomicU64>,
     versions_done: Arc<AtomicU64>,
 }
 
 impl CatchUpWorker {
-    pub fn new(api: Arc<Api>, system: Arc<System>) -> Self {
+    pub fn new(garage: Arc<Garage>, system: Arc<System>) -> Self {
         Self {
-            api,
+            garage,
             system,
             blocks_done: Arc::new(AtomicU64::new(0)),
             versions_done: Arc::new(AtomicU64::new(0)),
@@ -76,7 +76,10 @@ impl CatchUpWorker {
 
     /// Passes over the queue until `must_exit`.
     pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
-        let (q, q2) = (self.api.ec_catch_up.clone(), self.api.ec_catch_up.clone());
+        let (q, q2) = (
+            self.garage.ec_catch_up.clone(),
+            self.garage.ec_catch_up.clone(),
+        );
         let (blocks, versions) = (self.blocks_done.clone(), self.versions_done.clone());
         let worker = self.system.workers.register(
             WorkerSpec::new(
@@ -107,7 +110,7 @@ impl CatchUpWorker {
             if *must_exit.borrow() {
                 return;
             }
-            if self.api.ec_catch_up.is_empty().unwrap_or(true) {
+            if self.garage.ec_catch_up.is_empty().unwrap_or(true) {
                 self.publish();
                 continue;
             }
@@ -120,18 +123,18 @@ impl CatchUpWorker {
     }
 
     fn publish(&self) {
-        if let Ok((n, bytes)) = self.api.ec_catch_up.totals() {
+        if let Ok((n, bytes)) = self.garage.ec_catch_up.totals() {
             metrics::gauge!("ec_catch_up_waiting_versions").set(n as f64);
             metrics::gauge!("ec_catch_up_waiting_bytes").set(bytes as f64);
         }
     }
 
     /// One pass over the whole queue.
-    async fn pass(&self, must_exit: &watch::Receiver<bool>) -> ApiResult<()> {
+    async fn pass(&self, must_exit: &watch::Receiver<bool>) -> Result<()> {
         let mut after: Option<Uuid> = None;
         let mut first_err = None;
         loop {
-            let page = self.api.ec_catch_up.list(after, PAGE).map_err(db_err)?;
+            let page = self.garage.ec_catch_up.list(after, PAGE).map_err(db_err)?;
             let Some(last) = page.last() else {
                 break;
             };
@@ -150,11 +153,11 @@ impl CatchUpWorker {
                             "erasure-coding catch-up: {n} blocks re-encoded ({} bytes were stored replicated)",
                             w.bytes
                         );
-                        self.api.ec_catch_up.remove(&w.version).map_err(db_err)?;
+                        self.garage.ec_catch_up.remove(&w.version).map_err(db_err)?;
                     }
                     Ok(Step::Gone) => {
                         debug!(version = %w.version.short(), "erasure-coding catch-up: nothing left to re-encode");
-                        self.api.ec_catch_up.remove(&w.version).map_err(db_err)?;
+                        self.garage.ec_catch_up.remove(&w.version).map_err(db_err)?;
                     }
                     Ok(Step::Later) => (),
                     Err(e) => {
@@ -174,9 +177,9 @@ impl CatchUpWorker {
     }
 
     /// Queued version `w`: its object's version re-encoded if it can be.
-    async fn one(&self, w: &Waiting) -> ApiResult<Step> {
+    async fn one(&self, w: &Waiting) -> Result<Step> {
         let age = garage_util::time::now_msec().saturating_sub(w.since_ms);
-        let Some(v) = read_version(&self.api.versions, &w.version).await? else {
+        let Some(v) = read_version(&self.garage.version_table, &w.version).await? else {
             return Ok(if age < NOT_YET_LISTED {
                 Step::Later
             } else {
@@ -193,7 +196,7 @@ impl CatchUpWorker {
             // A part: its blocks are in the completed object's version,
             // found in the object's entry by its id (`completed_in`).
             VersionBacklink::MultipartUpload { upload_id } => {
-                let Some(mpu) = self.api.mpus.get(&upload_id, &EmptyKey).await? else {
+                let Some(mpu) = self.garage.mpu_table.get(&upload_id, &EmptyKey).await? else {
                     return Ok(if age < UPLOAD_IN_PROGRESS {
                         Step::Later
                     } else {
@@ -208,7 +211,11 @@ impl CatchUpWorker {
                         Step::Gone
                     });
                 }
-                let obj = self.api.objects.get(&mpu.bucket_id, &mpu.key).await?;
+                let obj = self
+                    .garage
+                    .object_table
+                    .get(&mpu.bucket_id, &mpu.key)
+                    .await?;
                 match obj.as_ref().and_then(|o| completed_in(o, &upload_id)) {
                     Some(v) => self.object(mpu.bucket_id, &mpu.key, v.uuid, age).await,
                     // Aborted, or overwritten since.
@@ -219,10 +226,10 @@ impl CatchUpWorker {
     }
 
     /// Version `uuid` of `bucket`/`key`, re-encoded in its class.
-    async fn object(&self, bucket: Uuid, key: &str, uuid: Uuid, age: u64) -> ApiResult<Step> {
+    async fn object(&self, bucket: Uuid, key: &str, uuid: Uuid, age: u64) -> Result<Step> {
         let listed = self
-            .api
-            .objects
+            .garage
+            .object_table
             .get(&bucket, &key.to_string())
             .await?
             .and_then(|o| o.versions().iter().find(|x| x.uuid == uuid).cloned());
@@ -243,11 +250,15 @@ impl CatchUpWorker {
             }
             _ => return Ok(Step::Gone),
         };
-        let Some(code) = self.api.class_code(class.as_deref()) else {
+        let Some(code) = self.garage.class_code(class.as_deref()) else {
             return Ok(Step::Gone);
         };
         let class = class.expect("a class with a code has a name");
-        match self.api.transition(bucket, key, &ov, &class, code).await? {
+        match self
+            .garage
+            .transition(bucket, key, &ov, &class, code)
+            .await?
+        {
             Transitioned::Done { blocks } => Ok(Step::Done(blocks)),
             Transitioned::NodesDown => Ok(Step::Later),
             Transitioned::Gone => Ok(Step::Gone),

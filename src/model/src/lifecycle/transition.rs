@@ -3,7 +3,7 @@
 //! headers and checksums (S3's semantics: a transition changes where the
 //! bytes are kept, nothing a client reads). The lifecycle worker decides
 //! what moves (`worker.rs`); the transition worker there calls
-//! [`Api::transition`] for each.
+//! [`Garage::transition`] for each.
 //!
 //! The steps, each safe to stop after (the next pass redoes what is left):
 //! 1. each block not yet in the code is read whole (its hash checked),
@@ -30,14 +30,14 @@
 
 use std::collections::HashSet;
 
-use garage_model::block_ref_table::BlockRef;
-use garage_model::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
-use garage_model::version_table::{read_version, Version, VersionBlock, VersionBlockKey};
+use crate::block_ref_table::BlockRef;
+use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
+use crate::version_table::{read_version, Version, VersionBlock, VersionBlockKey};
 use garage_rpc::layout::EcCode;
 use garage_util::data::{blake2sum, Hash, Uuid};
 
-use crate::ctx::Api;
-use crate::error::{ApiError, ApiResult};
+use super::{LifecycleError, Result};
+use crate::garage::Garage;
 
 /// Blocks re-encoded at once per transition (each holds one block, 1 MiB,
 /// in memory).
@@ -55,7 +55,7 @@ pub enum Transitioned {
     Gone,
 }
 
-impl Api {
+impl Garage {
     /// Moves version `v` of `bucket`/`key` (complete data with blocks) to
     /// storage class `class`, whose code is `code`. See the module
     /// comment for the steps.
@@ -66,11 +66,11 @@ impl Api {
         v: &ObjectVersion,
         class: &str,
         code: EcCode,
-    ) -> ApiResult<Transitioned> {
+    ) -> Result<Transitioned> {
         let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
             return Ok(Transitioned::Gone);
         };
-        let Some(version) = read_version(&self.versions, &v.uuid)
+        let Some(version) = read_version(&self.version_table, &v.uuid)
             .await?
             .filter(|x| !x.deleted.get() && !x.blocks.is_empty())
         else {
@@ -101,7 +101,7 @@ impl Api {
             blocks.put(*k, *b);
         }
         let segments = Version::segments(v.uuid, &version.backlink, blocks.items());
-        self.versions.insert_many(&segments).await?;
+        self.version_table.insert_many(&segments).await?;
         if std::env::var_os("GARAGE_TEST_CRASH_IN_TRANSITION").is_some() {
             // Tests of the resume path: the process dies between steps 2
             // and 3, as a power cut would leave it.
@@ -135,7 +135,7 @@ impl Api {
             .map(|h| BlockRef::new(h, v.uuid, true))
             .collect();
         if !dropped.is_empty() {
-            self.block_refs.insert_many(&dropped).await?;
+            self.block_ref_table.insert_many(&dropped).await?;
         }
         Ok(Transitioned::Done {
             blocks: recoded.len(),
@@ -148,7 +148,7 @@ impl Api {
     /// content hash, which is its replicated address, and its address in
     /// every other code the layout knows. Dropping a reference that does
     /// not exist does nothing, so all of them are given.
-    async fn earlier_forms(&self, version: &Version, code: EcCode) -> ApiResult<Vec<Hash>> {
+    async fn earlier_forms(&self, version: &Version, code: EcCode) -> Result<Vec<Hash>> {
         let coded: Vec<VersionBlock> = version
             .blocks
             .items()
@@ -159,7 +159,7 @@ impl Api {
             return Ok(Vec::new());
         }
         let codes: Vec<EcCode> = self
-            .blocks
+            .block_manager
             .system
             .layout()
             .current()
@@ -171,10 +171,10 @@ impl Api {
         let mut out = Vec::new();
         for chunk in coded.chunks(IN_FLIGHT) {
             let contents = futures::future::try_join_all(chunk.iter().map(|b| async move {
-                let data = self.blocks.get_any(&b.hash, b.ec).await?;
+                let data = self.block_manager.get_any(&b.hash, b.ec).await?;
                 tokio::task::spawn_blocking(move || blake2sum(&data))
                     .await
-                    .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))
+                    .map_err(|e| LifecycleError::Internal(format!("hashing task: {e}")))
             }))
             .await?;
             for content in contents {
@@ -195,14 +195,14 @@ impl Api {
     fn shard_nodes_up(&self, b: &VersionBlock, code: EcCode) -> bool {
         b.ec.is_some() || {
             let addr = garage_block::ec::ec_address(&b.hash, code);
-            self.blocks.ec_writable(&addr, code)
+            self.block_manager.ec_writable(&addr, code)
         }
     }
 
     /// Block `b` of version `uuid` read, checked, erasure-coded in `code`,
     /// its shards written and referenced by the version: the new block.
-    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: EcCode) -> ApiResult<VersionBlock> {
-        let data = self.blocks.get_any(&b.hash, b.ec).await?;
+    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: EcCode) -> Result<VersionBlock> {
+        let data = self.block_manager.get_any(&b.hash, b.ec).await?;
         let content = match b.ec {
             // Read by its address: checked against it.
             None => b.hash,
@@ -210,12 +210,12 @@ impl Api {
                 let d = data.clone();
                 tokio::task::spawn_blocking(move || blake2sum(&d))
                     .await
-                    .map_err(|e| ApiError::Internal(format!("hashing task: {e}")))?
+                    .map_err(|e| LifecycleError::Internal(format!("hashing task: {e}")))?
             }
         };
         let addr = garage_block::ec::ec_address(&content, code);
-        if !self.blocks.ec_writable(&addr, code) {
-            return Err(ApiError::Internal(format!(
+        if !self.block_manager.ec_writable(&addr, code) {
+            return Err(LifecycleError::Internal(format!(
                 "a node of the shards of block {} is down",
                 addr.short()
             )));
@@ -227,8 +227,8 @@ impl Api {
         };
         let block_ref = BlockRef::to_block(&block, uuid);
         let (put, r) = tokio::join!(
-            self.blocks.put_block_ec(content, data, code),
-            self.block_refs.insert(&block_ref),
+            self.block_manager.put_block_ec(content, data, code),
+            self.block_ref_table.insert(&block_ref),
         );
         put?;
         r?;

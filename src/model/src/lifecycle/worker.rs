@@ -7,10 +7,10 @@
 //!   delete marker just newer than that data (so that a PUT that came in
 //!   meanwhile is kept),
 //! - aborts a multipart upload older than an AbortIncompleteMultipartUpload
-//!   allows, as AbortMultipartUpload does ([`Api::abort_upload`]),
+//!   allows, as AbortMultipartUpload does ([`crate::object_write::ObjectWriter::abort_upload`]),
 //! - queues the current data a Transition names for the transition worker
 //!   (its own entry in the worker registry), which re-encodes it in the
-//!   rule's storage class ([`Api::transition`]). As in S3, an object under
+//!   rule's storage class ([`Garage::transition`]). As in S3, an object under
 //!   128 KiB is not moved unless the rule filters on its size.
 //!
 //! In a versioned bucket it then walks the history table key by key
@@ -28,13 +28,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use garage_model::bucket_table::Versioning;
-use garage_model::bucket_table::{days_after, Bucket, LifecycleRule};
-use garage_model::history_table::{HistoryEntry, HistoryKey};
-use garage_model::mpu_table::MultipartUpload;
-use garage_model::object_table::{
-    Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState,
-};
+use crate::bucket_table::Versioning;
+use crate::bucket_table::{days_after, Bucket, LifecycleRule};
+use crate::history_table::{HistoryEntry, HistoryKey};
+use crate::mpu_table::MultipartUpload;
+use crate::object_table::{Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_rpc::layout::version::LayoutVersion;
 use garage_rpc::system::System;
 use garage_table::{EmptyKey, PartitionKey};
@@ -43,10 +41,11 @@ use garage_util::time::now_msec;
 use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
-use crate::ctx::Api;
-use crate::error::{ApiError, ApiResult};
-use crate::lifecycle::transition::Transitioned;
-use crate::versions::tagging::Tags;
+use super::transition::Transitioned;
+use super::{LifecycleError, Result};
+use crate::garage::Garage;
+use crate::object_write::WriteError;
+use crate::tags::Tags;
 
 /// Objects read per round trip.
 const PAGE: usize = 1000;
@@ -87,7 +86,7 @@ pub struct TransitionJob {
 }
 
 pub struct LifecycleWorker {
-    pub api: Arc<Api>,
+    pub garage: Arc<Garage>,
     pub system: Arc<System>,
     pub interval: Duration,
     /// Added to the clock (tests).
@@ -105,10 +104,10 @@ fn env_secs(name: &str) -> Option<u64> {
 
 impl LifecycleWorker {
     /// A worker with the interval and clock offset of the environment.
-    pub fn new(api: Arc<Api>, system: Arc<System>) -> Arc<Self> {
+    pub fn new(garage: Arc<Garage>, system: Arc<System>) -> Arc<Self> {
         let (tx, rx) = mpsc::channel(TRANSITION_QUEUE);
         Arc::new(Self {
-            api,
+            garage,
             system,
             interval: env_secs("GARAGE_LIFECYCLE_INTERVAL_SECS")
                 .map(Duration::from_secs)
@@ -173,13 +172,12 @@ impl LifecycleWorker {
 
     /// One pass over every bucket with enabled rules that this node
     /// handles.
-    pub async fn pass(&self, must_exit: &watch::Receiver<bool>) -> ApiResult<()> {
+    pub async fn pass(&self, must_exit: &watch::Receiver<bool>) -> Result<()> {
         let mut start = None;
         loop {
             let page = self
-                .api
-                .metadata
-                .buckets
+                .garage
+                .bucket_table
                 .get_range(&EmptyKey, start, None, BUCKET_PAGE, false)
                 .await?;
             for b in page.iter() {
@@ -232,15 +230,15 @@ impl LifecycleWorker {
         b: &Bucket,
         name: &str,
         rules: &[LifecycleRule],
-    ) -> ApiResult<BucketPass> {
+    ) -> Result<BucketPass> {
         let now = now_msec() + self.clock_offset_ms;
         let mut stats = BucketPass::default();
         let mut start: Option<String> = None;
         let versioning = b.params().map(|p| *p.versioning.get()).unwrap_or_default();
         loop {
             let page = self
-                .api
-                .objects
+                .garage
+                .object_table
                 .get_range(&b.id, start.clone(), None, PAGE, false)
                 .await?;
             let mut markers = Vec::new();
@@ -280,7 +278,7 @@ impl LifecycleWorker {
                 }
             }
             if !markers.is_empty() {
-                self.api.writer.write_versions(b.id, &markers).await?;
+                self.garage.writer.write_versions(b.id, &markers).await?;
                 stats.expired += markers.len();
             }
             if page.len() < PAGE {
@@ -308,13 +306,13 @@ impl LifecycleWorker {
         rules: &[LifecycleRule],
         now: u64,
         stats: &mut BucketPass,
-    ) -> ApiResult<()> {
+    ) -> Result<()> {
         let mut start: Option<HistoryKey> = None;
         let mut group: Vec<HistoryEntry> = Vec::new();
         loop {
             let page = self
-                .api
-                .history
+                .garage
+                .history_table
                 .get_range(&b.id, start.clone(), None, PAGE, false)
                 .await?;
             let last_page = page.len() < PAGE;
@@ -350,15 +348,15 @@ impl LifecycleWorker {
         now: u64,
         group: &[HistoryEntry],
         stats: &mut BucketPass,
-    ) -> ApiResult<()> {
+    ) -> Result<()> {
         let key = &group[0].key;
-        let obj = self.api.objects.get(&b.id, key).await?;
+        let obj = self.garage.object_table.get(&b.id, key).await?;
         let versions: Vec<ObjectVersion> = group.iter().map(|h| h.version.clone()).collect();
         let tags: Vec<Tags> = group
             .iter()
             .map(|h| match h.tags.get() {
                 Some(t) => t.clone(),
-                None => crate::versions::tagging::stored_tags(&h.version),
+                None => crate::tags::stored_tags(&h.version),
             })
             .collect();
         let newer_null = obj.as_ref().and_then(|o| match o.head() {
@@ -390,13 +388,14 @@ impl LifecycleWorker {
                 continue;
             }
             match self
-                .api
-                .delete_version(b.id, key, &v.version_id().to_string(), false)
+                .garage
+                .writer
+                .delete_version(b.id, key, v.version_id(), false)
                 .await
             {
                 Ok(_) => stats.versions_deleted += 1,
-                Err(ApiError::AccessDenied(_)) => (),
-                Err(e) => return Err(e),
+                Err(WriteError::Locked(_)) => (),
+                Err(e) => return Err(e.into()),
             }
         }
         Ok(())
@@ -487,10 +486,10 @@ impl LifecycleWorker {
     /// race its completion. (The remaining window, between this read and
     /// the abort's write, is milliseconds long against an upload idle for
     /// at least that long.)
-    async fn abort_if_still_idle(&self, mpu: &MultipartUpload, now: u64) -> ApiResult<bool> {
+    async fn abort_if_still_idle(&self, mpu: &MultipartUpload, now: u64) -> Result<bool> {
         let (obj, cur) = tokio::join!(
-            self.api.objects.get(&mpu.bucket_id, &mpu.key),
-            self.api.mpus.get(&mpu.upload_id, &EmptyKey)
+            self.garage.object_table.get(&mpu.bucket_id, &mpu.key),
+            self.garage.mpu_table.get(&mpu.upload_id, &EmptyKey)
         );
         let uploading = obj?
             .and_then(|o| o.version(mpu.timestamp, mpu.upload_id).cloned())
@@ -503,7 +502,7 @@ impl LifecycleWorker {
         if !uploading || recent {
             return Ok(false);
         }
-        self.api.writer.abort_upload(mpu).await?;
+        self.garage.writer.abort_upload(mpu).await?;
         Ok(true)
     }
 }
@@ -579,22 +578,22 @@ impl LifecycleWorker {
         }
     }
 
-    async fn run_transition(&self, job: &TransitionJob) -> ApiResult<Transitioned> {
+    async fn run_transition(&self, job: &TransitionJob) -> Result<Transitioned> {
         let what = format!(
             "bucket {}: {:?} (version {})",
             job.bucket_name,
             job.key,
             job.version.uuid.short()
         );
-        let Some(code) = self.api.class_code(Some(&job.class)) else {
+        let Some(code) = self.garage.class_code(Some(&job.class)) else {
             warn!(
                 "lifecycle transition of {what}: the layout no longer offers class {}",
                 job.class
             );
-            return Err(ApiError::InvalidStorageClass(job.class.clone()));
+            return Err(LifecycleError::UnknownClass(job.class.clone()));
         };
         let res = self
-            .api
+            .garage
             .transition(job.bucket, &job.key, &job.version, &job.class, code)
             .await;
         match &res {
@@ -637,9 +636,9 @@ fn transition_of(
     rules: &[LifecycleRule],
     now: u64,
 ) -> Option<String> {
-    let due = |when: &garage_model::bucket_table::LifecycleExpiration| match *when {
-        garage_model::bucket_table::LifecycleExpiration::AfterDays(d) => days_after(v.timestamp, d),
-        garage_model::bucket_table::LifecycleExpiration::AtDate(t) => t,
+    let due = |when: &crate::bucket_table::LifecycleExpiration| match *when {
+        crate::bucket_table::LifecycleExpiration::AfterDays(d) => days_after(v.timestamp, d),
+        crate::bucket_table::LifecycleExpiration::AtDate(t) => t,
     };
     let (_, class) = rules
         .iter()
@@ -676,14 +675,11 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versionin
     if let Some(v) = o.last_data() {
         let expired = rules.iter().any(|r| {
             r.expiration.is_some_and(|e| e.expired(v.timestamp, now))
-                && r.filter.matches(
-                    &o.key,
-                    v.size(),
-                    &crate::versions::tagging::version_tags(o, v),
-                )
+                && r.filter
+                    .matches(&o.key, v.size(), &crate::tags::version_tags(o, v))
         });
         if !expired {
-            let tags = crate::versions::tagging::version_tags(o, v);
+            let tags = crate::tags::version_tags(o, v);
             out.transition = transition_of(&o.key, v, &tags, rules, now).map(|c| (v.clone(), c));
         }
         if expired {
@@ -721,9 +717,9 @@ pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versionin
 
 #[cfg(test)]
 mod tests {
-    use garage_model::bucket_table::NoncurrentExpiration;
-    use garage_model::bucket_table::{LifecycleExpiration, LifecycleFilter, DAY_MSEC};
-    use garage_model::object_table::ObjectVersionMeta;
+    use crate::bucket_table::NoncurrentExpiration;
+    use crate::bucket_table::{LifecycleExpiration, LifecycleFilter, DAY_MSEC};
+    use crate::object_table::ObjectVersionMeta;
     use garage_util::crdt::Crdt;
     use garage_util::data::Uuid;
 
@@ -799,7 +795,7 @@ mod tests {
 
     #[test]
     fn transitions_follow_the_rules() {
-        use garage_model::bucket_table::LifecycleTransition;
+        use crate::bucket_table::LifecycleTransition;
         let b = Uuid::from([3; 32]);
         let day = 100 * DAY_MSEC;
         let to = |d: u32, class: &str| LifecycleTransition {
@@ -920,7 +916,7 @@ mod tests {
 
     #[test]
     fn noncurrent_transitions_follow_the_rules() {
-        use garage_model::bucket_table::NoncurrentTransition;
+        use crate::bucket_table::NoncurrentTransition;
         let day = 100 * DAY_MSEC;
         let big = 1 << 20;
         let mut r = rule("nc/", None, None);
