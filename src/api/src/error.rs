@@ -152,9 +152,24 @@ impl From<garage_model::object_write::WriteError> for ApiError {
         match e {
             W::Table(t) => t.into(),
             W::Overtaken => ApiError::Unavailable(e.to_string()),
-            W::Locked(l) => crate::versions::object_lock::locked_error(l),
+            W::Locked(l) => l.into(),
             W::NoBlockList => ApiError::Internal(e.to_string()),
         }
+    }
+}
+
+/// A version its object lock protects: AccessDenied, or 503 when this
+/// node's clock is too far off to decide whether the lock has expired.
+impl From<garage_model::object_lock::Locked> for ApiError {
+    fn from(l: garage_model::object_lock::Locked) -> Self {
+        if let garage_model::object_lock::Locked::Clock(c) = l {
+            return ApiError::Unavailable(format!(
+                "cannot decide whether the object lock has expired: {c}"
+            ));
+        }
+        ApiError::AccessDenied(format!(
+            "Access Denied because object protected by object lock: {l}"
+        ))
     }
 }
 

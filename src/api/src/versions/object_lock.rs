@@ -82,14 +82,7 @@ fn missing_config() -> ApiError {
 
 /// The error for a delete or a retention change that a lock forbids.
 pub fn locked_error(l: Locked) -> ApiError {
-    if let Locked::Clock(c) = l {
-        return ApiError::Unavailable(format!(
-            "cannot decide whether the object lock has expired: {c}"
-        ));
-    }
-    ApiError::AccessDenied(format!(
-        "Access Denied because object protected by object lock: {l}"
-    ))
+    l.into()
 }
 
 fn parse_mode(s: &str) -> ApiResult<RetentionMode> {
