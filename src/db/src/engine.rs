@@ -1,3 +1,6 @@
+//! Opening a metadata database: the engine named in the configuration
+//! (`db_engine`, LMDB or SQLite) at a path, with its options.
+
 use std::path::Path;
 use std::sync::Arc;
 

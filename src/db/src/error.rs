@@ -1,3 +1,5 @@
+//! The errors of the metadata database layer, one enum for both engines.
+
 use std::path::{Path, PathBuf};
 
 /// Errors of the metadata database layer.

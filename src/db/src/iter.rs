@@ -1,3 +1,6 @@
+//! Range scans over a tree, fetched in batches so that no engine
+//! transaction stays open between them.
+
 use std::ops::Bound;
 
 use crate::{Direction, KeyValue, Result, ITER_BATCH};

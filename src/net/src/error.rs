@@ -1,3 +1,6 @@
+//! The errors of the network layer: I/O, the node's keys, handshakes,
+//! peers, timeouts.
+
 use std::path::PathBuf;
 use std::time::Duration;
 

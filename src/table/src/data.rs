@@ -151,13 +151,6 @@ impl<F: TableSchema> TableData<F> {
         Ok(out)
     }
 
-    /// Merges an entry received from a client or another replica into the
-    /// local one. Returns the new entry when it changed.
-    pub fn update_entry(&self, encoded: &[u8]) -> Result<Option<F::E>> {
-        let entry: F::E = encoding::decode(encoded)?;
-        self.update_entry_with(&entry)
-    }
-
     pub fn update_entry_with(&self, entry: &F::E) -> Result<Option<F::E>> {
         let changed = self.db.transaction(|tx| self.merge_in_tx(tx, entry))?;
         if changed.is_some() {

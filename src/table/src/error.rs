@@ -1,3 +1,6 @@
+//! The errors of the table layer: the metadata database, entry decoding,
+//! quorums and the RPCs to other replicas.
+
 use garage_db as db;
 use garage_rpc::quorum::QuorumError;
 

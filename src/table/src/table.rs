@@ -699,11 +699,6 @@ impl<F: TableSchema> Table<F> {
             tokio::spawn(self.clone().sync_loop(sync, must_exit.clone())),
         ]
     }
-
-    /// Entries waiting to be added to the Merkle trees.
-    pub fn merkle_todo_len(&self) -> Result<usize> {
-        merkle::todo_len(&self.data)
-    }
 }
 
 #[async_trait::async_trait]

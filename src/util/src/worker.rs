@@ -220,15 +220,6 @@ impl Registry {
         );
     }
 
-    /// The variables' names and one-line descriptions.
-    pub fn variable_names(&self) -> Vec<(&'static str, &'static str)> {
-        lock(&self.inner)
-            .variables
-            .iter()
-            .map(|(k, v)| (*k, v.help))
-            .collect()
-    }
-
     /// Every variable's value, or only `only`'s.
     pub fn variables(&self, only: Option<&str>) -> Result<Vec<(String, String)>, VariableError> {
         let inner = lock(&self.inner);
@@ -257,7 +248,11 @@ impl Registry {
             .variables
             .get(name)
             .ok_or_else(|| self.unknown(&inner, name))?;
-        (v.set)(value).map_err(|e| VariableError::Invalid(name.into(), e))
+        // A refused value is explained with what the variable is.
+        (v.set)(value).map_err(|e| match v.help {
+            "" => VariableError::Invalid(name.into(), e),
+            help => VariableError::Invalid(name.into(), format!("{e} ({name}: {help})")),
+        })
     }
 
     fn unknown(&self, inner: &Inner, name: &str) -> VariableError {
@@ -418,10 +413,14 @@ mod tests {
             vec![("speed".to_string(), "5".to_string())]
         );
         assert_eq!(r.variables(None).unwrap().len(), 2);
-        assert!(matches!(
+        assert_eq!(
             r.set_variable("speed", "fast"),
-            Err(VariableError::Invalid(..))
-        ));
+            Err(VariableError::Invalid(
+                "speed".into(),
+                "\"fast\" is not a number (speed: how fast)".into()
+            )),
+            "a refused value is explained with the variable's description"
+        );
         assert_eq!(
             v.load(Ordering::Relaxed),
             5,

@@ -234,11 +234,6 @@ impl Access {
             (_, r) => r,
         }
     }
-
-    /// Whether nothing more is to be checked.
-    pub fn is_granted(&self) -> bool {
-        matches!(self.grant, Grant::Granted)
-    }
 }
 
 fn denied() -> ApiError {

@@ -1,5 +1,7 @@
-//! The S3 HTTP listener: hyper (HTTP/1.1 and h2c) serving the s3s service,
-//! `TCP_NODELAY` on every connection, graceful stop. CORS around it: s3s
+//! The S3 endpoint: the s3s service behind `garage_http`'s listener
+//! (which accepts connections, serves HTTP/1.1 and h2c, sets
+//! `TCP_NODELAY` and stops gracefully), with what surrounds each request
+//! here: its id, body limits, the request's region, logs. CORS: s3s
 //! hands `OPTIONS` requests (preflights, unauthenticated) to [`Preflight`],
 //! a custom route, and [`CorsService`], a thin layer in front of s3s, adds
 //! the `Access-Control-*` headers to the responses of requests carrying

@@ -18,7 +18,6 @@ use garage_model::object_table::{
     Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
 };
 use garage_util::data::Uuid;
-use hyper::header::HeaderValue;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
@@ -330,12 +329,5 @@ impl Api {
             status,
             ..Default::default()
         }))
-    }
-}
-
-/// Sets `x-amz-version-id` on a response, when there is one.
-pub fn set_version_header<T>(resp: &mut S3Response<T>, id: Option<&str>) {
-    if let Some(v) = id.and_then(|id| HeaderValue::from_str(id).ok()) {
-        resp.headers.insert("x-amz-version-id", v);
     }
 }

@@ -299,6 +299,7 @@ fn the_s3_families_do_not_import_each_other_in_circles() {
         "lifecycle",
         "website",
         "server",
+        "logging",
     ] {
         assert!(families.contains(f), "no family folder {f}: {families:?}");
     }

@@ -1,3 +1,6 @@
+//! Tests of the configuration: parsing, defaults, and errors that name
+//! the key and the file.
+
 use super::*;
 
 const MINIMAL: &str = r#"
