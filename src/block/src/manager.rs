@@ -526,6 +526,16 @@ impl BlockManager {
         Ok(self.system.nodes_by_distance(&candidates))
     }
 
+    /// The block from this node's own store, checked against its hash
+    /// (`None`: not stored here, or corrupted, which scrub and resync
+    /// handle).
+    pub async fn read_local(&self, hash: &Hash) -> Result<Option<Bytes>> {
+        let store = self.store.clone();
+        let h = *hash;
+        let block = blocking(move || store.read(&h)).await??;
+        Ok(block.and_then(|b| b.verify_and_decode(hash).ok()))
+    }
+
     /// Whether `node` references the block but lacks it.
     pub async fn need_block(&self, node: &NodeId, hash: &Hash) -> Result<bool> {
         self.system.ensure_connected(node).await;

@@ -465,17 +465,34 @@ impl BlockManager {
     }
 
     /// Before deleting our copy: every node that should hold the block and
-    /// still references it but lacks it gets it from us.
+    /// still references it but lacks it gets it from us. Our own copy is
+    /// the one sent: this node may no longer be one the layout names for
+    /// the block (it left the partition, which is why its count fell to
+    /// zero), so a read through the cluster would not ask it, and when it
+    /// holds the last copy that read fails forever (seen by the checker,
+    /// seed 21116: the holders in resync error, the block stored only
+    /// here).
     async fn hand_over(&self, hash: &Hash) -> Result<()> {
         let layout = self.system.layout();
         let me = self.system.id();
         let partition = LayoutVersion::partition_of(hash.as_slice());
+        let mut local: Option<bytes::Bytes> = None;
         for node in layout.all_storage_nodes_of(partition) {
             if node == me {
                 continue;
             }
             if self.need_block(&node, hash).await? {
-                let data = self.get_block(hash).await?;
+                let data = match &local {
+                    Some(d) => d.clone(),
+                    None => {
+                        let d = match self.read_local(hash).await? {
+                            Some(d) => d,
+                            None => self.get_block(hash).await?,
+                        };
+                        local = Some(d.clone());
+                        d
+                    }
+                };
                 self.put_to(&node, hash, data).await?;
             }
         }
