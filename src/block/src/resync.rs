@@ -359,7 +359,15 @@ impl BlockManager {
         self.rc.resync_queue.remove(&key).map_err(to_err)?;
         let errors = &self.rc.resync_errors;
         match res {
-            Ok(Outcome::NotYet) => Ok(Step::Done(hash)),
+            // Not yet deletable: its count is zero here, so nothing is owed
+            // any more; an error left by an earlier fetch that failed goes
+            // (it counted as a block "in resync error" until the deletion,
+            // which a clock set back can defer by minutes; checker fixed
+            // seed, 2026-11-28).
+            Ok(Outcome::NotYet) => {
+                errors.remove(hash.as_slice()).map_err(to_err)?;
+                Ok(Step::Done(hash))
+            }
             Ok(o) => {
                 errors.remove(hash.as_slice()).map_err(to_err)?;
                 if o != Outcome::Nothing {

@@ -43,6 +43,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 }
 
 /// Syncs of newly created block directories (with `data_fsync`), for tests.
+#[cfg(any(test, feature = "testing"))]
 pub static DIR_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 pub struct BlockStore {
@@ -190,6 +191,7 @@ impl BlockStore {
                     .and_then(|f| f.sync_all())
                     .map_err(io(d))?;
             }
+            #[cfg(any(test, feature = "testing"))]
             DIR_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let tmp = dir.join(format!("{name}.tmp{}", rand::random::<u32>()));

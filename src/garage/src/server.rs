@@ -71,6 +71,14 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         );
     }
     raise_open_files_limit();
+    // Test timings on a production node are worth a line.
+    let tuning = garage_util::tuning::tuning();
+    if !tuning.set.is_empty() {
+        info!(
+            "test knobs set (garage_util::tuning): {}",
+            tuning.set.join(", ")
+        );
+    }
     match config.ensure_rpc_secret()? {
         SecretOrigin::Configured => (),
         SecretOrigin::Generated { path, new: true } => info!(

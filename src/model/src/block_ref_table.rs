@@ -98,8 +98,10 @@ impl BlockRefHook for garage_block::rc::BlockRc {
 }
 
 /// References only recorded, no counts (for tests of other tables).
+#[cfg(any(test, feature = "testing"))]
 pub struct NoBlockRefHook;
 
+#[cfg(any(test, feature = "testing"))]
 impl BlockRefHook for NoBlockRefHook {
     fn block_incref(
         &self,

@@ -40,11 +40,7 @@ pub enum OpenError {
 /// How long a block nothing references is kept before it is deleted:
 /// 10 minutes, or `GARAGE_BLOCK_DELETE_DELAY_SECS` (for tests).
 fn block_delete_delay() -> std::time::Duration {
-    let secs = std::env::var("GARAGE_BLOCK_DELETE_DELAY_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(600);
-    std::time::Duration::from_secs(secs)
+    garage_util::tuning::tuning().block_delete_delay
 }
 
 pub struct Garage {

@@ -1,6 +1,6 @@
 //! Timings of the table workers. The defaults suit production; tests and
-//! benchmarks shorten them through environment variables, read when a
-//! table is created:
+//! benchmarks shorten them through environment variables, read once by
+//! `garage_util::tuning`:
 //!
 //! - `GARAGE_TABLE_SYNC_INTERVAL_SECS` (default 600): time between two
 //!   anti-entropy passes when nothing triggers one sooner;
@@ -26,24 +26,12 @@ impl Default for Tuning {
 }
 
 impl Tuning {
+    /// The values of `garage_util::tuning` (its environment variables).
     pub fn from_env() -> Self {
-        let d = Self::default();
+        let t = garage_util::tuning::tuning();
         Self {
-            sync_interval: secs_from_env("GARAGE_TABLE_SYNC_INTERVAL_SECS", d.sync_interval),
-            gc_delay: secs_from_env("GARAGE_TABLE_GC_DELAY_SECS", d.gc_delay),
+            sync_interval: t.table_sync_interval,
+            gc_delay: t.table_gc_delay,
         }
-    }
-}
-
-fn secs_from_env(name: &str, default: Duration) -> Duration {
-    match std::env::var(name) {
-        Err(_) => default,
-        Ok(v) => match v.parse::<u64>() {
-            Ok(n) => Duration::from_secs(n),
-            Err(_) => {
-                tracing::warn!("{name}={v:?} is not a number of seconds: using {default:?}");
-                default
-            }
-        },
     }
 }

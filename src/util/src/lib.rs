@@ -16,4 +16,5 @@ pub mod fixtures;
 pub mod fuzzing;
 pub mod socket;
 pub mod time;
+pub mod tuning;
 pub mod worker;

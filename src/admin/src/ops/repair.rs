@@ -83,11 +83,7 @@ impl TableRepair {
 /// How long an entry that nothing lists yet is presumed to be a write in
 /// progress: 24 hours, or `GARAGE_REPAIR_GRACE_SECS`.
 pub fn grace_ms() -> u64 {
-    std::env::var("GARAGE_REPAIR_GRACE_SECS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(24 * 3600)
-        * 1000
+    garage_util::tuning::tuning().repair_grace.as_millis() as u64
 }
 
 /// What a repair found.
@@ -469,10 +465,8 @@ const MAX_SUSPECTS: usize = 100_000;
 /// may still be in flight (the RPC timeout), or
 /// `GARAGE_REPAIR_SETTLE_SECS`. Measured by the monotonic clock.
 fn settle(g: &Garage) -> Duration {
-    std::env::var("GARAGE_REPAIR_SETTLE_SECS")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .map(Duration::from_secs)
+    garage_util::tuning::tuning()
+        .repair_settle
         .unwrap_or_else(|| g.system.netapp.config().rpc_timeout)
 }
 

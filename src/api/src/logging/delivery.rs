@@ -29,11 +29,7 @@ pub const CACHE_TTL: Duration = Duration::from_secs(5);
 pub const MAX_BUFFER: usize = 4 << 20;
 
 fn flush_interval() -> Duration {
-    let secs = std::env::var("GARAGE_ACCESS_LOG_FLUSH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
-    Duration::from_secs(secs)
+    garage_util::tuning::tuning().access_log_flush
 }
 
 /// Where the lines of one source bucket go.

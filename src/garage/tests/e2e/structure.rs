@@ -343,9 +343,11 @@ fn admin_does_not_depend_on_the_s3_crate() {
     );
 }
 
-/// Test helpers do not ship in production builds: `garage_util::fuzzing`
-/// and `garage_table::testing` exist under `cfg(test)` or the crates'
-/// `testing` feature, which only dev-dependencies enable.
+/// Test helpers do not ship in production builds: `garage_util::fuzzing`,
+/// `garage_table::testing`, `garage_block::store::DIR_SYNCS` and
+/// `garage_model::block_ref_table::NoBlockRefHook` exist under
+/// `cfg(test)` or the crates' `testing` feature, which only
+/// dev-dependencies enable.
 #[test]
 fn test_helpers_are_left_out_of_production_builds() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -353,6 +355,11 @@ fn test_helpers_are_left_out_of_production_builds() {
         ("util/src/lib.rs", "pub mod fuzzing;"),
         ("util/src/lib.rs", "pub mod fixtures;"),
         ("table/src/lib.rs", "pub mod testing;"),
+        (
+            "block/src/store.rs",
+            "pub static DIR_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);",
+        ),
+        ("model/src/block_ref_table.rs", "pub struct NoBlockRefHook;"),
     ] {
         let text = std::fs::read_to_string(src.join(lib)).unwrap();
         let before = text

@@ -102,7 +102,7 @@ impl Garage {
         }
         let segments = Version::segments(v.uuid, &version.backlink, blocks.items());
         self.version_table.insert_many(&segments).await?;
-        if std::env::var_os("GARAGE_TEST_CRASH_IN_TRANSITION").is_some() {
+        if garage_util::tuning::tuning().crash_in_transition {
             // Tests of the resume path: the process dies between steps 2
             // and 3, as a power cut would leave it.
             tracing::error!(%key, "GARAGE_TEST_CRASH_IN_TRANSITION: aborting after step 2");

@@ -51,7 +51,6 @@ use crate::tags::Tags;
 const PAGE: usize = 1000;
 /// Buckets read per round trip.
 const BUCKET_PAGE: usize = 1000;
-const DEFAULT_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// The first pass waits this long after start (or the interval if shorter).
 const FIRST_PASS_DELAY: Duration = Duration::from_secs(30);
 
@@ -98,10 +97,6 @@ pub struct LifecycleWorker {
     queued: Arc<Mutex<HashSet<Uuid>>>,
 }
 
-fn env_secs(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
-}
-
 impl LifecycleWorker {
     /// A worker with the interval and clock offset of the environment.
     pub fn new(garage: Arc<Garage>, system: Arc<System>) -> Arc<Self> {
@@ -109,10 +104,10 @@ impl LifecycleWorker {
         Arc::new(Self {
             garage,
             system,
-            interval: env_secs("GARAGE_LIFECYCLE_INTERVAL_SECS")
-                .map(Duration::from_secs)
-                .unwrap_or(DEFAULT_INTERVAL),
-            clock_offset_ms: env_secs("GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS").unwrap_or(0) * 1000,
+            interval: garage_util::tuning::tuning().lifecycle_interval,
+            clock_offset_ms: garage_util::tuning::tuning()
+                .lifecycle_clock_offset
+                .as_millis() as u64,
             transitions: tx,
             transitions_rx: Mutex::new(Some(rx)),
             queued: Default::default(),
