@@ -51,6 +51,12 @@ pub struct PassReport {
     pub errors: Vec<String>,
 }
 
+/// Adds a pass's hand-overs to the node's counter
+/// (`block_shards_handed_over_total`, doc/metrics.md).
+fn count_handed_over(r: &PassReport) {
+    metrics::counter!("block_shards_handed_over_total").increment(r.handed_over);
+}
+
 impl BlockManager {
     /// The layout (current version, oldest live version) the last
     /// complete pass was for.
@@ -82,6 +88,7 @@ impl BlockManager {
                 match self.shard_placement_pass(changed).await {
                     Ok(r) if r.errors.is_empty() => {
                         worker.ok();
+                        count_handed_over(&r);
                         worker.set_progress(Some(format!(
                             "layout v{}: {} checks queued, {} shards handed over",
                             key.0, r.checks_queued, r.handed_over
@@ -97,6 +104,7 @@ impl BlockManager {
                         None
                     }
                     Ok(r) => {
+                        count_handed_over(&r);
                         worker.error(format!(
                             "{} shards not handed over, retrying: {}",
                             r.errors.len(),

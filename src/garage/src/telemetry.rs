@@ -75,7 +75,14 @@ pub fn handle() -> Option<&'static PrometheusHandle> {
 
 /// Counters whose series [`counter_totals`] also gives one by one, as
 /// `name{labels}` (e.g. `http_bytes_sent_total{listener="s3"}`).
-const BY_SERIES: &[&str] = &["http_bytes_received_total", "http_bytes_sent_total"];
+const BY_SERIES: &[&str] = &[
+    "http_bytes_received_total",
+    "http_bytes_sent_total",
+    "repair_runs_total",
+    "repair_checked_total",
+    "repair_fixed_total",
+    "repair_kept_total",
+];
 
 /// Every counter's total over all its label sets, by metric name, read
 /// from the same recorder `/metrics` renders (for `garage stats`, and the

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use garage_api::meta;
-use garage_api::objects::object::{check_version, Conditions, Current};
+use garage_api::objects::read::{check_version, Conditions, Current};
 use garage_api::website::cors;
 use garage_api::{error::ApiError, Api};
 use garage_model::bucket_table::{check_bucket_name, CorsRule, WebsiteConfig};

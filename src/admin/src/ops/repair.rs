@@ -109,6 +109,19 @@ impl std::fmt::Display for Tally {
     }
 }
 
+impl Tally {
+    /// Adds a finished repair's tally to the node's counters
+    /// (`repair_{checked,fixed,kept}_total`, labelled by repair; doc/metrics.md).
+    fn count(&self, what: TableRepair) {
+        let repair = what.name();
+        metrics::counter!("repair_runs_total", "repair" => repair).increment(1);
+        metrics::counter!("repair_checked_total", "repair" => repair).increment(self.checked);
+        metrics::counter!("repair_fixed_total", "repair" => repair).increment(self.fixed);
+        metrics::counter!("repair_kept_total", "repair" => repair)
+            .increment(self.young + self.unknown);
+    }
+}
+
 type Result<T> = std::result::Result<T, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -136,7 +149,10 @@ pub fn launch(g: &Arc<Garage>, what: TableRepair) -> Result<String> {
     tokio::spawn(async move {
         worker.set_state(WorkerState::Busy);
         match run(&g, what, &worker).await {
-            Ok(t) => info!("repair {}: done: {t}", what.name()),
+            Ok(t) => {
+                t.count(what);
+                info!("repair {}: done: {t}", what.name())
+            }
             Err(e) => warn!("repair {}: stopped: {e}", what.name()),
         }
     });

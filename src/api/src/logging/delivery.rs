@@ -259,13 +259,8 @@ async fn write_log_object(api: &Arc<Api>, t: &Target, key: &str, text: &str) -> 
         t.bucket,
         key,
         vec![("content-type".into(), "text/plain".into())],
-        Some(body),
+        crate::objects::write::ObjectBody::made(body, text.len() as u64, sse.as_ref()),
         None,
-        Some(text.len() as i64),
-        None,
-        None,
-        None,
-        sse.as_ref(),
         &place,
     )
     .await?;

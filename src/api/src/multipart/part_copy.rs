@@ -26,7 +26,7 @@ use s3s::dto::StreamingBlob;
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
-use crate::objects::object::{Current, CurrentData};
+use crate::objects::read::{Current, CurrentData};
 use s3s::checksum::ChecksumHasher;
 
 /// The source's blocks a part can share, and how its MD5 is known.
@@ -43,7 +43,7 @@ pub enum PartMd5 {
     Read(StreamingBlob),
 }
 
-/// What sharing wrote: as [`crate::objects::put::Written`], for `write_part`.
+/// What sharing wrote: as [`crate::objects::block_writer::Written`], for `write_part`.
 pub struct SharedWritten {
     pub size: u64,
     pub md5: [u8; 16],

@@ -15,7 +15,7 @@ use s3s::{S3Request, S3Response};
 use crate::ctx::{check_key, Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::object::Current;
+use crate::objects::read::Current;
 
 /// Parts listed per request at most (S3's limit).
 const MAX_PARTS: i32 = 1000;

@@ -20,7 +20,7 @@ use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{check_read, is_sealing_header, without_sse, SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
-use crate::objects::object::{check_conditions, Current, CurrentData};
+use crate::objects::read::{check_conditions, Conditions, Current, CurrentData};
 
 impl Api {
     pub async fn copy_object(
@@ -52,13 +52,7 @@ impl Api {
         )?;
         let class_change = place.class.name != cur.meta.storage_class;
         let versioning = place.versioning;
-        check_copy_conditions(
-            &cur,
-            i.copy_source_if_match.as_ref(),
-            i.copy_source_if_none_match.as_ref(),
-            i.copy_source_if_modified_since.as_ref(),
-            i.copy_source_if_unmodified_since.as_ref(),
-        )?;
+        check_copy_conditions(&cur, crate::copy_source_conditions!(i))?;
         let src_sse = open_source(
             &self.kms,
             &cur,
@@ -172,13 +166,8 @@ impl Api {
                     dst,
                     &i.key,
                     headers,
-                    Some(body),
+                    crate::objects::write::ObjectBody::made(body, size, dst_sse.as_ref()),
                     None,
-                    Some(size as i64),
-                    None,
-                    None,
-                    None,
-                    dst_sse.as_ref(),
                     &place,
                 )
                 .await?;
@@ -300,23 +289,24 @@ pub fn copy_source_missing<T>(r: ApiResult<T>) -> ApiResult<T> {
     }
 }
 
+/// The `x-amz-copy-source-if-*` conditions of a CopyObject or
+/// UploadPartCopy input, as a [`Conditions`].
+#[macro_export]
+macro_rules! copy_source_conditions {
+    ($i:expr) => {
+        $crate::objects::read::Conditions {
+            if_match: $i.copy_source_if_match.as_ref(),
+            if_none_match: $i.copy_source_if_none_match.as_ref(),
+            if_modified_since: $i.copy_source_if_modified_since.as_ref(),
+            if_unmodified_since: $i.copy_source_if_unmodified_since.as_ref(),
+        }
+    };
+}
+
 /// The `x-amz-copy-source-if-*` conditions: like GET's, but every failure
 /// is 412 PreconditionFailed.
-pub fn check_copy_conditions(
-    cur: &Current,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
-    if_modified_since: Option<&Timestamp>,
-    if_unmodified_since: Option<&Timestamp>,
-) -> ApiResult<()> {
-    check_conditions(
-        cur,
-        if_match,
-        if_none_match,
-        if_modified_since,
-        if_unmodified_since,
-    )
-    .map_err(|e| match e {
+pub fn check_copy_conditions(cur: &Current, c: Conditions<'_>) -> ApiResult<()> {
+    check_conditions(cur, &c).map_err(|e| match e {
         ApiError::NotModified => ApiError::PreconditionFailed,
         e => e,
     })
@@ -327,7 +317,7 @@ pub fn check_copy_conditions(
 /// against the source version; errors as S3 answers them for a source.
 pub async fn open_source(
     kms: &garage_model::kms::Kms,
-    cur: &crate::objects::object::Current,
+    cur: &crate::objects::read::Current,
     algorithm: Option<&str>,
     key: Option<&str>,
     key_md5: Option<&str>,

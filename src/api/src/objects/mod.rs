@@ -1,12 +1,15 @@
-//! Objects: PutObject (and PostObject), GetObject and HeadObject with
-//! ranges and streaming, CopyObject, DeleteObject(s), GetObjectAttributes,
-//! additional checksums, and the cutting of request bodies (the ordering of
-//! acknowledged writes is `garage_model::object_write`).
+//! Objects: PutObject (and PostObject) in [`write`], GetObject and
+//! HeadObject with ranges and streaming in [`read`] and [`stream`],
+//! DeleteObject(s) in [`delete`], CopyObject, GetObjectAttributes,
+//! additional checksums, and the block writer every data write uses
+//! ([`block_writer`]; the ordering of acknowledged writes is
+//! `garage_model::object_write`).
 
 pub mod attributes;
+pub mod block_writer;
 pub mod checksum;
 pub mod copy;
-pub mod object;
-pub mod put;
-pub mod rechunk;
+pub mod delete;
+pub mod read;
 pub mod stream;
+pub mod write;

@@ -10,6 +10,7 @@
 //! The S3 endpoint as a whole: this module and [`telemetry`] (request
 //! metrics and spans) sit above every family of operations.
 
+pub mod rechunk;
 pub mod telemetry;
 
 use std::net::{IpAddr, SocketAddr};
@@ -431,7 +432,7 @@ impl CorsService {
     }
 
     /// Hands the request to s3s; a POST body (PostObject's form) in
-    /// pieces of at most 32 KiB (see [`crate::objects::rechunk`]).
+    /// pieces of at most 32 KiB (see [`crate::server::rechunk`]).
     fn forward(
         &self,
         req: Request<Incoming>,
@@ -439,14 +440,10 @@ impl CorsService {
         if req.method() != Method::POST {
             return hyper::service::Service::call(&self.inner, req);
         }
-        let fields = crate::objects::rechunk::FormFields::default();
+        let fields = crate::objects::write::FormFields::default();
         let mut req = req.map({
             let fields = fields.clone();
-            |b| {
-                Body::http_body_unsync(crate::objects::rechunk::Rechunk::with_form_fields(
-                    b, fields,
-                ))
-            }
+            |b| Body::http_body_unsync(crate::server::rechunk::Rechunk::with_form_fields(b, fields))
         });
         req.extensions_mut().insert(fields);
         let inner = self.inner.clone();

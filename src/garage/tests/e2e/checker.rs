@@ -1248,9 +1248,16 @@ impl Nemesis {
         );
     }
 
+    /// A single live layout version, no layout change in progress
+    /// (GetClusterLayoutHistory answers no `updateTrackers`); false when
+    /// the admin node does not answer.
     fn stable(&self) -> bool {
-        let o = self.c.garage(self.admin(), &["layout", "history"]);
-        o.status.success() && stdout(&o).contains("stable state")
+        let o = self
+            .c
+            .garage(self.admin(), &["json-api", "GetClusterLayoutHistory", "{}"]);
+        o.status.success()
+            && serde_json::from_str::<serde_json::Value>(&stdout(&o))
+                .is_ok_and(|h| h.is_object() && h["updateTrackers"].is_null())
     }
 
     fn block_files(&self, i: usize) -> Vec<PathBuf> {

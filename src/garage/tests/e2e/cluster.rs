@@ -121,7 +121,11 @@ fn five_nodes_in_three_zones() {
     let junk: Vec<u8> = (0..4096).map(|_| rand::random::<u8>()).collect();
     let _ = s.write_all(&junk);
     drop(s);
-    c.nodes[0].proc().wait_log("handshake failed");
+    wait_until(
+        "node 0 counts the failed handshake",
+        CLUSTER_DEADLINE,
+        || c.counter(0, "rpc_handshakes_failed_total") >= 1,
+    );
     assert_eq!(status(&c, 0).0.len(), 5);
 }
 

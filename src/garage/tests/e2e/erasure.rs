@@ -60,6 +60,17 @@ fn cluster_with(n: usize, zones: &[&str], env: &[(&str, &str)]) -> Cluster {
     c
 }
 
+/// The storage class `name` among those node `i`'s current layout offers
+/// (`storageClasses` of `garage --json layout show`).
+fn offered_class(c: &Cluster, i: usize, name: &str) -> serde_json::Value {
+    let layout = c.garage_json(i, &["layout", "show"]);
+    layout["storageClasses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("the layout offers no class {name}: {layout}"))
+}
+
 /// Six nodes, zones dc1, dc1, dc2, dc2, dc3, dc3.
 fn six_nodes() -> Cluster {
     cluster(6, &["dc1", "dc1", "dc2", "dc2", "dc3", "dc3"])
@@ -193,10 +204,14 @@ async fn multipart(cl: &Client, key: &str, parts: &[Vec<u8>], class: &str) {
 #[test]
 fn erasure_coded_objects_survive_a_zone() {
     let mut c = six_nodes();
-    let show = c.garage_ok(0, &["layout", "show"]);
+    let ia = offered_class(&c, 0, "STANDARD_IA");
+    assert_eq!(ia["kind"], "erasure", "{ia}");
+    assert_eq!(ia["redundancy"], "4+2", "{ia}");
     assert!(
-        show.contains("STANDARD_IA (erasure code 4+2, 1.50x)"),
-        "{show}"
+        ia["overhead"]
+            .as_f64()
+            .is_some_and(|o| (o - 1.5).abs() < 0.005),
+        "{ia}"
     );
     let key = make_key(&c, "ec");
     let cl = sdk_client(&c, 0, &key);
@@ -625,23 +640,10 @@ fn erasure_coding_catches_up_after_outages() {
     });
 }
 
-/// The "shards handed over" of node `i`'s shard placement worker (its
-/// last pass).
+/// The shards node `i`'s shard placement worker handed over to their
+/// nodes since it started (its counter, through `garage --json stats`).
 fn shards_handed_over(c: &Cluster, i: usize) -> u64 {
-    let v = c.json_api(i, "ListWorkers", serde_json::json!({}));
-    let progress = v["success"]
-        .as_object()
-        .and_then(|m| m.values().next())
-        .and_then(|l| l.as_array())
-        .and_then(|l| l.iter().find(|w| w["name"] == "Shard placement worker"))
-        .and_then(|w| w["progress"].as_str())
-        .unwrap_or("")
-        .to_string();
-    progress
-        .split(", ")
-        .find_map(|p| p.strip_suffix(" shards handed over"))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    c.counter(i, "block_shards_handed_over_total")
 }
 
 /// An erasure-coded PUT does not wait for a shard node cut off but not
@@ -655,8 +657,9 @@ fn shards_handed_over(c: &Cluster, i: usize) -> u64 {
 #[test]
 fn a_late_shard_node_is_hedged_around() {
     let c = cluster(4, &["dc1", "dc1", "dc2", "dc3"]);
-    let show = c.garage_ok(0, &["layout", "show"]);
-    assert!(show.contains("STANDARD_IA (erasure code 2+1"), "{show}");
+    let ia = offered_class(&c, 0, "STANDARD_IA");
+    assert_eq!(ia["kind"], "erasure", "{ia}");
+    assert_eq!(ia["redundancy"], "2+1", "{ia}");
     let key = make_key(&c, "hedge");
     let through_2 = sdk_client(&c, 2, &key);
     run(async {
@@ -766,19 +769,24 @@ fn an_interrupted_transition_is_finished_after_a_restart() {
     wait_until("4 blocks, 3 copies each", CLUSTER_DEADLINE, || {
         (0..3).map(|i| replicated_files(&c, i)).sum::<usize>() == 3 * 4
     });
+    // The knob aborts the process (SIGABRT) between steps 2 and 3.
     let mut crashed = None;
     wait_until("the transition crashes its node", CLUSTER_DEADLINE, || {
-        crashed = (0..3).find(|&i| {
-            c.nodes[i]
-                .proc()
-                .log()
-                .contains("GARAGE_TEST_CRASH_IN_TRANSITION: aborting after step 2")
+        crashed = (0..3).find_map(|i| {
+            let status = c.nodes[i].proc.as_mut()?.exited()?;
+            Some((i, status))
         });
         crashed.is_some()
     });
-    let crashed = crashed.unwrap();
-    let status = c.nodes[crashed].proc.as_mut().unwrap().wait_exit();
-    assert!(!status.success(), "the node aborted: {status:?}");
+    let (crashed, status) = crashed.unwrap();
+    {
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            status.signal(),
+            Some(6),
+            "node {crashed} aborted: {status:?}"
+        );
+    }
     // The crashed node may be the one `cl` talks to: ask another.
     let cl = sdk_client(&c, (crashed + 1) % 3, &key);
     // The shards are written and the version lists them; the object is
@@ -902,7 +910,7 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
         put(&cl, "cold/v", &body, None).await;
         objects.insert("cold/v".into(), body);
         // A rule with nothing due tells which node runs the bucket's
-        // lifecycle (its log names the bucket).
+        // lifecycle (the only node that counts passes over a bucket).
         cl.put_bucket_lifecycle_configuration()
             .bucket(BUCKET)
             .lifecycle_configuration(config(vec![rule("probe", "none/")
@@ -919,12 +927,9 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
         "a node runs the bucket's lifecycle",
         CLUSTER_DEADLINE,
         || {
-            runner = (0..3).find(|&i| {
-                c.nodes[i]
-                    .proc()
-                    .log()
-                    .contains(&format!("lifecycle: bucket {BUCKET}:"))
-            });
+            // The only bucket with rules: its first node is the one
+            // whose lifecycle worker passes over a bucket.
+            runner = (0..3).find(|&i| c.counter(i, "lifecycle_bucket_passes_total") > 0);
             runner.is_some()
         },
     );
@@ -977,10 +982,7 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
         );
     });
     wait_until("the transitions are deferred", CLUSTER_DEADLINE, || {
-        c.nodes[runner]
-            .proc()
-            .log()
-            .contains("deferred to the next pass: a node of its shards is down")
+        c.counter(runner, "lifecycle_transitions_deferred_total") > 0
     });
     run(async {
         for (k, body) in objects.iter() {
@@ -1078,12 +1080,9 @@ fn lifecycle_transitions_re_encode_objects_in_place() {
         common::stderr(&e)
     );
     c.garage_ok(0, &["bucket", "set-storage-class", BUCKET, "STANDARD_IA"]);
-    let info = c.garage_ok(0, &["bucket", "info", BUCKET]);
-    assert!(info.contains("Storage class:   STANDARD_IA"), "{info}");
-    assert!(
-        info.contains(&format!("in STANDARD_IA: {moved} B")),
-        "{info}"
-    );
+    let info = c.garage_json(0, &["bucket", "info", BUCKET]);
+    assert_eq!(info["defaultStorageClass"], "STANDARD_IA", "{info}");
+    assert_eq!(info["bytesByClass"]["STANDARD_IA"], moved, "{info}");
     run(async {
         let body = random_bytes(MIB + 3);
         put(&cl, "def/x", &body, None).await;

@@ -40,8 +40,8 @@ fn with_aws_cli(c: &Cluster, key: &(String, String)) {
     let d = dir.path();
     let s3 = |args: &[&str]| aws_ok(key, &ep, d, args);
     s3(&["s3api", "create-bucket", "--bucket", "vinfo"]);
-    let info = c.garage_ok(0, &["bucket", "info", "vinfo"]);
-    assert!(info.contains("Versioning:      off"), "{info}");
+    let info = c.garage_json(0, &["bucket", "info", "vinfo"]);
+    assert_eq!(info["versioning"], "off", "{info}");
     s3(&[
         "s3api",
         "put-bucket-versioning",
@@ -91,8 +91,8 @@ fn with_aws_cli(c: &Cluster, key: &(String, String)) {
         ],
     );
     assert!(!o.status.success(), "{}", stdout(&o));
-    let info = c.garage_ok(0, &["bucket", "info", "vinfo"]);
-    assert!(info.contains("Versioning:      enabled"), "{info}");
+    let info = c.garage_json(0, &["bucket", "info", "vinfo"]);
+    assert_eq!(info["versioning"], "enabled", "{info}");
 }
 
 #[test]

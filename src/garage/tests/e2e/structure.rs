@@ -460,3 +460,152 @@ fn only_the_object_write_protocol_writes_objects() {
     );
     assert!(object_writes("owned_by_history.insert(x.uuid);").is_empty());
 }
+
+/// The most lines a file of the S3 crate holds, its test module left out.
+const MAX_S3_FILE_LINES: usize = 800;
+
+/// The modules of `modules` longer than `limit` lines, with their length.
+fn oversized(modules: &BTreeMap<String, String>, limit: usize) -> Vec<(String, usize)> {
+    modules
+        .iter()
+        .map(|(m, text)| (m.clone(), text.lines().count()))
+        .filter(|(_, n)| *n > limit)
+        .collect()
+}
+
+/// Places in `text` where clippy's `too_many_arguments` is silenced.
+fn silenced_argument_counts(text: &str) -> usize {
+    text.matches("clippy::too_many_arguments").count()
+}
+
+/// A newcomer can read the S3 crate a file at a time (issue 45): no file
+/// of `src/api/src` over [`MAX_S3_FILE_LINES`] lines without its test
+/// module, and nowhere in the workspace a function whose arguments are so
+/// many that clippy's `too_many_arguments` is silenced (they become a
+/// struct).
+#[test]
+fn s3_files_are_short_and_functions_take_few_arguments() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let api = modules(&src.join("api/src"));
+    assert!(api.len() > 30, "the S3 crate's modules are found");
+    let long = oversized(&api, MAX_S3_FILE_LINES);
+    assert!(
+        long.is_empty(),
+        "files of src/api/src over {MAX_S3_FILE_LINES} lines (split them by what they do): {long:?}"
+    );
+    let mut silenced = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let crate_src = e.unwrap().path().join("src");
+        if !crate_src.is_dir() {
+            continue;
+        }
+        for (module, text) in modules(&crate_src) {
+            if silenced_argument_counts(&text) > 0 {
+                silenced.push(format!("{}::{module}", crate_src.display()));
+            }
+        }
+    }
+    assert!(
+        silenced.is_empty(),
+        "clippy::too_many_arguments silenced (group the arguments in a struct): {silenced:?}"
+    );
+    // Planted violations are found.
+    let mut planted = BTreeMap::new();
+    planted.insert("big".to_string(), "x\n".repeat(MAX_S3_FILE_LINES + 1));
+    planted.insert("small".to_string(), "x\n".repeat(MAX_S3_FILE_LINES));
+    assert_eq!(
+        oversized(&planted, MAX_S3_FILE_LINES),
+        vec![("big".to_string(), MAX_S3_FILE_LINES + 1)]
+    );
+    assert_eq!(
+        silenced_argument_counts("#[allow(clippy::too_many_arguments)]\nfn f() {}"),
+        1
+    );
+}
+
+/// End-to-end test files that read a node's log, and why: what they test
+/// is the log line itself (a message an operator reads), or a listener's
+/// readiness. Every other test reads `--json`, the admin API or a metric
+/// (issue 45); a number a test needs comes from a counter
+/// (`Cluster::counter`), never from a sentence.
+const LOG_READERS: &[(&str, &str)] = &[
+    (
+        "admin_api.rs",
+        "the warning for an API without a token; a Unix-socket listener ready",
+    ),
+    (
+        "clocks.rs",
+        "the clock warnings operators read, and that they are not repeated",
+    ),
+    (
+        "cluster.rs",
+        "both sides of a refused handshake say why; the bootstrap lines",
+    ),
+    (
+        "config_compat.rs",
+        "the warnings about ignored configuration keys",
+    ),
+    (
+        "metrics.rs",
+        "the Prometheus server's own log, not garage's",
+    ),
+    (
+        "security.rs",
+        "no secret in the log; the rate-limited refusal line",
+    ),
+    ("server.rs", "the startup lines, and no secret logged"),
+    ("traces.rs", "the OTLP exporter's lines"),
+    ("upgrade.rs", "a refused peer's message names both versions"),
+    ("web.rs", "the website listener ready"),
+];
+
+/// Whether test source `text` reads a process's log.
+fn reads_logs(text: &str) -> bool {
+    let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    flat.contains(".log()") || flat.contains(".wait_log(")
+}
+
+#[test]
+fn tests_read_json_and_counters_not_log_lines() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e");
+    let mut readers = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !name.ends_with(".rs") || name == "structure.rs" {
+            continue;
+        }
+        if reads_logs(&std::fs::read_to_string(&p).unwrap()) {
+            readers.push(name);
+        }
+    }
+    assert!(
+        !readers.is_empty(),
+        "log readers are found in {}",
+        dir.display()
+    );
+    let allowed: Vec<&str> = LOG_READERS.iter().map(|(f, _)| *f).collect();
+    let unlisted: Vec<&String> = readers
+        .iter()
+        .filter(|f| !allowed.contains(&f.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "test files reading a node's log for what a counter or --json would give (add a counter and read it with Cluster::counter): {unlisted:?}"
+    );
+    // The list stays true: each file on it still reads a log.
+    let stale: Vec<&&str> = allowed
+        .iter()
+        .filter(|f| !readers.iter().any(|r| r == *f))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "LOG_READERS names files that read no log: {stale:?}"
+    );
+    // A planted violation is found, over two lines too.
+    assert!(reads_logs(
+        "c.nodes[0]\n    .proc()\n    .log()\n    .contains(\"done: 3\")"
+    ));
+    assert!(reads_logs("n.proc().wait_log(\"repair\")"));
+    assert!(!reads_logs("c.counter(0, \"repair_fixed_total\")"));
+}

@@ -462,11 +462,11 @@ fn website_on_one_node() {
     // Not a website yet.
     let a = get(&ip, &host, "/", &[]);
     assert_eq!(a.status, 404);
-    let info = c.garage_ok(0, &["bucket", "info", "site"]);
-    assert!(info.contains("Website access:  false"), "{info}");
+    let info = c.garage_json(0, &["bucket", "info", "site"]);
+    assert_eq!(info["websiteAccess"], false, "{info}");
 
     // The CLI turns it on, with the documents.
-    let out = c.garage_ok(
+    c.garage_ok(
         0,
         &[
             "bucket",
@@ -477,10 +477,13 @@ fn website_on_one_node() {
             "site",
         ],
     );
-    assert!(
-        out.contains("index document index.html, error document 404.html"),
-        "{out}"
+    let info = c.garage_json(0, &["bucket", "info", "site"]);
+    assert_eq!(info["websiteAccess"], true, "{info}");
+    assert_eq!(
+        info["websiteConfig"]["indexDocument"], "index.html",
+        "{info}"
     );
+    assert_eq!(info["websiteConfig"]["errorDocument"], "404.html", "{info}");
     let a = get(&ip, &host, "/", &[]);
     assert_eq!(a.status, 200, "{}", a.text());
     let a = get(&ip, &host, "/missing", &[]);
@@ -501,9 +504,9 @@ fn website_on_one_node() {
     c.garage_ok(0, &["bucket", "website", "--deny", "site"]);
     assert_eq!(get(&ip, &host, "/", &[]).status, 404);
     put_website(&c, dir.path());
-    let info = c.garage_ok(0, &["bucket", "info", "site"]);
-    assert!(info.contains("Website access:  true"), "{info}");
-    assert!(info.contains("1 routing rule(s)"), "{info}");
+    let info = c.garage_json(0, &["bucket", "info", "site"]);
+    assert_eq!(info["websiteAccess"], true, "{info}");
+    assert_eq!(info["websiteConfig"]["routingRules"], 1, "{info}");
     check_site(&ip, &big);
 
     // A global alias equal to the whole host name.
@@ -561,8 +564,17 @@ fn website_through_a_gateway() {
         Duration::from_secs(60),
         || get(&ip, &host, "/", &[]).status == 200,
     );
-    let layout = c.garage_ok(3, &["layout", "show"]);
-    assert!(layout.contains("gateway"), "{layout}");
+    // Node 3 has a gateway role (no capacity) in the layout it sees.
+    let layout = c.garage_json(3, &["layout", "show"]);
+    assert!(
+        layout["roles"]
+            .as_array()
+            .is_some_and(|roles| roles.iter().any(|r| {
+                r["id"].as_str().is_some_and(|id| id.starts_with(&gw[..16]))
+                    && r["capacity"].is_null()
+            })),
+        "{layout}"
+    );
     check_site(&ip, &big);
     check_in_chromium(&ip, false);
 

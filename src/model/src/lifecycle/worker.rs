@@ -66,6 +66,20 @@ pub struct BucketPass {
     pub transitions: usize,
 }
 
+impl BucketPass {
+    /// Adds a bucket's pass to the node's counters (`lifecycle_*_total`,
+    /// doc/metrics.md).
+    fn count(&self) {
+        metrics::counter!("lifecycle_bucket_passes_total").increment(1);
+        metrics::counter!("lifecycle_objects_scanned_total").increment(self.scanned as u64);
+        metrics::counter!("lifecycle_objects_expired_total").increment(self.expired as u64);
+        metrics::counter!("lifecycle_uploads_aborted_total").increment(self.aborted as u64);
+        metrics::counter!("lifecycle_versions_deleted_total")
+            .increment(self.versions_deleted as u64);
+        metrics::counter!("lifecycle_transitions_queued_total").increment(self.transitions as u64);
+    }
+}
+
 /// Objects smaller than this are not transitioned unless the rule's
 /// filter names a size (S3's default since 2024: the move costs more than
 /// it saves).
@@ -198,10 +212,13 @@ impl LifecycleWorker {
                     .next()
                     .unwrap_or_else(|| b.id.hex());
                 match self.bucket_pass(b, &name, &rules).await {
-                    Ok(p) => info!(
-                        "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted, {} queued for a transition",
-                        p.scanned, p.expired, p.aborted, p.versions_deleted, p.transitions
-                    ),
+                    Ok(p) => {
+                        p.count();
+                        info!(
+                            "lifecycle: bucket {name}: {} objects scanned, {} expired, {} uploads aborted, {} versions deleted, {} queued for a transition",
+                            p.scanned, p.expired, p.aborted, p.versions_deleted, p.transitions
+                        )
+                    }
                     Err(e) => warn!("lifecycle: bucket {name}: {e}"),
                 }
             }
@@ -596,10 +613,13 @@ impl LifecycleWorker {
                 "lifecycle transition of {what} to {} ({code}): {blocks} blocks re-encoded",
                 job.class
             ),
-            Ok(Transitioned::NodesDown) => info!(
-                "lifecycle transition of {what} to {} deferred to the next pass: a node of its shards is down",
-                job.class
-            ),
+            Ok(Transitioned::NodesDown) => {
+                metrics::counter!("lifecycle_transitions_deferred_total").increment(1);
+                info!(
+                    "lifecycle transition of {what} to {} deferred to the next pass: a node of its shards is down",
+                    job.class
+                )
+            }
             Ok(Transitioned::Gone) => (),
             Err(e) => warn!(
                 "lifecycle transition of {what} to {} failed (retried at the next pass): {e}",

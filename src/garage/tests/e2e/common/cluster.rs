@@ -338,6 +338,16 @@ api_bind_addr = "{ip}:3900"
         o.status.success().then(|| parse_json(args, &stdout(&o)))
     }
 
+    /// The total of metric counter `name` on node `i` since it started
+    /// (its series summed over their labels), from `garage --json stats`:
+    /// 0 before its first increment.
+    pub fn counter(&self, i: usize, name: &str) -> u64 {
+        let stats = self.garage_json(i, &["stats"]);
+        stats["success"][self.nodes[i].id()]["counters"][name]
+            .as_f64()
+            .unwrap_or(0.0) as u64
+    }
+
     /// Node ids (16-character prefixes) that node `i` sees up, and down,
     /// from `garage --json status`; both empty when the command fails
     /// (node `i` is not answering).

@@ -160,6 +160,11 @@ impl Proc {
         assert!(st.success(), "kill -{sig} failed");
     }
 
+    /// The process's exit status if it has exited (without waiting).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// Waits for the process to exit, with the default deadline.
     pub fn wait_exit(&mut self) -> ExitStatus {
         let deadline = Instant::now() + DEADLINE;

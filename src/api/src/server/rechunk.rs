@@ -24,6 +24,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
+use crate::objects::write::FormFields;
+
 /// Largest data frame passed on.
 pub const MAX_PIECE: usize = 32 * 1024;
 
@@ -62,24 +64,6 @@ impl<B> Rechunk<B> {
                 self.sniffer = None;
             }
         }
-    }
-}
-
-/// What PostObject needs of a form that s3s does not pass on: the file's
-/// name (for `${filename}` in the key) and the `tagging` field (an XML
-/// tag set), once the body was read that far.
-#[derive(Clone, Default, Debug)]
-pub struct FormFields(std::sync::Arc<std::sync::Mutex<Fields>>);
-
-#[derive(Clone, Default, Debug)]
-pub struct Fields {
-    pub file_name: Option<String>,
-    pub tagging: Option<String>,
-}
-
-impl FormFields {
-    pub fn get(&self) -> Fields {
-        self.0.lock().expect("form fields lock").clone()
     }
 }
 
@@ -133,7 +117,7 @@ impl Sniffer {
     fn line(&mut self, line: String) -> bool {
         if let Some((name, file_name)) = disposition(&line) {
             if name.eq_ignore_ascii_case("file") {
-                self.slot.0.lock().expect("form fields lock").file_name = file_name;
+                self.slot.set(|f| f.file_name = file_name);
                 return true;
             }
             self.at = match name.eq_ignore_ascii_case("tagging") {
@@ -146,7 +130,7 @@ impl Sniffer {
             At::TaggingHeaders if line.is_empty() => self.at = At::TaggingValue(Vec::new()),
             At::TaggingValue(v) if line.starts_with("--") => {
                 let value = v.join("\r\n");
-                self.slot.0.lock().expect("form fields lock").tagging = Some(value);
+                self.slot.set(|f| f.tagging = Some(value));
                 self.at = At::Other;
             }
             At::TaggingValue(v)

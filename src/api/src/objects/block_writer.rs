@@ -64,6 +64,16 @@ impl Chunker {
     }
 }
 
+/// How a body is checked and sealed as it is written: the additional
+/// checksum the request announced, its trailing headers (where a streamed
+/// checksum comes) and the key the data is sealed with.
+#[derive(Clone, Copy, Default)]
+pub struct BodyChecks<'a> {
+    pub checksum: Option<&'a crate::objects::checksum::Expected>,
+    pub trailers: Option<&'a s3s::TrailingHeaders>,
+    pub sse: Option<&'a SseKey>,
+}
+
 /// What was written.
 pub struct Written {
     pub size: u64,
@@ -79,24 +89,36 @@ pub struct Written {
     pub blocks: Vec<(VersionBlockKey, VersionBlock)>,
 }
 
-/// Writes `first` and the rest of `body` as the blocks of version `uuid`
-/// (part `part_number`), sealed with `sse` when given (offsets and the
-/// size written are then in plaintext bytes, block sizes in stored bytes).
-/// With `ec`, each block is erasure-coded with that code when all the
-/// nodes of its shards are up, and replicated otherwise (see
+/// Where the blocks of a body go: version `uuid` (its entries pointing
+/// back to `backlink`), part `part_number`, erasure-coded with `ec` when
+/// all the nodes of a block's shards are up and replicated otherwise (see
 /// `garage_block::shards`).
-#[allow(clippy::too_many_arguments)]
+#[derive(Clone)]
+pub struct BlockTarget {
+    pub uuid: Uuid,
+    pub backlink: VersionBacklink,
+    pub part_number: u64,
+    pub ec: Option<EcCode>,
+}
+
+/// Writes `first` and the rest of `body` as the blocks of `target`,
+/// sealed with `sse` when given (offsets and the size written are then in
+/// plaintext bytes, block sizes in stored bytes), with the additional
+/// checksum `sums` computes.
 pub async fn write_blocks(
     api: &Arc<Api>,
-    uuid: Uuid,
-    backlink: VersionBacklink,
-    part_number: u64,
+    target: &BlockTarget,
     first: Bytes,
     body: &mut Chunker,
     sums: Option<ChecksumHasher>,
     sse: Option<&SseKey>,
-    ec: Option<EcCode>,
 ) -> ApiResult<Written> {
+    let BlockTarget {
+        uuid,
+        ref backlink,
+        part_number,
+        ec,
+    } = *target;
     let mut md5 = Some((Md5::new(), sums));
     let mut offset = 0u64;
     let mut index = 0u64;
@@ -161,21 +183,18 @@ pub async fn write_blocks(
                     .await
                     .map_err(join_err)??;
             }
+            let version = Version::with_block(
+                uuid,
+                backlink.clone(),
+                index,
+                VersionBlockKey {
+                    part_number,
+                    offset,
+                },
+                block,
+            );
             inflight.push_back(tokio::spawn(
-                write_block(
-                    api.clone(),
-                    uuid,
-                    backlink.clone(),
-                    index,
-                    VersionBlockKey {
-                        part_number,
-                        offset,
-                    },
-                    block,
-                    content,
-                    data,
-                )
-                .in_current_span(),
+                write_block(api.clone(), version, block, content, data).in_current_span(),
             ));
             offset += plain_size;
             index += 1;
@@ -222,22 +241,18 @@ fn join_err(e: tokio::task::JoinError) -> ApiError {
     ApiError::Internal(format!("block write task: {e}"))
 }
 
-/// One block (number `index` of its part): its data to its replicas (or
-/// its shards to their nodes), and its entries in `version` (one bounded
-/// segment) and `block_ref`, all at once.
-#[allow(clippy::too_many_arguments)]
+/// One block: its data to its replicas (or its shards to their nodes),
+/// and its entries in `version` (the one bounded segment listing it,
+/// [`Version::with_block`]) and `block_ref`, all at once.
 async fn write_block(
     api: Arc<Api>,
-    uuid: Uuid,
-    backlink: VersionBacklink,
-    index: u64,
-    key: VersionBlockKey,
+    version: Version,
     block: VersionBlock,
     content: Hash,
     data: Bytes,
 ) -> ApiResult<()> {
     let hash = block.hash;
-    let version = Version::with_block(uuid, backlink, index, key, block);
+    let uuid = version.uuid;
     let block_ref = BlockRef::to_block(&block, uuid);
     let put = async {
         match block.ec {

@@ -1,0 +1,398 @@
+//! PutObject (and PostObject): a whole object from a request body, inline
+//! or as blocks, made current by one ordered write or a conditional one.
+
+use std::sync::Arc;
+
+use garage_model::bucket_table::Versioning;
+use garage_model::object_table::{
+    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+};
+use garage_model::version_table::VersionBacklink;
+use garage_util::data::{gen_uuid, Uuid};
+use garage_util::time::stamp;
+use s3s::dto::*;
+use s3s::{S3Request, S3Response};
+
+use crate::access::authorize::Action;
+use crate::conditional::WriteConditions;
+use crate::ctx::{check_key, Api};
+use crate::encryption::sse::{SseFields, SseKey};
+use crate::error::{ApiError, ApiResult};
+use crate::objects::block_writer::{
+    md5_of, parse_content_md5, write_blocks, BlockTarget, BodyChecks, Chunker, BLOCK_SIZE,
+    INLINE_MAX,
+};
+use crate::versions::object_lock::Placement;
+
+/// What PostObject needs of a form that s3s does not pass on: the file's
+/// name (for `${filename}` in the key) and the `tagging` field (an XML
+/// tag set), once the body was read that far.
+#[derive(Clone, Default, Debug)]
+pub struct FormFields(std::sync::Arc<std::sync::Mutex<Fields>>);
+
+#[derive(Clone, Default, Debug)]
+pub struct Fields {
+    pub file_name: Option<String>,
+    pub tagging: Option<String>,
+}
+
+impl FormFields {
+    pub fn get(&self) -> Fields {
+        self.0.lock().expect("form fields lock").clone()
+    }
+
+    /// Notes a field (the reader of the form's body does, see
+    /// the server family's `rechunk`).
+    pub fn set(&self, f: impl FnOnce(&mut Fields)) {
+        f(&mut self.0.lock().expect("form fields lock"))
+    }
+}
+
+/// A request body, what it must match (`Content-MD5`, `Content-Length`)
+/// and how it is checked and sealed.
+pub struct ObjectBody<'a> {
+    pub body: Option<StreamingBlob>,
+    pub content_md5: Option<[u8; 16]>,
+    pub content_length: Option<i64>,
+    pub checks: BodyChecks<'a>,
+}
+
+impl<'a> ObjectBody<'a> {
+    /// A body of `size` bytes made by the server (a copy, a log file),
+    /// sealed with `sse`.
+    pub fn made(body: StreamingBlob, size: u64, sse: Option<&'a SseKey>) -> Self {
+        ObjectBody {
+            body: Some(body),
+            content_md5: None,
+            content_length: Some(size as i64),
+            checks: BodyChecks {
+                sse,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+/// What a write stored.
+pub struct Written {
+    pub etag: String,
+    pub size: u64,
+    pub checksum: Option<(String, String)>,
+    /// The version made current.
+    pub version: ObjectVersion,
+}
+
+impl Written {
+    /// Its `x-amz-version-id`: none when the bucket never had versioning.
+    pub fn version_id(&self) -> Option<String> {
+        (self.version.versioning != Versioning::Off).then(|| self.version.version_id().to_string())
+    }
+}
+
+impl Api {
+    /// Writes a whole object from a request body: inline when it is at
+    /// most [`INLINE_MAX`] bytes (one quorum write), else as blocks.
+    pub async fn store_object(
+        self: &Arc<Self>,
+        bucket: Uuid,
+        key: &str,
+        headers: Vec<(String, String)>,
+        body: ObjectBody<'_>,
+        cond: Option<&WriteConditions>,
+        place: &Placement,
+    ) -> ApiResult<Written> {
+        let ObjectBody {
+            body,
+            content_md5,
+            content_length,
+            checks:
+                BodyChecks {
+                    checksum,
+                    trailers,
+                    sse,
+                },
+        } = body;
+        let versioning = place.versioning;
+        let mut headers = headers;
+        if let Some(k) = sse {
+            headers.extend(k.stored_pairs());
+        }
+        let uuid = gen_uuid();
+        let timestamp = stamp();
+        let mut chunker = Chunker::new(body);
+        let first = chunker.next(BLOCK_SIZE).await?.unwrap_or_default();
+        if first.len() <= INLINE_MAX {
+            let md5 = md5_of(&first);
+            check_body(content_md5, content_length, &md5, first.len() as u64)?;
+            let sum = match checksum {
+                Some(e) => {
+                    let mut h = e.algo.hasher();
+                    h.update(&first);
+                    let sum = crate::objects::checksum::verify(e, &h.finalize(), trailers)?;
+                    headers.push(sum.clone());
+                    Some(sum)
+                }
+                None => None,
+            };
+            let etag = crate::encryption::sse::etag_of(sse, &md5);
+            let size = first.len() as u64;
+            let data = match sse {
+                Some(k) => k.seal(&first),
+                None => first.to_vec(),
+            };
+            let mut v = ObjectVersion::new(
+                uuid,
+                timestamp,
+                ObjectVersionState::Complete(ObjectVersionData::Inline(
+                    ObjectVersionMeta {
+                        headers,
+                        size,
+                        etag: etag.clone(),
+                        storage_class: place.class.name.clone(),
+                        first_ec: None,
+                    },
+                    data,
+                )),
+                versioning,
+            );
+            place.apply(&mut v);
+            let v = self
+                .finish_version(bucket, key, v, None, cond, true)
+                .await?;
+            return Ok(Written {
+                etag,
+                size,
+                checksum: sum,
+                version: v,
+            });
+        }
+
+        // No "uploading" object entry: a newer version completing first
+        // would drop it and release the blocks written so far, while the
+        // last write to complete must win (see doc/ordering.md). An upload
+        // that fails is aborted below; one whose node dies leaves a
+        // version entry that no object lists, which `garage repair
+        // versions` deletes (see doc/versioning.md).
+        let backlink = VersionBacklink::Object {
+            bucket_id: bucket,
+            key: key.to_string(),
+        };
+        let target = BlockTarget {
+            uuid,
+            backlink,
+            part_number: 1,
+            ec: place.class.code,
+        };
+        let written = write_blocks(
+            self,
+            &target,
+            first,
+            &mut chunker,
+            checksum.map(|e| e.algo.hasher()),
+            sse,
+        )
+        .await;
+        let checked = written.and_then(|w| {
+            check_body(content_md5, content_length, &w.md5, w.size)?;
+            let sum = match (checksum, &w.checksum) {
+                (Some(e), Some(c)) => Some(crate::objects::checksum::verify(e, c, trailers)?),
+                _ => None,
+            };
+            Ok((w, sum))
+        });
+        let (w, sum) = match checked {
+            Ok(w) => w,
+            Err(e) => {
+                self.writer
+                    .abort_version(bucket, key, uuid, timestamp, versioning)
+                    .await;
+                return Err(e);
+            }
+        };
+        let etag = crate::encryption::sse::etag_of(sse, &w.md5);
+        headers.extend(sum.clone());
+        let mut complete = ObjectVersion::new(
+            uuid,
+            timestamp,
+            ObjectVersionState::Complete(ObjectVersionData::FirstBlock(
+                ObjectVersionMeta {
+                    headers,
+                    size: w.size,
+                    etag: etag.clone(),
+                    storage_class: place.class.name.clone(),
+                    first_ec: w.first_ec,
+                },
+                w.first_block,
+            )),
+            versioning,
+        );
+        place.apply(&mut complete);
+        let v = self
+            .finish_version(bucket, key, complete, Some(&w.blocks), cond, false)
+            .await?;
+        Ok(Written {
+            etag,
+            size: w.size,
+            checksum: sum,
+            version: v,
+        })
+    }
+
+    /// Makes a complete version current: one quorum write, or through the
+    /// object's register when the request has conditions (see
+    /// [`crate::conditional`]). A refused version that is written already
+    /// (not `retimable`) is aborted when nothing can make it current any
+    /// more, releasing its blocks.
+    pub async fn finish_version(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        version: ObjectVersion,
+        blocks: Option<&garage_model::object_write::BlockList>,
+        cond: Option<&WriteConditions>,
+        retimable: bool,
+    ) -> ApiResult<ObjectVersion> {
+        let Some(cond) = cond else {
+            return Ok(self
+                .writer
+                .write_version(bucket, key, &version, blocks)
+                .await?);
+        };
+        let (uuid, timestamp, versioning) = (version.uuid, version.timestamp, version.versioning);
+        match self
+            .commit_conditional(bucket, key, version, cond, retimable)
+            .await
+        {
+            Ok(v) => Ok(v),
+            Err(r) => {
+                if r.final_ && !retimable {
+                    self.writer
+                        .abort_version(bucket, key, uuid, timestamp, versioning)
+                        .await;
+                }
+                Err(r.error)
+            }
+        }
+    }
+
+    pub async fn put_object(
+        self: Arc<Self>,
+        req: S3Request<PutObjectInput>,
+    ) -> ApiResult<S3Response<PutObjectOutput>> {
+        // PostObject forms reach here (s3s turns them into PutObject): their
+        // credentials, in the body, were not seen by the check in front of
+        // s3s (`auth_scope::check_request`).
+        crate::access::auth_scope::check_form(
+            req.credentials.is_some(),
+            req.region.as_ref().map(|r| r.as_str()),
+            &self.regions,
+        )?;
+        let who = self.requester(&req).await?;
+        let mut i = req.input;
+        // A form's `${filename}` (the name of the file it carries) and
+        // `tagging` field.
+        let form = req
+            .extensions
+            .get::<FormFields>()
+            .map(|f| f.get())
+            .unwrap_or_default();
+        if let Some(name) = &form.file_name {
+            i.key = i.key.replace("${filename}", name);
+        }
+        check_key(&i.key)?;
+        let bucket = self
+            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
+            .await?
+            .bucket;
+        let md5 = i
+            .content_md5
+            .as_deref()
+            .map(parse_content_md5)
+            .transpose()?;
+        let cond = WriteConditions::of(i.if_match.as_ref(), i.if_none_match.as_ref());
+        // A large upload whose condition fails already fails before its
+        // data is sent (one read); the condition is decided at the end.
+        if let Some(c) = &cond {
+            if i.content_length.is_none_or(|l| l as usize > INLINE_MAX) {
+                let obj = self.objects.get(&bucket, &i.key).await?;
+                c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
+            }
+        }
+        let customer = SseKey::from_headers(
+            i.sse_customer_algorithm.as_deref(),
+            i.sse_customer_key.as_deref(),
+            i.sse_customer_key_md5.as_deref(),
+        )?;
+        let mut headers = crate::std_headers!(i).into_pairs();
+        let tags = match (i.tagging.as_deref(), &form.tagging) {
+            (Some(t), _) => Some(crate::versions::tagging::parse_header(t)?),
+            (None, Some(xml)) => Some(crate::versions::tagging::parse_form_field(xml)?),
+            (None, None) => None,
+        };
+        if let Some(t) = tags {
+            crate::versions::tagging::set_in_headers(&mut headers, &t);
+        }
+        let expected = crate::objects::checksum::expected(&req.headers)?;
+        let (mut place, sse) = self
+            .prepare_write(
+                bucket,
+                crate::lock_headers!(i),
+                crate::write_ask!(i, customer),
+            )
+            .await?;
+        place.acl = crate::written_acl!(place, i, who)?;
+        place.class = self.write_class(
+            i.storage_class.as_ref().map(|c| c.as_str()),
+            place.default_class.as_deref(),
+        )?;
+        let w = self
+            .store_object(
+                bucket,
+                &i.key,
+                headers,
+                ObjectBody {
+                    body: i.body,
+                    content_md5: md5,
+                    content_length: i.content_length,
+                    checks: BodyChecks {
+                        checksum: expected.as_ref(),
+                        trailers: req.trailing_headers.as_ref(),
+                        sse: sse.as_ref(),
+                    },
+                },
+                cond.as_ref(),
+                &place,
+            )
+            .await?;
+        let mut out = PutObjectOutput {
+            version_id: w.version_id(),
+            e_tag: Some(ETag::Strong(w.etag)),
+            ssekms_encryption_context: sse.as_ref().and_then(|k| k.context().map(String::from)),
+            ..Default::default()
+        };
+        crate::set_sse!(out, SseFields::of(sse.as_ref(), self.region()));
+        crate::set_checksums!(
+            out,
+            crate::objects::checksum::stored(w.checksum.as_slice()),
+            with_type
+        );
+        Ok(S3Response::new(out))
+    }
+}
+
+fn check_body(
+    content_md5: Option<[u8; 16]>,
+    content_length: Option<i64>,
+    md5: &[u8; 16],
+    size: u64,
+) -> ApiResult<()> {
+    if let Some(l) = content_length {
+        if l >= 0 && l as u64 != size {
+            return Err(ApiError::IncompleteBody);
+        }
+    }
+    if content_md5.is_some_and(|m| &m != md5) {
+        return Err(ApiError::BadDigest);
+    }
+    Ok(())
+}
