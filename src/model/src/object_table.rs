@@ -708,8 +708,17 @@ impl TableSchema for ObjectTable {
             .then_some(mark.0)
     }
 
+    /// The newest stamp the entry knows: of a version it lists, or of its
+    /// marks (a version aborted or pruned since). The tombstone GC waits
+    /// for it too (`garage_table::data`).
     fn stamp_of(entry: &Object) -> Option<u64> {
-        entry.versions.iter().map(|v| v.timestamp).max()
+        let marks = [entry.complete_mark, entry.null_mark];
+        entry
+            .versions
+            .iter()
+            .map(|v| v.timestamp)
+            .chain(marks.iter().flatten().map(|m| m.0))
+            .max()
     }
 
     /// An object entry leaving this node is not a deletion of its

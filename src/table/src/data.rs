@@ -90,9 +90,7 @@ impl<F: TableSchema> TableData<F> {
                 let vhash = blake2sum(&bytes);
                 tx.insert(&self.merkle_todo, &key, vhash.as_slice())?;
                 if entry.is_tombstone() {
-                    let mut gc = vhash.as_slice().to_vec();
-                    gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
-                    tx.insert(&self.gc_todo, &key, gc)?;
+                    tx.insert(&self.gc_todo, &key, gc_todo_value::<F>(&vhash, &entry))?;
                 }
                 Ok(1)
             })?;
@@ -348,9 +346,7 @@ impl<F: TableSchema> TableData<F> {
         tx.insert(&self.store, key, &bytes)?;
         tx.insert(&self.merkle_todo, key, vhash.as_slice())?;
         if new.is_tombstone() {
-            let mut gc = vhash.as_slice().to_vec();
-            gc.extend_from_slice(&garage_util::time::now_msec().to_be_bytes());
-            tx.insert(&self.gc_todo, key, gc)?;
+            tx.insert(&self.gc_todo, key, gc_todo_value::<F>(&vhash, new))?;
         }
         self.schema.updated(tx, old, new)?;
         Ok(())
@@ -440,10 +436,46 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// The GC todo of tombstone `entry` (encoded value hashing to `vhash`):
+/// the hash, then the time its GC delay counts from. That is now, or the
+/// entry's write stamp when that is later: a tombstone stamped ahead of
+/// this node's clock (by a node whose clock jumped ahead before the
+/// cluster noticed) is the only record that writes of its key must sort
+/// after that stamp, and is kept until the clocks have passed it; removed
+/// earlier, a write stamped by the clocks would be accepted below versions
+/// the key had (found by the history checker, seed 21121).
+fn gc_todo_value<F: TableSchema>(vhash: &Hash, entry: &F::E) -> Vec<u8> {
+    let since = garage_util::time::now_msec().max(F::stamp_of(entry).unwrap_or(0));
+    let mut gc = vhash.as_slice().to_vec();
+    gc.extend_from_slice(&since.to_be_bytes());
+    gc
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{temp_db, TestEntry, TestTable};
+
+    /// A tombstone's GC delay counts from now, or from its write stamp
+    /// when that is ahead of this node's clock.
+    #[test]
+    fn a_tombstone_stamped_ahead_waits_for_its_stamp() {
+        let (_dir, db) = temp_db();
+        let data = TableData::new(TestTable, db).unwrap();
+        let now = garage_util::time::now_msec();
+        let since = |s: &str| {
+            let key = tree_key(&"p".to_string(), &s.to_string());
+            let v = data.gc_todo.get(&key).unwrap().expect("a GC todo");
+            u64::from_be_bytes(v[32..40].try_into().unwrap())
+        };
+        let ahead = now + 600_000;
+        let e = TestEntry::raw("p", "ahead", ahead, None);
+        data.update_many(&[encoding::encode(&e)]).unwrap();
+        assert_eq!(since("ahead"), ahead);
+        let e = TestEntry::raw("p", "past", 5, None);
+        data.update_many(&[encoding::encode(&e)]).unwrap();
+        assert!((now..now + 60_000).contains(&since("past")));
+    }
 
     /// An entry with a 600-byte sort key, stored under the tree key of the
     /// previous layout (cut after 446 bytes, then hashed), is moved to its
