@@ -1,17 +1,16 @@
-//! The node's state as Prometheus gauges: the periodic [`refresh_loop`]
+//! The node's state as Prometheus gauges: the periodic [`GaugesWorker`]
 //! publishes the [`NodeStats`] that `garage stats` and `garage worker`
 //! print too ([`garage_admin::ops::stats`] computes them: one source of truth).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
-use tracing::warn;
 
 use garage_table::any::TableStats;
 
 use garage_admin::ops::stats::{compute, NodeStats};
 use garage_model::garage::Garage;
+use garage_util::worker::{Step, Worker, WorkerHandle, WorkerSpec};
 
 /// How often the gauges are recomputed.
 pub const REFRESH_INTERVAL: Duration = crate::telemetry::REFRESH_INTERVAL;
@@ -99,40 +98,72 @@ pub fn publish(g: &Garage, s: &NodeStats) {
 }
 
 /// Recomputes and publishes the gauges every [`REFRESH_INTERVAL`] (the
-/// table sizes every [`count_interval`]) until `must_exit`; also runs the
-/// exporter's upkeep (histogram housekeeping).
-pub async fn refresh_loop(g: Arc<Garage>, mut must_exit: watch::Receiver<bool>) {
-    let counts_every = count_interval(g.db.engine());
-    // The last table sizes, and when they were counted.
-    let mut counted: Option<(Instant, Vec<TableStats>, usize)> = None;
-    let mut ticker = tokio::time::interval(REFRESH_INTERVAL);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = ticker.tick() => (),
-            _ = must_exit.changed() => return,
+/// table sizes every [`count_interval`]); also runs the exporter's upkeep
+/// (histogram housekeeping). A [`Worker`]: `garage worker list` shows it.
+pub struct GaugesWorker {
+    g: Arc<Garage>,
+    counts_every: Duration,
+    /// The last table sizes, and when they were counted.
+    counted: Option<(Instant, Vec<TableStats>, usize)>,
+    ticker: tokio::time::Interval,
+}
+
+impl GaugesWorker {
+    pub fn new(g: Arc<Garage>) -> Self {
+        let counts_every = count_interval(g.db.engine());
+        // The first refresh is the first step; the ticker counts from it.
+        let mut ticker = tokio::time::interval_at(
+            tokio::time::Instant::now() + REFRESH_INTERVAL,
+            REFRESH_INTERVAL,
+        );
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        GaugesWorker {
+            g,
+            counts_every,
+            counted: None,
+            ticker,
         }
-        let with_counts = counted
+    }
+}
+
+impl Worker for GaugesWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
+            "Metrics gauges",
+            "recomputes the gauges of /metrics (table sizes, queues, disk, peers)",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        _: &WorkerHandle,
+        _: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Step, String> {
+        let with_counts = self
+            .counted
             .as_ref()
-            .is_none_or(|(at, _, _)| at.elapsed() >= counts_every);
-        let g2 = g.clone();
-        match tokio::task::spawn_blocking(move || compute(&g2, with_counts)).await {
-            Ok(Ok(mut s)) => {
-                if with_counts {
-                    counted = Some((Instant::now(), s.tables.clone(), s.block_rc_entries));
-                } else if let Some((_, tables, rc)) = &counted {
-                    // Published again so that the exporter keeps them.
-                    s.tables = tables.clone();
-                    s.block_rc_entries = *rc;
-                }
-                publish(&g, &s);
-            }
-            Ok(Err(e)) => warn!("metrics: {e}"),
-            Err(e) => warn!("metrics: statistics task failed: {e}"),
+            .is_none_or(|(at, _, _)| at.elapsed() >= self.counts_every);
+        let g2 = self.g.clone();
+        let mut s = tokio::task::spawn_blocking(move || compute(&g2, with_counts))
+            .await
+            .map_err(|e| format!("statistics task failed: {e}"))?
+            .map_err(|e| e.to_string())?;
+        if with_counts {
+            self.counted = Some((Instant::now(), s.tables.clone(), s.block_rc_entries));
+        } else if let Some((_, tables, rc)) = &self.counted {
+            // Published again so that the exporter keeps them.
+            s.tables = tables.clone();
+            s.block_rc_entries = *rc;
         }
+        publish(&self.g, &s);
         if let Some(h) = crate::telemetry::handle() {
             h.run_upkeep();
         }
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        self.ticker.tick().await;
     }
 }
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use garage_db::Db;
 use garage_util::config::{Config, DataDirState, DataDirs, SecretOrigin, DEFAULT_CONFIG_PATH};
+use garage_util::worker;
 use tracing::{error, info, warn};
 
 use crate::args::Opt;
@@ -122,19 +123,21 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             garage_model::lifecycle::worker::LifecycleWorker::new(garage.clone(), system.clone())
                 .run(exit_rx.clone()),
         ));
-        tasks.push(tokio::spawn(
-            garage_model::lifecycle::catch_up::CatchUpWorker::new(garage.clone(), system.clone())
-                .run(exit_rx.clone()),
+        tasks.push(worker::runner::spawn(
+            &system.workers,
+            garage_model::lifecycle::catch_up::CatchUpWorker::new(garage.clone()),
+            exit_rx.clone(),
         ));
         tasks.push(tokio::spawn({
             let (system, exit) = (system.clone(), exit_rx.clone());
             let file = garage_admin::ops::history::file_in(&config.metadata_dir);
             async move { garage_admin::ops::history::run(&system.workers, Some(file), exit).await }
         }));
-        tasks.push(tokio::spawn(crate::gauges::refresh_loop(
-            garage.clone(),
+        tasks.push(worker::runner::spawn(
+            &system.workers,
+            crate::gauges::GaugesWorker::new(garage.clone()),
             exit_rx.clone(),
-        )));
+        ));
         let admin_rpc =
             AdminRpcHandler::install(&system.netapp, garage.clone(), node_config(&config));
         // The handler holds the endpoint weakly; this keeps it for the
@@ -183,7 +186,11 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 interval.as_secs(),
                 dir.display()
             );
-            tokio::spawn(auto_snapshot(db.clone(), dir, interval));
+            tasks.push(worker::runner::spawn(
+                &system.workers,
+                AutoSnapshot::new(db.clone(), dir, interval),
+                exit_rx.clone(),
+            ));
         }
         // Listen for signals before saying we run, so that a signal sent as
         // soon as the line is seen is never lost to the default handler.
@@ -192,8 +199,12 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
         let signal = signals.wait().await;
         info!("received {signal}, shutting down");
         let _ = exit_tx.send(true);
-        for task in tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        // One deadline for all of them (a worker's step under way gets
+        // `EXIT_DEADLINE`, then is dropped).
+        let deadline = worker::EXIT_DEADLINE + Duration::from_secs(1);
+        let left = worker::runner::join_within(tasks, deadline).await;
+        if left > 0 {
+            warn!("{left} background tasks had not stopped {deadline:?} after the exit began: stopping anyway");
         }
         drop(db);
         Ok(())
@@ -543,21 +554,59 @@ fn root_domains(config: &garage_util::config::Config) -> Vec<String> {
         .collect()
 }
 
-async fn auto_snapshot(db: Db, dir: PathBuf, interval: Duration) {
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticker.tick().await;
-        let (db, dir) = (db.clone(), dir.clone());
-        match tokio::task::spawn_blocking(move || {
+/// Writes a snapshot of the metadata database every `interval`
+/// (`metadata_auto_snapshot_interval`).
+struct AutoSnapshot {
+    db: Db,
+    dir: PathBuf,
+    ticker: tokio::time::Interval,
+    /// A tick passed since the last snapshot (none is due at start).
+    due: bool,
+}
+
+impl AutoSnapshot {
+    fn new(db: Db, dir: PathBuf, interval: Duration) -> Self {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        AutoSnapshot {
+            db,
+            dir,
+            ticker,
+            due: false,
+        }
+    }
+}
+
+impl worker::Worker for AutoSnapshot {
+    fn spec(&self) -> worker::WorkerSpec {
+        worker::WorkerSpec::new(
+            "Metadata auto-snapshot",
+            "writes a snapshot of the metadata database every metadata_auto_snapshot_interval",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        _: &worker::WorkerHandle,
+        _: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<worker::Step, String> {
+        if !std::mem::take(&mut self.due) {
+            return Ok(worker::Step::Idle);
+        }
+        let (db, dir) = (self.db.clone(), self.dir.clone());
+        let path = tokio::task::spawn_blocking(move || {
             garage_admin::ops::stats::snapshot_metadata(&db, &dir)
         })
         .await
-        {
-            Ok(Ok(path)) => info!("metadata snapshot written to {}", path.display()),
-            Ok(Err(e)) => error!("{e:#}"),
-            Err(e) => error!("metadata snapshot task failed: {e}"),
-        }
+        .map_err(|e| format!("metadata snapshot task failed: {e}"))?
+        .map_err(|e| format!("{e:#}"))?;
+        info!("metadata snapshot written to {}", path.display());
+        Ok(worker::Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        self.ticker.tick().await;
+        self.due = true;
     }
 }
 

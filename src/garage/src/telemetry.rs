@@ -283,6 +283,58 @@ fn describe() {
         "ec_catch_up_reencoded_blocks_total",
         "Blocks the erasure-coding catch-up worker re-encoded in their class"
     );
+    describe_counter!(
+        "block_shards_handed_over_total",
+        "Erasure-coded shards this node held for another node and handed over to it"
+    );
+    describe_counter!(
+        "api_ordered_restamps_total",
+        "New versions written again under a new id because a replica held a newer version"
+    );
+    describe_counter!(
+        "repair_runs_total",
+        "Repairs (garage repair) this node ran to the end, by repair"
+    );
+    describe_counter!(
+        "repair_checked_total",
+        "Entries those repairs examined, by repair"
+    );
+    describe_counter!(
+        "repair_fixed_total",
+        "Entries those repairs deleted or fixed, by repair"
+    );
+    describe_counter!(
+        "repair_kept_total",
+        "Entries listed nowhere that those repairs kept (young or undecided), by repair"
+    );
+    describe_counter!(
+        "lifecycle_bucket_passes_total",
+        "Passes of the lifecycle worker over a bucket with rules"
+    );
+    describe_counter!(
+        "lifecycle_objects_scanned_total",
+        "Objects the lifecycle passes looked at"
+    );
+    describe_counter!(
+        "lifecycle_objects_expired_total",
+        "Current versions the lifecycle passes expired"
+    );
+    describe_counter!(
+        "lifecycle_uploads_aborted_total",
+        "Incomplete multipart uploads the lifecycle passes aborted"
+    );
+    describe_counter!(
+        "lifecycle_versions_deleted_total",
+        "Noncurrent versions and lone delete markers the lifecycle passes deleted"
+    );
+    describe_counter!(
+        "lifecycle_transitions_queued_total",
+        "Versions the lifecycle passes queued for a storage-class transition"
+    );
+    describe_counter!(
+        "lifecycle_transitions_deferred_total",
+        "Transitions put off to the next pass because a node of the new shards was down"
+    );
     // Cluster health.
     describe_gauge!(
         "cluster_healthy",

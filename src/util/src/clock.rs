@@ -116,17 +116,34 @@ pub fn measured() -> bool {
     MEASURED.load(Ordering::Relaxed)
 }
 
-/// Ok when this node's clock is within the bound of its peers'.
-pub fn check() -> Result<(), ClockSkewed> {
-    let offset_ms = offset_ms();
+/// The wall clock now, when this very reading is within the bound of the
+/// peers' clocks (a step of the wall clock since the last measure counts):
+/// for a decision that compares a stored time with now. [`check`] then a
+/// separate reading of the clock leaves a window in which the clock may
+/// step (found by the history checker, seed 21126: a conditional write
+/// read a value proposed moments before as 300 s old, and two
+/// `If-None-Match: *` writers won).
+pub fn checked_now_msec() -> Result<u64, ClockSkewed> {
+    let m = MEASURED_AT.lock().unwrap_or_else(|e| e.into_inner());
+    let now = crate::time::now_msec();
+    let stepped = match *m {
+        None => 0,
+        Some((wall, mono)) => now as i64 - wall as i64 - mono.elapsed().as_millis() as i64,
+    };
+    let offset_ms = OFFSET_MS.load(Ordering::Relaxed) + stepped;
     let bound_ms = bound_ms();
     match offset_ms.unsigned_abs() > bound_ms {
         true => Err(ClockSkewed {
             offset_ms,
             bound_ms,
         }),
-        false => Ok(()),
+        false => Ok(now),
     }
+}
+
+/// Ok when this node's clock is within the bound of its peers'.
+pub fn check() -> Result<(), ClockSkewed> {
+    checked_now_msec().map(drop)
 }
 
 /// The offset of each node from the cluster's clock, given this node's

@@ -14,6 +14,15 @@
 //!
 //! One registry per node: it is held by the node's `System`, so that
 //! several nodes in one test process keep separate lists.
+//!
+//! A loop is written as a [`Worker`] (one step at a time, waiting for work
+//! between steps) and started with [`runner::spawn`], which registers it
+//! and holds it to the contract: state, errors and back-off kept here,
+//! and an exit within [`EXIT_DEADLINE`].
+
+pub mod runner;
+
+pub use runner::{Step, Worker, EXIT_DEADLINE};
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -300,6 +309,11 @@ pub struct WorkerHandle {
 impl WorkerHandle {
     pub fn tid(&self) -> u64 {
         self.slot.tid
+    }
+
+    /// The worker's name, as `worker list` shows it.
+    pub fn name(&self) -> &str {
+        &self.slot.spec.name
     }
 
     pub fn set_state(&self, state: WorkerState) {

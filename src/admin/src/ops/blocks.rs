@@ -139,6 +139,7 @@ pub async fn repair(garage: &std::sync::Arc<Garage>, what: BlockRepair) -> Resul
                 .await
                 .map_err(|e| format!("block-rc task failed: {e}"))??;
             info!("repair block-rc: {checked} blocks checked, {fixed} counts fixed");
+            crate::ops::repair::count_run("block-rc", checked as u64, fixed as u64, 0);
             Ok(format!(
                 "{checked} block reference counts checked, {fixed} fixed."
             ))

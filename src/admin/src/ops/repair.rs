@@ -110,16 +110,25 @@ impl std::fmt::Display for Tally {
 }
 
 impl Tally {
-    /// Adds a finished repair's tally to the node's counters
-    /// (`repair_{checked,fixed,kept}_total`, labelled by repair; doc/metrics.md).
+    /// Adds a finished repair's tally to the node's counters.
     fn count(&self, what: TableRepair) {
-        let repair = what.name();
-        metrics::counter!("repair_runs_total", "repair" => repair).increment(1);
-        metrics::counter!("repair_checked_total", "repair" => repair).increment(self.checked);
-        metrics::counter!("repair_fixed_total", "repair" => repair).increment(self.fixed);
-        metrics::counter!("repair_kept_total", "repair" => repair)
-            .increment(self.young + self.unknown);
+        count_run(
+            what.name(),
+            self.checked,
+            self.fixed,
+            self.young + self.unknown,
+        );
     }
+}
+
+/// Adds a finished repair to the node's counters
+/// (`repair_{runs,checked,fixed,kept}_total`, labelled by repair;
+/// doc/metrics.md).
+pub fn count_run(repair: &'static str, checked: u64, fixed: u64, kept: u64) {
+    metrics::counter!("repair_runs_total", "repair" => repair).increment(1);
+    metrics::counter!("repair_checked_total", "repair" => repair).increment(checked);
+    metrics::counter!("repair_fixed_total", "repair" => repair).increment(fixed);
+    metrics::counter!("repair_kept_total", "repair" => repair).increment(kept);
 }
 
 type Result<T> = std::result::Result<T, String>;

@@ -375,9 +375,17 @@ impl Api {
                         .map_err(|e| refuse(ApiError::Internal(e), proposed))?,
                 ),
             };
+            // The clock is read once, and checked at that reading: a step
+            // since the check above must not make a recent value void.
+            let now = garage_util::clock::checked_now_msec().map_err(|e| {
+                refuse(
+                    ApiError::Unavailable(format!("conditional write refused: {e}")),
+                    proposed,
+                )
+            })?;
             let void = decoded
                 .as_ref()
-                .is_some_and(|r| is_void(r.proposed_at, garage_util::time::now_msec(), void_ms));
+                .is_some_and(|r| is_void(r.proposed_at, now, void_ms));
             let reg = decoded.as_ref().filter(|_| !void);
 
             // One of our proposals is the register's value, or a value it
@@ -460,11 +468,7 @@ impl Api {
                     version.timestamp = newest.0 + 1;
                 }
             }
-            let value = RegisterValue::after(
-                decoded.as_ref(),
-                garage_util::time::now_msec(),
-                version.clone(),
-            );
+            let value = RegisterValue::after(decoded.as_ref(), now, version.clone());
             let base = reg.map(|r| r.version.clone());
             proposals.push((value.clone(), base.clone()));
             match self.cas.accept(&p, value.encode()).await {
@@ -509,8 +513,12 @@ impl Api {
         proposed_at: u64,
         void_ms: u64,
     ) -> Result<(), Refused> {
-        let late =
-            || garage_util::time::now_msec().saturating_sub(proposed_at) > answer_by(void_ms);
+        // A clock that stepped is "late" too: its reading cannot tell.
+        let late = || {
+            garage_util::clock::checked_now_msec().map_or(true, |now| {
+                now.saturating_sub(proposed_at) > answer_by(void_ms)
+            })
+        };
         let too_late = || Refused {
             error: ApiError::Unavailable(
                 "the conditional write took too long to complete; its outcome is unknown".into(),

@@ -609,3 +609,78 @@ fn tests_read_json_and_counters_not_log_lines() {
     assert!(reads_logs("n.proc().wait_log(\"repair\")"));
     assert!(!reads_logs("c.counter(0, \"repair_fixed_total\")"));
 }
+
+/// Files whose loops still register with the worker registry by hand,
+/// before the `Worker` contract (`garage_util::worker::runner`, issue 45):
+/// a new background loop implements `Worker` and is started with
+/// `runner::spawn`; this list only shrinks.
+const HAND_REGISTERED_WORKERS: &[&str] = &[
+    "admin/src::ops::history",
+    "admin/src::ops::repair",
+    "block/src::rebalance",
+    "block/src::resync",
+    "block/src::workers",
+    "model/src::lifecycle::worker",
+    "table/src::table",
+];
+
+/// Whether `text` registers a worker by hand (`….register(WorkerSpec::new(`).
+fn registers_by_hand(text: &str) -> bool {
+    let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    flat.match_indices(".register(").any(|(i, m)| {
+        let rest = &flat[i + m.len()..];
+        let rest = rest.strip_prefix("garage_util::worker::").unwrap_or(rest);
+        rest.starts_with("WorkerSpec::new(")
+    })
+}
+
+#[test]
+fn background_loops_follow_the_worker_contract() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut by_hand = Vec::new();
+    for e in std::fs::read_dir(&src).unwrap() {
+        let crate_src = e.unwrap().path().join("src");
+        if !crate_src.is_dir() {
+            continue;
+        }
+        let krate = crate_src
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        if krate == "util" {
+            continue;
+        }
+        for (module, text) in modules(&crate_src) {
+            if registers_by_hand(&text) {
+                by_hand.push(format!("{krate}/src::{module}"));
+            }
+        }
+    }
+    by_hand.sort();
+    let unlisted: Vec<&String> = by_hand
+        .iter()
+        .filter(|m| !HAND_REGISTERED_WORKERS.contains(&m.as_str()))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "background loops registered by hand (implement garage_util::worker::Worker and start it with runner::spawn): {unlisted:?}"
+    );
+    let converted: Vec<&&str> = HAND_REGISTERED_WORKERS
+        .iter()
+        .filter(|m| !by_hand.iter().any(|b| b == *m))
+        .collect();
+    assert!(
+        converted.is_empty(),
+        "these follow the Worker contract now: take them off HAND_REGISTERED_WORKERS: {converted:?}"
+    );
+    // A planted violation is found, over two lines too.
+    assert!(registers_by_hand(
+        "let w = self.system.workers.register(\n    WorkerSpec::new(\"x\", \"y\"));"
+    ));
+    assert!(!registers_by_hand(
+        "registry.register_variable(\"speed\", …)"
+    ));
+}

@@ -19,10 +19,9 @@ use crate::ec_catch_up::Waiting;
 use crate::mpu_table::completed_in;
 use crate::object_table::{ObjectVersionData, ObjectVersionState};
 use crate::version_table::{read_version, VersionBacklink};
-use garage_rpc::system::System;
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
-use garage_util::worker::{WorkerSpec, WorkerState};
+use garage_util::worker::{self, Worker, WorkerHandle, WorkerSpec};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -59,69 +58,69 @@ enum Step {
 
 pub struct CatchUpWorker {
     garage: Arc<Garage>,
-    system: Arc<System>,
     blocks_done: Arc<AtomicU64>,
     versions_done: Arc<AtomicU64>,
 }
 
 impl CatchUpWorker {
-    pub fn new(garage: Arc<Garage>, system: Arc<System>) -> Self {
+    pub fn new(garage: Arc<Garage>) -> Self {
         Self {
             garage,
-            system,
             blocks_done: Arc::new(AtomicU64::new(0)),
             versions_done: Arc::new(AtomicU64::new(0)),
         }
     }
+}
 
-    /// Passes over the queue until `must_exit`.
-    pub async fn run(self, mut must_exit: watch::Receiver<bool>) {
+/// A pass over the queue every [`PASS_INTERVAL`] while it holds versions.
+impl Worker for CatchUpWorker {
+    fn spec(&self) -> WorkerSpec {
         let (q, q2) = (
             self.garage.ec_catch_up.clone(),
             self.garage.ec_catch_up.clone(),
         );
         let (blocks, versions) = (self.blocks_done.clone(), self.versions_done.clone());
-        let worker = self.system.workers.register(
-            WorkerSpec::new(
-                "Erasure-coding catch-up worker",
-                "re-encodes in their class the blocks of erasure-coded objects written replicated while a shard node was down",
-            )
-            .queue(move || q.len().map(|n| n as u64).map_err(|e| e.to_string()))
-            .details(move || {
-                let waiting = q2.totals().map(|(_, b)| b.to_string()).unwrap_or_default();
-                vec![
-                    ("bytes waiting (stored replicated)".into(), waiting),
-                    (
-                        "versions re-encoded".into(),
-                        versions.load(Ordering::Relaxed).to_string(),
-                    ),
-                    (
-                        "blocks re-encoded".into(),
-                        blocks.load(Ordering::Relaxed).to_string(),
-                    ),
-                ]
-            }),
-        );
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(PASS_INTERVAL) => (),
-                _ = must_exit.changed() => (),
-            }
-            if *must_exit.borrow() {
-                return;
-            }
-            if self.garage.ec_catch_up.is_empty().unwrap_or(true) {
-                self.publish();
-                continue;
-            }
-            worker.set_state(WorkerState::Busy);
-            let res = self.pass(&must_exit).await;
-            let _ = worker.outcome(res);
-            self.publish();
-            worker.set_state(WorkerState::Idle);
-        }
+        WorkerSpec::new(
+            "Erasure-coding catch-up worker",
+            "re-encodes in their class the blocks of erasure-coded objects written replicated while a shard node was down",
+        )
+        .queue(move || q.len().map(|n| n as u64).map_err(|e| e.to_string()))
+        .details(move || {
+            let waiting = q2.totals().map(|(_, b)| b.to_string()).unwrap_or_default();
+            vec![
+                ("bytes waiting (stored replicated)".into(), waiting),
+                (
+                    "versions re-encoded".into(),
+                    versions.load(Ordering::Relaxed).to_string(),
+                ),
+                (
+                    "blocks re-encoded".into(),
+                    blocks.load(Ordering::Relaxed).to_string(),
+                ),
+            ]
+        })
     }
 
+    async fn work(
+        &mut self,
+        _: &WorkerHandle,
+        must_exit: &watch::Receiver<bool>,
+    ) -> std::result::Result<worker::Step, String> {
+        if self.garage.ec_catch_up.is_empty().unwrap_or(true) {
+            self.publish();
+            return Ok(worker::Step::Idle);
+        }
+        let res = self.pass(must_exit).await;
+        self.publish();
+        res.map(|()| worker::Step::Idle).map_err(|e| e.to_string())
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(PASS_INTERVAL).await;
+    }
+}
+
+impl CatchUpWorker {
     fn publish(&self) {
         if let Ok((n, bytes)) = self.garage.ec_catch_up.totals() {
             metrics::gauge!("ec_catch_up_waiting_versions").set(n as f64);
