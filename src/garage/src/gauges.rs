@@ -5,7 +5,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 use garage_table::any::TableStats;
 
 use garage_admin::ops::stats::{compute, NodeStats};
