@@ -60,18 +60,7 @@ impl Api {
         // The lock is decided now (the bucket's default retention counts
         // from the upload's creation) and kept with the upload's version;
         // so is the encryption (an SSE-S3 upload's data key is made now).
-        let (mut place, sse) = self
-            .prepare_write(
-                bucket,
-                crate::lock_headers!(i),
-                crate::write_ask!(i, customer),
-            )
-            .await?;
-        place.acl = crate::written_acl!(place, i, who)?;
-        place.class = self.write_class(
-            i.storage_class.as_ref().map(|c| c.as_str()),
-            place.default_class.as_deref(),
-        )?;
+        let (place, sse) = crate::new_version_placement!(self, bucket, i, who, customer);
         if let Some(k) = &sse {
             headers.extend(k.stored_pairs());
         }

@@ -59,7 +59,6 @@ macro_rules! read_output {
     ($ty:ident, $i:expr, $a:expr, $region:expr) => {{
         let a: &ReadAnswer = $a;
         let stored = Stored(&a.cur.meta.headers);
-        let sse_fields = SseFields::of(a.sse.as_ref(), $region);
         let (lock_mode, lock_until, legal_hold) =
             crate::versions::object_lock::lock_fields(&a.cur.lock);
         let mut out = $ty {
@@ -103,13 +102,9 @@ macro_rules! read_output {
             metadata: stored.user(),
             parts_count: a.parts_count,
             version_id: a.cur.version_id.clone(),
-            sse_customer_algorithm: sse_fields.sse_customer_algorithm,
-            sse_customer_key_md5: sse_fields.sse_customer_key_md5,
-            server_side_encryption: sse_fields.server_side_encryption,
-            ssekms_key_id: sse_fields.ssekms_key_id,
-            bucket_key_enabled: sse_fields.bucket_key_enabled,
             ..Default::default()
         };
+        crate::set_sse!(out, SseFields::of(a.sse.as_ref(), $region));
         if a.range.is_none() && checksum_enabled($i.checksum_mode.as_ref()) {
             crate::set_checksums!(
                 out,

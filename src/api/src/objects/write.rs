@@ -48,6 +48,29 @@ impl FormFields {
     }
 }
 
+/// Where a new version of an object goes and how it is sealed, from a
+/// PutObject's or CreateMultipartUpload's input `$i` (their fields have
+/// the same names): its object lock, encryption, ACL and storage class.
+/// Evaluates to `(Placement, Option<SseKey>)`; returns on a refusal.
+#[macro_export]
+macro_rules! new_version_placement {
+    ($api:expr, $bucket:expr, $i:expr, $who:expr, $customer:expr) => {{
+        let (mut place, sse) = $api
+            .prepare_write(
+                $bucket,
+                $crate::lock_headers!($i),
+                $crate::write_ask!($i, $customer),
+            )
+            .await?;
+        place.acl = $crate::written_acl!(place, $i, $who)?;
+        place.class = $api.write_class(
+            $i.storage_class.as_ref().map(|c| c.as_str()),
+            place.default_class.as_deref(),
+        )?;
+        (place, sse)
+    }};
+}
+
 /// A request body, what it must match (`Content-MD5`, `Content-Length`)
 /// and how it is checked and sealed.
 pub struct ObjectBody<'a> {
@@ -333,18 +356,7 @@ impl Api {
             crate::versions::tagging::set_in_headers(&mut headers, &t);
         }
         let expected = crate::objects::checksum::expected(&req.headers)?;
-        let (mut place, sse) = self
-            .prepare_write(
-                bucket,
-                crate::lock_headers!(i),
-                crate::write_ask!(i, customer),
-            )
-            .await?;
-        place.acl = crate::written_acl!(place, i, who)?;
-        place.class = self.write_class(
-            i.storage_class.as_ref().map(|c| c.as_str()),
-            place.default_class.as_deref(),
-        )?;
+        let (place, sse) = crate::new_version_placement!(self, bucket, i, who, customer);
         let w = self
             .store_object(
                 bucket,
