@@ -162,6 +162,7 @@ impl Garage {
             system.clone(),
         )?;
         let cas_registers = CasRegisters::new(db.clone(), system.clone())?;
+        object_table.use_registers(cas_registers.clone());
         let ec_catch_up = crate::ec_catch_up::EcCatchUp::open(&db)?;
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),

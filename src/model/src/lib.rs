@@ -35,6 +35,7 @@ pub mod kms;
 pub mod lifecycle;
 pub mod mpu_table;
 pub mod object_lock;
+pub mod object_register;
 pub mod object_table;
 pub mod object_write;
 pub mod permission;

@@ -721,6 +721,20 @@ impl TableSchema for ObjectTable {
             .max()
     }
 
+    /// The object's compare-and-set register (conditional writes): the
+    /// GC empties it before collecting a tombstone that supersedes its
+    /// value (`crate::object_register`).
+    fn register_of(entry: &Object) -> Option<garage_table::RegisterId> {
+        Some(crate::object_register::register_id(
+            &entry.bucket_id,
+            &entry.key,
+        ))
+    }
+
+    fn register_superseded(tombstone: &Object, value: &[u8]) -> bool {
+        crate::object_register::superseded_by(tombstone, value)
+    }
+
     /// An object entry leaving this node is not a deletion of its
     /// versions: offloaded, it lives on at its new holders; collected by
     /// the GC, it was a tombstone, and the change that made it one already

@@ -339,6 +339,45 @@ impl CasRegisters {
         }
     }
 
+    /// Whether this node's acceptor holds a value for `id` (not empty):
+    /// then a tombstone of the entry the register belongs to may only be
+    /// collected once the register is emptied ([`Self::empty_if`]).
+    /// A local read; an unreadable state counts as a value.
+    pub fn holds_value(&self, id: RegisterId) -> Result<bool> {
+        Ok(match self.tree.get(id.key.as_slice())? {
+            None => false,
+            Some(b) => match AcceptorState::decode(&b) {
+                Ok(st) => st.accepted.is_some_and(|(_, v)| !v.is_empty()),
+                Err(_) => true,
+            },
+        })
+    }
+
+    /// Empties register `id` if its current value (empty for none) is one
+    /// that `superseded` allows to drop: a round of both phases, the
+    /// second proposing the empty value. Returns whether the register is
+    /// empty now (`false`: it holds a value `superseded` refused, or the
+    /// round met a concurrent one; the caller tries again later).
+    pub async fn empty_if(
+        &self,
+        id: RegisterId,
+        superseded: impl Fn(&[u8]) -> bool,
+    ) -> Result<bool> {
+        let p = match self.prepare(id).await {
+            Ok(p) => p,
+            Err(Error::CasConflict { .. }) => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let current = p.value.as_deref().unwrap_or_default();
+        if !superseded(current) {
+            return Ok(false);
+        }
+        if current.is_empty() && p.chosen {
+            return Ok(true);
+        }
+        Ok(self.accept(&p, Vec::new()).await == AcceptOutcome::Chosen)
+    }
+
     /// Sends `msg` to every node of `sets`; returns once a majority of
     /// each set answered as `good` says, or once that cannot happen any
     /// more (refusals and errors), or after [`CAS_RPC_TIMEOUT`]. Calls
@@ -951,6 +990,57 @@ mod tests {
             .iter()
             .map(|n| CasRegisters::new(n.table.data.db.clone(), n.system.clone()).unwrap())
             .collect()
+    }
+
+    /// The tombstone GC of a table with registers: a tombstone whose
+    /// register holds a value it does not supersede (a conditional write
+    /// newer than the delete) stays, and so does the value; once the value
+    /// is one the tombstone supersedes, the GC empties the register, then
+    /// collects the tombstone on every replica.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_gc_empties_a_register_before_collecting_its_tombstone() {
+        use crate::schema::TableSchema;
+        use crate::testing::{TestEntry, TestTable};
+        let nodes = cluster(3, 3).await;
+        let regs = regs_of(&nodes);
+        for (n, r) in nodes.iter().zip(&regs) {
+            n.table.use_registers(r.clone());
+        }
+        let e = TestEntry::raw("g", "k", 5, Some("v"));
+        let id = TestTable::register_of(&e).unwrap();
+        nodes[0].table.insert(&e).await.unwrap();
+        assert!(set_if_empty(&regs[0], id, b"9").await.unwrap());
+        let t = TestEntry::raw("g", "k", 7, None);
+        nodes[0].table.insert(&t).await.unwrap();
+        wait_for(
+            "every replica holds the value",
+            Duration::from_secs(10),
+            || regs.iter().all(|r| r.holds_value(id).unwrap()),
+        )
+        .await;
+        let stored = |n: &crate::testing::Node| n.table.data.read_entry(&t.p, &t.s).unwrap();
+        assert_eq!(nodes[0].table.gc_round().await.unwrap(), 0);
+        assert!(
+            nodes.iter().all(|n| stored(n).is_some()),
+            "the tombstone stays"
+        );
+        assert_eq!(
+            regs[1].prepare(id).await.unwrap().value.as_deref(),
+            Some(&b"9"[..])
+        );
+        // The register's value is now older than the delete.
+        assert!(replace_if(&regs[1], id, b"9", b"6").await.unwrap());
+        assert_eq!(nodes[0].table.gc_round().await.unwrap(), 1);
+        assert!(nodes.iter().all(|n| stored(n).is_none()), "collected");
+        let p = regs[2].prepare(id).await.unwrap();
+        assert!(p.value.as_deref().unwrap_or_default().is_empty());
+        wait_for("no acceptor holds a value", Duration::from_secs(10), || {
+            regs.iter().all(|r| !r.holds_value(id).unwrap())
+        })
+        .await;
+        for n in &nodes {
+            n.stop();
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

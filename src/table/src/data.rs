@@ -32,6 +32,9 @@ pub struct TableData<F: TableSchema> {
     /// Woken when `merkle_todo` gets work.
     pub merkle_todo_notify: Notify,
     pub insert_queue_notify: Notify,
+    /// The compare-and-set registers, for a table whose entries have one
+    /// ([`TableSchema::register_of`]; set by [`crate::Table::use_registers`]).
+    pub registers: std::sync::OnceLock<Arc<crate::cas::CasRegisters>>,
 }
 
 /// What a range read returns: encoded entries in tree-key order.
@@ -50,6 +53,7 @@ impl<F: TableSchema> TableData<F> {
             db,
             merkle_todo_notify: Notify::new(),
             insert_queue_notify: Notify::new(),
+            registers: std::sync::OnceLock::new(),
         };
         data.upgrade_tree_keys()?;
         Ok(Arc::new(data))
@@ -375,6 +379,20 @@ impl<F: TableSchema> TableData<F> {
             self.merkle_todo_notify.notify_one();
         }
         Ok(removed)
+    }
+
+    /// The register of stored entry `bytes` if this node's acceptor holds
+    /// a value for it: a tombstone of that entry is kept until the
+    /// register is emptied (see `gc.rs`).
+    pub fn held_register(&self, bytes: &[u8]) -> Result<Option<crate::cas::RegisterId>> {
+        let Some(regs) = self.registers.get() else {
+            return Ok(None);
+        };
+        let entry = self.decode_entry(bytes)?;
+        match F::register_of(&entry) {
+            Some(id) if regs.holds_value(id)? => Ok(Some(id)),
+            _ => Ok(None),
+        }
     }
 
     /// Entries of partition number `partition` (first byte of the hash of

@@ -147,6 +147,10 @@ impl<F: TableSchema> Table<F> {
                 Ok((entries, current))
             })
             .await?;
+            // A tombstone whose register holds a value here: the register
+            // is emptied first, if the tombstone supersedes its value;
+            // else the tombstone stays for now (see `Self::empty_registers`).
+            let (entries, current) = self.empty_registers(entries, current).await?;
             if current.is_empty() {
                 continue;
             }
@@ -214,6 +218,64 @@ impl<F: TableSchema> Table<F> {
             .await?;
         }
         Ok(removed)
+    }
+}
+
+impl<F: TableSchema> Table<F> {
+    /// Of the tombstones `entries` (with their todo items `current`),
+    /// those that may be collected now as far as their registers go: for
+    /// one whose register this node's acceptor holds a value of, the
+    /// register is emptied (a Paxos round) if the tombstone supersedes its
+    /// value; if it does not, or the round fails, the tombstone stays
+    /// until a later round. Why: a conditional writer folds the register's
+    /// value into the entry it reads; with the tombstone gone, a value it
+    /// deleted would come back (`doc/conditional-writes.md`). Replicas
+    /// whose acceptor holds a value this node's does not keep their copy
+    /// when asked to delete it, and their own GC empties the register.
+    async fn empty_registers(
+        &self,
+        entries: Vec<ByteBuf>,
+        current: Vec<Due>,
+    ) -> Result<(Vec<ByteBuf>, Vec<Due>)> {
+        let Some(regs) = self.data.registers.get() else {
+            return Ok((entries, current));
+        };
+        let data = self.data.clone();
+        let (entries, held) = off_runtime(move || {
+            let held = entries
+                .iter()
+                .map(|b| data.held_register(b))
+                .collect::<Result<Vec<_>>>()?;
+            Ok((entries, held))
+        })
+        .await?;
+        let mut keep = (Vec::new(), Vec::new());
+        for ((bytes, d), held) in entries.into_iter().zip(current).zip(held) {
+            let emptied = match held {
+                None => true,
+                Some(id) => {
+                    let tomb = self.data.decode_entry(&bytes)?;
+                    match regs
+                        .empty_if(id, |v| F::register_superseded(&tomb, v))
+                        .await
+                    {
+                        Ok(e) => e,
+                        Err(e) => {
+                            debug!(table = F::TABLE_NAME, "GC: register not emptied: {e}");
+                            false
+                        }
+                    }
+                }
+            };
+            if emptied {
+                keep.0.push(bytes);
+                keep.1.push(d);
+            } else {
+                metrics::counter!("table_gc_kept_for_register_total", "table_name" => F::TABLE_NAME)
+                    .increment(1);
+            }
+        }
+        Ok(keep)
     }
 }
 

@@ -178,4 +178,21 @@ pub trait TableSchema: Send + Sync + 'static {
     fn stamp_of(_entry: &Self::E) -> Option<u64> {
         None
     }
+
+    /// Conditional writes ([`crate::cas`]): the register that belongs to
+    /// `entry`, whose value is folded into the entry by conditional
+    /// writers. Before the GC collects a tombstone of an entry whose
+    /// register holds a value, it empties the register, if the value is
+    /// superseded by the tombstone ([`Self::register_superseded`]);
+    /// otherwise the tombstone stays. `None` (the default): no register.
+    fn register_of(_entry: &Self::E) -> Option<crate::cas::RegisterId> {
+        None
+    }
+
+    /// Whether register value `value` (empty: none) may be dropped once
+    /// `tombstone` is collected: folding it into the tombstone would leave
+    /// a tombstone.
+    fn register_superseded(_tombstone: &Self::E, _value: &[u8]) -> bool {
+        false
+    }
 }

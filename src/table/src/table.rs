@@ -49,6 +49,13 @@ impl<F: TableSchema> Table<F> {
         Self::with_tuning(schema, db, system, crate::tuning::Tuning::from_env())
     }
 
+    /// Gives the table the compare-and-set registers its entries have
+    /// ([`TableSchema::register_of`]): its tombstone GC then empties an
+    /// entry's register before collecting it. Once; later calls are no-ops.
+    pub fn use_registers(&self, registers: Arc<crate::cas::CasRegisters>) {
+        let _ = self.data.registers.set(registers);
+    }
+
     pub fn with_tuning(
         schema: F,
         db: garage_db::Db,
@@ -779,7 +786,16 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
         TableRpc::DeleteIfEqualHash(items) => {
             for (k, h) in items {
                 // Only the GC sends these: every replica holds the tombstone.
-                data.delete_if_equal_hash(&k, &h, Removal::Collected)?;
+                // One whose register this node's acceptor still holds a
+                // value of stays: this node's own GC empties the register
+                // first (the sender may not have known of it).
+                let held = match data.store.get(&k)? {
+                    Some(b) => data.held_register(&b)?.is_some(),
+                    None => false,
+                };
+                if !held {
+                    data.delete_if_equal_hash(&k, &h, Removal::Collected)?;
+                }
             }
             TableRpc::Ok
         }

@@ -78,6 +78,19 @@ impl TableSchema for TestTable {
     fn stamp_of(entry: &TestEntry) -> Option<u64> {
         Some(entry.value.timestamp())
     }
+    /// Registers: one per entry; a value is a timestamp in decimal,
+    /// superseded by a tombstone at least as new.
+    fn register_of(entry: &TestEntry) -> Option<crate::cas::RegisterId> {
+        let h = garage_util::data::blake2sum(entry.p.as_bytes());
+        Some(crate::cas::RegisterId::new("test", &h, entry.s.as_bytes()))
+    }
+    fn register_superseded(tombstone: &TestEntry, value: &[u8]) -> bool {
+        value.is_empty()
+            || std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|ts| ts <= tombstone.value.timestamp())
+    }
 }
 
 pub fn temp_db() -> (tempfile::TempDir, garage_db::Db) {

@@ -27,8 +27,10 @@
 
 use std::time::Duration;
 
+use garage_model::object_register::{register_id, RegisterValue};
 use garage_model::object_table::{Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
-use garage_table::{AcceptOutcome, PartitionKey, Prepared, RegisterId};
+use garage_rpc::system::versions::CONDITIONAL_REGISTER_GC;
+use garage_table::{AcceptOutcome, Prepared};
 use garage_util::crdt::Crdt;
 use garage_util::data::{gen_uuid, Uuid};
 use s3s::dto::{ETag, ETagCondition};
@@ -42,10 +44,11 @@ use crate::error::ApiError;
 const MAX_ROUNDS: u32 = 16;
 /// Time one conditional write may take in all.
 const DEADLINE: Duration = Duration::from_secs(30);
-/// The register namespace of object keys.
-const NAMESPACE: &str = "object";
-/// A register value last proposed longer ago than this is void (see
-/// [`void_after`]); at most this, and at most half the table GC delay.
+/// A register value of the older format (`voids_by_age`, written until
+/// the cluster is finalized at v0.3.0) last proposed longer ago than this
+/// is void (see [`void_after`]); at most this, and at most half the table
+/// GC delay. Values of the current format are never void: the tombstone
+/// GC empties the register instead (`garage_model::object_register`).
 const MAX_VOID_AFTER: Duration = Duration::from_secs(3600);
 
 /// How long after its writer proposed it a register value is void: read
@@ -74,135 +77,6 @@ fn void_after(gc_delay: Duration) -> Duration {
 /// delay leaves the other half for clock differences between nodes.
 fn answer_by(void_ms: u64) -> u64 {
     void_ms / 2
-}
-
-/// First byte of a register value in the format of [`RegisterValue`]
-/// before the chain was kept: the proposal time, then the version.
-const VALUE_FORMAT_TIMED: u8 = 2;
-/// First byte of a [`RegisterValue`]: proposal time, chain position,
-/// recent chain, version.
-const VALUE_FORMAT: u8 = 3;
-/// How many of the previous values of the chain a register value names.
-/// A writer whose proposal may have been chosen and then overwritten
-/// finds out from them; past this many later writes it cannot tell, and
-/// answers that its outcome is unknown.
-const CHAIN: usize = 32;
-
-/// A register value: `version`, proposed by its writer at `proposed_at`
-/// (milliseconds, the writer's clock), the `seq`-th value of the
-/// register's chain of values, built on the values whose version ids are
-/// `recent` (the previous one first, at most [`CHAIN`]).
-///
-/// Others re-propose these bytes unchanged when they make a value chosen,
-/// so the age of a value is the age of its writer's proposal, never
-/// refreshed by a later round.
-///
-/// Why the chain: a writer's proposal may be accepted by some acceptors
-/// only (its round fails), and another writer may then read it as the
-/// register's value and build on it: the first writer's change took
-/// effect, and was overwritten. Finding the register at a newer value, the
-/// first writer must not conclude that its change did not happen (a
-/// conditional delete answered 412 although it deleted the object): it
-/// looks for its version in the chain at the position it proposed it.
-#[derive(Clone, Debug, PartialEq)]
-struct RegisterValue {
-    proposed_at: u64,
-    seq: u64,
-    recent: Vec<Uuid>,
-    version: ObjectVersion,
-}
-
-impl RegisterValue {
-    /// The value that follows `base` (the register's value when read,
-    /// void or not; `None` when it has none).
-    fn after(base: Option<&RegisterValue>, proposed_at: u64, version: ObjectVersion) -> Self {
-        let (seq, recent) = match base {
-            None => (1, Vec::new()),
-            Some(b) => {
-                let mut recent = Vec::with_capacity(CHAIN);
-                recent.push(b.version.uuid);
-                recent.extend(b.recent.iter().take(CHAIN - 1).copied());
-                (b.seq + 1, recent)
-            }
-        };
-        Self {
-            proposed_at,
-            seq,
-            recent,
-            version,
-        }
-    }
-
-    /// Whether version `uuid`, proposed at position `seq`, is in this
-    /// value's chain: `Some(true)` if it is this value or one it was built
-    /// on, `Some(false)` if another value holds that position or the chain
-    /// has not reached it (a proposal past the register's value was not
-    /// chosen: a chosen value is below every later register value), `None`
-    /// if the chain kept here does not reach back to it.
-    fn holds(&self, seq: u64, uuid: Uuid) -> Option<bool> {
-        if seq == self.seq {
-            return Some(self.version.uuid == uuid);
-        }
-        if seq > self.seq {
-            return Some(false);
-        }
-        let back = (self.seq - seq - 1) as usize;
-        self.recent.get(back).map(|u| *u == uuid)
-    }
-
-    fn encode(&self) -> Vec<u8> {
-        let mut out = vec![VALUE_FORMAT];
-        out.extend_from_slice(&self.proposed_at.to_be_bytes());
-        out.extend_from_slice(&self.seq.to_be_bytes());
-        out.push(self.recent.len() as u8);
-        for u in &self.recent {
-            out.extend_from_slice(u.as_slice());
-        }
-        out.extend(self.version.to_register_value());
-        out
-    }
-
-    /// Reads [`RegisterValue::encode`]'s bytes, and the two older formats:
-    /// the version alone (dated by `ballot_round`, the round of the ballot
-    /// it was last accepted under), and the proposal time then the version.
-    /// Older values have position 0 and no chain.
-    fn decode(b: &[u8], ballot_round: u64) -> Result<Self, String> {
-        let old = |proposed_at, v: &[u8]| -> Result<Self, String> {
-            Ok(Self {
-                proposed_at,
-                seq: 0,
-                recent: Vec::new(),
-                version: ObjectVersion::from_register_value(v)?,
-            })
-        };
-        let u64_at = |b: &[u8], i: usize| -> Option<u64> {
-            Some(u64::from_be_bytes(b.get(i..i + 8)?.try_into().ok()?))
-        };
-        let truncated = || "register value: truncated".to_string();
-        match b.split_first() {
-            Some((&VALUE_FORMAT, rest)) => {
-                let proposed_at = u64_at(rest, 0).ok_or_else(truncated)?;
-                let seq = u64_at(rest, 8).ok_or_else(truncated)?;
-                let n = *rest.get(16).ok_or_else(truncated)? as usize;
-                let ids = rest.get(17..17 + 32 * n).ok_or_else(truncated)?;
-                let recent = ids
-                    .chunks(32)
-                    .map(|c| Uuid::try_from_slice(c).ok_or_else(truncated))
-                    .collect::<Result<Vec<_>, _>>()?;
-                Ok(Self {
-                    proposed_at,
-                    seq,
-                    recent,
-                    version: ObjectVersion::from_register_value(&rest[17 + 32 * n..])?,
-                })
-            }
-            Some((&VALUE_FORMAT_TIMED, rest)) => {
-                let t = u64_at(rest, 0).ok_or_else(truncated)?;
-                old(t, &rest[8..])
-            }
-            _ => old(ballot_round, b),
-        }
-    }
 }
 
 /// Whether a value proposed at `proposed_at` is void at `now`.
@@ -332,16 +206,21 @@ impl Api {
         cond: &WriteConditions,
         retimable: bool,
     ) -> Result<ObjectVersion, Refused> {
-        // Register values age by the writers' clocks: a node whose clock
-        // is off its peers' would read a recent value as void, or propose
-        // one that others read as void (see doc/ordering.md).
-        if let Err(e) = garage_util::clock::check() {
-            return Err(Refused {
-                error: ApiError::Unavailable(format!("conditional write refused: {e}")),
-                final_: true,
-            });
+        // Until the cluster is finalized at the release whose GC empties
+        // registers, values are written in the format that readers ignore
+        // once old by their clocks (older nodes void them so): a node
+        // whose clock is off its peers' would read a recent value as void,
+        // or propose one that others read as void (see doc/ordering.md).
+        let aged = !self.blocks.system.feature_allowed(&CONDITIONAL_REGISTER_GC);
+        if aged {
+            if let Err(e) = garage_util::clock::check() {
+                return Err(Refused {
+                    error: ApiError::Unavailable(format!("conditional write refused: {e}")),
+                    final_: true,
+                });
+            }
         }
-        let id = RegisterId::new(NAMESPACE, &bucket.hash(), key.as_bytes());
+        let id = register_id(&bucket, key);
         let key_s = key.to_string();
         let start = tokio::time::Instant::now();
         // Our proposals that an acceptor may hold: each value proposed,
@@ -375,17 +254,22 @@ impl Api {
                         .map_err(|e| refuse(ApiError::Internal(e), proposed))?,
                 ),
             };
-            // The clock is read once, and checked at that reading: a step
+            // Only values of the older format age (see above). Then the
+            // clock is read once, and checked at that reading: a step
             // since the check above must not make a recent value void.
-            let now = garage_util::clock::checked_now_msec().map_err(|e| {
-                refuse(
-                    ApiError::Unavailable(format!("conditional write refused: {e}")),
-                    proposed,
-                )
-            })?;
+            let now = if aged || decoded.as_ref().is_some_and(|r| r.voids_by_age) {
+                garage_util::clock::checked_now_msec().map_err(|e| {
+                    refuse(
+                        ApiError::Unavailable(format!("conditional write refused: {e}")),
+                        proposed,
+                    )
+                })?
+            } else {
+                garage_util::time::now_msec()
+            };
             let void = decoded
                 .as_ref()
-                .is_some_and(|r| is_void(r.proposed_at, now, void_ms));
+                .is_some_and(|r| r.voids_by_age && is_void(r.proposed_at, now, void_ms));
             let reg = decoded.as_ref().filter(|_| !void);
 
             // One of our proposals is the register's value, or a value it
@@ -409,7 +293,7 @@ impl Api {
                     }
                     let mut versions: Vec<ObjectVersion> = base.iter().cloned().collect();
                     versions.push(v.version.clone());
-                    self.write_in_time(bucket, key, versions, v.proposed_at, void_ms)
+                    self.write_in_time(bucket, key, versions, v, void_ms)
                         .await?;
                     return Ok(v.version.clone());
                 }
@@ -468,14 +352,14 @@ impl Api {
                     version.timestamp = newest.0 + 1;
                 }
             }
-            let value = RegisterValue::after(decoded.as_ref(), now, version.clone());
+            let value = RegisterValue::after(decoded.as_ref(), now, version.clone(), aged);
             let base = reg.map(|r| r.version.clone());
             proposals.push((value.clone(), base.clone()));
             match self.cas.accept(&p, value.encode()).await {
                 AcceptOutcome::Chosen => {
                     let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
                     versions.push(version.clone());
-                    self.write_in_time(bucket, key, versions, value.proposed_at, void_ms)
+                    self.write_in_time(bucket, key, versions, &value, void_ms)
                         .await?;
                     return Ok(version);
                 }
@@ -498,8 +382,9 @@ impl Api {
         ))
     }
 
-    /// Writes `versions` (ending with this request's chosen version,
-    /// proposed at `proposed_at`) to the object table, if it is still time:
+    /// Writes `versions` (ending with this request's chosen version, of
+    /// register value `value`) to the object table. A value of the older
+    /// format ([`RegisterValue::voids_by_age`]) only if it is still time:
     /// before and after the write, at most [`answer_by`] may have passed
     /// since the proposal. Past that, another writer may already read the
     /// value as void (and win) before it is in the object table, so this
@@ -510,12 +395,13 @@ impl Api {
         bucket: Uuid,
         key: &str,
         versions: Vec<ObjectVersion>,
-        proposed_at: u64,
+        value: &RegisterValue,
         void_ms: u64,
     ) -> Result<(), Refused> {
+        let (aged, proposed_at) = (value.voids_by_age, value.proposed_at);
         // A clock that stepped is "late" too: its reading cannot tell.
         let late = || {
-            garage_util::clock::checked_now_msec().map_or(true, |now| {
+            aged && garage_util::clock::checked_now_msec().map_or(true, |now| {
                 now.saturating_sub(proposed_at) > answer_by(void_ms)
             })
         };
@@ -641,75 +527,20 @@ mod tests {
         assert!(WriteConditions::of(None, None).is_none());
     }
 
-    /// A register value keeps the time its writer proposed it: the bytes
-    /// others re-propose to make it chosen carry the same time, so a value
-    /// is void a fixed delay after its writer's proposal however many
-    /// later rounds accepted it again (a ballot-based age was refreshed by
-    /// each of them). Values of the older format are dated by the ballot.
+    /// Values of the older format are void a fixed delay after their
+    /// writer's proposal (by the reader's clock), and their writer answers
+    /// well before that.
     #[test]
-    fn a_register_value_is_dated_by_its_writers_proposal() {
-        let v = data("e");
-        let b = RegisterValue::after(None, 1_000, v.clone()).encode();
-        // Re-accepted under a much later ballot: still dated 1000.
-        let d = RegisterValue::decode(&b, 9_000_000).unwrap();
-        assert_eq!((d.proposed_at, &d.version), (1_000, &v));
+    fn an_aged_register_value_is_void_after_half_the_gc_delay() {
         let void_ms = void_after(Duration::from_secs(20)).as_millis() as u64;
         assert_eq!(void_ms, 10_000);
         assert!(!is_void(1_000, 11_000, void_ms));
         assert!(is_void(1_000, 11_001, void_ms));
         // A clock behind the proposal: not void.
         assert!(!is_void(1_000, 500, void_ms));
-        // The oldest format: the version alone, dated by its ballot.
-        let old = v.to_register_value();
-        let d = RegisterValue::decode(&old, 42).unwrap();
-        assert_eq!((d.proposed_at, d.seq, &d.version), (42, 0, &v));
-        // The timed format: proposal time, then the version.
-        let mut timed = vec![VALUE_FORMAT_TIMED];
-        timed.extend_from_slice(&7u64.to_be_bytes());
-        timed.extend(v.to_register_value());
-        let d = RegisterValue::decode(&timed, 42).unwrap();
-        assert_eq!((d.proposed_at, d.seq, &d.version), (7, 0, &v));
-        assert!(RegisterValue::decode(&[VALUE_FORMAT, 1, 2], 0).is_err());
-        assert!(RegisterValue::decode(&[VALUE_FORMAT_TIMED, 1, 2], 0).is_err());
-        // Every prefix of a valid value is refused, never a panic.
-        for n in 0..b.len() {
-            let _ = RegisterValue::decode(&b[..n], 0);
-        }
-        // The writer answers well before anyone can read its value as void.
         assert!(answer_by(void_ms) < void_ms);
         // Production: void after an hour, GC delay a day.
         assert_eq!(void_after(Duration::from_secs(86400)), MAX_VOID_AFTER);
-    }
-
-    /// The chain: a writer finds its proposal in a later register value
-    /// that was built on it (its change took effect and was overwritten),
-    /// tells another value at its position apart, treats a position the
-    /// chain has not reached as not chosen, and knows when the chain kept
-    /// no longer reaches back to its proposal.
-    #[test]
-    fn a_writer_finds_its_overwritten_proposal_in_the_chain() {
-        let first = RegisterValue::after(None, 1, data("a"));
-        assert_eq!(first.seq, 1);
-        let mine = RegisterValue::after(Some(&first), 2, data("b"));
-        let other = RegisterValue::after(Some(&first), 2, data("c"));
-        // Built on mine, then more values.
-        let mut cur = RegisterValue::after(Some(&mine), 3, data("d"));
-        assert_eq!(cur.holds(mine.seq, mine.version.uuid), Some(true));
-        assert_eq!(cur.holds(other.seq, other.version.uuid), Some(false));
-        assert_eq!(cur.holds(cur.seq, cur.version.uuid), Some(true));
-        // A position past the register's value: not chosen.
-        assert_eq!(first.holds(mine.seq, mine.version.uuid), Some(false));
-        // The chain survives encoding.
-        let back = RegisterValue::decode(&cur.encode(), 0).unwrap();
-        assert_eq!(back, cur);
-        for i in 0..CHAIN - 1 {
-            cur = RegisterValue::after(Some(&cur), 4 + i as u64, data("e"));
-        }
-        assert_eq!(cur.recent.len(), CHAIN);
-        assert_eq!(cur.holds(mine.seq, mine.version.uuid), Some(true));
-        cur = RegisterValue::after(Some(&cur), 99, data("f"));
-        assert_eq!(cur.recent.len(), CHAIN);
-        assert_eq!(cur.holds(mine.seq, mine.version.uuid), None);
     }
 
     /// Delete conditions: If-Match on a missing object is 404 as for

@@ -45,11 +45,20 @@ pub const NONCURRENT_VERSION_TRANSITION: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Conditional-write register values that readers never ignore for their
+/// age (format 4): sound only once every node's object-table GC empties a
+/// register before collecting the tombstone that supersedes its value,
+/// which v0.2.0's does not (and v0.2.0 cannot decode format 4).
+pub const CONDITIONAL_REGISTER_GC: Feature = Feature {
+    name: "conditional-register-gc",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
 /// finalization only made the cluster refuse v0.1.0.
-pub const FEATURES: &[Feature] = &[NONCURRENT_VERSION_TRANSITION];
+pub const FEATURES: &[Feature] = &[NONCURRENT_VERSION_TRANSITION, CONDITIONAL_REGISTER_GC];
 
 /// Whether `feature` may be used by a cluster whose active version is
 /// `active`.
