@@ -1698,27 +1698,30 @@ fn summary(h: &History) -> String {
     s
 }
 
-/// Checker runs share the machine's cores: one at a time.
-static ONE_RUN: Mutex<()> = Mutex::new(());
-
-/// The fixed seed (the same schedule each time).
-#[test]
-fn checker_fixed_seed() {
-    let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
-    run(14);
-}
-
-/// A new seed each run (`CHECKER_SEED` to choose it), printed with the
-/// command that replays it.
+/// The fixed seed (14, the same schedule each time), then a new seed,
+/// printed with the command that replays it. With `CHECKER_SEED`, that
+/// seed alone. One test rather than two: checker runs share the
+/// machine's cores, so they run one after the other, and a second test
+/// waiting for the first would hold a test thread idle for minutes.
 #[test]
 fn checker_random_seed() {
-    let _one = ONE_RUN.lock().unwrap_or_else(|e| e.into_inner());
-    let seed = env_u64("CHECKER_SEED", rand::random::<u32>() as u64);
+    if let Ok(s) = std::env::var("CHECKER_SEED") {
+        let seed = s
+            .parse()
+            .unwrap_or_else(|_| panic!("CHECKER_SEED={s}: not a number"));
+        run(seed);
+        return;
+    }
+    run(FIXED_SEED);
+    let seed = rand::random::<u32>() as u64;
     eprintln!(
         "checker: random seed {seed}; replay with: CHECKER_SEED={seed} cargo test -p garage --test e2e checker::checker_random_seed -- --nocapture"
     );
     run(seed);
 }
+
+/// The seed of the fixed run.
+const FIXED_SEED: u64 = 14;
 
 fn run(seed: u64) {
     let secs = env_u64("CHECKER_SECS", 65);
