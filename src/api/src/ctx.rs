@@ -1,12 +1,14 @@
 //! What every S3 handler needs: the tables, the block manager, the region;
-//! and the two lookups each request starts with (its access key, and the
-//! bucket its name designates for that key, with the permission needed).
+//! the two lookups each request starts with (its access key, and the
+//! bucket its name designates for that key, with the permission needed);
+//! and the bucket helpers every family shares (the owned bucket, an update
+//! of its parameters from a quorum read).
 
 use std::sync::Arc;
 
 use garage_block::manager::BlockManager;
 use garage_model::block_ref_table::BlockRefTable;
-use garage_model::bucket_table::Bucket;
+use garage_model::bucket_table::{Bucket, BucketParams};
 use garage_model::ec_catch_up::EcCatchUp;
 use garage_model::helper::Metadata;
 use garage_model::history_table::HistoryTable;
@@ -17,6 +19,7 @@ use garage_model::object_table::ObjectTable;
 use garage_model::object_write::ObjectWriter;
 use garage_model::version_table::VersionTable;
 use garage_table::{CasRegisters, EmptyKey, Table};
+use garage_util::crdt::Crdt;
 use garage_util::data::Uuid;
 use s3s::auth::Credentials;
 
@@ -180,6 +183,40 @@ impl Api {
             None => fresh_alias?,
         };
         decide_bucket(&key, name, alias, need)
+    }
+
+    /// The bucket `name` designates, once the key has the owner permission.
+    pub(crate) async fn owned_bucket(
+        &self,
+        creds: &Option<s3s::auth::Credentials>,
+        name: &str,
+    ) -> ApiResult<(Uuid, Bucket)> {
+        let key = self.key(creds).await?;
+        let id = self.bucket_id(&key, name, Need::Owner).await?;
+        Ok((id, self.bucket(id, name).await?))
+    }
+
+    /// Writes the bucket entry with `f` applied to its parameters, as read
+    /// from a quorum: each setting's new stamp comes after every write of
+    /// it acknowledged before, whatever this node's clock says (the local
+    /// copy `b` may not have the last one yet).
+    pub(crate) async fn update_bucket(
+        &self,
+        b: Bucket,
+        f: impl FnOnce(&mut BucketParams),
+    ) -> ApiResult<()> {
+        let mut b = match self.metadata.buckets.get_quorum(&EmptyKey, &b.id).await? {
+            Some(mut fresh) => {
+                fresh.merge(&b);
+                fresh
+            }
+            None => b,
+        };
+        if let Some(p) = b.params_mut() {
+            f(p);
+        }
+        self.metadata.buckets.insert(&b).await?;
+        Ok(())
     }
 
     /// The bucket `name` designates for `key` (its local alias first) or

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use garage_db as db;
 use garage_util::data::{blake2sum, Hash};
+use garage_util::worker::{Step, Worker, WorkerHandle, WorkerSpec};
 use tokio::sync::watch;
 use tracing::{info, warn};
 
@@ -65,38 +66,59 @@ impl BlockManager {
             }
         }
     }
+}
 
-    /// Rebalances once at start if the data directories changed.
-    /// It is a worker while it runs.
-    pub async fn rebalance_if_dirs_changed(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
-        let worker = self
-            .system
-            .workers
-            .register(garage_util::worker::WorkerSpec::new(
+/// Rebalances once at start if the data directories changed since the
+/// last run (their fingerprint is kept in the metadata database), then
+/// leaves the worker list. A failed rebalance is tried again after the
+/// runner's back-off; stopped by the node's exit between two blocks (each
+/// block's move runs to its end on the blocking pool).
+pub struct RebalanceWorker {
+    manager: Arc<BlockManager>,
+}
+
+impl RebalanceWorker {
+    pub fn new(manager: Arc<BlockManager>) -> Self {
+        Self { manager }
+    }
+}
+
+impl Worker for RebalanceWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
             "Block rebalance",
             "moves blocks to their directory after a change of data directories (once at start)",
-        ));
-        worker.set_state(garage_util::worker::WorkerState::Busy);
-        let fp = self.dirs_fingerprint();
-        let res = async {
-            let t = self.rc.db().open_tree(STATE_TREE).map_err(db_err)?;
-            let old = t.get(DIRS_KEY).map_err(db_err)?;
-            if old.as_deref() == Some(fp.as_slice()) {
-                return Ok(None);
-            }
-            if *must_exit.borrow() {
-                return Ok(None);
-            }
-            let n = self.rebalance().await?;
-            t.insert(DIRS_KEY, fp.as_slice()).map_err(db_err)?;
-            Ok::<_, Error>(Some(n))
+        )
+    }
+
+    async fn work(
+        &mut self,
+        _: &WorkerHandle,
+        must_exit: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let m = &self.manager;
+        let fp = m.dirs_fingerprint();
+        let t =
+            m.rc.db()
+                .open_tree(STATE_TREE)
+                .map_err(|e| db_err(e).to_string())?;
+        let old = t.get(DIRS_KEY).map_err(|e| db_err(e).to_string())?;
+        if old.as_deref() == Some(fp.as_slice()) || *must_exit.borrow() {
+            return Ok(Step::Finished);
         }
-        .await;
-        match worker.outcome(res) {
-            Ok(Some(n)) => info!("data directories changed: {n} blocks moved to their new place"),
-            Ok(None) => (),
-            Err(e) => warn!("rebalance after a data directory change failed: {e}"),
-        }
+        let n = m
+            .rebalance()
+            .await
+            .map_err(|e| format!("rebalance after a data directory change failed: {e}"))?;
+        t.insert(DIRS_KEY, fp.as_slice())
+            .map_err(|e| db_err(e).to_string())?;
+        info!("data directories changed: {n} blocks moved to their new place");
+        Ok(Step::Finished)
+    }
+
+    /// Never idle: its one step finishes or fails.
+    async fn wait_for_work(&mut self) {
+        std::future::pending::<()>().await
     }
 }
 

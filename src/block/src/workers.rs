@@ -35,7 +35,11 @@ impl BlockManager {
                 self.clone()
                     .shard_placement_loop(placement, must_exit.clone()),
             ),
-            tokio::spawn(self.clone().rebalance_if_dirs_changed(must_exit.clone())),
+            garage_util::worker::runner::spawn(
+                &self.system.workers,
+                crate::rebalance::RebalanceWorker::new(self.clone()),
+                must_exit.clone(),
+            ),
             tokio::spawn(
                 self.clone()
                     .retry_errors_when_peers_return(must_exit.clone()),

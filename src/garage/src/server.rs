@@ -128,11 +128,13 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             garage_model::lifecycle::catch_up::CatchUpWorker::new(garage.clone()),
             exit_rx.clone(),
         ));
-        tasks.push(tokio::spawn({
-            let (system, exit) = (system.clone(), exit_rx.clone());
-            let file = garage_admin::ops::history::file_in(&config.metadata_dir);
-            async move { garage_admin::ops::history::run(&system.workers, Some(file), exit).await }
-        }));
+        tasks.push(worker::runner::spawn(
+            &system.workers,
+            garage_admin::ops::history::HistoryWorker::new(Some(
+                garage_admin::ops::history::file_in(&config.metadata_dir),
+            )),
+            exit_rx.clone(),
+        ));
         tasks.push(worker::runner::spawn(
             &system.workers,
             crate::gauges::GaugesWorker::new(garage.clone()),

@@ -20,7 +20,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use garage_util::worker::{Registry, WorkerSpec, WorkerState};
+use garage_util::worker::{Step, Worker, WorkerHandle, WorkerSpec};
 
 /// Time between two samples.
 pub const INTERVAL: Duration = Duration::from_secs(10);
@@ -146,55 +146,86 @@ fn append(path: &Path, s: &MetricsSample) -> std::io::Result<()> {
 }
 
 /// Samples the counters (read through [`super::stats::COUNTER_TOTALS`])
-/// every [`INTERVAL`] until `must_exit`, keeping them in `file` too (see
-/// the module doc); a worker while it runs.
-pub async fn run(
-    workers: &Registry,
+/// every [`INTERVAL`], keeping them in `file` too (see the module doc). Its
+/// first step loads the samples the file kept; a failed write of the file
+/// is recorded on the worker (`garage worker info`) and sampling goes on.
+pub struct HistoryWorker {
     file: Option<PathBuf>,
-    mut must_exit: tokio::sync::watch::Receiver<bool>,
-) {
-    let worker = workers.register(WorkerSpec::new(
-        "Metrics history",
-        "keeps an hour of the node's request and byte counters for the web console",
-    ));
-    worker.set_state(WorkerState::Idle);
-    // Lines in the file; it is rewritten when it holds two hours.
-    let mut lines = 0;
-    if let Some(path) = &file {
+    /// Lines in the file; it is rewritten when it holds two hours.
+    lines: usize,
+    loaded: bool,
+    ticker: tokio::time::Interval,
+}
+
+impl HistoryWorker {
+    pub fn new(file: Option<PathBuf>) -> Self {
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + INTERVAL, INTERVAL);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Self {
+            file,
+            lines: 0,
+            loaded: false,
+            ticker,
+        }
+    }
+
+    fn load(&mut self, handle: &WorkerHandle) {
+        let Some(path) = &self.file else {
+            return;
+        };
         if let Ok(text) = std::fs::read_to_string(path) {
             let old = parse_file(&text, garage_util::time::now_msec());
-            lines = old.len();
+            self.lines = old.len();
             if let Err(e) = rewrite(path, &old) {
-                worker.error(format!("{}: {e}", path.display()));
+                handle.error(format!("{}: {e}", path.display()));
             }
             *HISTORY.lock().unwrap_or_else(|e| e.into_inner()) = old;
         }
     }
-    while !*must_exit.borrow() {
-        if let Some(totals) = super::stats::COUNTER_TOTALS.get() {
-            let s = sample(&totals(), garage_util::time::now_msec());
-            // The lock is held over the small write, so that a sample
-            // GetNodeMetricsHistory has served is in the file.
-            let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-            push(&mut h, s.clone());
-            if let Some(path) = &file {
-                lines += 1;
-                let r = if lines >= 2 * KEPT {
-                    lines = h.len();
-                    rewrite(path, &h)
-                } else {
-                    append(path, &s)
-                };
-                match r {
-                    Ok(()) => worker.ok(),
-                    Err(e) => worker.error(format!("{}: {e}", path.display())),
-                }
+}
+
+impl Worker for HistoryWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
+            "Metrics history",
+            "keeps an hour of the node's request and byte counters for the web console",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Step, String> {
+        if !self.loaded {
+            self.loaded = true;
+            self.load(handle);
+        }
+        let Some(totals) = super::stats::COUNTER_TOTALS.get() else {
+            return Ok(Step::Idle);
+        };
+        let s = sample(&totals(), garage_util::time::now_msec());
+        // The lock is held over the small write, so that a sample
+        // GetNodeMetricsHistory has served is in the file.
+        let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
+        push(&mut h, s.clone());
+        if let Some(path) = &self.file {
+            self.lines += 1;
+            let r = if self.lines >= 2 * KEPT {
+                self.lines = h.len();
+                rewrite(path, &h)
+            } else {
+                append(path, &s)
+            };
+            if let Err(e) = r {
+                handle.error(format!("{}: {e}", path.display()));
             }
         }
-        tokio::select! {
-            _ = tokio::time::sleep(INTERVAL) => (),
-            _ = must_exit.changed() => (),
-        }
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        self.ticker.tick().await;
     }
 }
 

@@ -7,15 +7,12 @@
 use std::sync::Arc;
 
 use garage_model::bucket_table::{
-    self as model, Bucket, BucketParams, CorsRule, RedirectAll, RoutingCondition, WebsiteConfig,
+    self as model, CorsRule, RedirectAll, RoutingCondition, WebsiteConfig,
 };
-use garage_table::EmptyKey;
-use garage_util::crdt::Crdt;
-use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 
 /// At most this many CORS rules per bucket (S3's limit).
@@ -24,40 +21,6 @@ const MAX_CORS_RULES: usize = 100;
 const MAX_ROUTING_RULES: usize = 50;
 
 impl Api {
-    /// The bucket `name` designates, once the key has the owner permission.
-    pub(crate) async fn owned_bucket(
-        &self,
-        creds: &Option<s3s::auth::Credentials>,
-        name: &str,
-    ) -> ApiResult<(Uuid, Bucket)> {
-        let key = self.key(creds).await?;
-        let id = self.bucket_id(&key, name, Need::Owner).await?;
-        Ok((id, self.bucket(id, name).await?))
-    }
-
-    /// Writes the bucket entry with `f` applied to its parameters, as read
-    /// from a quorum: each setting's new stamp comes after every write of
-    /// it acknowledged before, whatever this node's clock says (the local
-    /// copy `b` may not have the last one yet).
-    pub(crate) async fn update_bucket(
-        &self,
-        b: Bucket,
-        f: impl FnOnce(&mut BucketParams),
-    ) -> ApiResult<()> {
-        let mut b = match self.metadata.buckets.get_quorum(&EmptyKey, &b.id).await? {
-            Some(mut fresh) => {
-                fresh.merge(&b);
-                fresh
-            }
-            None => b,
-        };
-        if let Some(p) = b.params_mut() {
-            f(p);
-        }
-        self.metadata.buckets.insert(&b).await?;
-        Ok(())
-    }
-
     pub async fn get_bucket_cors(
         self: Arc<Self>,
         req: S3Request<GetBucketCorsInput>,

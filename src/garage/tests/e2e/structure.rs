@@ -615,9 +615,7 @@ fn tests_read_json_and_counters_not_log_lines() {
 /// a new background loop implements `Worker` and is started with
 /// `runner::spawn`; this list only shrinks.
 const HAND_REGISTERED_WORKERS: &[&str] = &[
-    "admin/src::ops::history",
     "admin/src::ops::repair",
-    "block/src::rebalance",
     "block/src::resync",
     "block/src::workers",
     "model/src::lifecycle::worker",
