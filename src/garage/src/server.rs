@@ -119,10 +119,10 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
                 .clone()
                 .make_sse_s3_key_at_first_layout(system.clone(), exit_rx.clone()),
         ));
-        tasks.push(tokio::spawn(
+        tasks.extend(
             garage_model::lifecycle::worker::LifecycleWorker::new(garage.clone(), system.clone())
-                .run(exit_rx.clone()),
-        ));
+                .spawn(&exit_rx),
+        );
         tasks.push(worker::runner::spawn(
             &system.workers,
             garage_model::lifecycle::catch_up::CatchUpWorker::new(garage.clone()),

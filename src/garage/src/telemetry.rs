@@ -224,6 +224,10 @@ fn describe() {
         "table_quorum_errors_total",
         "Table reads and writes that did not reach their quorum"
     );
+    describe_counter!(
+        "table_gc_kept_for_register_total",
+        "Tombstones the GC kept for a later round: their conditional-write register holds a value they do not supersede"
+    );
     // Blocks.
     describe_gauge!(
         "block_rc_entries",

@@ -618,7 +618,6 @@ const HAND_REGISTERED_WORKERS: &[&str] = &[
     "admin/src::ops::repair",
     "block/src::resync",
     "block/src::workers",
-    "model/src::lifecycle::worker",
     "table/src::table",
 ];
 

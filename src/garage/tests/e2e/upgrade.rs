@@ -169,6 +169,40 @@ fn put_noncurrent_transition(
     )
 }
 
+/// An `If-None-Match: *` PUT of `object` (a lock) in bucket [`GATED`]
+/// through node `i`: whether it took the lock; any answer but success or
+/// 412 PreconditionFailed fails the test.
+fn take_lock(c: &Cluster, key: &(String, String), i: usize, dir: &Path, object: &str) -> bool {
+    std::fs::write(
+        dir.join("lock-body"),
+        format!("lock taken through node {i}"),
+    )
+    .unwrap();
+    let out = aws(
+        key,
+        &endpoint(c, i),
+        dir,
+        &[
+            "s3api",
+            "put-object",
+            "--bucket",
+            GATED,
+            "--key",
+            object,
+            "--body",
+            "lock-body",
+            "--if-none-match",
+            "*",
+        ],
+    );
+    let e = stderr(&out);
+    assert!(
+        out.status.success() || e.contains("PreconditionFailed"),
+        "lock {object} through node {i}: {e}"
+    );
+    out.status.success()
+}
+
 fn releases(st: &serde_json::Value) -> Vec<String> {
     let mut v: Vec<String> = st["nodes"]
         .as_array()
@@ -279,6 +313,15 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     && e.contains("finalized at v0.3.0"),
                 "{e}"
             );
+            // Conditional writes while mixed: until the cluster is
+            // finalized, register values are written in the format the
+            // previous release reads (`conditional-register-gc`), so a
+            // lock taken through either release holds through the other.
+            let old_node = order[1];
+            assert!(take_lock(&c, &key, i, dir.path(), "lock-new"));
+            assert!(!take_lock(&c, &key, old_node, dir.path(), "lock-new"));
+            assert!(take_lock(&c, &key, old_node, dir.path(), "lock-old"));
+            assert!(!take_lock(&c, &key, i, dir.path(), "lock-old"));
         }
     }
     let st = status(&c, order[0]);
@@ -345,6 +388,18 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             got.contains("NoncurrentVersionTransitions") && got.contains("STANDARD_IA"),
             "{got}"
         );
+    }
+
+    // Locks after finalizing (register values that never void by age):
+    // one winner; the locks taken while mixed still hold.
+    assert!(take_lock(&c, &key, order[0], dir.path(), "lock-final"));
+    for i in 0..3 {
+        for lock in ["lock-final", "lock-new", "lock-old"] {
+            assert!(
+                !take_lock(&c, &key, i, dir.path(), lock),
+                "{lock} taken again through node {i}"
+            );
+        }
     }
 
     // A layout change under traffic, finalized.

@@ -38,7 +38,9 @@ use garage_rpc::system::System;
 use garage_table::{EmptyKey, PartitionKey};
 use garage_util::data::{gen_uuid, Uuid};
 use garage_util::time::now_msec;
+use garage_util::worker::{runner, Step, Worker, WorkerHandle, WorkerSpec};
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::transition::Transitioned;
@@ -105,7 +107,7 @@ pub struct LifecycleWorker {
     /// Added to the clock (tests).
     pub clock_offset_ms: u64,
     transitions: mpsc::Sender<TransitionJob>,
-    /// The transition worker's end, taken by [`LifecycleWorker::run`].
+    /// The transition worker's end, taken by [`LifecycleWorker::spawn`].
     transitions_rx: Mutex<Option<mpsc::Receiver<TransitionJob>>>,
     /// Versions queued or in progress (not queued twice).
     queued: Arc<Mutex<HashSet<Uuid>>>,
@@ -128,55 +130,39 @@ impl LifecycleWorker {
         })
     }
 
-    /// The lifecycle passes and the transition worker, until `must_exit`.
-    pub async fn run(self: Arc<Self>, must_exit: watch::Receiver<bool>) {
+    /// Starts the lifecycle passes and the transition worker, each under
+    /// the worker contract (`garage_util::worker::runner`), until
+    /// `must_exit`. The transition worker starts with the first call only.
+    pub fn spawn(self: &Arc<Self>, must_exit: &watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
+        let workers = &self.system.workers;
+        let mut tasks = vec![runner::spawn(
+            workers,
+            PassWorker {
+                lw: self.clone(),
+                wait: FIRST_PASS_DELAY.min(self.interval),
+                started: false,
+            },
+            must_exit.clone(),
+        )];
         let rx = self
             .transitions_rx
             .lock()
             .expect("transition queue lock")
             .take();
-        let transitions = async {
-            if let Some(rx) = rx {
-                self.transition_worker(rx, must_exit.clone()).await
-            }
-        };
-        tokio::join!(self.clone().passes(must_exit.clone()), transitions);
-    }
-
-    async fn passes(self: Arc<Self>, mut must_exit: watch::Receiver<bool>) {
-        use garage_util::worker::{WorkerSpec, WorkerState};
-        let worker = self.system.workers.register(WorkerSpec::new(
-            "Lifecycle worker",
-            "applies the buckets' lifecycle rules (expiration, aborting old uploads)",
-        ));
-        let mut wait = FIRST_PASS_DELAY.min(self.interval);
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => (),
-                _ = must_exit.changed() => (),
-            }
-            if *must_exit.borrow() {
-                return;
-            }
-            // Expirations compare ages with this node's clock: deferred
-            // while it is off its peers' (see doc/ordering.md).
-            if let Err(e) = garage_util::clock::check() {
-                warn!("lifecycle pass deferred: {e}");
-                worker.set_progress(Some(format!("deferred: {e}")));
-                wait = self.interval;
-                continue;
-            }
-            worker.set_state(WorkerState::Busy);
-            if let Err(e) = worker.outcome(self.pass(&must_exit).await) {
-                warn!("lifecycle pass failed (retried at the next one): {e}");
-            }
-            worker.set_state(WorkerState::Idle);
-            worker.set_progress(Some(format!(
-                "last pass {}",
-                garage_util::time::rfc3339(garage_util::time::now_msec())
-            )));
-            wait = self.interval;
+        if let Some(rx) = rx {
+            tasks.push(runner::spawn(
+                workers,
+                TransitionWorker {
+                    lw: self.clone(),
+                    rx,
+                    next: None,
+                    closed: false,
+                    done: Arc::new(AtomicU64::new(0)),
+                },
+                must_exit.clone(),
+            ));
         }
+        tasks
     }
 
     /// One pass over every bucket with enabled rules that this node
@@ -544,52 +530,6 @@ impl LifecycleWorker {
         true
     }
 
-    /// The transition worker: moves the queued versions one at a time.
-    async fn transition_worker(
-        &self,
-        mut rx: mpsc::Receiver<TransitionJob>,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        use garage_util::worker::{WorkerSpec, WorkerState};
-        let queued = self.queued.clone();
-        let done = Arc::new(AtomicU64::new(0));
-        let done2 = done.clone();
-        let worker = self.system.workers.register(
-            WorkerSpec::new(
-                "Lifecycle transition worker",
-                "re-encodes the objects a lifecycle Transition names in its storage class",
-            )
-            .queue(move || Ok(queued.lock().map(|q| q.len() as u64).unwrap_or(0)))
-            .details(move || {
-                vec![(
-                    "versions moved".into(),
-                    done2.load(Ordering::Relaxed).to_string(),
-                )]
-            }),
-        );
-        loop {
-            let job = tokio::select! {
-                j = rx.recv() => j,
-                _ = must_exit.changed() => None,
-            };
-            let Some(job) = job else { return };
-            if *must_exit.borrow() {
-                return;
-            }
-            worker.set_state(WorkerState::Busy);
-            let res = self.run_transition(&job).await;
-            if matches!(res, Ok(Transitioned::Done { .. })) {
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-            let _ = worker.outcome(res);
-            self.queued
-                .lock()
-                .expect("transition set lock")
-                .remove(&job.version.uuid);
-            worker.set_state(WorkerState::Idle);
-        }
-    }
-
     async fn run_transition(&self, job: &TransitionJob) -> Result<Transitioned> {
         let what = format!(
             "bucket {}: {:?} (version {})",
@@ -627,6 +567,123 @@ impl LifecycleWorker {
             ),
         }
         res
+    }
+}
+
+/// The lifecycle passes: the first [`FIRST_PASS_DELAY`] after start (or
+/// the interval if shorter), then one per interval. A pass is deferred
+/// while this node's clock is off its peers' (expirations compare ages
+/// with it: doc/ordering.md); a failed pass is recorded on the worker and
+/// tried again at the next one.
+struct PassWorker {
+    lw: Arc<LifecycleWorker>,
+    wait: Duration,
+    started: bool,
+}
+
+impl Worker for PassWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
+            "Lifecycle worker",
+            "applies the buckets' lifecycle rules (expiration, aborting old uploads)",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        must_exit: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        if !self.started {
+            // The first step waits for the first pass's delay.
+            self.started = true;
+            return Ok(Step::Idle);
+        }
+        self.wait = self.lw.interval;
+        if let Err(e) = garage_util::clock::check() {
+            warn!("lifecycle pass deferred: {e}");
+            handle.set_progress(Some(format!("deferred: {e}")));
+            return Ok(Step::Idle);
+        }
+        if let Err(e) = self.lw.pass(must_exit).await {
+            warn!("lifecycle pass failed (retried at the next one): {e}");
+            handle.error(&e);
+        }
+        handle.set_progress(Some(format!(
+            "last pass {}",
+            garage_util::time::rfc3339(garage_util::time::now_msec())
+        )));
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(self.wait).await
+    }
+}
+
+/// The transition worker: moves the versions the passes queue, one at a
+/// time. A failed move is recorded on the worker and logged; the version
+/// is queued again by the next pass.
+struct TransitionWorker {
+    lw: Arc<LifecycleWorker>,
+    rx: mpsc::Receiver<TransitionJob>,
+    /// The job [`Worker::wait_for_work`] received.
+    next: Option<TransitionJob>,
+    /// The queue's senders are gone.
+    closed: bool,
+    /// Versions moved.
+    done: Arc<AtomicU64>,
+}
+
+impl Worker for TransitionWorker {
+    fn spec(&self) -> WorkerSpec {
+        let queued = self.lw.queued.clone();
+        let done = self.done.clone();
+        WorkerSpec::new(
+            "Lifecycle transition worker",
+            "re-encodes the objects a lifecycle Transition names in its storage class",
+        )
+        .queue(move || Ok(queued.lock().map(|q| q.len() as u64).unwrap_or(0)))
+        .details(move || {
+            vec![(
+                "versions moved".into(),
+                done.load(Ordering::Relaxed).to_string(),
+            )]
+        })
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        if self.closed {
+            return Ok(Step::Finished);
+        }
+        let Some(job) = self.next.take() else {
+            return Ok(Step::Idle);
+        };
+        let res = self.lw.run_transition(&job).await;
+        match &res {
+            Ok(Transitioned::Done { .. }) => {
+                self.done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(_) => (),
+            Err(e) => handle.error(e),
+        }
+        self.lw
+            .queued
+            .lock()
+            .expect("transition set lock")
+            .remove(&job.version.uuid);
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        match self.rx.recv().await {
+            Some(job) => self.next = Some(job),
+            None => self.closed = true,
+        }
     }
 }
 
