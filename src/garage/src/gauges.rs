@@ -45,6 +45,7 @@ pub fn publish(g: &Garage, s: &NodeStats) {
     gauge!("block_rc_entries").set(s.block_rc_entries as f64);
     gauge!("block_resync_queue_length").set(s.resync_queue as f64);
     gauge!("block_resync_errored_blocks").set(s.resync_errors as f64);
+    gauge!("block_resync_lag_seconds").set(s.resync_lag_ms as f64 / 1000.0);
     if let Ok(st) = g.block_manager.scrub_state() {
         let running = st.running && !st.paused;
         gauge!("block_scrub_running").set(if running { 1.0 } else { 0.0 });

@@ -238,6 +238,10 @@ fn describe() {
         "Blocks waiting in the resync queue"
     );
     describe_gauge!(
+        "block_resync_lag_seconds",
+        "How long the oldest resync queue entry due now has been due (0: none is due): how far the resync is behind"
+    );
+    describe_gauge!(
         "block_resync_errored_blocks",
         "Blocks whose last resync attempt failed"
     );

@@ -372,6 +372,10 @@ pub struct NodeStatistics {
     /// Resync queue entries due now (counted up to 100 000).
     #[serde(default)]
     pub resync_due: u64,
+    /// How long the oldest entry due now has been due, in ms (0: none):
+    /// every entry queued longer ago was handled.
+    #[serde(default)]
+    pub resync_lag_ms: u64,
     /// Blocks whose resync failed.
     #[serde(default)]
     pub resync_errors: u64,
@@ -443,6 +447,7 @@ impl NodeStatistics {
             block_rc_entries: stats.block_rc_entries as u64,
             resync_queue: stats.resync_queue as u64,
             resync_due: stats.resync_due as u64,
+            resync_lag_ms: stats.resync_lag_ms,
             resync_errors: stats.resync_errors as u64,
             data_space: space(&stats.data_space),
             metadata_space: space(&stats.metadata_space),
@@ -495,6 +500,11 @@ pub fn format_stats(stats: &NodeStatistics) -> String {
         n => n.to_string(),
     };
     let _ = writeln!(out, "  resync queue due now: {due}");
+    let _ = writeln!(
+        out,
+        "  resync lag (oldest entry due for): {:.1} s",
+        stats.resync_lag_ms as f64 / 1000.0
+    );
     let _ = writeln!(out, "  blocks with resync errors: {}", stats.resync_errors);
     let space = |f: &Option<SpaceStatistics>| match f {
         Some(f) => format!(

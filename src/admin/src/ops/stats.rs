@@ -46,6 +46,11 @@ pub struct NodeStats {
     /// Totals of the node's metric counters since it started, by name.
     #[serde(default)]
     pub counters: std::collections::BTreeMap<String, f64>,
+    /// How long the oldest queue entry due now has been due, in ms (0:
+    /// none is due): how far the resync is behind. Every entry queued
+    /// longer ago than this was handled (the queue runs in due order).
+    #[serde(default)]
+    pub resync_lag_ms: u64,
 }
 
 /// Most resync queue entries counted as due now: past it, `stats` says
@@ -62,6 +67,19 @@ fn due_now(queue: &garage_db::Tree) -> Result<usize, String> {
         n += 1;
     }
     Ok(n)
+}
+
+/// How long the first entry of the resync queue has been due, in ms (0
+/// when it is not due yet, or the queue is empty).
+fn resync_lag_ms(queue: &garage_db::Tree) -> Result<u64, String> {
+    let first = queue.first().map_err(|e| e.to_string())?;
+    let due = first
+        .and_then(|(k, _)| {
+            k.get(..8)
+                .map(|b| u64::from_be_bytes(b.try_into().unwrap()))
+        })
+        .unwrap_or(u64::MAX);
+    Ok(garage_util::time::now_msec().saturating_sub(due))
 }
 
 /// Statistics of this node's tables and blocks.
@@ -127,6 +145,7 @@ pub fn compute(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
         block_rc_entries,
         resync_queue: bm.rc.resync_queue.len().map_err(|e| e.to_string())?,
         resync_due: due_now(&bm.rc.resync_queue)?,
+        resync_lag_ms: resync_lag_ms(&bm.rc.resync_queue)?,
         resync_errors: bm.resync_errors().map_err(|e| e.to_string())?.len(),
         data_space: local.data_space,
         metadata_space: local.metadata_space,

@@ -1128,6 +1128,12 @@ const ROT_FOUND_WAIT: Duration = Duration::from_secs(60);
 /// loss (see [`Nemesis::wait_repair_window`]); it is skipped after that.
 const REPAIRS_WAIT: Duration = Duration::from_secs(120);
 
+/// A node's resync has caught up when nothing in its queue has been due
+/// longer than this: everything queued before was handled. (Under the
+/// workload's writes, each new block queues a check at once: "nothing
+/// due" may never be seen while the resync keeps up.)
+const CAUGHT_UP: Duration = Duration::from_secs(2);
+
 /// What [`Nemesis::wait_repair_window`] found.
 struct RepairWait {
     /// Flipped files still in place.
@@ -1271,9 +1277,10 @@ impl Nemesis {
     /// code promise to survive.
     ///
     /// First [`REPAIR_WINDOW`] after the event, then until every running
-    /// node was seen with nothing due in its resync queue (the queue runs
-    /// in time order: the blocks queued by the event were fetched, rebuilt
-    /// or put in error), for up to [`REPAIRS_WAIT`]. Only "due now" counts:
+    /// node was seen with nothing due for longer than [`CAUGHT_UP`] in
+    /// its resync queue (`resyncLagMs`; the queue runs in time order: the
+    /// blocks queued by the event were fetched, rebuilt or put in error),
+    /// for up to [`REPAIRS_WAIT`]. Only "due now" counts:
     /// entries due later are deletions waiting for their delay and retries
     /// of blocks in error (references of uploads cut off mid-way stay in
     /// error until the final repairs). A time alone is not enough: checker
@@ -1286,6 +1293,18 @@ impl Nemesis {
     /// file (it was moved aside or rewritten), for up to
     /// [`ROT_FOUND_WAIT`].
     fn wait_repair_window(&mut self) -> RepairWait {
+        let waited = Instant::now();
+        let r = self.wait_repairs();
+        eprintln!(
+            "checker: nemesis waited {:.1} s for the repairs (still due on nodes {:?}, {} flipped files unfound)",
+            waited.elapsed().as_secs_f64(),
+            r.busy,
+            r.unfound.len()
+        );
+        r
+    }
+
+    fn wait_repairs(&mut self) -> RepairWait {
         let at = self.disturbed + REPAIR_WINDOW;
         let now = Instant::now();
         if at > now {
@@ -1296,7 +1315,7 @@ impl Nemesis {
             .filter(|i| self.c.nodes[*i].proc.is_some() && !self.held.contains(i))
             .collect();
         loop {
-            busy.retain(|i| self.resync_due(*i) != Some(0));
+            busy.retain(|i| !self.resync_lag(*i).is_some_and(|l| l <= CAUGHT_UP));
             if busy.is_empty() || Instant::now() >= deadline {
                 break;
             }
@@ -1316,11 +1335,13 @@ impl Nemesis {
         }
     }
 
-    /// How many entries of node `i`'s resync queue are due now (`None`:
-    /// it does not answer).
-    fn resync_due(&self, i: usize) -> Option<u64> {
+    /// How long the oldest entry due now in node `i`'s resync queue has
+    /// been due (`None`: it does not answer).
+    fn resync_lag(&self, i: usize) -> Option<Duration> {
         let all = self.c.try_garage_json(i, &["stats"])?;
-        all["success"][self.c.nodes[i].id()]["resyncDue"].as_u64()
+        all["success"][self.c.nodes[i].id()]["resyncLagMs"]
+            .as_u64()
+            .map(Duration::from_millis)
     }
 
     /// Runs one fault to its end (faults that last hold for `hold`).

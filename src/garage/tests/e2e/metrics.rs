@@ -288,6 +288,7 @@ fn single_node_metrics_promtool_prometheus_and_token() {
         "table_gc_todo_queue_length{table_name=\"version\"}",
         "block_resync_queue_length",
         "block_resync_errored_blocks",
+        "block_resync_lag_seconds",
         "garage_local_disk_avail{volume=\"data\"}",
         "garage_local_disk_capacity{volume=\"metadata\"}",
         "cluster_partitions_all_ok 256",

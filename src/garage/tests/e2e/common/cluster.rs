@@ -558,7 +558,16 @@ pub fn wait_until(what: &str, deadline: Duration, mut check: impl FnMut() -> boo
     let start = Instant::now();
     loop {
         if check() {
-            return start.elapsed();
+            let took = start.elapsed();
+            // Where the suite's time goes (`--nocapture` shows it).
+            if took >= Duration::from_secs(2) {
+                eprintln!(
+                    "[{}] waited {:.1} s: {what}",
+                    std::thread::current().name().unwrap_or("?"),
+                    took.as_secs_f64()
+                );
+            }
+            return took;
         }
         assert!(
             start.elapsed() < deadline,
