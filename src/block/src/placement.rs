@@ -23,7 +23,8 @@ use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
-use garage_util::worker::{WorkerHandle, WorkerState};
+use garage_util::worker::runner::{Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -63,86 +64,6 @@ impl BlockManager {
     fn placement_done(&self) -> Result<Option<(u64, u64)>> {
         let v = self.rc.scrub.get(DONE_KEY).map_err(db_err)?;
         Ok(v.and_then(|b| rmp_serde::from_slice(&b).ok()))
-    }
-
-    /// Runs a pass whenever the live layout versions change.
-    pub async fn shard_placement_loop(
-        self: Arc<Self>,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        let mut layouts = self.system.subscribe_layout();
-        let mut retry = RETRY_MIN;
-        // A shard was stored here outside every live placement (a hedged
-        // write): the next pass runs even if the layout did not change.
-        let mut stray = false;
-        while !*must_exit.borrow() {
-            let l = self.system.layout();
-            let key = (l.current().version, l.min_live_version());
-            let done = self.placement_done().ok().flatten();
-            let changed = done != Some(key);
-            let forced = std::mem::take(&mut stray);
-            let due = changed || forced;
-            let wait = if due && !l.current().storage_nodes.is_empty() {
-                worker.set_state(WorkerState::Busy);
-                match self.shard_placement_pass(changed).await {
-                    Ok(r) if r.errors.is_empty() => {
-                        worker.ok();
-                        count_handed_over(&r);
-                        worker.set_progress(Some(format!(
-                            "layout v{}: {} checks queued, {} shards handed over",
-                            key.0, r.checks_queued, r.handed_over
-                        )));
-                        if let Err(e) = self
-                            .rc
-                            .scrub
-                            .insert(DONE_KEY, rmp_serde::to_vec(&key).expect("serializes"))
-                        {
-                            warn!("shard placement: cannot record the pass: {e}");
-                        }
-                        retry = RETRY_MIN;
-                        None
-                    }
-                    Ok(r) => {
-                        count_handed_over(&r);
-                        worker.error(format!(
-                            "{} shards not handed over, retrying: {}",
-                            r.errors.len(),
-                            r.errors[0]
-                        ));
-                        let wait = retry;
-                        retry = (retry * 2).min(RETRY_MAX);
-                        stray = true; // run again even if the layout is done
-                        Some(wait)
-                    }
-                    Err(e) => {
-                        warn!("shard placement: {e}");
-                        worker.error(&e);
-                        let wait = retry;
-                        retry = (retry * 2).min(RETRY_MAX);
-                        stray = true;
-                        Some(wait)
-                    }
-                }
-            } else {
-                None
-            };
-            worker.set_state(WorkerState::Idle);
-            tokio::select! {
-                _ = layouts.changed() => (),
-                _ = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600))) => (),
-                _ = self.stray_shards.notified() => {
-                    // Several hedged shards make one pass, a while later
-                    // (the pass walks every shard file).
-                    tokio::select! {
-                        _ = tokio::time::sleep(STRAY_PASS_DELAY) => (),
-                        _ = must_exit.changed() => (),
-                    }
-                    stray = true;
-                }
-                _ = must_exit.changed() => (),
-            }
-        }
     }
 
     /// One pass (see the module documentation); `queue_checks`: with its
@@ -255,5 +176,98 @@ impl BlockManager {
         }
         debug!("shard {index} of {addr:?} handed over to {target:?} (it lacked it: {missing})");
         Ok(())
+    }
+}
+
+/// The shard placement worker (`garage worker list`: "Shard placement
+/// worker"): runs a pass whenever the live layout versions change, and
+/// [`STRAY_PASS_DELAY`] after a shard was stored outside every live
+/// placement (a hedged write). A pass that failed, or left shards not
+/// handed over, runs again after a back-off even if the layout is done.
+pub(crate) struct ShardPlacementWorker {
+    manager: Arc<BlockManager>,
+    layouts: watch::Receiver<Arc<garage_rpc::layout::LayoutHistory>>,
+    /// The next pass runs even if the layout did not change.
+    stray: bool,
+}
+
+impl ShardPlacementWorker {
+    pub(crate) fn new(manager: Arc<BlockManager>) -> Self {
+        let layouts = manager.system.subscribe_layout();
+        Self {
+            manager,
+            layouts,
+            stray: false,
+        }
+    }
+}
+
+impl Worker for ShardPlacementWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
+            "Shard placement worker",
+            "after a layout change, checks erasure-coded blocks and hands over misplaced shards",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let m = &self.manager;
+        let l = m.system.layout();
+        let key = (l.current().version, l.min_live_version());
+        let changed = m.placement_done().ok().flatten() != Some(key);
+        let forced = std::mem::take(&mut self.stray);
+        if !(changed || forced) || l.current().storage_nodes.is_empty() {
+            return Ok(Step::Idle);
+        }
+        let r = match m.shard_placement_pass(changed).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.stray = true;
+                return Err(e.to_string());
+            }
+        };
+        count_handed_over(&r);
+        if let Some(first) = r.errors.first() {
+            self.stray = true;
+            return Err(format!(
+                "{} shards not handed over, retrying: {first}",
+                r.errors.len()
+            ));
+        }
+        handle.set_progress(Some(format!(
+            "layout v{}: {} checks queued, {} shards handed over",
+            key.0, r.checks_queued, r.handed_over
+        )));
+        if let Err(e) =
+            m.rc.scrub
+                .insert(DONE_KEY, rmp_serde::to_vec(&key).expect("serializes"))
+        {
+            warn!("shard placement: cannot record the pass: {e}");
+        }
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            r = self.layouts.changed() => if r.is_err() {
+                // The node is exiting: the runner stops the worker.
+                std::future::pending::<()>().await
+            },
+            _ = tokio::time::sleep(Duration::from_secs(3600)) => (),
+            _ = self.manager.stray_shards.notified() => {
+                // Several hedged shards make one pass, a while later (the
+                // pass walks every shard file).
+                tokio::time::sleep(STRAY_PASS_DELAY).await;
+                self.stray = true;
+            }
+        }
+    }
+
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (RETRY_MIN, RETRY_MAX)
     }
 }

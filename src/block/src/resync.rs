@@ -16,6 +16,7 @@ use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
+use garage_util::worker::runner::{self, Worker};
 use garage_util::worker::{WorkerHandle, WorkerSpec, WorkerState};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -199,66 +200,70 @@ impl BlockManager {
         }
     }
 
-    /// Registers resync worker `index` (from 0) with the node's worker
-    /// registry.
-    pub(crate) fn register_resync_worker(self: &Arc<Self>, index: usize) -> WorkerHandle {
+    /// What `garage worker list` shows of resync worker `index` (from 0).
+    fn resync_worker_spec(self: &Arc<Self>, index: usize) -> WorkerSpec {
         let (queue, errors) = (self.rc.resync_queue.clone(), self.rc.resync_errors.clone());
         let m = Arc::downgrade(self);
-        self.system.workers.register(
-            WorkerSpec::new(
-                format!("Block resync worker #{}", index + 1),
-                "fetches referenced blocks missing here, deletes unreferenced ones",
-            )
-            .queue(move || queue.len().map(|n| n as u64).map_err(|e| e.to_string()))
-            .details(move || {
-                let mut out = vec![(
-                    "Blocks in error".to_string(),
-                    errors
-                        .len()
-                        .map(|n| n.to_string())
-                        .unwrap_or_else(|e| e.to_string()),
-                )];
-                if let Some(m) = m.upgrade() {
-                    let s = &m.resync_settings;
-                    out.push((
-                        "resync-tranquility".into(),
-                        s.tranquility.load(Ordering::Relaxed).to_string(),
-                    ));
-                    out.push((
-                        "resync-worker-count".into(),
-                        s.workers.load(Ordering::Relaxed).to_string(),
-                    ));
-                }
-                out
-            }),
+        WorkerSpec::new(
+            format!("Block resync worker #{}", index + 1),
+            "fetches referenced blocks missing here, deletes unreferenced ones",
+        )
+        .queue(move || queue.len().map(|n| n as u64).map_err(|e| e.to_string()))
+        .details(move || {
+            let mut out = vec![(
+                "Blocks in error".to_string(),
+                errors
+                    .len()
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|e| e.to_string()),
+            )];
+            if let Some(m) = m.upgrade() {
+                let s = &m.resync_settings;
+                out.push((
+                    "resync-tranquility".into(),
+                    s.tranquility.load(Ordering::Relaxed).to_string(),
+                ));
+                out.push((
+                    "resync-worker-count".into(),
+                    s.workers.load(Ordering::Relaxed).to_string(),
+                ));
+            }
+            out
+        })
+    }
+
+    /// Starts resync worker `index` (from 0) under the worker runner.
+    pub(crate) fn spawn_resync_worker(
+        self: &Arc<Self>,
+        index: usize,
+        must_exit: &watch::Receiver<bool>,
+    ) -> tokio::task::JoinHandle<()> {
+        runner::spawn(
+            &self.system.workers,
+            ResyncWorker {
+                manager: self.clone(),
+                index,
+            },
+            must_exit.clone(),
         )
     }
 
-    /// Runs the resync queue until `must_exit`, with as many workers as
-    /// `resync-worker-count` says (checked again after each block). The
-    /// first workers' handles are `first`, registered by the caller so
-    /// that they are numbered before the workers registered after them.
+    /// Keeps as many resync workers running as `resync-worker-count`
+    /// says (checked every second), until `must_exit`; `workers`: those
+    /// started already (a worker whose index reaches the count ends by
+    /// itself).
     pub async fn resync_loop(
         self: Arc<Self>,
-        first: Vec<WorkerHandle>,
+        mut workers: Vec<tokio::task::JoinHandle<()>>,
         must_exit: watch::Receiver<bool>,
     ) {
-        let mut workers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
-        let mut first = first.into_iter();
         let mut exit = must_exit.clone();
         while !*exit.borrow() {
             workers.retain(|w| !w.is_finished());
             let wanted = self.resync_settings.workers.load(Ordering::Relaxed);
             while workers.len() < wanted {
                 let index = workers.len();
-                let handle = first
-                    .next()
-                    .unwrap_or_else(|| self.register_resync_worker(index));
-                workers.push(tokio::spawn(self.clone().resync_worker(
-                    index,
-                    handle,
-                    must_exit.clone(),
-                )));
+                workers.push(self.spawn_resync_worker(index, &must_exit));
             }
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_secs(1)) => (),
@@ -267,51 +272,6 @@ impl BlockManager {
         }
         for w in workers {
             let _ = w.await;
-        }
-    }
-
-    /// One resync worker; worker `index` stops when the count drops below it.
-    async fn resync_worker(
-        self: Arc<Self>,
-        index: usize,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        while !*must_exit.borrow() && index < self.resync_settings.workers.load(Ordering::Relaxed) {
-            let start = Instant::now();
-            worker.set_state(WorkerState::Busy);
-            let delay = match self.resync_step().await {
-                Ok(step) => {
-                    let tranquility = self.resync_settings.tranquility.load(Ordering::Relaxed);
-                    match step {
-                        Step::Idle => {
-                            worker.set_state(WorkerState::Idle);
-                            IDLE
-                        }
-                        Step::Done(hash) => {
-                            worker.ok();
-                            worker.set_progress(Some(format!("last block {hash:?}")));
-                            worker.set_state(WorkerState::Throttled);
-                            start.elapsed() * tranquility
-                        }
-                        Step::Failed(hash, e) => {
-                            worker.error(format!("block {hash}: {e}"));
-                            worker.set_state(WorkerState::Throttled);
-                            start.elapsed() * tranquility
-                        }
-                    }
-                }
-                Err(e) => {
-                    warn!("block resync: {e}");
-                    worker.error(&e);
-                    worker.set_state(WorkerState::Idle);
-                    IDLE
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => (),
-                _ = must_exit.changed() => (),
-            }
         }
     }
 
@@ -510,4 +470,61 @@ impl BlockManager {
 
 fn to_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))
+}
+
+/// One resync worker (see [`BlockManager::resync_loop`]): each step
+/// handles the first due block of the queue, then rests `tranquility`
+/// times as long as the block took. A block whose resync fails is queued
+/// again with its backoff and counted as the worker's error; the worker
+/// goes on with the next. Worker `index` ends when `resync-worker-count`
+/// drops to it.
+struct ResyncWorker {
+    manager: Arc<BlockManager>,
+    index: usize,
+}
+
+impl Worker for ResyncWorker {
+    fn spec(&self) -> WorkerSpec {
+        self.manager.resync_worker_spec(self.index)
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        must_exit: &watch::Receiver<bool>,
+    ) -> std::result::Result<runner::Step, String> {
+        let settings = &self.manager.resync_settings;
+        if self.index >= settings.workers.load(Ordering::Relaxed) {
+            return Ok(runner::Step::Finished);
+        }
+        let start = Instant::now();
+        let hash = match self
+            .manager
+            .resync_step()
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            Step::Idle => return Ok(runner::Step::Idle),
+            Step::Done(hash) => hash,
+            Step::Failed(hash, e) => {
+                handle.error(format!("block {hash}: {e}"));
+                hash
+            }
+        };
+        handle.set_progress(Some(format!("last block {hash:?}")));
+        let rest = start.elapsed() * settings.tranquility.load(Ordering::Relaxed);
+        if !rest.is_zero() {
+            handle.set_state(WorkerState::Throttled);
+            let mut exit = must_exit.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(rest) => (),
+                _ = exit.wait_for(|e| *e) => (),
+            }
+        }
+        Ok(runner::Step::Busy)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(IDLE).await
+    }
 }

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use garage_db as db;
 use garage_util::data::Hash;
 use garage_util::time::now_msec;
-use garage_util::worker::{WorkerHandle, WorkerState};
+use garage_util::worker::runner::{Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -156,55 +157,69 @@ impl BlockManager {
         st.corrupted = 0;
         self.set_scrub_state(&st)
     }
+}
 
-    /// Runs scrub passes until `must_exit`.
-    pub async fn scrub_loop(
-        self: Arc<Self>,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        while !*must_exit.borrow() {
-            let state = self.scrub_state();
-            worker.set_state(match &state {
-                Ok(st) if st.running && st.paused => WorkerState::Paused,
-                Ok(st) if st.running => WorkerState::Busy,
-                _ => WorkerState::Idle,
-            });
-            if let Ok(st) = &state {
-                worker.set_progress(st.running.then(|| format!("{} blocks checked", st.checked)));
-            }
-            let delay = match state {
-                Ok(st) if !st.running => {
-                    let due = st
-                        .last_completed
-                        .is_none_or(|t| now_msec() > t + SCRUB_INTERVAL.as_millis() as u64);
-                    if due {
-                        if let Err(e) = worker.outcome(self.scrub_start()) {
-                            warn!("scrub: cannot start: {e}");
-                        }
-                        Duration::ZERO
-                    } else {
-                        Duration::from_secs(60)
-                    }
-                }
-                Ok(_) => match worker.outcome(self.scrub_step().await) {
-                    Ok(true) => Duration::ZERO,
-                    Ok(false) => Duration::from_secs(10),
-                    Err(e) => {
-                        warn!("scrub: {e}");
-                        Duration::from_secs(10)
-                    }
-                },
-                Err(e) => {
-                    warn!("scrub: {e}");
-                    worker.error(&e);
-                    Duration::from_secs(60)
-                }
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => (),
-                _ = must_exit.changed() => (),
-            }
+/// The scrub worker (`garage worker list`: "Block scrub worker"): a step
+/// checks one block of the pass in progress; with none in progress, it
+/// starts one when [`SCRUB_INTERVAL`] has passed since the last. Shown as
+/// paused while an operator has paused the pass.
+pub(crate) struct ScrubWorker {
+    pub(crate) manager: Arc<BlockManager>,
+    /// How long to wait before looking again, once nothing was done.
+    wait: Duration,
+}
+
+impl ScrubWorker {
+    pub(crate) fn new(manager: Arc<BlockManager>) -> Self {
+        Self {
+            manager,
+            wait: Duration::ZERO,
         }
+    }
+}
+
+impl Worker for ScrubWorker {
+    fn spec(&self) -> WorkerSpec {
+        self.manager.scrub_worker_spec()
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let m = &self.manager;
+        let st = m.scrub_state().map_err(|e| e.to_string())?;
+        handle.set_progress(st.running.then(|| format!("{} blocks checked", st.checked)));
+        if !st.running {
+            let due = st
+                .last_completed
+                .is_none_or(|t| now_msec() > t + SCRUB_INTERVAL.as_millis() as u64);
+            if due {
+                m.scrub_start()
+                    .map_err(|e| format!("cannot start a pass: {e}"))?;
+                return Ok(Step::Busy);
+            }
+            // Started by an operator meanwhile, or due later.
+            self.wait = Duration::from_secs(60);
+            return Ok(Step::Idle);
+        }
+        // A paused pass, or one that ended, is looked at again in 10 s.
+        self.wait = Duration::from_secs(10);
+        if st.paused {
+            return Ok(Step::Paused);
+        }
+        match m.scrub_step().await.map_err(|e| e.to_string())? {
+            true => Ok(Step::Busy),
+            false => Ok(Step::Idle),
+        }
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(self.wait).await
+    }
+
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (Duration::from_secs(10), Duration::from_secs(60))
     }
 }

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
+use garage_util::worker::runner;
 use garage_util::worker::WorkerSpec;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -22,20 +23,25 @@ impl BlockManager {
     ) -> Vec<JoinHandle<()>> {
         self.register_variables();
         let n = self.resync_settings.workers.load(Ordering::Relaxed);
-        let first = (0..n).map(|i| self.register_resync_worker(i)).collect();
-        let scrub = self.register_scrub_worker();
-        let placement = self.system.workers.register(WorkerSpec::new(
-            "Shard placement worker",
-            "after a layout change, checks erasure-coded blocks and hands over misplaced shards",
-        ));
+        let first = (0..n)
+            .map(|i| self.spawn_resync_worker(i, must_exit))
+            .collect();
+        let registry = &self.system.workers;
+        let scrub = runner::spawn(
+            registry,
+            crate::scrub::ScrubWorker::new(self.clone()),
+            must_exit.clone(),
+        );
+        let placement = runner::spawn(
+            registry,
+            crate::placement::ShardPlacementWorker::new(self.clone()),
+            must_exit.clone(),
+        );
         vec![
             tokio::spawn(self.clone().resync_loop(first, must_exit.clone())),
-            tokio::spawn(self.clone().scrub_loop(scrub, must_exit.clone())),
-            tokio::spawn(
-                self.clone()
-                    .shard_placement_loop(placement, must_exit.clone()),
-            ),
-            garage_util::worker::runner::spawn(
+            scrub,
+            placement,
+            runner::spawn(
                 &self.system.workers,
                 crate::rebalance::RebalanceWorker::new(self.clone()),
                 must_exit.clone(),
@@ -47,38 +53,37 @@ impl BlockManager {
         ]
     }
 
-    fn register_scrub_worker(self: &Arc<Self>) -> garage_util::worker::WorkerHandle {
+    /// What `garage worker list` shows of the scrub worker.
+    pub(crate) fn scrub_worker_spec(self: &Arc<Self>) -> WorkerSpec {
         let m = Arc::downgrade(self);
-        self.system.workers.register(
-            WorkerSpec::new(
-                "Block scrub worker",
-                "reads every block file and checks its hash",
-            )
-            .details(move || {
-                let Some(m) = m.upgrade() else {
-                    return vec![];
-                };
-                let sc = match m.scrub_state() {
-                    Ok(sc) => sc,
-                    Err(e) => return vec![("Scrub state".into(), e.to_string())],
-                };
-                vec![
-                    ("scrub-tranquility".into(), sc.tranquility.to_string()),
-                    ("Blocks checked in this pass".into(), sc.checked.to_string()),
-                    ("Corrupted blocks found".into(), sc.corrupted.to_string()),
-                    (
-                        "Last complete pass".into(),
-                        sc.last_completed
-                            .map(garage_util::time::rfc3339)
-                            .unwrap_or_else(|| "never".into()),
-                    ),
-                    (
-                        "Cursor".into(),
-                        sc.cursor.map(|c| c.hex()).unwrap_or_else(|| "start".into()),
-                    ),
-                ]
-            }),
+        WorkerSpec::new(
+            "Block scrub worker",
+            "reads every block file and checks its hash",
         )
+        .details(move || {
+            let Some(m) = m.upgrade() else {
+                return vec![];
+            };
+            let sc = match m.scrub_state() {
+                Ok(sc) => sc,
+                Err(e) => return vec![("Scrub state".into(), e.to_string())],
+            };
+            vec![
+                ("scrub-tranquility".into(), sc.tranquility.to_string()),
+                ("Blocks checked in this pass".into(), sc.checked.to_string()),
+                ("Corrupted blocks found".into(), sc.corrupted.to_string()),
+                (
+                    "Last complete pass".into(),
+                    sc.last_completed
+                        .map(garage_util::time::rfc3339)
+                        .unwrap_or_else(|| "never".into()),
+                ),
+                (
+                    "Cursor".into(),
+                    sc.cursor.map(|c| c.hex()).unwrap_or_else(|| "start".into()),
+                ),
+            ]
+        })
     }
 
     /// The tunable variables, held by weak references: the registry lives

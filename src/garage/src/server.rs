@@ -104,6 +104,7 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
     let res = runtime.block_on(async move {
         let (exit_tx, exit_rx) = tokio::sync::watch::channel(false);
         let (system, mut tasks) = start_cluster(&config, exit_rx.clone()).await?;
+        system.workers.set_exit(exit_rx.clone());
         if builtin || single_node {
             crate::single::ensure_layout(&system)?;
         }

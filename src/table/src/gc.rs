@@ -22,7 +22,8 @@ use std::time::Duration;
 use garage_db as db;
 use garage_rpc::layout::LayoutVersion;
 use garage_util::data::Hash;
-use garage_util::worker::{WorkerHandle, WorkerState};
+use garage_util::worker::runner::{Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info};
@@ -38,6 +39,50 @@ const GC_BATCH: usize = 1024;
 /// Time between rounds when there was nothing due.
 const GC_IDLE: Duration = Duration::from_secs(10);
 
+/// A table's tombstone GC (`garage worker list`: "<table> GC"): rounds
+/// while tombstones are due, one every [`GC_IDLE`] otherwise. A round
+/// fails while a replica is away (routine: logged at debug level).
+pub(crate) struct GcWorker<F: TableSchema> {
+    pub(crate) table: Arc<Table<F>>,
+}
+
+impl<F: TableSchema> Worker for GcWorker<F> {
+    fn spec(&self) -> WorkerSpec {
+        let d = self.table.data.clone();
+        WorkerSpec::new(
+            format!("{} GC", F::TABLE_NAME),
+            "removes tombstones once every replica has them",
+        )
+        .queue(move || Ok(d.gc_todo.len().map_err(|e| e.to_string())? as u64))
+    }
+
+    async fn work(
+        &mut self,
+        _: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        match self.table.gc_round().await.map_err(|e| e.to_string())? {
+            0 => Ok(Step::Idle),
+            n => {
+                info!(table = F::TABLE_NAME, "GC removed {n} tombstones");
+                Ok(Step::Busy)
+            }
+        }
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::time::sleep(GC_IDLE).await
+    }
+
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (GC_IDLE, GC_IDLE)
+    }
+
+    fn routine_errors(&self) -> bool {
+        true
+    }
+}
+
 struct Due {
     key: Vec<u8>,
     todo_value: Vec<u8>,
@@ -45,34 +90,6 @@ struct Due {
 }
 
 impl<F: TableSchema> Table<F> {
-    pub async fn gc_loop(
-        self: Arc<Self>,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        while !*must_exit.borrow() {
-            worker.set_state(WorkerState::Busy);
-            let delay = match worker.outcome(self.gc_round().await) {
-                Ok(0) => GC_IDLE,
-                Ok(n) => {
-                    info!(table = F::TABLE_NAME, "GC removed {n} tombstones");
-                    Duration::ZERO
-                }
-                Err(e) => {
-                    debug!(table = F::TABLE_NAME, "GC round failed: {e}");
-                    GC_IDLE
-                }
-            };
-            if !delay.is_zero() {
-                worker.set_state(WorkerState::Idle);
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => (),
-                _ = must_exit.changed() => (),
-            }
-        }
-    }
-
     /// Removes the tombstones that are due and whose every replica is
     /// reachable; returns how many.
     pub async fn gc_round(&self) -> Result<usize> {

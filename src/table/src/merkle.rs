@@ -18,10 +18,10 @@ use std::time::Duration;
 
 use garage_db as db;
 use garage_util::data::{blake2sum, Hash};
-use garage_util::worker::{WorkerHandle, WorkerState};
+use garage_util::worker::runner::{Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
-use tracing::warn;
 
 use crate::data::TableData;
 use crate::encoding;
@@ -299,56 +299,57 @@ fn apply_batch_in_tx<F: TableSchema>(
     Ok(items.len())
 }
 
-/// Keeps a table's Merkle trees current.
-pub struct MerkleUpdater;
+/// Keeps a table's Merkle trees current (`garage worker list`: "<table>
+/// Merkle updater"): applies the queued changes a batch at a time; woken
+/// by new changes, and every 10 s.
+pub(crate) struct MerkleUpdater<F: TableSchema> {
+    pub(crate) data: Arc<TableData<F>>,
+}
 
-impl MerkleUpdater {
-    pub async fn run<F: TableSchema>(
-        data: Arc<TableData<F>>,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        while !*must_exit.borrow() {
-            worker.set_state(WorkerState::Busy);
-            match process_batch_grouped(&data).await {
-                Ok(n) if n > 0 => {
-                    worker.ok();
-                    // Under a steady write load, let the queue fill for a
-                    // moment: a bigger batch rewrites each busy node once
-                    // for more items. Nothing waits on the trees being
-                    // current: a sync pass applies the whole queue itself
-                    // before it compares (`sync.rs`).
-                    if n < BATCH {
-                        tokio::select! {
-                            _ = tokio::time::sleep(PACE) => (),
-                            _ = must_exit.changed() => (),
-                        }
-                    }
-                    continue;
-                }
-                Ok(_) => {
-                    worker.ok();
-                    worker.set_state(WorkerState::Idle);
-                    tokio::select! {
-                        _ = data.merkle_todo_notify.notified() => (),
-                        _ = tokio::time::sleep(Duration::from_secs(10)) => (),
-                        _ = must_exit.changed() => (),
-                    }
-                }
-                Err(e) => {
-                    worker.error(&e);
-                    worker.set_state(WorkerState::Idle);
-                    warn!(
-                        table = F::TABLE_NAME,
-                        "Merkle update failed, retrying in 10 s: {e}"
-                    );
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_secs(10)) => (),
-                        _ = must_exit.changed() => (),
-                    }
-                }
+impl<F: TableSchema> Worker for MerkleUpdater<F> {
+    fn spec(&self) -> WorkerSpec {
+        let d = self.data.clone();
+        WorkerSpec::new(
+            format!("{} Merkle updater", F::TABLE_NAME),
+            "applies entry changes to the table's Merkle trees",
+        )
+        .queue(move || Ok(todo_len(&d).map_err(|e| e.to_string())? as u64))
+    }
+
+    async fn work(
+        &mut self,
+        _: &WorkerHandle,
+        must_exit: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let n = process_batch_grouped(&self.data)
+            .await
+            .map_err(|e| format!("Merkle update failed: {e}"))?;
+        if n == 0 {
+            return Ok(Step::Idle);
+        }
+        // Under a steady write load, let the queue fill for a moment: a
+        // bigger batch rewrites each busy node once for more items.
+        // Nothing waits on the trees being current: a sync pass applies
+        // the whole queue itself before it compares (`sync.rs`).
+        if n < BATCH {
+            let mut exit = must_exit.clone();
+            tokio::select! {
+                _ = tokio::time::sleep(PACE) => (),
+                _ = exit.wait_for(|e| *e) => (),
             }
         }
+        Ok(Step::Busy)
+    }
+
+    async fn wait_for_work(&mut self) {
+        tokio::select! {
+            _ = self.data.merkle_todo_notify.notified() => (),
+            _ = tokio::time::sleep(Duration::from_secs(10)) => (),
+        }
+    }
+
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (Duration::from_secs(10), Duration::from_secs(10))
     }
 }
 

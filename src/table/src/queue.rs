@@ -59,14 +59,16 @@ impl<F: TableSchema> InsertQueue<F> {
     }
 }
 
+pub(crate) use worker::InsertQueueWorker;
+
 mod worker {
     use std::sync::Arc;
     use std::time::Duration;
 
     use garage_db as db;
-    use garage_util::worker::{WorkerHandle, WorkerState};
+    use garage_util::worker::runner::{Step, Worker};
+    use garage_util::worker::{WorkerHandle, WorkerSpec};
     use tokio::sync::watch;
-    use tracing::debug;
 
     use crate::encoding;
     use crate::error::{Error, Result};
@@ -80,33 +82,6 @@ mod worker {
     const RETRY: Duration = Duration::from_secs(5);
 
     impl<F: TableSchema> Table<F> {
-        /// Sends queued entries with quorum inserts, and removes them from
-        /// the queue once acknowledged (unless re-queued meanwhile).
-        pub async fn insert_queue_loop(
-            self: Arc<Self>,
-            worker: WorkerHandle,
-            mut must_exit: watch::Receiver<bool>,
-        ) {
-            while !*must_exit.borrow() {
-                worker.set_state(WorkerState::Busy);
-                let delay = match worker.outcome(self.insert_queue_round().await) {
-                    Ok(0) => IDLE,
-                    Ok(_) => Duration::ZERO,
-                    Err(e) => {
-                        debug!(table = F::TABLE_NAME, "insert queue: {e}");
-                        RETRY
-                    }
-                };
-                if !delay.is_zero() {
-                    worker.set_state(WorkerState::Idle);
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => (),
-                    _ = must_exit.changed() => (),
-                }
-            }
-        }
-
         /// Queues `entries` for this table's insert-queue worker: stored
         /// durably on this node now, then sent with quorum inserts until
         /// acknowledged (retried every few seconds). For cleanups that
@@ -175,6 +150,54 @@ mod worker {
             })
             .await?;
             Ok(n)
+        }
+    }
+
+    /// A table's insert queue (`garage worker list`: "<table> insert
+    /// queue"): sends queued entries with quorum inserts, and removes them
+    /// from the queue once acknowledged (unless queued again meanwhile).
+    /// A round fails while the cluster cannot take them (routine: logged
+    /// at debug level, tried again after [`RETRY`]).
+    pub(crate) struct InsertQueueWorker<F: TableSchema> {
+        pub(crate) table: Arc<Table<F>>,
+    }
+
+    impl<F: TableSchema> Worker for InsertQueueWorker<F> {
+        fn spec(&self) -> WorkerSpec {
+            let d = self.table.data.clone();
+            WorkerSpec::new(
+                format!("{} insert queue", F::TABLE_NAME),
+                "sends entries queued by other tables' hooks",
+            )
+            .queue(move || Ok(d.insert_queue.len().map_err(|e| e.to_string())? as u64))
+        }
+
+        async fn work(
+            &mut self,
+            _: &WorkerHandle,
+            _: &watch::Receiver<bool>,
+        ) -> std::result::Result<Step, String> {
+            match self
+                .table
+                .insert_queue_round()
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                0 => Ok(Step::Idle),
+                _ => Ok(Step::Busy),
+            }
+        }
+
+        async fn wait_for_work(&mut self) {
+            tokio::time::sleep(IDLE).await
+        }
+
+        fn retry_delays(&self) -> (Duration, Duration) {
+            (RETRY, RETRY)
+        }
+
+        fn routine_errors(&self) -> bool {
+            true
         }
     }
 }

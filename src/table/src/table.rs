@@ -664,45 +664,37 @@ impl<F: TableSchema> Table<F> {
         self: &Arc<Self>,
         must_exit: &tokio::sync::watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        use garage_util::worker::WorkerSpec;
-        let name = F::TABLE_NAME;
+        use garage_util::worker::{runner, WorkerSpec};
         let workers = &self.system.workers;
-        let d = self.data.clone();
-        let merkle = workers.register(
-            WorkerSpec::new(
-                format!("{name} Merkle updater"),
-                "applies entry changes to the table's Merkle trees",
-            )
-            .queue(move || Ok(merkle::todo_len(&d).map_err(|e| e.to_string())? as u64)),
+        let merkle = runner::spawn(
+            workers,
+            merkle::MerkleUpdater {
+                data: self.data.clone(),
+            },
+            must_exit.clone(),
         );
-        let d = self.data.clone();
-        let gc = workers.register(
-            WorkerSpec::new(
-                format!("{name} GC"),
-                "removes tombstones once every replica has them",
-            )
-            .queue(move || Ok(d.gc_todo.len().map_err(|e| e.to_string())? as u64)),
+        let gc = runner::spawn(
+            workers,
+            crate::gc::GcWorker {
+                table: self.clone(),
+            },
+            must_exit.clone(),
         );
-        let d = self.data.clone();
-        let queue = workers.register(
-            WorkerSpec::new(
-                format!("{name} insert queue"),
-                "sends entries queued by other tables' hooks",
-            )
-            .queue(move || Ok(d.insert_queue.len().map_err(|e| e.to_string())? as u64)),
+        let queue = runner::spawn(
+            workers,
+            crate::queue::InsertQueueWorker {
+                table: self.clone(),
+            },
+            must_exit.clone(),
         );
         let sync = workers.register(WorkerSpec::new(
-            format!("{name} sync"),
+            format!("{} sync", F::TABLE_NAME),
             "compares Merkle trees with the other replicas and sends what they lack",
         ));
         vec![
-            tokio::spawn(merkle::MerkleUpdater::run(
-                self.data.clone(),
-                merkle,
-                must_exit.clone(),
-            )),
-            tokio::spawn(self.clone().gc_loop(gc, must_exit.clone())),
-            tokio::spawn(self.clone().insert_queue_loop(queue, must_exit.clone())),
+            merkle,
+            gc,
+            queue,
             tokio::spawn(self.clone().sync_loop(sync, must_exit.clone())),
         ]
     }

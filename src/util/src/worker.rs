@@ -26,7 +26,9 @@ pub use runner::{Step, Worker, EXIT_DEADLINE};
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+
+use tokio::sync::watch;
 
 use crate::time::now_msec;
 
@@ -156,6 +158,8 @@ struct Inner {
 #[derive(Default)]
 pub struct Registry {
     inner: Arc<Mutex<Inner>>,
+    /// The node's exit signal, for workers started on demand (a repair).
+    exit: OnceLock<watch::Receiver<bool>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -165,6 +169,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets the node's exit signal (once, when the server starts): workers
+    /// started on demand stop with the node.
+    pub fn set_exit(&self, must_exit: watch::Receiver<bool>) {
+        let _ = self.exit.set(must_exit);
+    }
+
+    /// The node's exit signal (see [`Registry::set_exit`]); without a
+    /// server, one that never fires.
+    pub fn exit_signal(&self) -> watch::Receiver<bool> {
+        self.exit
+            .get_or_init(|| {
+                let (tx, rx) = watch::channel(false);
+                // Kept for the process's life: a dropped sender would read
+                // as an exit.
+                std::mem::forget(tx);
+                rx
+            })
+            .clone()
     }
 
     /// Registers a worker; it is listed until the handle is dropped.

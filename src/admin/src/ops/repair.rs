@@ -48,7 +48,9 @@ use garage_model::version_table::{read_version, Version, VersionBacklink};
 use garage_table::{EmptyKey, Table, TableSchema};
 use garage_util::data::Uuid;
 use garage_util::time::now_msec;
-use garage_util::worker::{WorkerHandle, WorkerSpec, WorkerState};
+use garage_util::worker::runner::{self, Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
+use tokio::sync::watch;
 use tracing::{info, warn};
 
 /// Which metadata repair.
@@ -150,25 +152,51 @@ pub fn launch(g: &Arc<Garage>, what: TableRepair) -> Result<String> {
             what.name()
         ));
     }
-    let worker = g
-        .system
-        .workers
-        .register(WorkerSpec::new(name, what.does()));
-    let g = g.clone();
-    tokio::spawn(async move {
-        worker.set_state(WorkerState::Busy);
-        match run(&g, what, &worker).await {
+    let registry = &g.system.workers;
+    runner::spawn(
+        registry,
+        RepairWorker {
+            garage: g.clone(),
+            what,
+        },
+        registry.exit_signal(),
+    );
+    Ok(format!(
+        "repair of {} started; `garage worker list` shows its progress, the node's log its result",
+        what.name()
+    ))
+}
+
+/// One repair, run to its end in one step (`garage worker list`: "Repair
+/// …"); a repair that fails stops (an operator starts it again), logged
+/// and recorded on the worker.
+struct RepairWorker {
+    garage: Arc<Garage>,
+    what: TableRepair,
+}
+
+impl Worker for RepairWorker {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(format!("Repair {}", self.what.name()), self.what.does())
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let what = self.what;
+        match run(&self.garage, what, handle).await {
             Ok(t) => {
                 t.count(what);
                 info!("repair {}: done: {t}", what.name())
             }
             Err(e) => warn!("repair {}: stopped: {e}", what.name()),
         }
-    });
-    Ok(format!(
-        "repair of {} started; `garage worker list` shows its progress, the node's log its result",
-        what.name()
-    ))
+        Ok(Step::Finished)
+    }
+
+    async fn wait_for_work(&mut self) {}
 }
 
 /// Runs one repair to the end.

@@ -616,7 +616,6 @@ fn tests_read_json_and_counters_not_log_lines() {
 /// `runner::spawn`; this list only shrinks.
 const HAND_REGISTERED_WORKERS: &[&str] = &[
     "admin/src::ops::repair",
-    "block/src::resync",
     "block/src::workers",
     "table/src::table",
 ];

@@ -21,6 +21,9 @@ pub enum Step {
     /// Nothing to do: the runner waits for work
     /// ([`Worker::wait_for_work`]).
     Idle,
+    /// Nothing to do until an operator resumes it (a paused scrub): shown
+    /// as paused while the runner waits ([`Worker::wait_for_work`]).
+    Paused,
     /// The worker's job is over: it leaves the list.
     Finished,
 }
@@ -42,6 +45,19 @@ pub trait Worker: Send + 'static {
 
     /// Waits until there may be work again (a timer, a notification).
     fn wait_for_work(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// The back-off after a failed step, and its longest (it doubles after
+    /// each failure in a row).
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (RETRY_MIN, RETRY_MAX)
+    }
+
+    /// Whether a failed step is routine (a replica away for a while): it
+    /// is logged at debug level rather than as a warning (still recorded
+    /// on the worker).
+    fn routine_errors(&self) -> bool {
+        false
+    }
 }
 
 /// How long a step under way may run on once the node is told to exit.
@@ -61,7 +77,8 @@ pub fn spawn<W: Worker>(
     tokio::spawn(async move {
         // What the steps see of the exit (the loop waits on the original).
         let exit_view = must_exit.clone();
-        let mut retry = RETRY_MIN;
+        let (retry_min, retry_max) = worker.retry_delays();
+        let mut retry = retry_min;
         loop {
             if *must_exit.borrow() {
                 return;
@@ -86,24 +103,32 @@ pub fn spawn<W: Worker>(
                     }
                 }
             };
-            let pause = match handle.outcome(step) {
+            let (pause, state) = match handle.outcome(step) {
                 Ok(Step::Busy) => {
-                    retry = RETRY_MIN;
+                    retry = retry_min;
                     continue;
                 }
                 Ok(Step::Finished) => return,
                 Ok(Step::Idle) => {
-                    retry = RETRY_MIN;
-                    None
+                    retry = retry_min;
+                    (None, WorkerState::Idle)
+                }
+                Ok(Step::Paused) => {
+                    retry = retry_min;
+                    (None, WorkerState::Paused)
                 }
                 Err(e) => {
                     let wait = retry;
-                    retry = (retry * 2).min(RETRY_MAX);
-                    tracing::warn!(worker = %handle.name(), "{e} (tried again in {wait:?})");
-                    Some(wait)
+                    retry = (retry * 2).min(retry_max);
+                    if worker.routine_errors() {
+                        tracing::debug!(worker = %handle.name(), "{e} (tried again in {wait:?})");
+                    } else {
+                        tracing::warn!(worker = %handle.name(), "{e} (tried again in {wait:?})");
+                    }
+                    (Some(wait), WorkerState::Idle)
                 }
             };
-            handle.set_state(WorkerState::Idle);
+            handle.set_state(state);
             tokio::select! {
                 _ = async {
                     match pause {
@@ -227,6 +252,75 @@ mod tests {
             .expect("the worker stops at the exit")
             .unwrap();
         assert!(r.list().is_empty(), "a stopped worker leaves the list");
+    }
+
+    /// Paused until resumed; fails its first step (a retry delay of its
+    /// own, shorter than the runner's).
+    struct Pausable {
+        paused: Arc<std::sync::atomic::AtomicBool>,
+        steps: Arc<AtomicU64>,
+    }
+
+    impl Worker for Pausable {
+        fn spec(&self) -> WorkerSpec {
+            WorkerSpec::new("pausable", "pauses")
+        }
+        async fn work(
+            &mut self,
+            _: &WorkerHandle,
+            _: &watch::Receiver<bool>,
+        ) -> Result<Step, String> {
+            if self.steps.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err("first step fails".into());
+            }
+            match self.paused.load(Ordering::SeqCst) {
+                true => Ok(Step::Paused),
+                false => Ok(Step::Finished),
+            }
+        }
+        async fn wait_for_work(&mut self) {
+            tokio::time::sleep(Duration::from_millis(10)).await
+        }
+        fn retry_delays(&self) -> (Duration, Duration) {
+            (Duration::from_millis(20), Duration::from_millis(40))
+        }
+    }
+
+    /// A worker's own retry delay is used, and a paused worker is shown
+    /// paused until it is resumed.
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_worker_is_shown_paused_and_retries_use_its_own_delay() {
+        let t0 = tokio::time::Instant::now();
+        let r = Registry::new();
+        let paused = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let steps = Arc::new(AtomicU64::new(0));
+        let (_tx, rx) = watch::channel(false);
+        let task = spawn(
+            &r,
+            Pausable {
+                paused: paused.clone(),
+                steps: steps.clone(),
+            },
+            rx,
+        );
+        // Retried after 20 ms of the paused clock (the runner's own delay
+        // is 1 s).
+        until("retried", || steps.load(Ordering::SeqCst) >= 2).await;
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "retried after {:?}: not the worker's delay",
+            t0.elapsed()
+        );
+        until("paused", || {
+            r.list().first().map(|w| w.state) == Some(WorkerState::Paused)
+        })
+        .await;
+        paused.store(false, Ordering::SeqCst);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("resumed, the worker finishes")
+            .unwrap();
+        assert!(r.list().is_empty());
     }
 
     struct Stuck;
