@@ -125,6 +125,9 @@ pub struct BlockManager {
     /// Woken when this node stores a shard outside every live placement
     /// (a hedged write's): the placement pass hands it over soon.
     pub(crate) stray_shards: tokio::sync::Notify,
+    /// Wakes the scrub worker when its state was changed (a pass started,
+    /// paused or resumed by an operator).
+    pub(crate) scrub_changed: tokio::sync::Notify,
     pub(crate) endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
     /// This manager, for the background tasks it starts.
     pub(crate) this: std::sync::Weak<BlockManager>,
@@ -246,6 +249,7 @@ impl BlockManager {
             resync_settings,
             resync_busy: Default::default(),
             stray_shards: tokio::sync::Notify::new(),
+            scrub_changed: tokio::sync::Notify::new(),
             endpoint,
             this: this.clone(),
         });

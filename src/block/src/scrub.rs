@@ -155,14 +155,25 @@ impl BlockManager {
         st.cursor = None;
         st.checked = 0;
         st.corrupted = 0;
-        self.set_scrub_state(&st)
+        self.set_scrub_state(&st)?;
+        self.scrub_changed.notify_one();
+        Ok(())
+    }
+
+    /// Sets the scrub state as an operator asked (pause, resume, cancel,
+    /// tranquility), and wakes the worker to act on it.
+    pub fn change_scrub_state(&self, s: &ScrubState) -> Result<()> {
+        self.set_scrub_state(s)?;
+        self.scrub_changed.notify_one();
+        Ok(())
     }
 }
 
 /// The scrub worker (`garage worker list`: "Block scrub worker"): a step
 /// checks one block of the pass in progress; with none in progress, it
 /// starts one when [`SCRUB_INTERVAL`] has passed since the last. Shown as
-/// paused while an operator has paused the pass.
+/// paused while an operator has paused the pass; woken at once when an
+/// operator starts, pauses or resumes one.
 pub(crate) struct ScrubWorker {
     pub(crate) manager: Arc<BlockManager>,
     /// How long to wait before looking again, once nothing was done.
@@ -216,7 +227,10 @@ impl Worker for ScrubWorker {
     }
 
     async fn wait_for_work(&mut self) {
-        tokio::time::sleep(self.wait).await
+        tokio::select! {
+            _ = tokio::time::sleep(self.wait) => (),
+            _ = self.manager.scrub_changed.notified() => (),
+        }
     }
 
     fn retry_delays(&self) -> (Duration, Duration) {

@@ -136,7 +136,7 @@ impl BlockManager {
                 let n: u32 = number(v)?;
                 let mut sc = m.scrub_state().map_err(|e| e.to_string())?;
                 sc.tranquility = n;
-                m.set_scrub_state(&sc).map_err(|e| e.to_string())?;
+                m.change_scrub_state(&sc).map_err(|e| e.to_string())?;
                 Ok(n.to_string())
             }),
         );

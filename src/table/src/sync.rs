@@ -31,7 +31,8 @@ use std::time::{Duration, Instant};
 use garage_net::NodeId;
 use garage_rpc::layout::{LayoutHistory, Tracker};
 use garage_util::data::blake2sum;
-use garage_util::worker::{WorkerHandle, WorkerState};
+use garage_util::worker::runner::{Step, Worker};
+use garage_util::worker::{WorkerHandle, WorkerSpec};
 use serde_bytes::ByteBuf;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -52,6 +53,147 @@ const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// Wait after a peer comes back, so that a burst of reconnections causes
 /// one pass.
 const DEBOUNCE: Duration = Duration::from_secs(1);
+
+/// A table's anti-entropy (`garage worker list`: "<table> sync"): a pass
+/// at start, then every `sync_interval`, after a layout change that needs
+/// one, and [`DEBOUNCE`] after a peer comes back. A failed pass is tried
+/// again after [`RETRY_DELAY`], resuming from the partitions it
+/// completed; a pass that keeps failing holds a layout change: said at
+/// the 3rd failure in a row, then every 20th.
+pub(crate) struct SyncWorker<F: TableSchema> {
+    table: Arc<Table<F>>,
+    layouts: watch::Receiver<Arc<LayoutHistory>>,
+    peers_up: watch::Receiver<u64>,
+    /// The layout version the last successful pass synced, and the oldest
+    /// live version it saw.
+    last_synced_layout: u64,
+    last_min_live: u64,
+    /// Failed passes in a row.
+    failures: u64,
+    resume: Resume,
+    /// The wait before the next periodic pass.
+    delay: Duration,
+}
+
+impl<F: TableSchema> SyncWorker<F> {
+    pub(crate) fn new(table: Arc<Table<F>>) -> Self {
+        let layouts = table.system.subscribe_layout();
+        let peers_up = table.system.subscribe_peers_up();
+        Self {
+            table,
+            layouts,
+            peers_up,
+            last_synced_layout: 0,
+            last_min_live: 0,
+            failures: 0,
+            resume: Resume::default(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+impl<F: TableSchema> Worker for SyncWorker<F> {
+    fn spec(&self) -> WorkerSpec {
+        WorkerSpec::new(
+            format!("{} sync", F::TABLE_NAME),
+            "compares Merkle trees with the other replicas and sends what they lack",
+        )
+    }
+
+    async fn work(
+        &mut self,
+        handle: &WorkerHandle,
+        _: &watch::Receiver<bool>,
+    ) -> std::result::Result<Step, String> {
+        let t = &self.table;
+        let layout = t.system.layout();
+        let target = sync_target(&layout);
+        let stats = match t.sync_pass_resuming(&layout, &mut self.resume).await {
+            Ok(stats) => stats,
+            Err(e) => {
+                self.failures += 1;
+                if self.failures == 3 || self.failures % 20 == 0 {
+                    warn!(
+                        table = F::TABLE_NAME,
+                        "sync pass at layout version {target} failed {} times in a row, retrying in {RETRY_DELAY:?} ({} partition syncs done so far kept): {e}",
+                        self.failures,
+                        self.resume.len()
+                    );
+                }
+                return Err(format!("sync pass failed: {e}"));
+            }
+        };
+        self.failures = 0;
+        handle.set_progress(Some(format!(
+            "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held), {} partition syncs resumed from failed passes",
+            garage_util::time::rfc3339(garage_util::time::now_msec()),
+            stats.partitions,
+            stats.entries_sent,
+            stats.entries_offloaded,
+            stats.resumed
+        )));
+        if stats.entries_sent > 0 || stats.entries_offloaded > 0 || stats.resumed > 0 {
+            info!(
+                table = F::TABLE_NAME,
+                "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} dropped (partitions no longer held), {} partition syncs done by failed passes skipped",
+                stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded, stats.resumed
+            );
+        }
+        t.system.table_synced(F::TABLE_NAME, target);
+        self.last_synced_layout = target;
+        self.last_min_live = layout.min_live_version();
+        self.delay = if target < layout.current().version {
+            // Not every node has acked the newest version yet.
+            RETRY_DELAY
+        } else {
+            t.tuning.sync_interval
+        };
+        Ok(Step::Idle)
+    }
+
+    async fn wait_for_work(&mut self) {
+        let sleep = tokio::time::sleep(self.delay);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = &mut sleep => return,
+                r = self.layouts.changed() => {
+                    if r.is_err() {
+                        // The node is exiting: the runner stops the worker.
+                        std::future::pending::<()>().await
+                    }
+                    // Tracker changes gossip often: a pass only for a new
+                    // version, for a version all nodes have now acked, or
+                    // when a version retires (the partitions this node
+                    // held only there are dropped at once, not at the
+                    // next periodic pass).
+                    let l = self.table.system.layout();
+                    if sync_target(&l) > self.last_synced_layout
+                        || l.current().version > self.last_synced_layout
+                        || l.min_live_version() > self.last_min_live
+                    {
+                        return;
+                    }
+                }
+                r = self.peers_up.changed() => {
+                    if r.is_err() {
+                        std::future::pending::<()>().await
+                    }
+                    tokio::time::sleep(DEBOUNCE).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn retry_delays(&self) -> (Duration, Duration) {
+        (RETRY_DELAY, RETRY_DELAY)
+    }
+
+    fn routine_errors(&self) -> bool {
+        true
+    }
+}
 
 /// What one pass did, for logs and tests.
 #[derive(Debug, Default, Clone, Copy)]
@@ -126,100 +268,6 @@ impl Resume {
 }
 
 impl<F: TableSchema> Table<F> {
-    /// Runs sync passes until `must_exit`.
-    pub async fn sync_loop(
-        self: Arc<Self>,
-        worker: WorkerHandle,
-        mut must_exit: watch::Receiver<bool>,
-    ) {
-        let mut layouts = self.system.subscribe_layout();
-        let mut peers_up = self.system.subscribe_peers_up();
-        let mut last_synced_layout = 0u64;
-        // The oldest live version the last successful pass saw.
-        let mut last_min_live = 0u64;
-        // Failed passes in a row.
-        let mut failures = 0u64;
-        let mut resume = Resume::default();
-        let mut delay = Duration::ZERO;
-        while !*must_exit.borrow() {
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => (),
-                r = layouts.changed() => {
-                    if r.is_err() { return; }
-                    // Tracker changes gossip often: a pass only for a new
-                    // version, for a version all nodes have now acked, or
-                    // when a version retires (the partitions this node held
-                    // only there are dropped at once, not at the next
-                    // periodic pass).
-                    let l = self.system.layout();
-                    if sync_target(&l) <= last_synced_layout
-                        && l.current().version <= last_synced_layout
-                        && l.min_live_version() <= last_min_live
-                    {
-                        continue;
-                    }
-                }
-                r = peers_up.changed() => {
-                    if r.is_err() { return; }
-                    tokio::time::sleep(DEBOUNCE).await;
-                }
-                _ = must_exit.changed() => continue,
-            }
-            let layout = self.system.layout();
-            let target = sync_target(&layout);
-            worker.set_state(WorkerState::Busy);
-            let res = worker.outcome(self.sync_pass_resuming(&layout, &mut resume).await);
-            worker.set_state(WorkerState::Idle);
-            match res {
-                Ok(stats) => {
-                    failures = 0;
-                    worker.set_progress(Some(format!(
-                        "last pass {} at layout version {target}: {} partitions, {} entries sent, {} dropped (partitions no longer held), {} partition syncs resumed from failed passes",
-                        garage_util::time::rfc3339(garage_util::time::now_msec()),
-                        stats.partitions,
-                        stats.entries_sent,
-                        stats.entries_offloaded,
-                        stats.resumed
-                    )));
-                    if stats.entries_sent > 0 || stats.entries_offloaded > 0 || stats.resumed > 0 {
-                        info!(
-                            table = F::TABLE_NAME,
-                            "sync pass done at layout version {target}: {} partitions, {} Merkle requests, {} entries sent, {} dropped (partitions no longer held), {} partition syncs done by failed passes skipped",
-                            stats.partitions, stats.merkle_requests, stats.entries_sent, stats.entries_offloaded, stats.resumed
-                        );
-                    }
-                    self.system.table_synced(F::TABLE_NAME, target);
-                    last_synced_layout = target;
-                    last_min_live = layout.min_live_version();
-                    delay = if target < layout.current().version {
-                        // Not every node has acked the newest version yet.
-                        RETRY_DELAY
-                    } else {
-                        self.tuning.sync_interval
-                    };
-                }
-                Err(e) => {
-                    failures += 1;
-                    // A pass that keeps failing holds a layout change:
-                    // said at the 3rd failure in a row, then every 20th.
-                    if failures == 3 || failures % 20 == 0 {
-                        warn!(
-                            table = F::TABLE_NAME,
-                            "sync pass at layout version {target} failed {failures} times in a row, retrying in {RETRY_DELAY:?} ({} partition syncs done so far kept): {e}",
-                            resume.len()
-                        );
-                    } else {
-                        debug!(
-                            table = F::TABLE_NAME,
-                            "sync pass failed, retrying in {RETRY_DELAY:?}: {e}"
-                        );
-                    }
-                    delay = RETRY_DELAY;
-                }
-            }
-        }
-    }
-
     /// One full pass; `Ok` only if every partition reached every node.
     pub async fn sync_pass(&self, layout: &LayoutHistory) -> Result<SyncStats> {
         self.sync_pass_resuming(layout, &mut Resume::default())

@@ -664,7 +664,7 @@ impl<F: TableSchema> Table<F> {
         self: &Arc<Self>,
         must_exit: &tokio::sync::watch::Receiver<bool>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        use garage_util::worker::{runner, WorkerSpec};
+        use garage_util::worker::runner;
         let workers = &self.system.workers;
         let merkle = runner::spawn(
             workers,
@@ -687,16 +687,12 @@ impl<F: TableSchema> Table<F> {
             },
             must_exit.clone(),
         );
-        let sync = workers.register(WorkerSpec::new(
-            format!("{} sync", F::TABLE_NAME),
-            "compares Merkle trees with the other replicas and sends what they lack",
-        ));
-        vec![
-            merkle,
-            gc,
-            queue,
-            tokio::spawn(self.clone().sync_loop(sync, must_exit.clone())),
-        ]
+        let sync = runner::spawn(
+            workers,
+            crate::sync::SyncWorker::new(self.clone()),
+            must_exit.clone(),
+        );
+        vec![merkle, gc, queue, sync]
     }
 }
 

@@ -165,7 +165,7 @@ pub async fn repair(garage: &std::sync::Arc<Garage>, what: BlockRepair) -> Resul
                     "Scrub cancelled."
                 }
             };
-            m.set_scrub_state(&st).map_err(|e| e.to_string())?;
+            m.change_scrub_state(&st).map_err(|e| e.to_string())?;
             Ok(msg.into())
         }
     }

@@ -610,26 +610,23 @@ fn tests_read_json_and_counters_not_log_lines() {
     assert!(!reads_logs("c.counter(0, \"repair_fixed_total\")"));
 }
 
-/// Files whose loops still register with the worker registry by hand,
-/// before the `Worker` contract (`garage_util::worker::runner`, issue 45):
-/// a new background loop implements `Worker` and is started with
-/// `runner::spawn`; this list only shrinks.
-const HAND_REGISTERED_WORKERS: &[&str] = &[
-    "admin/src::ops::repair",
-    "block/src::workers",
-    "table/src::table",
-];
-
-/// Whether `text` registers a worker by hand (`….register(WorkerSpec::new(`).
+/// Whether `text` registers a worker by hand (`….register(WorkerSpec::new(`,
+/// or `workers.register(spec)` on a node's registry) rather than through
+/// `runner::spawn` (issue 45).
 fn registers_by_hand(text: &str) -> bool {
     let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
-    flat.match_indices(".register(").any(|(i, m)| {
-        let rest = &flat[i + m.len()..];
-        let rest = rest.strip_prefix("garage_util::worker::").unwrap_or(rest);
-        rest.starts_with("WorkerSpec::new(")
-    })
+    flat.contains("workers.register(")
+        || flat.match_indices(".register(").any(|(i, m)| {
+            let rest = &flat[i + m.len()..];
+            let rest = rest.strip_prefix("garage_util::worker::").unwrap_or(rest);
+            rest.starts_with("WorkerSpec::new(")
+        })
 }
 
+/// Every background loop implements `garage_util::worker::Worker` and is
+/// started with `runner::spawn`, which registers it, runs its steps, backs
+/// off after errors and stops it within the exit deadline: no loop
+/// registers with the worker registry by hand.
 #[test]
 fn background_loops_follow_the_worker_contract() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -656,27 +653,19 @@ fn background_loops_follow_the_worker_contract() {
         }
     }
     by_hand.sort();
-    let unlisted: Vec<&String> = by_hand
-        .iter()
-        .filter(|m| !HAND_REGISTERED_WORKERS.contains(&m.as_str()))
-        .collect();
     assert!(
-        unlisted.is_empty(),
-        "background loops registered by hand (implement garage_util::worker::Worker and start it with runner::spawn): {unlisted:?}"
-    );
-    let converted: Vec<&&str> = HAND_REGISTERED_WORKERS
-        .iter()
-        .filter(|m| !by_hand.iter().any(|b| b == *m))
-        .collect();
-    assert!(
-        converted.is_empty(),
-        "these follow the Worker contract now: take them off HAND_REGISTERED_WORKERS: {converted:?}"
+        by_hand.is_empty(),
+        "background loops registered by hand (implement garage_util::worker::Worker and start it with runner::spawn): {by_hand:?}"
     );
     // A planted violation is found, over two lines too.
     assert!(registers_by_hand(
         "let w = self.system.workers.register(\n    WorkerSpec::new(\"x\", \"y\"));"
     ));
+    assert!(registers_by_hand(
+        "let h = g.system.workers.register(spec);"
+    ));
     assert!(!registers_by_hand(
         "registry.register_variable(\"speed\", …)"
     ));
+    assert!(!registers_by_hand("if self.register(&unstarted.conn) {"));
 }
