@@ -361,6 +361,11 @@ impl WorkerHandle {
         r.last_error = Some((e.to_string(), now_msec()));
     }
 
+    /// How many errors were recorded so far.
+    pub fn errors(&self) -> u64 {
+        lock(&self.slot.reported).errors
+    }
+
     /// Records a step's outcome ([`WorkerHandle::ok`] or
     /// [`WorkerHandle::error`]) and hands it back.
     pub fn outcome<T, E: Display>(&self, res: Result<T, E>) -> Result<T, E> {

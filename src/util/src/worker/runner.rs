@@ -36,7 +36,10 @@ pub trait Worker: Send + 'static {
     /// One step of work; it may report its progress on `handle`, and a
     /// long step may end early once `must_exit` says true. An error is
     /// recorded on the worker (`garage worker info`) and logged, and the
-    /// step is tried again after a back-off.
+    /// step is tried again after a back-off. A step that records an error
+    /// on `handle` itself and returns `Ok` (one item of many failed, the
+    /// worker goes on) counts in the worker's consecutive errors, without
+    /// a back-off.
     fn work(
         &mut self,
         handle: &WorkerHandle,
@@ -84,6 +87,7 @@ pub fn spawn<W: Worker>(
                 return;
             }
             handle.set_state(WorkerState::Busy);
+            let errors_before = handle.errors();
             let step = {
                 let work = worker.work(&handle, &exit_view);
                 tokio::pin!(work);
@@ -103,9 +107,18 @@ pub fn spawn<W: Worker>(
                     }
                 }
             };
-            let (pause, state) = match handle.outcome(step) {
+            // A step that recorded an error itself (one item of many
+            // failed) does not end the run of consecutive errors.
+            let step = match step {
+                Ok(s) if handle.errors() != errors_before => Ok(s),
+                step => handle.outcome(step),
+            };
+            let (pause, state) = match step {
                 Ok(Step::Busy) => {
                     retry = retry_min;
+                    // Other tasks run between steps, even when a step
+                    // never waited.
+                    tokio::task::yield_now().await;
                     continue;
                 }
                 Ok(Step::Finished) => return,
@@ -321,6 +334,48 @@ mod tests {
             .expect("resumed, the worker finishes")
             .unwrap();
         assert!(r.list().is_empty());
+    }
+
+    /// Each step fails on one item of many and goes on.
+    struct ItemFails;
+
+    impl Worker for ItemFails {
+        fn spec(&self) -> WorkerSpec {
+            WorkerSpec::new("items", "one item fails")
+        }
+        async fn work(
+            &mut self,
+            handle: &WorkerHandle,
+            _: &watch::Receiver<bool>,
+        ) -> Result<Step, String> {
+            handle.error("item 7 failed");
+            Ok(Step::Idle)
+        }
+        async fn wait_for_work(&mut self) {
+            tokio::time::sleep(Duration::from_millis(10)).await
+        }
+    }
+
+    /// A step that records an item's failure itself counts in the
+    /// consecutive errors (an operator sees the worker in error), and the
+    /// worker goes on without a back-off.
+    #[tokio::test(start_paused = true)]
+    async fn an_item_failure_recorded_by_the_step_counts_as_consecutive() {
+        let t0 = tokio::time::Instant::now();
+        let r = Registry::new();
+        let (tx, rx) = watch::channel(false);
+        let task = spawn(&r, ItemFails, rx);
+        until("three failed items", || {
+            r.list().first().is_some_and(|w| w.consecutive_errors >= 3)
+        })
+        .await;
+        assert!(
+            t0.elapsed() < Duration::from_millis(500),
+            "a back-off: {:?}",
+            t0.elapsed()
+        );
+        tx.send(true).unwrap();
+        task.await.unwrap();
     }
 
     struct Stuck;
