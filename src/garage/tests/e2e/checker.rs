@@ -1413,7 +1413,15 @@ impl Nemesis {
                 // Rot is silent until a read or a scrub meets it: the
                 // node's next scrub, started now, stands for the periodic
                 // one (a disk lost before it finds the rot is a second
-                // loss; see `wait_repair_window`).
+                // loss; see `wait_repair_window`). A missing file too: no
+                // scrub sees it (it reads the files there are), only a read
+                // of its object or a resync check; `repair blocks` (an
+                // operator's, after disk trouble) queues the check of every
+                // block now, and the next destructive fault waits for the
+                // resync to pass it. (Seed 655482889 wiped a node 16 s
+                // after deleting a shard no read had met since: two of a
+                // 2+1 code's three shards gone.)
+                self.c.garage(i, &["repair", "--yes", "blocks"]);
                 self.c.garage(i, &["repair", "--yes", "scrub", "start"]);
             }
             Fault::Kill | Fault::Isolate => {
