@@ -1333,7 +1333,7 @@ impl Nemesis {
             .filter(|i| self.c.nodes[*i].proc.is_some() && !self.held.contains(i))
             .collect();
         loop {
-            busy.retain(|i| !self.resync_lag(*i).is_some_and(|l| l <= CAUGHT_UP));
+            busy.retain(|i| self.resync_lag(*i).is_none_or(|l| l > CAUGHT_UP));
             if busy.is_empty() || Instant::now() >= deadline {
                 break;
             }
