@@ -527,4 +527,10 @@ impl Worker for ResyncWorker {
     async fn wait_for_work(&mut self) {
         tokio::time::sleep(IDLE).await
     }
+
+    /// A block in error stays so until its retry: only a block resynced
+    /// ends the worker's run of errors.
+    fn idle_clears_errors(&self) -> bool {
+        false
+    }
 }

@@ -61,6 +61,14 @@ pub trait Worker: Send + 'static {
     fn routine_errors(&self) -> bool {
         false
     }
+
+    /// Whether a step that found nothing to do ends a run of consecutive
+    /// errors (the worker works again). Not for a worker whose errors are
+    /// its items' (a block in resync error stays so until it is retried):
+    /// only a step that did some work ends them.
+    fn idle_clears_errors(&self) -> bool {
+        true
+    }
 }
 
 /// How long a step under way may run on once the node is told to exit.
@@ -111,6 +119,7 @@ pub fn spawn<W: Worker>(
             // failed) does not end the run of consecutive errors.
             let step = match step {
                 Ok(s) if handle.errors() != errors_before => Ok(s),
+                Ok(Step::Idle) if !worker.idle_clears_errors() => Ok(Step::Idle),
                 step => handle.outcome(step),
             };
             let (pause, state) = match step {
@@ -334,6 +343,54 @@ mod tests {
             .expect("resumed, the worker finishes")
             .unwrap();
         assert!(r.list().is_empty());
+    }
+
+    /// Fails one item at its first step, then finds nothing to do.
+    struct OneItemFails {
+        steps: u64,
+    }
+
+    impl Worker for OneItemFails {
+        fn spec(&self) -> WorkerSpec {
+            WorkerSpec::new("one-item", "one item fails, then idle")
+        }
+        async fn work(
+            &mut self,
+            handle: &WorkerHandle,
+            _: &watch::Receiver<bool>,
+        ) -> Result<Step, String> {
+            self.steps += 1;
+            if self.steps == 1 {
+                handle.error("item 3 failed");
+                return Ok(Step::Busy);
+            }
+            Ok(Step::Idle)
+        }
+        async fn wait_for_work(&mut self) {
+            tokio::time::sleep(Duration::from_millis(10)).await
+        }
+        fn idle_clears_errors(&self) -> bool {
+            false
+        }
+    }
+
+    /// A worker whose errors are its items' stays in error through idle
+    /// steps (the resync worker with a block in error).
+    #[tokio::test(start_paused = true)]
+    async fn idle_steps_keep_item_errors_when_the_worker_says_so() {
+        let r = Registry::new();
+        let (tx, rx) = watch::channel(false);
+        let task = spawn(&r, OneItemFails { steps: 0 }, rx);
+        until("the failed item", || {
+            r.list().first().is_some_and(|w| w.errors == 1)
+        })
+        .await;
+        // Many idle steps later.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let w = r.list().pop().unwrap();
+        assert_eq!((w.errors, w.consecutive_errors), (1, 1));
+        tx.send(true).unwrap();
+        task.await.unwrap();
     }
 
     /// Each step fails on one item of many and goes on.
