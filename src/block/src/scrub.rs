@@ -211,7 +211,8 @@ impl Worker for ScrubWorker {
                     .map_err(|e| format!("cannot start a pass: {e}"))?;
                 return Ok(Step::Busy);
             }
-            // Started by an operator meanwhile, or due later.
+            // The next pass is due later (an operator's start wakes the
+            // worker at once).
             self.wait = Duration::from_secs(60);
             return Ok(Step::Idle);
         }
