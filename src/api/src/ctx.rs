@@ -21,7 +21,6 @@ use garage_model::version_table::VersionTable;
 use garage_table::{CasRegisters, EmptyKey, Table};
 use garage_util::crdt::Crdt;
 use garage_util::data::Uuid;
-use s3s::auth::Credentials;
 
 use crate::error::{ApiError, ApiResult};
 
@@ -133,18 +132,6 @@ impl Api {
             .filter(|k| k.params().is_some()))
     }
 
-    /// The key that signed the request. Anonymous requests are refused.
-    pub async fn key(&self, creds: &Option<Credentials>) -> ApiResult<Key> {
-        let Some(c) = creds else {
-            return Err(ApiError::AccessDenied(
-                "anonymous requests are not allowed: sign the request with an access key".into(),
-            ));
-        };
-        self.fetch_key(&c.access_key)
-            .await?
-            .ok_or_else(|| ApiError::AccessDenied(format!("no access key {}", c.access_key)))
-    }
-
     /// The id of the bucket `name` designates for `key` (its local alias
     /// first, then the global alias), once `key` has permission `need`.
     ///
@@ -183,17 +170,6 @@ impl Api {
             None => fresh_alias?,
         };
         decide_bucket(&key, name, alias, need)
-    }
-
-    /// The bucket `name` designates, once the key has the owner permission.
-    pub(crate) async fn owned_bucket(
-        &self,
-        creds: &Option<s3s::auth::Credentials>,
-        name: &str,
-    ) -> ApiResult<(Uuid, Bucket)> {
-        let key = self.key(creds).await?;
-        let id = self.bucket_id(&key, name, Need::Owner).await?;
-        Ok((id, self.bucket(id, name).await?))
     }
 
     /// Writes the bucket entry with `f` applied to its parameters, as read

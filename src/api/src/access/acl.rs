@@ -25,7 +25,8 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::policy::Policy;
-use crate::ctx::{check_key, Api, Need};
+use crate::access::step::{Ctx, KeyBucket, Owned};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
@@ -489,11 +490,10 @@ impl Api {
 
     pub async fn get_bucket_acl(
         self: Arc<Self>,
-        req: S3Request<GetBucketAclInput>,
+        _req: S3Request<GetBucketAclInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketAclOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let access = access_of(&b);
         let names = self.key_names(&b).await;
         let mut grants = key_grants(&b, true, &names);
@@ -507,9 +507,10 @@ impl Api {
     pub async fn put_bucket_acl(
         self: Arc<Self>,
         req: S3Request<PutBucketAclInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketAclOutput>> {
         let i = req.input;
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         let asked = requested_acl!(i)?;
         let acl = allowed_acl(&access_of(&b), asked.canned)?;
         if !asked.keys.is_empty() && !access_of(&b).acls_enabled() {
@@ -526,11 +527,11 @@ impl Api {
     pub async fn get_object_acl(
         self: Arc<Self>,
         req: S3Request<GetObjectAclInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectAclOutput>> {
         let i = req.input;
         check_key(&i.key)?;
-        let k = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&k, &i.bucket, Need::Read).await?;
+        let id = ctx.granted.bucket;
         let b = self.bucket(id, &i.bucket).await?;
         let found = self
             .find_version(id, &i.key, i.version_id.as_deref())
@@ -552,11 +553,11 @@ impl Api {
     pub async fn put_object_acl(
         self: Arc<Self>,
         req: S3Request<PutObjectAclInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<PutObjectAclOutput>> {
         let i = req.input;
         check_key(&i.key)?;
-        let k = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&k, &i.bucket, Need::Write).await?;
+        let id = ctx.granted.bucket;
         let b = self.bucket(id, &i.bucket).await?;
         let asked = requested_acl!(i)?;
         let owners = owner_keys(&b);
@@ -585,9 +586,10 @@ impl Api {
     pub async fn put_bucket_policy(
         self: Arc<Self>,
         req: S3Request<PutBucketPolicyInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketPolicyOutput>> {
         let i = req.input;
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         let policy =
             Policy::parse(&i.policy, Some(&i.bucket)).map_err(ApiError::MalformedPolicy)?;
         if policy.is_public() && access_of(&b).block().block_public_policy {
@@ -602,26 +604,12 @@ impl Api {
         Ok(no_content(PutBucketPolicyOutput::default()))
     }
 
-    async fn policy_text(
-        &self,
-        creds: &Option<s3s::auth::Credentials>,
-        bucket: &str,
-    ) -> ApiResult<String> {
-        let (_, b) = self.owned_bucket(creds, bucket).await?;
-        access_of(&b)
-            .policy
-            .get()
-            .clone()
-            .ok_or(ApiError::NoSuchBucketPolicy)
-    }
-
     pub async fn get_bucket_policy(
         self: Arc<Self>,
-        req: S3Request<GetBucketPolicyInput>,
+        _req: S3Request<GetBucketPolicyInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketPolicyOutput>> {
-        let text = self
-            .policy_text(&req.credentials, &req.input.bucket)
-            .await?;
+        let text = policy_text(&ctx.granted.bucket)?;
         Ok(S3Response::new(GetBucketPolicyOutput {
             policy: Some(text),
         }))
@@ -629,11 +617,10 @@ impl Api {
 
     pub async fn get_bucket_policy_status(
         self: Arc<Self>,
-        req: S3Request<GetBucketPolicyStatusInput>,
+        _req: S3Request<GetBucketPolicyStatusInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketPolicyStatusOutput>> {
-        let text = self
-            .policy_text(&req.credentials, &req.input.bucket)
-            .await?;
+        let text = policy_text(&ctx.granted.bucket)?;
         let public = Policy::parse(&text, None).is_ok_and(|p| p.is_public());
         Ok(S3Response::new(GetBucketPolicyStatusOutput {
             policy_status: Some(PolicyStatus {
@@ -644,11 +631,10 @@ impl Api {
 
     pub async fn delete_bucket_policy(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketPolicyInput>,
+        _req: S3Request<DeleteBucketPolicyInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketPolicyOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.access.policy.update(None))
             .await?;
         Ok(no_content(DeleteBucketPolicyOutput::default()))
@@ -657,6 +643,7 @@ impl Api {
     pub async fn put_bucket_ownership_controls(
         self: Arc<Self>,
         req: S3Request<PutBucketOwnershipControlsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketOwnershipControlsOutput>> {
         let i = req.input;
         let own = match i.ownership_controls.rules.as_slice() {
@@ -672,7 +659,7 @@ impl Api {
                 ))
             }
         };
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         if own == Ownership::BucketOwnerEnforced && access_of(&b).acl.get().is_public() {
             return Err(ApiError::InvalidBucketAclWithObjectOwnership);
         }
@@ -683,11 +670,10 @@ impl Api {
 
     pub async fn get_bucket_ownership_controls(
         self: Arc<Self>,
-        req: S3Request<GetBucketOwnershipControlsInput>,
+        _req: S3Request<GetBucketOwnershipControlsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketOwnershipControlsOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let own = access_of(&b)
             .ownership
             .get()
@@ -703,11 +689,10 @@ impl Api {
 
     pub async fn delete_bucket_ownership_controls(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketOwnershipControlsInput>,
+        _req: S3Request<DeleteBucketOwnershipControlsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketOwnershipControlsOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.access.ownership.update(None))
             .await?;
         Ok(no_content(DeleteBucketOwnershipControlsOutput::default()))
@@ -716,6 +701,7 @@ impl Api {
     pub async fn put_public_access_block(
         self: Arc<Self>,
         req: S3Request<PutPublicAccessBlockInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutPublicAccessBlockOutput>> {
         let i = req.input;
         let c = &i.public_access_block_configuration;
@@ -725,7 +711,7 @@ impl Api {
             block_public_policy: c.block_public_policy.unwrap_or(false),
             restrict_public_buckets: c.restrict_public_buckets.unwrap_or(false),
         };
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.access.public_access_block.update(Some(block)))
             .await?;
         Ok(S3Response::new(PutPublicAccessBlockOutput::default()))
@@ -733,11 +719,10 @@ impl Api {
 
     pub async fn get_public_access_block(
         self: Arc<Self>,
-        req: S3Request<GetPublicAccessBlockInput>,
+        _req: S3Request<GetPublicAccessBlockInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetPublicAccessBlockOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let block = access_of(&b)
             .public_access_block
             .get()
@@ -754,15 +739,23 @@ impl Api {
 
     pub async fn delete_public_access_block(
         self: Arc<Self>,
-        req: S3Request<DeletePublicAccessBlockInput>,
+        _req: S3Request<DeletePublicAccessBlockInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeletePublicAccessBlockOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.access.public_access_block.update(None))
             .await?;
         Ok(no_content(DeletePublicAccessBlockOutput::default()))
     }
+}
+
+/// A bucket's policy, as it was written.
+fn policy_text(b: &Bucket) -> ApiResult<String> {
+    access_of(b)
+        .policy
+        .get()
+        .clone()
+        .ok_or(ApiError::NoSuchBucketPolicy)
 }
 
 #[cfg(test)]

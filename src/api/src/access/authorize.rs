@@ -2,9 +2,11 @@
 //! then the bucket policy, then ACLs, in AWS's order (an explicit deny in
 //! the policy wins over everything). See doc/access-control.md.
 //!
-//! Bucket configuration requests (ACLs, policies, CORS, …) are decided by
-//! key permissions alone ([`Api::bucket_id`] with [`Need::Owner`]): a
-//! policy cannot lock the bucket's owners out of changing it.
+//! Which operation is decided here, and which by key permissions alone,
+//! is the table of `s3.rs` (see `access::step`). Bucket configuration
+//! requests (ACLs, policies, CORS, …) are decided by key permissions
+//! alone (the owner permission): a policy cannot lock the bucket's owners
+//! out of changing it.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -13,8 +15,6 @@ use std::sync::Arc;
 use garage_model::access::{BucketAccess, CannedAcl};
 use garage_model::key_table::Key;
 use garage_util::data::Uuid;
-use hyper::http::Extensions;
-use s3s::auth::Credentials;
 use s3s::S3Request;
 
 use crate::access::auth_scope::form_urlencoded;
@@ -241,51 +241,31 @@ fn denied() -> ApiError {
 }
 
 impl Api {
-    /// Who sent `req`: the key that signed it (anonymous: none), and its
-    /// TCP peer's address.
+    /// Who sent `req`: the key that signed it (anonymous: none), its TCP
+    /// peer's address and its condition values. The first thing the
+    /// authorization step (`access::step`) does.
     pub async fn requester<T>(&self, req: &S3Request<T>) -> ApiResult<Requester> {
-        self.requester_of(&req.credentials, &req.extensions).await
-    }
-
-    /// [`Api::requester`], from a request's parts.
-    pub async fn requester_of(
-        &self,
-        creds: &Option<Credentials>,
-        extensions: &Extensions,
-    ) -> ApiResult<Requester> {
-        let key = match creds {
-            Some(_) => Some(self.key(creds).await?),
+        let key = match &req.credentials {
+            Some(c) => Some(self.fetch_key(&c.access_key).await?.ok_or_else(|| {
+                ApiError::AccessDenied(format!("no access key {}", c.access_key))
+            })?),
             None => None,
         };
         Ok(Requester {
             key,
-            source_ip: extensions.get::<Peer>().map(|p| p.0.ip()),
-            conditions: extensions
+            source_ip: req.extensions.get::<Peer>().map(|p| p.0.ip()),
+            conditions: req
+                .extensions
                 .get::<ConditionValues>()
                 .cloned()
                 .unwrap_or_default(),
         })
     }
 
-    /// Decides a listing of bucket `name` (`prefix`: the request's, for
-    /// `s3:prefix`; absent: empty); the bucket's id.
-    pub async fn authorize_list(
-        &self,
-        who: &Requester,
-        name: &str,
-        action: Action,
-        prefix: Option<&str>,
-    ) -> ApiResult<Uuid> {
-        Ok(self
-            .authorize(who, name, action, None, Some(prefix.unwrap_or_default()))
-            .await?
-            .bucket)
-    }
-
     /// The decisions of a copy: reading the source (its version's ACL
     /// still to check, see [`Access::check_version`]) and writing the
     /// destination; both at once.
-    pub async fn authorize_copy(
+    pub(crate) async fn authorize_copy(
         &self,
         who: &Requester,
         (src_bucket, src_key, src_vid): (&str, &str, Option<&str>),
@@ -308,7 +288,7 @@ impl Api {
     /// read of an object, the version's ACL may still (see
     /// [`Access::check_version`]). `prefix`: a list request's prefix (the
     /// `s3:prefix` condition).
-    pub async fn authorize(
+    pub(crate) async fn authorize(
         &self,
         who: &Requester,
         name: &str,
@@ -327,7 +307,12 @@ impl Api {
     /// What the decisions of `who` on bucket `name` for actions needing
     /// key permission `need` depend on, read once (for DeleteObjects,
     /// which decides each key).
-    pub async fn decider(&self, who: &Requester, name: &str, need: Need) -> ApiResult<Decider> {
+    pub(crate) async fn decider(
+        &self,
+        who: &Requester,
+        name: &str,
+        need: Need,
+    ) -> ApiResult<Decider> {
         let key = who.key.as_ref();
         let (id, by_key, refusal) = match key {
             Some(k) => match self.bucket_id(k, name, need).await {

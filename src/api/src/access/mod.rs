@@ -8,3 +8,4 @@ pub mod auth_scope;
 pub mod authorize;
 pub mod policy;
 pub mod request_time;
+pub mod step;

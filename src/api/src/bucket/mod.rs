@@ -10,16 +10,20 @@ use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::access::authorize::Access;
+use crate::access::step::{Ctx, KeyBucket, Owned};
+use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use garage_model::key_table::Key;
 
 impl Api {
     pub async fn list_buckets(
         self: Arc<Self>,
         req: S3Request<ListBucketsInput>,
+        ctx: Ctx<Key>,
     ) -> ApiResult<S3Response<ListBucketsOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let key = ctx.granted;
         let all = self.metadata.list_buckets().await?;
         let mut out = Vec::new();
         for b in all.iter() {
@@ -61,8 +65,9 @@ impl Api {
     pub async fn create_bucket(
         self: Arc<Self>,
         req: S3Request<CreateBucketInput>,
+        ctx: Ctx<Key>,
     ) -> ApiResult<S3Response<CreateBucketOutput>> {
-        let key = self.key(&req.credentials).await?;
+        let key = ctx.granted;
         let i = req.input;
         if let Some(loc) = i
             .create_bucket_configuration
@@ -114,17 +119,9 @@ impl Api {
 
     pub async fn head_bucket(
         self: Arc<Self>,
-        req: S3Request<HeadBucketInput>,
+        _req: S3Request<HeadBucketInput>,
+        _ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<HeadBucketOutput>> {
-        let who = self.requester(&req).await?;
-        self.authorize(
-            &who,
-            &req.input.bucket,
-            crate::access::authorize::Action::ListBucket,
-            None,
-            None,
-        )
-        .await?;
         Ok(S3Response::new(HeadBucketOutput {
             bucket_region: Some(self.region().to_string()),
             ..Default::default()
@@ -133,10 +130,9 @@ impl Api {
 
     pub async fn get_bucket_location(
         self: Arc<Self>,
-        req: S3Request<GetBucketLocationInput>,
+        _req: S3Request<GetBucketLocationInput>,
+        _ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetBucketLocationOutput>> {
-        let key = self.key(&req.credentials).await?;
-        self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
         Ok(S3Response::new(GetBucketLocationOutput {
             location_constraint: Some(BucketLocationConstraint::from(self.region().to_string())),
         }))
@@ -145,11 +141,10 @@ impl Api {
     pub async fn delete_bucket(
         self: Arc<Self>,
         req: S3Request<DeleteBucketInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketOutput>> {
-        let key = self.key(&req.credentials).await?;
         let name = req.input.bucket;
-        let id = self.bucket_id(&key, &name, Need::Owner).await?;
-        let bucket = self.bucket(id, &name).await?;
+        let Owned { id, bucket, .. } = ctx.granted;
         // Any object, upload or version (delete markers included, as in
         // S3) keeps the bucket.
         let (objects, versions) = tokio::join!(

@@ -8,7 +8,8 @@ use garage_model::bucket_table::DefaultEncryption;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::access::step::{Ctx, KeyBucket, Owned};
+use crate::ctx::Api;
 use crate::encryption::sse::{check_default, AES256, AWS_KMS};
 use crate::error::{ApiError, ApiResult};
 
@@ -55,11 +56,12 @@ impl Api {
     pub async fn put_bucket_encryption(
         self: Arc<Self>,
         req: S3Request<PutBucketEncryptionInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketEncryptionOutput>> {
         let i = req.input;
         let enc = parse(&i.server_side_encryption_configuration)?;
         check_default(&self.kms, &enc).await?;
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.encryption.update(Some(enc)))
             .await?;
         Ok(S3Response::new(PutBucketEncryptionOutput::default()))
@@ -68,10 +70,9 @@ impl Api {
     pub async fn get_bucket_encryption(
         self: Arc<Self>,
         req: S3Request<GetBucketEncryptionInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetBucketEncryptionOutput>> {
-        let key = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
-        let b = self.bucket(id, &req.input.bucket).await?;
+        let b = self.bucket(ctx.granted.bucket, &req.input.bucket).await?;
         let enc = b
             .params()
             .and_then(|p| p.encryption.get().clone())
@@ -95,11 +96,10 @@ impl Api {
 
     pub async fn delete_bucket_encryption(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketEncryptionInput>,
+        _req: S3Request<DeleteBucketEncryptionInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketEncryptionOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.encryption.update(None)).await?;
         let mut resp = S3Response::new(DeleteBucketEncryptionOutput::default());
         resp.status = Some(hyper::StatusCode::NO_CONTENT);

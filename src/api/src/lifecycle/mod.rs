@@ -18,6 +18,7 @@ use garage_model::bucket_table::{self as model, LifecycleExpiration, LifecycleFi
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::{Ctx, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -30,11 +31,10 @@ const MAX_ID_LEN: usize = 255;
 impl Api {
     pub async fn get_bucket_lifecycle_configuration(
         self: Arc<Self>,
-        req: S3Request<GetBucketLifecycleConfigurationInput>,
+        _req: S3Request<GetBucketLifecycleConfigurationInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketLifecycleConfigurationOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let rules = b
             .params()
             .and_then(|p| p.lifecycle_config.get().clone())
@@ -48,10 +48,9 @@ impl Api {
     pub async fn put_bucket_lifecycle_configuration(
         self: Arc<Self>,
         req: S3Request<PutBucketLifecycleConfigurationInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketLifecycleConfigurationOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let config = req.input.lifecycle_configuration.ok_or_else(|| {
             ApiError::MalformedXml("the lifecycle configuration is missing".into())
         })?;
@@ -67,11 +66,10 @@ impl Api {
 
     pub async fn delete_bucket_lifecycle(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketLifecycleInput>,
+        _req: S3Request<DeleteBucketLifecycleInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketLifecycleOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.lifecycle_config.update(None))
             .await?;
         let mut resp = S3Response::new(DeleteBucketLifecycleOutput::default());

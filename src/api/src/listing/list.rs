@@ -10,7 +10,8 @@ use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
@@ -202,13 +203,12 @@ impl Api {
     pub async fn list_objects_v2(
         self: Arc<Self>,
         req: S3Request<ListObjectsV2Input>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<ListObjectsV2Output>> {
-        let who = self.requester(&req).await?;
+        let who = ctx.who;
         let i = req.input;
         check_unordered(req.uri.query(), i.delimiter.as_deref())?;
-        let bucket = self
-            .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
-            .await?;
+        let bucket = ctx.granted.bucket;
         let token_after = i
             .continuation_token
             .as_deref()
@@ -257,13 +257,12 @@ impl Api {
     pub async fn list_objects(
         self: Arc<Self>,
         req: S3Request<ListObjectsInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<ListObjectsOutput>> {
-        let who = self.requester(&req).await?;
+        let who = ctx.who;
         let i = req.input;
         check_unordered(req.uri.query(), i.delimiter.as_deref())?;
-        let bucket = self
-            .authorize_list(&who, &i.bucket, Action::ListBucket, i.prefix.as_deref())
-            .await?;
+        let bucket = ctx.granted.bucket;
         let max_keys = max_keys(i.max_keys)?;
         let q = ListQuery {
             bucket,

@@ -22,7 +22,8 @@ use garage_util::data::Uuid;
 use s3s::dto;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::listing::list::{enc, max_keys, url_encoding, AFTER_ALL, BATCH};
@@ -277,17 +278,11 @@ impl Api {
     pub async fn list_object_versions(
         self: Arc<Self>,
         req: S3Request<dto::ListObjectVersionsInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<dto::ListObjectVersionsOutput>> {
-        let who = self.requester(&req).await?;
+        let who = ctx.who;
         let i = req.input;
-        let bucket = self
-            .authorize_list(
-                &who,
-                &i.bucket,
-                Action::ListBucketVersions,
-                i.prefix.as_deref(),
-            )
-            .await?;
+        let bucket = ctx.granted.bucket;
         let max_keys = max_keys(i.max_keys)?;
         let key_marker = i.key_marker.clone().filter(|m| !m.is_empty());
         let version_id_marker = i.version_id_marker.clone().filter(|m| !m.is_empty());

@@ -14,6 +14,7 @@ use garage_model::bucket_table::{BucketLogging, PartitionDateSource as DateSourc
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::{Ctx, Owned};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
 
@@ -65,11 +66,10 @@ impl Api {
     pub async fn put_bucket_logging(
         self: Arc<Self>,
         req: S3Request<PutBucketLoggingInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketLoggingOutput>> {
         let i = req.input;
-        let key = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&key, &i.bucket, Need::Owner).await?;
-        let b = self.bucket(id, &i.bucket).await?;
+        let Owned { key, bucket: b, .. } = ctx.granted;
         let logging = match &i.bucket_logging_status.logging_enabled {
             None => None,
             Some(l) => {
@@ -120,11 +120,10 @@ impl Api {
 
     pub async fn get_bucket_logging(
         self: Arc<Self>,
-        req: S3Request<GetBucketLoggingInput>,
+        _req: S3Request<GetBucketLoggingInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketLoggingOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let logging = b.params().and_then(|p| p.logging.get().clone());
         Ok(S3Response::new(GetBucketLoggingOutput {
             logging_enabled: logging.map(|l| LoggingEnabled {

@@ -16,7 +16,8 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use super::{finished_parts, parse_upload_id, upload_checksum, MIN_PART_SIZE};
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::conditional::WriteConditions;
 use crate::ctx::Api;
 use crate::encryption::sse::{is_encrypted, plain_size, SseFields};
@@ -26,13 +27,10 @@ impl Api {
     pub async fn complete_multipart_upload(
         self: Arc<Self>,
         req: S3Request<CompleteMultipartUploadInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<CompleteMultipartUploadOutput>> {
-        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self
-            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         let (mpu, obj) = tokio::join!(
             self.upload(bucket, &i.key, &i.upload_id),
             self.objects.get(&bucket, &i.key)

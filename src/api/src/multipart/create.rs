@@ -7,7 +7,8 @@ use garage_model::object_table::{gen_upload_id, Object, ObjectVersion, ObjectVer
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
@@ -17,14 +18,12 @@ impl Api {
     pub async fn create_multipart_upload(
         self: Arc<Self>,
         req: S3Request<CreateMultipartUploadInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<CreateMultipartUploadOutput>> {
-        let who = self.requester(&req).await?;
+        let who = ctx.who;
         let i = req.input;
         check_key(&i.key)?;
-        let bucket = self
-            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         let algo = i
             .checksum_algorithm
             .as_ref()
@@ -122,19 +121,10 @@ impl Api {
     pub async fn abort_multipart_upload(
         self: Arc<Self>,
         req: S3Request<AbortMultipartUploadInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<AbortMultipartUploadOutput>> {
-        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self
-            .authorize(
-                &who,
-                &i.bucket,
-                Action::AbortMultipartUpload,
-                Some(&i.key),
-                None,
-            )
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         self.writer.abort_upload(&mpu).await?;
         let mut resp = S3Response::new(AbortMultipartUploadOutput::default());

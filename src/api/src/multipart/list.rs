@@ -9,7 +9,8 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use super::{finished_parts, upload_checksum, MAX_UPLOADS_LISTED};
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::ApiResult;
 use crate::meta;
@@ -18,19 +19,10 @@ impl Api {
     pub async fn list_parts(
         self: Arc<Self>,
         req: S3Request<ListPartsInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<ListPartsOutput>> {
-        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self
-            .authorize(
-                &who,
-                &i.bucket,
-                Action::ListMultipartUploadParts,
-                Some(&i.key),
-                None,
-            )
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
         let marker = i.part_number_marker.unwrap_or(0).max(0) as u64;
@@ -84,19 +76,10 @@ impl Api {
     pub async fn list_multipart_uploads(
         self: Arc<Self>,
         req: S3Request<ListMultipartUploadsInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<ListMultipartUploadsOutput>> {
-        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self
-            .authorize(
-                &who,
-                &i.bucket,
-                Action::ListBucketMultipartUploads,
-                None,
-                i.prefix.as_deref(),
-            )
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         let prefix = i.prefix.clone().unwrap_or_default();
         let max = i.max_uploads.unwrap_or(1000).clamp(0, 1000) as usize;
         let objects = self

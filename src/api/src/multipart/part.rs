@@ -12,7 +12,8 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use super::{check_part_number, part_checksum, upload_checksum};
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::{source_of, CopyGrant, Ctx};
 use crate::ctx::Api;
 use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
@@ -36,13 +37,10 @@ impl Api {
     pub async fn upload_part(
         self: Arc<Self>,
         req: S3Request<UploadPartInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<UploadPartOutput>> {
-        let who = self.requester(&req).await?;
         let i = req.input;
-        let bucket = self
-            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
-            .await?
-            .bucket;
+        let bucket = ctx.granted.bucket;
         check_part_number(i.part_number)?;
         let md5_given = i
             .content_md5
@@ -106,14 +104,12 @@ impl Api {
     pub async fn upload_part_copy(
         self: Arc<Self>,
         req: S3Request<UploadPartCopyInput>,
+        ctx: Ctx<CopyGrant>,
     ) -> ApiResult<S3Response<UploadPartCopyOutput>> {
-        let who = self.requester(&req).await?;
+        let (src_access, dst) = (ctx.granted.source, ctx.granted.bucket);
         let i = req.input;
         check_part_number(i.part_number)?;
-        let (src_bucket, src_key, src_vid) = crate::objects::copy::source_of(&i.copy_source)?;
-        let (src_access, dst) = self
-            .authorize_copy(&who, (src_bucket, src_key, src_vid), (&i.bucket, &i.key))
-            .await?;
+        let (_, src_key, src_vid) = source_of(&i.copy_source)?;
         let src = src_access.bucket;
         let given = SseKey::from_headers(
             i.sse_customer_algorithm.as_deref(),

@@ -12,7 +12,8 @@ use garage_model::version_table::read_version;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{check_key, Api, Need};
+use crate::access::step::{Ctx, KeyBucket};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::read::Current;
@@ -24,11 +25,11 @@ impl Api {
     pub async fn get_object_attributes(
         self: Arc<Self>,
         req: S3Request<GetObjectAttributesInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectAttributesOutput>> {
-        let key = self.key(&req.credentials).await?;
         let i = req.input;
         check_key(&i.key)?;
-        let bucket = self.bucket_id(&key, &i.bucket, Need::Read).await?;
+        let bucket = ctx.granted.bucket;
         // One header, `x-amz-object-attributes: ETag,ObjectSize`, or
         // several: s3s splits only the latter.
         let asked: Vec<String> = i

@@ -16,6 +16,7 @@ use garage_util::time::stamp;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::{source_of, CopyGrant, Ctx};
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{check_read, is_sealing_header, without_sse, SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
@@ -26,14 +27,13 @@ impl Api {
     pub async fn copy_object(
         self: Arc<Self>,
         req: S3Request<CopyObjectInput>,
+        ctx: Ctx<CopyGrant>,
     ) -> ApiResult<S3Response<CopyObjectOutput>> {
-        let who = self.requester(&req).await?;
+        let who = ctx.who;
+        let (src_access, dst) = (ctx.granted.source, ctx.granted.bucket);
         let i = req.input;
         check_key(&i.key)?;
-        let (src_bucket, src_key, src_vid) = source_of(&i.copy_source)?;
-        let (src_access, dst) = self
-            .authorize_copy(&who, (src_bucket, src_key, src_vid), (&i.bucket, &i.key))
-            .await?;
+        let (_, src_key, src_vid) = source_of(&i.copy_source)?;
         let src = src_access.bucket;
         // The copy gets the request's lock (or the bucket's default), not
         // the source's, as in S3.
@@ -259,20 +259,6 @@ pub fn copy_source_error(e: ApiError) -> ApiError {
             "{m} (x-amz-copy-source-server-side-encryption-customer-*)"
         )),
         e => e,
-    }
-}
-
-/// The (bucket, key, version id) of an `x-amz-copy-source`.
-pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str, Option<&str>)> {
-    match c {
-        CopySource::Bucket {
-            bucket,
-            key,
-            version_id,
-        } => Ok((bucket, key, version_id.as_deref())),
-        _ => Err(ApiError::InvalidArgument(
-            "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
-        )),
     }
 }
 

@@ -12,7 +12,8 @@ use hyper::StatusCode;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Action;
+use crate::access::authorize::{Access, Action, Decider};
+use crate::access::step::Ctx;
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
@@ -21,18 +22,11 @@ impl Api {
     pub async fn delete_object(
         self: Arc<Self>,
         req: S3Request<DeleteObjectInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<DeleteObjectOutput>> {
-        let who = self.requester(&req).await?;
+        let (who, bucket) = (ctx.who, ctx.granted.bucket);
         let i = req.input;
         check_key(&i.key)?;
-        let action = match i.version_id {
-            Some(_) => Action::DeleteObjectVersion,
-            None => Action::DeleteObject,
-        };
-        let bucket = self
-            .authorize(&who, &i.bucket, action, Some(&i.key), None)
-            .await?
-            .bucket;
         let cond = WriteConditions::of_delete(
             i.if_match.as_ref(),
             i.if_match_last_modified_time.as_ref(),
@@ -98,15 +92,13 @@ impl Api {
     pub async fn delete_objects(
         self: Arc<Self>,
         req: S3Request<DeleteObjectsInput>,
+        ctx: Ctx<Decider>,
     ) -> ApiResult<S3Response<DeleteObjectsOutput>> {
-        let who = self.requester(&req).await?;
+        let (who, decider) = (ctx.who, ctx.granted);
         let i = req.input;
         check_delete_count(i.delete.objects.len())?;
         // Each key is decided on its own (a policy may deny some), on
         // the bucket's state read once.
-        let decider = self
-            .decider(&who, &i.bucket, Action::DeleteObject.need())
-            .await?;
         let bucket = decider.bucket;
         let mut allowed = Vec::new();
         let mut errors = Vec::new();
@@ -115,10 +107,7 @@ impl Api {
                 errors.push(key_error(o.key, o.version_id, &e));
                 continue;
             }
-            let action = match o.version_id {
-                Some(_) => Action::DeleteObjectVersion,
-                None => Action::DeleteObject,
-            };
+            let action = Action::delete(&o.version_id);
             let tags = decider.existing_tags(&self, &o.key).await?;
             match decider.decide(&who, action, Some(&o.key), None, tags.as_ref()) {
                 Ok(_) => allowed.push(o),

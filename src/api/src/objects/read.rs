@@ -10,7 +10,8 @@ use hyper::StatusCode;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::{Action, Requester};
+use crate::access::authorize::Access;
+use crate::access::step::Ctx;
 use crate::conditional::etag_matches;
 use crate::ctx::Api;
 use crate::encryption::sse::{SseFields, SseKey};
@@ -23,13 +24,11 @@ use crate::objects::stream::Prefetch;
 /// by the SSE-C key given, checked against the conditional headers, with
 /// the range asked for.
 macro_rules! checked_read {
-    ($api:expr, $req:expr, $i:expr, $for_get:expr) => {
+    ($api:expr, $access:expr, $i:expr, $for_get:expr) => {
         $api.read_checked(
             $for_get,
-            $api.requester_of(&$req.credentials, &$req.extensions)
-                .await?,
+            $access,
             ReadRequest {
-                bucket: &$i.bucket,
                 key: &$i.key,
                 version_id: $i.version_id.as_deref(),
                 conditions: Conditions {
@@ -116,10 +115,10 @@ macro_rules! read_output {
     }};
 }
 
-/// What a GET or HEAD asks for: the object, the version, the conditions,
+/// What a GET or HEAD asks for (of the bucket its access names): the
+/// object, the version, the conditions,
 /// the SSE-C key given and the bytes.
 pub struct ReadRequest<'a> {
-    pub bucket: &'a str,
     pub key: &'a str,
     pub version_id: Option<&'a str>,
     pub conditions: Conditions<'a>,
@@ -262,9 +261,10 @@ impl Api {
     pub async fn get_object(
         self: Arc<Self>,
         req: S3Request<GetObjectInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<GetObjectOutput>> {
         let mut i = req.input;
-        let a = checked_read!(self, req, i, true);
+        let a = checked_read!(self, ctx.granted, i, true);
         let body = self.content(&a.cur, a.body_range(), a.sse.clone())?;
         let mut out = read_output!(GetObjectOutput, i, &a, self.region());
         out.body = Some(body);
@@ -279,9 +279,10 @@ impl Api {
     pub async fn head_object(
         self: Arc<Self>,
         req: S3Request<HeadObjectInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<HeadObjectOutput>> {
         let mut i = req.input;
-        let a = checked_read!(self, req, i, false);
+        let a = checked_read!(self, ctx.granted, i, false);
         let mut resp = S3Response::new(read_output!(HeadObjectOutput, i, &a, self.region()));
         // Not in s3s's HeadObject output (nor in AWS's model), but S3
         // sends it on HEAD as on GET.
@@ -437,24 +438,17 @@ impl Api {
         })
     }
 
-    /// The current version of the object `r` names, for a reader: the
-    /// key's read permission, then the object, then the conditional
-    /// headers. The SSE-C key given must open the version (checked before
+    /// The current version of the object `r` names, for a reader allowed
+    /// by `access` (its version's ACL still to check): the object, then
+    /// the conditional headers. The SSE-C key given must open the version (checked before
     /// the conditions, so that a 304 needs the key too); then the range
     /// asked for.
     async fn read_checked(
         self: &Arc<Self>,
         for_get: bool,
-        who: Requester,
+        access: Access,
         r: ReadRequest<'_>,
     ) -> ApiResult<ReadAnswer> {
-        let action = match r.version_id {
-            Some(_) => Action::GetObjectVersion,
-            None => Action::GetObject,
-        };
-        let access = self
-            .authorize(&who, r.bucket, action, Some(r.key), None)
-            .await?;
         let id = access.bucket;
         let cur = access.hide(match for_get {
             true => self.current_for_get(id, r.key, r.version_id).await,

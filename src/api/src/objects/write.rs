@@ -13,7 +13,8 @@ use garage_util::time::stamp;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Action;
+use crate::access::authorize::Access;
+use crate::access::step::{put_key, Ctx, FormFields};
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{SseFields, SseKey};
@@ -23,30 +24,6 @@ use crate::objects::block_writer::{
     INLINE_MAX,
 };
 use crate::versions::object_lock::Placement;
-
-/// What PostObject needs of a form that s3s does not pass on: the file's
-/// name (for `${filename}` in the key) and the `tagging` field (an XML
-/// tag set), once the body was read that far.
-#[derive(Clone, Default, Debug)]
-pub struct FormFields(std::sync::Arc<std::sync::Mutex<Fields>>);
-
-#[derive(Clone, Default, Debug)]
-pub struct Fields {
-    pub file_name: Option<String>,
-    pub tagging: Option<String>,
-}
-
-impl FormFields {
-    pub fn get(&self) -> Fields {
-        self.0.lock().expect("form fields lock").clone()
-    }
-
-    /// Notes a field (the reader of the form's body does, see
-    /// the server family's `rechunk`).
-    pub fn set(&self, f: impl FnOnce(&mut Fields)) {
-        f(&mut self.0.lock().expect("form fields lock"))
-    }
-}
 
 /// Where a new version of an object goes and how it is sealed, from a
 /// PutObject's or CreateMultipartUpload's input `$i` (their fields have
@@ -301,32 +278,18 @@ impl Api {
     pub async fn put_object(
         self: Arc<Self>,
         req: S3Request<PutObjectInput>,
+        ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<PutObjectOutput>> {
-        // PostObject forms reach here (s3s turns them into PutObject): their
-        // credentials, in the body, were not seen by the check in front of
-        // s3s (`auth_scope::check_request`).
-        crate::access::auth_scope::check_form(
-            req.credentials.is_some(),
-            req.region.as_ref().map(|r| r.as_str()),
-            &self.regions,
-        )?;
-        let who = self.requester(&req).await?;
-        let mut i = req.input;
-        // A form's `${filename}` (the name of the file it carries) and
-        // `tagging` field.
+        let key = put_key(&req);
         let form = req
             .extensions
             .get::<FormFields>()
             .map(|f| f.get())
             .unwrap_or_default();
-        if let Some(name) = &form.file_name {
-            i.key = i.key.replace("${filename}", name);
-        }
+        let (who, bucket) = (ctx.who, ctx.granted.bucket);
+        let mut i = req.input;
+        i.key = key;
         check_key(&i.key)?;
-        let bucket = self
-            .authorize(&who, &i.bucket, Action::PutObject, Some(&i.key), None)
-            .await?
-            .bucket;
         let md5 = i
             .content_md5
             .as_deref()

@@ -440,7 +440,7 @@ impl CorsService {
         if req.method() != Method::POST {
             return hyper::service::Service::call(&self.inner, req);
         }
-        let fields = crate::objects::write::FormFields::default();
+        let fields = crate::access::step::FormFields::default();
         let mut req = req.map({
             let fields = fields.clone();
             |b| Body::http_body_unsync(crate::server::rechunk::Rechunk::with_form_fields(b, fields))

@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::objects::write::FormFields;
+use crate::access::step::FormFields;
 
 /// Largest data frame passed on.
 pub const MAX_PIECE: usize = 32 * 1024;

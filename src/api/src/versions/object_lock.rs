@@ -18,6 +18,7 @@ use garage_util::time::now_msec;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::versions::versioning::Found;
@@ -257,33 +258,25 @@ impl Api {
         Ok(())
     }
 
-    /// The bucket of a retention or legal hold request, which must have
-    /// object lock enabled.
-    async fn locked_bucket(
-        &self,
-        creds: &Option<s3s::auth::Credentials>,
-        name: &str,
-        need: Need,
-    ) -> ApiResult<(garage_model::key_table::Key, Uuid)> {
-        let key = self.key(creds).await?;
-        let id = self.bucket_id(&key, name, need).await?;
+    /// The bucket of a retention or legal hold request (`id`, named
+    /// `name`), which must have object lock enabled.
+    async fn locked_bucket(&self, id: Uuid, name: &str) -> ApiResult<Uuid> {
         let b = self.bucket(id, name).await?;
         if !lock_enabled(&b) {
             return Err(missing_config());
         }
-        Ok((key, id))
+        Ok(id)
     }
 
     /// The lock of a version, for GetObjectRetention and
     /// GetObjectLegalHold.
     async fn lock_of(
         &self,
-        creds: &Option<s3s::auth::Credentials>,
-        bucket: &str,
+        (id, bucket): (Uuid, &str),
         key: &str,
         version_id: Option<&str>,
     ) -> ApiResult<ObjectLock> {
-        let (_, id) = self.locked_bucket(creds, bucket, Need::Read).await?;
+        let id = self.locked_bucket(id, bucket).await?;
         Ok(self.version_lock(id, key, version_id).await?.1)
     }
 
@@ -305,6 +298,7 @@ impl Api {
     pub async fn put_object_lock_configuration(
         self: Arc<Self>,
         req: S3Request<PutObjectLockConfigurationInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutObjectLockConfigurationOutput>> {
         let i = req.input;
         let conf = i
@@ -320,7 +314,7 @@ impl Api {
             None => None,
             Some(d) => Some(parse_default(&d)?),
         };
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         let p = b
             .params()
             .ok_or_else(|| ApiError::NoSuchBucket(i.bucket.clone()))?;
@@ -341,9 +335,9 @@ impl Api {
     pub async fn get_object_lock_configuration(
         self: Arc<Self>,
         req: S3Request<GetObjectLockConfigurationInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectLockConfigurationOutput>> {
-        let key = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
+        let id = ctx.granted.bucket;
         let b = self.bucket(id, &req.input.bucket).await?;
         let p = b
             .params()
@@ -375,11 +369,11 @@ impl Api {
     pub async fn put_object_retention(
         self: Arc<Self>,
         req: S3Request<PutObjectRetentionInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<PutObjectRetentionOutput>> {
         let i = req.input;
-        let (key, bucket) = self
-            .locked_bucket(&req.credentials, &i.bucket, Need::Write)
-            .await?;
+        let KeyBucket { key, bucket } = ctx.granted;
+        let bucket = self.locked_bucket(bucket, &i.bucket).await?;
         let now = now_msec();
         let r = i.retention.unwrap_or_default();
         let new = match (r.mode.as_ref(), r.retain_until_date.as_ref()) {
@@ -408,10 +402,15 @@ impl Api {
     pub async fn get_object_retention(
         self: Arc<Self>,
         req: S3Request<GetObjectRetentionInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectRetentionOutput>> {
         let i = req.input;
         let lock = self
-            .lock_of(&req.credentials, &i.bucket, &i.key, i.version_id.as_deref())
+            .lock_of(
+                (ctx.granted.bucket, &i.bucket),
+                &i.key,
+                i.version_id.as_deref(),
+            )
             .await?;
         let r = lock
             .retention()
@@ -427,11 +426,10 @@ impl Api {
     pub async fn put_object_legal_hold(
         self: Arc<Self>,
         req: S3Request<PutObjectLegalHoldInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<PutObjectLegalHoldOutput>> {
         let i = req.input;
-        let (_, bucket) = self
-            .locked_bucket(&req.credentials, &i.bucket, Need::Write)
-            .await?;
+        let bucket = self.locked_bucket(ctx.granted.bucket, &i.bucket).await?;
         let status = i
             .legal_hold
             .and_then(|h| h.status)
@@ -448,10 +446,15 @@ impl Api {
     pub async fn get_object_legal_hold(
         self: Arc<Self>,
         req: S3Request<GetObjectLegalHoldInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectLegalHoldOutput>> {
         let i = req.input;
         let lock = self
-            .lock_of(&req.credentials, &i.bucket, &i.key, i.version_id.as_deref())
+            .lock_of(
+                (ctx.granted.bucket, &i.bucket),
+                &i.key,
+                i.version_id.as_deref(),
+            )
             .await?;
         if !lock.has_legal_hold_status() {
             return Err(ApiError::NoSuchObjectLockConfiguration);

@@ -13,7 +13,10 @@ use std::sync::Arc;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{check_key, Api, Need};
+use garage_util::data::Uuid;
+
+use crate::access::step::{Ctx, KeyBucket, Owned};
+use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::versions::versioning::Found;
 
@@ -124,15 +127,11 @@ impl Api {
     /// its `versionId` names).
     async fn tagged_object(
         &self,
-        creds: &Option<s3s::auth::Credentials>,
-        bucket: &str,
+        id: Uuid,
         key: &str,
         version_id: Option<&str>,
-        need: Need,
     ) -> ApiResult<Found> {
         check_key(key)?;
-        let k = self.key(creds).await?;
-        let id = self.bucket_id(&k, bucket, need).await?;
         self.find_version(id, key, version_id)
             .await
             .map_err(|e| match e {
@@ -195,17 +194,12 @@ impl Api {
     pub async fn put_object_tagging(
         self: Arc<Self>,
         req: S3Request<PutObjectTaggingInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<PutObjectTaggingOutput>> {
         let i = req.input;
         let tags = from_xml(i.tagging, MAX_OBJECT_TAGS)?;
         let f = self
-            .tagged_object(
-                &req.credentials,
-                &i.bucket,
-                &i.key,
-                i.version_id.as_deref(),
-                Need::Write,
-            )
+            .tagged_object(ctx.granted.bucket, &i.key, i.version_id.as_deref())
             .await?;
         self.write_tags(&f, tags).await?;
         Ok(S3Response::new(PutObjectTaggingOutput {
@@ -216,16 +210,11 @@ impl Api {
     pub async fn get_object_tagging(
         self: Arc<Self>,
         req: S3Request<GetObjectTaggingInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetObjectTaggingOutput>> {
         let i = req.input;
         let f = self
-            .tagged_object(
-                &req.credentials,
-                &i.bucket,
-                &i.key,
-                i.version_id.as_deref(),
-                Need::Read,
-            )
+            .tagged_object(ctx.granted.bucket, &i.key, i.version_id.as_deref())
             .await?;
         Ok(S3Response::new(GetObjectTaggingOutput {
             tag_set: to_xml(f.tags()),
@@ -236,16 +225,11 @@ impl Api {
     pub async fn delete_object_tagging(
         self: Arc<Self>,
         req: S3Request<DeleteObjectTaggingInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<DeleteObjectTaggingOutput>> {
         let i = req.input;
         let f = self
-            .tagged_object(
-                &req.credentials,
-                &i.bucket,
-                &i.key,
-                i.version_id.as_deref(),
-                Need::Write,
-            )
+            .tagged_object(ctx.granted.bucket, &i.key, i.version_id.as_deref())
             .await?;
         self.write_tags(&f, Vec::new()).await?;
         let mut resp = S3Response::new(DeleteObjectTaggingOutput {
@@ -258,21 +242,21 @@ impl Api {
     pub async fn put_bucket_tagging(
         self: Arc<Self>,
         req: S3Request<PutBucketTaggingInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketTaggingOutput>> {
         let i = req.input;
         let tags = from_xml(i.tagging, MAX_BUCKET_TAGS)?;
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.tags.update(Some(tags))).await?;
         Ok(S3Response::new(PutBucketTaggingOutput::default()))
     }
 
     pub async fn get_bucket_tagging(
         self: Arc<Self>,
-        req: S3Request<GetBucketTaggingInput>,
+        _req: S3Request<GetBucketTaggingInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketTaggingOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let tags = b
             .params()
             .and_then(|p| p.tags.get().clone())
@@ -284,11 +268,10 @@ impl Api {
 
     pub async fn delete_bucket_tagging(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketTaggingInput>,
+        _req: S3Request<DeleteBucketTaggingInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketTaggingOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.tags.update(None)).await?;
         let mut resp = S3Response::new(DeleteBucketTaggingOutput::default());
         resp.status = Some(hyper::StatusCode::NO_CONTENT);

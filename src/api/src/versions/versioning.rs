@@ -21,7 +21,8 @@ use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::ctx::{Api, Need};
+use crate::access::step::{Ctx, KeyBucket, Owned};
+use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::versions::tagging::Tags;
 
@@ -275,6 +276,7 @@ impl Api {
     pub async fn put_bucket_versioning(
         self: Arc<Self>,
         req: S3Request<PutBucketVersioningInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketVersioningOutput>> {
         let i = req.input;
         let status = i
@@ -300,7 +302,7 @@ impl Api {
                 "MFA delete is not supported".into(),
             ));
         }
-        let (_, b) = self.owned_bucket(&req.credentials, &i.bucket).await?;
+        let b = ctx.granted.bucket;
         if v != Versioning::Enabled && b.params().is_some_and(|p| p.object_lock.get()) {
             return Err(ApiError::InvalidBucketState(
                 "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.".into(),
@@ -312,10 +314,10 @@ impl Api {
 
     pub async fn get_bucket_versioning(
         self: Arc<Self>,
-        req: S3Request<GetBucketVersioningInput>,
+        _req: S3Request<GetBucketVersioningInput>,
+        ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<GetBucketVersioningOutput>> {
-        let key = self.key(&req.credentials).await?;
-        let id = self.bucket_id(&key, &req.input.bucket, Need::Read).await?;
+        let id = ctx.granted.bucket;
         let status = match self.versioning_of(id).await? {
             Versioning::Off => None,
             Versioning::Enabled => Some(BucketVersioningStatus::from_static(

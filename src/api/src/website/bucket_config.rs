@@ -12,6 +12,7 @@ use garage_model::bucket_table::{
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::{Ctx, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 
@@ -23,11 +24,10 @@ const MAX_ROUTING_RULES: usize = 50;
 impl Api {
     pub async fn get_bucket_cors(
         self: Arc<Self>,
-        req: S3Request<GetBucketCorsInput>,
+        _req: S3Request<GetBucketCorsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketCorsOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let rules = b
             .params()
             .and_then(|p| p.cors_config.get().clone())
@@ -52,10 +52,9 @@ impl Api {
     pub async fn put_bucket_cors(
         self: Arc<Self>,
         req: S3Request<PutBucketCorsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketCorsOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let rules = req.input.cors_configuration.cors_rules;
         if rules.is_empty() || rules.len() > MAX_CORS_RULES {
             return Err(ApiError::MalformedXml(format!(
@@ -90,11 +89,10 @@ impl Api {
 
     pub async fn delete_bucket_cors(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketCorsInput>,
+        _req: S3Request<DeleteBucketCorsInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketCorsOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.cors_config.update(None))
             .await?;
         let mut resp = S3Response::new(DeleteBucketCorsOutput::default());
@@ -104,11 +102,10 @@ impl Api {
 
     pub async fn get_bucket_website(
         self: Arc<Self>,
-        req: S3Request<GetBucketWebsiteInput>,
+        _req: S3Request<GetBucketWebsiteInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<GetBucketWebsiteOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let w = b
             .params()
             .and_then(|p| p.website_config.get().clone())
@@ -119,10 +116,9 @@ impl Api {
     pub async fn put_bucket_website(
         self: Arc<Self>,
         req: S3Request<PutBucketWebsiteInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<PutBucketWebsiteOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         let config = website_from_dto(req.input.website_configuration)?;
         // As in S3 (and Garage), a website configuration makes the bucket
         // served: this also turns on a switch `garage bucket website
@@ -139,11 +135,10 @@ impl Api {
 
     pub async fn delete_bucket_website(
         self: Arc<Self>,
-        req: S3Request<DeleteBucketWebsiteInput>,
+        _req: S3Request<DeleteBucketWebsiteInput>,
+        ctx: Ctx<Owned>,
     ) -> ApiResult<S3Response<DeleteBucketWebsiteOutput>> {
-        let (_, b) = self
-            .owned_bucket(&req.credentials, &req.input.bucket)
-            .await?;
+        let b = ctx.granted.bucket;
         self.update_bucket(b, |p| p.website_config.update(None))
             .await?;
         let mut resp = S3Response::new(DeleteBucketWebsiteOutput::default());

@@ -461,6 +461,62 @@ fn only_the_object_write_protocol_writes_objects() {
     assert!(object_writes("owned_by_history.insert(x.uuid);").is_empty());
 }
 
+/// Access decisions made in `text` (whitespace ignored): calls that find
+/// the requester or decide an access, which only the authorization step
+/// (`access::step`, run from the table of `s3.rs`) makes.
+fn access_decisions(text: &str) -> Vec<String> {
+    let flat: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut found = Vec::new();
+    for call in [
+        ".requester(",
+        ".authorize(",
+        ".authorize_copy(",
+        ".decider(",
+        ".owned_bucket(",
+    ] {
+        for _ in flat.match_indices(call) {
+            found.push(call.to_string());
+        }
+    }
+    found
+}
+
+/// One authorization step (issue 45): every S3 operation names its rule
+/// in the table of `s3.rs`, checked before its handler runs; no handler
+/// finds its requester or decides an access itself.
+#[test]
+fn s3_handlers_receive_their_authorization() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/src");
+    let api = modules(&src);
+    let mut offenders = Vec::new();
+    for (module, text) in api.iter() {
+        if ["s3", "access::step", "access::authorize"].contains(&module.as_str()) {
+            continue;
+        }
+        for d in access_decisions(text) {
+            offenders.push(format!("{module}: {d}"));
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "access decided outside the authorization step (access::step): {offenders:?}"
+    );
+    // Every operation of the table has a rule, and handlers take it.
+    let table = &api["s3"];
+    let rows = table.matches("(r): ").count();
+    assert!(rows >= 60, "{rows} rows in the table of s3.rs");
+    assert_eq!(rows, table.matches("\n        = ").count());
+    let handlers: usize = api.values().map(|t| t.matches("ctx: Ctx<").count()).sum();
+    assert_eq!(handlers, rows, "handlers taking a Ctx vs rows of the table");
+    // A planted violation is found, over two lines too.
+    let planted = "let who = self.requester(&req).await?;\nlet b = self\n    .authorize(&who, b, a, None, None)";
+    assert_eq!(
+        access_decisions(planted),
+        vec![".requester(", ".authorize("]
+    );
+    assert!(access_decisions("let r = api.requester_count;").is_empty());
+}
+
 /// The most lines a file of the S3 crate holds, its test module left out.
 const MAX_S3_FILE_LINES: usize = 800;
 

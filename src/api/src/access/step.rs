@@ -1,0 +1,268 @@
+//! The authorization step: every S3 operation names its rule in the table
+//! of `s3.rs`, the rule is checked before the handler runs, and the
+//! handler receives what it granted ([`Ctx`]). No handler decides access
+//! on its own (the structure test checks it).
+//!
+//! The rules, from the least to the most the bucket's settings count:
+//! - [`Signed`]: any signed request (ListBuckets, CreateBucket);
+//! - [`ByKey`]: a key permission on the bucket, whatever its policy and
+//!   ACLs (bucket configuration reads, version metadata);
+//! - [`Owner`]: the owner permission, with the bucket entry (bucket
+//!   configuration);
+//! - [`Decide`]: an [`Action`] decided by key permissions, the bucket
+//!   policy and ACLs (objects, listings; see `authorize.rs`);
+//! - [`EachObject`]: the state to decide each object of DeleteObjects on;
+//! - [`Copy`]: reading a copy's source and writing its destination.
+
+use garage_model::bucket_table::Bucket;
+use garage_model::key_table::Key;
+use garage_util::data::Uuid;
+use s3s::dto::{CopySource, PutObjectInput};
+use s3s::S3Request;
+
+use crate::access::authorize::{Access, Action, Decider, Requester};
+use crate::ctx::{Api, Need};
+use crate::error::{ApiError, ApiResult};
+
+/// What a handler receives: who asked, and what its operation's rule
+/// granted.
+pub struct Ctx<G> {
+    pub who: Requester,
+    pub granted: G,
+}
+
+/// The key of a signed request; anonymous requests are refused.
+fn signed_key(who: &Requester) -> ApiResult<Key> {
+    who.key.clone().ok_or_else(|| {
+        ApiError::AccessDenied(
+            "anonymous requests are not allowed: sign the request with an access key".into(),
+        )
+    })
+}
+
+/// Any signed request; grants its key.
+pub struct Signed;
+
+impl Signed {
+    pub async fn check(self, _api: &Api, who: &Requester) -> ApiResult<Key> {
+        signed_key(who)
+    }
+}
+
+/// A key permission on the bucket a name designates.
+pub struct ByKey<'a> {
+    pub bucket: &'a str,
+    pub need: Need,
+}
+
+/// What [`ByKey`] grants: the key and the bucket's id.
+pub struct KeyBucket {
+    pub key: Key,
+    pub bucket: Uuid,
+}
+
+impl ByKey<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<KeyBucket> {
+        let key = signed_key(who)?;
+        let bucket = api.bucket_id(&key, self.bucket, self.need).await?;
+        Ok(KeyBucket { key, bucket })
+    }
+}
+
+/// The owner permission on the bucket a name designates.
+pub struct Owner<'a>(pub &'a str);
+
+/// What [`Owner`] grants: the key, the bucket's id and its entry (this
+/// node's copy; updates read it again from a quorum, see
+/// [`Api::update_bucket`]).
+pub struct Owned {
+    pub key: Key,
+    pub id: Uuid,
+    pub bucket: Bucket,
+}
+
+impl Owner<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Owned> {
+        let key = signed_key(who)?;
+        let id = api.bucket_id(&key, self.0, Need::Owner).await?;
+        let bucket = api.bucket(id, self.0).await?;
+        Ok(Owned { key, id, bucket })
+    }
+}
+
+/// An action on a bucket (and one of its objects), decided by key
+/// permissions, the bucket policy and ACLs.
+pub struct Decide<'a> {
+    action: Action,
+    bucket: &'a str,
+    object: Option<&'a str>,
+    /// A listing's prefix (the `s3:prefix` condition).
+    prefix: Option<&'a str>,
+}
+
+impl<'a> Decide<'a> {
+    /// `action` on object `key` of `bucket`.
+    pub fn object(action: Action, bucket: &'a str, key: &'a str) -> Self {
+        Self {
+            action,
+            bucket,
+            object: Some(key),
+            prefix: None,
+        }
+    }
+
+    /// A listing of `bucket` (`prefix`: the request's; absent, empty).
+    pub fn list(action: Action, bucket: &'a str, prefix: Option<&'a str>) -> Self {
+        Self {
+            action,
+            bucket,
+            object: None,
+            prefix: Some(prefix.unwrap_or_default()),
+        }
+    }
+
+    /// `action` on `bucket` itself (HeadBucket).
+    pub fn bucket(action: Action, bucket: &'a str) -> Self {
+        Self {
+            action,
+            bucket,
+            object: None,
+            prefix: None,
+        }
+    }
+
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Access> {
+        api.authorize(who, self.bucket, self.action, self.object, self.prefix)
+            .await
+    }
+}
+
+/// PutObject, PostObject's form included: the form's credential scope
+/// (not seen by the check in front of s3s, `auth_scope::check_request`,
+/// as it is in the body), then [`Action::PutObject`] on the key the
+/// object is written under ([`put_key`]).
+pub struct Put<'a>(pub &'a S3Request<PutObjectInput>);
+
+impl Put<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Access> {
+        let req = self.0;
+        crate::access::auth_scope::check_form(
+            req.credentials.is_some(),
+            req.region.as_ref().map(|r| r.as_str()),
+            &api.regions,
+        )?;
+        let key = put_key(req);
+        api.authorize(who, &req.input.bucket, Action::PutObject, Some(&key), None)
+            .await
+    }
+}
+
+/// The key a PutObject writes: a PostObject form's `${filename}` replaced
+/// by the name of the file it carries.
+pub fn put_key(req: &S3Request<PutObjectInput>) -> String {
+    let form = req
+        .extensions
+        .get::<FormFields>()
+        .map(|f| f.get())
+        .unwrap_or_default();
+    match &form.file_name {
+        Some(name) => req.input.key.replace("${filename}", name),
+        None => req.input.key.clone(),
+    }
+}
+
+/// DeleteObjects: the bucket's state each object is decided on (read
+/// once), with the key permission `need`.
+pub struct EachObject<'a> {
+    pub bucket: &'a str,
+    pub need: Need,
+}
+
+impl EachObject<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Decider> {
+        api.decider(who, self.bucket, self.need).await
+    }
+}
+
+/// CopyObject and UploadPartCopy: reading the source (its version's ACL
+/// still to check, see [`Access::check_version`]) and writing the
+/// destination, decided at once.
+pub struct Copy<'a> {
+    pub source: &'a CopySource,
+    pub bucket: &'a str,
+    pub key: &'a str,
+}
+
+/// What [`Copy`] grants: the source's access and the destination bucket.
+pub struct CopyGrant {
+    pub source: Access,
+    pub bucket: Uuid,
+}
+
+impl Copy<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<CopyGrant> {
+        let (src_bucket, src_key, src_vid) = source_of(self.source)?;
+        let (source, bucket) = api
+            .authorize_copy(who, (src_bucket, src_key, src_vid), (self.bucket, self.key))
+            .await?;
+        Ok(CopyGrant { source, bucket })
+    }
+}
+
+impl Action {
+    /// The reading of an object: of a version named by its id, or of the
+    /// current one.
+    pub fn read(version_id: &Option<String>) -> Self {
+        match version_id {
+            Some(_) => Action::GetObjectVersion,
+            None => Action::GetObject,
+        }
+    }
+
+    /// The deletion of an object: of a version named by its id, or of
+    /// the current one (a delete marker, when versioned).
+    pub fn delete(version_id: &Option<String>) -> Self {
+        match version_id {
+            Some(_) => Action::DeleteObjectVersion,
+            None => Action::DeleteObject,
+        }
+    }
+}
+
+/// What PostObject needs of a form that s3s does not pass on: the file's
+/// name (for `${filename}` in the key) and the `tagging` field (an XML
+/// tag set), once the body was read that far.
+#[derive(Clone, Default, Debug)]
+pub struct FormFields(std::sync::Arc<std::sync::Mutex<Fields>>);
+
+#[derive(Clone, Default, Debug)]
+pub struct Fields {
+    pub file_name: Option<String>,
+    pub tagging: Option<String>,
+}
+
+impl FormFields {
+    pub fn get(&self) -> Fields {
+        self.0.lock().expect("form fields lock").clone()
+    }
+
+    /// Notes a field (the reader of the form's body does, see
+    /// the server family's `rechunk`).
+    pub fn set(&self, f: impl FnOnce(&mut Fields)) {
+        f(&mut self.0.lock().expect("form fields lock"))
+    }
+}
+
+/// The (bucket, key, version id) of an `x-amz-copy-source`.
+pub fn source_of(c: &CopySource) -> ApiResult<(&str, &str, Option<&str>)> {
+    match c {
+        CopySource::Bucket {
+            bucket,
+            key,
+            version_id,
+        } => Ok((bucket, key, version_id.as_deref())),
+        _ => Err(ApiError::InvalidArgument(
+            "x-amz-copy-source must be <bucket>/<key>: access points are not supported".into(),
+        )),
+    }
+}
