@@ -1,8 +1,9 @@
-//! What every S3 handler needs: the tables, the block manager, the region;
-//! the two lookups each request starts with (its access key, and the
+//! The request context of every S3 handler ([`Api`]: the node's `Garage`,
+//! its tables and block manager, the region); the lookups the
+//! authorization step (`access::step`) makes (an access key, and the
 //! bucket its name designates for that key, with the permission needed);
-//! and the bucket helpers every family shares (the owned bucket, an update
-//! of its parameters from a quorum read).
+//! and the bucket helpers every family shares (an update of its
+//! parameters from a quorum read).
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use garage_block::manager::BlockManager;
 use garage_model::block_ref_table::BlockRefTable;
 use garage_model::bucket_table::{Bucket, BucketParams};
 use garage_model::ec_catch_up::EcCatchUp;
+use garage_model::garage::Garage;
 use garage_model::helper::Metadata;
 use garage_model::history_table::HistoryTable;
 use garage_model::key_table::Key;
@@ -24,8 +26,12 @@ use garage_util::data::Uuid;
 
 use crate::error::{ApiError, ApiResult};
 
-/// The tables and services the S3 API works on.
+/// The request context of the S3 API (and of the website endpoint): the
+/// node's [`Garage`] and the endpoint's settings, built once per listener.
+/// The tables and services below are the `Garage`'s, named here for the
+/// handlers.
 pub struct Api {
+    pub garage: Arc<Garage>,
     pub metadata: Metadata,
     /// The object-write protocol: every write of an object entry goes
     /// through it (its tables are also the fields below, for reads).
@@ -90,28 +96,23 @@ pub enum Need {
 }
 
 impl Api {
-    pub fn new(
-        metadata: Metadata,
-        writer: ObjectWriter,
-        blocks: Arc<BlockManager>,
-        cas: Arc<CasRegisters>,
-        regions: Regions,
-        kms: Arc<Kms>,
-        ec_catch_up: EcCatchUp,
-    ) -> Arc<Self> {
+    /// The context of a listener of `garage` accepting `regions`.
+    pub fn new(garage: &Arc<Garage>, regions: Regions) -> Arc<Self> {
+        let writer = garage.writer.clone();
         Arc::new(Self {
-            metadata,
+            garage: garage.clone(),
+            metadata: garage.metadata(),
             objects: writer.objects.clone(),
             versions: writer.versions.clone(),
             block_refs: writer.block_refs.clone(),
             mpus: writer.mpus.clone(),
             history: writer.history.clone(),
             writer,
-            blocks,
-            cas,
+            blocks: garage.block_manager.clone(),
+            cas: garage.cas_registers.clone(),
             regions,
-            kms,
-            ec_catch_up,
+            kms: garage.kms.clone(),
+            ec_catch_up: garage.ec_catch_up.clone(),
         })
     }
 

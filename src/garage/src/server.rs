@@ -311,13 +311,8 @@ async fn start_admin_api(
 /// lifecycle worker).
 fn s3_api(config: &Config, garage: &Arc<Garage>) -> Arc<garage_api::Api> {
     garage_api::Api::new(
-        garage.metadata(),
-        garage.writer.clone(),
-        garage.block_manager.clone(),
-        garage.cas_registers.clone(),
+        garage,
         garage_api::Regions::new(&config.s3_api.s3_region, &config.s3_api.also_accept_regions),
-        garage.kms.clone(),
-        garage.ec_catch_up.clone(),
     )
 }
 
