@@ -14,6 +14,7 @@
 pub mod ctx;
 pub mod error;
 pub mod meta;
+pub mod request;
 pub mod s3;
 pub mod storage_class;
 

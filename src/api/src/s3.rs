@@ -9,8 +9,9 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::access::authorize::Action;
-use crate::access::step::{ByKey, Copy, Ctx, Decide, EachObject, Owner, Put, Signed};
+use crate::access::step::{ByKey, Copy, Decide, EachObject, Owner, Put, Signed};
 use crate::ctx::{Api, Need};
+use crate::request::Ctx;
 
 #[derive(Clone)]
 pub struct GarageS3(pub Arc<Api>);

@@ -25,9 +25,9 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::policy::Policy;
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, KeyBucket, Owned};
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
 const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";

@@ -8,108 +8,16 @@
 //! alone (the owner permission): a policy cannot lock the bucket's owners
 //! out of changing it.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use garage_model::access::{BucketAccess, CannedAcl};
-use garage_model::key_table::Key;
 use garage_util::data::Uuid;
 use s3s::S3Request;
 
-use crate::access::auth_scope::form_urlencoded;
 use crate::access::policy::{Decision, Policy};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
-
-/// The TCP peer of a request, put in its extensions by the listener.
-#[derive(Clone, Copy, Debug)]
-pub struct Peer(pub SocketAddr);
-
-/// The values of a request's string policy condition keys (see
-/// [`crate::access::policy::STRING_KEYS`]), put in its extensions by the
-/// listener.
-#[derive(Clone, Debug, Default)]
-pub struct ConditionValues(pub Arc<HashMap<String, String>>);
-
-impl ConditionValues {
-    /// The condition values of a request's headers and query string.
-    pub fn of(headers: &hyper::HeaderMap, uri: &hyper::Uri) -> Self {
-        let mut m = HashMap::new();
-        let h = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-        for (key, header) in [
-            ("s3:x-amz-acl", "x-amz-acl"),
-            (
-                "s3:x-amz-server-side-encryption",
-                "x-amz-server-side-encryption",
-            ),
-            (
-                "s3:x-amz-server-side-encryption-aws-kms-key-id",
-                "x-amz-server-side-encryption-aws-kms-key-id",
-            ),
-            ("s3:x-amz-storage-class", "x-amz-storage-class"),
-            ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
-            ("s3:x-amz-copy-source", "x-amz-copy-source"),
-            ("s3:x-amz-metadata-directive", "x-amz-metadata-directive"),
-            ("aws:useragent", "user-agent"),
-            ("aws:referer", "referer"),
-        ] {
-            if let Some(v) = h(header) {
-                m.insert(key.to_string(), v.to_string());
-            }
-        }
-        if let Some(tags) = h("x-amz-tagging") {
-            for (k, v) in form_urlencoded(tags) {
-                m.insert(format!("s3:requestobjecttag/{}", k.to_lowercase()), v);
-            }
-        }
-        let mut presigned = false;
-        if let Some(q) = uri.query() {
-            for (k, v) in form_urlencoded(q) {
-                match k.as_str() {
-                    "delimiter" => m.insert("s3:delimiter".into(), v),
-                    "max-keys" => m.insert("s3:max-keys".into(), v),
-                    "versionId" => m.insert("s3:versionid".into(), v),
-                    "X-Amz-Signature" => {
-                        presigned = true;
-                        None
-                    }
-                    _ => None,
-                };
-            }
-        }
-        if headers.contains_key(hyper::header::AUTHORIZATION) || presigned {
-            m.insert("s3:signatureversion".into(), "AWS4-HMAC-SHA256".into());
-            let auth = if presigned {
-                "REST-QUERY-STRING"
-            } else {
-                "REST-HEADER"
-            };
-            m.insert("s3:authtype".into(), auth.into());
-        }
-        Self(Arc::new(m))
-    }
-}
-
-/// Who sent a request, and from where.
-pub struct Requester {
-    /// The key that signed it; `None`: anonymous.
-    pub key: Option<Key>,
-    pub source_ip: Option<IpAddr>,
-    /// Its values of the policy condition keys.
-    pub conditions: ConditionValues,
-}
-
-impl Requester {
-    /// The owner shown in listings: the key that asked (none when
-    /// anonymous).
-    pub fn owner(&self) -> Option<s3s::dto::Owner> {
-        self.key.as_ref().map(|k| s3s::dto::Owner {
-            id: Some(k.key_id.clone()),
-            display_name: Some(k.name().to_string()),
-        })
-    }
-}
+use crate::request::{ConditionValues, Peer, Requester};
 
 /// The S3 actions decided here (the names bucket policies use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -389,8 +297,8 @@ impl Decider {
         {
             return Ok(None);
         }
-        match api.current(self.bucket, object, None).await {
-            Ok(cur) => Ok(Some(cur.tags)),
+        match api.find_current(self.bucket, object).await {
+            Ok(found) => Ok(Some(found.tags())),
             Err(ApiError::NoSuchKey(_) | ApiError::DeleteMarker { .. }) => Ok(None),
             Err(e) => Err(e),
         }

@@ -1,6 +1,6 @@
 //! The authorization step: every S3 operation names its rule in the table
 //! of `s3.rs`, the rule is checked before the handler runs, and the
-//! handler receives what it granted ([`Ctx`]). No handler decides access
+//! handler receives what it granted (`request::Ctx`). No handler decides access
 //! on its own (the structure test checks it).
 //!
 //! The rules, from the least to the most the bucket's settings count:
@@ -14,22 +14,15 @@
 //! - [`EachObject`]: the state to decide each object of DeleteObjects on;
 //! - [`Copy`]: reading a copy's source and writing its destination.
 
-use garage_model::bucket_table::Bucket;
 use garage_model::key_table::Key;
 use garage_util::data::Uuid;
 use s3s::dto::{CopySource, PutObjectInput};
 use s3s::S3Request;
 
-use crate::access::authorize::{Access, Action, Decider, Requester};
+use crate::access::authorize::{Access, Action, Decider};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
-
-/// What a handler receives: who asked, and what its operation's rule
-/// granted.
-pub struct Ctx<G> {
-    pub who: Requester,
-    pub granted: G,
-}
+use crate::request::{KeyBucket, Owned, Requester};
 
 /// The key of a signed request; anonymous requests are refused.
 fn signed_key(who: &Requester) -> ApiResult<Key> {
@@ -55,12 +48,6 @@ pub struct ByKey<'a> {
     pub need: Need,
 }
 
-/// What [`ByKey`] grants: the key and the bucket's id.
-pub struct KeyBucket {
-    pub key: Key,
-    pub bucket: Uuid,
-}
-
 impl ByKey<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<KeyBucket> {
         let key = signed_key(who)?;
@@ -71,15 +58,6 @@ impl ByKey<'_> {
 
 /// The owner permission on the bucket a name designates.
 pub struct Owner<'a>(pub &'a str);
-
-/// What [`Owner`] grants: the key, the bucket's id and its entry (this
-/// node's copy; updates read it again from a quorum, see
-/// [`Api::update_bucket`]).
-pub struct Owned {
-    pub key: Key,
-    pub id: Uuid,
-    pub bucket: Bucket,
-}
 
 impl Owner<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Owned> {

@@ -11,10 +11,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::request::{Ctx, KeyBucket, Owned};
 use garage_model::key_table::Key;
 
 impl Api {

@@ -8,10 +8,10 @@ use garage_model::bucket_table::DefaultEncryption;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::Api;
 use crate::encryption::sse::{check_default, AES256, AWS_KMS};
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, KeyBucket, Owned};
 
 /// The one rule of a PutBucketEncryption, checked as S3 does.
 fn parse(conf: &ServerSideEncryptionConfiguration) -> ApiResult<DefaultEncryption> {

@@ -18,10 +18,10 @@ use garage_model::bucket_table::{self as model, LifecycleExpiration, LifecycleFi
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::request::{Ctx, Owned};
 
 /// At most this many rules per configuration (S3's limit).
 const MAX_RULES: usize = 1000;

@@ -11,10 +11,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
+use crate::request::Ctx;
 
 /// Entries asked of the object table per round.
 pub(crate) const BATCH: usize = 1000;

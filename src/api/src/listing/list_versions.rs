@@ -23,11 +23,11 @@ use s3s::dto;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
 use crate::listing::list::{enc, max_keys, url_encoding, AFTER_ALL, BATCH};
 use crate::meta;
+use crate::request::Ctx;
 use crate::versions::versioning::parse_version_id;
 
 /// A table's partition, read in batches from a sort key on.

@@ -14,9 +14,9 @@ use garage_model::bucket_table::{BucketLogging, PartitionDateSource as DateSourc
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, Owned};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, Owned};
 
 /// The target a PutBucketLogging names, checked as S3 does but for the
 /// target bucket's existence and permission (checked by the caller).

@@ -17,11 +17,11 @@ use s3s::{S3Request, S3Response};
 
 use super::{finished_parts, parse_upload_id, upload_checksum, MIN_PART_SIZE};
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::conditional::WriteConditions;
 use crate::ctx::Api;
 use crate::encryption::sse::{is_encrypted, plain_size, SseFields};
 use crate::error::{ApiError, ApiResult};
+use crate::request::Ctx;
 
 impl Api {
     pub async fn complete_multipart_upload(

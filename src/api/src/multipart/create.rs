@@ -8,11 +8,11 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::objects::checksum::Algo;
+use crate::request::Ctx;
 
 impl Api {
     pub async fn create_multipart_upload(

@@ -10,10 +10,10 @@ use s3s::{S3Request, S3Response};
 
 use super::{finished_parts, upload_checksum, MAX_UPLOADS_LISTED};
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::ctx::Api;
 use crate::error::ApiResult;
 use crate::meta;
+use crate::request::Ctx;
 
 impl Api {
     pub async fn list_parts(

@@ -13,7 +13,7 @@ use s3s::{S3Request, S3Response};
 
 use super::{check_part_number, part_checksum, upload_checksum};
 use crate::access::authorize::Access;
-use crate::access::step::{source_of, CopyGrant, Ctx};
+use crate::access::step::{source_of, CopyGrant};
 use crate::ctx::Api;
 use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
@@ -22,6 +22,7 @@ use crate::objects::block_writer::{
     md5_of, parse_content_md5, write_blocks, BlockTarget, BodyChecks, Chunker, BLOCK_SIZE,
 };
 use crate::objects::checksum::Expected;
+use crate::request::Ctx;
 
 /// Where a part's data comes from.
 enum PartSource {

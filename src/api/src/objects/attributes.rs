@@ -12,11 +12,11 @@ use garage_model::version_table::read_version;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, KeyBucket};
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::read::Current;
+use crate::request::{Ctx, KeyBucket};
 
 /// Parts listed per request at most (S3's limit).
 const MAX_PARTS: i32 = 1000;

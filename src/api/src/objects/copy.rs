@@ -16,12 +16,13 @@ use garage_util::time::stamp;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{source_of, CopyGrant, Ctx};
+use crate::access::step::{source_of, CopyGrant};
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{check_read, is_sealing_header, without_sse, SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta;
 use crate::objects::read::{check_conditions, Conditions, Current, CurrentData};
+use crate::request::Ctx;
 
 impl Api {
     pub async fn copy_object(

@@ -13,10 +13,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::{Access, Action, Decider};
-use crate::access::step::Ctx;
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
+use crate::request::Ctx;
 
 impl Api {
     pub async fn delete_object(

@@ -11,13 +11,13 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::Ctx;
 use crate::conditional::etag_matches;
 use crate::ctx::Api;
 use crate::encryption::sse::{SseFields, SseKey};
 use crate::error::{ApiError, ApiResult};
 use crate::meta::{self, Stored};
 use crate::objects::stream::Prefetch;
+use crate::request::Ctx;
 
 /// GetObject's and HeadObject's start (their inputs have the same
 /// fields): the current version, for a key with read permission, opened

@@ -14,7 +14,7 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
 use crate::access::authorize::Access;
-use crate::access::step::{put_key, Ctx, FormFields};
+use crate::access::step::{put_key, FormFields};
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{SseFields, SseKey};
@@ -23,6 +23,7 @@ use crate::objects::block_writer::{
     md5_of, parse_content_md5, write_blocks, BlockTarget, BodyChecks, Chunker, BLOCK_SIZE,
     INLINE_MAX,
 };
+use crate::request::Ctx;
 use crate::versions::object_lock::Placement;
 
 /// Where a new version of an object goes and how it is sealed, from a

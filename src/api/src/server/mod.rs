@@ -198,10 +198,9 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
         let slot = OpSlot::default();
         req.extensions_mut().insert(slot.clone());
         if let Some(p) = self.peer {
-            req.extensions_mut()
-                .insert(crate::access::authorize::Peer(p));
+            req.extensions_mut().insert(crate::request::Peer(p));
         }
-        let conditions = crate::access::authorize::ConditionValues::of(req.headers(), req.uri());
+        let conditions = crate::request::ConditionValues::of(req.headers(), req.uri());
         req.extensions_mut().insert(conditions);
         let method = req.method().clone();
         let request_id = garage_http::request_id::new_request_id();

@@ -18,15 +18,15 @@ use garage_util::time::now_msec;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, KeyBucket, Owned};
 use crate::versions::versioning::Found;
 
 /// How a new version is written: with the bucket's versioning, the lock
 /// it starts with, whether the bucket encrypts by default; the bucket's
 /// access settings, and the ACL the version is written with (set by the
-/// caller from `x-amz-acl`, see [`crate::access::acl::written_acl`]).
+/// caller from `x-amz-acl`, see `access::acl::written_acl`).
 #[derive(Clone, Debug, Default)]
 pub struct Placement {
     pub versioning: Versioning,

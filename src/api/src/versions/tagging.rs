@@ -15,9 +15,9 @@ use s3s::{S3Request, S3Response};
 
 use garage_util::data::Uuid;
 
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, KeyBucket, Owned};
 use crate::versions::versioning::Found;
 
 pub use garage_model::tags::{stored_tags, version_tags, written_tags, Tags, TAGGING_HEADER};

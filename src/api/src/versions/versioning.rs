@@ -21,9 +21,9 @@ use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, KeyBucket, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, KeyBucket, Owned};
 use crate::versions::tagging::Tags;
 
 /// A version a request named, with where it was found.

@@ -12,9 +12,9 @@ use garage_model::bucket_table::{
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::step::{Ctx, Owned};
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
+use crate::request::{Ctx, Owned};
 
 /// At most this many CORS rules per bucket (S3's limit).
 const MAX_CORS_RULES: usize = 100;
