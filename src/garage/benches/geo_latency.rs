@@ -69,6 +69,7 @@ enum Call {
     DeleteObject,
     PutBig,
     GetBig,
+    GetHuge,
     HeadBig,
     WebsiteGet,
     PutLocked,
@@ -81,7 +82,7 @@ enum Call {
 }
 
 impl Call {
-    const ALL: [Call; 17] = [
+    const ALL: [Call; 18] = [
         Call::ListBuckets,
         Call::ListObjectsV2,
         Call::PutSmall,
@@ -90,6 +91,7 @@ impl Call {
         Call::DeleteObject,
         Call::PutBig,
         Call::GetBig,
+        Call::GetHuge,
         Call::HeadBig,
         Call::WebsiteGet,
         Call::PutLocked,
@@ -111,6 +113,7 @@ impl Call {
             Call::DeleteObject => "DeleteObject",
             Call::PutBig => "PutObject 1 MiB",
             Call::GetBig => "GetObject 1 MiB",
+            Call::GetHuge => "GetObject 10 MiB (10 blocks)",
             Call::HeadBig => "HeadObject 1 MiB",
             Call::WebsiteGet => "website GET (index)",
             Call::PutLocked => "PutObject 16 B, locked version",
@@ -263,14 +266,15 @@ impl Bench {
         b
     }
 
-    /// Objects that the reads of one phase find: `count` of 16 B and of
-    /// 1 MiB, and as many 16 B objects to delete.
+    /// Objects that the reads of one phase find: `count` of 16 B, of
+    /// 1 MiB and of 10 MiB, and as many 16 B objects to delete.
     fn prepare(&mut self, count: usize) -> Prepared {
         let phase = self.next;
         self.next += 1;
         let p = Prepared {
             small: (0..count).map(|i| format!("p{phase}/small/{i}")).collect(),
             big: (0..count).map(|i| format!("p{phase}/big/{i}")).collect(),
+            huge: (0..count).map(|i| format!("p{phase}/huge/{i}")).collect(),
             doomed: (0..count).map(|i| format!("p{phase}/doomed/{i}")).collect(),
             fresh_small: (0..count).map(|i| format!("p{phase}/new/{i}")).collect(),
             fresh_big: (0..count).map(|i| format!("p{phase}/newbig/{i}")).collect(),
@@ -289,6 +293,10 @@ impl Bench {
             }
             for k in &p.big {
                 self.put(k, big.clone()).await;
+            }
+            let huge = random_bytes(10 * MIB);
+            for k in &p.huge {
+                self.put(k, huge.clone()).await;
             }
             for k in &p.big_ia {
                 self.put_ia(k, big.clone()).await;
@@ -395,10 +403,11 @@ impl Bench {
                 }
                 Call::PutBig => self.put(&p.fresh_big[i], big.to_vec()).await,
                 Call::PutBigIa => self.put_ia(&p.fresh_big_ia[i], big.to_vec()).await,
-                Call::GetSmall | Call::GetBig | Call::GetBigIa => {
+                Call::GetSmall | Call::GetBig | Call::GetBigIa | Call::GetHuge => {
                     let (key, len) = match call {
                         Call::GetSmall => (&p.small[i], 16),
                         Call::GetBigIa => (&p.big_ia[i], MIB),
+                        Call::GetHuge => (&p.huge[i], 10 * MIB),
                         _ => (&p.big[i], MIB),
                     };
                     let out = s3
@@ -467,6 +476,9 @@ impl Bench {
 struct Prepared {
     small: Vec<String>,
     big: Vec<String>,
+    /// 10 MiB: a multi-block GET (its block list read after the object
+    /// entry).
+    huge: Vec<String>,
     doomed: Vec<String>,
     fresh_small: Vec<String>,
     fresh_big: Vec<String>,

@@ -296,6 +296,14 @@ fn describe() {
         "Erasure-coded shards this node held for another node and handed over to it"
     );
     describe_counter!(
+        "api_get_block_lists_local_total",
+        "Block lists of multi-block GETs read from this node's copy of the version (no round trip)"
+    );
+    describe_counter!(
+        "api_get_block_lists_quorum_total",
+        "Block lists of multi-block GETs read from a quorum (this node's copy missing, incomplete, or naming a block that was gone)"
+    );
+    describe_counter!(
         "api_ordered_restamps_total",
         "New versions written again under a new id because a replica held a newer version"
     );

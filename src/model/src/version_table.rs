@@ -315,3 +315,36 @@ pub async fn read_version(
     let entries = table.get_partition(uuid, MAX_VERSION_ENTRIES).await?;
     Ok(Version::from_entries(&entries))
 }
+
+/// Where a version entry was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFrom {
+    /// This node's copy: no round trip.
+    Local,
+    /// A read quorum.
+    Quorum,
+}
+
+/// The entry of a version known to be complete (its object entry, read
+/// at quorum, says so), for a reader of its blocks: this node's copy when
+/// this node holds it and `complete` accepts it, with no round trip;
+/// otherwise [`read_version`]. A complete version's block list never
+/// changes but for a re-encoding that keeps its bytes (a lifecycle
+/// transition), so a local copy that lists every block (`complete`: its
+/// blocks add up to the object's size) is the quorum's, or names blocks
+/// of the same bytes that were replaced: a reader that fails to fetch one
+/// reads again with [`read_version`].
+pub async fn read_version_near(
+    table: &Table<VersionTable>,
+    uuid: &Uuid,
+    complete: impl Fn(&Version) -> bool,
+) -> Result<(Option<Version>, ReadFrom), garage_table::Error> {
+    if let Some(entries) = table.get_partition_local(uuid, MAX_VERSION_ENTRIES).await? {
+        if let Some(v) = Version::from_entries(&entries) {
+            if !v.deleted.get() && complete(&v) {
+                return Ok((Some(v), ReadFrom::Local));
+            }
+        }
+    }
+    Ok((read_version(table, uuid).await?, ReadFrom::Quorum))
+}

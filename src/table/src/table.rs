@@ -602,6 +602,26 @@ impl<F: TableSchema> Table<F> {
         Ok(all)
     }
 
+    /// The entries of partition `p` in this node's copy, tombstones
+    /// included, when this node is one of the partition's read replicas
+    /// (`None` otherwise): no round trip. The copy may lag behind the
+    /// quorum, so this serves only data that never changes once complete
+    /// and that its reader checks complete (a complete version's block
+    /// list, see `garage_model::version_table::read_version_near`);
+    /// anything else reads a quorum ([`Table::get_partition`]).
+    pub async fn get_partition_local(&self, p: &F::P, limit: usize) -> Result<Option<Vec<F::E>>> {
+        if !self.read_nodes(p).contains(&self.system.id()) {
+            return Ok(None);
+        }
+        let all = self
+            .get_range_local(p, None, limit.saturating_add(1), false)
+            .await?;
+        if all.len() > limit {
+            return Err(Error::TooManyEntries { limit });
+        }
+        Ok(Some(all))
+    }
+
     async fn range(
         &self,
         p: &F::P,

@@ -426,14 +426,12 @@ impl Api {
             }
             CurrentData::FirstBlock(h, ec) => {
                 let prefetch = cur.prefetch.lock().expect("prefetch lock").take();
-                crate::objects::stream::object_body(
-                    self.clone(),
-                    cur.uuid,
-                    (*h, *ec),
-                    range,
-                    sse,
-                    prefetch,
-                )
+                let body = crate::objects::stream::Body {
+                    version: cur.uuid,
+                    first: (*h, *ec),
+                    size: cur.meta.size,
+                };
+                crate::objects::stream::object_body(self.clone(), body, range, sse, prefetch)
             }
         })
     }

@@ -5,6 +5,13 @@
 //! The first byte leaves after the object entry's read and one block
 //! request, or sooner when the block fetch started from this node's copy
 //! of the entry ([`Prefetch`]).
+//!
+//! The version entry is read from this node's copy when this node holds
+//! it and the copy lists the whole object (its blocks add up to the
+//! object's size): a complete version's block list does not change, so
+//! the blocks after the first follow without a second round across sites.
+//! If a block the copy names is gone (a lifecycle transition re-encoded
+//! it since), the rest is planned again from a quorum read.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -12,7 +19,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 use garage_block::ByteStream;
-use garage_model::version_table::{read_version, Version};
+use garage_model::version_table::{read_version, read_version_near, ReadFrom, Version};
 use garage_rpc::layout::EcCode;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
@@ -56,12 +63,21 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
+/// The object version a body is read from, as its object entry names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Body {
+    pub version: Uuid,
+    /// Its first block and that block's erasure code.
+    pub first: (Hash, Option<EcCode>),
+    /// Its plaintext size.
+    pub size: u64,
+}
+
 /// The bytes `range` (plaintext positions) of the version's blocks; with
 /// `sse`, each block needed is read whole, opened, and sliced.
 pub fn object_body(
     api: Arc<Api>,
-    version: Uuid,
-    first: (Hash, Option<EcCode>),
+    body: Body,
     range: Range<u64>,
     sse: Option<SseKey>,
     prefetch: Option<Prefetch>,
@@ -69,9 +85,9 @@ pub fn object_body(
     let (tx, rx) = mpsc::channel::<Chunk>(CHANNEL_DEPTH);
     tokio::spawn(
         async move {
-            let res = send_blocks(&api, version, first, range, sse.as_ref(), prefetch, &tx).await;
+            let res = send_blocks(&api, body, range, sse.as_ref(), prefetch, &tx).await;
             if let Err(e) = res {
-                tracing::warn!("GET of version {} stopped: {e}", version.short());
+                tracing::warn!("GET of version {} stopped: {e}", body.version.short());
                 let _ = tx.send(Err(std::io::Error::other(e))).await;
             }
         }
@@ -178,10 +194,35 @@ impl Plan {
     }
 }
 
+/// The plaintext bytes a version's entry lists.
+fn listed_size(v: &Version, sealed: bool) -> u64 {
+    v.blocks
+        .items()
+        .map(|(_, b)| plain_size(b.size, sealed))
+        .sum()
+}
+
+/// Counts where a GET's block list came from (`garage stats`, /metrics).
+fn count_block_list(from: ReadFrom) {
+    match from {
+        ReadFrom::Local => metrics::counter!("api_get_block_lists_local_total").increment(1),
+        ReadFrom::Quorum => metrics::counter!("api_get_block_lists_quorum_total").increment(1),
+    }
+}
+
+/// The version's entry, read from a quorum: the one a reader falls back
+/// to when this node's copy named a block that is gone.
+async fn quorum_version(api: &Api, version: Uuid) -> Result<Version, String> {
+    read_version(&api.versions, &version)
+        .await
+        .map_err(|e| format!("version entry: {e}"))?
+        .filter(|v| !v.deleted.get())
+        .ok_or_else(|| "the version entry of the object is missing or deleted".to_string())
+}
+
 async fn send_blocks(
     api: &Arc<Api>,
-    version: Uuid,
-    (first, first_ec): (Hash, Option<EcCode>),
+    body: Body,
     range: Range<u64>,
     sse: Option<&SseKey>,
     prefetch: Option<Prefetch>,
@@ -195,17 +236,22 @@ async fn send_blocks(
     // after it are requested as soon as it is known. Nothing of it is
     // waited for when the first block completes the range (a single-block
     // object: no metadata read beyond the object entry).
+    let (version, (first, first_ec)) = (body.version, body.first);
+    let sealed = sse.is_some();
     let first_sent = range.start == 0;
     let plan = {
-        let (api, range, sealed) = (api.clone(), range.clone(), sse.is_some());
+        let (api, range) = (api.clone(), range.clone());
         AbortOnDrop(tokio::spawn(
             async move {
-                let v = read_version(&api.versions, &version)
+                let complete = |v: &Version| listed_size(v, sealed) == body.size;
+                let (v, from) = read_version_near(&api.versions, &version, complete)
                     .await
-                    .map_err(|e| format!("version entry: {e}"))?
+                    .map_err(|e| format!("version entry: {e}"))?;
+                count_block_list(from);
+                let v = v
                     .filter(|v| !v.deleted.get())
                     .ok_or("the version entry of the object is missing or deleted")?;
-                Ok::<_, String>(Plan::start(&api, &v, &range, sealed, first_sent))
+                Ok::<_, String>((Plan::start(&api, &v, &range, sealed, first_sent), from))
             }
             .in_current_span(),
         ))
@@ -233,9 +279,16 @@ async fn send_blocks(
         }
     }
     let mut plan_task = plan;
-    let mut plan = (&mut plan_task.0)
+    let (mut plan, mut from) = (&mut plan_task.0)
         .await
         .map_err(|e| format!("version read task: {e}"))??;
+    if first_failed.is_some() && from == ReadFrom::Local {
+        // This node's copy may name the first block that is gone too.
+        let v = quorum_version(api, version).await?;
+        count_block_list(ReadFrom::Quorum);
+        plan = Plan::start(api, &v, &range, sealed, true);
+        from = ReadFrom::Quorum;
+    }
     if let Some(e) = first_failed {
         // The entry read may name a first block that a lifecycle transition
         // replaced since (and that is gone): the version's is the one.
@@ -267,17 +320,37 @@ async fn send_blocks(
             None => return Err("the version lists no block".into()),
         }
     }
+    // What is left to send: from the start of the block being sent on
+    // (narrowed when the plan is made again, so that nothing is sent
+    // twice if the new blocks have other boundaries).
+    let mut left = range.clone();
     while let Some((span, mut task)) = plan.next(api) {
-        let stream = (&mut task.0)
+        let stream = match (&mut task.0)
             .await
             .map_err(|e| format!("block fetch task: {e}"))?
-            .map_err(|e| e.to_string())?;
+        {
+            Ok(stream) => stream,
+            Err(e) if from == ReadFrom::Local => {
+                tracing::debug!(
+                    "block {} of version {} unreadable ({e}): reading the version from a quorum",
+                    span.hash.short(),
+                    version.short()
+                );
+                let v = quorum_version(api, version).await?;
+                count_block_list(ReadFrom::Quorum);
+                left = span.start.max(left.start)..left.end;
+                plan = Plan::start(api, &v, &left, sealed, false);
+                from = ReadFrom::Quorum;
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
         match send_block(
             stream,
             span.hash,
             span.start,
             Some(span.end),
-            &range,
+            &left,
             sse,
             tx,
         )

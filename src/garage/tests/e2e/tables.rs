@@ -452,3 +452,105 @@ fn objects_survive_layout_changes_and_the_loss_of_two_nodes() {
         );
     }
 }
+
+/// A GET of a multi-block object reads the version's block list from the
+/// node's own copy when it holds it whole (no second round across sites),
+/// and from a quorum when its copy misses the version: here node 2 could
+/// not reach node 0 while node 0 wrote the object (node 1 reached both),
+/// so its copy has nothing of it. Both answers are the object's bytes, and
+/// each GET counts where its list came from.
+#[test]
+fn a_get_reads_its_block_list_locally_when_it_can() {
+    // No anti-entropy pass during the test: it would hand node 2 the
+    // version it missed.
+    let mut c = Cluster::new(3, 3);
+    c.env
+        .push(("GARAGE_TABLE_SYNC_INTERVAL_SECS".into(), "3600".into()));
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        c.health(0).0.len() == 3
+    });
+    c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
+    let key = common::s3::make_key(&c, "near");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (s0, s2) = (
+        common::s3::sdk_client(&c, 0, &key),
+        common::s3::sdk_client(&c, 2, &key),
+    );
+    let data = |seed: u8| -> Vec<u8> {
+        (0..(5u32 << 20) + 777)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 ^ seed)
+            .collect()
+    };
+    let put = |name: &str, bytes: &[u8]| {
+        rt.block_on(
+            s0.put_object()
+                .bucket("near")
+                .key(name)
+                .body(bytes.to_vec().into())
+                .send(),
+        )
+        .unwrap();
+    };
+    let get = |name: &str| -> Vec<u8> {
+        rt.block_on(async {
+            let r = s2
+                .get_object()
+                .bucket("near")
+                .key(name)
+                .send()
+                .await
+                .unwrap();
+            r.body.collect().await.unwrap().to_vec()
+        })
+    };
+    let counts = |c: &Cluster| {
+        (
+            c.counter(2, "api_get_block_lists_local_total"),
+            c.counter(2, "api_get_block_lists_quorum_total"),
+        )
+    };
+    rt.block_on(s0.create_bucket().bucket("near").send())
+        .unwrap();
+
+    // Written with every node up: node 2's copy lists every block (each
+    // write goes to every replica; the quorum acknowledges it), so its GET
+    // reads the list locally once the third copy has landed.
+    let whole = data(1);
+    put("whole", &whole);
+    wait_until(
+        "node 2 reads the list of whole from its copy",
+        CLUSTER_DEADLINE,
+        || {
+            let before = counts(&c);
+            assert_eq!(get("whole"), whole, "whole through node 2");
+            counts(&c).0 > before.0
+        },
+    );
+
+    // Written while node 2 could not reach node 0: its copy misses the
+    // version, and the list comes from a quorum (node 2 and node 1).
+    c.set_split(&[vec![0], vec![2]]);
+    let id0 = c.nodes[0].id()[..16].to_string();
+    wait_until("node 2 sees node 0 down", CLUSTER_DEADLINE, || {
+        c.health(2).1.contains(&id0)
+    });
+    let missed = data(2);
+    let t = std::time::Instant::now();
+    put("missed", &missed);
+    eprintln!("PUT through node 0 in {:?}", t.elapsed());
+    let before = counts(&c);
+    let t = std::time::Instant::now();
+    assert_eq!(get("missed"), missed, "missed through node 2");
+    eprintln!("GET through node 2 in {:?}", t.elapsed());
+    let after = counts(&c);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (0, 1),
+        "node 2 must read the list of a version it missed from a quorum"
+    );
+    c.set_split(&[]);
+}
