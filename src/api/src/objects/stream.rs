@@ -282,11 +282,15 @@ async fn send_blocks(
     let (mut plan, mut from) = (&mut plan_task.0)
         .await
         .map_err(|e| format!("version read task: {e}"))??;
-    if first_failed.is_some() && from == ReadFrom::Local {
-        // This node's copy may name the first block that is gone too.
+    // This node's copy of the version is older than the object entry when
+    // it names another first block (a re-encoding since) or the first
+    // block is gone: the quorum's list is the one.
+    let stale = first_sent
+        && (first_failed.is_some() || !plan.first.is_some_and(|f| same_block(&f, first, first_ec)));
+    if stale && from == ReadFrom::Local {
         let v = quorum_version(api, version).await?;
         count_block_list(ReadFrom::Quorum);
-        plan = Plan::start(api, &v, &range, sealed, true);
+        plan = Plan::start(api, &v, &range, sealed, first_sent);
         from = ReadFrom::Quorum;
     }
     if let Some(e) = first_failed {
