@@ -297,11 +297,11 @@ fn describe() {
     );
     describe_counter!(
         "api_get_block_lists_local_total",
-        "Block lists of multi-block GETs read from this node's copy of the version (no round trip)"
+        "Version entries (block lists) GETs read from this node's copy (no round trip)"
     );
     describe_counter!(
         "api_get_block_lists_quorum_total",
-        "Block lists of multi-block GETs read from a quorum (this node's copy missing, incomplete, or naming a block that was gone)"
+        "Version entries (block lists) GETs read from a quorum (this node's copy missing, incomplete, or naming a block that was gone)"
     );
     describe_counter!(
         "api_ordered_restamps_total",
