@@ -55,13 +55,13 @@ impl ConditionValues {
             }
         }
         if let Some(tags) = h("x-amz-tagging") {
-            for (k, v) in pairs(tags) {
+            for (k, v) in query_pairs(tags) {
                 m.insert(format!("s3:requestobjecttag/{}", k.to_lowercase()), v);
             }
         }
         let mut presigned = false;
         if let Some(q) = uri.query() {
-            for (k, v) in pairs(q) {
+            for (k, v) in query_pairs(q) {
                 match k.as_str() {
                     "delimiter" => m.insert("s3:delimiter".into(), v),
                     "max-keys" => m.insert("s3:max-keys".into(), v),
@@ -122,7 +122,8 @@ pub struct Owned {
     pub bucket: Bucket,
 }
 
-/// The decoded pairs of a query string or of a form-encoded value.
-fn pairs(s: &str) -> impl Iterator<Item = (String, String)> + '_ {
+/// The decoded pairs of a query string or of a form-encoded value
+/// (`+` is a space, `%XX` a byte; invalid UTF-8 replaced).
+pub fn query_pairs(s: &str) -> impl Iterator<Item = (String, String)> + '_ {
     form_urlencoded::parse(s.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned()))
 }

@@ -29,6 +29,8 @@ use quick_xml::events::{BytesDecl, BytesText, Event};
 use s3s::path::S3Path;
 use s3s::{S3Error, S3ErrorCode};
 
+use crate::request::query_pairs;
+
 pub use crate::ctx::{Regions, US_EAST_1};
 
 /// Whether the request is one AWS serves on its global endpoint whatever
@@ -37,7 +39,7 @@ pub use crate::ctx::{Regions, US_EAST_1};
 /// no sub-resource; a location constraint in its body is checked by
 /// CreateBucket against `s3_region`, as always).
 pub fn is_global(method: &Method, path: Option<&S3Path>, uri: &Uri) -> bool {
-    let names = || form_urlencoded(uri.query().unwrap_or("")).map(|(k, _)| k);
+    let names = || query_pairs(uri.query().unwrap_or("")).map(|(k, _)| k);
     match path {
         Some(S3Path::Root) => *method == Method::GET,
         Some(S3Path::Bucket { .. }) if *method == Method::GET => names().any(|k| k == "location"),
@@ -257,7 +259,7 @@ pub fn check_request(
         signed = true;
     }
     if let Some(query) = uri.query() {
-        for (name, value) in form_urlencoded(query) {
+        for (name, value) in query_pairs(query) {
             match name.as_str() {
                 // s3s takes any query string with `Signature` for SigV2.
                 "Signature" => return Err(Refusal::SigV2),
@@ -311,21 +313,6 @@ fn scope_region(credential: &str) -> Option<&str> {
     // Only a whole scope is judged; a truncated one is s3s's to refuse.
     parts.next()?;
     Some(region)
-}
-
-/// The decoded pairs of a query string (or of a form-encoded value).
-pub fn form_urlencoded(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
-    query.split('&').filter(|kv| !kv.is_empty()).map(|kv| {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (decode(k), decode(v))
-    })
-}
-
-fn decode(s: &str) -> String {
-    let s = s.replace('+', " ");
-    percent_encoding::percent_decode_str(&s)
-        .decode_utf8_lossy()
-        .into_owned()
 }
 
 #[cfg(test)]

@@ -18,7 +18,8 @@ use hyper::header::{HeaderMap, DATE};
 use hyper::Uri;
 use s3s::config::{S3Config, S3ConfigProvider};
 
-use super::auth_scope::{form_urlencoded, Refusal};
+use super::auth_scope::Refusal;
+use crate::request::query_pairs;
 
 /// AWS's window between a request's date and the server's time.
 pub const MAX_SKEW_SECS: u32 = 15 * 60;
@@ -32,7 +33,7 @@ pub fn check(headers: &HeaderMap, uri: &Uri, now_ms: u64) -> Result<(), Refusal>
     let window = i64::from(MAX_SKEW_SECS);
     if let Some(query) = uri.query() {
         let (mut date, mut expires) = (None, None);
-        for (name, value) in form_urlencoded(query) {
+        for (name, value) in query_pairs(query) {
             match name.as_str() {
                 "X-Amz-Date" => date = parse_amz_date(&value),
                 "X-Amz-Expires" => expires = value.parse::<i64>().ok(),
