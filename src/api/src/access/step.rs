@@ -118,34 +118,39 @@ impl<'a> Decide<'a> {
 /// PutObject, PostObject's form included: the form's credential scope
 /// (not seen by the check in front of s3s, `auth_scope::check_request`,
 /// as it is in the body), then [`Action::PutObject`] on the key the
-/// object is written under ([`put_key`]).
+/// object is written under (a form's `${filename}` replaced by the name
+/// of the file it carries).
 pub struct Put<'a>(pub &'a S3Request<PutObjectInput>);
 
+/// What [`Put`] grants: the bucket's access, the key the object is
+/// written under, and the form's other fields (none for a PUT).
+pub struct PutGrant {
+    pub access: Access,
+    pub key: String,
+    pub form: Fields,
+}
+
 impl Put<'_> {
-    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Access> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<PutGrant> {
         let req = self.0;
         crate::access::auth_scope::check_form(
             req.credentials.is_some(),
             req.region.as_ref().map(|r| r.as_str()),
             &api.regions,
         )?;
-        let key = put_key(req);
-        api.authorize(who, &req.input.bucket, Action::PutObject, Some(&key), None)
-            .await
-    }
-}
-
-/// The key a PutObject writes: a PostObject form's `${filename}` replaced
-/// by the name of the file it carries.
-pub fn put_key(req: &S3Request<PutObjectInput>) -> String {
-    let form = req
-        .extensions
-        .get::<FormFields>()
-        .map(|f| f.get())
-        .unwrap_or_default();
-    match &form.file_name {
-        Some(name) => req.input.key.replace("${filename}", name),
-        None => req.input.key.clone(),
+        let form = req
+            .extensions
+            .get::<FormFields>()
+            .map(|f| f.get())
+            .unwrap_or_default();
+        let key = match &form.file_name {
+            Some(name) => req.input.key.replace("${filename}", name),
+            None => req.input.key.clone(),
+        };
+        let access = api
+            .authorize(who, &req.input.bucket, Action::PutObject, Some(&key), None)
+            .await?;
+        Ok(PutGrant { access, key, form })
     }
 }
 

@@ -13,8 +13,7 @@ use garage_util::time::stamp;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::authorize::Access;
-use crate::access::step::{put_key, FormFields};
+use crate::access::step::PutGrant;
 use crate::conditional::WriteConditions;
 use crate::ctx::{check_key, Api};
 use crate::encryption::sse::{SseFields, SseKey};
@@ -279,15 +278,10 @@ impl Api {
     pub async fn put_object(
         self: Arc<Self>,
         req: S3Request<PutObjectInput>,
-        ctx: Ctx<Access>,
+        ctx: Ctx<PutGrant>,
     ) -> ApiResult<S3Response<PutObjectOutput>> {
-        let key = put_key(&req);
-        let form = req
-            .extensions
-            .get::<FormFields>()
-            .map(|f| f.get())
-            .unwrap_or_default();
-        let (who, bucket) = (ctx.who, ctx.granted.bucket);
+        let (who, PutGrant { access, key, form }) = (ctx.who, ctx.granted);
+        let bucket = access.bucket;
         let mut i = req.input;
         i.key = key;
         check_key(&i.key)?;
