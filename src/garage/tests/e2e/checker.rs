@@ -1522,15 +1522,24 @@ impl Nemesis {
             Fault::Double => {
                 let Some(i) = self.victim() else { return };
                 let first = [Fault::Kill, Fault::Isolate][self.rng.random_range(0..2)];
-                let second = [
+                // Not the last node outside the layout: the short run's
+                // own AddZone needs it (seed 1878625944 drew AddZone here,
+                // and its scheduled AddZone then had no node to add).
+                let spare = (0..self.c.nodes.len())
+                    .filter(|i| !self.zones.contains_key(i))
+                    .count();
+                let mut seconds = vec![
                     Fault::Capacity,
                     Fault::MoveZone,
-                    Fault::AddZone,
                     Fault::RemoveNode,
                     Fault::BitFlip,
                     Fault::Kill,
                     Fault::ClockSkew,
-                ][self.rng.random_range(0..7)];
+                ];
+                if spare > 1 {
+                    seconds.push(Fault::AddZone);
+                }
+                let second = seconds[self.rng.random_range(0..seconds.len())];
                 let reset = self.rng.random_range(0..2) == 0;
                 sh.fault(format!(
                     "two faults at once: {first:?} of node {i}, then {second:?}"
