@@ -6,8 +6,12 @@
 # --large-only: 10 MiB GET whole-body latency and time to first byte,
 # 1 GiB multipart PUT and GET) through node 1. Each cluster is stopped
 # and its data removed before the next.
+# With --multipart, the client is script/bench-multipart.py instead (uploads
+# of 100, 1 000 and 10 000 parts; its options follow, e.g. --parts 100,1000).
+# REFERENCE_GARAGE_BINARY may be "none": this project only.
 #
 # Usage: script/bench-large.sh REFERENCE_GARAGE_BINARY [--quick]
+#        script/bench-large.sh REFERENCE_GARAGE_BINARY --multipart [bench-multipart.py options]
 #   (the reference: git clone the Garage repository, check out v2.0.0,
 #    cargo build --release; its binary is target/release/garage)
 set -euo pipefail
@@ -16,7 +20,9 @@ ref=${1:?usage: script/bench-large.sh REFERENCE_GARAGE_BINARY [--quick]}
 shift
 ours=target/release/garage
 [ -x "$ours" ] || { echo "no $ours (cargo build --release)" >&2; exit 1; }
-[ -x "$ref" ] || { echo "no reference binary at $ref" >&2; exit 1; }
+[ "$ref" = none ] || [ -x "$ref" ] || { echo "no reference binary at $ref" >&2; exit 1; }
+client=(script/s3bench.py --large-only)
+if [ "${1:-}" = --multipart ]; then client=(script/bench-multipart.py); shift; fi
 work=$(mktemp -d)
 stop() {
   [ -f "$work/run/pids" ] || return 0
@@ -44,9 +50,9 @@ s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:3910", aws_access_key_id=
 s3.list_buckets()
 PY
   done
-  python3 script/s3bench.py --endpoint http://127.0.0.1:3910 --key "$id" --secret "$secret" --large-only "$@"
+  python3 "${client[@]}" --endpoint http://127.0.0.1:3910 --key "$id" --secret "$secret" "$@"
   stop
 }
 
 bench "this project ($(git rev-parse --short HEAD))" "$ours" "$@"
-bench "reference system ($("$ref" --version 2>/dev/null | head -1))" "$ref" "$@"
+[ "$ref" = none ] || bench "reference system ($("$ref" --version 2>/dev/null | head -1))" "$ref" "$@"
