@@ -13,7 +13,7 @@ use crate::history_table::HistoryTable;
 use crate::key_table::KeyTable;
 use crate::kms::table::KmsKeyTable;
 use crate::kms::Kms;
-use crate::mpu_table::MpuTable;
+use crate::mpu_table::{MpuPartTable, MpuTable};
 use crate::object_table::ObjectTable;
 use crate::version_table::VersionTable;
 use garage_block::manager::BlockManager;
@@ -59,6 +59,8 @@ pub struct Garage {
     pub version_table: Arc<Table<VersionTable>>,
     pub block_ref_table: Arc<Table<BlockRefTable>>,
     pub mpu_table: Arc<Table<MpuTable>>,
+    /// The parts of uploads created since v0.3.0 (see [`crate::mpu_table`]).
+    pub mpu_part_table: Arc<Table<MpuPartTable>>,
     pub counter_table: Arc<Table<CounterTable>>,
     /// Versions written with versioning enabled.
     pub history_table: Arc<Table<HistoryTable>>,
@@ -138,6 +140,17 @@ impl Garage {
         let mpu_table = Table::new(
             MpuTable {
                 versions: InsertQueue::open(&db)?,
+                parts: InsertQueue::open(&db)?,
+                parts_store: MpuPartTable::store(&db)?,
+            },
+            db.clone(),
+            system.clone(),
+        )?;
+        let mpu_part_table = Table::new(
+            MpuPartTable {
+                versions: InsertQueue::open(&db)?,
+                parts: InsertQueue::open(&db)?,
+                uploads_store: MpuTable::store(&db)?,
             },
             db.clone(),
             system.clone(),
@@ -172,6 +185,7 @@ impl Garage {
             version_table.clone(),
             block_ref_table.clone(),
             mpu_table.clone(),
+            mpu_part_table.clone(),
             counter_table.clone(),
             history_table.clone(),
             admin_token_table.clone(),
@@ -182,6 +196,7 @@ impl Garage {
             versions: version_table.clone(),
             block_refs: block_ref_table.clone(),
             mpus: mpu_table.clone(),
+            parts: mpu_part_table.clone(),
             history: history_table.clone(),
         };
         Ok(Arc::new(Self {
@@ -200,6 +215,7 @@ impl Garage {
             version_table,
             block_ref_table,
             mpu_table,
+            mpu_part_table,
             counter_table,
             history_table,
             cas_registers,

@@ -41,6 +41,7 @@ pub mod object_write;
 pub mod permission;
 pub mod purge;
 pub mod tags;
+pub mod upload_parts;
 pub mod version_table;
 
 #[cfg(test)]

@@ -1,9 +1,26 @@
 //! Multipart uploads in progress: upload id -> its parts. Each part is an
 //! object version of its own (in the version table); aborting or
 //! completing the upload deletes the parts' versions it no longer needs.
+//!
+//! Where the parts are listed depends on when the upload was created:
+//! - **in the upload's entry** (its `parts` map), for uploads created
+//!   before the cluster was finalized at v0.3.0: every part written
+//!   rewrites the whole entry on every replica, so the cost of a part grows
+//!   with the parts before it (measured: 20 ms at the first, 120 ms at the
+//!   10 000th);
+//! - **in the part table** ([`MpuPartTable`], one entry per part write,
+//!   partitioned by upload id like the upload's entry, so held by the same
+//!   nodes), for uploads created since (`parts_apart`, gated by
+//!   `MULTIPART_PARTS_APART`): a part costs the same whatever its rank.
+//!
+//! When an upload's entry is deleted, each replica's hook deletes the
+//! parts it holds in the part table (queued tombstones) and their
+//! versions; a part that reaches a replica after the upload's deletion is
+//! deleted there by the part table's hook. Both tables being partitioned by
+//! the upload id, each replica sees both entries.
 
 use garage_db as db;
-use garage_table::{EmptyKey, Entry, InsertQueue, TableSchema};
+use garage_table::{EmptyKey, Entry, InsertQueue, SortKey, TableSchema};
 use garage_util::crdt::{Bool, Crdt, Map};
 use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
@@ -71,6 +88,17 @@ pub struct MultipartUpload {
     /// `STANDARD` (set once, like `checksum`). Absent in older entries.
     #[serde(default)]
     pub storage_class: Option<String>,
+    /// Whether the upload's parts are listed in the part table
+    /// ([`MpuPartTable`]) rather than in `parts`: set at creation, once the
+    /// cluster is finalized at v0.3.0 (`MULTIPART_PARTS_APART`; v0.2.0
+    /// reads neither this field nor that table). The struct's last field,
+    /// skipped when false: an upload created before keeps its bytes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub parts_apart: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// An upload's checksum: its algorithm (`CRC32`, `CRC32C`, `CRC64NVME`,
@@ -142,6 +170,7 @@ impl MultipartUpload {
             key,
             checksum: None,
             storage_class: None,
+            parts_apart: false,
         }
     }
 }
@@ -165,6 +194,7 @@ impl Crdt for MultipartUpload {
         if other.storage_class > self.storage_class {
             self.storage_class = other.storage_class.clone();
         }
+        self.parts_apart |= other.parts_apart;
         self.deleted.merge(&other.deleted);
         if self.deleted.get() {
             self.parts.clear();
@@ -188,6 +218,19 @@ impl Entry<Uuid, EmptyKey> for MultipartUpload {
 
 pub struct MpuTable {
     pub versions: InsertQueue<VersionTable>,
+    /// The part table's queue: the tombstones of a deleted upload's parts.
+    pub parts: InsertQueue<MpuPartTable>,
+    /// The part table's store ([`MpuPartTable::store`]), read by the hook
+    /// for the parts of a deleted upload that this node holds.
+    pub parts_store: db::Tree,
+}
+
+impl MpuTable {
+    /// The store tree of the upload table in `db` (read by the part
+    /// table's hook).
+    pub fn store(db: &db::Db) -> db::Result<db::Tree> {
+        db.open_tree(&format!("{}:table", Self::TABLE_NAME))
+    }
 }
 
 impl TableSchema for MpuTable {
@@ -207,20 +250,216 @@ impl TableSchema for MpuTable {
         old: Option<&MultipartUpload>,
         new: &MultipartUpload,
     ) -> db::Result<()> {
-        let Some(old) = old else {
+        if !new.deleted.get() || old.is_some_and(|o| o.deleted.get()) {
             return Ok(());
+        }
+        let backlink = VersionBacklink::MultipartUpload {
+            upload_id: new.upload_id,
         };
-        if new.deleted.get() && !old.deleted.get() {
+        if let Some(old) = old {
             for (_, part) in old.parts.items() {
-                self.versions.push(
-                    tx,
-                    &Version::deleted(
-                        part.version,
-                        VersionBacklink::MultipartUpload {
-                            upload_id: new.upload_id,
-                        },
-                    ),
-                )?;
+                self.versions
+                    .push(tx, &Version::deleted(part.version, backlink.clone()))?;
+            }
+        }
+        // The parts this node holds in the part table: deleted (their
+        // tombstones' hooks release the versions). The tombstone reaches
+        // every replica through the queue's quorum inserts.
+        for part in local_parts(tx, &self.parts_store, &new.upload_id)? {
+            if !part.deleted.get() {
+                self.parts.push(tx, &part.tombstone())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The entries of upload `upload_id` in this node's copy of the part table
+/// (`store`), tombstones included, in part order.
+fn local_parts(
+    tx: &mut db::Transaction<'_>,
+    store: &db::Tree,
+    upload_id: &Uuid,
+) -> db::Result<Vec<MpuPartEntry>> {
+    let start = upload_id.as_slice().to_vec();
+    let mut end = start.clone();
+    // The next 32-byte prefix (an id of all 0xff bytes has no next: to the
+    // end of the tree, then filtered).
+    let bounded = increment(&mut end);
+    let range: Vec<_> = if bounded {
+        tx.range(store, start.clone()..end)?.collect()
+    } else {
+        tx.range(store, start.clone()..)?.collect()
+    };
+    let mut out = Vec::new();
+    for kv in range {
+        let (k, v) = kv?;
+        if !k.starts_with(&start) {
+            break;
+        }
+        let e: MpuPartEntry = garage_table::encoding::decode(&v)
+            .map_err(|e| db::Error::Aborted(format!("corrupt part entry: {e}")))?;
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// Big-endian increment of `b`; false when it overflows (all 0xff).
+fn increment(b: &mut [u8]) -> bool {
+    for x in b.iter_mut().rev() {
+        if *x == 0xff {
+            *x = 0;
+        } else {
+            *x += 1;
+            return true;
+        }
+    }
+    false
+}
+
+/// A part write's place in the part table (its sort key): the part number
+/// then the write's stamp, both big-endian, so that an upload's parts read
+/// in part order, and the writes of one part number oldest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PartSlot(#[serde(with = "serde_bytes")] [u8; 16]);
+
+impl PartSlot {
+    pub fn new(k: MpuPartKey) -> Self {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&k.part_number.to_be_bytes());
+        b[8..].copy_from_slice(&k.timestamp.to_be_bytes());
+        Self(b)
+    }
+
+    /// The first slot of part number `n`.
+    pub fn first_of(n: u64) -> Self {
+        Self::new(MpuPartKey {
+            part_number: n,
+            timestamp: 0,
+        })
+    }
+
+    pub fn key(&self) -> MpuPartKey {
+        let (n, t) = self.0.split_at(8);
+        MpuPartKey {
+            part_number: u64::from_be_bytes(n.try_into().expect("8 bytes")),
+            timestamp: u64::from_be_bytes(t.try_into().expect("8 bytes")),
+        }
+    }
+}
+
+impl SortKey for PartSlot {
+    fn sort_key(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// One write of one part of an upload whose parts are apart
+/// ([`MultipartUpload::parts_apart`]). The part merges as in an upload's
+/// map ([`MpuPart`]); `deleted` is set once the upload is over (completed
+/// or aborted), keeping the part so that the hook knows its version.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MpuPartEntry {
+    pub upload_id: Uuid,
+    pub slot: PartSlot,
+    pub part: MpuPart,
+    pub deleted: Bool,
+}
+
+impl MpuPartEntry {
+    pub fn new(upload_id: Uuid, key: MpuPartKey, part: MpuPart) -> Self {
+        Self {
+            upload_id,
+            slot: PartSlot::new(key),
+            part,
+            deleted: Bool::new(false),
+        }
+    }
+
+    /// This entry, deleted.
+    pub fn tombstone(&self) -> Self {
+        let mut t = self.clone();
+        t.deleted.set();
+        t
+    }
+}
+
+impl Crdt for MpuPartEntry {
+    fn merge(&mut self, other: &Self) {
+        self.part.merge(&other.part);
+        self.deleted.merge(&other.deleted);
+    }
+}
+
+impl Entry<Uuid, PartSlot> for MpuPartEntry {
+    fn partition_key(&self) -> &Uuid {
+        &self.upload_id
+    }
+    fn sort_key(&self) -> &PartSlot {
+        &self.slot
+    }
+    fn is_tombstone(&self) -> bool {
+        self.deleted.get()
+    }
+}
+
+/// The part table: one entry per part write of the uploads whose parts
+/// are apart, partitioned by upload id (with the upload's entry).
+pub struct MpuPartTable {
+    pub versions: InsertQueue<VersionTable>,
+    /// Its own queue: a part that arrives after its upload's deletion is
+    /// deleted.
+    pub parts: InsertQueue<MpuPartTable>,
+    /// The upload table's store ([`MpuTable::store`]).
+    pub uploads_store: db::Tree,
+}
+
+impl MpuPartTable {
+    /// The store tree of the part table in `db` (read by the upload
+    /// table's hook).
+    pub fn store(db: &db::Db) -> db::Result<db::Tree> {
+        db.open_tree(&format!("{}:table", Self::TABLE_NAME))
+    }
+}
+
+impl TableSchema for MpuPartTable {
+    const TABLE_NAME: &'static str = "multipart_part";
+    type P = Uuid;
+    type S = PartSlot;
+    type E = MpuPartEntry;
+    type Filter = ();
+
+    fn matches_filter(_: &MpuPartEntry, _: &()) -> bool {
+        true
+    }
+
+    fn updated(
+        &self,
+        tx: &mut db::Transaction<'_>,
+        old: Option<&MpuPartEntry>,
+        new: &MpuPartEntry,
+    ) -> db::Result<()> {
+        if new.deleted.get() {
+            if !old.is_some_and(|o| o.deleted.get()) {
+                let backlink = VersionBacklink::MultipartUpload {
+                    upload_id: new.upload_id,
+                };
+                self.versions
+                    .push(tx, &Version::deleted(new.part.version, backlink))?;
+            }
+            return Ok(());
+        }
+        if old.is_some() {
+            return Ok(());
+        }
+        // A part this node had not seen: if the upload is deleted here
+        // already, its hook has run without it.
+        let key = garage_table::encoding::tree_key(&new.upload_id, &EmptyKey);
+        if let Some(v) = tx.get(&self.uploads_store, &key)? {
+            let upload: MultipartUpload = garage_table::encoding::decode(&v)
+                .map_err(|e| db::Error::Aborted(format!("corrupt upload entry: {e}")))?;
+            if upload.deleted.get() {
+                self.parts.push(tx, &new.tombstone())?;
             }
         }
         Ok(())
@@ -394,6 +633,44 @@ mod tests {
         let back: MultipartUpload =
             garage_table::encoding::decode(&garage_table::encoding::encode(&n)).unwrap();
         assert_eq!(back, n);
+    }
+
+    /// `parts_apart` (gated) is skipped when false: an upload without it
+    /// has the bytes v0.2.0 reads; with it, it round-trips.
+    #[test]
+    fn parts_apart_keeps_old_bytes_when_false() {
+        #[derive(Serialize)]
+        struct V020Upload {
+            upload_id: Uuid,
+            timestamp: u64,
+            deleted: Bool,
+            parts: Map<MpuPartKey, MpuPart>,
+            bucket_id: Uuid,
+            key: String,
+            checksum: Option<MpuChecksum>,
+            storage_class: Option<String>,
+        }
+        let m = MultipartUpload::new(Uuid::from([4; 32]), 7, Uuid::from([1; 32]), "k".into());
+        let old = V020Upload {
+            upload_id: m.upload_id,
+            timestamp: 7,
+            deleted: Bool::new(false),
+            parts: Map::new(),
+            bucket_id: m.bucket_id,
+            key: "k".into(),
+            checksum: None,
+            storage_class: None,
+        };
+        use garage_table::encoding::{decode, encode};
+        assert_eq!(encode(&m), encode(&old));
+        let mut apart = m.clone();
+        apart.parts_apart = true;
+        assert_ne!(encode(&apart), encode(&old));
+        assert_eq!(decode::<MultipartUpload>(&encode(&apart)).unwrap(), apart);
+        // A part's delta (written without the flag) keeps it.
+        let mut merged = apart.clone();
+        merged.merge(&m);
+        assert!(merged.parts_apart);
     }
 
     proptest! {

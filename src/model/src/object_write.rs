@@ -33,7 +33,7 @@ use tracing::{info, warn};
 use crate::block_ref_table::{BlockRef, BlockRefTable};
 use crate::bucket_table::Versioning;
 use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
-use crate::mpu_table::{MpuTable, MultipartUpload};
+use crate::mpu_table::{MpuPartTable, MpuTable, MultipartUpload};
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
     MAX_RESTAMPS,
@@ -69,6 +69,7 @@ pub struct ObjectWriter {
     pub versions: Arc<Table<VersionTable>>,
     pub block_refs: Arc<Table<BlockRefTable>>,
     pub mpus: Arc<Table<MpuTable>>,
+    pub parts: Arc<Table<MpuPartTable>>,
     pub history: Arc<Table<HistoryTable>>,
 }
 

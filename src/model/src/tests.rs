@@ -16,7 +16,9 @@ use crate::bucket_table::Versioning;
 use crate::counter_table::{
     CounterEntry, CounterTable, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
 };
-use crate::mpu_table::{MpuPart, MpuPartKey, MpuTable, MultipartUpload};
+use crate::mpu_table::{
+    MpuPart, MpuPartEntry, MpuPartKey, MpuPartTable, MpuTable, MultipartUpload,
+};
 use crate::object_table::*;
 use crate::testing::check_laws;
 use crate::version_table::*;
@@ -381,6 +383,8 @@ fn aborting_an_upload_deletes_its_parts_versions() {
     let data = TableData::new(
         MpuTable {
             versions: versions.clone(),
+            parts: InsertQueue::open(&db).unwrap(),
+            parts_store: MpuPartTable::store(&db).unwrap(),
         },
         db.clone(),
     )
@@ -409,6 +413,136 @@ fn aborting_an_upload_deletes_its_parts_versions() {
     let q: Vec<Version> = queued(&versions, &vtree);
     assert_eq!(q.len(), 3);
     assert!(q.iter().all(|v| v.deleted.get()));
+}
+
+/// Both tables of uploads on one database, as on a node.
+struct Uploads {
+    _dir: tempfile::TempDir,
+    db: db::Db,
+    uploads: Arc<TableData<MpuTable>>,
+    parts: Arc<TableData<MpuPartTable>>,
+}
+
+fn uploads() -> Uploads {
+    let (dir, db) = temp_db();
+    let uploads = TableData::new(
+        MpuTable {
+            versions: InsertQueue::open(&db).unwrap(),
+            parts: InsertQueue::open(&db).unwrap(),
+            parts_store: MpuPartTable::store(&db).unwrap(),
+        },
+        db.clone(),
+    )
+    .unwrap();
+    let parts = TableData::new(
+        MpuPartTable {
+            versions: InsertQueue::open(&db).unwrap(),
+            parts: InsertQueue::open(&db).unwrap(),
+            uploads_store: MpuTable::store(&db).unwrap(),
+        },
+        db.clone(),
+    )
+    .unwrap();
+    Uploads {
+        _dir: dir,
+        db,
+        uploads,
+        parts,
+    }
+}
+
+fn apart_part(upload: u8, n: u64, version: u8) -> MpuPartEntry {
+    MpuPartEntry::new(
+        id(upload),
+        MpuPartKey {
+            part_number: n,
+            timestamp: n,
+        },
+        MpuPart {
+            version: id(version),
+            etag: Some(format!("e{n}")),
+            size: Some(n),
+            checksum: None,
+        },
+    )
+}
+
+/// An upload whose parts are apart, aborted: the parts this node holds
+/// (of that upload only) get tombstones queued; each tombstone, applied,
+/// queues the release of its part's version, once.
+#[test]
+fn aborting_an_upload_deletes_its_parts_apart() {
+    let t = uploads();
+    let mut m = MultipartUpload::new(id(4), 1, id(1), "k".into());
+    m.parts_apart = true;
+    t.uploads.update_entry_with(&m).unwrap();
+    for n in 1..=3 {
+        t.parts
+            .update_entry_with(&apart_part(4, n, 10 + n as u8))
+            .unwrap();
+    }
+    // Another upload's part, next in the tree.
+    t.parts.update_entry_with(&apart_part(5, 1, 20)).unwrap();
+    assert!(crate::testing::queued_in::<MpuPartTable>(&t.db).is_empty());
+    let mut gone = m.clone();
+    gone.deleted.set();
+    t.uploads.update_entry_with(&gone).unwrap();
+    let q = crate::testing::queued_in::<MpuPartTable>(&t.db);
+    assert_eq!(q.len(), 3, "{q:?}");
+    assert!(q.iter().all(|p| p.deleted.get() && p.upload_id == id(4)));
+    assert!(crate::testing::queued_in::<VersionTable>(&t.db).is_empty());
+    for p in &q {
+        t.parts.update_entry_with(p).unwrap();
+        t.parts.update_entry_with(p).unwrap();
+    }
+    let mut released: Vec<Uuid> = crate::testing::queued_in::<VersionTable>(&t.db)
+        .into_iter()
+        .inspect(|v| assert!(v.deleted.get()))
+        .map(|v| v.uuid)
+        .collect();
+    released.sort();
+    assert_eq!(released, vec![id(11), id(12), id(13)]);
+}
+
+/// A part that reaches a node after its upload's deletion there (the
+/// upload's hook ran without it) is deleted by the part table's hook.
+#[test]
+fn a_part_arriving_after_its_upload_is_deleted() {
+    let t = uploads();
+    let mut m = MultipartUpload::new(id(4), 1, id(1), "k".into());
+    m.parts_apart = true;
+    m.deleted.set();
+    t.uploads.update_entry_with(&m).unwrap();
+    t.parts.update_entry_with(&apart_part(4, 7, 17)).unwrap();
+    let q = crate::testing::queued_in::<MpuPartTable>(&t.db);
+    assert_eq!(q.len(), 1);
+    assert!(q[0].deleted.get() && q[0].part.version == id(17));
+    // A part of a live upload, or of one this node has not seen, stays.
+    let t = uploads();
+    let mut live = MultipartUpload::new(id(4), 1, id(1), "k".into());
+    live.parts_apart = true;
+    t.uploads.update_entry_with(&live).unwrap();
+    t.parts.update_entry_with(&apart_part(4, 7, 17)).unwrap();
+    t.parts.update_entry_with(&apart_part(6, 1, 18)).unwrap();
+    assert!(crate::testing::queued_in::<MpuPartTable>(&t.db).is_empty());
+}
+
+proptest! {
+    #[test]
+    fn part_entry_merge_laws(
+        a in (0u8..2, any::<bool>()),
+        b in (0u8..2, any::<bool>()),
+        c in (0u8..2, any::<bool>()),
+    ) {
+        let mk = |(v, del): (u8, bool)| {
+            let mut e = apart_part(4, 1, v);
+            if del {
+                e.deleted.set();
+            }
+            e
+        };
+        check_laws(&mk(a), &mk(b), &mk(c));
+    }
 }
 
 /// Counts recomputed from the final objects equal the counters kept by

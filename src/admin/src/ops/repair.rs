@@ -283,6 +283,7 @@ async fn versions(
 ) -> Result<()> {
     let mut scan = LocalScan::new(&g.version_table);
     let mut last_uuid: Option<Uuid> = None;
+    let mut uploads = PartVersions::default();
     while let Some(batch) = scan.next().await? {
         for v in batch {
             // Head and segments of a version are adjacent: one check.
@@ -297,7 +298,7 @@ async fn versions(
             if full.deleted.get() {
                 continue;
             }
-            match version_fate(g, &full, now, grace).await? {
+            match version_fate(g, &full, now, grace, &mut uploads).await? {
                 Fate::Keep => (),
                 Fate::Young => t.young += 1,
                 Fate::Unknown => t.unknown += 1,
@@ -319,9 +320,42 @@ async fn versions(
     Ok(())
 }
 
+/// The part versions of the live uploads read last (by upload id), so that
+/// the versions of a large upload's parts (10 000 of them, met in any
+/// order) are checked against one read of its parts, not one each. A part
+/// listed after the read has a version younger than the grace period: it
+/// is not deleted when missing here.
+#[derive(Default)]
+struct PartVersions(std::collections::HashMap<Uuid, std::collections::HashSet<Uuid>>);
+
+/// Uploads whose part versions are kept at most.
+const PART_VERSIONS_KEPT: usize = 256;
+
+impl PartVersions {
+    async fn lists(&mut self, g: &Garage, m: &MultipartUpload, version: &Uuid) -> Result<bool> {
+        if !self.0.contains_key(&m.upload_id) {
+            if self.0.len() >= PART_VERSIONS_KEPT {
+                self.0.clear();
+            }
+            let parts = g.writer.upload_parts(m, 1).await.map_err(err)?;
+            self.0.insert(
+                m.upload_id,
+                parts.into_iter().map(|(_, p)| p.version).collect(),
+            );
+        }
+        Ok(self.0[&m.upload_id].contains(version))
+    }
+}
+
 /// Whether version `v` (read whole, at quorum) is listed by what it
 /// belongs to.
-async fn version_fate(g: &Garage, v: &Version, now: u64, grace: u64) -> Result<Fate> {
+async fn version_fate(
+    g: &Garage,
+    v: &Version,
+    now: u64,
+    grace: u64,
+    uploads: &mut PartVersions,
+) -> Result<Fate> {
     let old = v.created == 0 || now.saturating_sub(v.created) > grace;
     let unlisted = if old { Fate::Orphan } else { Fate::Young };
     match &v.backlink {
@@ -355,8 +389,9 @@ async fn version_fate(g: &Garage, v: &Version, now: u64, grace: u64) -> Result<F
                 .map_err(err)?;
             Ok(match mpu {
                 Some(m) if m.deleted.get() => Fate::Orphan,
-                Some(m) if m.parts.items().any(|(_, p)| p.version == v.uuid) => Fate::Keep,
-                _ => unlisted,
+                Some(m) if uploads.lists(g, &m, &v.uuid).await? => Fate::Keep,
+                Some(_) => unlisted,
+                None => unlisted,
             })
         }
     }
@@ -479,7 +514,7 @@ async fn stale_parts(
     grace: u64,
     t: &mut Tally,
 ) -> Result<()> {
-    for (k, p) in m.parts.items() {
+    for (k, p) in g.writer.upload_parts(m, 1).await.map_err(err)? {
         if p.etag.is_some() {
             continue;
         }

@@ -87,6 +87,11 @@ impl Api {
                 full_object,
             });
             mpu.storage_class = place.class.name.clone();
+            // Its parts in the part table, once every node reads it.
+            mpu.parts_apart = self
+                .blocks
+                .system
+                .feature_allowed(&garage_rpc::system::versions::MULTIPART_PARTS_APART);
             let Some(newer) = self.writer.start_upload(&obj, &mpu).await? else {
                 break;
             };

@@ -8,7 +8,7 @@ use garage_util::data::Uuid;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use super::{finished_parts, upload_checksum, MAX_UPLOADS_LISTED};
+use super::{upload_checksum, MAX_UPLOADS_LISTED};
 use crate::access::authorize::Access;
 use crate::ctx::Api;
 use crate::error::ApiResult;
@@ -26,10 +26,10 @@ impl Api {
         let mpu = self.upload(bucket, &i.key, &i.upload_id).await?;
         let max = i.max_parts.unwrap_or(1000).clamp(0, 1000) as usize;
         let marker = i.part_number_marker.unwrap_or(0).max(0) as u64;
-        let all: Vec<_> = finished_parts(&mpu)
-            .into_iter()
-            .filter(|(n, _, _)| *n > marker)
-            .collect();
+        // One more than a page: whether the listing is truncated.
+        let all = self
+            .finished_parts_of(&mpu, marker + 1, Some(max + 1))
+            .await?;
         let truncated = all.len() > max;
         let checksum = upload_checksum(&mpu)?;
         let parts: Vec<Part> = all

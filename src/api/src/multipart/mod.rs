@@ -76,10 +76,12 @@ fn parse_upload_id(id: &str) -> ApiResult<Uuid> {
         .map_err(|_| ApiError::NoSuchUpload(format!("{id} is not an upload id")))
 }
 
-/// The parts to use: for each part number, the newest finished write.
-fn finished_parts(mpu: &MultipartUpload) -> Vec<(u64, MpuPartKey, MpuPart)> {
+/// The parts to use: for each part number, the newest finished write, in
+/// part order (`writes` in order of part number, as
+/// `ObjectWriter::upload_parts` reads them).
+fn finished_parts(writes: &[(MpuPartKey, MpuPart)]) -> Vec<(u64, MpuPartKey, MpuPart)> {
     let mut out: Vec<(u64, MpuPartKey, MpuPart)> = Vec::new();
-    for (k, p) in mpu.parts.items() {
+    for (k, p) in writes {
         if p.etag.is_none() || p.size.is_none() {
             continue;
         }
@@ -136,6 +138,22 @@ impl Api {
         }
             })?;
         Ok((mpu, sse))
+    }
+
+    /// The finished parts of `mpu` numbered `from` or more
+    /// ([`finished_parts`]); the first `limit` of them at least, when
+    /// there are that many (the rest may be left unread).
+    async fn finished_parts_of(
+        &self,
+        mpu: &MultipartUpload,
+        from: u64,
+        limit: Option<usize>,
+    ) -> ApiResult<Vec<(u64, MpuPartKey, MpuPart)>> {
+        // One more part number than asked for: the ones before it are
+        // then read whole.
+        let enough = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+        let writes = self.writer.upload_parts_until(mpu, from, enough).await?;
+        Ok(finished_parts(&writes))
     }
 
     /// The live upload `id` of `bucket`/`key`.

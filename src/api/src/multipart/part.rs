@@ -237,23 +237,17 @@ impl Api {
             part_number,
             timestamp: now_msec(),
         };
-        let entry = |etag: Option<String>, size: Option<u64>, checksum: Option<String>| {
-            let mut m =
-                MultipartUpload::new(mpu.upload_id, mpu.timestamp, mpu.bucket_id, mpu.key.clone());
-            m.parts.put(
-                pkey,
-                MpuPart {
-                    version,
-                    etag,
-                    size,
-                    checksum,
-                },
-            );
-            m
+        let part = |etag: Option<String>, size: Option<u64>, checksum: Option<String>| MpuPart {
+            version,
+            etag,
+            size,
+            checksum,
         };
         // The part is listed before its blocks are written, so that an
         // abort releases them whatever happens to this request.
-        self.mpus.insert(&entry(None, None, None)).await?;
+        self.writer
+            .record_part(mpu, pkey, part(None, None, None))
+            .await?;
         let backlink = VersionBacklink::MultipartUpload {
             upload_id: mpu.upload_id,
         };
@@ -333,8 +327,8 @@ impl Api {
             .filter(|_| mpu.checksum.is_some())
             .map(|(_, v)| v.clone());
         let etag = crate::encryption::sse::etag_of(sse, &md5);
-        self.mpus
-            .insert(&entry(Some(etag.clone()), Some(size), kept))
+        self.writer
+            .record_part(mpu, pkey, part(Some(etag.clone()), Some(size), kept))
             .await?;
         Ok((etag, size, verified))
     }

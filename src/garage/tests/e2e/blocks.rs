@@ -780,7 +780,7 @@ fn run_repair(c: &Cluster, what: &str) {
 fn repairs_delete_orphans_and_keep_what_is_in_progress() {
     use common::s3::{aws_ok, endpoint, make_key};
     use garage_model::bucket_alias_table::BucketAlias;
-    use garage_model::mpu_table::{MpuTable, MultipartUpload};
+    use garage_model::mpu_table::{MpuPartTable, MpuTable, MultipartUpload};
     use garage_model::version_table::read_version;
     use garage_table::EmptyKey;
     let mut c = Cluster::new(1, 1);
@@ -841,18 +841,31 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
 
     let gw = Gateway::join(&c, 2, 2);
     let (versions, refs) = version_tables(&gw);
-    let mpus = {
+    let (mpus, parts) = {
         let _rt = gw.rt.enter();
         let mpus = Table::new(
             MpuTable {
                 versions: InsertQueue::open(&gw.db).unwrap(),
+                parts: InsertQueue::open(&gw.db).unwrap(),
+                parts_store: MpuPartTable::store(&gw.db).unwrap(),
             },
             gw.db.clone(),
             gw.system.clone(),
         )
         .unwrap();
         mpus.spawn_workers(&gw.exit);
-        mpus
+        let parts = Table::new(
+            MpuPartTable {
+                versions: InsertQueue::open(&gw.db).unwrap(),
+                parts: InsertQueue::open(&gw.db).unwrap(),
+                uploads_store: MpuTable::store(&gw.db).unwrap(),
+            },
+            gw.db.clone(),
+            gw.system.clone(),
+        )
+        .unwrap();
+        parts.spawn_workers(&gw.exit);
+        (mpus, parts)
     };
     let now = garage_util::time::now_msec();
     let two_hours_ago = now - 2 * 3600 * 1000;
@@ -882,8 +895,10 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
         .block_on(mpus.get_quorum(&real_upload, &EmptyKey))
         .unwrap()
         .expect("the real upload");
-    let mut with_stale = MultipartUpload::new(real_upload, real.timestamp, bucket, "up".into());
-    with_stale.parts.put(
+    // A new cluster lists an upload's parts in the part table.
+    assert!(real.parts_apart, "the upload's parts are apart");
+    let stale = garage_model::mpu_table::MpuPartEntry::new(
+        real_upload,
         garage_model::mpu_table::MpuPartKey {
             part_number: 2,
             timestamp: two_hours_ago,
@@ -912,7 +927,7 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
             .insert(&Version::with_block(stale_part, backlink, 0, key0, block))
             .await
             .unwrap();
-        mpus.insert(&with_stale).await.unwrap();
+        parts.insert(&stale).await.unwrap();
         refs.insert(&no_version_ref).await.unwrap();
         refs.insert(&unlisted_ref).await.unwrap();
     });
@@ -1415,4 +1430,186 @@ fn repairs_on_every_node_during_a_layout_change_and_a_kill_keep_live_data() {
             );
         });
     }
+}
+
+/// The blocks of 1 MiB chunks of `data` (random data: stored as is).
+fn chunk_hashes(data: &[u8]) -> Vec<Hash> {
+    data.chunks(1 << 20).map(blake2sum).collect()
+}
+
+/// When a multipart upload ends, the parts it does not keep release their
+/// blocks on every node, through the part table (`multipart_part`: a new
+/// cluster lists parts there): a part written twice keeps only its second
+/// write once completed, and an aborted upload keeps nothing. The kept
+/// parts' blocks stay and read back. Parts are written through two
+/// different nodes.
+#[test]
+fn parts_an_upload_does_not_keep_release_their_blocks() {
+    use common::s3::{aws_ok, endpoint, make_key};
+    let mut c = Cluster::new(3, 3);
+    c.env
+        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "1".into()));
+    start_three(&mut c);
+    let key = make_key(&c, "parts");
+    let eps: Vec<String> = (0..3).map(|i| endpoint(&c, i)).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let random = |n: usize| -> Vec<u8> { (0..n).map(|_| rand::random::<u8>()).collect() };
+    let (first, replaced, second, dropped) = (
+        random(5 << 20),
+        random(200_000),
+        random(300_000),
+        random(1_500_000),
+    );
+    for (name, data) in [
+        ("first", &first),
+        ("replaced", &replaced),
+        ("second", &second),
+        ("dropped", &dropped),
+    ] {
+        std::fs::write(d.join(name), data).unwrap();
+    }
+    aws_ok(&key, &eps[0], d, &["s3", "mb", "s3://parts"]);
+    let create = |ep: &str, k: &str| -> String {
+        let out = aws_ok(
+            &key,
+            ep,
+            d,
+            &[
+                "s3api",
+                "create-multipart-upload",
+                "--bucket",
+                "parts",
+                "--key",
+                k,
+            ],
+        );
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["UploadId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let put_part = |ep: &str, k: &str, id: &str, n: &str, file: &str| -> String {
+        let out = aws_ok(
+            &key,
+            ep,
+            d,
+            &[
+                "s3api",
+                "upload-part",
+                "--bucket",
+                "parts",
+                "--key",
+                k,
+                "--upload-id",
+                id,
+                "--part-number",
+                n,
+                "--body",
+                file,
+            ],
+        );
+        serde_json::from_str::<serde_json::Value>(&out).unwrap()["ETag"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let on_every_node = |h: &Hash| (0..3).all(|n| block_file(&c, n, h).is_some());
+    let on_no_node = |h: &Hash| (0..3).all(|n| block_file(&c, n, h).is_none());
+
+    // Completed: part 2 written twice (through two nodes), the second kept.
+    let kept = create(&eps[0], "kept");
+    let e1 = put_part(&eps[0], "kept", &kept, "1", "first");
+    put_part(&eps[1], "kept", &kept, "2", "replaced");
+    let e2 = put_part(&eps[2], "kept", &kept, "2", "second");
+    // Aborted: its only part.
+    let gone = create(&eps[1], "gone");
+    put_part(&eps[1], "gone", &gone, "1", "dropped");
+    wait_until(
+        "the parts' blocks are on every node",
+        CLUSTER_DEADLINE,
+        || {
+            chunk_hashes(&replaced)
+                .iter()
+                .chain(&chunk_hashes(&dropped))
+                .all(on_every_node)
+        },
+    );
+    let parts = format!(
+        r#"{{"Parts":[{{"PartNumber":1,"ETag":{e1:?}}},{{"PartNumber":2,"ETag":{e2:?}}}]}}"#
+    );
+    aws_ok(
+        &key,
+        &eps[1],
+        d,
+        &[
+            "s3api",
+            "complete-multipart-upload",
+            "--bucket",
+            "parts",
+            "--key",
+            "kept",
+            "--upload-id",
+            &kept,
+            "--multipart-upload",
+            &parts,
+        ],
+    );
+    aws_ok(
+        &key,
+        &eps[2],
+        d,
+        &[
+            "s3api",
+            "abort-multipart-upload",
+            "--bucket",
+            "parts",
+            "--key",
+            "gone",
+            "--upload-id",
+            &gone,
+        ],
+    );
+    wait_until(
+        "the replaced and the aborted parts' blocks are deleted on every node",
+        CLUSTER_DEADLINE,
+        || {
+            chunk_hashes(&replaced)
+                .iter()
+                .chain(&chunk_hashes(&dropped))
+                .all(on_no_node)
+        },
+    );
+    for h in chunk_hashes(&first).iter().chain(&chunk_hashes(&second)) {
+        assert!(on_every_node(h), "a kept part's block is deleted");
+    }
+    let mut whole = first.clone();
+    whole.extend_from_slice(&second);
+    for ep in &eps {
+        aws_ok(
+            &key,
+            ep,
+            d,
+            &[
+                "s3api",
+                "get-object",
+                "--bucket",
+                "parts",
+                "--key",
+                "kept",
+                "out",
+            ],
+        );
+        assert!(
+            std::fs::read(d.join("out")).unwrap() == whole,
+            "bytes through {ep}"
+        );
+    }
+    let uploads = aws_ok(
+        &key,
+        &eps[0],
+        d,
+        &["s3api", "list-multipart-uploads", "--bucket", "parts"],
+    );
+    assert!(!uploads.contains("UploadId"), "no upload left: {uploads}");
 }

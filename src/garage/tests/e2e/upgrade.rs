@@ -69,7 +69,19 @@ fn shuffle(v: &mut [usize], seed: u64) {
 }
 
 fn script(c: &Cluster, key: &(String, String), mode: &str, dir: &Path, env: &[(&str, &str)]) {
-    let eps: Vec<String> = (0..3).map(|i| endpoint(c, i)).collect();
+    script_through(c, key, mode, dir, env, [0, 1, 2]);
+}
+
+/// [`script`] with the endpoints of nodes `via`, in that order.
+fn script_through(
+    c: &Cluster,
+    key: &(String, String),
+    mode: &str,
+    dir: &Path,
+    env: &[(&str, &str)],
+    via: [usize; 3],
+) {
+    let eps: Vec<String> = via.iter().map(|&i| endpoint(c, i)).collect();
     let out = script_command(key, mode, dir, &eps)
         .envs(env.iter().copied())
         .output()
@@ -322,6 +334,20 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             assert!(!take_lock(&c, &key, old_node, dir.path(), "lock-new"));
             assert!(take_lock(&c, &key, old_node, dir.path(), "lock-old"));
             assert!(!take_lock(&c, &key, i, dir.path(), "lock-old"));
+            // A multipart upload while mixed: created and a part written
+            // through the upgraded node, a part through an old one, listed
+            // and completed through an old one (its parts are listed in
+            // the upload's entry, which the previous release reads:
+            // `multipart-parts-apart` is gated).
+            let via = [i, old_node, old_node];
+            script_through(
+                &c,
+                &key,
+                "multipart",
+                dir.path(),
+                &[("MPU_KEY", "mpu-mixed")],
+                via,
+            );
         }
     }
     let st = status(&c, order[0]);
@@ -401,6 +427,26 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             );
         }
     }
+
+    // Multipart after finalizing: an upload created now (its parts in the
+    // part table) spread over the three nodes, and the upload the
+    // previous release left open (its parts in its entry) finished.
+    script_through(
+        &c,
+        &key,
+        "multipart",
+        dir.path(),
+        &[("MPU_KEY", "mpu-final")],
+        [order[2], order[0], order[1]],
+    );
+    script_through(
+        &c,
+        &key,
+        "multipart",
+        dir.path(),
+        &[("MPU_FINISH_OPEN", "1")],
+        [order[1], order[2], order[0]],
+    );
 
     // A layout change under traffic, finalized.
     change_capacity(&c, 0, order[2], "3G");

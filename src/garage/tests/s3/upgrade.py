@@ -17,6 +17,15 @@ MODE:
            is a failure. Records DIR/traffic.json.
   verify   every write traffic acknowledged reads back, with its bytes,
            through every endpoint; no failure was recorded.
+  multipart  one multipart upload spread over the endpoints: created and
+           its first part written through the first, its second part
+           through the second, listed and completed through the last; read
+           back through every endpoint and recorded in the manifest (so
+           `check` reads it again). Object key $MPU_KEY; with
+           $MPU_FINISH_OPEN set, the upload is instead the one `write` left
+           open (parts written before, by `write`'s release, stay in its
+           entry; those written now go where that upload keeps them), and
+           `check` then expects no upload in progress.
 """
 import hashlib
 import json
@@ -183,7 +192,8 @@ def check():
         vs = s3.list_object_versions(Bucket=VERSIONED)
         assert len(vs.get("Versions", [])) == 2 and len(vs.get("DeleteMarkers", [])) == 1, vs
         ups = s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", [])
-        assert [u["UploadId"] for u in ups] == [m["open_upload"]], ups
+        want = [m["open_upload"]] if m["open_upload"] else []
+        assert [u["UploadId"] for u in ups] == want, ups
         w = s3.get_bucket_website(Bucket=SITE)
         assert w["IndexDocument"]["Suffix"] == "index.html", w
         # A locked object cannot be deleted.
@@ -194,6 +204,37 @@ def check():
         except ClientError as e:
             assert e.response["Error"]["Code"] == "AccessDenied", e
     print(f"checked {n} reads through {len(ENDPOINTS)} endpoints")
+
+
+def multipart():
+    path = os.path.join(DIR, "manifest.json")
+    with open(path) as f:
+        m = json.load(f)
+    first, second, last = (client(ep, KEY, SECRET) for ep in (ENDPOINTS[0], ENDPOINTS[1], ENDPOINTS[-1]))
+    if os.environ.get("MPU_FINISH_OPEN"):
+        key, up = "unfinished", m["open_upload"]
+    else:
+        key = os.environ["MPU_KEY"]
+        up = first.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+    data = [blob(5 * 1024 * 1024, len(key)), blob(70_000, len(key) + 1)]
+    parts = []
+    for n, (s3, d) in enumerate(zip((first, second), data), start=1):
+        r = s3.upload_part(Bucket=BUCKET, Key=key, UploadId=up, PartNumber=n, Body=d)
+        parts.append({"PartNumber": n, "ETag": r["ETag"]})
+    listed = last.list_parts(Bucket=BUCKET, Key=key, UploadId=up)
+    got = [(p["PartNumber"], p["ETag"], p["Size"]) for p in listed.get("Parts", [])]
+    want = [(p["PartNumber"], p["ETag"], len(d)) for p, d in zip(parts, data)]
+    assert got == want, f"ListParts of {key} through {ENDPOINTS[-1]}: {got}, expected {want}"
+    last.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=up, MultipartUpload={"Parts": parts})
+    for ep in ENDPOINTS:
+        body = client(ep, KEY, SECRET).get_object(Bucket=BUCKET, Key=key)["Body"].read()
+        assert md5(body) == md5(b"".join(data)), f"{key} through {ep}: wrong bytes"
+    m["items"].append({"bucket": BUCKET, "key": key, "md5": md5(b"".join(data)), "version": None, "check": {}})
+    if os.environ.get("MPU_FINISH_OPEN"):
+        m["open_upload"] = None
+    with open(path, "w") as f:
+        json.dump(m, f)
+    print(f"multipart {key}: 2 parts through 2 nodes, completed through a third")
 
 
 def refused(e):
@@ -268,4 +309,4 @@ def verify():
     print(f"verified {len(t['acked'])} acknowledged writes through {len(ENDPOINTS)} endpoints")
 
 
-{"write": write, "check": check, "traffic": traffic, "verify": verify}[MODE]()
+{"write": write, "check": check, "traffic": traffic, "verify": verify, "multipart": multipart}[MODE]()

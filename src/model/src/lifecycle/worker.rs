@@ -492,12 +492,17 @@ impl LifecycleWorker {
         let uploading = obj?
             .and_then(|o| o.version(mpu.timestamp, mpu.upload_id).cloned())
             .is_some_and(|v| v.is_uploading(Some(true)));
-        let recent = cur?.is_some_and(|m| {
-            m.parts
-                .items()
-                .any(|(k, _)| k.timestamp + ACTIVE_UPLOAD.as_millis() as u64 > now)
-        });
-        if !uploading || recent {
+        if !uploading {
+            return Ok(false);
+        }
+        let parts = match cur? {
+            Some(m) => self.garage.writer.upload_parts(&m, 1).await?,
+            None => vec![],
+        };
+        let recent = parts
+            .iter()
+            .any(|(k, _)| k.timestamp + ACTIVE_UPLOAD.as_millis() as u64 > now);
+        if recent {
             return Ok(false);
         }
         self.garage.writer.abort_upload(mpu).await?;

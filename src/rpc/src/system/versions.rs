@@ -54,11 +54,24 @@ pub const CONDITIONAL_REGISTER_GC: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Multipart uploads whose parts are listed in a table of their own, one
+/// entry per part (`multipart_part`), instead of in the upload's entry,
+/// which every part rewrote whole: a table and a field v0.2.0 does not
+/// know.
+pub const MULTIPART_PARTS_APART: Feature = Feature {
+    name: "multipart-parts-apart",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
 /// finalization only made the cluster refuse v0.1.0.
-pub const FEATURES: &[Feature] = &[NONCURRENT_VERSION_TRANSITION, CONDITIONAL_REGISTER_GC];
+pub const FEATURES: &[Feature] = &[
+    NONCURRENT_VERSION_TRANSITION,
+    CONDITIONAL_REGISTER_GC,
+    MULTIPART_PARTS_APART,
+];
 
 /// Whether `feature` may be used by a cluster whose active version is
 /// `active`.
