@@ -3,14 +3,15 @@
 
 use std::ops::Bound;
 
-use crate::{Direction, KeyValue, Result, ITER_BATCH};
+use crate::{Direction, KeyValue, Result, ITER_BATCH, ITER_FIRST_BATCH};
 
 type FetchFn<'a> =
     Box<dyn Fn(Bound<&[u8]>, Bound<&[u8]>, Direction, usize) -> Result<Vec<KeyValue>> + 'a>;
 
-/// An iterator over a key range, fetching [`ITER_BATCH`] entries at a time
-/// from the engine. It holds no engine transaction between batches, so a long
-/// scan never pins old database pages.
+/// An iterator over a key range, fetching entries from the engine in
+/// batches of [`ITER_FIRST_BATCH`], then twice as many each time up to
+/// [`ITER_BATCH`]. It holds no engine transaction between batches, so a
+/// long scan never pins old database pages.
 pub struct RangeIter<'a> {
     low: Bound<Vec<u8>>,
     high: Bound<Vec<u8>>,
@@ -18,6 +19,8 @@ pub struct RangeIter<'a> {
     fetch: FetchFn<'a>,
     buf: std::vec::IntoIter<KeyValue>,
     done: bool,
+    /// The size of the next batch.
+    batch: usize,
 }
 
 impl<'a> RangeIter<'a> {
@@ -43,12 +46,15 @@ impl<'a> RangeIter<'a> {
             fetch,
             buf: Vec::new().into_iter(),
             done: empty,
+            batch: ITER_FIRST_BATCH,
         }
     }
 
     fn refill(&mut self) -> Result<()> {
-        let batch = (self.fetch)(as_ref(&self.low), as_ref(&self.high), self.dir, ITER_BATCH)?;
-        if batch.len() < ITER_BATCH {
+        let want = self.batch;
+        self.batch = (want * 2).min(ITER_BATCH);
+        let batch = (self.fetch)(as_ref(&self.low), as_ref(&self.high), self.dir, want)?;
+        if batch.len() < want {
             self.done = true;
         }
         if let Some((last, _)) = batch.last() {
@@ -128,9 +134,70 @@ mod tests {
         (0..n).map(|i| (i.to_be_bytes().to_vec(), vec![])).collect()
     }
 
+    /// The batch sizes an iterator asks for, in order.
+    fn batches() -> impl Iterator<Item = usize> {
+        std::iter::successors(Some(ITER_FIRST_BATCH), |b| Some((b * 2).min(ITER_BATCH)))
+    }
+
+    /// How many fetches a scan of `n` entries makes: full batches, then
+    /// one short (maybe empty) batch.
+    fn fetches_for(n: usize) -> usize {
+        let mut left = n;
+        let mut calls = 0;
+        for b in batches() {
+            calls += 1;
+            if left < b {
+                return calls;
+            }
+            left -= b;
+        }
+        unreachable!()
+    }
+
     #[test]
-    fn exact_multiple_of_batch_ends_with_one_empty_fetch() {
-        let map = map_of(ITER_BATCH as u32 * 2);
+    fn batches_grow_to_the_largest() {
+        let map = map_of(2000);
+        let sizes = std::cell::RefCell::new(Vec::new());
+        let calls = Cell::new(0);
+        let inner = source(&map, &calls, None);
+        let it = RangeIter::new(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+            Box::new(|l, h, d, n| {
+                sizes.borrow_mut().push(n);
+                inner(l, h, d, n)
+            }),
+        );
+        assert_eq!(it.count(), 2000);
+        let sizes = sizes.into_inner();
+        assert_eq!(sizes[0], ITER_FIRST_BATCH);
+        assert!(sizes.windows(2).all(|w| w[1] == (w[0] * 2).min(ITER_BATCH)));
+        assert_eq!(*sizes.last().unwrap(), ITER_BATCH);
+        assert_eq!(sizes.len(), fetches_for(2000));
+    }
+
+    /// A read of a few entries copies a few entries out of the engine,
+    /// not a whole batch of the largest size.
+    #[test]
+    fn a_short_read_fetches_a_short_batch() {
+        let map = map_of(1000);
+        let calls = Cell::new(0);
+        let mut it = RangeIter::new(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Direction::Forward,
+            source(&map, &calls, None),
+        );
+        assert!(it.next().is_some() && it.next().is_some());
+        assert_eq!(it.buf.len(), ITER_FIRST_BATCH - 2);
+        assert_eq!(calls.get(), 1);
+    }
+
+    #[test]
+    fn a_range_of_whole_batches_ends_with_one_empty_fetch() {
+        let n: usize = batches().take(7).sum();
+        let map = map_of(n as u32);
         let calls = Cell::new(0);
         let it = RangeIter::new(
             Bound::Unbounded,
@@ -140,7 +207,8 @@ mod tests {
         );
         let keys: Vec<_> = it.map(|kv| kv.unwrap().0).collect();
         assert_eq!(keys, map.keys().cloned().collect::<Vec<_>>());
-        assert_eq!(calls.get(), 3);
+        assert_eq!(calls.get(), 8);
+        assert_eq!(calls.get(), fetches_for(keys.len()));
     }
 
     #[test]
@@ -159,7 +227,7 @@ mod tests {
             .collect();
         let expected: Vec<u32> = (6..ITER_BATCH as u32 + 10).rev().collect();
         assert_eq!(keys, expected);
-        assert_eq!(calls.get(), 1 + keys.len() / ITER_BATCH);
+        assert_eq!(calls.get(), fetches_for(keys.len()));
     }
 
     #[test]
@@ -188,8 +256,8 @@ mod tests {
             source(&map, &calls, Some(2)),
         );
         let items: Vec<_> = it.collect();
-        assert_eq!(items.len(), ITER_BATCH + 1);
-        assert!(items[..ITER_BATCH].iter().all(|r| r.is_ok()));
-        assert!(items[ITER_BATCH].is_err());
+        assert_eq!(items.len(), ITER_FIRST_BATCH + 1);
+        assert!(items[..ITER_FIRST_BATCH].iter().all(|r| r.is_ok()));
+        assert!(items[ITER_FIRST_BATCH].is_err());
     }
 }

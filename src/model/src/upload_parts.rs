@@ -7,7 +7,7 @@ use garage_table::Error;
 use crate::mpu_table::{MpuPart, MpuPartEntry, MpuPartKey, MultipartUpload, PartSlot};
 use crate::object_write::ObjectWriter;
 
-/// Part-table entries read per round.
+/// Part-table entries read per round (about 150 bytes each).
 const PAGE: usize = 1000;
 /// At most this many rounds for one upload: 10 000 parts (S3's maximum)
 /// written up to 100 times each.

@@ -316,6 +316,50 @@ pub async fn read_version(
     Ok(Version::from_entries(&entries))
 }
 
+/// Quorum reads in flight at once in [`read_versions_near`].
+const QUORUM_READS_IN_FLIGHT: usize = 32;
+
+/// [`read_version_near`] for many versions (`complete(i, v)` judges the
+/// local copy of `uuids[i]`): the local copies read in one pass, the
+/// others at quorum, [`QUORUM_READS_IN_FLIGHT`] at a time. In the order of
+/// `uuids`.
+pub async fn read_versions_near(
+    table: &Table<VersionTable>,
+    uuids: &[Uuid],
+    complete: impl Fn(usize, &Version) -> bool,
+) -> Result<Vec<Option<Version>>, garage_table::Error> {
+    use futures::{StreamExt, TryStreamExt};
+    let local = table
+        .get_partitions_local(uuids, MAX_VERSION_ENTRIES)
+        .await?;
+    let mut out: Vec<Option<Version>> = Vec::with_capacity(uuids.len());
+    let mut missing = Vec::new();
+    for (i, entries) in local.into_iter().enumerate() {
+        let whole = entries
+            .and_then(|e| Version::from_entries(&e))
+            .filter(|v| !v.deleted.get() && complete(i, v));
+        if whole.is_none() {
+            missing.push(i);
+        }
+        out.push(whole);
+    }
+    tracing::debug!(
+        local = uuids.len() - missing.len(),
+        quorum = missing.len(),
+        "block lists of {} versions read",
+        uuids.len()
+    );
+    let read: Vec<(usize, Option<Version>)> = futures::stream::iter(missing)
+        .map(|i| async move { read_version(table, &uuids[i]).await.map(|v| (i, v)) })
+        .buffer_unordered(QUORUM_READS_IN_FLIGHT)
+        .try_collect()
+        .await?;
+    for (i, v) in read {
+        out[i] = v;
+    }
+    Ok(out)
+}
+
 /// Where a version entry was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadFrom {

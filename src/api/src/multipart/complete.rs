@@ -10,7 +10,7 @@ use garage_model::mpu_table::{completed_in, completed_version};
 use garage_model::object_table::{
     Object, ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
 };
-use garage_model::version_table::{read_version_near, Version, VersionBacklink};
+use garage_model::version_table::{read_versions_near, Version, VersionBacklink};
 use md5::{Digest, Md5};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
@@ -88,7 +88,9 @@ impl Api {
                 )));
             }
         }
+        let started = std::time::Instant::now();
         let have = self.finished_parts_of(&mpu, 1, None).await?;
+        let parts_read = started.elapsed();
         let mut chosen = Vec::new();
         let mut prev = 0;
         for p in asked.iter() {
@@ -153,23 +155,17 @@ impl Api {
         // lists the part's size, without a round trip (10 000 parts: 10 000
         // quorum reads otherwise).
         let sealed = is_encrypted(&headers);
-        let version_table = &self.versions;
-        let versions = futures::future::try_join_all(chosen.iter().map(|(_, _, p)| {
-            let want = p.size.unwrap_or(0);
-            let whole = move |v: &Version| {
-                v.blocks
-                    .items()
-                    .map(|(_, b)| plain_size(b.size, sealed))
-                    .sum::<u64>()
-                    == want
-            };
-            async move {
-                read_version_near(version_table, &p.version, whole)
-                    .await
-                    .map(|(v, _)| v)
-            }
-        }))
+        let versions_started = std::time::Instant::now();
+        let uuids: Vec<_> = chosen.iter().map(|(_, _, p)| p.version).collect();
+        let versions = read_versions_near(&self.versions, &uuids, |i, v| {
+            v.blocks
+                .items()
+                .map(|(_, b)| plain_size(b.size, sealed))
+                .sum::<u64>()
+                == chosen[i].2.size.unwrap_or(0)
+        })
         .await?;
+        let versions_read = versions_started.elapsed();
         // Stamped at the upload's creation (S3's Last-Modified of an
         // upload), or, if a newer version of the key is complete already
         // (the upload outlived it), after it: not refused by the replicas,
@@ -247,6 +243,7 @@ impl Api {
             storage_class: mpu.storage_class.clone(),
             first_ec: fin.blocks.items().next().and_then(|(_, b)| b.ec),
         };
+        let refs_started = std::time::Instant::now();
         let data = match fin.blocks.items().next() {
             None => ObjectVersionData::Inline(meta, vec![]),
             Some((_, first)) => {
@@ -274,6 +271,8 @@ impl Api {
         version.lock = lock;
         version.acl = acl;
         let blocks: Vec<_> = fin.blocks.items().map(|(k, b)| (*k, *b)).collect();
+        let refs_written = refs_started.elapsed();
+        let commit_started = std::time::Instant::now();
         let version = match cond {
             None => {
                 self.writer
@@ -291,7 +290,20 @@ impl Api {
         // entry goes (the hooks release its parts; the object's version
         // has its own references to their blocks). If this fails, a
         // retried completion finds the version and ends the upload then.
+        let committed = commit_started.elapsed();
+        let end_started = std::time::Instant::now();
         self.writer.abort_upload(&mpu).await?;
+        tracing::debug!(
+            upload = %hex::encode(mpu.upload_id),
+            parts = chosen.len(),
+            blocks = blocks.len(),
+            ?parts_read,
+            ?versions_read,
+            ?refs_written,
+            ?committed,
+            ended = ?end_started.elapsed(),
+            "multipart upload completed"
+        );
         let version_id =
             (version.versioning != Versioning::Off).then(|| version.version_id().to_string());
         let mut out = completed_output(&i.bucket, &i.key, etag, version_id);
