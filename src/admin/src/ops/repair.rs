@@ -390,8 +390,7 @@ async fn version_fate(
             Ok(match mpu {
                 Some(m) if m.deleted.get() => Fate::Orphan,
                 Some(m) if uploads.lists(g, &m, &v.uuid).await? => Fate::Keep,
-                Some(_) => unlisted,
-                None => unlisted,
+                _ => unlisted,
             })
         }
     }

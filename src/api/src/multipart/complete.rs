@@ -286,12 +286,12 @@ impl Api {
                 .await
                 .map_err(|r| r.error)?,
         };
+        let committed = commit_started.elapsed();
+        let end_started = std::time::Instant::now();
         // The upload is over: its own version becomes a tombstone and its
         // entry goes (the hooks release its parts; the object's version
         // has its own references to their blocks). If this fails, a
         // retried completion finds the version and ends the upload then.
-        let committed = commit_started.elapsed();
-        let end_started = std::time::Instant::now();
         self.writer.abort_upload(&mpu).await?;
         tracing::debug!(
             upload = %hex::encode(mpu.upload_id),
