@@ -229,7 +229,7 @@ impl MpuTable {
     /// The store tree of the upload table in `db` (read by the part
     /// table's hook).
     pub fn store(db: &db::Db) -> db::Result<db::Tree> {
-        db.open_tree(&format!("{}:table", Self::TABLE_NAME))
+        db.open_tree(&garage_table::data::store_tree_name(Self::TABLE_NAME))
     }
 }
 
@@ -282,14 +282,10 @@ fn local_parts(
     upload_id: &Uuid,
 ) -> db::Result<Vec<MpuPartEntry>> {
     let start = upload_id.as_slice().to_vec();
-    let mut end = start.clone();
-    // The next 32-byte prefix (an id of all 0xff bytes has no next: to the
-    // end of the tree, then filtered).
-    let bounded = increment(&mut end);
-    let range: Vec<_> = if bounded {
-        tx.range(store, start.clone()..end)?.collect()
-    } else {
-        tx.range(store, start.clone()..)?.collect()
+    let range: Vec<_> = match garage_table::data::prefix_end(&start) {
+        Some(end) => tx.range(store, start.clone()..end)?.collect(),
+        // An id of all 0xff bytes: to the end of the tree, then filtered.
+        None => tx.range(store, start.clone()..)?.collect(),
     };
     let mut out = Vec::new();
     for kv in range {
@@ -302,19 +298,6 @@ fn local_parts(
         out.push(e);
     }
     Ok(out)
-}
-
-/// Big-endian increment of `b`; false when it overflows (all 0xff).
-fn increment(b: &mut [u8]) -> bool {
-    for x in b.iter_mut().rev() {
-        if *x == 0xff {
-            *x = 0;
-        } else {
-            *x += 1;
-            return true;
-        }
-    }
-    false
 }
 
 /// A part write's place in the part table (its sort key): the part number
@@ -418,7 +401,7 @@ impl MpuPartTable {
     /// The store tree of the part table in `db` (read by the upload
     /// table's hook).
     pub fn store(db: &db::Db) -> db::Result<db::Tree> {
-        db.open_tree(&format!("{}:table", Self::TABLE_NAME))
+        db.open_tree(&garage_table::data::store_tree_name(Self::TABLE_NAME))
     }
 }
 

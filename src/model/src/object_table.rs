@@ -840,7 +840,9 @@ impl ObjectTable {
 /// whose daemon is stopped: the daemon changes the counts in the object
 /// table's own transactions. Returns (buckets counted, counts changed).
 pub fn recount_counters(db: &db::Db, node: Uuid) -> db::Result<(usize, usize)> {
-    let store = db.open_tree(&format!("{}:table", ObjectTable::TABLE_NAME))?;
+    let store = db.open_tree(&garage_table::data::store_tree_name(
+        ObjectTable::TABLE_NAME,
+    ))?;
     let mut want: std::collections::BTreeMap<Uuid, Counts> = Default::default();
     for item in store.iter() {
         let (_, v) = item?;

@@ -40,11 +40,17 @@ pub struct TableData<F: TableSchema> {
 /// What a range read returns: encoded entries in tree-key order.
 pub type RawEntries = Vec<Vec<u8>>;
 
+/// Name of the tree holding the entries of table `table` (a hook may read
+/// another table's entries there, in its own transaction).
+pub fn store_tree_name(table: &str) -> String {
+    format!("{table}:table")
+}
+
 impl<F: TableSchema> TableData<F> {
     pub fn new(schema: F, db: db::Db) -> Result<Arc<Self>> {
         let name = F::TABLE_NAME;
         let data = Self {
-            store: db.open_tree(&format!("{name}:table"))?,
+            store: db.open_tree(&store_tree_name(name))?,
             merkle_todo: db.open_tree(&format!("{name}:merkle_todo"))?,
             merkle_tree: db.open_tree(&format!("{name}:merkle_tree"))?,
             gc_todo: db.open_tree(&format!("{name}:gc_todo"))?,
@@ -442,8 +448,9 @@ pub(crate) async fn grouped<R: Send + 'static>(
     }
 }
 
-/// The smallest key greater than every key starting with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+/// The smallest key greater than every key starting with `prefix` (none
+/// when it is all 0xff bytes).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
