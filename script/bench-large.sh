@@ -28,6 +28,10 @@ stop() {
   [ -f "$work/run/pids" ] || return 0
   while read -r p; do kill "$p" 2>/dev/null || true; done < "$work/run/pids"
   while read -r p; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done < "$work/run/pids"
+  if [ -f "$work/run/proxy.pid" ]; then
+    p=$(cat "$work/run/proxy.pid"); kill "$p" 2>/dev/null || true
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+  fi
   rm -rf "$work/run"
 }
 trap 'stop; rm -rf "$work"' EXIT

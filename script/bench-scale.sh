@@ -9,6 +9,8 @@
 # Usage: script/bench-scale.sh [--reference BINARY] [scale-bench options]
 #   e.g. script/bench-scale.sh --objects 1000000
 #        script/bench-scale.sh --reference /path/to/garage-v2/garage --objects 196608 --ingest-only
+#        script/bench-scale.sh --reference REF --objects 200 --size 1048576 --batch 200 --get-load 8,64
+#          (1 MiB GETs of random keys at 8 and 64 in flight: objects/s, first byte, latency)
 #        GARAGE_NODES=1 script/bench-scale.sh --objects 10000000   (one node, replication 1)
 # Our cluster runs with GARAGE_TABLE_GC_DELAY_SECS=60 so that the space
 # after the deletes and GC is measured within the run (the reference
@@ -26,6 +28,10 @@ stop() {
   [ -f "$work/run/pids" ] || return 0
   while read -r p; do kill "$p" 2>/dev/null || true; done < "$work/run/pids"
   while read -r p; do while kill -0 "$p" 2>/dev/null; do sleep 0.1; done; done < "$work/run/pids"
+  if [ -f "$work/run/proxy.pid" ]; then
+    p=$(cat "$work/run/proxy.pid"); kill "$p" 2>/dev/null || true
+    while kill -0 "$p" 2>/dev/null; do sleep 0.1; done
+  fi
   rm -rf "$work/run"
 }
 trap 'stop; rm -rf "$work"' EXIT

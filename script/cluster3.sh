@@ -7,6 +7,9 @@
 # Usage: script/cluster3.sh DIR [GARAGE_BINARY]
 #   GARAGE_NODES=1 script/cluster3.sh DIR   one node, replication 1
 #   GARAGE_NODES=6 script/cluster3.sh DIR   six nodes in zones dc1..dc3, replication 3
+#   GARAGE_RTT_MS=50 script/cluster3.sh DIR  node-to-node traffic through
+#     script/delay-proxy.py (50 ms round trip, GARAGE_JITTER_MS for jitter);
+#     the S3 endpoints are not delayed. The proxy exits with the last node.
 set -euo pipefail
 nodes=${GARAGE_NODES:-3}
 case "$nodes" in 1|3|6) ;; *) echo "GARAGE_NODES must be 1, 3 or 6, not $nodes" >&2; exit 1 ;; esac
@@ -17,6 +20,7 @@ bin=${2:-target/release/garage}
 mkdir -p "$dir"
 secret=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 : > "$dir/pids"
+pub=1; [ -n "${GARAGE_RTT_MS:-}" ] && pub=2
 for i in $(seq "$nodes"); do
   mkdir -p "$dir/n$i"
   cat > "$dir/n$i/garage.toml" <<TOML
@@ -24,7 +28,7 @@ metadata_dir = "$dir/n$i/meta"
 data_dir = "$dir/n$i/data"
 replication_factor = $rf
 rpc_bind_addr = "127.0.0.1:39${i}1"
-rpc_public_addr = "127.0.0.1:39${i}1"
+rpc_public_addr = "127.0.0.1:39${i}${pub}"
 rpc_secret = "$secret"
 
 [s3_api]
@@ -34,6 +38,12 @@ TOML
   "$bin" -c "$dir/n$i/garage.toml" server > "$dir/n$i/stdout" 2> "$dir/n$i/log" &
   echo $! >> "$dir/pids"
 done
+if [ "$pub" = 2 ]; then
+  python3 "$(dirname "$0")/delay-proxy.py" --rtt-ms "$GARAGE_RTT_MS" --jitter-ms "${GARAGE_JITTER_MS:-0}" \
+    $(sed 's/^/--while-pid /' "$dir/pids") $(for i in $(seq "$nodes"); do printf '39%s2:39%s1 ' "$i" "$i"; done) \
+    > "$dir/proxy.log" 2>&1 &
+  echo $! > "$dir/proxy.pid"
+fi
 g() { "$bin" -c "$dir/n1/garage.toml" "$@"; }
 for _ in $(seq 50); do g status >/dev/null 2>&1 && break; sleep 0.2; done
 for i in $(seq 2 "$nodes"); do

@@ -70,6 +70,14 @@ struct Args {
     /// Only the ingest (no listings, reads, deletes, restart).
     #[arg(long)]
     ingest_only: bool,
+    /// After the ingest, a GET load instead of the rest: `--gets` GETs of
+    /// random keys at each of these concurrencies (comma-separated), with
+    /// objects per second, time to first byte and whole-GET latency.
+    #[arg(long, value_delimiter = ',')]
+    get_load: Vec<usize>,
+    /// GETs per concurrency level of `--get-load`.
+    #[arg(long, default_value_t = 2000)]
+    gets: usize,
 }
 
 /// A bijection of u64 (splitmix64's finaliser): keys in random order.
@@ -189,14 +197,24 @@ fn client(args: &Args) -> Client {
     Client::from_conf(conf)
 }
 
-/// One PUT, tried at most 3 times; false if all failed.
+/// One PUT, tried at most 3 times; false if all failed. Bodies of 4 KiB
+/// and more are pseudo-random bytes drawn from the object's index, as
+/// media files are: no two objects share a data block (both systems
+/// deduplicate blocks by content) and no block compresses.
 async fn put(s3: &Client, bucket: &str, i: u64, body: &[u8]) -> bool {
+    let mut body = body.to_vec();
+    if body.len() >= 4096 {
+        for (n, word) in body.chunks_mut(8).enumerate() {
+            let r = mix(i.wrapping_mul(0x1_0000_0001) ^ n as u64).to_le_bytes();
+            word.copy_from_slice(&r[..word.len()]);
+        }
+    }
     for _ in 0..3 {
         let r = s3
             .put_object()
             .bucket(bucket)
             .key(key_of(i))
-            .body(ByteStream::from(body.to_vec()))
+            .body(ByteStream::from(body.clone()))
             .send()
             .await;
         if r.is_ok() {
@@ -408,6 +426,55 @@ async fn random_reads(args: &Args, s3: &Client, present: impl Fn(u64) -> bool) {
     }
 }
 
+/// `args.gets` GETs of random keys, `concurrency` in flight: objects/s,
+/// MiB/s, and per GET the time to its first body byte and to its end.
+async fn get_load(args: &Args, s3: &Client, concurrency: usize) {
+    let start = Instant::now();
+    let times: Vec<(f64, f64)> = stream::iter(0..args.gets as u64)
+        .map(|n| async move {
+            let i = mix(n ^ 0x5eed) % args.objects;
+            let t = Instant::now();
+            let mut r = s3
+                .get_object()
+                .bucket(&args.bucket)
+                .key(key_of(i))
+                .send()
+                .await
+                .expect("GetObject");
+            let mut first = None;
+            let mut len = 0;
+            while let Some(chunk) = r.body.next().await {
+                let chunk = chunk.expect("GET body");
+                if first.is_none() && !chunk.is_empty() {
+                    first = Some(ms(t.elapsed()));
+                }
+                len += chunk.len();
+            }
+            assert_eq!(len, args.size, "GET {}", key_of(i));
+            (first.unwrap_or(f64::NAN), ms(t.elapsed()))
+        })
+        .buffer_unordered(concurrency)
+        .collect()
+        .await;
+    let secs = start.elapsed().as_secs_f64();
+    let mut ttfb: Vec<f64> = times.iter().map(|t| t.0).collect();
+    let mut whole: Vec<f64> = times.iter().map(|t| t.1).collect();
+    ttfb.sort_by(f64::total_cmp);
+    whole.sort_by(f64::total_cmp);
+    println!(
+        "GET load, {} B objects, {concurrency} in flight: {} GETs in {secs:.1} s, {:.0} objects/s, {:.1} MiB/s; first byte median {:.2} ms, p90 {:.2}; whole GET median {:.2} ms, p90 {:.2}, p99 {:.2}",
+        args.size,
+        times.len(),
+        times.len() as f64 / secs,
+        (times.len() * args.size) as f64 / secs / (1 << 20) as f64,
+        pct(&ttfb, 0.5),
+        pct(&ttfb, 0.9),
+        pct(&whole, 0.5),
+        pct(&whole, 0.9),
+        pct(&whole, 0.99)
+    );
+}
+
 /// Deletes every tenth key with DeleteObjects (1000 keys per call, 4 calls
 /// in flight).
 async fn delete_sweep(args: &Args, s3: &Client) -> u64 {
@@ -558,6 +625,12 @@ async fn run(args: Args) {
         }
     }
     ingest(&args, &s3, &nodes).await;
+    if !args.get_load.is_empty() {
+        for c in &args.get_load {
+            get_load(&args, &s3, *c).await;
+        }
+        return;
+    }
     if args.ingest_only {
         return;
     }

@@ -393,6 +393,10 @@ impl BlockManager {
             other => return Err(format!("unexpected answer {other:?}")),
         };
         let bytes = read_body(body.ok_or("no block body")?, MAX_BLOCK_BYTES).await?;
+        if !compressed && *node == self.system.id() {
+            // This node's own copy, checked by `handle_get` just before.
+            return Ok(bytes);
+        }
         let block = if compressed {
             DataBlock::Compressed(bytes)
         } else {
@@ -507,6 +511,13 @@ impl BlockManager {
         .await?
         .map_err(|e| Error::Task(format!("resync queue: {e}")))?;
         Ok(aside)
+    }
+
+    /// Whether a read of replicated block `hash` tries this node's own
+    /// copy first (this node is one of the block's replicas).
+    pub fn reads_locally(&self, hash: &Hash) -> bool {
+        self.read_candidates(hash)
+            .is_ok_and(|c| c.first() == Some(&self.system.id()))
     }
 
     /// Nodes that may hold the block, nearest first.
@@ -635,26 +646,32 @@ impl BlockManager {
     /// Sends a stored block, checked against its hash first: a corrupted
     /// copy is never sent. It is moved aside and queued for resync (which
     /// fetches a good copy from another replica), and the reader gets an
-    /// error, so it falls back to the next replica.
-    async fn handle_get(&self, hash: Hash) -> (BlockRpc, Option<ByteStream>) {
+    /// error, so it falls back to the next replica. A reader on this node
+    /// (`local`) gets the content decoded by that check, so a compressed
+    /// block is not decompressed and hashed a second time.
+    async fn handle_get(&self, hash: Hash, local: bool) -> (BlockRpc, Option<ByteStream>) {
         let store = self.store.clone();
         let read = blocking(
-            move || -> std::result::Result<Option<(DataBlock, bool)>, StoreError> {
+            move || -> std::result::Result<Option<(DataBlock, Option<Bytes>)>, StoreError> {
                 let Some(block) = store.read(&hash)? else {
                     return Ok(None);
                 };
-                let good = block.verify_and_decode(&hash).is_ok();
-                Ok(Some((block, good)))
+                let plain = block.verify_and_decode(&hash).ok();
+                Ok(Some((block, plain)))
             },
         );
         match read.await {
-            Ok(Ok(Some((block, true)))) => (
+            Ok(Ok(Some((_, Some(plain))))) if local => (
+                BlockRpc::BlockHeader { compressed: false },
+                Some(body_of(plain)),
+            ),
+            Ok(Ok(Some((block, Some(_))))) => (
                 BlockRpc::BlockHeader {
                     compressed: block.is_compressed(),
                 },
                 Some(body_of(block.bytes().clone())),
             ),
-            Ok(Ok(Some((_, false)))) => {
+            Ok(Ok(Some((_, None)))) => {
                 metrics::counter!("block_corrupted_total", "found_by" => "read").increment(1);
                 let msg = match self.set_aside_corrupted(hash).await {
                     Ok(aside) => format!(
@@ -692,7 +709,7 @@ impl EndpointHandler<BlockRpc> for BlockManager {
                 debug!(peer = ?from, "storing block {hash:?}");
                 (self.handle_put(hash, compressed, body).await, None)
             }
-            BlockRpc::GetBlock { hash } => self.handle_get(hash).await,
+            BlockRpc::GetBlock { hash } => self.handle_get(hash, from == self.system.id()).await,
             BlockRpc::PutShard { addr, index } => {
                 debug!(peer = ?from, "storing shard {index} of {addr:?}");
                 (self.handle_put_shard(addr, index, body).await, None)

@@ -140,14 +140,8 @@ fn fetch(api: &Arc<Api>, hash: Hash, ec: Option<EcCode>) -> FetchTask {
 
 impl Plan {
     /// The blocks of version `v` that `range` needs (but the first, when
-    /// `first_sent`), the first [`READ_AHEAD`] + 1 of them requested.
-    fn start(
-        api: &Arc<Api>,
-        v: &Version,
-        range: &Range<u64>,
-        sealed: bool,
-        first_sent: bool,
-    ) -> Plan {
+    /// `first_sent`), none requested yet ([`Plan::refill`] does).
+    fn new(v: &Version, range: &Range<u64>, sealed: bool, first_sent: bool) -> Plan {
         let mut plan = Plan {
             first: None,
             total: 0,
@@ -172,10 +166,24 @@ impl Plan {
                 plan.todo.push_back(span);
             }
         }
+        plan
+    }
+
+    /// The blocks of [`Plan::new`], the first [`READ_AHEAD`] + 1 of them
+    /// requested.
+    fn start(
+        api: &Arc<Api>,
+        v: &Version,
+        range: &Range<u64>,
+        sealed: bool,
+        first_sent: bool,
+    ) -> Plan {
+        let mut plan = Plan::new(v, range, sealed, first_sent);
         plan.refill(api);
         plan
     }
 
+    /// Requests blocks until [`READ_AHEAD`] + 1 are in flight.
     fn refill(&mut self, api: &Arc<Api>) {
         while self.inflight.len() <= READ_AHEAD {
             let Some(span) = self.todo.pop_front() else {
@@ -235,10 +243,17 @@ async fn send_blocks(
     // while the first block (which starts at 0) is sent, and the blocks
     // after it are requested as soon as it is known. Nothing of it is
     // waited for when the first block completes the range (a single-block
-    // object: no metadata read beyond the object entry).
+    // object: no metadata read beyond the object entry). When the first
+    // block is read from this node's disk, the blocks after it are
+    // requested once it is sent, not before: reading and hashing them
+    // alongside it would delay the first byte on a node short of CPU. A
+    // first block from another node is not waited for (that would add a
+    // round trip to a far replica).
     let (version, (first, first_ec)) = (body.version, body.first);
     let sealed = sse.is_some();
     let first_sent = range.start == 0;
+    let first_local = first_ec.is_none() && api.blocks.reads_locally(&first);
+    let (first_ready, first_ready_rx) = tokio::sync::oneshot::channel::<()>();
     let plan = {
         let (api, range) = (api.clone(), range.clone());
         AbortOnDrop(tokio::spawn(
@@ -251,7 +266,13 @@ async fn send_blocks(
                 let v = v
                     .filter(|v| !v.deleted.get())
                     .ok_or("the version entry of the object is missing or deleted")?;
-                Ok::<_, String>((Plan::start(&api, &v, &range, sealed, first_sent), from))
+                let mut plan = Plan::new(&v, &range, sealed, first_sent);
+                if first_sent && first_local {
+                    // Sent, or dropped when the GET ends or fails.
+                    let _ = first_ready_rx.await;
+                }
+                plan.refill(&api);
+                Ok::<_, String>((plan, from))
             }
             .in_current_span(),
         ))
@@ -277,6 +298,7 @@ async fn send_blocks(
             },
             Err(e) => first_failed = Some(e),
         }
+        let _ = first_ready.send(());
     }
     let mut plan_task = plan;
     let (mut plan, mut from) = (&mut plan_task.0)
