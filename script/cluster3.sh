@@ -43,6 +43,9 @@ if [ "$pub" = 2 ]; then
     $(sed 's/^/--while-pid /' "$dir/pids") $(for i in $(seq "$nodes"); do printf '39%s2:39%s1 ' "$i" "$i"; done) \
     > "$dir/proxy.log" 2>&1 &
   echo $! > "$dir/proxy.pid"
+  for i in $(seq "$nodes"); do
+    for _ in $(seq 50); do (: > "/dev/tcp/127.0.0.1/39${i}2") 2>/dev/null && break; sleep 0.1; done
+  done
 fi
 g() { "$bin" -c "$dir/n1/garage.toml" "$@"; }
 for _ in $(seq 50); do g status >/dev/null 2>&1 && break; sleep 0.2; done

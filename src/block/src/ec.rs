@@ -91,14 +91,10 @@ fn fields(info: &ShardInfo) -> [u8; FIELDS_LEN] {
 }
 
 fn checksum(fields: &[u8], payload: &[u8]) -> Hash {
-    use blake2::digest::{Update, VariableOutput};
-    let mut h = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b output size");
+    let mut h = garage_util::data::Blake2Hasher::new();
     h.update(fields);
     h.update(payload);
-    let mut out = [0u8; 32];
-    h.finalize_variable(&mut out)
-        .expect("the buffer has the output size");
-    Hash::from(out)
+    h.finalize()
 }
 
 impl Shard {

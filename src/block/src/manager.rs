@@ -163,13 +163,12 @@ pub(crate) async fn read_body(
 /// that needs a prefix only must drain the stream to its end before using
 /// the prefix as final: see `garage_api::objects::stream`).
 fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
-    use blake2::digest::{Update, VariableOutput};
     struct State {
         body: ByteStream,
-        hasher: blake2::Blake2bVar,
+        hasher: garage_util::data::Blake2Hasher,
         held: Option<Bytes>,
     }
-    let hasher = blake2::Blake2bVar::new(32).expect("32 is a valid blake2b output size");
+    let hasher = garage_util::data::Blake2Hasher::new();
     let start = State {
         body,
         hasher,
@@ -200,11 +199,7 @@ fn verified_stream(body: ByteStream, hash: Hash) -> ByteStream {
                 }
                 Some(Err(e)) => return Some((Err(e), None)),
                 None => {
-                    let mut out = [0u8; 32];
-                    st.hasher
-                        .finalize_variable(&mut out)
-                        .expect("the buffer has the output size");
-                    if Hash::from(out) != hash {
+                    if st.hasher.finalize() != hash {
                         metrics::counter!("block_corrupted_total", "found_by" => "read")
                             .increment(1);
                         return Some((

@@ -258,13 +258,7 @@ fn digest(layout: &LayoutHistory) -> LayoutDigest {
 }
 
 fn blake2_256(data: &[u8]) -> [u8; 32] {
-    use blake2::digest::{Update, VariableOutput};
-    let mut h = blake2::Blake2bVar::new(32).expect("32 is a valid output size");
-    h.update(data);
-    let mut out = [0u8; 32];
-    h.finalize_variable(&mut out)
-        .expect("the buffer has the output size");
-    out
+    *garage_util::data::blake2sum(data).as_bytes()
 }
 
 impl System {
