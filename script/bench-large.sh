@@ -8,6 +8,8 @@
 # and its data removed before the next.
 # With --multipart, the client is script/bench-multipart.py instead (uploads
 # of 100, 1 000 and 10 000 parts; its options follow, e.g. --parts 100,1000).
+# With --small, the client is script/s3bench.py --small-only (16 B PUT and
+# GET latencies, one request at a time).
 # REFERENCE_GARAGE_BINARY may be "none": this project only.
 #
 # Usage: script/bench-large.sh REFERENCE_GARAGE_BINARY [--quick]
@@ -23,6 +25,7 @@ ours=target/release/garage
 [ "$ref" = none ] || [ -x "$ref" ] || { echo "no reference binary at $ref" >&2; exit 1; }
 client=(script/s3bench.py --large-only)
 if [ "${1:-}" = --multipart ]; then client=(script/bench-multipart.py); shift; fi
+if [ "${1:-}" = --small ]; then client=(script/s3bench.py --small-only); shift; fi
 work=$(mktemp -d)
 stop() {
   [ -f "$work/run/pids" ] || return 0
