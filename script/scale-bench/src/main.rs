@@ -385,6 +385,20 @@ async fn delimiter_listings(s3: &Client, bucket: &str) {
     }
 }
 
+/// The GET of object `i` (its headers; the body is read by the caller).
+async fn get_object(
+    s3: &Client,
+    bucket: &str,
+    i: u64,
+) -> aws_sdk_s3::operation::get_object::GetObjectOutput {
+    s3.get_object()
+        .bucket(bucket)
+        .key(key_of(i))
+        .send()
+        .await
+        .expect("GetObject")
+}
+
 async fn random_reads(args: &Args, s3: &Client, present: impl Fn(u64) -> bool) {
     let mut get = vec![];
     let mut head = vec![];
@@ -396,13 +410,7 @@ async fn random_reads(args: &Args, s3: &Client, present: impl Fn(u64) -> bool) {
             continue;
         }
         let t = Instant::now();
-        let r = s3
-            .get_object()
-            .bucket(&args.bucket)
-            .key(key_of(i))
-            .send()
-            .await
-            .expect("GetObject");
+        let r = get_object(s3, &args.bucket, i).await;
         let body = r.body.collect().await.expect("GET body").into_bytes();
         get.push(ms(t.elapsed()));
         assert_eq!(body.len(), args.size, "GET {}", key_of(i));
@@ -434,13 +442,7 @@ async fn get_load(args: &Args, s3: &Client, concurrency: usize) {
         .map(|n| async move {
             let i = mix(n ^ 0x5eed) % args.objects;
             let t = Instant::now();
-            let mut r = s3
-                .get_object()
-                .bucket(&args.bucket)
-                .key(key_of(i))
-                .send()
-                .await
-                .expect("GetObject");
+            let mut r = get_object(s3, &args.bucket, i).await;
             let mut first = None;
             let mut len = 0;
             while let Some(chunk) = r.body.next().await {
