@@ -18,8 +18,10 @@ import time
 
 
 async def pump(reader, writer, delay, jitter):
-    """Copies reader to writer, each chunk held until its due time."""
-    queue = asyncio.Queue()
+    """Copies reader to writer, each chunk held until its due time. At most
+    256 chunks (16 MiB) wait in each direction: a slow receiver slows the
+    sender, as a real link's window would."""
+    queue = asyncio.Queue(maxsize=256)
 
     async def read():
         try:

@@ -610,16 +610,11 @@ impl<F: TableSchema> Table<F> {
     /// list, see `garage_model::version_table::read_version_near`);
     /// anything else reads a quorum ([`Table::get_partition`]).
     pub async fn get_partition_local(&self, p: &F::P, limit: usize) -> Result<Option<Vec<F::E>>> {
-        if !self.read_nodes(p).contains(&self.system.id()) {
-            return Ok(None);
-        }
-        let all = self
-            .get_range_local(p, None, limit.saturating_add(1), false)
-            .await?;
-        if all.len() > limit {
-            return Err(Error::TooManyEntries { limit });
-        }
-        Ok(Some(all))
+        Ok(self
+            .get_partitions_local(std::slice::from_ref(p), limit)
+            .await?
+            .pop()
+            .flatten())
     }
 
     /// [`Table::get_partition_local`] for several partition keys, in one
