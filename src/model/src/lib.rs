@@ -27,6 +27,8 @@ pub mod bucket_alias_table;
 pub mod bucket_table;
 pub mod counter_table;
 pub mod ec_catch_up;
+#[cfg(test)]
+mod entry_dictionary;
 pub mod garage;
 pub mod helper;
 pub mod history_table;

@@ -293,7 +293,7 @@ fn local_parts(
         if !k.starts_with(&start) {
             break;
         }
-        let e: MpuPartEntry = garage_table::encoding::decode(&v)
+        let e: MpuPartEntry = garage_table::encoding::decode_stored(&k, &v)
             .map_err(|e| db::Error::Aborted(format!("corrupt part entry: {e}")))?;
         out.push(e);
     }
@@ -439,7 +439,7 @@ impl TableSchema for MpuPartTable {
         // already, its hook has run without it.
         let key = garage_table::encoding::tree_key(&new.upload_id, &EmptyKey);
         if let Some(v) = tx.get(&self.uploads_store, &key)? {
-            let upload: MultipartUpload = garage_table::encoding::decode(&v)
+            let upload: MultipartUpload = garage_table::encoding::decode_stored(&key, &v)
                 .map_err(|e| db::Error::Aborted(format!("corrupt upload entry: {e}")))?;
             if upload.deleted.get() {
                 self.parts.push(tx, &new.tombstone())?;

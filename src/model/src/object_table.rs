@@ -845,8 +845,8 @@ pub fn recount_counters(db: &db::Db, node: Uuid) -> db::Result<(usize, usize)> {
     ))?;
     let mut want: std::collections::BTreeMap<Uuid, Counts> = Default::default();
     for item in store.iter() {
-        let (_, v) = item?;
-        let o: Object = garage_table::encoding::decode(&v)
+        let (k, v) = item?;
+        let o: Object = garage_table::encoding::decode_stored(&k, &v)
             .map_err(|e| db::Error::Aborted(format!("an object entry does not decode: {e}")))?;
         let c = want.entry(o.bucket_id).or_default();
         for (k, n) in o.counts() {
@@ -1444,7 +1444,8 @@ mod tests {
         let mut recount = Counts::new();
         let mut live_with_blocks = BTreeSet::new();
         for item in t.data.store.iter() {
-            let o: Object = t.data.decode_entry(&item.unwrap().1).unwrap();
+            let (k, v) = item.unwrap();
+            let o: Object = t.data.decode_stored(&k, &v).unwrap();
             for (k, n) in o.counts() {
                 *recount.entry(k).or_insert(0) += n;
             }

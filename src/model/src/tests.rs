@@ -562,7 +562,8 @@ fn counters_equal_a_recount_after_random_updates() {
     let mut bytes = 0;
     let mut uploads = 0;
     for item in t.objects.store.iter() {
-        let o: Object = garage_table::encoding::decode(&item.unwrap().1).unwrap();
+        let (k, v) = item.unwrap();
+        let o: Object = garage_table::encoding::decode_stored(&k, &v).unwrap();
         if let Some(v) = o.last_complete().filter(|v| v.is_data()) {
             objects += 1;
             bytes += v.size() as i64;

@@ -170,7 +170,7 @@ fn deleting_a_version_releases_the_blocks_of_every_segment() {
     let mut entries = 0;
     for kv in data.store.iter() {
         let (k, v) = kv.unwrap();
-        let e: Version = data.decode_entry(&v).unwrap();
+        let e: Version = data.decode_stored(&k, &v).unwrap();
         assert!(e.deleted.get() && e.blocks.is_empty());
         assert!(data.gc_todo.get(&k).unwrap().is_some());
         entries += 1;

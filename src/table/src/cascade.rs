@@ -79,8 +79,8 @@ impl<F: TableSchema> TableData<F> {
                 if k == head_key {
                     continue;
                 }
-                let old: F::E =
-                    crate::encoding::decode(&v).map_err(|e| db::TxError::Abort(Error::from(e)))?;
+                let old: F::E = crate::encoding::decode_stored(&k, &v)
+                    .map_err(|e| db::TxError::Abort(Error::from(e)))?;
                 if old.is_tombstone() {
                     continue;
                 }

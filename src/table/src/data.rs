@@ -35,6 +35,10 @@ pub struct TableData<F: TableSchema> {
     /// The compare-and-set registers, for a table whose entries have one
     /// ([`TableSchema::register_of`]; set by [`crate::Table::use_registers`]).
     pub registers: std::sync::OnceLock<Arc<crate::cas::CasRegisters>>,
+    /// Whether entries may be stored in format 3 (see `encoding`): set by
+    /// [`crate::Table::new`] to the cluster's feature gate; a store opened
+    /// without a cluster (tests, tools) uses it.
+    pub(crate) store_compact: std::sync::OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 /// What a range read returns: encoded entries in tree-key order.
@@ -60,6 +64,7 @@ impl<F: TableSchema> TableData<F> {
             merkle_todo_notify: Notify::new(),
             insert_queue_notify: Notify::new(),
             registers: std::sync::OnceLock::new(),
+            store_compact: std::sync::OnceLock::new(),
         };
         data.upgrade_tree_keys()?;
         Ok(Arc::new(data))
@@ -87,6 +92,7 @@ impl<F: TableSchema> TableData<F> {
                 let Some(bytes) = tx.get(&self.store, &old_key)? else {
                     return Ok(0);
                 };
+                // Written before format 3 existed: format 1 or 2.
                 let entry: F::E =
                     encoding::decode(&bytes).map_err(|e| db::TxError::Abort(e.into()))?;
                 let key = tree_key(entry.partition_key(), entry.sort_key());
@@ -117,12 +123,37 @@ impl<F: TableSchema> TableData<F> {
         Ok(moved)
     }
 
+    /// The canonical bytes (see `encoding`) of the entry with these keys.
     pub fn read_entry(&self, p: &F::P, s: &F::S) -> Result<Option<Vec<u8>>> {
-        Ok(self.store.get(tree_key(p, s))?)
+        let key = tree_key(p, s);
+        match self.store.get(&key)? {
+            Some(b) => Ok(Some(to_canonical(&key, b)?)),
+            None => Ok(None),
+        }
     }
 
+    /// Decodes canonical bytes (as [`Self::read_entry`] and
+    /// [`Self::read_range`] return them, or another node sends them).
     pub fn decode_entry(&self, bytes: &[u8]) -> Result<F::E> {
         Ok(encoding::decode(bytes)?)
+    }
+
+    /// Decodes a value read from the store at tree key `key`.
+    pub fn decode_stored(&self, key: &[u8], bytes: &[u8]) -> Result<F::E> {
+        Ok(encoding::decode_stored(key, bytes)?)
+    }
+
+    /// Whether entries are stored in format 3 now.
+    fn compact(&self) -> bool {
+        self.store_compact.get().is_none_or(|allowed| allowed())
+    }
+
+    /// The bytes to store for `canonical` at `key`.
+    fn stored_form(&self, key: &[u8], canonical: Vec<u8>) -> Vec<u8> {
+        match self.compact() {
+            true => encoding::to_stored(key, canonical),
+            false => canonical,
+        }
     }
 
     /// Up to `limit` entries of partition key `p`, from `start` (included)
@@ -154,7 +185,7 @@ impl<F: TableSchema> TableData<F> {
             if !k.starts_with(&prefix) || out.len() >= limit {
                 break;
             }
-            out.push(v);
+            out.push(to_canonical(&k, v)?);
         }
         Ok(out)
     }
@@ -278,15 +309,23 @@ impl<F: TableSchema> TableData<F> {
         entry: &F::E,
     ) -> db::TxResult<Option<F::E>, Error> {
         let key = tree_key(entry.partition_key(), entry.sort_key());
-        let stored = tx.get(&self.store, &key)?;
+        let stored = match tx.get(&self.store, &key)? {
+            Some(b) => Some(
+                encoding::canonical(&key, &b)
+                    .map_err(|e| db::TxError::Abort(e.into()))?
+                    .into_owned(),
+            ),
+            None => None,
+        };
         let old: Option<F::E> = match &stored {
             Some(b) => Some(encoding::decode(b).map_err(|e| db::TxError::Abort(e.into()))?),
             None => None,
         };
-        // An entry stored in another form than this build's (an older
+        // An entry whose canonical bytes are not this build's (an older
         // format, or without a field added since) is rewritten even when
         // the merge changes nothing, so that every replica ends up with
-        // the same bytes (and Merkle hashes) for it.
+        // the same canonical bytes (and Merkle hashes) for it. (How it is
+        // stored does not matter: format 2 and 3 of the same bytes agree.)
         // (Only looked at when the merge changes nothing: otherwise the
         // entry is written anyway, and encoding it twice is wasted.)
         let outdated = |o: &F::E| {
@@ -335,7 +374,7 @@ impl<F: TableSchema> TableData<F> {
     ) -> db::TxResult<Option<F::E>, Error> {
         match tx.get(&self.store, key)? {
             Some(b) => Ok(Some(
-                encoding::decode(&b).map_err(|e| db::TxError::Abort(e.into()))?,
+                encoding::decode_stored(key, &b).map_err(|e| db::TxError::Abort(e.into()))?,
             )),
             None => Ok(None),
         }
@@ -353,7 +392,7 @@ impl<F: TableSchema> TableData<F> {
     ) -> db::TxResult<(), Error> {
         let bytes = encoding::encode(new);
         let vhash = blake2sum(&bytes);
-        tx.insert(&self.store, key, &bytes)?;
+        tx.insert(&self.store, key, self.stored_form(key, bytes))?;
         tx.insert(&self.merkle_todo, key, vhash.as_slice())?;
         if new.is_tombstone() {
             tx.insert(&self.gc_todo, key, gc_todo_value::<F>(&vhash, new))?;
@@ -369,9 +408,11 @@ impl<F: TableSchema> TableData<F> {
     /// Returns whether it was removed.
     pub fn delete_if_equal_hash(&self, key: &[u8], vhash: &Hash, why: Removal) -> Result<bool> {
         let removed = self.db.transaction(|tx| -> db::TxResult<bool, Error> {
-            let Some(bytes) = tx.get(&self.store, key)? else {
+            let Some(stored) = tx.get(&self.store, key)? else {
                 return Ok(false);
             };
+            let bytes =
+                encoding::canonical(key, &stored).map_err(|e| db::TxError::Abort(e.into()))?;
             if blake2sum(&bytes) != *vhash {
                 return Ok(false);
             }
@@ -390,6 +431,7 @@ impl<F: TableSchema> TableData<F> {
     /// The register of stored entry `bytes` if this node's acceptor holds
     /// a value for it: a tombstone of that entry is kept until the
     /// register is emptied (see `gc.rs`).
+    /// (`bytes` are canonical.)
     pub fn held_register(&self, bytes: &[u8]) -> Result<Option<crate::cas::RegisterId>> {
         let Some(regs) = self.registers.get() else {
             return Ok(None);
@@ -403,7 +445,8 @@ impl<F: TableSchema> TableData<F> {
 
     /// Entries of partition number `partition` (first byte of the hash of
     /// their partition key), from tree key `from` (included), at most
-    /// `limit`: for anti-entropy, which sends whole partitions.
+    /// `limit`, with their canonical bytes: for anti-entropy, which sends
+    /// whole partitions.
     pub fn partition_items(
         &self,
         partition: u8,
@@ -417,9 +460,18 @@ impl<F: TableSchema> TableData<F> {
             if k.first() != Some(&partition) || out.len() >= limit {
                 break;
             }
+            let v = to_canonical(&k, v)?;
             out.push((k, v));
         }
         Ok(out)
+    }
+}
+
+/// The canonical bytes of `stored`, read at `key`.
+pub fn to_canonical(key: &[u8], stored: Vec<u8>) -> Result<Vec<u8>> {
+    match encoding::canonical(key, &stored)? {
+        std::borrow::Cow::Borrowed(_) => Ok(stored),
+        std::borrow::Cow::Owned(c) => Ok(c),
     }
 }
 
@@ -524,6 +576,86 @@ mod tests {
         assert!(data.merkle_todo.get(&old_key).unwrap().is_some());
         // The marker is set: a second open does not scan again.
         assert_eq!(data.upgrade_tree_keys().unwrap(), 0);
+    }
+
+    /// Entries stored in format 3 (the cluster allows it) and the same
+    /// entries stored in format 2 (a replica where it does not yet) read
+    /// back as the same canonical bytes and give the same Merkle trees,
+    /// so neither replica sees a difference to repair; the GC's and an
+    /// offload's delete, which name a value by its canonical hash, find it.
+    #[test]
+    fn compressed_and_plain_replicas_agree() {
+        let (_d1, db1) = temp_db();
+        let (_d2, db2) = temp_db();
+        let compact = TableData::new(TestTable, db1).unwrap();
+        let plain = TableData::new(TestTable, db2).unwrap();
+        let _ = plain.store_compact.set(Box::new(|| false));
+        let value = |i: usize| format!("photos/2026/{i:05}.jpg image/jpeg {}", "x".repeat(i % 50));
+        let entries: Vec<Vec<u8>> = (0..200)
+            .map(|i| {
+                encoding::encode(&TestEntry::new(
+                    &format!("p{}", i % 3),
+                    &format!("photos/2026/{i:05}.jpg"),
+                    &value(i),
+                ))
+            })
+            .collect();
+        assert_eq!(compact.update_many(&entries).unwrap(), 200);
+        assert_eq!(plain.update_many(&entries).unwrap(), 200);
+        let (mut smaller, mut total) = (0, 0);
+        for (kc, vc) in compact.store.iter().map(|r| r.unwrap()) {
+            let vp = plain.store.get(&kc).unwrap().unwrap();
+            assert!(encoding::is_current(&vp));
+            if vc[0] == 3 {
+                smaller += 1;
+                assert!(vc.len() < vp.len());
+            }
+            total += 1;
+            assert_eq!(to_canonical(&kc, vc).unwrap(), vp);
+        }
+        assert_eq!(total, 200);
+        assert!(smaller > 150, "{smaller} of 200 stored in format 3");
+        for p in ["p0", "p1", "p2"] {
+            let p = p.to_string();
+            assert_eq!(
+                compact.read_range(&p, None, 1000, false).unwrap(),
+                plain.read_range(&p, None, 1000, false).unwrap()
+            );
+            let s = "photos/2026/00003.jpg".to_string();
+            assert_eq!(
+                compact.read_entry(&p, &s).unwrap(),
+                plain.read_entry(&p, &s).unwrap()
+            );
+        }
+        for part in 0..=255u8 {
+            assert_eq!(
+                compact.partition_items(part, None, 1000).unwrap(),
+                plain.partition_items(part, None, 1000).unwrap()
+            );
+        }
+        while crate::merkle::process_batch(&compact).unwrap() > 0 {}
+        while crate::merkle::process_batch(&plain).unwrap() > 0 {}
+        for part in 0..=255u8 {
+            assert_eq!(
+                crate::merkle::read_node(&compact.merkle_tree, part, &[]).unwrap(),
+                crate::merkle::read_node(&plain.merkle_tree, part, &[]).unwrap()
+            );
+        }
+        // A write that changes nothing leaves both as they are.
+        assert_eq!(compact.update_many(&entries).unwrap(), 0);
+        assert_eq!(plain.update_many(&entries).unwrap(), 0);
+        // Deletes by canonical hash.
+        let (k, canon) = compact
+            .partition_items(compact.store.first().unwrap().unwrap().0[0], None, 1)
+            .unwrap()
+            .remove(0);
+        assert!(!compact
+            .delete_if_equal_hash(&k, &blake2sum(b"other"), Removal::Collected)
+            .unwrap());
+        assert!(compact
+            .delete_if_equal_hash(&k, &blake2sum(&canon), Removal::Collected)
+            .unwrap());
+        assert_eq!(compact.store.get(&k).unwrap(), None);
     }
 
     /// An entry stored in format 1 (before format 2) is read, and a write

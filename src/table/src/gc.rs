@@ -153,7 +153,11 @@ impl<F: TableSchema> Table<F> {
                 let mut entries = Vec::new();
                 let mut current = Vec::new();
                 for d in items {
-                    match data.store.get(&d.key)? {
+                    let v = match data.store.get(&d.key)? {
+                        Some(stored) => Some(crate::data::to_canonical(&d.key, stored)?),
+                        None => None,
+                    };
+                    match v {
                         Some(v) if garage_util::data::blake2sum(&v) == d.vhash => {
                             entries.push(ByteBuf::from(v));
                             current.push(d);

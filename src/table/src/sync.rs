@@ -467,7 +467,7 @@ impl<F: TableSchema> Table<F> {
         let mut batch = Vec::with_capacity(keys.len());
         for k in keys {
             if let Some(v) = self.data.store.get(&k)? {
-                batch.push(ByteBuf::from(v));
+                batch.push(ByteBuf::from(crate::data::to_canonical(&k, v)?));
             }
         }
         let n = batch.len();

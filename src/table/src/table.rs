@@ -63,6 +63,10 @@ impl<F: TableSchema> Table<F> {
         tuning: crate::tuning::Tuning,
     ) -> Result<Arc<Self>> {
         let data = TableData::new(schema, db)?;
+        let sys = system.clone();
+        let gate = move || sys.feature_allowed(&garage_rpc::system::versions::COMPRESSED_ENTRIES);
+        // (A new table's gate is unset: this cannot fail.)
+        let _ = data.store_compact.set(Box::new(gate));
         let endpoint = system
             .netapp
             .endpoint::<TableRpc<F>, Table<F>>(&format!("garage_table/{}", F::TABLE_NAME));
@@ -830,7 +834,9 @@ fn handle_local<F: TableSchema>(data: &TableData<F>, msg: TableRpc<F>) -> Result
                 // value of stays: this node's own GC empties the register
                 // first (the sender may not have known of it).
                 let held = match data.store.get(&k)? {
-                    Some(b) => data.held_register(&b)?.is_some(),
+                    Some(b) => data
+                        .held_register(&crate::data::to_canonical(&k, b)?)?
+                        .is_some(),
                     None => false,
                 };
                 if !held {

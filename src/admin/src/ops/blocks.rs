@@ -197,7 +197,7 @@ fn live_block_refs_and_code(
             break;
         }
         let r = data
-            .decode_entry(&v)
+            .decode_stored(&k, &v)
             .map_err(|e| garage_db::TxError::Abort(e.to_string()))?;
         if !r.deleted.get() {
             live += 1;

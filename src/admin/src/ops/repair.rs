@@ -245,7 +245,7 @@ impl<'a, F: TableSchema> LocalScan<'a, F> {
             for item in range.take(BATCH) {
                 let (k, v) = item.map_err(err)?;
                 last = Some(k.to_vec());
-                match data.decode_entry(&v) {
+                match data.decode_stored(&k, &v) {
                     Ok(e) => out.push(e),
                     Err(e) => warn!(
                         table = F::TABLE_NAME,

@@ -63,6 +63,16 @@ pub const MULTIPART_PARTS_APART: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Table entries stored in format 3 (`garage_table::encoding`): without
+/// the bytes that repeat their tree key, compressed with a built-in
+/// dictionary. Only how a node stores its entries (what it sends and the
+/// hashes it compares are unchanged), but v0.2.0 could not read such a
+/// metadata directory after a rollback.
+pub const COMPRESSED_ENTRIES: Feature = Feature {
+    name: "compressed-entries",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -71,6 +81,7 @@ pub const FEATURES: &[Feature] = &[
     NONCURRENT_VERSION_TRANSITION,
     CONDITIONAL_REGISTER_GC,
     MULTIPART_PARTS_APART,
+    COMPRESSED_ENTRIES,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is
