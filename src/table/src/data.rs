@@ -36,8 +36,10 @@ pub struct TableData<F: TableSchema> {
     /// ([`TableSchema::register_of`]; set by [`crate::Table::use_registers`]).
     pub registers: std::sync::OnceLock<Arc<crate::cas::CasRegisters>>,
     /// Whether entries may be stored in format 3 (see `encoding`): set by
-    /// [`crate::Table::new`] to the cluster's feature gate; a store opened
-    /// without a cluster (tests, tools) uses it.
+    /// [`crate::Table::new`] to the cluster's feature gate. A store opened
+    /// without a cluster writes format 2 (a tool must not write what a
+    /// release it may be rolled back to cannot read), except in the tests
+    /// (`testing` feature), which thus cover format 3.
     pub(crate) store_compact: std::sync::OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
@@ -145,7 +147,10 @@ impl<F: TableSchema> TableData<F> {
 
     /// Whether entries are stored in format 3 now.
     fn compact(&self) -> bool {
-        self.store_compact.get().is_none_or(|allowed| allowed())
+        match self.store_compact.get() {
+            Some(allowed) => allowed(),
+            None => cfg!(any(test, feature = "testing")),
+        }
     }
 
     /// The bytes to store for `canonical` at `key`.
