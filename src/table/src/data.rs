@@ -145,8 +145,9 @@ impl<F: TableSchema> TableData<F> {
         Ok(encoding::decode_stored(key, bytes)?)
     }
 
-    /// Whether entries are stored in format 3 now.
-    fn compact(&self) -> bool {
+    /// Whether entries are stored in format 3 now (and Merkle nodes in
+    /// their binary form).
+    pub(crate) fn compact(&self) -> bool {
         match self.store_compact.get() {
             Some(allowed) => allowed(),
             None => cfg!(any(test, feature = "testing")),
@@ -646,6 +647,16 @@ mod tests {
                 crate::merkle::read_node(&plain.merkle_tree, part, &[]).unwrap()
             );
         }
+        // The trees are stored in fewer bytes where format 3 is allowed.
+        let size = |d: &TableData<TestTable>| -> usize {
+            d.merkle_tree.iter().map(|kv| kv.unwrap().1.len()).sum()
+        };
+        assert!(
+            size(&compact) * 10 < size(&plain) * 9,
+            "{} vs {}",
+            size(&compact),
+            size(&plain)
+        );
         // A write that changes nothing leaves both as they are.
         assert_eq!(compact.update_many(&entries).unwrap(), 0);
         assert_eq!(plain.update_many(&entries).unwrap(), 0);
