@@ -185,10 +185,41 @@ impl Drop for Proc {
     }
 }
 
+/// The canonical bytes (format 2) of every entry of every table in the
+/// metadata database of the node at `node_dir`, read beside the running
+/// daemon: a node stores entries in format 3, compressed, where a search
+/// of the files' bytes would not see their content.
+#[allow(dead_code)]
+pub fn table_values(node_dir: &Path) -> Vec<Vec<u8>> {
+    let meta = node_dir.join("meta");
+    let engine = [garage_db::Engine::Lmdb, garage_db::Engine::Sqlite]
+        .into_iter()
+        .find(|e| e.exists_at(&e.db_path(&meta)))
+        .expect("a metadata database");
+    let opts = garage_db::OpenOptions {
+        create: false,
+        ..Default::default()
+    };
+    let db = garage_db::open(engine, &engine.db_path(&meta), &opts).unwrap();
+    let mut out = Vec::new();
+    for name in db.list_trees().unwrap() {
+        if !name.ends_with(":table") {
+            continue;
+        }
+        for kv in db.open_tree(&name).unwrap().iter() {
+            let (k, v) = kv.unwrap();
+            let c = garage_table::encoding::canonical(&k, &v).unwrap();
+            out.push(c.into_owned());
+        }
+    }
+    out
+}
+
 /// Objects written with a `secret` marker were encrypted: the marker is
 /// found in clear in no file of the node (blocks in `data`, inline objects
-/// in `meta`), while the `control` marker of plain objects is found in
-/// both, which shows the search works.
+/// in `meta`) nor in any table entry once restored from how it is stored,
+/// while the `control` marker of plain objects is found in both
+/// directories, which shows the search works.
 #[allow(dead_code)]
 pub fn plaintext_not_stored(node_dir: &Path, secret: &[u8], control: &[u8]) {
     fn files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -214,6 +245,15 @@ pub fn plaintext_not_stored(node_dir: &Path, secret: &[u8], control: &[u8]) {
                 f.display()
             );
             seen |= contains(&b, control);
+        }
+        if sub == "meta" {
+            for v in table_values(node_dir) {
+                assert!(
+                    !contains(&v, secret),
+                    "encrypted plaintext found in clear in a table entry"
+                );
+                seen |= contains(&v, control);
+            }
         }
         assert!(
             seen,
