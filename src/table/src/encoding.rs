@@ -396,6 +396,8 @@ mod tests {
 
     type Sample = (Uuid, String, Vec<(String, String)>, String, Uuid);
 
+    const FIXTURE_V0_3_0: &str = "03050623036f090063450100a3810503b89fbfdff3bb9ee3b75dd3b31cc3dcef23f7d3874d04fcf8ef3cc379692fce841758a901";
+
     fn sample() -> (Vec<u8>, Sample) {
         let bucket = gen_uuid();
         let key = "photos/2026/a.jpg".to_string();
@@ -458,6 +460,24 @@ mod tests {
             Err(DecodeError::Stored(_))
         ));
         assert!(canonical(&key, &[FORMAT_STORED, 0xff, 0xff, 0xff]).is_err());
+    }
+
+    /// Bytes stored in format 3 by v0.3.0 (a fixed entry at a fixed key):
+    /// every later release must read them back to the same entry.
+    #[test]
+    fn format_3_bytes_of_v0_3_0_still_read() {
+        let bucket = Uuid::from([7u8; 32]);
+        let key = tree_key(&bucket, &"photos/2026/a.jpg".to_string());
+        let e: Sample = (
+            bucket,
+            "photos/2026/a.jpg".to_string(),
+            vec![("content-type".to_string(), "image/jpeg".to_string())],
+            "0123456789abcdef0123456789abcdef".to_string(),
+            Uuid::from([9u8; 32]),
+        );
+        let stored = hex::decode(FIXTURE_V0_3_0).unwrap();
+        assert_eq!(stored[0], FORMAT_STORED);
+        assert_eq!(decode_stored::<Sample>(&key, &stored).unwrap(), e);
     }
 
     /// `cargo test --release -p garage_table --lib -- --ignored
