@@ -10,6 +10,8 @@
 #   GARAGE_RTT_MS=50 script/cluster3.sh DIR  node-to-node traffic through
 #     script/delay-proxy.py (50 ms round trip, GARAGE_JITTER_MS for jitter);
 #     the S3 endpoints are not delayed. The proxy exits with the last node.
+#   GARAGE_EXTRA_CONFIG='lmdb_write_map = true' script/cluster3.sh DIR
+#     adds top-level configuration lines to every node's garage.toml.
 set -euo pipefail
 nodes=${GARAGE_NODES:-3}
 case "$nodes" in 1|3|6) ;; *) echo "GARAGE_NODES must be 1, 3 or 6, not $nodes" >&2; exit 1 ;; esac
@@ -30,6 +32,7 @@ replication_factor = $rf
 rpc_bind_addr = "127.0.0.1:39${i}1"
 rpc_public_addr = "127.0.0.1:39${i}${pub}"
 rpc_secret = "$secret"
+${GARAGE_EXTRA_CONFIG:-}
 
 [s3_api]
 s3_region = "garage"

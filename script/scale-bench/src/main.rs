@@ -132,6 +132,15 @@ impl Nodes {
 
     /// Resident memory of each node, MB.
     fn rss_mb(&self) -> Vec<f64> {
+        self.status_mb("VmRSS:")
+    }
+
+    /// The part of it that is the process's own (not mapped files), MB.
+    fn anon_mb(&self) -> Vec<f64> {
+        self.status_mb("RssAnon:")
+    }
+
+    fn status_mb(&self, field: &str) -> Vec<f64> {
         self.pids
             .iter()
             .map(|p| {
@@ -139,7 +148,7 @@ impl Nodes {
                     std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
                 status
                     .lines()
-                    .find(|l| l.starts_with("VmRSS:"))
+                    .find(|l| l.starts_with(field))
                     .and_then(|l| l.split_whitespace().nth(1))
                     .and_then(|kb| kb.parse::<f64>().ok())
                     .map(|kb| kb / 1024.0)
@@ -156,6 +165,9 @@ impl Nodes {
     }
 }
 
+/// The bytes of metadata under `p`: each file's allocated blocks, but for
+/// LMDB's `data.mdb` the pages its last transaction uses (with
+/// `lmdb_write_map` the file is preallocated ahead of them).
 fn disk_usage(p: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;
     let Ok(meta) = std::fs::symlink_metadata(p) else {
@@ -165,9 +177,39 @@ fn disk_usage(p: &Path) -> u64 {
         std::fs::read_dir(p)
             .map(|rd| rd.flatten().map(|e| disk_usage(&e.path())).sum())
             .unwrap_or(0)
+    } else if p.file_name() == Some("data.mdb".as_ref()) {
+        let blocks = meta.blocks() * 512;
+        lmdb_pages_used(p).map_or(blocks, |u| u.min(blocks))
     } else {
         meta.blocks() * 512
     }
+}
+
+/// The bytes in use in an LMDB data file (64-bit layout): from the meta
+/// page (of the two at the file's start) with the larger transaction id,
+/// its last page number and its page size.
+fn lmdb_pages_used(p: &Path) -> Option<u64> {
+    use std::io::Read;
+    let mut head = vec![0u8; 2 * 4096];
+    std::fs::File::open(p).ok()?.read_exact(&mut head).ok()?;
+    let u32_at = |o: usize| u32::from_le_bytes(head[o..o + 4].try_into().unwrap());
+    let u64_at = |o: usize| u64::from_le_bytes(head[o..o + 8].try_into().unwrap());
+    // Page header 16 B; meta: magic, version, address, map size, two
+    // database records of 48 B (the first one's pad holds the page
+    // size), last page, transaction id.
+    const MAGIC: u32 = 0xBEEF_C0DE;
+    if u32_at(16) != MAGIC {
+        return None;
+    }
+    let psize = u64::from(u32_at(40));
+    if !(512..=65536).contains(&psize) {
+        return None;
+    }
+    let meta = |base: usize| (u64_at(base + 144), u64_at(base + 136));
+    let (t0, l0) = meta(0);
+    let (t1, l1) = meta(psize as usize);
+    let last = if t1 > t0 { l1 } else { l0 };
+    Some((last + 1) * psize)
 }
 
 fn fmt_list<T: std::fmt::Display>(v: &[T]) -> String {
@@ -232,7 +274,9 @@ async fn ingest(args: &Args, s3: &Client, nodes: &Nodes) -> Vec<f64> {
         "## ingest: {} objects of {} B, batches of {}, {} in flight",
         args.objects, args.size, args.batch, args.concurrency
     );
-    println!("batch\tobjects\tsecs\tobj/s\tRSS MB (per node)\tmeta B/object (per node)\tfailed");
+    println!(
+        "batch\tobjects\tsecs\tobj/s\tRSS MB (per node)\tanon MB\tmeta B/object (per node)\tfailed"
+    );
     let nbatches = args.objects.div_ceil(args.batch);
     for b in 0..nbatches {
         let lo = b * args.batch;
@@ -247,18 +291,20 @@ async fn ingest(args: &Args, s3: &Client, nodes: &Nodes) -> Vec<f64> {
         let secs = t.elapsed().as_secs_f64();
         times.push(secs);
         let rss: Vec<String> = nodes.rss_mb().iter().map(|m| format!("{m:.0}")).collect();
+        let anon: Vec<String> = nodes.anon_mb().iter().map(|m| format!("{m:.0}")).collect();
         let per: Vec<String> = nodes
             .meta_bytes()
             .iter()
             .map(|b| format!("{:.0}", *b as f64 / hi as f64))
             .collect();
         println!(
-            "{}\t{}\t{:.2}\t{:.0}\t{}\t{}\t{}",
+            "{}\t{}\t{:.2}\t{:.0}\t{}\t{}\t{}\t{}",
             b + 1,
             hi,
             secs,
             (hi - lo) as f64 / secs,
             fmt_list(&rss),
+            fmt_list(&anon),
             fmt_list(&per),
             failed
         );

@@ -19,6 +19,9 @@ pub struct OpenOptions {
     pub fsync: bool,
     /// LMDB's map size: the largest the database may grow (`lmdb_map_size`).
     pub lmdb_map_size: u64,
+    /// LMDB writes through its memory map (`lmdb_write_map`); the map then
+    /// grows in preallocated steps up to `lmdb_map_size`.
+    pub lmdb_write_map: bool,
     /// Create the database if it does not exist.
     pub create: bool,
 }
@@ -28,6 +31,7 @@ impl Default for OpenOptions {
         Self {
             fsync: false,
             lmdb_map_size: lmdb_adapter::DEFAULT_MAP_SIZE,
+            lmdb_write_map: false,
             create: true,
         }
     }

@@ -5,10 +5,20 @@
 //! commit is in the OS page cache when it returns, which survives a crash of
 //! the process (LMDB's copy-on-write B-tree never exposes a half-written
 //! transaction) but may lose the last commits on a power loss.
+//!
+//! With `write_map` (`lmdb_write_map`), LMDB writes committed pages straight
+//! into its memory map instead of copying each dirty page from a buffer of
+//! its own with `pwrite`. Such a map must be backed by the file over its
+//! whole length, so the map starts small and grows: after a write, when
+//! more than [`GROW_AT_PERCENT`] of it is used, every transaction of the
+//! process is let finish, the file is extended with its blocks allocated
+//! (`fallocate`, so that a full disk is an error here and never a `SIGBUS`
+//! on a write through the map), and the map is resized. See
+//! `doc/metadata-db.md`.
 
 use std::ops::Bound;
-use std::path::Path;
-use std::sync::RwLock;
+use std::path::{Path, PathBuf};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use heed::types::{Bytes, DecodeIgnore, Str};
 use heed::{CommitOrAbort, CompactionOption, Database, Env, EnvFlags, EnvOpenOptions, RoTxn};
@@ -23,12 +33,77 @@ const MAX_TREES: u32 = 512;
 /// runtime threads: leave ample room.
 const MAX_READERS: u32 = 2048;
 
+/// With `write_map`: the map's first size, and the least it grows by.
+pub const GROW_STEP: u64 = 16 << 20;
+/// With `write_map`: the map grows once more than this share of it is used
+/// and no transaction is open at the time.
+pub const GROW_AT_PERCENT: u64 = 90;
+/// With `write_map`: past this share, the growth waits for the
+/// transactions open to end.
+const URGENT_AT_PERCENT: u64 = 96;
+
 type Tree = Database<'static, Bytes, Bytes>;
 
 pub struct LmdbDb {
     env: Env,
     main: Database<'static, Str, DecodeIgnore>,
     trees: RwLock<Vec<(String, Tree)>>,
+    /// Set with `write_map`: the map grows as the database does.
+    growth: Option<Growth>,
+}
+
+/// A map that grows (see the module's documentation).
+struct Growth {
+    /// Held shared by every transaction, and exclusively to resize the map
+    /// (which LMDB allows only while no transaction of the process is
+    /// open). No method holds it while calling another: a transaction's
+    /// closure cannot use its own database (`Error::InsideTransaction`).
+    gate: RwLock<()>,
+    /// `data.mdb`.
+    file: PathBuf,
+    /// The largest the map may grow to (`lmdb_map_size`).
+    cap: u64,
+    /// LMDB's page size.
+    page: u64,
+}
+
+/// Rounds `n` up to a whole number of [`GROW_STEP`]s.
+fn whole_steps(n: u64) -> u64 {
+    n.div_ceil(GROW_STEP).max(1).saturating_mul(GROW_STEP)
+}
+
+/// The map size to grow to when `used` bytes of a map of `map` bytes are
+/// used, or `None` while it has room enough: an eighth more, at least
+/// [`GROW_STEP`], at most `cap`.
+pub fn grown_map_size(map: u64, used: u64, cap: u64) -> Option<u64> {
+    if used.saturating_mul(100) <= map.saturating_mul(GROW_AT_PERCENT) || map >= cap {
+        return None;
+    }
+    Some(whole_steps(map + (map / 8).max(GROW_STEP)).min(cap))
+}
+
+/// Extends `file` to `len` bytes with its blocks allocated (the holes of a
+/// sparse file included), so that writes through the map never meet a
+/// full disk.
+fn preallocate(file: &Path, len: u64) -> Result<()> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(file)
+        .map_err(|e| Error::io(file, e))?;
+    match rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, len) {
+        Ok(()) => Ok(()),
+        // A file system without fallocate: the extension is sparse, as
+        // LMDB itself would make it.
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            tracing::warn!(
+                "{}: the file system cannot preallocate; a full disk may stop the node on a metadata write",
+                file.display()
+            );
+            f.set_len(len.max(f.metadata().map_err(|e| Error::io(file, e))?.len()))
+                .map_err(|e| Error::io(file, e))
+        }
+        Err(e) => Err(Error::io(file, e.into())),
+    }
 }
 
 impl LmdbDb {
@@ -40,9 +115,19 @@ impl LmdbDb {
             .map_size(map_size)
             .max_dbs(MAX_TREES)
             .max_readers(MAX_READERS);
+        let cap = opts.lmdb_map_size;
+        let file = path.join("data.mdb");
         let mut flags = EnvFlags::NO_READ_AHEAD;
         if !opts.fsync {
             flags |= EnvFlags::NO_SYNC | EnvFlags::NO_META_SYNC;
+        }
+        if opts.lmdb_write_map {
+            flags |= EnvFlags::WRITE_MAP;
+            // Start from the file's size (LMDB raises the map to the
+            // pages in use if that is less).
+            let len = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+            let start = whole_steps(len).min(cap).max(len);
+            env_opts.map_size(usize::try_from(start).unwrap_or(usize::MAX));
         }
         // SAFETY: LMDB requires that the same environment is not opened twice
         // in one process, which heed checks, and that the files are not
@@ -60,15 +145,97 @@ impl LmdbDb {
             })?
             .unwrap_commit()
             .ok_or_else(|| Error::Aborted("LMDB has no main database".into()))?;
-        Ok(Self {
+        let growth = opts.lmdb_write_map.then(|| Growth {
+            gate: RwLock::new(()),
+            file,
+            cap,
+            page: env.unnamed_database_stat().page_size as u64,
+        });
+        let db = Self {
             env,
             main,
             trees: RwLock::new(Vec::new()),
-        })
+            growth,
+        };
+        if let Some(g) = &db.growth {
+            // LMDB extended the file sparsely to the map's size.
+            preallocate(&g.file, db.env.info().map_size as u64)?;
+            db.grow_if_needed()?;
+        }
+        Ok(db)
     }
 
     fn tree(&self, i: usize) -> Tree {
         self.trees.read().unwrap_or_else(|e| e.into_inner())[i].1
+    }
+
+    /// Held for the length of every transaction, so that the map is not
+    /// resized under it. Never taken while holding it (the resize waits
+    /// for it, and new readers wait for the resize), nor while holding
+    /// `trees`' lock for reading (`open_tree` holds it for writing and
+    /// then takes this one): a tree's handle is looked up first.
+    fn enter(&self) -> Option<RwLockReadGuard<'_, ()>> {
+        self.growth
+            .as_ref()
+            .map(|g| g.gate.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// After a write (its transaction closed): grows the map if it is
+    /// nearly full. A failure to grow is logged and the write stands; the
+    /// map's remaining room is still used, and a write that does not fit
+    /// fails with LMDB's `MDB_MAP_FULL`.
+    fn after_write(&self) {
+        if let Err(e) = self.grow_if_needed() {
+            tracing::warn!("cannot grow the LMDB map: {e}");
+        }
+    }
+
+    fn grow_if_needed(&self) -> Result<()> {
+        let Some(g) = &self.growth else {
+            return Ok(());
+        };
+        let used = |env: &Env| {
+            let i = env.info();
+            (i.map_size as u64, (i.last_page_number as u64 + 1) * g.page)
+        };
+        let (map, u) = used(&self.env);
+        if grown_map_size(map, u, g.cap).is_none() {
+            return Ok(());
+        }
+        // Waiting for the gate stops every new transaction until those
+        // open end, a long one included (a snapshot's copy): wait only
+        // once the map is nearly full, and until then grow when the gate
+        // is free.
+        let _excl = match g.gate.try_write() {
+            Ok(excl) => excl,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) if u * 100 < map * URGENT_AT_PERCENT => {
+                return Ok(());
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                g.gate.write().unwrap_or_else(|e| e.into_inner())
+            }
+        };
+        // Another thread may have grown it meanwhile.
+        let (map, u) = used(&self.env);
+        let Some(new) = grown_map_size(map, u, g.cap) else {
+            return Ok(());
+        };
+        preallocate(&g.file, new)?;
+        // SAFETY: heed requires that no transaction of this process is
+        // open: every one holds the gate, which is ours exclusively.
+        #[allow(unsafe_code)]
+        unsafe {
+            self.env
+                .resize(usize::try_from(new).unwrap_or(usize::MAX))?
+        };
+        tracing::info!(
+            "LMDB map grown from {} to {} MiB ({} MiB used)",
+            map >> 20,
+            new >> 20,
+            u >> 20
+        );
+        Ok(())
     }
 }
 
@@ -111,6 +278,7 @@ impl IDb for LmdbDb {
         if let Some(i) = trees.iter().position(|(n, _)| n == name) {
             return Ok(i);
         }
+        let _g = self.enter();
         let wtxn = self.env.write_txn()?;
         let db: Tree = self
             .env
@@ -124,6 +292,7 @@ impl IDb for LmdbDb {
     }
 
     fn list_trees(&self) -> Result<Vec<String>> {
+        let _g = self.enter();
         let rtxn = self.env.read_txn()?;
         let names = self
             .main
@@ -135,10 +304,12 @@ impl IDb for LmdbDb {
 
     fn sync(&self) -> Result<()> {
         // Flushes data and meta pages even with NO_SYNC | NO_META_SYNC.
+        let _g = self.enter();
         Ok(self.env.force_sync()?)
     }
 
     fn snapshot(&self, dir: &Path) -> Result<()> {
+        let _g = self.enter();
         self.env
             .copy_to_path(dir.join("data.mdb"), CompactionOption::Enabled)?
             .sync_all()
@@ -147,13 +318,17 @@ impl IDb for LmdbDb {
     }
 
     fn get(&self, tree: usize, key: &[u8]) -> Result<Option<Value>> {
+        let db = self.tree(tree);
+        let _g = self.enter();
         let rtxn = self.env.read_txn()?;
-        Ok(self.tree(tree).get(&rtxn, key)?.map(|v| v.to_vec()))
+        Ok(db.get(&rtxn, key)?.map(|v| v.to_vec()))
     }
 
     fn len(&self, tree: usize) -> Result<usize> {
+        let db = self.tree(tree);
+        let _g = self.enter();
         let rtxn = self.env.read_txn()?;
-        len_of(self.tree(tree), &rtxn)
+        len_of(db, &rtxn)
     }
 
     fn range_batch(
@@ -164,31 +339,45 @@ impl IDb for LmdbDb {
         dir: Direction,
         limit: usize,
     ) -> Result<Vec<KeyValue>> {
+        let db = self.tree(tree);
+        let _g = self.enter();
         let rtxn = self.env.read_txn()?;
-        range_in(self.tree(tree), &rtxn, low, high, dir, limit)
+        range_in(db, &rtxn, low, high, dir, limit)
     }
 
     fn insert(&self, tree: usize, key: &[u8], value: &[u8]) -> Result<()> {
         let db = self.tree(tree);
-        let mut wtxn = self.env.write_txn()?;
-        db.put(&mut wtxn, key, value)?;
-        wtxn.commit()?;
+        {
+            let _g = self.enter();
+            let mut wtxn = self.env.write_txn()?;
+            db.put(&mut wtxn, key, value)?;
+            wtxn.commit()?;
+        }
+        self.after_write();
         Ok(())
     }
 
     fn remove(&self, tree: usize, key: &[u8]) -> Result<()> {
         let db = self.tree(tree);
-        let mut wtxn = self.env.write_txn()?;
-        db.delete(&mut wtxn, key)?;
-        wtxn.commit()?;
+        {
+            let _g = self.enter();
+            let mut wtxn = self.env.write_txn()?;
+            db.delete(&mut wtxn, key)?;
+            wtxn.commit()?;
+        }
+        self.after_write();
         Ok(())
     }
 
     fn clear(&self, tree: usize) -> Result<()> {
         let db = self.tree(tree);
-        let mut wtxn = self.env.write_txn()?;
-        db.clear(&mut wtxn)?;
-        wtxn.commit()?;
+        {
+            let _g = self.enter();
+            let mut wtxn = self.env.write_txn()?;
+            db.clear(&mut wtxn)?;
+            wtxn.commit()?;
+        }
+        self.after_write();
         Ok(())
     }
 
@@ -200,25 +389,29 @@ impl IDb for LmdbDb {
             .iter()
             .map(|(_, t)| *t)
             .collect();
-        let mut wtxn = self.env.write_txn()?;
-        let mut tx = LmdbTx {
-            trees: &trees,
-            txn: &mut wtxn,
+        let res = {
+            let _g = self.enter();
+            let mut wtxn = self.env.write_txn()?;
+            let mut tx = LmdbTx {
+                trees: &trees,
+                txn: &mut wtxn,
+            };
+            match f(&mut tx) {
+                Ok(true) => wtxn.commit().map_err(Error::from),
+                Ok(false) => {
+                    wtxn.abort();
+                    Ok(())
+                }
+                Err(e) => {
+                    wtxn.abort();
+                    Err(e)
+                }
+            }
         };
-        match f(&mut tx) {
-            Ok(true) => {
-                wtxn.commit()?;
-                Ok(())
-            }
-            Ok(false) => {
-                wtxn.abort();
-                Ok(())
-            }
-            Err(e) => {
-                wtxn.abort();
-                Err(e)
-            }
-        }
+        // Also after a write that did not fit (`MDB_MAP_FULL`): the next
+        // try, such as a grouped job's run alone, finds room.
+        self.after_write();
+        res
     }
 }
 
@@ -260,5 +453,33 @@ impl ITx for LmdbTx<'_, '_> {
     fn clear(&mut self, tree: usize) -> Result<()> {
         self.trees[tree].clear(self.txn)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_map_grows_by_an_eighth_or_a_step_up_to_the_cap() {
+        let cap = 1u64 << 40;
+        // Room enough: no growth.
+        assert_eq!(grown_map_size(GROW_STEP, GROW_STEP * 9 / 10, cap), None);
+        // A small map grows by a step.
+        assert_eq!(
+            grown_map_size(GROW_STEP, GROW_STEP * 95 / 100, cap),
+            Some(2 * GROW_STEP)
+        );
+        // A large one by an eighth, in whole steps.
+        let map = 80 * GROW_STEP;
+        assert_eq!(grown_map_size(map, map - 1, cap), Some(90 * GROW_STEP));
+        let map = 81 * GROW_STEP;
+        assert_eq!(grown_map_size(map, map, cap), Some(92 * GROW_STEP));
+        // Never past the cap, and not at all once there.
+        assert_eq!(
+            grown_map_size(map, map, 85 * GROW_STEP),
+            Some(85 * GROW_STEP)
+        );
+        assert_eq!(grown_map_size(map, map, map), None);
     }
 }

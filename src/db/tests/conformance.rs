@@ -15,10 +15,24 @@ struct TestDb {
     db: Db,
 }
 
+thread_local! {
+    /// Set by the `lmdb_write_map` flavour of the suite: LMDB opened with
+    /// `lmdb_write_map` (each test runs on a thread of its own).
+    static WRITE_MAP: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The options every database of a test is opened with.
+fn opts() -> OpenOptions {
+    OpenOptions {
+        lmdb_write_map: WRITE_MAP.get(),
+        ..Default::default()
+    }
+}
+
 fn new_db(engine: Engine) -> TestDb {
     let dir = tempfile::tempdir().unwrap();
     let path = engine.db_path(dir.path());
-    let db = open(engine, &path, &OpenOptions::default()).unwrap();
+    let db = open(engine, &path, &opts()).unwrap();
     TestDb {
         _dir: dir,
         path,
@@ -317,7 +331,7 @@ fn data_persists_across_reopen(engine: Engine) {
         .unwrap();
     }
     drop(db);
-    let db = open(engine, &path, &OpenOptions::default()).unwrap();
+    let db = open(engine, &path, &opts()).unwrap();
     assert_eq!(db.list_trees().unwrap(), vec!["persist".to_string()]);
     let tree = db.open_tree("persist").unwrap();
     assert_eq!(tree.len().unwrap(), 1001);
@@ -348,7 +362,7 @@ fn sync_flushes_without_fsync(engine: Engine) {
         inside.unwrap();
     }
     drop(db);
-    let db = open(engine, &path, &OpenOptions::default()).unwrap();
+    let db = open(engine, &path, &opts()).unwrap();
     let tree = db.open_tree("s").unwrap();
     assert_eq!(tree.get(b"promise").unwrap().as_deref(), Some(&b"7"[..]));
 }
@@ -377,7 +391,7 @@ fn snapshot_is_a_full_copy(engine: Engine) {
         &t.engine.snapshot_db_path(&target),
         &OpenOptions {
             create: false,
-            ..Default::default()
+            ..opts()
         },
     )
     .unwrap();
@@ -400,7 +414,7 @@ fn missing_database_is_reported(engine: Engine) {
         &path,
         &OpenOptions {
             create: false,
-            ..Default::default()
+            ..opts()
         },
     );
     assert!(matches!(r, Err(Error::NotFound { .. })));
@@ -624,6 +638,12 @@ macro_rules! conformance {
         }
         mod sqlite {
             $( #[test] fn $name() { super::$name(garage_db::Engine::Sqlite) } )*
+        }
+        mod lmdb_write_map {
+            $( #[test] fn $name() {
+                super::WRITE_MAP.set(true);
+                super::$name(garage_db::Engine::Lmdb)
+            } )*
         }
     };
 }

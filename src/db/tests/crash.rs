@@ -16,6 +16,7 @@ use garage_db::{open, Db, Engine, OpenOptions, TxError};
 const ENV_PATH: &str = "GARAGE_DB_CRASH_CHILD";
 const ENV_ENGINE: &str = "GARAGE_DB_CRASH_ENGINE";
 const ENV_FSYNC: &str = "GARAGE_DB_CRASH_FSYNC";
+const ENV_WRITE_MAP: &str = "GARAGE_DB_CRASH_WRITE_MAP";
 /// Keys rewritten by every transaction: a torn transaction would leave them
 /// with different values.
 const GROUP: u32 = 16;
@@ -107,11 +108,13 @@ fn crash_child() {
     };
     let engine: Engine = std::env::var(ENV_ENGINE).unwrap().parse().unwrap();
     let fsync = std::env::var(ENV_FSYNC).unwrap() == "1";
+    let lmdb_write_map = std::env::var(ENV_WRITE_MAP).unwrap() == "1";
     let db = open(
         engine,
         Path::new(&path),
         &OpenOptions {
             fsync,
+            lmdb_write_map,
             ..Default::default()
         },
     )
@@ -125,7 +128,7 @@ fn crash_child() {
     }
 }
 
-fn crash_case(engine: Engine) {
+fn crash_case(engine: Engine, write_map: bool) {
     let dir = tempfile::tempdir().unwrap();
     let path = engine.db_path(dir.path());
     let exe = std::env::current_exe().unwrap();
@@ -143,6 +146,7 @@ fn crash_case(engine: Engine) {
             .env(ENV_PATH, &path)
             .env(ENV_ENGINE, engine.as_str())
             .env(ENV_FSYNC, if fsync { "1" } else { "0" })
+            .env(ENV_WRITE_MAP, if write_map { "1" } else { "0" })
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -178,7 +182,11 @@ fn crash_case(engine: Engine) {
         child.wait().unwrap();
         // The child may have committed a few more than we read; nothing it
         // reported may be missing and nothing may be torn.
-        let db = open(engine, &path, &OpenOptions::default()).unwrap();
+        let opts = OpenOptions {
+            lmdb_write_map: write_map,
+            ..Default::default()
+        };
+        let db = open(engine, &path, &opts).unwrap();
         let n = check(&db);
         assert!(
             n >= reported,
@@ -191,12 +199,19 @@ fn crash_case(engine: Engine) {
 
 #[test]
 fn lmdb_survives_sigkill() {
-    crash_case(Engine::Lmdb);
+    crash_case(Engine::Lmdb, false);
+}
+
+/// The same through LMDB's writable map (`lmdb_write_map`), whose pages
+/// the kernel holds once written, whatever becomes of the process.
+#[test]
+fn lmdb_write_map_survives_sigkill() {
+    crash_case(Engine::Lmdb, true);
 }
 
 #[test]
 fn sqlite_survives_sigkill() {
-    crash_case(Engine::Sqlite);
+    crash_case(Engine::Sqlite, false);
 }
 
 /// The checker itself must see a torn transaction, or the tests above prove

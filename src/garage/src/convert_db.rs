@@ -47,6 +47,7 @@ pub fn run(c: &ConvertDbOpt) -> anyhow::Result<()> {
         &OpenOptions {
             create: false,
             lmdb_map_size,
+            lmdb_write_map: false,
             fsync: false,
         },
     )
@@ -57,6 +58,7 @@ pub fn run(c: &ConvertDbOpt) -> anyhow::Result<()> {
         &OpenOptions {
             create: true,
             lmdb_map_size,
+            lmdb_write_map: false,
             fsync: true,
         },
     )

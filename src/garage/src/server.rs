@@ -447,6 +447,7 @@ pub(crate) fn open_metadata(config: &Config) -> anyhow::Result<Db> {
         &garage_db::OpenOptions {
             fsync: config.metadata_fsync,
             lmdb_map_size: config.lmdb_map_size(),
+            lmdb_write_map: config.lmdb_write_map,
             create: true,
         },
     )

@@ -118,6 +118,9 @@ pub struct Config {
     /// LMDB's map size; 0 or absent means 1 TiB.
     #[serde(default, deserialize_with = "de::size")]
     pub lmdb_map_size: u64,
+    /// LMDB writes through its map, which then grows in preallocated steps.
+    #[serde(default = "default_lmdb_write_map")]
+    pub lmdb_write_map: bool,
 
     #[serde(deserialize_with = "de::replication_factor")]
     pub replication_factor: usize,
@@ -402,6 +405,9 @@ impl DataDirs {
 
 fn default_db_engine() -> crate::db_engine::Engine {
     crate::db_engine::Engine::Lmdb
+}
+fn default_lmdb_write_map() -> bool {
+    true
 }
 fn default_block_size() -> u64 {
     1 << 20

@@ -43,6 +43,7 @@ fn defaults_follow_the_reference() {
     assert_eq!(c.block_size, 1048576);
     assert_eq!(c.block_ram_buffer_max, 256 << 20);
     assert_eq!(c.lmdb_map_size(), 1 << 40);
+    assert!(c.lmdb_write_map);
     assert_eq!(c.compression_level, Some(1));
     assert!(!c.metadata_fsync && !c.data_fsync);
     assert_eq!(c.consistency_mode, ConsistencyMode::Consistent);
@@ -77,6 +78,7 @@ block_ram_buffer_max = "1GiB"
 block_max_concurrent_reads = 8
 block_max_concurrent_writes_per_request = 4
 lmdb_map_size = "100GiB"
+lmdb_write_map = false
 replication_factor = 3
 consistency_mode = "degraded"
 compression_level = "none"
@@ -118,6 +120,7 @@ trace_sink = "http://localhost:4317"
         Some(Duration::from_secs(6 * 3600))
     );
     assert_eq!(c.lmdb_map_size(), 100 << 30);
+    assert!(!c.lmdb_write_map);
     match &c.data_dir {
         DataDirs::Multiple(d) => {
             assert_eq!(d.len(), 3);
