@@ -24,6 +24,12 @@ pub enum Error {
     ForeignTree(String),
     #[error("this database was used directly inside one of its own transactions: use the transaction's handle")]
     InsideTransaction,
+    #[error("cannot allocate {len} bytes of disk for LMDB's map in {path}: {source}; free space on the metadata disk, or set lmdb_write_map = false")]
+    Preallocate {
+        path: PathBuf,
+        len: u64,
+        source: std::io::Error,
+    },
     #[error("snapshot directory {0} is not empty")]
     SnapshotDirNotEmpty(PathBuf),
     #[error("no {engine} database at {path}")]

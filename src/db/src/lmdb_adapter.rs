@@ -65,7 +65,12 @@ struct Growth {
     cap: u64,
     /// LMDB's page size.
     page: u64,
+    /// After a failure to grow (a full disk), no new try before this.
+    retry_after: std::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// How long after a failure to grow the map the next try waits.
+const RETRY_GROWTH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Rounds `n` up to a whole number of [`GROW_STEP`]s.
 fn whole_steps(n: u64) -> u64 {
@@ -102,7 +107,11 @@ fn preallocate(file: &Path, len: u64) -> Result<()> {
             f.set_len(len.max(f.metadata().map_err(|e| Error::io(file, e))?.len()))
                 .map_err(|e| Error::io(file, e))
         }
-        Err(e) => Err(Error::io(file, e.into())),
+        Err(e) => Err(Error::Preallocate {
+            path: file.to_path_buf(),
+            len,
+            source: e.into(),
+        }),
     }
 }
 
@@ -150,6 +159,7 @@ impl LmdbDb {
             file,
             cap,
             page: env.unnamed_database_stat().page_size as u64,
+            retry_after: std::sync::Mutex::new(None),
         });
         let db = Self {
             env,
@@ -160,7 +170,7 @@ impl LmdbDb {
         if let Some(g) = &db.growth {
             // LMDB extended the file sparsely to the map's size.
             preallocate(&g.file, db.env.info().map_size as u64)?;
-            db.grow_if_needed()?;
+            db.after_write();
         }
         Ok(db)
     }
@@ -185,8 +195,22 @@ impl LmdbDb {
     /// map's remaining room is still used, and a write that does not fit
     /// fails with LMDB's `MDB_MAP_FULL`.
     fn after_write(&self) {
+        let Some(g) = &self.growth else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let mut retry = g.retry_after.lock().unwrap_or_else(|e| e.into_inner());
+        if retry.is_some_and(|t| now < t) {
+            return;
+        }
         if let Err(e) = self.grow_if_needed() {
-            tracing::warn!("cannot grow the LMDB map: {e}");
+            tracing::warn!(
+                "cannot grow the LMDB map (next try in {}s): {e}",
+                RETRY_GROWTH.as_secs()
+            );
+            *retry = Some(now + RETRY_GROWTH);
+        } else {
+            *retry = None;
         }
     }
 
