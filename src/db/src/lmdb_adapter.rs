@@ -198,6 +198,11 @@ impl LmdbDb {
         let Some(g) = &self.growth else {
             return;
         };
+        // The common case, without the lock below: room enough.
+        let (map, used) = self.map_use(g);
+        if grown_map_size(map, used, g.cap).is_none() {
+            return;
+        }
         let now = std::time::Instant::now();
         let mut retry = g.retry_after.lock().unwrap_or_else(|e| e.into_inner());
         if retry.is_some_and(|t| now < t) {
@@ -214,15 +219,17 @@ impl LmdbDb {
         }
     }
 
+    /// The map's size and the bytes of it in use, as of the last commit.
+    fn map_use(&self, g: &Growth) -> (u64, u64) {
+        let i = self.env.info();
+        (i.map_size as u64, (i.last_page_number as u64 + 1) * g.page)
+    }
+
     fn grow_if_needed(&self) -> Result<()> {
         let Some(g) = &self.growth else {
             return Ok(());
         };
-        let used = |env: &Env| {
-            let i = env.info();
-            (i.map_size as u64, (i.last_page_number as u64 + 1) * g.page)
-        };
-        let (map, u) = used(&self.env);
+        let (map, u) = self.map_use(g);
         if grown_map_size(map, u, g.cap).is_none() {
             return Ok(());
         }
@@ -241,7 +248,7 @@ impl LmdbDb {
             }
         };
         // Another thread may have grown it meanwhile.
-        let (map, u) = used(&self.env);
+        let (map, u) = self.map_use(g);
         let Some(new) = grown_map_size(map, u, g.cap) else {
             return Ok(());
         };
