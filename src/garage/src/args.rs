@@ -292,6 +292,9 @@ pub enum LayoutOperation {
         #[arg(long = "storage-class", value_name = "NAME=CODE")]
         storage_class: Vec<String>,
     },
+    /// Stage a storage class with a place: its redundancy (copies or an
+    /// erasure code) and the zones its blocks may use; or change or remove one
+    Class(ClassOpt),
     /// Apply the staged changes as the next layout version
     Apply {
         /// The new version number, as shown by `garage layout show` (guards against applying unreviewed changes)
@@ -315,6 +318,27 @@ pub enum LayoutOperation {
         #[arg(long)]
         allow_missing_data: bool,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ClassOpt {
+    /// Class name: capital letters, digits, '_' and '-' (e.g. EU, ARCHIVE, LOCAL)
+    pub name: String,
+    /// Copies of each block, 1 to 8
+    #[arg(long, conflicts_with = "erasure")]
+    pub replication: Option<u8>,
+    /// An erasure code, DATA+PARITY (e.g. 4+2), or "auto" (a code chosen for the class's zones)
+    #[arg(long)]
+    pub erasure: Option<String>,
+    /// The zones the class's blocks may go to, comma-separated; "all" for every zone (the default of a new class)
+    #[arg(long, value_delimiter = ',')]
+    pub zones: Vec<String>,
+    /// Accept one copy (--replication 1), which does not survive the loss of its node
+    #[arg(long)]
+    pub allow_no_redundancy: bool,
+    /// Remove the class (blocks stored with it stay where they are)
+    #[arg(long, conflicts_with_all = ["replication", "erasure", "zones", "allow_no_redundancy"])]
+    pub remove: bool,
 }
 
 #[derive(Args, Debug)]

@@ -77,9 +77,13 @@ fn version(v: u64, parameters: LayoutParameters, with_gateway: bool) -> LayoutVe
             true => vec![EcRing {
                 code: ec,
                 ring: ring(3),
+                scope: 0,
+                zones: Default::default(),
+                max_per_zone: None,
             }],
             false => vec![],
         },
+        placed: BTreeMap::new(),
     }
 }
 
@@ -97,6 +101,7 @@ fn layout() -> LayoutHistory {
             ("ONEZONE_IA".to_string(), ClassSpec::Off),
         ]
         .into(),
+        class_defs: BTreeMap::new(),
     };
     let mut roles = LwwMap::new();
     roles.merge_raw(node(5), T + 10, Some(role("dc2", Some(3 * TB), &[])));

@@ -4,7 +4,8 @@
 
 use garage_net::NodeId;
 use garage_rpc::layout::{
-    LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, Tracker, ZoneRedundancy,
+    ClassDef, EcCode, LayoutHistory, LayoutParameters, LayoutVersion, NodeRole, Placement,
+    RedundancySpec, Tracker, ZoneRedundancy,
 };
 use garage_rpc::system::{LayoutUpdate, System, SystemError};
 use serde::{Deserialize, Serialize};
@@ -125,6 +126,75 @@ pub struct ApiLayoutParameters {
     /// the classes given are changed and the others kept.
     #[serde(default)]
     pub storage_classes: std::collections::BTreeMap<String, String>,
+    /// Storage classes with a place (zones and redundancy of their own),
+    /// by name. In an update, the classes given are set (or removed, with
+    /// `"remove": true`) and the others kept. Needs the cluster finalized
+    /// at v0.3.0.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub class_definitions: std::collections::BTreeMap<String, ApiClassDef>,
+}
+
+/// A storage class with a place: `{"replication": 2, "zones": ["paris",
+/// "berlin"]}`, `{"erasure": "4+2"}` or `{"erasure": "auto"}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiClassDef {
+    /// Copies of each block (1 to 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<u8>,
+    /// An erasure code, `DATA+PARITY`, or `auto` (chosen for the zones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erasure: Option<String>,
+    /// The zones the class's blocks may go to; empty: every zone.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Accept one copy, which does not survive the loss of its node.
+    #[serde(default)]
+    pub allow_no_redundancy: bool,
+    /// In an update: remove the class (its blocks stay where they are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove: Option<bool>,
+}
+
+impl From<&ClassDef> for ApiClassDef {
+    fn from(d: &ClassDef) -> Self {
+        let (replication, erasure) = match d.redundancy {
+            RedundancySpec::Copies(n) => (Some(n), None),
+            RedundancySpec::Auto => (None, Some("auto".to_string())),
+            RedundancySpec::Code(c) => (None, Some(c.to_string())),
+        };
+        ApiClassDef {
+            replication,
+            erasure,
+            zones: d.zones.iter().cloned().collect(),
+            allow_no_redundancy: d.allow_no_redundancy,
+            remove: None,
+        }
+    }
+}
+
+impl ApiClassDef {
+    /// The definition, checked on its own (the layout's zones are checked
+    /// when the change is previewed or applied).
+    pub fn to_def(&self, name: &str) -> Result<ClassDef, String> {
+        let redundancy = match (self.replication, self.erasure.as_deref()) {
+            (Some(n), None) => RedundancySpec::Copies(n),
+            (None, Some("auto")) => RedundancySpec::Auto,
+            (None, Some(code)) => RedundancySpec::Code(code.parse::<EcCode>()?),
+            _ => {
+                return Err(format!(
+                    "storage class {name}: give either a replication (copies) or an erasure code (DATA+PARITY or auto)"
+                ))
+            }
+        };
+        let def = ClassDef {
+            redundancy,
+            zones: self.zones.iter().cloned().collect(),
+            allow_no_redundancy: self.allow_no_redundancy,
+        };
+        def.check(name)?;
+        Ok(def)
+    }
 }
 
 /// A storage class the current layout offers.
@@ -138,6 +208,13 @@ pub struct LayoutStorageClass {
     pub redundancy: String,
     /// Bytes on disk per byte stored.
     pub overhead: f64,
+    /// The zones its blocks go to; empty: every zone.
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// What it survives: `any 1 node(s) or a zone`, `any 2 node(s), not a
+    /// zone`, `no node loss`.
+    #[serde(default)]
+    pub survives: String,
 }
 
 /// `"maximum"`, or `{"atLeast": n}`.
@@ -158,7 +235,13 @@ impl From<&LayoutParameters> for ApiLayoutParameters {
             storage_classes: p
                 .storage_classes
                 .iter()
+                .filter(|(n, _)| !p.class_defs.contains_key(*n))
                 .map(|(n, c)| (n.clone(), c.to_string()))
+                .collect(),
+            class_definitions: p
+                .class_defs
+                .iter()
+                .map(|(n, d)| (n.clone(), d.into()))
                 .collect(),
         }
     }
@@ -186,27 +269,107 @@ fn roles_of(current: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutNodeRole> 
 
 /// The storage classes `v` offers, `STANDARD` first.
 fn classes_of(v: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutStorageClass> {
+    let zones: std::collections::BTreeSet<&str> = v
+        .roles
+        .values()
+        .filter(|r| r.capacity.is_some())
+        .map(|r| r.zone.as_str())
+        .collect();
+    let rf = v.replication_factor;
+    let standard_survives = garage_rpc::layout::Survival {
+        nodes: rf - 1,
+        zone: rf >= 2 && zones.len() >= 2,
+    };
+    let class = |name: &str, p: Placement| {
+        let c = p.code;
+        let ring = v.ring_of(p);
+        LayoutStorageClass {
+            name: name.to_string(),
+            kind: if c.is_replication() {
+                "replicated".into()
+            } else {
+                "erasure".into()
+            },
+            redundancy: if c.is_replication() {
+                c.shards().to_string()
+            } else {
+                c.to_string()
+            },
+            overhead: c.overhead(),
+            zones: ring
+                .map(|r| r.zones.iter().cloned().collect())
+                .unwrap_or_default(),
+            survives: v.survival(p).map(|s| s.to_string()).unwrap_or_default(),
+        }
+    };
     std::iter::once(LayoutStorageClass {
         name: garage_rpc::layout::classes::STANDARD.into(),
         kind: "replicated".into(),
-        redundancy: v.replication_factor.to_string(),
-        overhead: v.replication_factor as f64,
+        redundancy: rf.to_string(),
+        overhead: rf as f64,
+        zones: vec![],
+        survives: standard_survives.to_string(),
     })
-    .chain(v.classes.iter().map(|(n, c)| LayoutStorageClass {
-        name: n.clone(),
-        kind: "erasure".into(),
-        redundancy: c.to_string(),
-        overhead: c.overhead(),
-    }))
+    .chain(v.classes.iter().map(|(n, c)| class(n, Placement::from(*c))))
+    .chain(v.placed.iter().map(|(n, p)| class(n, *p)))
     .collect()
 }
 
-/// The codes of `v`'s rings that no class of `v` uses.
+/// How a ring is named where no class names it.
+fn ring_name(r: &garage_rpc::layout::EcRing) -> String {
+    if r.zones.is_empty() {
+        r.code.describe()
+    } else {
+        format!(
+            "{} in zones {}",
+            r.code.describe(),
+            r.zones.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+/// The placements of `v`'s rings that no class of `v` uses.
 fn kept_codes(v: &LayoutVersion) -> Vec<String> {
     v.ec_rings
         .iter()
-        .filter(|r| !v.classes.values().any(|c| *c == r.code))
-        .map(|r| r.code.to_string())
+        .filter(|r| v.users_of(r.placement()).is_empty())
+        .map(|r| {
+            if r.scope == 0 {
+                r.code.to_string()
+            } else {
+                ring_name(r)
+            }
+        })
+        .collect()
+}
+
+/// Preview lines: what moves for each placement of `next`.
+fn moves_of(
+    next: &LayoutVersion,
+    moved: &std::collections::BTreeMap<Placement, usize>,
+) -> Vec<String> {
+    moved
+        .iter()
+        .map(|(p, n)| {
+            let users = next.users_of(*p);
+            let total = garage_rpc::layout::PARTITIONS * p.code.shards();
+            let what = if users.is_empty() {
+                next.ring_of(*p)
+                    .map(ring_name)
+                    .unwrap_or_else(|| p.code.describe())
+            } else {
+                format!("storage class {} ({})", users.join(", "), p.code.describe())
+            };
+            let unit = if p.code.is_replication() {
+                "copies"
+            } else {
+                "shards"
+            };
+            format!(
+                "Block {unit} of {what} that move to a new node: {n} of {total} ({:.1} % of its data).",
+                *n as f64 * 100.0 / total as f64
+            )
+        })
         .collect()
 }
 
@@ -328,7 +491,23 @@ pub fn update_cluster_layout(
             let (name, spec) =
                 garage_rpc::layout::classes::parse_class_setting(&format!("{name}={spec}"))
                     .map_err(|e| ApiError::bad(format!("storageClasses: {e}")))?;
+            params.class_defs.remove(&name);
             params.storage_classes.insert(name, spec);
+        }
+        for (name, d) in p.class_definitions.iter() {
+            if d.remove == Some(true) {
+                if params.class_defs.remove(name).is_none() {
+                    return Err(ApiError::bad(format!(
+                        "classDefinitions: there is no storage class with a place named {name}"
+                    )));
+                }
+                continue;
+            }
+            let def = d
+                .to_def(name)
+                .map_err(|e| ApiError::bad(format!("classDefinitions: {e}")))?;
+            params.storage_classes.remove(name);
+            params.class_defs.insert(name.clone(), def);
         }
         system
             .update_layout(LayoutUpdate::StageParameters(params))
@@ -383,6 +562,7 @@ pub fn apply_cluster_layout(
             "Partition copies that move to a new node: {}.",
             r.moved
         ));
+        message.extend(moves_of(layout.current(), &r.shards_moved));
     }
     Ok(ApplyClusterLayoutResponse {
         message,
@@ -505,23 +685,20 @@ pub fn preview_cluster_layout_changes(
     let (next, report) = layout
         .preview()
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let message =
-        vec![
-            format!(
-                "Partitions are replicated over {} distinct zones at least.",
-                report.zone_redundancy
-            ),
-            format!("Optimal partition size: {} bytes.", report.partition_size),
-            format!(
-                "Partition copies that move to a new node: {}.",
-                report.moved
-            ),
-        ]
-        .into_iter()
-        .chain(report.shards_moved.iter().map(|(code, n)| {
-            format!("Shards of erasure code {code} that move to a new node: {n}.")
-        }))
-        .collect();
+    let message = vec![
+        format!(
+            "Partitions are replicated over {} distinct zones at least.",
+            report.zone_redundancy
+        ),
+        format!("Optimal partition size: {} bytes.", report.partition_size),
+        format!(
+            "Partition copies that move to a new node: {}.",
+            report.moved
+        ),
+    ]
+    .into_iter()
+    .chain(moves_of(&next, &report.shards_moved))
+    .collect();
     Ok(PreviewClusterLayoutChangesResponse {
         message,
         new_layout: GetClusterLayoutResponse {

@@ -3,15 +3,16 @@
 
 use anyhow::{anyhow, bail};
 use garage_admin::ops::layout::{
-    find_id, ApiZoneRedundancy, ApplyClusterLayoutRequest, ClusterLayoutSkipDeadNodesRequest,
-    GetClusterLayoutResponse, NodeRoleChange, UpdateClusterLayoutRequest,
+    find_id, ApiClassDef, ApiZoneRedundancy, ApplyClusterLayoutRequest,
+    ClusterLayoutSkipDeadNodesRequest, GetClusterLayoutResponse, NodeRoleChange,
+    UpdateClusterLayoutRequest,
 };
 use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
 use garage_rpc::layout::{classes::parse_class_setting, ZoneRedundancy};
 use garage_util::config::parse_size;
 
 use super::{expect, Admin, NodeError};
-use crate::args::{AssignRoleOpt, LayoutOperation};
+use crate::args::{AssignRoleOpt, ClassOpt, LayoutOperation};
 use garage_admin::columns as table;
 
 /// A node's capacity as the layout commands print it.
@@ -67,6 +68,7 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
                 .staged_parameters
                 .unwrap_or(layout.parameters.clone());
             params.storage_classes.clear();
+            params.class_definitions.clear();
             if let Some(r) = redundancy {
                 params.zone_redundancy = match r.parse().map_err(|e: String| anyhow!(e))? {
                     ZoneRedundancy::Maximum => ApiZoneRedundancy::Maximum,
@@ -94,6 +96,7 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        LayoutOperation::Class(opt) => class(admin, opt).await,
         LayoutOperation::Apply { version } => {
             let Some(version) = version else {
                 bail!(
@@ -132,6 +135,95 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
             );
             Ok(())
         }
+    }
+}
+
+/// `garage layout class NAME ...`: what is not given is kept from the
+/// class's staged definition (so `--zones` alone moves a class).
+async fn class(admin: &Admin, opt: &ClassOpt) -> anyhow::Result<()> {
+    let layout = admin.layout().await?;
+    let mut params = layout
+        .staged_parameters
+        .unwrap_or(layout.parameters.clone());
+    let existing = params.class_definitions.get(&opt.name).cloned();
+    params.storage_classes.clear();
+    params.class_definitions.clear();
+    let def = if opt.remove {
+        if existing.is_none() {
+            bail!(
+                "there is no storage class with a place named {}: `garage layout show` lists them",
+                opt.name
+            );
+        }
+        ApiClassDef {
+            remove: Some(true),
+            ..Default::default()
+        }
+    } else {
+        let mut def = existing.clone().unwrap_or_default();
+        match (opt.replication, &opt.erasure) {
+            (Some(n), _) => {
+                def.replication = Some(n);
+                def.erasure = None;
+            }
+            (None, Some(e)) => {
+                def.replication = None;
+                def.erasure = Some(e.clone());
+            }
+            (None, None) if existing.is_none() => bail!(
+                "storage class {} is new: give its redundancy, --replication N (copies) or --erasure DATA+PARITY (or auto)",
+                opt.name
+            ),
+            (None, None) => (),
+        }
+        if !opt.zones.is_empty() {
+            def.zones = if opt.zones.iter().any(|z| z == "all") {
+                vec![]
+            } else {
+                opt.zones.clone()
+            };
+        }
+        def.allow_no_redundancy |= opt.allow_no_redundancy;
+        // The same check the node makes, before the round trip.
+        def.to_def(&opt.name).map_err(|e| anyhow!(e))?;
+        def
+    };
+    params
+        .class_definitions
+        .insert(opt.name.clone(), def.clone());
+    stage(
+        admin,
+        UpdateClusterLayoutRequest {
+            roles: vec![],
+            parameters: Some(params),
+        },
+    )
+    .await?;
+    if opt.remove {
+        println!("The removal of storage class {} is staged.", opt.name);
+    } else {
+        println!(
+            "Storage class {} is staged: {}.",
+            opt.name,
+            class_def_string(&def)
+        );
+    }
+    println!("Use `garage layout show` to review what would move,");
+    println!("and `garage layout apply` to enact staged changes.");
+    Ok(())
+}
+
+/// `replication 2 in zones paris, berlin`.
+fn class_def_string(d: &ApiClassDef) -> String {
+    let r = match (d.replication, &d.erasure) {
+        (Some(n), _) => format!("replication {n}"),
+        (None, Some(e)) => format!("erasure {e}"),
+        (None, None) => "?".into(),
+    };
+    if d.zones.is_empty() {
+        format!("{r} in every zone")
+    } else {
+        format!("{r} in zones {}", d.zones.join(", "))
     }
 }
 
@@ -285,18 +377,24 @@ fn print_layout(l: &GetClusterLayoutResponse, empty: &str) {
 
 /// The storage classes a layout offers.
 fn print_classes(l: &GetClusterLayoutResponse) {
-    let classes: Vec<String> = l
-        .storage_classes
-        .iter()
-        .map(|c| match c.kind.as_str() {
-            "replicated" => format!("{} (replicated x{})", c.name, c.redundancy),
-            _ => format!(
-                "{} (erasure code {}, {:.2}x)",
-                c.name, c.redundancy, c.overhead
-            ),
-        })
-        .collect();
-    println!("Storage classes: {}", classes.join(", "));
+    println!();
+    let mut rows = vec!["Storage class\tRedundancy\tOn disk\tZones\tSurvives".to_string()];
+    for c in l.storage_classes.iter() {
+        let redundancy = match c.kind.as_str() {
+            "replicated" => format!("replication {}", c.redundancy),
+            _ => format!("erasure {}", c.redundancy),
+        };
+        let zones = if c.zones.is_empty() {
+            "all".to_string()
+        } else {
+            c.zones.join(",")
+        };
+        rows.push(format!(
+            "{}\t{redundancy}\t{:.2}x\t{zones}\t{}",
+            c.name, c.overhead, c.survives
+        ));
+    }
+    table::print(&rows);
     if !l.kept_codes.is_empty() {
         println!(
             "Codes kept for blocks stored earlier: {}",
@@ -330,6 +428,17 @@ pub fn print_staged_changes(l: &GetClusterLayoutResponse) -> bool {
     }
     if let Some(p) = &l.staged_parameters {
         println!("Zone redundancy: {}", zone_redundancy(&p.zone_redundancy));
+        let now = &l.parameters.class_definitions;
+        for (name, d) in p.class_definitions.iter() {
+            if now.get(name) != Some(d) {
+                println!("Storage class {name}: {}", class_def_string(d));
+            }
+        }
+        for name in now.keys() {
+            if !p.class_definitions.contains_key(name) {
+                println!("Storage class {name}: REMOVED");
+            }
+        }
     }
     true
 }

@@ -8,7 +8,7 @@
 //! code in each layout version, and every code in use has its own shard
 //! placement (see [`super::version::EcRing`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +34,10 @@ pub const S3_CLASS_NAMES: &[&str] = &[
 ];
 /// Most shards per block (data + parity).
 pub const MAX_SHARDS: usize = 32;
+/// Most copies of a replicated placed class.
+pub const MAX_COPIES: usize = 8;
+/// Longest name of a placed class.
+pub const MAX_CLASS_NAME: usize = 64;
 /// Most shards an automatic code puts in one zone.
 const AUTO_SHARDS_PER_ZONE: usize = 2;
 
@@ -78,6 +82,36 @@ impl EcCode {
     /// Bytes on disk per byte stored (shard padding aside).
     pub fn overhead(&self) -> f64 {
         self.shards() as f64 / self.data() as f64
+    }
+
+    /// Replication as a code: one data shard (the block) and `copies - 1`
+    /// parity shards, each of them the whole block, any one enough. One
+    /// copy is a code without parity, which only a placed class with
+    /// `allow_no_redundancy` uses.
+    pub fn copies(copies: usize) -> Result<Self, String> {
+        if !(1..=MAX_COPIES).contains(&copies) {
+            return Err(format!(
+                "replication {copies}: give 1 to {MAX_COPIES} copies"
+            ));
+        }
+        Ok(Self {
+            data: 1,
+            parity: (copies - 1) as u8,
+        })
+    }
+
+    /// Whether each shard is a whole copy of the block.
+    pub fn is_replication(&self) -> bool {
+        self.data == 1
+    }
+
+    /// `replication N` or `erasure D+P`, as `garage layout show` says it.
+    pub fn describe(&self) -> String {
+        if self.is_replication() {
+            format!("replication {}", self.shards())
+        } else {
+            format!("erasure {self}")
+        }
     }
 }
 
@@ -155,6 +189,173 @@ pub fn check_class_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// How a placed class keeps each block: copies, or an erasure code (`auto`:
+/// chosen for the class's zones as [`auto_code`] does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RedundancySpec {
+    Copies(u8),
+    Auto,
+    Code(EcCode),
+}
+
+impl std::fmt::Display for RedundancySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedundancySpec::Copies(n) => write!(f, "replication {n}"),
+            RedundancySpec::Auto => f.write_str("erasure auto"),
+            RedundancySpec::Code(c) => write!(f, "erasure {c}"),
+        }
+    }
+}
+
+/// A storage class with a place (`garage layout class`): its redundancy
+/// and the zones it may use. Its blocks have a placement of their own
+/// ([`Placement`] with the class's scope), recomputed with each layout
+/// version like the layout's own, so that changing the class's zones moves
+/// its blocks as a layout change moves partitions.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClassDef {
+    pub redundancy: RedundancySpec,
+    /// The zones the class's blocks may go to; empty: every zone.
+    #[serde(default)]
+    pub zones: BTreeSet<String>,
+    /// Accepted although one node's loss loses its blocks (one copy).
+    #[serde(default)]
+    pub allow_no_redundancy: bool,
+}
+
+impl ClassDef {
+    /// Checks the definition on its own (the layout's zones aside).
+    pub fn check(&self, name: &str) -> Result<(), String> {
+        check_placed_class_name(name)?;
+        match self.redundancy {
+            RedundancySpec::Copies(n) => {
+                EcCode::copies(n as usize).map_err(|e| format!("storage class {name}: {e}"))?;
+                if n == 1 && !self.allow_no_redundancy {
+                    return Err(format!(
+                        "storage class {name}: one copy does not survive the loss of the node that holds it; give 2 copies or more, or accept it with --allow-no-redundancy"
+                    ));
+                }
+            }
+            RedundancySpec::Code(c) => {
+                EcCode::new(c.data(), c.parity())
+                    .map_err(|e| format!("storage class {name}: {e}"))?;
+            }
+            RedundancySpec::Auto => (),
+        }
+        if let Some(z) = self.zones.iter().find(|z| z.is_empty()) {
+            return Err(format!("storage class {name}: empty zone name {z:?}"));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `name` can name a placed class: S3's class names (but
+/// `STANDARD`, the layout's own replication) or a name of the operator's
+/// (`EU`, `ARCHIVE`): capital letters, digits, `_` and `-`, a letter
+/// first, at most [`MAX_CLASS_NAME`] characters.
+pub fn check_placed_class_name(name: &str) -> Result<(), String> {
+    if name == STANDARD {
+        return Err(format!(
+            "{STANDARD} is the layout's own replication (see `garage layout config -r`); give the class another name"
+        ));
+    }
+    let ok = !name.is_empty()
+        && name.len() <= MAX_CLASS_NAME
+        && name.starts_with(|c: char| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    if !ok {
+        return Err(format!(
+            "invalid storage class name {name:?}: use capital letters, digits, '_' and '-', a letter first, at most {MAX_CLASS_NAME} characters (e.g. EU, ARCHIVE, LOCAL_SCRATCH)"
+        ));
+    }
+    Ok(())
+}
+
+/// Which placement a block follows: its code, and the scope of the class
+/// that placed it (0 for the classes of `garage layout config
+/// --storage-class`, which use every zone and share one placement per
+/// code; else [`scope_of`] the placed class's name). A block's address is
+/// derived from its content and its placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Placement {
+    pub code: EcCode,
+    pub scope: u32,
+}
+
+impl From<EcCode> for Placement {
+    fn from(code: EcCode) -> Self {
+        Placement { code, scope: 0 }
+    }
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.scope == 0 {
+            self.code.fmt(f)
+        } else {
+            write!(f, "{}@{:08x}", self.code, self.scope)
+        }
+    }
+}
+
+/// The scope of placed class `name`: a hash of the name (never 0), so that
+/// every node derives the same one and the class keeps it while its zones
+/// or nodes change.
+pub fn scope_of(name: &str) -> u32 {
+    let h = garage_util::data::blake2sum(format!("garage storage class {name}").as_bytes());
+    let s = u32::from_be_bytes([
+        h.as_slice()[0],
+        h.as_slice()[1],
+        h.as_slice()[2],
+        h.as_slice()[3],
+    ]);
+    s.max(1)
+}
+
+/// How many of a block's `shards` a placed class puts in one zone, for
+/// zones of `zone_sizes` storage nodes: as few as the zones allow (spread
+/// evenly), `None` when the zones have fewer nodes than shards. The class
+/// survives a zone's loss when that many are at most its parity.
+pub fn spread(shards: usize, zone_sizes: &[usize]) -> Option<usize> {
+    if zone_sizes.is_empty() || zone_sizes.iter().sum::<usize>() < shards {
+        return None;
+    }
+    (shards.div_ceil(zone_sizes.len())..=shards)
+        .find(|&m| zone_sizes.iter().map(|n| (*n).min(m)).sum::<usize>() >= shards)
+}
+
+/// What a placement survives, for `garage layout show` and the checks at
+/// definition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Survival {
+    /// Any this many storage nodes may be lost.
+    pub nodes: usize,
+    /// Any one zone may be lost.
+    pub zone: bool,
+}
+
+impl Survival {
+    pub fn of(code: EcCode, per_zone: usize, zones: usize) -> Self {
+        Survival {
+            nodes: code.parity(),
+            zone: zones >= 2 && per_zone <= code.parity(),
+        }
+    }
+}
+
+impl std::fmt::Display for Survival {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.nodes, self.zone) {
+            (0, _) => f.write_str("no node loss"),
+            (n, true) => write!(f, "any {n} node(s) or a zone"),
+            (n, false) => write!(f, "any {n} node(s), not a zone"),
+        }
+    }
 }
 
 /// The code chosen for a layout whose zones have `zone_sizes` storage

@@ -337,7 +337,7 @@ fn erasure_coded_classes_are_placed_across_zones_and_keep_their_shards() {
     h.stage_role(id(7), Some(role("dc1", 100)));
     let report = h.apply(2).unwrap();
     // Node 1 held one shard of every partition: exactly those move.
-    assert_eq!(report.shards_moved[&code], PARTITIONS);
+    assert_eq!(report.shards_moved[&Placement::from(code)], PARTITIONS);
     let v2 = h.current().clone();
     let after = check_shards(&v2, code);
     let mut kept = 0;
@@ -391,4 +391,240 @@ fn erasure_coded_classes_are_placed_across_zones_and_keep_their_shards() {
     two.stage_role(id(1), Some(role("dc2", 100)));
     two.apply(1).unwrap();
     assert!(two.current().classes.is_empty());
+}
+
+/// Five zones of two nodes each.
+fn five_zones() -> LayoutHistory {
+    let mut h = LayoutHistory::new(3);
+    for (i, z) in ["paris", "berlin", "madrid", "rome", "oslo"]
+        .iter()
+        .enumerate()
+    {
+        for k in 0..2u8 {
+            h.stage_role(id(i as u8 * 2 + k), Some(role(z, 100 + k as u64 * 50)));
+        }
+    }
+    h.apply(1).unwrap();
+    h
+}
+
+fn def(redundancy: RedundancySpec, zones: &[&str]) -> ClassDef {
+    ClassDef {
+        redundancy,
+        zones: zones.iter().map(|z| z.to_string()).collect(),
+        allow_no_redundancy: false,
+    }
+}
+
+fn stage_class(h: &mut LayoutHistory, name: &str, d: Option<ClassDef>) {
+    let mut p = h.staging.parameters.get().clone();
+    match d {
+        Some(d) => p.class_defs.insert(name.into(), d),
+        None => p.class_defs.remove(name),
+    };
+    h.stage_parameters(p);
+}
+
+/// Checks `placement`'s ring in `v`: distinct nodes, only in `zones`, at
+/// most `per_zone` in one; returns the shard index by (partition, node).
+fn check_placed(
+    v: &LayoutVersion,
+    placement: Placement,
+    zones: &[&str],
+    per_zone: usize,
+) -> BTreeMap<(usize, NodeId), usize> {
+    let mut at = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let nodes = v.shard_nodes(placement, p).expect("a ring");
+        assert_eq!(nodes.len(), placement.code.shards());
+        let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            assert!(at.insert((p, *n), i).is_none(), "two shards on one node");
+            let z = v.roles[n].zone.as_str();
+            assert!(zones.contains(&z), "partition {p}: a shard in zone {z}");
+            *count.entry(z).or_default() += 1;
+        }
+        assert!(count.values().all(|c| *c <= per_zone), "{count:?}");
+    }
+    at
+}
+
+#[test]
+fn placed_classes_stay_in_their_zones_and_move_with_them() {
+    let mut h = five_zones();
+    stage_class(
+        &mut h,
+        "EU",
+        Some(def(RedundancySpec::Copies(2), &["paris", "berlin"])),
+    );
+    stage_class(
+        &mut h,
+        "ARCHIVE",
+        Some(def(
+            RedundancySpec::Code("4+2".parse().unwrap()),
+            &["paris", "berlin", "madrid"],
+        )),
+    );
+    let mut local = def(RedundancySpec::Copies(1), &["oslo"]);
+    local.allow_no_redundancy = true;
+    stage_class(&mut h, "LOCAL", Some(local));
+    h.apply(2).unwrap();
+    let v = h.current().clone();
+    let eu = v.class_placement("EU").expect("EU is offered");
+    assert_eq!((eu.code.shards(), eu.code.is_replication()), (2, true));
+    assert_ne!(eu.scope, 0);
+    let before = check_placed(&v, eu, &["paris", "berlin"], 1);
+    assert_eq!(
+        v.survival(eu).unwrap().to_string(),
+        "any 1 node(s) or a zone"
+    );
+    let archive = v.class_placement("ARCHIVE").unwrap();
+    check_placed(&v, archive, &["paris", "berlin", "madrid"], 2);
+    assert_eq!(
+        v.survival(archive).unwrap().to_string(),
+        "any 2 node(s) or a zone"
+    );
+    let local = v.class_placement("LOCAL").unwrap();
+    check_placed(&v, local, &["oslo"], 1);
+    assert_eq!(v.survival(local).unwrap().to_string(), "no node loss");
+    // The layout's own partitions and the automatic code are unchanged.
+    assert_eq!(v.ring, h.version(1).unwrap().ring);
+    assert!(v.class_code("STANDARD_IA").is_some());
+
+    // Widened to a third zone: the same placement, a third of the copies
+    // move, and a copy that stays keeps its index.
+    stage_class(
+        &mut h,
+        "EU",
+        Some(def(
+            RedundancySpec::Copies(2),
+            &["paris", "berlin", "madrid"],
+        )),
+    );
+    let report = h.apply(3).unwrap();
+    let v3 = h.current().clone();
+    assert_eq!(v3.class_placement("EU"), Some(eu));
+    let after = check_placed(&v3, eu, &["paris", "berlin", "madrid"], 1);
+    let moved = report.shards_moved[&eu];
+    assert!(
+        moved > 0 && moved < 2 * PARTITIONS,
+        "{moved} of {} copies moved",
+        2 * PARTITIONS
+    );
+    let stayed = after
+        .iter()
+        .filter(|((p, n), i)| before.get(&(*p, *n)) == Some(i))
+        .count();
+    assert_eq!(stayed + moved, 2 * PARTITIONS);
+    // Other classes did not move.
+    assert_eq!(report.shards_moved[&archive], 0);
+
+    // Three copies instead: a new placement; the old one is kept, in its
+    // zones, for the blocks stored with it.
+    stage_class(
+        &mut h,
+        "EU",
+        Some(def(
+            RedundancySpec::Copies(3),
+            &["paris", "berlin", "madrid"],
+        )),
+    );
+    h.apply(4).unwrap();
+    let v4 = h.current().clone();
+    let eu3 = v4.class_placement("EU").unwrap();
+    assert_eq!((eu3.code.shards(), eu3.scope), (3, eu.scope));
+    check_placed(&v4, eu3, &["paris", "berlin", "madrid"], 1);
+    check_placed(&v4, eu, &["paris", "berlin", "madrid"], 1);
+    assert!(v4.users_of(eu).is_empty());
+
+    // Removed: no longer offered, its rings stay.
+    stage_class(&mut h, "EU", None);
+    h.apply(5).unwrap();
+    let v5 = h.current().clone();
+    assert_eq!(v5.class_placement("EU"), None);
+    assert!(v5.ring_of(eu3).is_some() && v5.ring_of(eu).is_some());
+
+    // Survives encoding: what gossip and the layout file carry.
+    let back = LayoutHistory::from_bytes(&h.to_bytes()).unwrap();
+    assert_eq!(back, h);
+}
+
+#[test]
+fn placed_classes_are_checked_with_clear_errors() {
+    let mut h = five_zones();
+    let preview_err = |h: &mut LayoutHistory, name: &str, d: ClassDef| {
+        stage_class(h, name, Some(d));
+        let e = h.preview().map(|_| ()).unwrap_err().to_string();
+        stage_class(h, name, None);
+        e
+    };
+    let e = preview_err(&mut h, "ONE", def(RedundancySpec::Copies(1), &["oslo"]));
+    assert!(e.contains("--allow-no-redundancy"), "{e}");
+    let e = preview_err(
+        &mut h,
+        "EU",
+        def(RedundancySpec::Copies(2), &["paris", "lyon"]),
+    );
+    assert!(
+        e.contains("\"lyon\"") && e.contains("no storage node"),
+        "{e}"
+    );
+    let e = preview_err(&mut h, "EU", def(RedundancySpec::Copies(3), &["paris"]));
+    assert!(
+        e.contains("needs 3 storage nodes") && e.contains("have 2"),
+        "{e}"
+    );
+    let e = preview_err(
+        &mut h,
+        "EU",
+        def(RedundancySpec::Auto, &["paris", "berlin"]),
+    );
+    assert!(e.contains("3 zones or more"), "{e}");
+    let e = def(RedundancySpec::Copies(2), &[]).check("eu").unwrap_err();
+    assert!(e.contains("capital letters"), "{e}");
+    let e = def(RedundancySpec::Copies(2), &[])
+        .check("STANDARD")
+        .unwrap_err();
+    assert!(e.contains("layout's own replication"), "{e}");
+    assert!(def(RedundancySpec::Copies(9), &[]).check("EU").is_err());
+
+    // Two copies in one zone of two nodes: accepted, and said not to
+    // survive the zone.
+    stage_class(
+        &mut h,
+        "PAIR",
+        Some(def(RedundancySpec::Copies(2), &["rome"])),
+    );
+    let (v, _) = h.preview().unwrap();
+    let p = v.class_placement("PAIR").unwrap();
+    assert_eq!(
+        v.survival(p).unwrap().to_string(),
+        "any 1 node(s), not a zone"
+    );
+
+    // A placed class takes the name of an erasure-coded class of every
+    // zone; the automatic one is no longer offered under it.
+    stage_class(
+        &mut h,
+        "STANDARD_IA",
+        Some(def(RedundancySpec::Auto, &["paris", "berlin", "madrid"])),
+    );
+    let (v, _) = h.preview().unwrap();
+    assert!(v.class_code("STANDARD_IA").is_none());
+    let p = v.class_placement("STANDARD_IA").unwrap();
+    assert_eq!(p.code.to_string(), "4+2");
+    assert_ne!(p.scope, 0);
+}
+
+#[test]
+fn layouts_without_placed_classes_encode_as_before() {
+    // The fields of placed classes are left out when empty, so that a
+    // layout that uses none is the same bytes for every release.
+    let mut h = three_zones();
+    h.apply(1).unwrap();
+    let bytes = rmp_serde::to_vec_named(h.current()).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    for field in ["class_defs", "placed", "scope", "max_per_zone"] {
+        assert!(!text.contains(field), "{field} is encoded");
+    }
 }

@@ -12,7 +12,7 @@ pub mod history;
 pub mod version;
 
 pub use assign::{compute, AssignError, AssignInput, Assignment, NodeSpec};
-pub use classes::{ClassSpec, EcCode};
+pub use classes::{ClassDef, ClassSpec, EcCode, Placement, RedundancySpec, Survival};
 pub use history::{LayoutHistory, LayoutStaging, Tracker, UpdateTrackers};
 pub use version::{
     ChangeReport, EcRing, LayoutParameters, LayoutVersion, NodeRole, ZoneRedundancy,

@@ -1,12 +1,12 @@
 //! One version of the cluster layout: node roles and the partition
 //! assignment computed from them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use super::assign::{self, AssignInput, NodeSpec};
-use super::classes::{self, ClassSpec, EcCode};
+use super::classes::{self, ClassDef, ClassSpec, EcCode, Placement, RedundancySpec, Survival};
 use super::{LayoutError, NodeId, PARTITIONS};
 
 /// What a node is in the layout.
@@ -58,6 +58,12 @@ pub struct LayoutParameters {
     /// `auto` unless set (see [`classes::resolve`]).
     #[serde(default)]
     pub storage_classes: BTreeMap<String, ClassSpec>,
+    /// Storage classes with a place (`garage layout class`): zones and
+    /// redundancy of their own. A name here is not in `storage_classes`.
+    /// Older releases do not know them: set only once the cluster is
+    /// finalized at the release of the `placement-classes` feature.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub class_defs: BTreeMap<String, ClassDef>,
 }
 
 impl Default for LayoutParameters {
@@ -65,17 +71,47 @@ impl Default for LayoutParameters {
         Self {
             zone_redundancy: ZoneRedundancy::Maximum,
             storage_classes: BTreeMap::new(),
+            class_defs: BTreeMap::new(),
         }
     }
 }
 
-/// Where the shards of blocks stored with `code` go: for each partition,
-/// `code.shards()` storage nodes (indices into `storage_nodes`), shard `i`
-/// on the `i`-th; at most `code.parity` of them in one zone.
+/// Where the shards of blocks stored with a placement go: for each
+/// partition, `code.shards()` storage nodes (indices into
+/// `storage_nodes`), shard `i` on the `i`-th. For the classes of every
+/// zone (scope 0), at most `code.parity` of them in one zone; for a placed
+/// class, only nodes of its zones, at most `max_per_zone` in one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EcRing {
     pub code: EcCode,
     pub ring: Vec<Vec<u16>>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub scope: u32,
+    /// The zones of a placed class's ring; empty: every zone.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub zones: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_per_zone: Option<u8>,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+impl EcRing {
+    pub fn placement(&self) -> Placement {
+        Placement {
+            code: self.code,
+            scope: self.scope,
+        }
+    }
+
+    /// Most shards of a partition in one zone.
+    pub fn per_zone(&self) -> usize {
+        self.max_per_zone
+            .map(usize::from)
+            .unwrap_or(self.code.parity())
+    }
 }
 
 /// An applied layout version.
@@ -100,6 +136,9 @@ pub struct LayoutVersion {
     /// (blocks stored with a code stay readable after their class changes).
     #[serde(default)]
     pub ec_rings: Vec<EcRing>,
+    /// Classes with a place offered by this version, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub placed: BTreeMap<String, Placement>,
 }
 
 /// What applying staged changes would do, for `layout show` and `apply`.
@@ -111,8 +150,10 @@ pub struct ChangeReport {
     pub moved: usize,
     /// Erasure-coded classes offered, by name.
     pub classes: BTreeMap<String, EcCode>,
-    /// (partition, shard) pairs of each code that land on another node.
-    pub shards_moved: BTreeMap<EcCode, usize>,
+    /// Classes with a place offered, by name.
+    pub placed: BTreeMap<String, Placement>,
+    /// (partition, shard) pairs of each placement that land on another node.
+    pub shards_moved: BTreeMap<Placement, usize>,
 }
 
 impl LayoutVersion {
@@ -128,6 +169,7 @@ impl LayoutVersion {
             ring: Vec::new(),
             classes: BTreeMap::new(),
             ec_rings: Vec::new(),
+            placed: BTreeMap::new(),
         }
     }
 
@@ -149,12 +191,48 @@ impl LayoutVersion {
         self.classes.get(name).copied()
     }
 
-    /// The nodes of `partition`'s shards for `code`, shard `i` on the
-    /// `i`-th; `None` if this version has no placement for the code.
-    pub fn shard_nodes(&self, code: EcCode, partition: usize) -> Option<Vec<NodeId>> {
-        let ring = self.ec_rings.iter().find(|r| r.code == code)?;
-        let p = ring.ring.get(partition)?;
+    /// The placement of class `name` other than `STANDARD`: an
+    /// erasure-coded class of every zone, or a class with a place.
+    pub fn class_placement(&self, name: &str) -> Option<Placement> {
+        self.placed
+            .get(name)
+            .copied()
+            .or_else(|| self.class_code(name).map(Placement::from))
+    }
+
+    /// The ring of `placement`, if this version has one.
+    pub fn ring_of(&self, placement: impl Into<Placement>) -> Option<&EcRing> {
+        let p = placement.into();
+        self.ec_rings.iter().find(|r| r.placement() == p)
+    }
+
+    /// The nodes of `partition`'s shards for `placement`, shard `i` on the
+    /// `i`-th; `None` if this version has no ring for it.
+    pub fn shard_nodes(
+        &self,
+        placement: impl Into<Placement>,
+        partition: usize,
+    ) -> Option<Vec<NodeId>> {
+        let p = self.ring_of(placement)?.ring.get(partition)?;
         Some(p.iter().map(|&i| self.storage_nodes[i as usize]).collect())
+    }
+
+    /// What a placement of this version survives (`None` without a ring).
+    pub fn survival(&self, placement: impl Into<Placement>) -> Option<Survival> {
+        let ring = self.ring_of(placement)?;
+        let zones: BTreeSet<&str> = self
+            .roles
+            .values()
+            .filter(|r| r.capacity.is_some())
+            .map(|r| r.zone.as_str())
+            .filter(|z| ring.zones.is_empty() || ring.zones.contains(*z))
+            .collect();
+        Some(Survival::of(ring.code, ring.per_zone(), zones.len()))
+    }
+
+    /// The name of every class whose blocks follow `placement`.
+    pub fn users_of(&self, placement: Placement) -> Vec<String> {
+        Self::users_in(&self.classes, &self.placed, placement)
     }
 
     /// Number of partitions each storage node holds.
@@ -216,54 +294,121 @@ impl LayoutVersion {
                 Some(&previous)
             },
         })?;
-        let mut zone_sizes: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut zone_map: BTreeMap<&str, usize> = BTreeMap::new();
         for spec in specs.iter() {
-            *zone_sizes.entry(spec.zone.as_str()).or_default() += 1;
+            *zone_map.entry(spec.zone.as_str()).or_default() += 1;
         }
-        let zone_sizes: Vec<usize> = zone_sizes.into_values().collect();
-        let classes = classes::resolve(&parameters.storage_classes, &zone_sizes, &self.classes);
-        let mut codes: Vec<EcCode> = self.ec_rings.iter().map(|r| r.code).collect();
-        codes.extend(classes.values().copied());
-        codes.sort();
-        codes.dedup();
+        let zone_sizes: Vec<usize> = zone_map.values().copied().collect();
+        // Classes of every zone, configured with `--storage-class`, but the
+        // names a class with a place took.
+        let mut legacy: BTreeMap<String, ClassSpec> = parameters
+            .storage_classes
+            .iter()
+            .filter(|(n, _)| !parameters.class_defs.contains_key(*n))
+            .map(|(n, c)| (n.clone(), *c))
+            .collect();
+        if parameters
+            .class_defs
+            .contains_key(classes::DEFAULT_EC_CLASS)
+        {
+            legacy.insert(classes::DEFAULT_EC_CLASS.to_string(), ClassSpec::Off);
+        }
+        let classes = classes::resolve(&legacy, &zone_sizes, &self.classes);
+        let placed = place_classes(&parameters.class_defs, &zone_map, &self.placed)?;
+        // Every ring: those of earlier versions (blocks stored with them stay
+        // where they are found), then the classes of this one.
+        let mut rings: BTreeMap<Placement, BTreeSet<String>> = self
+            .ec_rings
+            .iter()
+            .map(|r| (r.placement(), r.zones.clone()))
+            .collect();
+        for c in classes.values() {
+            rings.entry(Placement::from(*c)).or_default();
+        }
+        for (name, p) in placed.iter() {
+            rings.insert(*p, parameters.class_defs[name].zones.clone());
+        }
         let mut ec_rings = Vec::new();
         let mut shards_moved = BTreeMap::new();
-        for code in codes {
-            let previous: Option<Vec<Vec<Option<usize>>>> =
-                self.ec_rings.iter().find(|r| r.code == code).map(|r| {
-                    r.ring
-                        .iter()
-                        .map(|p| {
-                            p.iter()
-                                .map(|&i| {
-                                    let id = self.storage_nodes[i as usize];
-                                    storage_nodes.iter().position(|n| *n == id)
-                                })
-                                .collect()
-                        })
-                        .collect()
-                });
-            let (ring, moved) = ec_ring(&specs, code, previous.as_deref()).map_err(|e| {
-                let users: Vec<&str> = classes
+        for (placement, zones) in rings {
+            let code = placement.code;
+            // The nodes this ring may use, as indices into `specs`.
+            let members: Vec<usize> = (0..specs.len())
+                .filter(|i| zones.is_empty() || zones.contains(&specs[*i].zone))
+                .collect();
+            let sub_specs: Vec<NodeSpec> = members.iter().map(|i| specs[*i].clone()).collect();
+            let previous: Option<Vec<Vec<Option<usize>>>> = self.ring_of(placement).map(|r| {
+                r.ring
                     .iter()
-                    .filter(|(_, c)| **c == code)
-                    .map(|(n, _)| n.as_str())
-                    .collect();
-                let what = if users.is_empty() {
-                    format!("blocks stored with erasure code {code} by an earlier layout")
+                    .map(|p| {
+                        p.iter()
+                            .map(|&i| {
+                                let id = self.storage_nodes[i as usize];
+                                let n = storage_nodes.iter().position(|n| *n == id)?;
+                                members.iter().position(|m| *m == n)
+                            })
+                            .collect()
+                    })
+                    .collect()
+            });
+            let what = || {
+                let users = LayoutVersion::users_in(&classes, &placed, placement);
+                if users.is_empty() {
+                    format!(
+                        "blocks stored with {} by an earlier layout",
+                        code.describe()
+                    )
                 } else {
-                    format!("storage class {} (erasure code {code})", users.join(", "))
-                };
-                LayoutError::Class(format!("{what} cannot be placed on the new layout: {e}"))
-            })?;
-            shards_moved.insert(code, moved);
-            ec_rings.push(EcRing { code, ring });
+                    format!("storage class {} ({})", users.join(", "), code.describe())
+                }
+            };
+            let per_zone = if placement.scope == 0 {
+                code.parity()
+            } else {
+                let mut sizes: BTreeMap<&str, usize> = BTreeMap::new();
+                for s in sub_specs.iter() {
+                    *sizes.entry(s.zone.as_str()).or_default() += 1;
+                }
+                let sizes: Vec<usize> = sizes.into_values().collect();
+                classes::spread(code.shards(), &sizes).ok_or_else(|| {
+                    LayoutError::Class(format!(
+                        "{} cannot be placed on the new layout: it needs {} storage nodes in {}, which have {}",
+                        what(),
+                        code.shards(),
+                        zone_list(&zones),
+                        sub_specs.len()
+                    ))
+                })?
+            };
+            let (ring, moved) =
+                ec_ring(&sub_specs, code, per_zone, previous.as_deref()).map_err(|e| {
+                    LayoutError::Class(format!(
+                        "{} cannot be placed on the new layout: {e}",
+                        what()
+                    ))
+                })?;
+            shards_moved.insert(placement, moved);
+            ec_rings.push(EcRing {
+                code,
+                ring: ring
+                    .into_iter()
+                    .map(|p| p.into_iter().map(|i| members[i as usize] as u16).collect())
+                    .collect(),
+                scope: placement.scope,
+                zones: if placement.scope == 0 {
+                    BTreeSet::new()
+                } else {
+                    zones
+                },
+                max_per_zone: (placement.scope != 0).then_some(per_zone as u8),
+            });
         }
         let report = ChangeReport {
             zone_redundancy: a.zone_redundancy,
             partition_size: a.partition_size,
             moved: a.moved,
             classes: classes.clone(),
+            placed: placed.clone(),
             shards_moved,
         };
         let next = LayoutVersion {
@@ -280,19 +425,111 @@ impl LayoutVersion {
                 .collect(),
             classes,
             ec_rings,
+            placed,
         };
         Ok((next, report))
     }
+
+    fn users_in(
+        classes: &BTreeMap<String, EcCode>,
+        placed: &BTreeMap<String, Placement>,
+        placement: Placement,
+    ) -> Vec<String> {
+        classes
+            .iter()
+            .filter(|(_, c)| placement == Placement::from(**c))
+            .map(|(n, _)| n.clone())
+            .chain(
+                placed
+                    .iter()
+                    .filter(|(_, p)| **p == placement)
+                    .map(|(n, _)| n.clone()),
+            )
+            .collect()
+    }
 }
 
-/// The shard placement of `code` over `specs` (at most `parity` shards in a
-/// zone), keeping each shard on its node where the node still holds a shard
+/// `zones a, b`, or `every zone`.
+fn zone_list(zones: &BTreeSet<String>) -> String {
+    if zones.is_empty() {
+        "every zone".into()
+    } else {
+        format!(
+            "zone(s) {}",
+            zones.iter().cloned().collect::<Vec<_>>().join(", ")
+        )
+    }
+}
+
+/// The placement of each class with a place, for zones of `zone_map`
+/// storage nodes; `previous`: the placements of the version before (an
+/// `auto` code stays while it fits).
+fn place_classes(
+    defs: &BTreeMap<String, ClassDef>,
+    zone_map: &BTreeMap<&str, usize>,
+    previous: &BTreeMap<String, Placement>,
+) -> Result<BTreeMap<String, Placement>, LayoutError> {
+    let mut out = BTreeMap::new();
+    for (name, def) in defs {
+        def.check(name).map_err(LayoutError::Class)?;
+        if let Some(z) = def
+            .zones
+            .iter()
+            .find(|z| !zone_map.contains_key(z.as_str()))
+        {
+            return Err(LayoutError::Class(format!(
+                "storage class {name} names zone {z:?}, which has no storage node in the layout (zones: {}): fix the class with `garage layout class {name} --zones ...`, or assign a node to that zone",
+                zone_map.keys().copied().collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let sizes: Vec<usize> = zone_map
+            .iter()
+            .filter(|(z, _)| def.zones.is_empty() || def.zones.contains(**z))
+            .map(|(_, n)| *n)
+            .collect();
+        let code = match def.redundancy {
+            RedundancySpec::Copies(n) => {
+                EcCode::copies(n as usize).map_err(LayoutError::Class)?
+            }
+            RedundancySpec::Code(c) => c,
+            RedundancySpec::Auto => match previous.get(name) {
+                Some(p) if !p.code.is_replication() && classes::fits(p.code, &sizes) => p.code,
+                _ => classes::auto_code(&sizes).ok_or_else(|| {
+                    LayoutError::Class(format!(
+                        "storage class {name}: an automatic erasure code needs 3 zones or more, and the class has {}; give a code (--erasure 2+1) or copies (--replication 2)",
+                        sizes.len()
+                    ))
+                })?,
+            },
+        };
+        let nodes: usize = sizes.iter().sum();
+        if nodes < code.shards() {
+            return Err(LayoutError::Class(format!(
+                "storage class {name} ({}) needs {} storage nodes in its zones, which have {nodes}",
+                code.describe(),
+                code.shards()
+            )));
+        }
+        out.insert(
+            name.clone(),
+            Placement {
+                code,
+                scope: classes::scope_of(name),
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// The shard placement of `code` over `specs` (at most `per_zone` shards in
+/// a zone), keeping each shard on its node where the node still holds a shard
 /// of the partition (`previous`: the old placement as indices into
 /// `specs`, `None` for a node that left). Returns the ring and the number
 /// of (partition, shard) pairs that moved.
 fn ec_ring(
     specs: &[NodeSpec],
     code: EcCode,
+    per_zone: usize,
     previous: Option<&[Vec<Option<usize>>]>,
 ) -> Result<(Vec<Vec<u16>>, usize), assign::AssignError> {
     let previous_sets: Option<Vec<Vec<usize>>> = previous.map(|prev| {
@@ -304,7 +541,7 @@ fn ec_ring(
         nodes: specs,
         replication_factor: code.shards(),
         zone_redundancy: None,
-        max_per_zone: Some(code.parity()),
+        max_per_zone: Some(per_zone),
         partitions: PARTITIONS,
         previous: previous_sets.as_deref(),
     })?;

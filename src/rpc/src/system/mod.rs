@@ -157,6 +157,14 @@ pub enum SystemError {
     ReplicationMismatch { layout: usize, config: usize },
     #[error("cluster version: {0}")]
     ClusterVersion(String),
+    #[error("{what} needs the cluster finalized at v{since} or later (feature {feature}), and it is at v{active}: {how}")]
+    NotFinalized {
+        what: String,
+        feature: &'static str,
+        since: Version,
+        active: Version,
+        how: &'static str,
+    },
     #[error("the cluster cannot be finalized at v{target} yet:\n  {}", .blockers.join("\n  "))]
     CannotFinalize {
         target: Version,
@@ -812,7 +820,23 @@ impl System {
                         l.stage_role(id, role);
                     }
                 }
-                LayoutUpdate::StageParameters(p) => l.stage_parameters(p),
+                LayoutUpdate::StageParameters(p) => {
+                    let feature = versions::PLACEMENT_CLASSES;
+                    if !p.class_defs.is_empty() && !self.feature_allowed(&feature) {
+                        return Err(SystemError::NotFinalized {
+                            what: "a storage class with a place (`garage layout class`)".into(),
+                            feature: feature.name,
+                            since: feature.since,
+                            active: self.active_version(),
+                            how: if l.current().version == 0 {
+                                "apply a first layout (a new cluster is finalized with it), then define the class"
+                            } else {
+                                "upgrade every node, then run `garage upgrade finalize`"
+                            },
+                        });
+                    }
+                    l.stage_parameters(p)
+                }
                 LayoutUpdate::Apply { version } => {
                     let report = l.apply(version)?;
                     first_layout = version == 1;

@@ -73,6 +73,13 @@ pub const COMPRESSED_ENTRIES: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Storage classes with a place (`garage layout class`): layout fields,
+/// block placements and shard headers v0.2.0 does not know.
+pub const PLACEMENT_CLASSES: Feature = Feature {
+    name: "placement-classes",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -82,6 +89,7 @@ pub const FEATURES: &[Feature] = &[
     CONDITIONAL_REGISTER_GC,
     MULTIPART_PARTS_APART,
     COMPRESSED_ENTRIES,
+    PLACEMENT_CLASSES,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is
