@@ -8,7 +8,7 @@
 //! the class's code when it was written (or none: a block written while a
 //! node of its shards was down is replicated).
 
-use garage_rpc::layout::{classes, EcCode};
+use garage_rpc::layout::{classes, Placement};
 
 use crate::ctx::Api;
 use crate::error::{ApiError, ApiResult};
@@ -19,7 +19,7 @@ pub struct StorageChoice {
     /// `None` for `STANDARD`.
     pub name: Option<String>,
     /// The class's code now; `None` for `STANDARD`.
-    pub code: Option<EcCode>,
+    pub code: Option<Placement>,
 }
 
 /// The class as S3 reports it.
@@ -34,7 +34,7 @@ impl Api {
             return Ok(StorageChoice::default());
         };
         let layout = self.blocks.system.layout();
-        match layout.current().class_code(name) {
+        match layout.current().class_placement(name) {
             Some(code) => Ok(StorageChoice {
                 name: Some(name.to_string()),
                 code: Some(code),
@@ -42,6 +42,7 @@ impl Api {
             None => {
                 let offered: Vec<&str> = std::iter::once(classes::STANDARD)
                     .chain(layout.current().classes.keys().map(|s| s.as_str()))
+                    .chain(layout.current().placed.keys().map(|s| s.as_str()))
                     .collect();
                 Err(ApiError::InvalidStorageClass(format!(
                     "storage class {name:?} is not offered by this cluster (offered: {})",
@@ -53,21 +54,46 @@ impl Api {
 
     /// The class of a write: the one `requested` names, else the bucket's
     /// default (`STANDARD` if the layout no longer offers it: a write is
-    /// never refused for a class it did not name).
+    /// never refused for a class it did not name). A bucket that accepts
+    /// only some classes (`allowed`, `garage bucket set-placement`)
+    /// refuses any other, named or by default, and never falls back to
+    /// `STANDARD`: its data stays where its classes put it.
     pub fn write_class(
         &self,
         requested: Option<&str>,
         bucket_default: Option<&str>,
+        allowed: Option<&[String]>,
     ) -> ApiResult<StorageChoice> {
-        match requested {
-            Some(_) => self.storage_choice(requested),
-            None => Ok(self.storage_choice(bucket_default).unwrap_or_default()),
+        let Some(allowed) = allowed else {
+            return match requested {
+                Some(_) => self.storage_choice(requested),
+                None => Ok(self.storage_choice(bucket_default).unwrap_or_default()),
+            };
+        };
+        let name = requested.or(bucket_default).unwrap_or(classes::STANDARD);
+        if !allowed.iter().any(|a| a == name) {
+            return Err(ApiError::InvalidStorageClass(format!(
+                "this bucket accepts only the storage classes {} ({}), not {name}",
+                allowed.join(", "),
+                if requested.is_some() {
+                    "give one of them in x-amz-storage-class"
+                } else {
+                    "its default class is not among them: `garage bucket set-placement` sets both"
+                }
+            )));
         }
+        self.storage_choice(Some(name))
+            .map_err(|e| match (requested, e) {
+                (None, ApiError::InvalidStorageClass(m)) => ApiError::InvalidStorageClass(format!(
+                    "this bucket's default storage class {name} cannot be written now: {m}"
+                )),
+                (_, e) => e,
+            })
     }
 
     /// The code blocks of class `name` are written with now (a class's
     /// code may change between the parts of an upload).
-    pub fn class_code(&self, name: Option<&str>) -> Option<EcCode> {
-        name.and_then(|n| self.blocks.system.layout().current().class_code(n))
+    pub fn class_code(&self, name: Option<&str>) -> Option<Placement> {
+        name.and_then(|n| self.blocks.system.layout().current().class_placement(n))
     }
 }

@@ -14,16 +14,21 @@
 //! the rebuilt block against its content hash.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_util::data::{blake2sum, Hash};
 
 use crate::block::DataBlock;
 
+/// A shard of a placement of scope 0 (a class of every zone).
 const MAGIC: &[u8; 4] = b"GSH1";
+/// A shard of a placed class: the fields end with its scope.
+const MAGIC_SCOPED: &[u8; 4] = b"GSH2";
 /// Magic, data, parity, index, flags, stored length, content hash.
 const FIELDS_LEN: usize = 4 + 4 + 4 + 32;
 /// The fields and a checksum of the fields and the payload.
 pub const HEADER_LEN: usize = FIELDS_LEN + 32;
+/// The same with the scope (4 bytes, big-endian) after the content hash.
+const SCOPED_FIELDS_LEN: usize = FIELDS_LEN + 4;
 const COMPRESSED: u8 = 1;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -43,20 +48,24 @@ pub enum EcError {
 }
 
 /// The address of the block whose content hashes to `content`, stored
-/// with `code`.
-pub fn ec_address(content: &Hash, code: EcCode) -> Hash {
-    let mut b = Vec::with_capacity(48);
+/// with placement `code` (the same as before placed classes for scope 0).
+pub fn ec_address(content: &Hash, code: impl Into<Placement>) -> Hash {
+    let code = code.into();
+    let mut b = Vec::with_capacity(52);
     b.extend_from_slice(b"garage ec block ");
     b.push(code.data);
     b.push(code.parity);
     b.extend_from_slice(content.as_slice());
+    if code.scope != 0 {
+        b.extend_from_slice(&code.scope.to_be_bytes());
+    }
     blake2sum(&b)
 }
 
 /// What a shard is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ShardInfo {
-    pub code: EcCode,
+    pub code: Placement,
     pub index: u8,
     pub compressed: bool,
     /// Length of the block's stored bytes (the shards are padded).
@@ -78,16 +87,56 @@ pub struct Shard {
     pub payload: Bytes,
 }
 
-fn fields(info: &ShardInfo) -> [u8; FIELDS_LEN] {
-    let mut f = [0u8; FIELDS_LEN];
-    f[0..4].copy_from_slice(MAGIC);
+/// The header's fields: `GSH1` and [`FIELDS_LEN`] bytes for scope 0 (as
+/// before placed classes), `GSH2` and the scope after them otherwise.
+fn fields(info: &ShardInfo) -> Vec<u8> {
+    let scoped = info.code.scope != 0;
+    let mut f = vec![
+        0u8;
+        if scoped {
+            SCOPED_FIELDS_LEN
+        } else {
+            FIELDS_LEN
+        }
+    ];
+    f[0..4].copy_from_slice(if scoped { MAGIC_SCOPED } else { MAGIC });
     f[4] = info.code.data;
     f[5] = info.code.parity;
     f[6] = info.index;
     f[7] = if info.compressed { COMPRESSED } else { 0 };
     f[8..12].copy_from_slice(&info.stored_len.to_be_bytes());
     f[12..44].copy_from_slice(info.content.as_slice());
+    if scoped {
+        f[44..48].copy_from_slice(&info.code.scope.to_be_bytes());
+    }
     f
+}
+
+/// The length of the fields of a header that starts with `bytes`, if it is
+/// a shard header.
+fn fields_len(bytes: &[u8]) -> Option<usize> {
+    match bytes.get(0..4)? {
+        m if m == MAGIC => Some(FIELDS_LEN),
+        m if m == MAGIC_SCOPED => Some(SCOPED_FIELDS_LEN),
+        _ => None,
+    }
+}
+
+/// The placement named by header fields `f` (of [`fields_len`] bytes).
+fn placement_of(f: &[u8]) -> Result<Placement, String> {
+    let (data, parity) = (f[4] as usize, f[5] as usize);
+    let scope = match f.get(44..48) {
+        Some(s) => u32::from_be_bytes(s.try_into().expect("4 bytes")),
+        None => 0,
+    };
+    let code = if scope == 0 {
+        garage_rpc::layout::EcCode::new(data, parity)?
+    } else if data == 1 {
+        garage_rpc::layout::EcCode::copies(parity + 1)?
+    } else {
+        garage_rpc::layout::EcCode::new(data, parity)?
+    };
+    Ok(Placement::new(code, scope))
 }
 
 fn checksum(fields: &[u8], payload: &[u8]) -> Hash {
@@ -101,7 +150,7 @@ impl Shard {
     /// Header and payload, as sent and stored. CPU-bound (hashes).
     pub fn to_bytes(&self) -> Bytes {
         let f = fields(&self.info);
-        let mut out = BytesMut::with_capacity(HEADER_LEN + self.payload.len());
+        let mut out = BytesMut::with_capacity(f.len() + 32 + self.payload.len());
         out.put_slice(&f);
         out.put_slice(checksum(&f, &self.payload).as_slice());
         out.put_slice(&self.payload);
@@ -122,16 +171,16 @@ impl Shard {
     }
 
     fn parse_with(bytes: Bytes, addr: Option<(&Hash, u8)>, check: bool) -> Result<Shard, EcError> {
-        if bytes.len() < HEADER_LEN || &bytes[0..4] != MAGIC {
+        let Some(fl) = fields_len(&bytes).filter(|l| bytes.len() >= l + 32) else {
             return Err(EcError::Corrupted("no shard header".into()));
-        }
-        let f = &bytes[0..FIELDS_LEN];
-        let sum = &bytes[FIELDS_LEN..HEADER_LEN];
-        let payload = bytes.slice(HEADER_LEN..);
+        };
+        let f = &bytes[0..fl];
+        let sum = &bytes[fl..fl + 32];
+        let payload = bytes.slice(fl + 32..);
         if check && checksum(f, &payload).as_slice() != sum {
             return Err(EcError::Corrupted("checksum mismatch".into()));
         }
-        let code = EcCode::new(f[4] as usize, f[5] as usize).map_err(EcError::Corrupted)?;
+        let code = placement_of(f).map_err(EcError::Corrupted)?;
         let info = ShardInfo {
             code,
             index: f[6],
@@ -160,25 +209,36 @@ impl Shard {
 
 /// The code a damaged shard file of `addr` says it has, if its header
 /// still names a code and a content hash that give `addr`.
-pub fn code_of_damaged(bytes: &[u8], addr: &Hash) -> Option<EcCode> {
-    if bytes.len() < FIELDS_LEN {
-        return None;
-    }
-    let code = EcCode::new(bytes[4] as usize, bytes[5] as usize).ok()?;
+pub fn code_of_damaged(bytes: &[u8], addr: &Hash) -> Option<Placement> {
+    let fl = fields_len(bytes).filter(|l| bytes.len() >= *l)?;
+    let code = placement_of(&bytes[..fl]).ok()?;
     let content = Hash::try_from_slice(&bytes[12..44])?;
     (ec_address(&content, code) == *addr).then_some(code)
 }
 
+/// Whether the shards of `code` are plain copies of the block: a placed
+/// class's replication (one data shard). Codes of scope 0 with one data
+/// shard (`1+1` set with `--storage-class`) stay Reed–Solomon shards, as
+/// they were stored before placed classes.
+fn copies(code: Placement) -> bool {
+    code.is_replication() && code.scope != 0
+}
+
 /// Bytes per shard for a block of `len` stored bytes: even (the codec
 /// works on 16-bit words), and at least 2.
-fn shard_len(len: usize, code: EcCode) -> usize {
+fn shard_len(len: usize, code: Placement) -> usize {
     let l = len.div_ceil(code.data()).max(2);
     l + (l % 2)
 }
 
 /// Cuts `block` (whose content hashes to `content`) into its shards.
 /// CPU-bound: callers run it on the blocking pool.
-pub fn encode(block: &DataBlock, content: Hash, code: EcCode) -> Result<Vec<Shard>, EcError> {
+pub fn encode(
+    block: &DataBlock,
+    content: Hash,
+    code: impl Into<Placement>,
+) -> Result<Vec<Shard>, EcError> {
+    let code = code.into();
     let stored = block.bytes();
     let len = shard_len(stored.len(), code);
     let mut padded = BytesMut::with_capacity(len * code.data());
@@ -188,8 +248,16 @@ pub fn encode(block: &DataBlock, content: Hash, code: EcCode) -> Result<Vec<Shar
     let originals: Vec<Bytes> = (0..code.data())
         .map(|i| padded.slice(i * len..(i + 1) * len))
         .collect();
-    let recovery = reed_solomon_simd::encode(code.data(), code.parity(), originals.iter())
-        .map_err(|e| EcError::Codec(e.to_string()))?;
+    let recovery = if code.parity == 0 {
+        // One copy: nothing to compute.
+        Vec::new()
+    } else if copies(code) {
+        // Copies: every parity shard is the block.
+        vec![originals[0].to_vec(); code.parity()]
+    } else {
+        reed_solomon_simd::encode(code.data(), code.parity(), originals.iter())
+            .map_err(|e| EcError::Codec(e.to_string()))?
+    };
     let stored_len = u32::try_from(stored.len())
         .map_err(|_| EcError::Codec("block larger than 4 GiB".into()))?;
     let info = |index: usize| ShardInfo {
@@ -261,6 +329,13 @@ pub fn decode_stored(addr: &Hash, shards: &[Shard]) -> Result<(DataBlock, Hash, 
         .collect();
     let restored = if missing.is_empty() {
         Default::default()
+    } else if copies(code) {
+        let any = by_index
+            .iter()
+            .flatten()
+            .next()
+            .expect("at least one shard");
+        [(0, any.to_vec())].into()
     } else {
         reed_solomon_simd::decode(
             code.data(),

@@ -108,7 +108,7 @@ pub enum Error {
     #[error(transparent)]
     Ec(#[from] crate::ec::EcError),
     #[error("the cluster layout has no placement for erasure code {0}: it is not a storage class of the layout")]
-    NoPlacement(garage_rpc::layout::EcCode),
+    NoPlacement(garage_rpc::layout::Placement),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -5,7 +5,7 @@
 //! for the resync worker, in the same transaction.
 
 use garage_db as db;
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::{EcCode, Placement};
 use garage_util::data::Hash;
 use serde::{Deserialize, Serialize};
 
@@ -198,10 +198,10 @@ impl BlockRc {
         &self,
         tx: &mut db::Transaction<'_>,
         hash: &Hash,
-        code: EcCode,
+        code: Placement,
         now_ms: u64,
     ) -> db::Result<()> {
-        tx.insert(&self.ec_codes, hash.as_slice(), [code.data, code.parity])?;
+        tx.insert(&self.ec_codes, hash.as_slice(), encode_placement(code))?;
         if tx
             .get(&self.resync_queue, queue_key(now_ms, hash))?
             .is_some()
@@ -217,11 +217,11 @@ impl BlockRc {
     }
 
     /// The erasure code of block `hash`, if it is erasure-coded.
-    pub fn ec_code(&self, hash: &Hash) -> db::Result<Option<EcCode>> {
+    pub fn ec_code(&self, hash: &Hash) -> db::Result<Option<Placement>> {
         Ok(self
             .ec_codes
             .get(hash.as_slice())?
-            .and_then(|v| EcCode::new(*v.first()? as usize, *v.get(1)? as usize).ok()))
+            .and_then(|v| decode_placement(&v)))
     }
 
     /// Forgets a block that was deleted (its entry said deletable).
@@ -346,5 +346,48 @@ mod tests {
         let other = blake2sum(b"other");
         tx(&|t| rc.decref(t, &other, 60));
         assert_eq!(rc.get(&other).unwrap(), None);
+    }
+}
+
+/// How the placement of an erasure-coded block is kept in `ec_codes`: data
+/// and parity counts, then the scope (4 bytes, big-endian) when not 0.
+fn encode_placement(p: Placement) -> Vec<u8> {
+    let mut v = vec![p.data, p.parity];
+    if p.scope != 0 {
+        v.extend_from_slice(&p.scope.to_be_bytes());
+    }
+    v
+}
+
+fn decode_placement(v: &[u8]) -> Option<Placement> {
+    let (data, parity) = (*v.first()? as usize, *v.get(1)? as usize);
+    match v.get(2..6) {
+        None => EcCode::new(data, parity).ok().map(Placement::from),
+        Some(s) => {
+            let scope = u32::from_be_bytes(s.try_into().ok()?);
+            let code = if data == 1 {
+                EcCode::copies(parity + 1).ok()?
+            } else {
+                EcCode::new(data, parity).ok()?
+            };
+            Some(Placement::new(code, scope))
+        }
+    }
+}
+
+#[cfg(test)]
+mod placement_tests {
+    use super::*;
+
+    #[test]
+    fn placements_keep_their_bytes_and_scope() {
+        let old = Placement::from(EcCode::new(2, 1).unwrap());
+        assert_eq!(encode_placement(old), vec![2, 1]);
+        assert_eq!(decode_placement(&[2, 1]), Some(old));
+        let one = Placement::new(EcCode::copies(1).unwrap(), 77);
+        assert_eq!(decode_placement(&encode_placement(one)), Some(one));
+        let eu = Placement::new(EcCode::copies(2).unwrap(), u32::MAX);
+        assert_eq!(decode_placement(&encode_placement(eu)), Some(eu));
+        assert_eq!(decode_placement(&[1, 0]), None);
     }
 }

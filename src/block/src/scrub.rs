@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use crate::ec::Shard;
 use crate::manager::{BlockManager, Error, Result};
 use crate::rc::queue_key;
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 
 /// Time between the start of two automatic passes.
 pub const SCRUB_INTERVAL: Duration = Duration::from_secs(30 * 24 * 3600);
@@ -47,7 +47,7 @@ pub struct ScrubState {
 const STATE_KEY: &[u8] = b"scrub";
 
 /// A shard found bad, and its code if its header still tells it.
-type BadShard = (u8, Option<EcCode>);
+type BadShard = (u8, Option<Placement>);
 
 fn db_err(e: db::Error) -> Error {
     Error::Task(format!("metadata database: {e}"))

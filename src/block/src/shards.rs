@@ -11,6 +11,15 @@
 //! otherwise the caller stores it replicated (see
 //! [`BlockManager::ec_writable`]).
 //!
+//! A placed class (a placement of scope other than 0, `garage layout
+//! class`) is never stored elsewhere: its blocks are written to the nodes of
+//! its ring that are up, all of them, and at least `data` (else the write
+//! fails at once). With a node or a zone of the class down, a write is thus
+//! acknowledged with fewer shards than the class keeps (one copy of
+//! `replication 2` with one of its two zones down); the reference counter's
+//! check writes the missing ones when their nodes are back (resync). Hedged
+//! shards stay in the class's zones.
+//!
 //! Read: the `data` nearest shards are asked for at once; a shard that is
 //! missing, corrupted or late is replaced by the next nearest one; the
 //! block is rebuilt and checked against its content hash.
@@ -21,7 +30,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::{FuturesUnordered, StreamExt};
 use garage_net::{ByteStream, NetError, NodeId, Priority};
-use garage_rpc::layout::{EcCode, LayoutHistory, LayoutVersion};
+use garage_rpc::layout::{LayoutHistory, LayoutVersion, Placement};
 use garage_util::data::Hash;
 use tracing::{debug, warn, Instrument};
 
@@ -48,7 +57,7 @@ const HEDGE_FACTOR: u32 = 4;
 pub const HEDGE_AFTER_MIN: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// For each live layout version (newest last): the node of each shard.
-fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<Placement>> {
+fn placements(layout: &LayoutHistory, addr: &Hash, code: Placement) -> Result<Vec<ShardSet>> {
     let partition = LayoutVersion::partition_of(addr.as_slice());
     let mut out = Vec::new();
     for v in layout.live_versions() {
@@ -62,7 +71,7 @@ fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<P
             .iter()
             .map(|n| v.roles.get(n).map(|r| r.zone.clone()).unwrap_or_default())
             .collect();
-        out.push(Placement { nodes, zones });
+        out.push(ShardSet { nodes, zones });
     }
     if out.is_empty() {
         return Err(Error::NoNodes);
@@ -70,7 +79,7 @@ fn placements(layout: &LayoutHistory, addr: &Hash, code: EcCode) -> Result<Vec<P
     Ok(out)
 }
 
-struct Placement {
+struct ShardSet {
     /// Node of shard `i`.
     nodes: Vec<NodeId>,
     zones: Vec<String>,
@@ -78,7 +87,7 @@ struct Placement {
 
 /// Whether shards stored in `zones` (one per shard index stored) survive
 /// the loss of any one zone.
-fn survives_a_zone<'a>(zones: impl Iterator<Item = &'a str>, code: EcCode) -> bool {
+fn survives_a_zone<'a>(zones: impl Iterator<Item = &'a str>, code: Placement) -> bool {
     let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
     let mut total = 0;
     for z in zones {
@@ -92,7 +101,7 @@ fn survives_a_zone<'a>(zones: impl Iterator<Item = &'a str>, code: EcCode) -> bo
 impl BlockManager {
     /// Whether block `addr` can be written with `code` now: every live
     /// layout version places the code, and every node of its shards is up.
-    pub fn ec_writable(&self, addr: &Hash, code: EcCode) -> bool {
+    pub fn ec_writable(&self, addr: &Hash, code: Placement) -> bool {
         let layout = self.system.layout();
         match placements(&layout, addr, code) {
             Ok(ps) => ps
@@ -109,7 +118,7 @@ impl BlockManager {
     /// cluster, or this node just restarted: they are most likely being
     /// dialled), rather than falling back to replication at once. A node
     /// seen before and now down falls back at once.
-    pub async fn ec_writable_soon(&self, addr: &Hash, code: EcCode) -> bool {
+    pub async fn ec_writable_soon(&self, addr: &Hash, code: Placement) -> bool {
         let deadline = tokio::time::Instant::now() + FIRST_CONTACT_WAIT;
         loop {
             if self.ec_writable(addr, code) {
@@ -140,7 +149,7 @@ impl BlockManager {
         self: &Arc<Self>,
         content: Hash,
         data: Bytes,
-        code: EcCode,
+        code: Placement,
     ) -> Result<Hash> {
         let res = self.put_block_ec_inner(content, data, code).await;
         if res.is_err() {
@@ -153,7 +162,7 @@ impl BlockManager {
         self: &Arc<Self>,
         content: Hash,
         data: Bytes,
-        code: EcCode,
+        code: Placement,
     ) -> Result<Hash> {
         let level = self.compression_level;
         let shards = blocking(move || -> std::result::Result<Vec<Bytes>, ec::EcError> {
@@ -196,8 +205,37 @@ impl BlockManager {
         let start = tokio::time::Instant::now();
         let deadline = start + BLOCK_RPC_TIMEOUT;
         let mut hedge_at: Option<tokio::time::Instant> = None;
+        let me = self.system.id();
+        let is_up = |n: &NodeId| *n == me || self.system.is_up(n);
+        if code.scope != 0 {
+            // A placed class writes to the nodes of its zones that are up:
+            // too few of them is an error at once, never a wait.
+            for p in places.iter() {
+                let up = p.nodes.iter().filter(|n| is_up(n)).count();
+                if up < code.data() {
+                    return Err(Error::Quorum {
+                        hash: addr,
+                        needed: code.data(),
+                        ok: 0,
+                        errors: vec![format!(
+                            "only {up} of the {} nodes of this block's storage class ({}) are up",
+                            code.shards(),
+                            code.describe()
+                        )],
+                    });
+                }
+            }
+        }
         loop {
             let done = places.iter().all(|p| {
+                let have = |i: usize| stored.contains(&(p.nodes[i], i)) || hedged.contains_key(&i);
+                if code.scope != 0 {
+                    // Every shard whose node is up, and `data` at least
+                    // (see the module documentation).
+                    let got = (0..code.shards()).filter(|i| have(*i)).count();
+                    let missing_up = (0..code.shards()).any(|i| !have(i) && is_up(&p.nodes[i]));
+                    return got >= code.data() && !missing_up;
+                }
                 let zones = (0..code.shards()).filter_map(|i| {
                     if stored.contains(&(p.nodes[i], i)) {
                         Some(p.zones[i].as_str())
@@ -281,20 +319,37 @@ impl BlockManager {
     fn hedge_targets(
         &self,
         layout: &LayoutHistory,
-        places: &[Placement],
+        places: &[ShardSet],
         stored: &BTreeSet<(NodeId, usize)>,
         hedging: &BTreeSet<NodeId>,
-        code: EcCode,
+        code: Placement,
     ) -> Vec<(NodeId, usize)> {
         let current = layout.current();
         let in_placements: BTreeSet<NodeId> = places
             .iter()
             .flat_map(|p| p.nodes.iter().copied())
             .collect();
+        // A placed class's shards never leave its zones.
+        let class_zones = current
+            .ring_of(code)
+            .map(|r| r.zones.clone())
+            .unwrap_or_default();
+        let in_class = |n: &NodeId| {
+            class_zones.is_empty()
+                || current
+                    .roles
+                    .get(n)
+                    .is_some_and(|r| class_zones.contains(&r.zone))
+        };
         let mut free: Vec<(NodeId, String)> = current
             .storage_nodes
             .iter()
-            .filter(|n| !in_placements.contains(n) && !hedging.contains(n) && self.system.is_up(n))
+            .filter(|n| {
+                !in_placements.contains(n)
+                    && !hedging.contains(n)
+                    && self.system.is_up(n)
+                    && in_class(n)
+            })
             .map(|n| {
                 (
                     *n,
@@ -374,7 +429,7 @@ impl BlockManager {
     /// shards (see the module documentation).
     #[tracing::instrument(level = "debug", name = "block_get_ec", skip_all,
         fields(otel.name = "block get (erasure-coded)", block.hash = %addr))]
-    pub async fn get_block_ec(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
+    pub async fn get_block_ec(&self, addr: &Hash, code: Placement) -> Result<Bytes> {
         let res = self.get_block_ec_inner(addr, code).await;
         if res.is_err() {
             metrics::counter!("block_read_errors_total").increment(1);
@@ -382,13 +437,13 @@ impl BlockManager {
         res
     }
 
-    async fn get_block_ec_inner(&self, addr: &Hash, code: EcCode) -> Result<Bytes> {
+    async fn get_block_ec_inner(&self, addr: &Hash, code: Placement) -> Result<Bytes> {
         self.get_shards(addr, code).await.map(|(_, _, plain)| plain)
     }
 
     /// Reads the nearest `data` good shards of `addr` and decodes them:
     /// the block as stored, its content hash and its content.
-    async fn get_shards(&self, addr: &Hash, code: EcCode) -> Result<(DataBlock, Hash, Bytes)> {
+    async fn get_shards(&self, addr: &Hash, code: Placement) -> Result<(DataBlock, Hash, Bytes)> {
         // Pairs not tried yet, nearest first; a pair is tried when no other
         // node is being asked for the same shard.
         let mut remaining = self.shard_candidates(addr, code)?;
@@ -492,7 +547,7 @@ impl BlockManager {
     /// in the other live versions. The nodes of retired versions come last:
     /// their shards stay there until the placement pass has handed them
     /// over to the new nodes.
-    fn shard_candidates(&self, addr: &Hash, code: EcCode) -> Result<Vec<(NodeId, usize)>> {
+    fn shard_candidates(&self, addr: &Hash, code: Placement) -> Result<Vec<(NodeId, usize)>> {
         let layout = self.system.layout();
         let partition = LayoutVersion::partition_of(addr.as_slice());
         let read = layout.read_version(self.system.write_quorum());
@@ -570,7 +625,7 @@ impl BlockManager {
             Err(e) => return BlockRpc::Error(e),
         };
         let store = self.store.clone();
-        let res = blocking(move || -> Result<EcCode> {
+        let res = blocking(move || -> Result<Placement> {
             // Never store a shard that is not the one it claims to be.
             let shard = Shard::parse(bytes.clone(), Some((&addr, index))).map_err(Error::Ec)?;
             store.write_shard(&addr, index, &bytes)?;
@@ -638,7 +693,7 @@ impl BlockManager {
     /// Block `addr` as a stream of its content: replicated (`ec` is
     /// `None`, see [`BlockManager::get_block_stream`]) or erasure-coded
     /// (rebuilt whole first).
-    pub async fn get_stream(&self, addr: &Hash, ec: Option<EcCode>) -> Result<ByteStream> {
+    pub async fn get_stream(&self, addr: &Hash, ec: Option<Placement>) -> Result<ByteStream> {
         match ec {
             None => self.get_block_stream(addr).await,
             Some(code) => Ok(body_of(self.get_block_ec(addr, code).await?)),
@@ -646,7 +701,7 @@ impl BlockManager {
     }
 
     /// Block `addr`'s content, replicated or erasure-coded.
-    pub async fn get_any(&self, addr: &Hash, ec: Option<EcCode>) -> Result<Bytes> {
+    pub async fn get_any(&self, addr: &Hash, ec: Option<Placement>) -> Result<Bytes> {
         match ec {
             None => self.get_block(addr).await,
             Some(code) => self.get_block_ec(addr, code).await,
@@ -654,7 +709,7 @@ impl BlockManager {
     }
 
     /// Starts [`BlockManager::repair_shards`] in the background.
-    pub(crate) fn repair_in_background(&self, addr: Hash, code: EcCode) {
+    pub(crate) fn repair_in_background(&self, addr: Hash, code: Placement) {
         let Some(m) = self.this.upgrade() else {
             return;
         };
@@ -702,7 +757,7 @@ impl BlockManager {
     /// references: while referenced, every shard is on its node (missing
     /// ones are rebuilt from the others); once unreferenced for the delete
     /// delay, every node of its shards deletes them.
-    pub(crate) async fn resync_ec(&self, addr: &Hash, code: EcCode) -> Result<Outcome> {
+    pub(crate) async fn resync_ec(&self, addr: &Hash, code: Placement) -> Result<Outcome> {
         let to_err = |e: garage_db::Error| Error::Task(format!("metadata database: {e}"));
         match self.rc.get(addr).map_err(to_err)? {
             Some(RcEntry::Present { .. }) if self.checks_shards_of(addr) => {
@@ -824,7 +879,7 @@ impl BlockManager {
 
     /// Rebuilds the shards of `addr` missing from their nodes (in every
     /// live layout version) from the others.
-    pub async fn repair_shards(&self, addr: &Hash, code: EcCode) -> Result<Outcome> {
+    pub async fn repair_shards(&self, addr: &Hash, code: Placement) -> Result<Outcome> {
         let layout = self.system.layout();
         let targets: BTreeSet<(NodeId, usize)> = placements(&layout, addr, code)?
             .iter()
@@ -903,10 +958,11 @@ impl BlockManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use garage_rpc::layout::EcCode;
 
     #[test]
     fn stored_shards_survive_a_zone_only_with_data_shards_outside_each_zone() {
-        let code = EcCode::new(2, 1).unwrap();
+        let code = EcCode::new(2, 1).unwrap().into();
         assert!(survives_a_zone(["a", "b", "c"].into_iter(), code));
         // Two of three stored: losing either zone leaves one shard.
         assert!(!survives_a_zone(["a", "b"].into_iter(), code));
@@ -914,7 +970,7 @@ mod tests {
         // as its own; hedged to zone a, it does not protect against a's loss.
         assert!(survives_a_zone(["a", "b", "c"].into_iter(), code));
         assert!(!survives_a_zone(["a", "b", "a"].into_iter(), code));
-        let code = EcCode::new(4, 2).unwrap();
+        let code = EcCode::new(4, 2).unwrap().into();
         assert!(survives_a_zone(
             ["a", "a", "b", "b", "c", "c"].into_iter(),
             code

@@ -437,6 +437,18 @@ pub enum BucketOperation {
         /// (see `garage layout show`), e.g. STANDARD_IA
         class: String,
     },
+    /// Pin a bucket to storage classes: writes naming another class are
+    /// refused (InvalidStorageClass), and those naming none take the default
+    SetPlacement {
+        /// Global alias, id or unique id prefix
+        bucket: String,
+        /// The classes writes may use, comma-separated (e.g. EU or EU,ARCHIVE); "any" lifts the limit
+        #[arg(long, value_delimiter = ',', required = true)]
+        allow: Vec<String>,
+        /// The class of writes that name none; the first allowed class if not given
+        #[arg(long)]
+        default: Option<String>,
+    },
 }
 
 #[derive(Args, Debug, Clone)]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use garage_db as db;
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_table::{Entry, Removal, TableSchema};
 use garage_util::crdt::{Bool, Crdt};
 use garage_util::data::{Hash, Uuid};
@@ -20,7 +20,7 @@ pub struct BlockRef {
     /// nodes counting its references need to find its shards (to check
     /// them, and to free them). Absent in older entries.
     #[serde(default)]
-    pub ec: Option<EcCode>,
+    pub ec: Option<Placement>,
 }
 
 impl BlockRef {
@@ -72,7 +72,7 @@ pub trait BlockRefHook: Send + Sync + 'static {
         &self,
         tx: &mut db::Transaction<'_>,
         block: &Hash,
-        ec: Option<EcCode>,
+        ec: Option<Placement>,
     ) -> db::Result<()>;
     fn block_decref(&self, tx: &mut db::Transaction<'_>, block: &Hash) -> db::Result<()>;
 }
@@ -83,7 +83,7 @@ impl BlockRefHook for garage_block::rc::BlockRc {
         &self,
         tx: &mut db::Transaction<'_>,
         block: &Hash,
-        ec: Option<EcCode>,
+        ec: Option<Placement>,
     ) -> db::Result<()> {
         let now = garage_util::time::now_msec();
         self.incref(tx, block, now)?;
@@ -107,7 +107,7 @@ impl BlockRefHook for NoBlockRefHook {
         &self,
         _: &mut db::Transaction<'_>,
         _: &Hash,
-        _: Option<EcCode>,
+        _: Option<Placement>,
     ) -> db::Result<()> {
         Ok(())
     }
@@ -185,7 +185,7 @@ mod tests {
             &self,
             _: &mut db::Transaction<'_>,
             _: &Hash,
-            _: Option<EcCode>,
+            _: Option<Placement>,
         ) -> db::Result<()> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Ok(())

@@ -71,6 +71,21 @@ pub struct BucketParams {
     /// off.
     #[serde(default = "no_logging")]
     pub logging: Lww<Option<BucketLogging>>,
+    /// The storage classes writes to the bucket may use (`None`: any the
+    /// layout offers), `garage bucket set-placement`. Absent in older
+    /// entries, and left out while never set, so that a bucket that does
+    /// not use it is stored in the bytes v0.2.0 reads (set only once the
+    /// cluster allows `placement-classes`).
+    #[serde(default = "no_class_limit", skip_serializing_if = "is_no_class_limit")]
+    pub allowed_storage_classes: Lww<Option<Vec<String>>>,
+}
+
+fn no_class_limit() -> Lww<Option<Vec<String>>> {
+    Lww::raw(0, None)
+}
+
+fn is_no_class_limit(l: &Lww<Option<Vec<String>>>) -> bool {
+    l.timestamp() == 0 && l.get().is_none()
 }
 
 /// Where a bucket's server access logs go.
@@ -355,6 +370,8 @@ impl Crdt for BucketParams {
         self.default_storage_class
             .merge(&other.default_storage_class);
         self.logging.merge(&other.logging);
+        self.allowed_storage_classes
+            .merge(&other.allowed_storage_classes);
     }
 }
 
@@ -380,6 +397,7 @@ impl Bucket {
                 access: BucketAccess::default(),
                 default_storage_class: no_default_class(),
                 logging: no_logging(),
+                allowed_storage_classes: no_class_limit(),
             }),
         }
     }

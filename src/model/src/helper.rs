@@ -339,6 +339,22 @@ impl Metadata {
         Ok(())
     }
 
+    /// Sets the storage classes writes to the bucket may use (`None`: any)
+    /// and its default class together. The caller checks both.
+    pub async fn set_placement(
+        &self,
+        bucket_id: Uuid,
+        default: Option<String>,
+        allowed: Option<Vec<String>>,
+    ) -> Result<()> {
+        let mut bucket = self.existing_bucket(bucket_id).await?;
+        let p = bucket.params_mut().expect("existing");
+        p.default_storage_class.update(default);
+        p.allowed_storage_classes.update(allowed);
+        self.buckets.insert(&bucket).await?;
+        Ok(())
+    }
+
     async fn existing_bucket(&self, id: Uuid) -> Result<Bucket> {
         match self.buckets.get_quorum(&EmptyKey, &id).await? {
             Some(b) if !b.state.is_deleted() => Ok(b),

@@ -26,7 +26,7 @@
 //! node's per-bucket counters.
 
 use garage_db as db;
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_table::{Entry, InsertQueue, Removal, TableSchema};
 use garage_util::crdt::{Crdt, LwwMap};
 use garage_util::data::{Hash, Uuid};
@@ -163,7 +163,7 @@ pub struct ObjectVersionMeta {
     /// The erasure code of the first block (`FirstBlock`), `None` when it
     /// is replicated: a GET reads it before the version entry.
     #[serde(default)]
-    pub first_ec: Option<EcCode>,
+    pub first_ec: Option<Placement>,
 }
 
 impl ObjectVersionState {

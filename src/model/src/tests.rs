@@ -346,7 +346,7 @@ impl BlockRefHook for Counting {
         &self,
         _: &mut db::Transaction<'_>,
         _: &Hash,
-        _: Option<garage_rpc::layout::EcCode>,
+        _: Option<garage_rpc::layout::Placement>,
     ) -> db::Result<()> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(())

@@ -17,7 +17,7 @@
 //! deleted in place, with no migration.
 
 use garage_db as db;
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_table::{Entry, InsertQueue, SortKey, Table, TableSchema};
 use garage_util::crdt::{Bool, Crdt, LwwMap, Map};
 use garage_util::data::{Hash, Uuid};
@@ -48,7 +48,7 @@ pub struct VersionBlock {
     pub size: u64,
     /// The erasure code of the block, `None` for a replicated one.
     #[serde(default)]
-    pub ec: Option<EcCode>,
+    pub ec: Option<Placement>,
 }
 
 /// One block position changes only when a lifecycle transition re-encodes

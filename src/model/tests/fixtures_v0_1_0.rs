@@ -241,6 +241,7 @@ fn full_bucket() -> Bucket {
                     partitioned: Some(PartitionDateSource::EventTime),
                 }),
             ),
+            allowed_storage_classes: Lww::raw(0, None),
         }),
     }
 }

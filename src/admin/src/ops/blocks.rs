@@ -188,7 +188,7 @@ fn live_block_refs_and_code(
     tx: &garage_db::Transaction<'_>,
     data: &TableData<BlockRefTable>,
     h: &Hash,
-) -> garage_db::TxResult<(u64, Option<garage_rpc::layout::EcCode>), String> {
+) -> garage_db::TxResult<(u64, Option<garage_rpc::layout::Placement>), String> {
     let mut live = 0;
     let mut code = None;
     for item in tx.range(&data.store, h.as_slice()..)? {

@@ -85,6 +85,9 @@ pub struct GetBucketInfoResponse {
     /// The storage class of writes that name none.
     #[serde(default = "standard")]
     pub default_storage_class: String,
+    /// The only storage classes writes may use; empty: any.
+    #[serde(default)]
+    pub allowed_storage_classes: Vec<String>,
     /// Multipart uploads not completed or aborted yet.
     pub unfinished_uploads: i64,
     /// The same count (every unfinished upload is a multipart one here).
@@ -346,6 +349,7 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
             .get()
             .clone()
             .unwrap_or_else(standard),
+        allowed_storage_classes: p.allowed_storage_classes.get().clone().unwrap_or_default(),
         unfinished_uploads: count(UNFINISHED_UPLOADS),
         unfinished_multipart_uploads: count(UNFINISHED_UPLOADS),
         quotas: ApiBucketQuotas {
@@ -537,6 +541,11 @@ pub struct UpdateBucketRequestBody {
     /// erasure-coded class of the layout.
     #[serde(default)]
     pub default_storage_class: Option<String>,
+    /// The only storage classes writes to the bucket may use (`[]`: any
+    /// the layout offers). The default class must be one of them. Needs
+    /// the cluster finalized at v0.3.0.
+    #[serde(default)]
+    pub allowed_storage_classes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -591,27 +600,77 @@ pub async fn update_bucket(
         )
         .await?;
     }
-    if let Some(c) = req.default_storage_class {
-        let class = match c.as_str() {
-            classes::STANDARD => None,
-            name => {
-                let layout = g.system.layout();
-                if layout.current().class_code(name).is_none() {
-                    let offered: Vec<&str> = std::iter::once(classes::STANDARD)
-                        .chain(layout.current().classes.keys().map(|s| s.as_str()))
-                        .collect();
-                    return Err(ApiError::bad(format!(
-                        "defaultStorageClass: the layout offers no class {name:?} (offered: {}; `garage layout config --storage-class` adds one)",
-                        offered.join(", ")
-                    )));
-                }
+    if req.default_storage_class.is_some() || req.allowed_storage_classes.is_some() {
+        let p = b.params().expect("an existing bucket");
+        let default = match req.default_storage_class {
+            Some(c) if c == classes::STANDARD => None,
+            Some(c) => {
+                check_offered(g, "defaultStorageClass", &c)?;
                 Some(c)
             }
+            None => p.default_storage_class.get().clone(),
         };
-        m.set_default_class(b.id, class).await?;
+        let allowed = match req.allowed_storage_classes {
+            Some(list) => {
+                let feature = garage_rpc::system::versions::PLACEMENT_CLASSES;
+                if !g.system.feature_allowed(&feature) {
+                    return Err(ApiError::bad(format!(
+                        "allowedStorageClasses needs the cluster finalized at v{} or later (feature {}), and it is at v{}: upgrade every node, then run `garage upgrade finalize`",
+                        feature.since,
+                        feature.name,
+                        g.system.active_version()
+                    )));
+                }
+                let mut list = list;
+                list.sort();
+                list.dedup();
+                for c in list.iter() {
+                    check_offered(g, "allowedStorageClasses", c)?;
+                }
+                Some((!list.is_empty()).then_some(list))
+            }
+            None => None,
+        };
+        let effective = match &allowed {
+            Some(a) => a.clone(),
+            None => p.allowed_storage_classes.get().clone(),
+        };
+        if let Some(set) = &effective {
+            let d = default.as_deref().unwrap_or(classes::STANDARD);
+            if !set.iter().any(|c| c == d) {
+                return Err(ApiError::bad(format!(
+                    "the bucket's default storage class {d} must be one of the classes it accepts ({}): give defaultStorageClass too",
+                    set.join(", ")
+                )));
+            }
+        }
+        match allowed {
+            Some(a) => m.set_placement(b.id, default, a).await?,
+            None => m.set_default_class(b.id, default).await?,
+        }
     }
     let b = bucket_by_id(&m, id).await?;
     bucket_info(g, &b).await
+}
+
+/// Checks that the layout offers storage class `name` (for field `field`).
+fn check_offered(g: &Garage, field: &str, name: &str) -> Result<(), ApiError> {
+    if name == classes::STANDARD {
+        return Ok(());
+    }
+    let layout = g.system.layout();
+    let v = layout.current();
+    if v.class_placement(name).is_none() {
+        let offered: Vec<&str> = std::iter::once(classes::STANDARD)
+            .chain(v.classes.keys().map(|s| s.as_str()))
+            .chain(v.placed.keys().map(|s| s.as_str()))
+            .collect();
+        return Err(ApiError::bad(format!(
+            "{field}: the layout offers no class {name:?} (offered: {}; `garage layout class` or `garage layout config --storage-class` adds one)",
+            offered.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// Deletes an empty bucket.

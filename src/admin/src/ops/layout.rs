@@ -281,7 +281,7 @@ fn classes_of(v: &garage_rpc::layout::LayoutVersion) -> Vec<LayoutStorageClass> 
         zone: rf >= 2 && zones.len() >= 2,
     };
     let class = |name: &str, p: Placement| {
-        let c = p.code;
+        let c = p.code();
         let ring = v.ring_of(p);
         LayoutStorageClass {
             name: name.to_string(),
@@ -352,15 +352,15 @@ fn moves_of(
         .iter()
         .map(|(p, n)| {
             let users = next.users_of(*p);
-            let total = garage_rpc::layout::PARTITIONS * p.code.shards();
+            let total = garage_rpc::layout::PARTITIONS * p.shards();
             let what = if users.is_empty() {
                 next.ring_of(*p)
                     .map(ring_name)
-                    .unwrap_or_else(|| p.code.describe())
+                    .unwrap_or_else(|| p.describe())
             } else {
-                format!("storage class {} ({})", users.join(", "), p.code.describe())
+                format!("storage class {} ({})", users.join(", "), p.describe())
             };
-            let unit = if p.code.is_replication() {
+            let unit = if p.is_replication() {
                 "copies"
             } else {
                 "shards"

@@ -57,6 +57,27 @@ impl Api {
         let rules = lifecycle_from_dto(config)?;
         self.check_lifecycle_gate(&rules)?;
         self.check_transition_classes(&rules)?;
+        // A bucket pinned to some classes transitions only to them.
+        let allowed = b
+            .params()
+            .and_then(|p| p.allowed_storage_classes.get().clone());
+        if let Some(allowed) = allowed {
+            let outside = rules
+                .iter()
+                .flat_map(|r| {
+                    r.transitions
+                        .iter()
+                        .map(|t| &t.class)
+                        .chain(r.noncurrent_transitions.iter().map(|t| &t.class))
+                })
+                .find(|c| !allowed.contains(c));
+            if let Some(c) = outside {
+                return Err(ApiError::InvalidStorageClass(format!(
+                    "this bucket accepts only the storage classes {}: a transition to {c} is refused",
+                    allowed.join(", ")
+                )));
+            }
+        }
         self.update_bucket(b, |p| p.lifecycle_config.update(Some(rules)))
             .await?;
         Ok(S3Response::new(

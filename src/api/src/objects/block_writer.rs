@@ -10,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use garage_model::block_ref_table::BlockRef;
 use garage_model::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey};
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_util::data::{blake2sum, Hash, Uuid};
 use md5::{Digest, Md5};
 use s3s::checksum::ChecksumHasher;
@@ -82,7 +82,7 @@ pub struct Written {
     pub checksum: Option<s3s::dto::Checksum>,
     pub first_block: Hash,
     /// The first block's erasure code, `None` if it is replicated.
-    pub first_ec: Option<EcCode>,
+    pub first_ec: Option<Placement>,
     /// Every block written, by position (for an S3 object of at most
     /// 5 GiB, at most about 5 000 entries of 56 bytes): what writing the
     /// version again under a new id needs (see [`garage_model::object_write`]).
@@ -98,7 +98,7 @@ pub struct BlockTarget {
     pub uuid: Uuid,
     pub backlink: VersionBacklink,
     pub part_number: u64,
-    pub ec: Option<EcCode>,
+    pub ec: Option<Placement>,
 }
 
 /// Writes `first` and the rest of `body` as the blocks of `target`,
@@ -153,6 +153,11 @@ pub async fn write_blocks(
             md5 = Some(m);
             let (content, data) = hash;
             let form = match ec {
+                // A placed class is never stored elsewhere (see
+                // `garage_block::shards`).
+                Some(code) if code.scope != 0 => {
+                    Some((garage_block::ec::ec_address(&content, code), code))
+                }
                 Some(code) => {
                     let addr = garage_block::ec::ec_address(&content, code);
                     let ok = api.blocks.ec_writable_soon(&addr, code).await;

@@ -50,6 +50,7 @@ impl Api {
         place.class = self.write_class(
             i.storage_class.as_ref().map(|c| c.as_str()),
             place.default_class.as_deref(),
+            place.allowed_classes.as_deref(),
         )?;
         let class_change = place.class.name != cur.meta.storage_class;
         let versioning = place.versioning;

@@ -186,7 +186,7 @@ struct PartRange {
 pub enum CurrentData {
     Inline(Bytes),
     /// The first block's address and erasure code.
-    FirstBlock(Hash, Option<garage_rpc::layout::EcCode>),
+    FirstBlock(Hash, Option<garage_rpc::layout::Placement>),
 }
 
 impl Api {

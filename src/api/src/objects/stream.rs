@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use garage_block::ByteStream;
 use garage_model::version_table::{read_version, read_version_near, ReadFrom, Version};
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_util::data::{Hash, Uuid};
 use s3s::dto::StreamingBlob;
 use tokio::sync::mpsc;
@@ -46,7 +46,7 @@ pub struct Prefetch {
 
 impl Prefetch {
     /// Starts fetching block `hash` (erasure-coded with `ec`, if given).
-    pub fn start(api: &Arc<Api>, hash: Hash, ec: Option<EcCode>) -> Prefetch {
+    pub fn start(api: &Arc<Api>, hash: Hash, ec: Option<Placement>) -> Prefetch {
         Prefetch {
             hash,
             fetch: fetch(api, hash, ec),
@@ -68,7 +68,7 @@ impl<T> Drop for AbortOnDrop<T> {
 pub struct Body {
     pub version: Uuid,
     /// Its first block and that block's erasure code.
-    pub first: (Hash, Option<EcCode>),
+    pub first: (Hash, Option<Placement>),
     /// Its plaintext size.
     pub size: u64,
 }
@@ -113,7 +113,7 @@ pub const READ_AHEAD: usize = 2;
 #[derive(Clone, Copy)]
 struct Span {
     hash: Hash,
-    ec: Option<EcCode>,
+    ec: Option<Placement>,
     start: u64,
     end: u64,
 }
@@ -131,7 +131,7 @@ struct Plan {
 
 type FetchTask = AbortOnDrop<Result<ByteStream, garage_block::manager::Error>>;
 
-fn fetch(api: &Arc<Api>, hash: Hash, ec: Option<EcCode>) -> FetchTask {
+fn fetch(api: &Arc<Api>, hash: Hash, ec: Option<Placement>) -> FetchTask {
     let blocks = api.blocks.clone();
     AbortOnDrop(tokio::spawn(
         async move { blocks.get_stream(&hash, ec).await }.in_current_span(),
@@ -399,7 +399,7 @@ async fn send_blocks(
 /// entry's (`first`, in code `first_ec`): the same block, or the block a
 /// lifecycle transition re-encoded it into (the entry read was older than
 /// the transition).
-fn same_block(f: &Span, first: Hash, first_ec: Option<EcCode>) -> bool {
+fn same_block(f: &Span, first: Hash, first_ec: Option<Placement>) -> bool {
     f.hash == first
         || match (first_ec, f.ec) {
             (None, Some(code)) => garage_block::ec::ec_address(&first, code) == f.hash,

@@ -43,6 +43,7 @@ macro_rules! new_version_placement {
         place.class = $api.write_class(
             $i.storage_class.as_ref().map(|c| c.as_str()),
             place.default_class.as_deref(),
+            place.allowed_classes.as_deref(),
         )?;
         (place, sse)
     }};

@@ -39,6 +39,8 @@ pub struct Placement {
     pub class: crate::storage_class::StorageChoice,
     /// The bucket's class for writes that name none (`None`: `STANDARD`).
     pub default_class: Option<String>,
+    /// The classes the bucket accepts (`None`: any the layout offers).
+    pub allowed_classes: Option<Vec<String>>,
 }
 
 impl Placement {
@@ -148,6 +150,7 @@ impl Api {
         let encryption = p.and_then(|p| p.encryption.get().clone());
         let access = p.map(|p| p.access.clone()).unwrap_or_default();
         let default_class = p.and_then(|p| p.default_storage_class.get().clone());
+        let allowed_classes = p.and_then(|p| p.allowed_storage_classes.get().clone());
         let now = now_msec();
         let given = parse_retention(h.mode.map(|m| m.as_str()), h.until, now)?;
         let hold = h.legal_hold.map(|s| parse_hold(s.as_str())).transpose()?;
@@ -163,6 +166,7 @@ impl Api {
                 acl: None,
                 class: Default::default(),
                 default_class,
+                allowed_classes,
             });
         }
         let default = p.and_then(|p| *p.default_retention.get());
@@ -175,6 +179,7 @@ impl Api {
             acl: None,
             class: Default::default(),
             default_class,
+            allowed_classes,
         })
     }
 

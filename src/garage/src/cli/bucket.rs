@@ -197,6 +197,7 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                         website_access: None,
                         quotas: Some(q),
                         default_storage_class: None,
+                        allowed_storage_classes: None,
                     },
                 })
                 .await?;
@@ -211,12 +212,46 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                         website_access: None,
                         quotas: None,
                         default_storage_class: Some(class.clone()),
+                        allowed_storage_classes: None,
                     },
                 })
                 .await?;
             Ok(format!(
                 "Writes to bucket {bucket} that name no storage class now go to {class}.\n"
             ))
+        }
+        BucketOperation::SetPlacement {
+            bucket,
+            allow,
+            default,
+        } => {
+            let b = find(admin, bucket).await?;
+            let any = allow.iter().any(|c| c == "any");
+            if any && allow.len() > 1 {
+                bail!("--allow any lifts the limit: give it alone");
+            }
+            let allowed = if any { vec![] } else { allow.clone() };
+            let default = default.clone().or_else(|| allowed.first().cloned());
+            admin
+                .op(R::UpdateBucket {
+                    id: b.id,
+                    body: UpdateBucketRequestBody {
+                        website_access: None,
+                        quotas: None,
+                        default_storage_class: default.clone(),
+                        allowed_storage_classes: Some(allowed.clone()),
+                    },
+                })
+                .await?;
+            Ok(if any {
+                format!("Bucket {bucket} accepts any storage class the layout offers.\n")
+            } else {
+                format!(
+                    "Bucket {bucket} accepts only the storage classes {}; writes that name none go to {}.\n",
+                    allowed.join(", "),
+                    default.unwrap_or_default()
+                )
+            })
         }
         BucketOperation::CleanupIncompleteUploads {
             older_than,
@@ -303,6 +338,7 @@ async fn website(admin: &Admin, w: &WebsiteOpt) -> anyhow::Result<String> {
                     }),
                     quotas: None,
                     default_storage_class: None,
+                    allowed_storage_classes: None,
                 },
             })
             .await?,
@@ -353,6 +389,13 @@ fn info_text(i: &GetBucketInfoResponse) -> String {
         "Storage class:   {} (of writes that name none)",
         i.default_storage_class
     );
+    if !i.allowed_storage_classes.is_empty() {
+        let _ = writeln!(
+            out,
+            "Placement:       only {} (garage bucket set-placement)",
+            i.allowed_storage_classes.join(", ")
+        );
+    }
     let _ = writeln!(out, "Objects:         {}", i.objects);
     let _ = writeln!(out, "Unfinished MPUs: {}", i.unfinished_uploads);
     let _ = writeln!(out);

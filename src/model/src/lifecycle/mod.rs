@@ -12,7 +12,7 @@ pub mod catch_up;
 pub mod transition;
 pub mod worker;
 
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 
 use crate::garage::Garage;
 use crate::object_write::WriteError;
@@ -29,6 +29,9 @@ pub enum LifecycleError {
     /// A rule or a queued job names a class the layout does not define.
     #[error("storage class {0:?} is not a class of the current layout")]
     UnknownClass(String),
+    /// The bucket accepts only other classes (`garage bucket set-placement`).
+    #[error("the bucket accepts only the storage classes {allowed}, not {class}")]
+    ClassNotAllowed { class: String, allowed: String },
     #[error("{0}")]
     Internal(String),
 }
@@ -38,7 +41,7 @@ pub type Result<T> = std::result::Result<T, LifecycleError>;
 impl Garage {
     /// The code blocks of class `name` are written with now (a class's
     /// code may change between the parts of an upload).
-    pub fn class_code(&self, name: Option<&str>) -> Option<EcCode> {
-        name.and_then(|n| self.system.layout().current().class_code(n))
+    pub fn class_code(&self, name: Option<&str>) -> Option<Placement> {
+        name.and_then(|n| self.system.layout().current().class_placement(n))
     }
 }

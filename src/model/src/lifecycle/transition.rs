@@ -33,7 +33,7 @@ use std::collections::HashSet;
 use crate::block_ref_table::BlockRef;
 use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
 use crate::version_table::{read_version, Version, VersionBlock, VersionBlockKey};
-use garage_rpc::layout::EcCode;
+use garage_rpc::layout::Placement;
 use garage_util::data::{blake2sum, Hash, Uuid};
 
 use super::{LifecycleError, Result};
@@ -65,7 +65,7 @@ impl Garage {
         key: &str,
         v: &ObjectVersion,
         class: &str,
-        code: EcCode,
+        code: Placement,
     ) -> Result<Transitioned> {
         let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
             return Ok(Transitioned::Gone);
@@ -148,7 +148,7 @@ impl Garage {
     /// content hash, which is its replicated address, and its address in
     /// every other code the layout knows. Dropping a reference that does
     /// not exist does nothing, so all of them are given.
-    async fn earlier_forms(&self, version: &Version, code: EcCode) -> Result<Vec<Hash>> {
+    async fn earlier_forms(&self, version: &Version, code: Placement) -> Result<Vec<Hash>> {
         let coded: Vec<VersionBlock> = version
             .blocks
             .items()
@@ -158,14 +158,14 @@ impl Garage {
         if coded.is_empty() {
             return Ok(Vec::new());
         }
-        let codes: Vec<EcCode> = self
+        let codes: Vec<Placement> = self
             .block_manager
             .system
             .layout()
             .current()
             .ec_rings
             .iter()
-            .map(|r| r.code)
+            .map(|r| r.placement())
             .filter(|c| *c != code)
             .collect();
         let mut out = Vec::new();
@@ -192,7 +192,7 @@ impl Garage {
     /// Whether every node of the shards `b` would have in `code` is up
     /// (for a block in another code, its address in `code` is not known
     /// before it is read; those are checked by [`Api::recode`]).
-    fn shard_nodes_up(&self, b: &VersionBlock, code: EcCode) -> bool {
+    fn shard_nodes_up(&self, b: &VersionBlock, code: Placement) -> bool {
         b.ec.is_some() || {
             let addr = garage_block::ec::ec_address(&b.hash, code);
             self.block_manager.ec_writable(&addr, code)
@@ -201,7 +201,7 @@ impl Garage {
 
     /// Block `b` of version `uuid` read, checked, erasure-coded in `code`,
     /// its shards written and referenced by the version: the new block.
-    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: EcCode) -> Result<VersionBlock> {
+    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: Placement) -> Result<VersionBlock> {
         let data = self.block_manager.get_any(&b.hash, b.ec).await?;
         let content = match b.ec {
             // Read by its address: checked against it.

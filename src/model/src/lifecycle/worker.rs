@@ -542,6 +542,28 @@ impl LifecycleWorker {
             job.key,
             job.version.uuid.short()
         );
+        // A bucket pinned to some classes since the rule was set moves
+        // nothing to another one.
+        let allowed = self
+            .garage
+            .bucket_table
+            .get(&EmptyKey, &job.bucket)
+            .await?
+            .and_then(|b| {
+                b.params()
+                    .and_then(|p| p.allowed_storage_classes.get().clone())
+            });
+        if let Some(allowed) = allowed.filter(|a| !a.contains(&job.class)) {
+            warn!(
+                "lifecycle transition of {what}: the bucket accepts only the storage classes {}, not {}",
+                allowed.join(", "),
+                job.class
+            );
+            return Err(LifecycleError::ClassNotAllowed {
+                class: job.class.clone(),
+                allowed: allowed.join(", "),
+            });
+        }
         let Some(code) = self.garage.class_code(Some(&job.class)) else {
             warn!(
                 "lifecycle transition of {what}: the layout no longer offers class {}",

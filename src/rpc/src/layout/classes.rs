@@ -280,25 +280,75 @@ pub fn check_placed_class_name(name: &str) -> Result<(), String> {
 /// that placed it (0 for the classes of `garage layout config
 /// --storage-class`, which use every zone and share one placement per
 /// code; else [`scope_of`] the placed class's name). A block's address is
-/// derived from its content and its placement.
+/// derived from its content and its placement. Encoded as its code is,
+/// with `scope` only when it is not 0: what stores an [`EcCode`] (a
+/// version's block list, a shard's header, a reference count) stores a
+/// placement of scope 0 in the same bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Placement {
-    pub code: EcCode,
+    pub data: u8,
+    pub parity: u8,
+    #[serde(default, skip_serializing_if = "scope_is_zero")]
     pub scope: u32,
+}
+
+fn scope_is_zero(s: &u32) -> bool {
+    *s == 0
+}
+
+impl Placement {
+    pub fn new(code: EcCode, scope: u32) -> Self {
+        Placement {
+            data: code.data,
+            parity: code.parity,
+            scope,
+        }
+    }
+
+    pub fn code(&self) -> EcCode {
+        EcCode {
+            data: self.data,
+            parity: self.parity,
+        }
+    }
+
+    pub fn data(&self) -> usize {
+        self.data as usize
+    }
+
+    pub fn parity(&self) -> usize {
+        self.parity as usize
+    }
+
+    pub fn shards(&self) -> usize {
+        self.data() + self.parity()
+    }
+
+    pub fn overhead(&self) -> f64 {
+        self.code().overhead()
+    }
+
+    pub fn is_replication(&self) -> bool {
+        self.data == 1
+    }
+
+    pub fn describe(&self) -> String {
+        self.code().describe()
+    }
 }
 
 impl From<EcCode> for Placement {
     fn from(code: EcCode) -> Self {
-        Placement { code, scope: 0 }
+        Placement::new(code, 0)
     }
 }
 
 impl std::fmt::Display for Placement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.scope == 0 {
-            self.code.fmt(f)
+            self.code().fmt(f)
         } else {
-            write!(f, "{}@{:08x}", self.code, self.scope)
+            write!(f, "{}@{:08x}", self.code(), self.scope)
         }
     }
 }

@@ -436,7 +436,7 @@ fn check_placed(
     let mut at = BTreeMap::new();
     for p in 0..PARTITIONS {
         let nodes = v.shard_nodes(placement, p).expect("a ring");
-        assert_eq!(nodes.len(), placement.code.shards());
+        assert_eq!(nodes.len(), placement.shards());
         let mut count: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, n) in nodes.iter().enumerate() {
             assert!(at.insert((p, *n), i).is_none(), "two shards on one node");
@@ -471,7 +471,7 @@ fn placed_classes_stay_in_their_zones_and_move_with_them() {
     h.apply(2).unwrap();
     let v = h.current().clone();
     let eu = v.class_placement("EU").expect("EU is offered");
-    assert_eq!((eu.code.shards(), eu.code.is_replication()), (2, true));
+    assert_eq!((eu.shards(), eu.is_replication()), (2, true));
     assert_ne!(eu.scope, 0);
     let before = check_placed(&v, eu, &["paris", "berlin"], 1);
     assert_eq!(
@@ -532,7 +532,7 @@ fn placed_classes_stay_in_their_zones_and_move_with_them() {
     h.apply(4).unwrap();
     let v4 = h.current().clone();
     let eu3 = v4.class_placement("EU").unwrap();
-    assert_eq!((eu3.code.shards(), eu3.scope), (3, eu.scope));
+    assert_eq!((eu3.shards(), eu3.scope), (3, eu.scope));
     check_placed(&v4, eu3, &["paris", "berlin", "madrid"], 1);
     check_placed(&v4, eu, &["paris", "berlin", "madrid"], 1);
     assert!(v4.users_of(eu).is_empty());
@@ -612,7 +612,7 @@ fn placed_classes_are_checked_with_clear_errors() {
     let (v, _) = h.preview().unwrap();
     assert!(v.class_code("STANDARD_IA").is_none());
     let p = v.class_placement("STANDARD_IA").unwrap();
-    assert_eq!(p.code.to_string(), "4+2");
+    assert_eq!(p.code().to_string(), "4+2");
     assert_ne!(p.scope, 0);
 }
 

@@ -100,10 +100,7 @@ fn is_zero(v: &u32) -> bool {
 
 impl EcRing {
     pub fn placement(&self) -> Placement {
-        Placement {
-            code: self.code,
-            scope: self.scope,
-        }
+        Placement::new(self.code, self.scope)
     }
 
     /// Most shards of a partition in one zone.
@@ -331,7 +328,7 @@ impl LayoutVersion {
         let mut ec_rings = Vec::new();
         let mut shards_moved = BTreeMap::new();
         for (placement, zones) in rings {
-            let code = placement.code;
+            let code = placement.code();
             // The nodes this ring may use, as indices into `specs`.
             let members: Vec<usize> = (0..specs.len())
                 .filter(|i| zones.is_empty() || zones.contains(&specs[*i].zone))
@@ -493,7 +490,7 @@ fn place_classes(
             }
             RedundancySpec::Code(c) => c,
             RedundancySpec::Auto => match previous.get(name) {
-                Some(p) if !p.code.is_replication() && classes::fits(p.code, &sizes) => p.code,
+                Some(p) if !p.is_replication() && classes::fits(p.code(), &sizes) => p.code(),
                 _ => classes::auto_code(&sizes).ok_or_else(|| {
                     LayoutError::Class(format!(
                         "storage class {name}: an automatic erasure code needs 3 zones or more, and the class has {}; give a code (--erasure 2+1) or copies (--replication 2)",
@@ -510,13 +507,7 @@ fn place_classes(
                 code.shards()
             )));
         }
-        out.insert(
-            name.clone(),
-            Placement {
-                code,
-                scope: classes::scope_of(name),
-            },
-        );
+        out.insert(name.clone(), Placement::new(code, classes::scope_of(name)));
     }
     Ok(out)
 }
