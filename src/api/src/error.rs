@@ -186,7 +186,7 @@ impl From<garage_block::manager::Error> for ApiError {
     fn from(e: garage_block::manager::Error) -> Self {
         use garage_block::manager::Error as E;
         match e {
-            E::Quorum { .. } | E::Unavailable { .. } | E::NoNodes => {
+            E::Quorum { .. } | E::Unavailable { .. } | E::NoNodes | E::NoPlacement(_) => {
                 ApiError::Unavailable(e.to_string())
             }
             e => ApiError::Internal(e.to_string()),

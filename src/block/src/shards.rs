@@ -64,9 +64,13 @@ fn placements(layout: &LayoutHistory, addr: &Hash, code: Placement) -> Result<Ve
         if v.storage_nodes.is_empty() {
             continue;
         }
-        let nodes = v
-            .shard_nodes(code, partition)
-            .ok_or(Error::NoPlacement(code))?;
+        let nodes = match v.shard_nodes(code, partition) {
+            Some(nodes) => nodes,
+            // A placed class new in a later live version had no blocks
+            // before it.
+            None if code.scope != 0 => continue,
+            None => return Err(Error::NoPlacement(code)),
+        };
         let zones = nodes
             .iter()
             .map(|n| v.roles.get(n).map(|r| r.zone.clone()).unwrap_or_default())
@@ -74,7 +78,11 @@ fn placements(layout: &LayoutHistory, addr: &Hash, code: Placement) -> Result<Ve
         out.push(ShardSet { nodes, zones });
     }
     if out.is_empty() {
-        return Err(Error::NoNodes);
+        return Err(if code.scope != 0 {
+            Error::NoPlacement(code)
+        } else {
+            Error::NoNodes
+        });
     }
     Ok(out)
 }
@@ -207,6 +215,8 @@ impl BlockManager {
         let mut hedge_at: Option<tokio::time::Instant> = None;
         let me = self.system.id();
         let is_up = |n: &NodeId| *n == me || self.system.is_up(n);
+        // Shards whose write failed (a placed class does not wait for them).
+        let mut failed: BTreeSet<(NodeId, usize)> = BTreeSet::new();
         if code.scope != 0 {
             // A placed class writes to the nodes of its zones that are up:
             // too few of them is an error at once, never a wait.
@@ -233,7 +243,9 @@ impl BlockManager {
                     // Every shard whose node is up, and `data` at least
                     // (see the module documentation).
                     let got = (0..code.shards()).filter(|i| have(*i)).count();
-                    let missing_up = (0..code.shards()).any(|i| !have(i) && is_up(&p.nodes[i]));
+                    let missing_up = (0..code.shards()).any(|i| {
+                        !have(i) && is_up(&p.nodes[i]) && !failed.contains(&(p.nodes[i], i))
+                    });
                     return got >= code.data() && !missing_up;
                 }
                 let zones = (0..code.shards()).filter_map(|i| {
@@ -303,6 +315,7 @@ impl BlockManager {
                     }
                 }
                 Ok(Some(Ok((node, index, Err(e))))) => {
+                    failed.insert((node, index));
                     errors.push(format!("shard {index} on {node:?}: {e}"))
                 }
                 Ok(Some(Err(e))) => errors.push(format!("write task failed: {e}")),

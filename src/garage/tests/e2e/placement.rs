@@ -1,0 +1,299 @@
+//! Storage classes with a place (issue 47) on five real nodes in five
+//! zones: a bucket pinned to a class of two zones (`EU`, two copies) keeps
+//! every block file in those zones, checked on disk; a write naming another
+//! class is refused; with one of the class's zones down, reads and writes
+//! go on and the missing copies are written when it is back; the class
+//! widened to a third zone under a live writer moves copies there, nothing
+//! lost and no write failed.
+
+use crate::common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::StorageClass;
+use aws_sdk_s3::Client;
+use rand::RngCore;
+
+use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
+use common::s3::{make_key, sdk_client};
+
+const MIB: usize = 1 << 20;
+const BUCKET: &str = "eu-photos";
+const ZONES: [&str; 5] = ["paris", "berlin", "madrid", "rome", "oslo"];
+
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut v = vec![0u8; n];
+    rand::rng().fill_bytes(&mut v);
+    v
+}
+
+fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// The shard files (a placed class's copies are shards) of node `i`, by
+/// block address.
+fn shards_of(c: &Cluster, i: usize) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for p in c.block_files(i) {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if let Some((addr, ext)) = name.split_once('.') {
+            if ext.starts_with('s') {
+                *out.entry(addr.to_string()).or_default() += 1;
+            }
+        }
+    }
+    out
+}
+
+/// Every block file (whole blocks and shards) of node `i`.
+fn files_of(c: &Cluster, i: usize) -> usize {
+    c.block_files(i).len()
+}
+
+/// Copies of each block address over the nodes `nodes`.
+fn copies_over(c: &Cluster, nodes: &[usize]) -> BTreeMap<String, usize> {
+    let mut out: BTreeMap<String, usize> = BTreeMap::new();
+    for i in nodes {
+        for (a, n) in shards_of(c, *i) {
+            *out.entry(a).or_default() += n;
+        }
+    }
+    out
+}
+
+async fn put(cl: &Client, key: &str, body: &[u8], class: Option<&str>) -> Result<(), String> {
+    let mut req = cl
+        .put_object()
+        .bucket(BUCKET)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()));
+    if let Some(c) = class {
+        req = req.storage_class(StorageClass::from(c));
+    }
+    req.send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("PutObject {key}: {:?}", e.into_service_error()))
+}
+
+async fn get(cl: &Client, key: &str) -> Vec<u8> {
+    let out = cl
+        .get_object()
+        .bucket(BUCKET)
+        .key(key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GetObject {key}: {e:?}"));
+    assert_eq!(out.storage_class().map(|c| c.as_str()), Some("EU"));
+    out.body.collect().await.unwrap().to_vec()
+}
+
+/// Applies the staged layout changes.
+fn apply(c: &Cluster) {
+    let layout = c.garage_json(0, &["layout", "show"]);
+    let next = (layout["version"].as_u64().expect("a version") + 1).to_string();
+    c.garage_ok(0, &["layout", "apply", "--version", &next]);
+}
+
+#[test]
+fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
+    let mut c = Cluster::new(5, 3);
+    c.env
+        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        c.health(0).0.len() == 5
+    });
+    c.apply_layout(&ZONES, "1G");
+
+    // A class that cannot survive a node is refused unless accepted.
+    let refused = c.garage(0, &["layout", "class", "SCRATCH", "--replication", "1"]);
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("--allow-no-redundancy"),
+        "{refused:?}"
+    );
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "EU",
+            "--replication",
+            "2",
+            "--zones",
+            "paris,berlin",
+        ],
+    );
+    let preview = c.garage_ok(0, &["layout", "show"]);
+    assert!(
+        preview.contains("Storage class EU: replication 2 in zones berlin, paris"),
+        "{preview}"
+    );
+    apply(&c);
+    let shown = c.garage_json(0, &["layout", "show"]);
+    let eu = shown["storageClasses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "EU"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no class EU in {shown}"));
+    assert_eq!(eu["zones"], serde_json::json!(["berlin", "paris"]));
+    assert_eq!(eu["survives"], "any 1 node(s) or a zone");
+
+    let key = make_key(&c, "placement");
+    let cl = sdk_client(&c, 0, &key);
+    run(async { cl.create_bucket().bucket(BUCKET).send().await.unwrap() });
+    let out = c.garage_ok(0, &["bucket", "set-placement", BUCKET, "--allow", "EU"]);
+    assert!(out.contains("accepts only the storage classes EU"), "{out}");
+    let info = c.garage_ok(0, &["bucket", "info", BUCKET]);
+    assert!(info.contains("Placement:       only EU"), "{info}");
+
+    // Writes: no class (the bucket's default, EU), EU by name; STANDARD and
+    // the erasure-coded class of every zone are refused.
+    let mut objects: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    run(async {
+        for i in 0..12 {
+            let body = random_bytes(MIB / 2 + i * 300_000);
+            let k = format!("photo-{i}");
+            let class = (i % 2 == 0).then_some("EU");
+            put(&cl, &k, &body, class).await.unwrap();
+            objects.insert(k, body);
+        }
+        for other in ["STANDARD", "STANDARD_IA"] {
+            let e = put(&cl, "elsewhere", b"x", Some(other)).await.unwrap_err();
+            assert!(e.contains("InvalidStorageClass"), "{other}: {e}");
+        }
+    });
+    // On disk: every block twice, once in paris and once in berlin;
+    // nothing in the other zones.
+    let blocks = copies_over(&c, &[0, 1]);
+    assert!(blocks.len() >= 12, "{} blocks", blocks.len());
+    assert!(blocks.values().all(|n| *n == 2), "{blocks:?}");
+    assert_eq!(shards_of(&c, 0).len(), blocks.len());
+    assert_eq!(shards_of(&c, 1).len(), blocks.len());
+    for i in 2..5 {
+        assert_eq!(
+            files_of(&c, i),
+            0,
+            "node {i} ({}) holds block files",
+            ZONES[i]
+        );
+    }
+
+    // Berlin down: reads and writes go on.
+    c.stop(1);
+    wait_until("berlin seen down", CLUSTER_DEADLINE, || {
+        c.health(0).1.len() == 1
+    });
+    run(async {
+        for (k, body) in objects.iter() {
+            assert_eq!(&get(&cl, k).await, body, "{k} with berlin down");
+        }
+        for i in 0..4 {
+            let body = random_bytes(MIB + i * 1000);
+            let k = format!("while-down-{i}");
+            put(&cl, &k, &body, None).await.unwrap();
+            objects.insert(k, body);
+        }
+    });
+    // Back: berlin gets the copies written without it.
+    c.start(1);
+    wait_until(
+        "berlin holds every block again",
+        Duration::from_secs(120),
+        || {
+            let all = copies_over(&c, &[0]);
+            shards_of(&c, 1).len() == all.len() && all.len() > blocks.len()
+        },
+    );
+    for i in 2..5 {
+        assert_eq!(
+            files_of(&c, i),
+            0,
+            "node {i} ({}) holds block files",
+            ZONES[i]
+        );
+    }
+
+    // Widened to madrid under a live writer.
+    let stop = Arc::new(AtomicBool::new(false));
+    let written = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (stop, written) = (stop.clone(), written.clone());
+        let cl = sdk_client(&c, 4, &key);
+        std::thread::spawn(move || {
+            run(async {
+                let mut done: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+                let mut failures = Vec::new();
+                let mut i = 0;
+                // Bounded: at most 400 writes, and stopped by the test.
+                while !stop.load(Ordering::Relaxed) && i < 400 {
+                    let body = random_bytes(200_000 + (i % 7) * 150_000);
+                    let k = format!("live-{i}");
+                    match put(&cl, &k, &body, None).await {
+                        Ok(()) => {
+                            done.insert(k, body);
+                            written.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => failures.push(e),
+                    }
+                    i += 1;
+                }
+                (done, failures)
+            })
+        })
+    };
+    wait_until("the writer has started", CLUSTER_DEADLINE, || {
+        written.load(Ordering::Relaxed) >= 3
+    });
+    c.garage_ok(
+        0,
+        &["layout", "class", "EU", "--zones", "paris,berlin,madrid"],
+    );
+    let preview = c.garage_ok(0, &["layout", "show"]);
+    assert!(
+        preview.contains("storage class EU (replication 2) that move to a new node"),
+        "{preview}"
+    );
+    apply(&c);
+    let before = written.load(Ordering::Relaxed);
+    wait_until("writes after the change", CLUSTER_DEADLINE, || {
+        written.load(Ordering::Relaxed) >= before + 10
+    });
+    stop.store(true, Ordering::Relaxed);
+    let (live, failures) = writer.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "writes failed during the move: {failures:?}"
+    );
+    objects.extend(live);
+
+    // Blocks end where the class says: two copies of each in paris, berlin
+    // and madrid, madrid holding its share, nothing in rome or oslo.
+    wait_until(
+        "copies in place after the move",
+        Duration::from_secs(180),
+        || {
+            let copies = copies_over(&c, &[0, 1, 2]);
+            copies.values().all(|n| *n == 2)
+                && !shards_of(&c, 2).is_empty()
+                && (3..5).all(|i| files_of(&c, i) == 0)
+        },
+    );
+    run(async {
+        for (k, body) in objects.iter() {
+            assert_eq!(&get(&cl, k).await, body, "{k} after the move");
+        }
+    });
+    c.assert_no_secret_logged();
+}
