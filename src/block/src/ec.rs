@@ -371,6 +371,7 @@ pub fn decode_stored(addr: &Hash, shards: &[Shard]) -> Result<(DataBlock, Hash, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use garage_rpc::layout::EcCode;
 
     fn sample(len: usize) -> (Bytes, Hash) {
         let data: Bytes = (0..len)
@@ -382,8 +383,46 @@ mod tests {
     }
 
     #[test]
+    fn copies_of_a_placed_class_are_whole_blocks_with_their_scope() {
+        for copies in [1, 2, 3] {
+            let code = Placement::new(EcCode::copies(copies).unwrap(), 0xdead_beef);
+            let (data, h) = sample(300_001);
+            let block = DataBlock::from_plain(data.clone(), Some(1));
+            let shards = encode(&block, h, code).unwrap();
+            assert_eq!(shards.len(), copies);
+            let addr = ec_address(&h, code);
+            assert_ne!(
+                addr,
+                ec_address(&h, code.code()),
+                "the scope is in the address"
+            );
+            for s in shards.iter() {
+                // Each copy alone rebuilds the block.
+                assert_eq!(s.payload.len(), shards[0].payload.len());
+                assert_eq!(decode(&addr, std::slice::from_ref(s)).unwrap(), data);
+                // The header says the scope: parsed back, and named by a
+                // damaged file.
+                let bytes = s.to_bytes();
+                assert_eq!(&bytes[0..4], b"GSH2");
+                let back = Shard::parse(bytes.clone(), Some((&addr, s.info.index))).unwrap();
+                assert_eq!(back.info.code, code);
+                let mut damaged = bytes.to_vec();
+                let last = damaged.len() - 1;
+                damaged[last] ^= 1;
+                assert!(Shard::parse(Bytes::from(damaged.clone()), None).is_err());
+                assert_eq!(code_of_damaged(&damaged, &addr), Some(code));
+            }
+        }
+        // Scope 0 keeps the header of every earlier release.
+        let (data, h) = sample(1000);
+        let code: Placement = EcCode::new(2, 1).unwrap().into();
+        let shards = encode(&DataBlock::Plain(data), h, code).unwrap();
+        assert_eq!(&shards[0].to_bytes()[0..4], b"GSH1");
+    }
+
+    #[test]
     fn any_data_shards_rebuild_the_block() {
-        let code: EcCode = "4+2".parse().unwrap();
+        let code: Placement = "4+2".parse::<EcCode>().unwrap().into();
         for (len, level) in [(1 << 20, None), (1000, Some(3)), (1, None), (7, None)] {
             let (data, h) = sample(len);
             let block = DataBlock::from_plain(data.clone(), level);
@@ -411,7 +450,7 @@ mod tests {
 
     #[test]
     fn shards_on_the_wire_are_checked() {
-        let code: EcCode = "2+1".parse().unwrap();
+        let code: Placement = "2+1".parse::<EcCode>().unwrap().into();
         let (data, h) = sample(5000);
         let shards = encode(&DataBlock::Plain(data.clone()), h, code).unwrap();
         let addr = ec_address(&h, code);

@@ -102,7 +102,7 @@ fn ec_shards() {
             });
             let shard = Shard::parse(Bytes::from(bytes), Some((&addr, i))).unwrap();
             let info = ShardInfo {
-                code,
+                code: code.into(),
                 index: i,
                 compressed: true,
                 stored_len: shard.info.stored_len,

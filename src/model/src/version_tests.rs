@@ -341,7 +341,8 @@ fn a_transition_replaces_blocks_and_wins_in_any_order() {
     let uuid = id(9);
     let n = SEGMENT_BLOCKS + 2;
     write_blocks_one_by_one(&data, uuid, n, true);
-    let code = garage_rpc::layout::EcCode { data: 2, parity: 1 };
+    let code: garage_rpc::layout::Placement =
+        garage_rpc::layout::EcCode { data: 2, parity: 1 }.into();
     let coded = |i: u64| VersionBlock {
         hash: id(2_000_000 + i),
         ec: Some(code),

@@ -401,7 +401,7 @@ fn locked_version() -> ObjectVersion {
     let data = ObjectVersionData::FirstBlock(
         ObjectVersionMeta {
             storage_class: Some(s("STANDARD_IA")),
-            first_ec: Some(EcCode { data: 4, parity: 2 }),
+            first_ec: Some(EcCode { data: 4, parity: 2 }.into()),
             ..meta(10 << 20, "9b2cf535f27731c974343645a3985328-2")
         },
         hash(0x31),
@@ -549,7 +549,7 @@ fn versions() {
         VersionBlock {
             hash: hash(0x52),
             size: 512 << 10,
-            ec: Some(EcCode { data: 4, parity: 2 }),
+            ec: Some(EcCode { data: 4, parity: 2 }.into()),
         },
     );
     let segment = Version {
@@ -595,7 +595,7 @@ fn versions() {
 #[test]
 fn block_refs() {
     let live = BlockRef {
-        ec: Some(EcCode { data: 4, parity: 2 }),
+        ec: Some(EcCode { data: 4, parity: 2 }.into()),
         ..BlockRef::new(hash(0x52), id(0x32), false)
     };
     check_entry("block_ref", &live);
