@@ -71,6 +71,13 @@ fn copies_over(c: &Cluster, nodes: &[usize]) -> BTreeMap<String, usize> {
     out
 }
 
+/// No node from `first` on (the zones outside the class) holds a block file.
+fn nothing_outside(c: &Cluster, first: usize) {
+    for (i, zone) in ZONES.iter().enumerate().skip(first) {
+        assert_eq!(files_of(c, i), 0, "node {i} ({zone}) holds block files");
+    }
+}
+
 async fn put(cl: &Client, key: &str, body: &[u8], class: Option<&str>) -> Result<(), String> {
     let mut req = cl
         .put_object()
@@ -181,14 +188,7 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
     assert!(blocks.values().all(|n| *n == 2), "{blocks:?}");
     assert_eq!(shards_of(&c, 0).len(), blocks.len());
     assert_eq!(shards_of(&c, 1).len(), blocks.len());
-    for i in 2..5 {
-        assert_eq!(
-            files_of(&c, i),
-            0,
-            "node {i} ({}) holds block files",
-            ZONES[i]
-        );
-    }
+    nothing_outside(&c, 2);
 
     // Berlin down: reads and writes go on.
     c.stop(1);
@@ -208,7 +208,7 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
     });
     // Back: berlin gets the copies written without it.
     c.start(1);
-    wait_until(
+    let caught_up = wait_until(
         "berlin holds every block again",
         Duration::from_secs(120),
         || {
@@ -216,14 +216,8 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
             shards_of(&c, 1).len() == all.len() && all.len() > blocks.len()
         },
     );
-    for i in 2..5 {
-        assert_eq!(
-            files_of(&c, i),
-            0,
-            "node {i} ({}) holds block files",
-            ZONES[i]
-        );
-    }
+    nothing_outside(&c, 2);
+    eprintln!("berlin back: the copies written without it are there after {caught_up:?}");
 
     // Widened to madrid under a live writer.
     let stop = Arc::new(AtomicBool::new(false));
@@ -280,7 +274,7 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
 
     // Blocks end where the class says: two copies of each in paris, berlin
     // and madrid, madrid holding its share, nothing in rome or oslo.
-    wait_until(
+    let moved_in = wait_until(
         "copies in place after the move",
         Duration::from_secs(180),
         || {
@@ -290,10 +284,177 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
                 && (3..5).all(|i| files_of(&c, i) == 0)
         },
     );
+    let copies = copies_over(&c, &[0, 1, 2]);
+    eprintln!(
+        "EU widened to madrid: {} blocks, {} on madrid, in place {moved_in:?} after the writer stopped; {} writes during the move, none failed",
+        copies.len(),
+        shards_of(&c, 2).len(),
+        objects.keys().filter(|k| k.starts_with("live-")).count(),
+    );
     run(async {
         for (k, body) in objects.iter() {
             assert_eq!(&get(&cl, k).await, body, "{k} after the move");
         }
     });
     c.assert_no_secret_logged();
+}
+
+/// A bucket of 1 000 `STANDARD` objects moved to `EU` (replication 2 in
+/// paris and berlin): pinned to it, its objects are rewritten in the
+/// background (the lifecycle worker, without a rule); they keep their
+/// bytes and report `EU`, and the replicated blocks in the other zones
+/// are freed.
+#[test]
+fn a_bucket_moved_from_standard_to_eu() {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
+        Transition, TransitionStorageClass,
+    };
+    const OBJECTS: usize = 1000;
+    const SIZE: usize = 8 * 1024;
+    let mut c = Cluster::new(5, 3);
+    c.env
+        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
+    c.env
+        .push(("GARAGE_LIFECYCLE_INTERVAL_SECS".into(), "1".into()));
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        c.health(0).0.len() == 5
+    });
+    c.apply_layout(&ZONES, "1G");
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "EU",
+            "--replication",
+            "2",
+            "--zones",
+            "paris,berlin",
+        ],
+    );
+    apply(&c);
+    let key = make_key(&c, "mover");
+    let cl = sdk_client(&c, 0, &key);
+    let objects: BTreeMap<String, Vec<u8>> = (0..OBJECTS)
+        .map(|i| (format!("doc-{i:04}"), random_bytes(SIZE)))
+        .collect();
+    let written = std::time::Instant::now();
+    run(async {
+        cl.create_bucket().bucket(BUCKET).send().await.unwrap();
+        let mut writes = futures::stream::iter(objects.iter().map(|(k, b)| put(&cl, k, b, None)))
+            .buffer_unordered(8);
+        use futures::StreamExt;
+        while let Some(r) = writes.next().await {
+            r.unwrap();
+        }
+    });
+    eprintln!(
+        "{OBJECTS} objects of {SIZE} B written in {:?}",
+        written.elapsed()
+    );
+    // STANDARD: three copies of every block, in three zones.
+    let files: usize = (0..5).map(|i| files_of(&c, i)).sum();
+    assert_eq!(files, 3 * OBJECTS);
+
+    // A reader during the move: every GET must succeed with the bytes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let cl = sdk_client(&c, 3, &key);
+        let objects = objects.clone();
+        std::thread::spawn(move || {
+            run(async {
+                let (mut reads, mut failures) = (0u64, Vec::new());
+                // Bounded: at most 20 000 reads, and stopped by the test.
+                for (k, body) in objects.iter().cycle().take(20_000) {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = cl.get_object().bucket(BUCKET).key(k).send().await;
+                    match r {
+                        Ok(out) => match out.body.collect().await {
+                            Ok(b) if b.to_vec() == *body => reads += 1,
+                            Ok(_) => failures.push(format!("{k}: other bytes")),
+                            Err(e) => failures.push(format!("{k}: {e}")),
+                        },
+                        Err(e) => failures.push(format!("{k}: {:?}", e.into_service_error())),
+                    }
+                }
+                (reads, failures)
+            })
+        })
+    };
+    // Pinned to EU: the lifecycle worker moves what is elsewhere (no rule
+    // needed), by the transition machinery.
+    c.garage_ok(0, &["bucket", "set-placement", BUCKET, "--allow", "EU"]);
+    run(async {
+        // A rule to another class is refused for a bucket pinned to EU.
+        let other = LifecycleRule::builder()
+            .id("to-ia")
+            .status(ExpirationStatus::Enabled)
+            .filter(LifecycleRuleFilter::builder().prefix("").build())
+            .transitions(
+                Transition::builder()
+                    .days(0)
+                    .storage_class(TransitionStorageClass::StandardIa)
+                    .build(),
+            )
+            .build()
+            .unwrap();
+        let e = cl
+            .put_bucket_lifecycle_configuration()
+            .bucket(BUCKET)
+            .lifecycle_configuration(
+                BucketLifecycleConfiguration::builder()
+                    .rules(other)
+                    .build()
+                    .unwrap(),
+            )
+            .send()
+            .await
+            .expect_err("STANDARD_IA is outside the bucket's classes");
+        assert!(format!("{e:?}").contains("InvalidStorageClass"), "{e:?}");
+    });
+    // Every object reports EU (one listing of 1 000 per check).
+    let moved = wait_until("every object moved to EU", Duration::from_secs(600), || {
+        run(async {
+            let l = cl.list_objects_v2().bucket(BUCKET).send().await.unwrap();
+            l.contents().len() == OBJECTS
+                && l.contents()
+                    .iter()
+                    .all(|o| o.storage_class().map(|s| s.as_str()) == Some("EU"))
+        })
+    });
+    stop.store(true, Ordering::Relaxed);
+    let (reads, failures) = reader.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "reads failed during the move: {failures:?}"
+    );
+    eprintln!("{reads} GETs during the move, none failed");
+    // The replicated blocks are freed: paris and berlin hold one copy of
+    // each block, the other zones nothing.
+    let freed = wait_until(
+        "the STANDARD blocks are freed",
+        CLUSTER_DEADLINE * 2,
+        || {
+            (0..5).all(|i| {
+                let shards = shards_of(&c, i).len();
+                files_of(&c, i) == if i < 2 { shards } else { 0 }
+            }) && shards_of(&c, 0).len() == OBJECTS
+        },
+    );
+    assert_eq!(shards_of(&c, 1).len(), OBJECTS);
+    nothing_outside(&c, 2);
+    eprintln!(
+        "{OBJECTS} objects moved from STANDARD to EU in {moved:?} ({:.0} objects/s from the pinning), STANDARD blocks freed {freed:?} later",
+        OBJECTS as f64 / moved.as_secs_f64(),
+    );
+    run(async {
+        for (k, body) in objects.iter() {
+            assert_eq!(&get(&cl, k).await, body, "{k} after the move");
+        }
+    });
 }

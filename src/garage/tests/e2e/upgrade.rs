@@ -325,6 +325,20 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     && e.contains("finalized at v0.3.0"),
                 "{e}"
             );
+            // So are classes with a place and pinned buckets.
+            for args in [
+                &["layout", "class", "EU", "--replication", "2"][..],
+                &["bucket", "set-placement", GATED, "--allow", "STANDARD"][..],
+            ] {
+                let out = c.garage(i, args);
+                let e = stderr(&out);
+                assert!(
+                    !out.status.success()
+                        && e.contains("placement-classes")
+                        && e.contains("finalized at v0.3.0"),
+                    "{args:?}: {e}"
+                );
+            }
             // Conditional writes while mixed: until the cluster is
             // finalized, register values are written in the format the
             // previous release reads (`conditional-register-gc`), so a
@@ -398,6 +412,12 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
     // through every node.
     let out = put_noncurrent_transition(&c, &key, order[0], dir.path());
     assert!(out.status.success(), "{}", stderr(&out));
+    c.garage_ok(order[0], &["layout", "class", "EU", "--replication", "2"]);
+    c.garage_ok(order[0], &["layout", "revert", "--yes"]);
+    c.garage_ok(
+        order[0],
+        &["bucket", "set-placement", GATED, "--allow", "any"],
+    );
     for i in 0..3 {
         let got = aws_ok(
             &key,

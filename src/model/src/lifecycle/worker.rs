@@ -189,7 +189,12 @@ impl LifecycleWorker {
                     .into_iter()
                     .filter(|r| r.enabled)
                     .collect();
-                if rules.is_empty() || !self.is_first_node_of(b) {
+                // A bucket pinned to classes is passed over without rules
+                // too: its data in other classes moves to its default.
+                let pinned = b
+                    .params()
+                    .is_some_and(|p| p.allowed_storage_classes.get().is_some());
+                if (rules.is_empty() && !pinned) || !self.is_first_node_of(b) {
                     continue;
                 }
                 let name = b
@@ -233,6 +238,12 @@ impl LifecycleWorker {
         let mut stats = BucketPass::default();
         let mut start: Option<String> = None;
         let versioning = b.params().map(|p| *p.versioning.get()).unwrap_or_default();
+        let allowed = b
+            .params()
+            .and_then(|p| p.allowed_storage_classes.get().clone());
+        let default = b
+            .params()
+            .and_then(|p| p.default_storage_class.get().clone());
         loop {
             let page = self
                 .garage
@@ -249,7 +260,16 @@ impl LifecycleWorker {
                 if let Some(m) = todo.marker {
                     markers.push((m.key.clone(), m.versions()[0].clone()));
                 }
-                if let Some((version, class)) = todo.transition {
+                let transition = match &allowed {
+                    None => todo.transition,
+                    // Pinned: only to a class the bucket accepts, and data
+                    // in another class moves to the default.
+                    Some(a) => todo
+                        .transition
+                        .filter(|(_, c)| a.contains(c))
+                        .or_else(|| placement_move(o, a, default.as_deref())),
+                };
+                if let Some((version, class)) = transition {
                     if self
                         .queue_transition(TransitionJob {
                             bucket: b.id,
@@ -768,6 +788,30 @@ fn not_yet_in(v: &ObjectVersion, class: &str) -> Option<String> {
     (meta.storage_class.as_deref() != Some(class)).then(|| class.to_string())
 }
 
+/// For a bucket pinned to the classes `allowed`: the current data of `o`
+/// if it is kept in blocks in another class, with the class to move it to,
+/// the bucket's `default` (none when the default is `STANDARD`, which is no
+/// transition's target: such data stays, readable, where it is).
+pub fn placement_move(
+    o: &Object,
+    allowed: &[String],
+    default: Option<&str>,
+) -> Option<(ObjectVersion, String)> {
+    let v = o.last_data()?;
+    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+        return None;
+    };
+    let class = meta
+        .storage_class
+        .as_deref()
+        .unwrap_or(garage_rpc::layout::classes::STANDARD);
+    if allowed.iter().any(|a| a == class) {
+        return None;
+    }
+    let to = default.filter(|d| *d != garage_rpc::layout::classes::STANDARD)?;
+    Some((v.clone(), to.to_string()))
+}
+
 /// Applies the (enabled) `rules` to one object.
 pub fn plan(o: &Object, rules: &[LifecycleRule], now: u64, versioning: Versioning) -> Plan {
     let mut out = Plan::default();
@@ -1102,6 +1146,25 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![vs[1].uuid]
         );
+    }
+
+    #[test]
+    fn a_pinned_bucket_moves_data_of_other_classes_to_its_default() {
+        let b = Uuid::from([1u8; 32]);
+        let eu = vec!["EU".to_string()];
+        let o = |v: ObjectVersion| Object::new(b, "k".into(), vec![v]);
+        // STANDARD data moves to the default; data already in EU stays.
+        let std = o(blocks(1, 1 << 20, None));
+        let (v, to) = placement_move(&std, &eu, Some("EU")).expect("moves");
+        assert_eq!((v.uuid, to.as_str()), (std.versions()[0].uuid, "EU"));
+        assert!(placement_move(&o(blocks(1, 10, Some("EU"))), &eu, Some("EU")).is_none());
+        assert!(placement_move(&o(blocks(1, 10, Some("STANDARD_IA"))), &eu, Some("EU")).is_some());
+        // Inline data lives in the metadata: nothing to move.
+        assert!(placement_move(&o(data(1, 10)), &eu, Some("EU")).is_none());
+        // STANDARD is no transition's target.
+        let both = vec!["STANDARD".to_string(), "EU".to_string()];
+        assert!(placement_move(&o(blocks(1, 10, Some("ARCHIVE"))), &both, None).is_none());
+        assert!(placement_move(&std, &both, None).is_none());
     }
 
     #[test]
