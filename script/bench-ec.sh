@@ -14,7 +14,7 @@ trap 'kill $(cat "$dir/pids") 2>/dev/null || true; rm -rf "$dir"' EXIT
 out=$(GARAGE_NODES=6 script/cluster3.sh "$dir" "$bin")
 key=$(echo "$out" | awk '/Key ID:/ {print $3}')
 secret=$(echo "$out" | awk '/Secret key:/ {print $3}')
-"$bin" -c "$dir/n1/garage.toml" layout show | grep "Storage classes"
+"$bin" -c "$dir/n1/garage.toml" layout show | grep -A12 "^Storage class"
 run() { python3 script/bench-ec.py --endpoint http://127.0.0.1:3910 --key "$key" \
   --secret "$secret" --data "$dir/n*/data" --objects "$objects" --size-mib "$size" "$@"; }
 echo "== all six nodes up"

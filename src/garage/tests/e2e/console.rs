@@ -173,6 +173,14 @@ fn console_in_a_browser_against_three_zones() {
         "the token is nowhere but in memory"
     );
     shot(&mut b, "cluster");
+    // The layout's storage classes, with their zones and what they survive.
+    let classes = text_of(&mut b, "#layout");
+    assert!(
+        classes.contains("replication 3")
+            && classes.contains("erasure 2+1")
+            && classes.contains("any 1 node(s) or a zone"),
+        "{classes}"
+    );
 
     // Stage a change (node 2 to 2 GB), preview it, apply it.
     b.eval(&format!(

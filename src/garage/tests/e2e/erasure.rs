@@ -473,7 +473,7 @@ fn shards_follow_a_layout_change() {
     c.garage_ok(0, &["layout", "remove", &id(1)]);
     let show = c.garage_ok(0, &["layout", "show"]);
     assert!(
-        show.contains("Shards of erasure code 4+2 that move"),
+        show.contains("Block shards of storage class STANDARD_IA (erasure 4+2) that move"),
         "{show}"
     );
     c.garage_ok(0, &["layout", "apply", "--version", "2"]);

@@ -374,8 +374,8 @@ fn a_bucket_moved_from_standard_to_eu() {
                     }
                     let r = cl.get_object().bucket(BUCKET).key(k).send().await;
                     match r {
-                        Ok(out) => match out.body.collect().await {
-                            Ok(b) if b.to_vec() == *body => reads += 1,
+                        Ok(out) => match out.body.collect().await.map(|b| b.to_vec()) {
+                            Ok(b) if b == *body => reads += 1,
                             Ok(_) => failures.push(format!("{k}: other bytes")),
                             Err(e) => failures.push(format!("{k}: {e}")),
                         },

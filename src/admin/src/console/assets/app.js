@@ -283,8 +283,24 @@ async function cluster() {
   });
 
   const staged = layout.stagedRoleChanges || [];
+  // Storage classes: where each keeps its blocks, and what it survives.
+  const classes = table("Storage classes", ["Class", "Redundancy", "On disk", "Zones", "Survives"],
+    (layout.storageClasses || []).map((c) => [
+      c.name,
+      c.kind === "replicated" ? `replication ${c.redundancy}` : `erasure ${c.redundancy}`,
+      `${c.overhead.toFixed(2)}x`,
+      (c.zones || []).length ? c.zones.join(", ") : "all",
+      c.survives || "",
+    ]));
+  const now = (layout.parameters && layout.parameters.classDefinitions) || {};
+  const next = (layout.stagedParameters && layout.stagedParameters.classDefinitions) || null;
+  const classChanges = next ? [...new Set([...Object.keys(now), ...Object.keys(next)])].sort()
+    .filter((n) => JSON.stringify(now[n]) !== JSON.stringify(next[n]))
+    .map((n) => [n, next[n]
+      ? `${next[n].replication ? "replication " + next[n].replication : "erasure " + next[n].erasure} in ${(next[n].zones || []).length ? "zones " + next[n].zones.join(", ") : "every zone"}`
+      : "removed"]) : [];
   const preview = h("div", { id: "preview" });
-  const actions = staged.length ? h("div", { class: "actions" },
+  const actions = staged.length || layout.stagedParameters ? h("div", { class: "actions" },
     h("button", { type: "button", id: "preview-button", onclick: async () => {
       try {
         const p = await post("PreviewClusterLayoutChanges");
@@ -316,6 +332,8 @@ async function cluster() {
         c.id.slice(0, 16),
         c.remove ? "remove" : `zone ${c.zone}, capacity ${c.capacity === null ? "gateway" : bytes(c.capacity)}`,
       ])),
+      classes,
+      classChanges.length ? table("Staged storage class changes", ["Class", "Change"], classChanges) : null,
       actions, preview, stageForm, out),
     histR.e ? h("section", { id: "transition" }, h("h2", {}, "Layout transition"), refusal(histR)) : transition(histR.v),
     allWorkersR.e || blockErrorsR.e
