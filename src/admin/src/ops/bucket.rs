@@ -82,6 +82,11 @@ pub struct GetBucketInfoResponse {
     /// the others erasure-coded), classes holding nothing left out.
     #[serde(default)]
     pub bytes_by_class: std::collections::BTreeMap<String, i64>,
+    /// The same bytes as stored on disk, by class: times the class's
+    /// copies, or its code's overhead (shard padding aside), per the
+    /// current layout.
+    #[serde(default)]
+    pub disk_bytes_by_class: std::collections::BTreeMap<String, i64>,
     /// The storage class of writes that name none.
     #[serde(default = "standard")]
     pub default_storage_class: String,
@@ -344,6 +349,7 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
         objects: count(OBJECTS),
         bytes: count(BYTES),
         bytes_by_class: bytes_by_class(&counts),
+        disk_bytes_by_class: disk_bytes(g, &bytes_by_class(&counts)),
         default_storage_class: p
             .default_storage_class
             .get()
@@ -651,6 +657,27 @@ pub async fn update_bucket(
     }
     let b = bucket_by_id(&m, id).await?;
     bucket_info(g, &b).await
+}
+
+/// Bytes on disk of `logical` bytes per class, per the current layout (a
+/// class the layout no longer offers is left out).
+fn disk_bytes(
+    g: &Garage,
+    logical: &std::collections::BTreeMap<String, i64>,
+) -> std::collections::BTreeMap<String, i64> {
+    let layout = g.system.layout();
+    let v = layout.current();
+    logical
+        .iter()
+        .filter_map(|(class, n)| {
+            let factor = if class == classes::STANDARD {
+                v.replication_factor as f64
+            } else {
+                v.class_placement(class)?.overhead()
+            };
+            Some((class.clone(), (*n as f64 * factor).round() as i64))
+        })
+        .collect()
 }
 
 /// Checks that the layout offers storage class `name` (for field `field`).

@@ -381,7 +381,14 @@ fn info_text(i: &GetBucketInfoResponse) -> String {
     let _ = writeln!(out, "Size:            {} B", i.bytes);
     if i.bytes_by_class.len() > 1 || i.bytes_by_class.keys().any(|c| c != "STANDARD") {
         for (class, n) in i.bytes_by_class.iter() {
-            let _ = writeln!(out, "  in {class}: {n} B");
+            match i.disk_bytes_by_class.get(class) {
+                Some(d) => {
+                    let _ = writeln!(out, "  in {class}: {n} B ({d} B on disk)");
+                }
+                None => {
+                    let _ = writeln!(out, "  in {class}: {n} B");
+                }
+            }
         }
     }
     let _ = writeln!(

@@ -296,6 +296,22 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
             assert_eq!(&get(&cl, k).await, body, "{k} after the move");
         }
     });
+    // Deleted, their copies are collected from every zone of the class.
+    run(async {
+        for k in objects.keys() {
+            cl.delete_object()
+                .bucket(BUCKET)
+                .key(k)
+                .send()
+                .await
+                .unwrap();
+        }
+    });
+    wait_until(
+        "the deleted objects' copies are collected",
+        Duration::from_secs(120),
+        || (0..5).all(|i| files_of(&c, i) == 0),
+    );
     c.assert_no_secret_logged();
 }
 
@@ -448,6 +464,16 @@ fn a_bucket_moved_from_standard_to_eu() {
     );
     assert_eq!(shards_of(&c, 1).len(), OBJECTS);
     nothing_outside(&c, 2);
+    // The bucket's bytes by class, and on disk: two copies.
+    let expect = format!(
+        "in EU: {} B ({} B on disk)",
+        OBJECTS * SIZE,
+        2 * OBJECTS * SIZE
+    );
+    wait_until("the bucket's counters say EU", CLUSTER_DEADLINE, || {
+        c.garage_ok(0, &["bucket", "info", BUCKET])
+            .contains(&expect)
+    });
     eprintln!(
         "{OBJECTS} objects moved from STANDARD to EU in {moved:?} ({:.0} objects/s from the pinning), STANDARD blocks freed {freed:?} later",
         OBJECTS as f64 / moved.as_secs_f64(),

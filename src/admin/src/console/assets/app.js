@@ -575,7 +575,8 @@ async function bucket(id) {
     h("dl", { class: "facts" },
       [["Id", b.id], ["Created", b.created], ["Aliases", b.globalAliases.join(", ")],
         ["Objects", String(b.objects)], ["Size", bytes(b.bytes)],
-        ["Size by storage class", Object.entries(b.bytesByClass || {}).map(([c, n]) => c + " " + bytes(n)).join(", ")],
+        ["Size by storage class", Object.entries(b.bytesByClass || {}).map(([c, n]) =>
+          c + " " + bytes(n) + ((b.diskBytesByClass || {})[c] !== undefined ? ` (${bytes(b.diskBytesByClass[c])} on disk)` : "")).join(", ")],
         ["Default storage class", b.defaultStorageClass || "STANDARD"],
         ["Unfinished uploads", String(b.unfinishedUploads)],
         ["Website", b.websiteAccess ? "served" : "not served"], ["Quota: size", limit(b.quotas.maxSize, bytes)],
