@@ -23,8 +23,7 @@ use crate::common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rand::RngCore;
-
+use crate::common::random_bytes;
 use common::cluster::Cluster;
 use common::mc::Mc;
 use common::s3::{aws_ok, endpoint, make_key};
@@ -39,12 +38,6 @@ fn node() -> (Cluster, (String, String)) {
     c.apply_layout(&["dc1"], "1G");
     let key = make_key(&c, "clients");
     (c, key)
-}
-
-fn random_bytes(n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    rand::rng().fill_bytes(&mut v);
-    v
 }
 
 fn clients_dir(which: &str) -> PathBuf {

@@ -15,28 +15,13 @@ use std::time::Duration;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, StorageClass};
 use aws_sdk_s3::Client;
-use rand::RngCore;
 
+use crate::common::{random_bytes, run};
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{make_key, sdk_client};
 
 const MIB: usize = 1 << 20;
 const BUCKET: &str = "ec-bucket";
-
-fn random_bytes(n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    rand::rng().fill_bytes(&mut v);
-    v
-}
-
-fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// `n` nodes started, the first `zones.len()` of them in the layout in
 /// those zones; unreferenced blocks and shards go after 2 s (not 10 min).

@@ -16,29 +16,14 @@ use std::time::Duration;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::StorageClass;
 use aws_sdk_s3::Client;
-use rand::RngCore;
 
+use crate::common::{random_bytes, run};
 use common::cluster::{wait_until, Cluster, CLUSTER_DEADLINE};
 use common::s3::{make_key, sdk_client};
 
 const MIB: usize = 1 << 20;
 const BUCKET: &str = "eu-photos";
 const ZONES: [&str; 5] = ["paris", "berlin", "madrid", "rome", "oslo"];
-
-fn random_bytes(n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    rand::rng().fill_bytes(&mut v);
-    v
-}
-
-fn run<T>(f: impl std::future::Future<Output = T>) -> T {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(f)
-}
 
 /// The shard files (a placed class's copies are shards) of node `i`, by
 /// block address.
@@ -105,6 +90,34 @@ async fn get(cl: &Client, key: &str) -> Vec<u8> {
     out.body.collect().await.unwrap().to_vec()
 }
 
+/// Defines `EU`: two copies, in paris and berlin.
+const EU_IN_PARIS_AND_BERLIN: [&str; 7] = [
+    "layout",
+    "class",
+    "EU",
+    "--replication",
+    "2",
+    "--zones",
+    "paris,berlin",
+];
+
+/// Five nodes, one in each of [`ZONES`], in the layout; unreferenced blocks
+/// go after 2 s (not 10 min); `env` for every node too.
+fn five_zones(env: &[(&str, &str)]) -> Cluster {
+    let mut c = Cluster::new(5, 3);
+    c.env
+        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
+    for (k, v) in env {
+        c.env.push((k.to_string(), v.to_string()));
+    }
+    c.start_all();
+    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
+        c.health(0).0.len() == 5
+    });
+    c.apply_layout(&ZONES, "1G");
+    c
+}
+
 /// Applies the staged layout changes.
 fn apply(c: &Cluster) {
     let layout = c.garage_json(0, &["layout", "show"]);
@@ -114,14 +127,7 @@ fn apply(c: &Cluster) {
 
 #[test]
 fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
-    let mut c = Cluster::new(5, 3);
-    c.env
-        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        c.health(0).0.len() == 5
-    });
-    c.apply_layout(&ZONES, "1G");
+    let mut c = five_zones(&[]);
 
     // A class that cannot survive a node is refused unless accepted.
     let refused = c.garage(0, &["layout", "class", "SCRATCH", "--replication", "1"]);
@@ -130,18 +136,7 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
         String::from_utf8_lossy(&refused.stderr).contains("--allow-no-redundancy"),
         "{refused:?}"
     );
-    c.garage_ok(
-        0,
-        &[
-            "layout",
-            "class",
-            "EU",
-            "--replication",
-            "2",
-            "--zones",
-            "paris,berlin",
-        ],
-    );
+    c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
     let preview = c.garage_ok(0, &["layout", "show"]);
     assert!(
         preview.contains("Storage class EU: replication 2 in zones berlin, paris"),
@@ -328,28 +323,8 @@ fn a_bucket_moved_from_standard_to_eu() {
     };
     const OBJECTS: usize = 1000;
     const SIZE: usize = 8 * 1024;
-    let mut c = Cluster::new(5, 3);
-    c.env
-        .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
-    c.env
-        .push(("GARAGE_LIFECYCLE_INTERVAL_SECS".into(), "1".into()));
-    c.start_all();
-    wait_until("nodes see each other", CLUSTER_DEADLINE, || {
-        c.health(0).0.len() == 5
-    });
-    c.apply_layout(&ZONES, "1G");
-    c.garage_ok(
-        0,
-        &[
-            "layout",
-            "class",
-            "EU",
-            "--replication",
-            "2",
-            "--zones",
-            "paris,berlin",
-        ],
-    );
+    let c = five_zones(&[("GARAGE_LIFECYCLE_INTERVAL_SECS", "1")]);
+    c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
     apply(&c);
     let key = make_key(&c, "mover");
     let cl = sdk_client(&c, 0, &key);

@@ -19,9 +19,9 @@ use aws_sdk_s3::operation::head_object::HeadObjectError;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use aws_sdk_s3::Client;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+use crate::common::random_bytes;
 use common::cluster::Cluster;
 use common::s3::make_key;
 
@@ -112,12 +112,6 @@ fn one_node(env: &[(&str, &str)]) -> (Cluster, Client, Recorder) {
     let rec = Recorder::default();
     let cl = client(&c, 0, &key, &rec);
     (c, cl, rec)
-}
-
-fn random_bytes(n: usize) -> Vec<u8> {
-    let mut v = vec![0u8; n];
-    rand::rng().fill_bytes(&mut v);
-    v
 }
 
 fn sha256(b: &[u8]) -> Vec<u8> {

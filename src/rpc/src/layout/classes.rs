@@ -313,15 +313,15 @@ impl Placement {
     }
 
     pub fn data(&self) -> usize {
-        self.data as usize
+        self.code().data()
     }
 
     pub fn parity(&self) -> usize {
-        self.parity as usize
+        self.code().parity()
     }
 
     pub fn shards(&self) -> usize {
-        self.data() + self.parity()
+        self.code().shards()
     }
 
     pub fn overhead(&self) -> f64 {
@@ -329,7 +329,7 @@ impl Placement {
     }
 
     pub fn is_replication(&self) -> bool {
-        self.data == 1
+        self.code().is_replication()
     }
 
     pub fn describe(&self) -> String {

@@ -17,6 +17,25 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// `n` random bytes (an object body nobody can guess or compress).
+pub fn random_bytes(n: usize) -> Vec<u8> {
+    use rand::RngCore;
+    let mut v = vec![0u8; n];
+    rand::rng().fill_bytes(&mut v);
+    v
+}
+
+/// Runs `f` to completion on a runtime of two worker threads (the SDK
+/// tests' clients are async).
+pub fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+        .block_on(f)
+}
+
 /// Default deadline for a process to reach a state; generous for 2 shared
 /// cores, but only ever spent when something is wrong.
 pub const DEADLINE: Duration = Duration::from_secs(60);
