@@ -307,6 +307,107 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
         Duration::from_secs(120),
         || (0..5).all(|i| files_of(&c, i) == 0),
     );
+
+    // An erasure-coded class and a one-copy class with a place: ARCHIVE,
+    // 2+1 over madrid, rome and oslo; LOCAL, one copy in oslo.
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "ARCHIVE",
+            "--erasure",
+            "2+1",
+            "--zones",
+            "madrid,rome,oslo",
+        ],
+    );
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "LOCAL",
+            "--replication",
+            "1",
+            "--zones",
+            "oslo",
+            "--allow-no-redundancy",
+        ],
+    );
+    apply(&c);
+    let shown = c.garage_ok(0, &["layout", "show"]);
+    assert!(
+        shown.contains("any 1 node(s) or a zone") && shown.contains("no node loss"),
+        "{shown}"
+    );
+    run(async { cl.create_bucket().bucket("archive").send().await.unwrap() });
+    c.garage_ok(
+        0,
+        &[
+            "bucket",
+            "set-placement",
+            "archive",
+            "--allow",
+            "ARCHIVE,LOCAL",
+            "--default",
+            "ARCHIVE",
+        ],
+    );
+    let mut archived: BTreeMap<String, (Vec<u8>, &str)> = BTreeMap::new();
+    run(async {
+        for i in 0..4 {
+            let class = if i == 3 { "LOCAL" } else { "ARCHIVE" };
+            let body = random_bytes(2 * MIB + 1000 + i * 1000);
+            let k = format!("old-{i}");
+            let mut req = cl
+                .put_object()
+                .bucket("archive")
+                .key(&k)
+                .body(ByteStream::from(body.clone()));
+            if i == 3 {
+                req = req.storage_class(StorageClass::from("LOCAL"));
+            }
+            req.send()
+                .await
+                .unwrap_or_else(|e| panic!("PutObject {k}: {e:?}"));
+            archived.insert(k, (body, class));
+        }
+    });
+    // ARCHIVE: 3 shards of each of its 9 blocks, one in each of its zones;
+    // LOCAL: one copy of each of its 3 blocks, in oslo; none in paris or
+    // berlin.
+    assert_eq!(files_of(&c, 0) + files_of(&c, 1), 0);
+    let in_archive_zones = copies_over(&c, &[2, 3, 4]);
+    let count = |n: usize| in_archive_zones.values().filter(|c| **c == n).count();
+    assert_eq!(
+        (count(3), count(1), in_archive_zones.len()),
+        (9, 3, 12),
+        "{in_archive_zones:?}"
+    );
+    assert_eq!(
+        shards_of(&c, 4).len(),
+        12,
+        "oslo holds a shard of every block"
+    );
+    // Rome down: ARCHIVE reads from the two other shards, LOCAL from oslo.
+    c.stop(3);
+    wait_until("rome seen down", CLUSTER_DEADLINE, || {
+        c.health(0).1.len() == 1
+    });
+    run(async {
+        for (k, (body, class)) in archived.iter() {
+            let out = cl
+                .get_object()
+                .bucket("archive")
+                .key(k)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("GetObject {k} with rome down: {e:?}"));
+            assert_eq!(out.storage_class().map(|c| c.as_str()), Some(*class));
+            assert_eq!(&out.body.collect().await.unwrap().to_vec(), body, "{k}");
+        }
+    });
     c.assert_no_secret_logged();
 }
 
