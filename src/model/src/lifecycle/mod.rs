@@ -32,6 +32,10 @@ pub enum LifecycleError {
     /// The bucket accepts only other classes (`garage bucket set-placement`).
     #[error("the bucket accepts only the storage classes {allowed}, not {class}")]
     ClassNotAllowed { class: String, allowed: String },
+    /// Data already erasure-coded (or in a class with a place) is not moved
+    /// to another such class yet (see `transition`).
+    #[error("moving erasure-coded data to storage class {class} is not supported yet")]
+    CrossCoded { class: String },
     #[error("{0}")]
     Internal(String),
 }

@@ -76,10 +76,16 @@ impl Garage {
         else {
             return Ok(Transitioned::Gone);
         };
+        // Only replicated blocks are re-encoded. A block already coded in
+        // another placement is left as it is: a version's block list keeps,
+        // of two coded forms of one position, the larger one (not the
+        // newer), so replacing it could keep the old form in the list while
+        // step 4 drops its reference. The lifecycle worker does not move
+        // data between two coded classes for that reason.
         let todo: Vec<(VersionBlockKey, VersionBlock)> = version
             .blocks
             .items()
-            .filter(|(_, b)| b.ec != Some(code))
+            .filter(|(_, b)| b.ec.is_none())
             .map(|(k, b)| (*k, *b))
             .collect();
         if todo.iter().any(|(_, b)| !self.shard_nodes_up(b, code)) {

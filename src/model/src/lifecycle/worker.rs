@@ -584,6 +584,21 @@ impl LifecycleWorker {
                 allowed: allowed.join(", "),
             });
         }
+        if let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) =
+            &job.version.state
+        {
+            if let Some(from) = meta.first_ec {
+                // See `transition`: a coded block is never replaced by
+                // another coded form yet.
+                warn!(
+                    "lifecycle transition of {what} to {}: its data is erasure-coded or in a class with a place ({from}), and moving it to another such class is not supported yet; it stays where it is, readable",
+                    job.class
+                );
+                return Err(LifecycleError::CrossCoded {
+                    class: job.class.clone(),
+                });
+            }
+        }
         let Some(code) = self.garage.class_code(Some(&job.class)) else {
             warn!(
                 "lifecycle transition of {what}: the layout no longer offers class {}",
@@ -789,9 +804,11 @@ fn not_yet_in(v: &ObjectVersion, class: &str) -> Option<String> {
 }
 
 /// For a bucket pinned to the classes `allowed`: the current data of `o`
-/// if it is kept in blocks in another class, with the class to move it to,
-/// the bucket's `default` (none when the default is `STANDARD`, which is no
-/// transition's target: such data stays, readable, where it is).
+/// if it is kept in replicated blocks in another class, with the class to
+/// move it to, the bucket's `default` (none when the default is
+/// `STANDARD`, which is no transition's target). Data already
+/// erasure-coded or in a class with a place is not moved (see
+/// `transition`): it stays, readable, where it is.
 pub fn placement_move(
     o: &Object,
     allowed: &[String],
@@ -801,6 +818,9 @@ pub fn placement_move(
     let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
         return None;
     };
+    if meta.first_ec.is_some() {
+        return None;
+    }
     let class = meta
         .storage_class
         .as_deref()
@@ -1159,6 +1179,13 @@ mod tests {
         assert_eq!((v.uuid, to.as_str()), (std.versions()[0].uuid, "EU"));
         assert!(placement_move(&o(blocks(1, 10, Some("EU"))), &eu, Some("EU")).is_none());
         assert!(placement_move(&o(blocks(1, 10, Some("STANDARD_IA"))), &eu, Some("EU")).is_some());
+        // Coded data is not moved to another coded class.
+        let mut coded = blocks(1, 10, Some("ARCHIVE"));
+        if let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) = &mut coded.state
+        {
+            m.first_ec = Some(garage_rpc::layout::EcCode::new(2, 1).unwrap().into());
+        }
+        assert!(placement_move(&o(coded), &eu, Some("EU")).is_none());
         // Inline data lives in the metadata: nothing to move.
         assert!(placement_move(&o(data(1, 10)), &eu, Some("EU")).is_none());
         // STANDARD is no transition's target.
