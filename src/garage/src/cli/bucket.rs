@@ -194,10 +194,8 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                 .op(R::UpdateBucket {
                     id: b.id,
                     body: UpdateBucketRequestBody {
-                        website_access: None,
                         quotas: Some(q),
-                        default_storage_class: None,
-                        allowed_storage_classes: None,
+                        ..Default::default()
                     },
                 })
                 .await?;
@@ -209,10 +207,8 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                 .op(R::UpdateBucket {
                     id: b.id,
                     body: UpdateBucketRequestBody {
-                        website_access: None,
-                        quotas: None,
                         default_storage_class: Some(class.clone()),
-                        allowed_storage_classes: None,
+                        ..Default::default()
                     },
                 })
                 .await?;
@@ -236,10 +232,9 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                 .op(R::UpdateBucket {
                     id: b.id,
                     body: UpdateBucketRequestBody {
-                        website_access: None,
-                        quotas: None,
                         default_storage_class: default.clone(),
                         allowed_storage_classes: Some(allowed.clone()),
+                        ..Default::default()
                     },
                 })
                 .await?;
@@ -336,9 +331,7 @@ async fn website(admin: &Admin, w: &WebsiteOpt) -> anyhow::Result<String> {
                         index_document: w.index_document.clone(),
                         error_document: w.error_document.clone(),
                     }),
-                    quotas: None,
-                    default_storage_class: None,
-                    allowed_storage_classes: None,
+                    ..Default::default()
                 },
             })
             .await?,

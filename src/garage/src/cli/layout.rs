@@ -3,7 +3,7 @@
 
 use anyhow::{anyhow, bail};
 use garage_admin::ops::layout::{
-    find_id, ApiClassDef, ApiZoneRedundancy, ApplyClusterLayoutRequest,
+    find_id, ApiClassDef, ApiLayoutParameters, ApiZoneRedundancy, ApplyClusterLayoutRequest,
     ClusterLayoutSkipDeadNodesRequest, GetClusterLayoutResponse, NodeRoleChange,
     UpdateClusterLayoutRequest,
 };
@@ -80,14 +80,7 @@ pub async fn run(admin: &Admin, op: &LayoutOperation) -> anyhow::Result<()> {
                 params.storage_classes.insert(name, spec.to_string());
             }
             let shown = zone_redundancy(&params.zone_redundancy);
-            stage(
-                admin,
-                UpdateClusterLayoutRequest {
-                    roles: vec![],
-                    parameters: Some(params),
-                },
-            )
-            .await?;
+            stage_parameters(admin, params).await?;
             if redundancy.is_some() {
                 println!("The zone redundancy parameter has been set to '{shown}'.");
             }
@@ -191,14 +184,7 @@ async fn class(admin: &Admin, opt: &ClassOpt) -> anyhow::Result<()> {
     params
         .class_definitions
         .insert(opt.name.clone(), def.clone());
-    stage(
-        admin,
-        UpdateClusterLayoutRequest {
-            roles: vec![],
-            parameters: Some(params),
-        },
-    )
-    .await?;
+    stage_parameters(admin, params).await?;
     if opt.remove {
         println!("The removal of storage class {} is staged.", opt.name);
     } else {
@@ -225,6 +211,19 @@ fn class_def_string(d: &ApiClassDef) -> String {
     } else {
         format!("{r} in zones {}", d.zones.join(", "))
     }
+}
+
+/// Stages new layout parameters (the classes given in them are changed,
+/// the others kept).
+async fn stage_parameters(admin: &Admin, params: ApiLayoutParameters) -> anyhow::Result<()> {
+    stage(
+        admin,
+        UpdateClusterLayoutRequest {
+            roles: vec![],
+            parameters: Some(params),
+        },
+    )
+    .await
 }
 
 async fn stage(admin: &Admin, req: UpdateClusterLayoutRequest) -> anyhow::Result<()> {
