@@ -291,6 +291,36 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
             assert_eq!(&get(&cl, k).await, body, "{k} after the move");
         }
     });
+    // Bit rot: a byte flipped in every copy paris holds. Every object still
+    // reads back (from another copy), and each bad copy is rebuilt.
+    let originals: Vec<(std::path::PathBuf, Vec<u8>)> = c
+        .block_files(0)
+        .into_iter()
+        .map(|p| {
+            let b = std::fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    assert!(!originals.is_empty());
+    for (p, b) in originals.iter() {
+        let mut bad = b.clone();
+        *bad.last_mut().unwrap() ^= 0x40;
+        std::fs::write(p, bad).unwrap();
+    }
+    run(async {
+        for (k, body) in objects.iter() {
+            assert_eq!(&get(&cl, k).await, body, "{k} with paris's copies rotten");
+        }
+    });
+    wait_until(
+        "paris's rotten copies rebuilt",
+        Duration::from_secs(120),
+        || {
+            originals
+                .iter()
+                .all(|(p, b)| std::fs::read(p).is_ok_and(|now| now == *b))
+        },
+    );
     // Deleted, their copies are collected from every zone of the class.
     run(async {
         for k in objects.keys() {
