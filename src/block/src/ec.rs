@@ -122,6 +122,16 @@ fn fields_len(bytes: &[u8]) -> Option<usize> {
     }
 }
 
+/// Header bytes enough for [`peek_placement`].
+pub const PEEK_LEN: usize = SCOPED_FIELDS_LEN;
+
+/// The placement a stored shard names, from the first [`PEEK_LEN`] bytes
+/// of its file (unchecked: for counting, not for reading).
+pub fn peek_placement(prefix: &[u8]) -> Option<Placement> {
+    let fl = fields_len(prefix)?;
+    placement_of(prefix.get(0..fl)?).ok()
+}
+
 /// The placement named by header fields `f` (of [`fields_len`] bytes).
 fn placement_of(f: &[u8]) -> Result<Placement, String> {
     let (data, parity) = (f[4] as usize, f[5] as usize);

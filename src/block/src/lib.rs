@@ -9,9 +9,11 @@
 //! resync, scrub and rebalance workers. Erasure-coded blocks (storage
 //! classes): the shard format and codec in [`ec`], their writes, reads,
 //! checks and deletion across the cluster in [`shards`], and their moves
-//! after layout changes in [`placement`].
+//! after layout changes in [`placement`]; what a node stores, by class, in
+//! [`census`].
 
 pub mod block;
+pub mod census;
 pub mod dirs;
 pub mod ec;
 pub mod manager;

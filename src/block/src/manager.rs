@@ -128,6 +128,8 @@ pub struct BlockManager {
     /// Wakes the scrub worker when its state was changed (a pass started,
     /// paused or resumed by an operator).
     pub(crate) scrub_changed: tokio::sync::Notify,
+    /// The last count of this node's files ([`crate::census`]).
+    pub(crate) census: std::sync::Mutex<Option<Arc<crate::census::Census>>>,
     pub(crate) endpoint: Arc<Endpoint<BlockRpc, BlockManager>>,
     /// This manager, for the background tasks it starts.
     pub(crate) this: std::sync::Weak<BlockManager>,
@@ -244,6 +246,7 @@ impl BlockManager {
             resync_settings,
             resync_busy: Default::default(),
             stray_shards: tokio::sync::Notify::new(),
+            census: Default::default(),
             scrub_changed: tokio::sync::Notify::new(),
             endpoint,
             this: this.clone(),

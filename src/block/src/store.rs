@@ -386,6 +386,35 @@ impl BlockStore {
         self.next_after(cursor, Files::Shards)
     }
 
+    /// Calls `f` for every block and shard file of every data directory,
+    /// with its path and length (temporary and moved-aside files are
+    /// skipped). One pass over the directories, in no particular order;
+    /// files written or deleted meanwhile may or may not be seen.
+    pub fn walk_files(&self, mut f: impl FnMut(StoredFile, &Path, u64)) {
+        let entries = |p: &Path| -> Vec<fs::DirEntry> {
+            fs::read_dir(p)
+                .map(|it| it.filter_map(|e| e.ok()).collect())
+                .unwrap_or_default()
+        };
+        let two_hex = |e: &fs::DirEntry| e.file_name().len() == 2;
+        for d in self.dirs.dirs() {
+            for a in entries(&d.path).into_iter().filter(two_hex) {
+                for b in entries(&a.path()).into_iter().filter(two_hex) {
+                    for e in entries(&b.path()) {
+                        let Ok(name) = e.file_name().into_string() else {
+                            continue;
+                        };
+                        let Some(file) = StoredFile::of_name(&name) else {
+                            continue;
+                        };
+                        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+                        f(file, &e.path(), len);
+                    }
+                }
+            }
+        }
+    }
+
     fn next_after(&self, cursor: Option<Hash>, files: Files) -> Option<Hash> {
         let mut best: Option<Hash> = None;
         for d in self.dirs.dirs() {
@@ -423,6 +452,27 @@ impl BlockStore {
     /// is fetched again and can still be inspected.
     pub fn move_aside(&self, hash: &Hash) -> Result<Option<PathBuf>, StoreError> {
         self.find(hash).map(|(path, _)| set_aside(path)).transpose()
+    }
+}
+
+/// A file of the data directories, by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoredFile {
+    /// A whole block (`<hash>` or `<hash>.zst`).
+    Block(Hash),
+    /// Shard `index` of the erasure-coded (or placed) block `addr`
+    /// (`<addr>.s<index>`).
+    Shard(Hash, u8),
+}
+
+impl StoredFile {
+    fn of_name(name: &str) -> Option<Self> {
+        if let Some((addr, i)) = name.split_once(".s") {
+            return Some(StoredFile::Shard(addr.parse().ok()?, i.parse().ok()?));
+        }
+        Some(StoredFile::Block(
+            name.strip_suffix(".zst").unwrap_or(name).parse().ok()?,
+        ))
     }
 }
 

@@ -14,8 +14,8 @@ use crate::manager::BlockManager;
 impl BlockManager {
     /// Registers the variables `resync-tranquility`, `resync-worker-count`
     /// and `scrub-tranquility`, then starts the resync workers, the scrub
-    /// worker, the shard placement worker and the rebalance check,
-    /// registered in that order, and the retry of blocks in error when a
+    /// worker, the shard placement worker, the rebalance check and the
+    /// census worker, registered in that order, and the retry of blocks in error when a
     /// peer comes back.
     pub fn spawn_workers(
         self: &Arc<Self>,
@@ -44,6 +44,11 @@ impl BlockManager {
             runner::spawn(
                 &self.system.workers,
                 crate::rebalance::RebalanceWorker::new(self.clone()),
+                must_exit.clone(),
+            ),
+            runner::spawn(
+                &self.system.workers,
+                crate::census::CensusWorker::new(self.clone()),
                 must_exit.clone(),
             ),
             tokio::spawn(

@@ -57,6 +57,20 @@ pub fn publish(g: &Garage, s: &NodeStats) {
             gauge!("garage_local_disk_capacity", "volume" => volume).set(f.total as f64);
         }
     }
+    for c in &s.storage.classes {
+        let (class, red) = (c.class.clone(), c.redundancy.clone());
+        gauge!("block_class_files", "class" => class.clone(), "redundancy" => red.clone())
+            .set(c.files as f64);
+        gauge!("block_class_bytes", "class" => class.clone(), "redundancy" => red.clone())
+            .set(c.bytes as f64);
+        gauge!("block_class_to_hand_over_files", "class" => class.clone(), "redundancy" => red.clone())
+            .set(c.to_hand_over_files as f64);
+        gauge!("block_class_to_hand_over_bytes", "class" => class, "redundancy" => red)
+            .set(c.to_hand_over_bytes as f64);
+    }
+    if let Some(age) = s.storage.census_age_secs {
+        gauge!("block_census_age_seconds").set(age as f64);
+    }
     gauge!("garage_replication_factor").set(g.system.replication_factor() as f64);
     let active = g.system.active_version().to_string();
     gauge!("cluster_active_version_info", "version" => active).set(1.0);

@@ -246,6 +246,28 @@ fn describe() {
         "Blocks whose last resync attempt failed"
     );
     describe_gauge!(
+        "block_class_files",
+        "Block and shard files on this node's data directories, by storage class and redundancy (its last census)"
+    );
+    describe_gauge!(
+        "block_class_bytes",
+        Unit::Bytes,
+        "Bytes of those files on disk, by storage class and redundancy (its last census)"
+    );
+    describe_gauge!(
+        "block_class_to_hand_over_files",
+        "Files of the class this node holds outside every live layout version, waiting to be handed over to their new node: what is left of a move here"
+    );
+    describe_gauge!(
+        "block_class_to_hand_over_bytes",
+        Unit::Bytes,
+        "Bytes of those files"
+    );
+    describe_gauge!(
+        "block_census_age_seconds",
+        "How long ago this node last counted its block files by storage class"
+    );
+    describe_gauge!(
         "block_scrub_running",
         "1 while a scrub pass runs on this node (not paused)"
     );

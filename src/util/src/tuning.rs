@@ -15,6 +15,7 @@
 //! | `GARAGE_REPAIR_GRACE_SECS` | 86400 | how long an entry nothing lists is presumed a write in progress |
 //! | `GARAGE_REPAIR_SETTLE_SECS` | the RPC timeout | how long a block reference is watched before it is taken for a leftover |
 //! | `GARAGE_ACCESS_LOG_FLUSH_SECS` | 60 | time between two deliveries of server access logs |
+//! | `GARAGE_BLOCK_CENSUS_INTERVAL_SECS` | 900 | time between two counts of the files a node stores, by storage class, when no move is under way |
 //! | `GARAGE_TEST_CRASH_IN_TRANSITION` | unset | set: a lifecycle transition aborts the process after its step 2 |
 
 use std::sync::OnceLock;
@@ -32,6 +33,7 @@ pub struct Tuning {
     /// `None`: the RPC timeout.
     pub repair_settle: Option<Duration>,
     pub access_log_flush: Duration,
+    pub block_census_interval: Duration,
     pub crash_in_transition: bool,
     /// The knobs set, as `NAME=value`, for the startup log line.
     pub set: Vec<String>,
@@ -73,6 +75,7 @@ impl Tuning {
         let repair_grace = secs("GARAGE_REPAIR_GRACE_SECS").unwrap_or(s(86400));
         let repair_settle = secs("GARAGE_REPAIR_SETTLE_SECS");
         let access_log_flush = secs("GARAGE_ACCESS_LOG_FLUSH_SECS").unwrap_or(s(60));
+        let block_census_interval = secs("GARAGE_BLOCK_CENSUS_INTERVAL_SECS").unwrap_or(s(900));
         let crash = lookup("GARAGE_TEST_CRASH_IN_TRANSITION");
         if let Some(v) = &crash {
             set.push(format!("GARAGE_TEST_CRASH_IN_TRANSITION={v}"));
@@ -86,6 +89,7 @@ impl Tuning {
             repair_grace,
             repair_settle,
             access_log_flush,
+            block_census_interval,
             crash_in_transition: crash.is_some(),
             set,
             warnings,

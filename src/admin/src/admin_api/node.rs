@@ -22,6 +22,7 @@ use crate::ops::node::*;
 pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_node_info))
         .routes(routes!(get_node_metrics_history))
+        .routes(routes!(get_node_storage))
         .routes(routes!(get_node_statistics))
         .routes(routes!(launch_repair_operation))
         .routes(routes!(list_workers))
@@ -58,6 +59,17 @@ pub async fn get_node_metrics_history(
     Query(q): Query<NodeQuery>,
 ) -> Answer<MultiResponse<crate::ops::history::MetricsHistory>> {
     on_nodes(&st, &q.node, NodeRequest::GetNodeMetricsHistory).await
+}
+
+/// What nodes store by storage class, and what they hold waiting to be
+/// handed over (a move's progress): each node's last census.
+#[utoipa::path(get, path = "/v2/GetNodeStorage", tag = "Node", params(NodeQuery),
+    responses((status = 200, body = MultiResponse<crate::ops::stats::NodeStorage>), (status = 404, body = ErrorBody)))]
+pub async fn get_node_storage(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+) -> Answer<MultiResponse<crate::ops::stats::NodeStorage>> {
+    on_nodes(&st, &q.node, NodeRequest::GetNodeStorage).await
 }
 
 /// Version and metadata engine of nodes.

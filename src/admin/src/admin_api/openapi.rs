@@ -112,6 +112,7 @@ mod tests {
         ("POST", "/v2/RotateKmsKey"),
         ("POST", "/v2/PresignS3Request"),
         ("GET", "/v2/GetNodeMetricsHistory"),
+        ("GET", "/v2/GetNodeStorage"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {

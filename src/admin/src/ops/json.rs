@@ -230,6 +230,7 @@ pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
             A::VariableSet(x) => serde_json::to_value(x),
             A::Snapshot(x) => serde_json::to_value(x),
             A::MetricsHistory(x) => serde_json::to_value(x),
+            A::Storage(x) => serde_json::to_value(x),
         };
         v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
     };

@@ -30,6 +30,9 @@ pub enum NodeRequest {
     SetWorkerVariable(SetWorkerVariableRequest),
     CreateMetadataSnapshot,
     GetNodeMetricsHistory,
+    /// What the node stores by storage class (its last census); not
+    /// served by nodes of v0.3.0 and earlier.
+    GetNodeStorage,
 }
 
 /// The answer to a [`NodeRequest`], one variant per request.
@@ -48,6 +51,7 @@ pub enum NodeResponse {
     VariableSet(SetWorkerVariableResponse),
     Snapshot(MetadataSnapshot),
     MetricsHistory(super::history::MetricsHistory),
+    Storage(stats::NodeStorage),
 }
 
 /// The answers of a node-local operation run on several nodes.
@@ -125,6 +129,7 @@ node_answer!(
     SetWorkerVariableResponse => VariableSet,
     MetadataSnapshot => Snapshot,
     super::history::MetricsHistory => MetricsHistory,
+    stats::NodeStorage => Storage,
 );
 
 /// Runs a node-local operation on this node.
@@ -146,6 +151,7 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
                 .collect(),
         }),
         NodeRequest::GetNodeMetricsHistory => A::MetricsHistory(super::history::history()),
+        NodeRequest::GetNodeStorage => A::Storage(stats::node_storage(g)),
         NodeRequest::GetNodeStatistics => {
             let stats = stats::node_stats(g).await;
             let stats = stats.map_err(ApiError::Internal)?;
@@ -391,6 +397,9 @@ pub struct NodeStatistics {
     /// (summed over their labels).
     #[serde(default)]
     pub counters: BTreeMap<String, f64>,
+    /// What the node stores by storage class.
+    #[serde(default)]
+    pub storage: stats::NodeStorage,
 }
 
 /// One table of a node.
@@ -453,6 +462,7 @@ impl NodeStatistics {
             metadata_space: space(&stats.metadata_space),
             health: stats.health.as_ref().map(super::cluster::health_of),
             counters: stats.counters.clone(),
+            storage: stats.storage.clone(),
         }
     }
 
@@ -461,6 +471,36 @@ impl NodeStatistics {
         self.freeform = format_stats(&self);
         self
     }
+}
+
+/// The files a node stores by storage class, as `garage stats` prints
+/// them (empty before the node's first census).
+pub fn format_storage(s: &stats::NodeStorage) -> String {
+    use std::fmt::Write;
+    let Some(age) = s.census_age_secs else {
+        return String::new();
+    };
+    let b = |n: u64| bytesize::ByteSize::b(n).display().si().to_string();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "  block files by storage class (counted {age} s ago, layout v{}):",
+        s.layout_version
+    );
+    let mut rows = vec!["    Class\tRedundancy\tFiles\tOn disk\tTo hand over".to_string()];
+    for c in &s.classes {
+        rows.push(format!(
+            "    {}\t{}\t{}\t{}\t{} ({})",
+            c.class,
+            c.redundancy,
+            c.files,
+            b(c.bytes),
+            c.to_hand_over_files,
+            b(c.to_hand_over_bytes)
+        ));
+    }
+    out.push_str(&crate::columns::format(&rows));
+    out
 }
 
 /// What `garage stats` prints for one node (and GetNodeStatistics
@@ -518,6 +558,7 @@ pub fn format_stats(stats: &NodeStatistics) -> String {
     let _ = writeln!(out, "Storage:");
     let _ = writeln!(out, "  data: {}", space(&stats.data_space));
     let _ = writeln!(out, "  metadata: {}", space(&stats.metadata_space));
+    out.push_str(&format_storage(&stats.storage));
     if let Some(h) = &stats.health {
         let _ = writeln!(out);
         out.push_str(&super::cluster::format_health(h));

@@ -51,6 +51,94 @@ pub struct NodeStats {
     /// longer ago than this was handled (the queue runs in due order).
     #[serde(default)]
     pub resync_lag_ms: u64,
+    /// What the node stores by storage class, from its last census.
+    #[serde(default)]
+    pub storage: NodeStorage,
+}
+
+/// What a node stores, by storage class: its last census of its data
+/// directories (`garage_block::census`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStorage {
+    /// How long ago the census was taken, in seconds (`None`: no census
+    /// yet since the node started).
+    #[serde(default)]
+    pub census_age_secs: Option<u64>,
+    /// The layout version it was taken against.
+    #[serde(default)]
+    pub layout_version: u64,
+    /// One row per class and redundancy (a class whose redundancy changed
+    /// has a row for the blocks stored under the old one).
+    #[serde(default)]
+    pub classes: Vec<ClassStorage>,
+}
+
+/// A storage class's files on one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClassStorage {
+    pub class: String,
+    /// `replication 2`, `erasure 4+2`.
+    pub redundancy: String,
+    /// Block or shard files, and their bytes on disk.
+    pub files: u64,
+    pub bytes: u64,
+    /// Of those, the ones held outside every live layout version: what is
+    /// left of a move on this node.
+    pub to_hand_over_files: u64,
+    pub to_hand_over_bytes: u64,
+}
+
+/// The name of the class(es) whose blocks follow `p` in layout version
+/// `v`: for a placed class, the class of its scope (also for blocks kept
+/// under its former redundancy).
+fn class_name(v: &garage_rpc::layout::LayoutVersion, p: garage_rpc::layout::Placement) -> String {
+    use garage_rpc::layout::classes::scope_of;
+    if p.scope != 0 {
+        return v
+            .placed
+            .keys()
+            .find(|n| scope_of(n) == p.scope)
+            .cloned()
+            .unwrap_or_else(|| format!("(removed class {:08x})", p.scope));
+    }
+    let users = v.users_of(p);
+    if users.is_empty() {
+        format!("(no class: {})", p.describe())
+    } else {
+        users.join(",")
+    }
+}
+
+/// This node's [`NodeStorage`], from its block manager's last census.
+pub fn node_storage(g: &Garage) -> NodeStorage {
+    let Some(c) = g.block_manager.census() else {
+        return NodeStorage::default();
+    };
+    let layout = g.system.layout();
+    let v = layout.current();
+    let row = |class: String, redundancy: String, u: &garage_block::census::Usage| ClassStorage {
+        class,
+        redundancy,
+        files: u.files,
+        bytes: u.bytes,
+        to_hand_over_files: u.to_hand_over_files,
+        to_hand_over_bytes: u.to_hand_over_bytes,
+    };
+    let mut classes = vec![row(
+        garage_rpc::layout::classes::STANDARD.to_string(),
+        format!("replication {}", v.replication_factor),
+        &c.replicated,
+    )];
+    for (p, u) in &c.placed {
+        classes.push(row(class_name(v, *p), p.describe(), u));
+    }
+    NodeStorage {
+        census_age_secs: Some(garage_util::time::now_msec().saturating_sub(c.taken_at) / 1000),
+        layout_version: c.layout_version,
+        classes,
+    }
 }
 
 /// Most resync queue entries counted as due now: past it, `stats` says
@@ -152,6 +240,7 @@ pub fn compute(g: &Garage, with_counts: bool) -> Result<NodeStats, String> {
         health: Some(g.system.health()),
         // Filled in by the admin RPC only (rendering them is not free).
         counters: Default::default(),
+        storage: node_storage(g),
     })
 }
 

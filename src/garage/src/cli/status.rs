@@ -93,6 +93,8 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         table::print(&rows);
     }
 
+    print_storage(admin).await;
+
     println!();
     print!("{}", garage_admin::ops::cluster::format_health(&health));
     print!("{}", super::upgrade::summary(&status));
@@ -103,6 +105,82 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
         println!();
     }
     Ok(())
+}
+
+/// The STORAGE CLASSES section: every node's last census summed by class
+/// (bytes on disk, and what waits to be handed over while a class or the
+/// layout moves data). Nodes that do not answer are named; nothing is
+/// printed if none does.
+async fn print_storage(admin: &Admin) {
+    use garage_admin::ops::node::{NodeRequest, NodeResponse};
+    use garage_admin::ops::stats::ClassStorage;
+    let Ok(m) = admin.on_nodes("*", NodeRequest::GetNodeStorage).await else {
+        return;
+    };
+    let mut sum: std::collections::BTreeMap<(String, String), (ClassStorage, usize)> =
+        Default::default();
+    let mut oldest = 0;
+    let mut missing: Vec<String> = m.error.keys().map(|id| format!("{id:.16}")).collect();
+    for (id, r) in m.success {
+        let NodeResponse::Storage(st) = r else {
+            missing.push(format!("{id:.16}"));
+            continue;
+        };
+        let Some(age) = st.census_age_secs else {
+            missing.push(format!("{id:.16} (not counted yet)"));
+            continue;
+        };
+        oldest = oldest.max(age);
+        for c in st.classes {
+            let (t, moving_nodes) = sum
+                .entry((c.class.clone(), c.redundancy.clone()))
+                .or_insert_with(|| {
+                    (
+                        ClassStorage {
+                            class: c.class.clone(),
+                            redundancy: c.redundancy.clone(),
+                            ..Default::default()
+                        },
+                        0,
+                    )
+                });
+            t.files += c.files;
+            t.bytes += c.bytes;
+            t.to_hand_over_files += c.to_hand_over_files;
+            t.to_hand_over_bytes += c.to_hand_over_bytes;
+            if c.to_hand_over_files > 0 {
+                *moving_nodes += 1;
+            }
+        }
+    }
+    if sum.is_empty() {
+        return;
+    }
+    let b = |n: u64| bytesize::ByteSize::b(n).display().si().to_string();
+    println!();
+    println!("==== STORAGE CLASSES ====");
+    let mut rows = vec!["Class\tRedundancy\tFiles\tOn disk\tMoving".to_string()];
+    for (t, moving_nodes) in sum.values() {
+        let moving = match t.to_hand_over_files {
+            0 => "-".to_string(),
+            n => format!(
+                "{n} files ({}) to hand over, on {moving_nodes} node(s)",
+                b(t.to_hand_over_bytes)
+            ),
+        };
+        rows.push(format!(
+            "{}\t{}\t{}\t{}\t{moving}",
+            t.class,
+            t.redundancy,
+            t.files,
+            b(t.bytes)
+        ));
+    }
+    table::print(&rows);
+    println!("(each node's count of its data directories, the oldest taken {oldest} s ago)");
+    if !missing.is_empty() {
+        println!("Not counted: {}", missing.join(", "));
+    }
 }
 
 /// A node's clock offset from the cluster's (the median of the nodes'

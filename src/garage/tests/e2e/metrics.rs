@@ -233,6 +233,8 @@ fn single_node_metrics_promtool_prometheus_and_token() {
     require("promtool");
     require("prometheus");
     let mut c = Cluster::new(1, 1);
+    c.env
+        .push(("GARAGE_BLOCK_CENSUS_INTERVAL_SECS".into(), "1".into()));
     let admin = enable_admin(&c, 0, &format!("metrics_token = \"{TOKEN}\""));
     c.start_all();
     c.apply_layout(&["dc1"], "1G");
@@ -302,6 +304,28 @@ fn single_node_metrics_promtool_prometheus_and_token() {
         sum_of(&text, "api_s3_requests_total{api_endpoint=\"PutObject\"}"),
         4.0
     );
+    // The census counts the block files on disk by class: the big object's
+    // blocks are STANDARD's, nothing is to hand over.
+    let standard = "block_class_bytes{class=\"STANDARD\",redundancy=\"replication 1\"}";
+    wait_until("the census counts the big object", DEADLINE, || {
+        text = http_get(&url, Some(TOKEN)).1;
+        sum_of(&text, standard) >= 2_000_000.0
+    });
+    assert_eq!(
+        sum_of(
+            &text,
+            "block_class_to_hand_over_files{class=\"STANDARD\",redundancy=\"replication 1\"}"
+        ),
+        0.0,
+        "{text}"
+    );
+    let on_disk: u64 = c
+        .block_files(0)
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    assert_eq!(sum_of(&text, standard), on_disk as f64, "{text}");
     assert!(
         sum_of(&text, "block_bytes_written_total") >= 2_000_000.0,
         "{text}"

@@ -40,6 +40,24 @@ fn shards_of(c: &Cluster, i: usize) -> BTreeMap<String, usize> {
     out
 }
 
+/// The rows of `garage status`'s STORAGE CLASSES section, as cells
+/// (columns are two or more spaces apart).
+fn storage_rows(status: &str) -> Vec<Vec<String>> {
+    status
+        .lines()
+        .skip_while(|l| !l.starts_with("==== STORAGE CLASSES"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with('('))
+        .map(|l| {
+            l.split("  ")
+                .map(str::trim)
+                .filter(|c| !c.is_empty())
+                .map(String::from)
+                .collect()
+        })
+        .collect()
+}
+
 /// Every block file (whole blocks and shards) of node `i`.
 fn files_of(c: &Cluster, i: usize) -> usize {
     c.block_files(i).len()
@@ -127,7 +145,7 @@ fn apply(c: &Cluster) {
 
 #[test]
 fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
-    let mut c = five_zones(&[]);
+    let mut c = five_zones(&[("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1")]);
 
     // A class that cannot survive a node is refused unless accepted.
     let refused = c.garage(0, &["layout", "class", "SCRATCH", "--replication", "1"]);
@@ -286,6 +304,33 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
         shards_of(&c, 2).len(),
         objects.keys().filter(|k| k.starts_with("live-")).count(),
     );
+    // Each node's census says the same, in `garage status` and in
+    // `/metrics`: EU's files are the shard files on disk, nothing is left
+    // to hand over.
+    let on_disk: usize = (0..3)
+        .map(|i| shards_of(&c, i).values().sum::<usize>())
+        .sum();
+    wait_until("the census counts EU's files", CLUSTER_DEADLINE, || {
+        let rows = storage_rows(&c.garage_ok(0, &["status"]));
+        rows.iter().any(|r| {
+            r[0] == "EU" && r[1] == "replication 2" && r[2] == on_disk.to_string() && r[4] == "-"
+        })
+    });
+    let madrid_bytes: u64 = c
+        .block_files(2)
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    let stats = c.garage_ok(2, &["stats"]);
+    assert!(
+        stats.contains("block files by storage class"),
+        "garage stats lacks the census: {stats}"
+    );
+    let eu_row = stats
+        .lines()
+        .find(|l| l.trim_start().starts_with("EU "))
+        .unwrap_or_else(|| panic!("no EU row in garage stats of madrid: {stats}"));
+    eprintln!("madrid's census of EU: {eu_row} ({madrid_bytes} bytes in its files)");
     run(async {
         for (k, body) in objects.iter() {
             assert_eq!(&get(&cl, k).await, body, "{k} after the move");

@@ -235,13 +235,14 @@ function clockOffset(ms) {
 
 async function cluster() {
   const view = guardedView();
-  const [status, layout, workersR, histR, allWorkersR, blockErrorsR] = await Promise.all([
+  const [status, layout, workersR, histR, allWorkersR, blockErrorsR, storageR] = await Promise.all([
     get("GetClusterStatus"),
     get("GetClusterLayout"),
     soft(post("ListWorkers?node=self", {})),
     soft(get("GetClusterLayoutHistory")),
     soft(post("ListWorkers?node=*", {})),
     soft(get("ListBlockErrors?node=*")),
+    soft(get("GetNodeStorage?node=*")),
   ]);
   const stored = new Map(layout.roles.map((r) => [r.id, r.storedPartitions]));
   const zones = new Map();
@@ -283,15 +284,32 @@ async function cluster() {
   });
 
   const staged = layout.stagedRoleChanges || [];
-  // Storage classes: where each keeps its blocks, and what it survives.
-  const classes = table("Storage classes", ["Class", "Redundancy", "On disk", "Zones", "Survives"],
-    (layout.storageClasses || []).map((c) => [
-      c.name,
-      c.kind === "replicated" ? `replication ${c.redundancy}` : `erasure ${c.redundancy}`,
-      `${c.overhead.toFixed(2)}x`,
-      (c.zones || []).length ? c.zones.join(", ") : "all",
-      c.survives || "",
-    ]));
+  // Storage classes: where each keeps its blocks, and what it survives;
+  // what the nodes store of each (their last census, summed), and what
+  // waits to be handed over while the class moves.
+  const perClass = new Map();
+  for (const st of Object.values((storageR.v && storageR.v.success) || {})) {
+    for (const c of st.classes || []) {
+      const t = perClass.get(c.class) || { bytes: 0, moving: 0, movingBytes: 0 };
+      t.bytes += c.bytes;
+      t.moving += c.toHandOverFiles;
+      t.movingBytes += c.toHandOverBytes;
+      perClass.set(c.class, t);
+    }
+  }
+  const classes = table("Storage classes", ["Class", "Redundancy", "Bytes per byte", "Zones", "Survives", "Stored", "Moving"],
+    (layout.storageClasses || []).map((c) => {
+      const t = perClass.get(c.name);
+      return [
+        c.name,
+        c.kind === "replicated" ? `replication ${c.redundancy}` : `erasure ${c.redundancy}`,
+        `${c.overhead.toFixed(2)}x`,
+        (c.zones || []).length ? c.zones.join(", ") : "all",
+        c.survives || "",
+        t ? bytes(t.bytes) : "?",
+        t ? (t.moving ? `${t.moving} files (${bytes(t.movingBytes)}) to hand over` : "-") : "?",
+      ];
+    }));
   const now = (layout.parameters && layout.parameters.classDefinitions) || {};
   const next = (layout.stagedParameters && layout.stagedParameters.classDefinitions) || null;
   const classChanges = next ? [...new Set([...Object.keys(now), ...Object.keys(next)])].sort()
