@@ -60,6 +60,7 @@ fn run(engine: garage_db::Engine, n: u64, segments: bool) {
             hash: blake2sum(&i.to_be_bytes()),
             size: 1 << 20,
             ec: None,
+            recoded: 0,
         };
         let entry = if segments {
             Version::with_block(uuid, backlink.clone(), i, key, block)

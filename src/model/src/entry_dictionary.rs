@@ -26,6 +26,7 @@ fn meta(content_type: &str, size: u64, etag: &str) -> ObjectVersionMeta {
         etag: etag.to_string(),
         storage_class: None,
         first_ec: None,
+        recoded: 0,
     }
 }
 
@@ -100,6 +101,7 @@ fn sample_entries(seed: u64, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
                     hash: block,
                     size: 1 << 20,
                     ec: None,
+                    recoded: 0,
                 };
                 push(&mut out, &Version::with_block(uuid, backlink, 0, b, vb));
                 push(&mut out, &BlockRef::new(block, uuid, false));

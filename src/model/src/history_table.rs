@@ -250,6 +250,7 @@ mod tests {
             etag: "e".into(),
             storage_class: None,
             first_ec: None,
+            recoded: 0,
         };
         let state = match kind {
             0 => ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),

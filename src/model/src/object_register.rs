@@ -222,6 +222,7 @@ mod tests {
                     etag: "e".into(),
                     storage_class: None,
                     first_ec: None,
+                    recoded: 0,
                 },
                 vec![0],
             )),

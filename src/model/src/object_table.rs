@@ -151,7 +151,7 @@ pub enum ObjectVersionData {
     FirstBlock(ObjectVersionMeta, Hash),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectVersionMeta {
     pub headers: Vec<(String, String)>,
     pub size: u64,
@@ -164,6 +164,43 @@ pub struct ObjectVersionMeta {
     /// is replicated: a GET reads it before the version entry.
     #[serde(default)]
     pub first_ec: Option<Placement>,
+    /// How many times a lifecycle transition re-encoded the data (as the
+    /// version's blocks say it, `VersionBlock::recoded`; gated by
+    /// `recoded-blocks`, 0 and not written before): compared first, so
+    /// the newest form of the data wins every merge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recoded: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl ObjectVersionMeta {
+    fn rank(&self) -> impl Ord + '_ {
+        (
+            self.recoded,
+            &self.headers,
+            self.size,
+            &self.etag,
+            &self.storage_class,
+            &self.first_ec,
+        )
+    }
+}
+
+/// By `recoded` first, then field by field: the same order as before
+/// `recoded` for data never re-encoded since.
+impl Ord for ObjectVersionMeta {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.rank().cmp(&other.rank())
+    }
+}
+
+impl PartialOrd for ObjectVersionMeta {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl ObjectVersionState {
@@ -922,7 +959,48 @@ mod tests {
             // per class too (checked against a recount below).
             storage_class: (size % 3 == 0).then(|| "STANDARD_IA".into()),
             first_ec: None,
+            recoded: 0,
         }
+    }
+
+    #[test]
+    fn the_newest_form_of_moved_data_wins_whatever_its_class() {
+        use garage_rpc::layout::EcCode;
+        // Data moved from ARCHIVE (2+1) to EU and back: each move counts
+        // one more, and the newest wins, though "EU" sorts after
+        // "ARCHIVE" and the codes and addresses compare either way.
+        let form = |class: &str, code: Placement, first: u8, recoded: u32| {
+            let m = ObjectVersionMeta {
+                storage_class: Some(class.into()),
+                first_ec: Some(code),
+                recoded,
+                ..meta(4 << 20)
+            };
+            ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, id(first)))
+        };
+        let archive: Placement = EcCode::new(2, 1).unwrap().into();
+        let eu = Placement::new(
+            EcCode::copies(2).unwrap(),
+            garage_rpc::layout::classes::scope_of("EU"),
+        );
+        let forms = [
+            blocks(4 << 20),
+            form("ARCHIVE", archive, 50, 0),
+            form("EU", eu, 10, 1),
+            form("ARCHIVE", archive, 50, 2),
+        ];
+        for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 3, 0, 1]] {
+            let mut m = forms[order[0]].clone();
+            for k in &order[1..] {
+                m.merge(&forms[*k]);
+            }
+            assert_eq!(m, forms[3], "order {order:?}");
+        }
+        // Without the count (a cluster before `recoded-blocks`), the order
+        // is the fields' as before.
+        let (mut a, b) = (form("EU", eu, 10, 0), form("ARCHIVE", archive, 50, 0));
+        a.merge(&b);
+        assert_eq!(a, form("EU", eu, 10, 0));
     }
 
     fn uploading(multipart: bool) -> ObjectVersionState {

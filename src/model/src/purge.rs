@@ -189,6 +189,7 @@ mod tests {
             etag: "e".into(),
             storage_class: None,
             first_ec: None,
+            recoded: 0,
         };
         let v = ObjectVersion::new(
             garage_util::data::gen_uuid(),

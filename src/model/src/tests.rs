@@ -34,6 +34,7 @@ fn meta(size: u64) -> ObjectVersionMeta {
         etag: format!("e{size}"),
         storage_class: None,
         first_ec: None,
+        recoded: 0,
     }
 }
 
@@ -142,6 +143,7 @@ fn version() -> impl Strategy<Value = Version> {
                             hash: id(h),
                             size: 10,
                             ec: None,
+                            recoded: 0,
                         },
                     );
                 }
@@ -322,6 +324,7 @@ fn versions_queue_block_refs_and_deletion_releases_them() {
                 hash: id(*h),
                 size: 1,
                 ec: None,
+                recoded: 0,
             },
         );
     }

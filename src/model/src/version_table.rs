@@ -49,18 +49,32 @@ pub struct VersionBlock {
     /// The erasure code of the block, `None` for a replicated one.
     #[serde(default)]
     pub ec: Option<Placement>,
+    /// How many times a lifecycle transition re-encoded this position
+    /// (gated by `recoded-blocks`; 0, and not written, before): the newest
+    /// form wins every merge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recoded: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One block position changes only when a lifecycle transition re-encodes
-/// it (`crate::lifecycle::transition`): the same bytes, erasure-coded, replace a
-/// replicated block. So an erasure-coded block wins over a replicated one;
-/// otherwise (two writers never give one position different contents; if
-/// they did) the larger wins, so that replicas agree. The reference to the
-/// replaced block is dropped by the transition once the whole version is
-/// re-encoded, not here: the same block may sit in another segment.
+/// it (`crate::lifecycle::transition`): the same bytes in another form
+/// replace the block. The form re-encoded more times wins (`recoded`, the
+/// newest: a move between two coded classes, or to a class's new
+/// redundancy); at equal counts an erasure-coded block wins over a
+/// replicated one (a transition of a cluster before `recoded-blocks`, and
+/// the catch-up of a block written replicated); otherwise (two writers
+/// never give one position different contents; if they did) the larger
+/// wins, so that replicas agree. The reference to the replaced block is
+/// dropped by the transition once the whole version is re-encoded, not
+/// here: the same block may sit in another segment.
 impl Crdt for VersionBlock {
     fn merge(&mut self, other: &Self) {
-        if (other.ec.is_some(), *other) > (self.ec.is_some(), *self) {
+        let rank = |b: &Self| (b.recoded, b.ec.is_some(), *b);
+        if rank(other) > rank(self) {
             *self = *other;
         }
     }

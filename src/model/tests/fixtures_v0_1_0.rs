@@ -385,6 +385,7 @@ fn meta(size: u64, etag: &str) -> ObjectVersionMeta {
         etag: s(etag),
         storage_class: None,
         first_ec: None,
+        recoded: 0,
     }
 }
 
@@ -542,6 +543,7 @@ fn versions() {
             hash: hash(0x51),
             size: 1 << 20,
             ec: None,
+            recoded: 0,
         },
     );
     blocks.put(
@@ -550,6 +552,7 @@ fn versions() {
             hash: hash(0x52),
             size: 512 << 10,
             ec: Some(EcCode { data: 4, parity: 2 }.into()),
+            recoded: 0,
         },
     );
     let segment = Version {

@@ -491,6 +491,7 @@ mod tests {
                     etag: etag.into(),
                     storage_class: None,
                     first_ec: None,
+                    recoded: 0,
                 },
                 vec![0],
             )),

@@ -242,6 +242,7 @@ impl Api {
             etag: etag.clone(),
             storage_class: mpu.storage_class.clone(),
             first_ec: fin.blocks.items().next().and_then(|(_, b)| b.ec),
+            recoded: 0,
         };
         let refs_started = std::time::Instant::now();
         let data = match fin.blocks.items().next() {

@@ -210,6 +210,7 @@ mod tests {
                         hash: Hash::from([i as u8; 32]),
                         size: *s,
                         ec: None,
+                        recoded: 0,
                     },
                 )
             })

@@ -172,6 +172,7 @@ pub async fn write_blocks(
                 hash: form.map(|(a, _)| a).unwrap_or(content),
                 size: data.len() as u64,
                 ec: form.map(|(_, c)| c),
+                recoded: 0,
             };
             first_block.get_or_insert((block.hash, block.ec));
             blocks.push((

@@ -190,6 +190,7 @@ impl Api {
             etag: cur.meta.etag.clone(),
             storage_class: cur.meta.storage_class.clone(),
             first_ec: cur.meta.first_ec,
+            recoded: 0,
         };
         let uuid = gen_uuid();
         let timestamp = stamp();

@@ -127,6 +127,7 @@ fn blocks_are_replicated_repaired_and_collected() {
                     hash: h,
                     size: 1 << 20,
                     ec: None,
+                    recoded: 0,
                 },
             );
             versions.insert(&entry).await.unwrap();
@@ -922,6 +923,7 @@ fn repairs_delete_orphans_and_keep_what_is_in_progress() {
             hash: other_block,
             size: 10,
             ec: None,
+            recoded: 0,
         };
         versions
             .insert(&Version::with_block(stale_part, backlink, 0, key0, block))

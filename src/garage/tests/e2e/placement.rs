@@ -108,6 +108,46 @@ async fn get(cl: &Client, key: &str) -> Vec<u8> {
     out.body.collect().await.unwrap().to_vec()
 }
 
+/// A reader on node `node` cycling over `objects` until `stop` is set (at
+/// most 20 000 GETs): the number of good reads and the failures (an error,
+/// or other bytes).
+#[allow(clippy::type_complexity)]
+fn spawn_reader(
+    c: &Cluster,
+    node: usize,
+    key: &(String, String),
+    objects: &BTreeMap<String, Vec<u8>>,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<(u64, Vec<String>)>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        let cl = sdk_client(c, node, key);
+        let objects = objects.clone();
+        std::thread::spawn(move || {
+            run(async {
+                let (mut reads, mut failures) = (0u64, Vec::new());
+                // Bounded: at most 20 000 reads, and stopped by the test.
+                for (k, body) in objects.iter().cycle().take(20_000) {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let r = cl.get_object().bucket(BUCKET).key(k).send().await;
+                    match r {
+                        Ok(out) => match out.body.collect().await.map(|b| b.to_vec()) {
+                            Ok(b) if b == *body => reads += 1,
+                            Ok(_) => failures.push(format!("{k}: other bytes")),
+                            Err(e) => failures.push(format!("{k}: {e}")),
+                        },
+                        Err(e) => failures.push(format!("{k}: {:?}", e.into_service_error())),
+                    }
+                }
+                (reads, failures)
+            })
+        })
+    };
+    (stop, reader)
+}
+
 /// Defines `EU`: two copies, in paris and berlin.
 const EU_IN_PARIS_AND_BERLIN: [&str; 7] = [
     "layout",
@@ -526,33 +566,7 @@ fn a_bucket_moved_from_standard_to_eu() {
     assert_eq!(files, 3 * OBJECTS);
 
     // A reader during the move: every GET must succeed with the bytes.
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let stop = stop.clone();
-        let cl = sdk_client(&c, 3, &key);
-        let objects = objects.clone();
-        std::thread::spawn(move || {
-            run(async {
-                let (mut reads, mut failures) = (0u64, Vec::new());
-                // Bounded: at most 20 000 reads, and stopped by the test.
-                for (k, body) in objects.iter().cycle().take(20_000) {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let r = cl.get_object().bucket(BUCKET).key(k).send().await;
-                    match r {
-                        Ok(out) => match out.body.collect().await.map(|b| b.to_vec()) {
-                            Ok(b) if b == *body => reads += 1,
-                            Ok(_) => failures.push(format!("{k}: other bytes")),
-                            Err(e) => failures.push(format!("{k}: {e}")),
-                        },
-                        Err(e) => failures.push(format!("{k}: {:?}", e.into_service_error())),
-                    }
-                }
-                (reads, failures)
-            })
-        })
-    };
+    let (stop, reader) = spawn_reader(&c, 3, &key, &objects);
     // Pinned to EU: the lifecycle worker moves what is elsewhere (no rule
     // needed), by the transition machinery.
     c.garage_ok(0, &["bucket", "set-placement", BUCKET, "--allow", "EU"]);
@@ -634,4 +648,111 @@ fn a_bucket_moved_from_standard_to_eu() {
             assert_eq!(&get(&cl, k).await, body, "{k} after the move");
         }
     });
+}
+
+/// A class's redundancy changed, and coded data moved to another class:
+/// `EU` goes from two copies in paris and berlin to three copies in paris,
+/// berlin and madrid, and the bucket, pinned to `EU`, gets its `ARCHIVE`
+/// (2+1 over madrid, rome and oslo) objects moved to `EU`. With a reader
+/// running: every object ends with three copies in the three zones, the
+/// former forms (two-copy `EU`, `ARCHIVE` shards) are freed, no GET fails.
+#[test]
+fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
+    const EACH: usize = 20;
+    const SIZE: usize = 300_000;
+    let c = five_zones(&[
+        ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
+        ("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1"),
+    ]);
+    c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "ARCHIVE",
+            "--erasure",
+            "2+1",
+            "--zones",
+            "madrid,rome,oslo",
+        ],
+    );
+    apply(&c);
+    let key = make_key(&c, "recoder");
+    let cl = sdk_client(&c, 0, &key);
+    let objects: BTreeMap<String, Vec<u8>> = (0..2 * EACH)
+        .map(|i| (format!("doc-{i:03}"), random_bytes(SIZE + i)))
+        .collect();
+    run(async {
+        cl.create_bucket().bucket(BUCKET).send().await.unwrap();
+        for (i, (k, b)) in objects.iter().enumerate() {
+            let class = if i < EACH { "EU" } else { "ARCHIVE" };
+            put(&cl, k, b, Some(class)).await.unwrap();
+        }
+    });
+    // EU: 2 copies over paris and berlin; ARCHIVE: 3 shards over the rest.
+    assert_eq!(copies_over(&c, &[0, 1]).len(), EACH);
+    assert_eq!(copies_over(&c, &[2, 3, 4]).len(), EACH);
+
+    let (stop, reader) = spawn_reader(&c, 4, &key, &objects);
+    let start = std::time::Instant::now();
+    c.garage_ok(
+        0,
+        &[
+            "layout",
+            "class",
+            "EU",
+            "--replication",
+            "3",
+            "--zones",
+            "paris,berlin,madrid",
+        ],
+    );
+    apply(&c);
+    c.garage_ok(0, &["bucket", "set-placement", BUCKET, "--allow", "EU"]);
+
+    // In place: one address per object, three copies of each, in paris,
+    // berlin and madrid; rome and oslo hold nothing (ARCHIVE's shards and
+    // the two-copy forms are freed).
+    let done = wait_until(
+        "every object in three-copy EU, the former forms freed",
+        Duration::from_secs(300),
+        || {
+            let copies = copies_over(&c, &[0, 1, 2]);
+            copies.len() == 2 * EACH
+                && copies.values().all(|n| *n == 3)
+                && (0..3).all(|i| files_of(&c, i) == shards_of(&c, i).values().sum::<usize>())
+                && (3..5).all(|i| files_of(&c, i) == 0)
+        },
+    );
+    stop.store(true, Ordering::Relaxed);
+    let (reads, failures) = reader.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "reads failed during the moves: {failures:?}"
+    );
+    eprintln!(
+        "{} objects re-encoded (EU 2 -> 3 copies, ARCHIVE 2+1 -> EU) and former forms freed in {done:?} ({:?} from the change); {reads} GETs during, none failed",
+        2 * EACH,
+        start.elapsed()
+    );
+    // Every object reads back, in EU (`get` checks the class).
+    run(async {
+        for (k, body) in objects.iter() {
+            assert_eq!(&get(&cl, k).await, body, "{k} after the moves");
+        }
+    });
+    // The census counts EU's three-copy files only.
+    wait_until(
+        "the census counts the new form only",
+        CLUSTER_DEADLINE,
+        || {
+            let rows = storage_rows(&c.garage_ok(0, &["status"]));
+            rows.iter()
+                .any(|r| r[0] == "EU" && r[1] == "replication 3" && r[2] == (6 * EACH).to_string())
+                && !rows
+                    .iter()
+                    .any(|r| r[1] == "replication 2" || r[0] == "ARCHIVE")
+        },
+    );
 }

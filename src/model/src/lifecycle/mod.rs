@@ -34,7 +34,7 @@ pub enum LifecycleError {
     ClassNotAllowed { class: String, allowed: String },
     /// Data already erasure-coded (or in a class with a place) is not moved
     /// to another such class yet (see `transition`).
-    #[error("moving erasure-coded data to storage class {class} is not supported yet")]
+    #[error("moving erasure-coded data to storage class {class} needs the cluster finalized at v0.3.0 (feature recoded-blocks)")]
     CrossCoded { class: String },
     #[error("{0}")]
     Internal(String),

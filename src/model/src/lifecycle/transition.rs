@@ -10,7 +10,8 @@
 //!    erasure-coded, and its shards written as a PUT writes them (acked per
 //!    `doc/durability.md`), with a reference from the version;
 //! 2. the version's segments are written with the new blocks, which win
-//!    over the replicated ones in every merge (`VersionBlock`'s CRDT);
+//!    over the former ones in every merge (`VersionBlock`'s CRDT: coded
+//!    over replicated, a higher `recoded` count over a lower);
 //! 3. the object entry (and the history entry of a versioned version) is
 //!    written with the class, the first block's new address and its code,
 //!    which also wins over the old state (`ObjectVersionState::merge`);
@@ -76,16 +77,25 @@ impl Garage {
         else {
             return Ok(Transitioned::Gone);
         };
-        // Only replicated blocks are re-encoded. A block already coded in
-        // another placement is left as it is: a version's block list keeps,
-        // of two coded forms of one position, the larger one (not the
-        // newer), so replacing it could keep the old form in the list while
-        // step 4 drops its reference. The lifecycle worker does not move
-        // data between two coded classes for that reason.
+        // Once the cluster allows `recoded-blocks`, every block not in
+        // `code` is re-encoded, and the new forms carry a higher `recoded`
+        // count, which wins every merge of the block list and the object
+        // entry. Before, only replicated blocks are: of two coded forms of
+        // one position the merge keeps the larger, not the newer, so
+        // replacing one could keep the old form in the list while step 4
+        // drops its reference (the lifecycle worker then moves no data
+        // between two coded classes).
+        let recode = self.recode_allowed();
         let todo: Vec<(VersionBlockKey, VersionBlock)> = version
             .blocks
             .items()
-            .filter(|(_, b)| b.ec.is_none())
+            .filter(|(_, b)| {
+                if recode {
+                    b.ec != Some(code)
+                } else {
+                    b.ec.is_none()
+                }
+            })
             .map(|(k, b)| (*k, *b))
             .collect();
         if todo.iter().any(|(_, b)| !self.shard_nodes_up(b, code)) {
@@ -95,7 +105,9 @@ impl Garage {
         let mut recoded: Vec<(VersionBlockKey, VersionBlock)> = Vec::with_capacity(todo.len());
         for chunk in todo.chunks(IN_FLIGHT) {
             let done = futures::future::try_join_all(
-                chunk.iter().map(|(_, b)| self.recode(v.uuid, *b, code)),
+                chunk
+                    .iter()
+                    .map(|(_, b)| self.recode(v.uuid, *b, code, recode)),
             )
             .await?;
             recoded.extend(chunk.iter().map(|(k, _)| *k).zip(done));
@@ -124,6 +136,9 @@ impl Garage {
         let mut meta = meta.clone();
         meta.storage_class = Some(class.to_string());
         meta.first_ec = first.ec;
+        if recode {
+            meta.recoded += 1;
+        }
         let moved = ObjectVersion {
             state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, first.hash)),
             ..v.clone()
@@ -205,9 +220,23 @@ impl Garage {
         }
     }
 
+    /// Whether the cluster allows `recoded-blocks` (see [`Garage::transition`]).
+    pub fn recode_allowed(&self) -> bool {
+        self.block_manager
+            .system
+            .feature_allowed(&garage_rpc::system::versions::RECODED_BLOCKS)
+    }
+
     /// Block `b` of version `uuid` read, checked, erasure-coded in `code`,
-    /// its shards written and referenced by the version: the new block.
-    async fn recode(&self, uuid: Uuid, b: VersionBlock, code: Placement) -> Result<VersionBlock> {
+    /// its shards written and referenced by the version: the new block,
+    /// one re-encoding newer than `b` when `count`.
+    async fn recode(
+        &self,
+        uuid: Uuid,
+        b: VersionBlock,
+        code: Placement,
+        count: bool,
+    ) -> Result<VersionBlock> {
         let data = self.block_manager.get_any(&b.hash, b.ec).await?;
         let content = match b.ec {
             // Read by its address: checked against it.
@@ -230,6 +259,7 @@ impl Garage {
             hash: addr,
             size: b.size,
             ec: Some(code),
+            recoded: b.recoded + u32::from(count),
         };
         let block_ref = BlockRef::to_block(&block, uuid);
         let (put, r) = tokio::join!(

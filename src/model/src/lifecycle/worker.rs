@@ -23,7 +23,7 @@
 //! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
 //! (both for tests: rules count in whole days).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,6 +34,7 @@ use crate::history_table::{HistoryEntry, HistoryKey};
 use crate::mpu_table::MultipartUpload;
 use crate::object_table::{Head, Object, ObjectVersion, ObjectVersionData, ObjectVersionState};
 use garage_rpc::layout::version::LayoutVersion;
+use garage_rpc::layout::Placement;
 use garage_rpc::system::System;
 use garage_table::{EmptyKey, PartitionKey};
 use garage_util::data::{gen_uuid, Uuid};
@@ -169,6 +170,7 @@ impl LifecycleWorker {
     /// handles.
     pub async fn pass(&self, must_exit: &watch::Receiver<bool>) -> Result<()> {
         let mut start = None;
+        let refresh = self.classes_to_refresh();
         loop {
             let page = self
                 .garage
@@ -190,11 +192,14 @@ impl LifecycleWorker {
                     .filter(|r| r.enabled)
                     .collect();
                 // A bucket pinned to classes is passed over without rules
-                // too: its data in other classes moves to its default.
+                // too: its data in other classes moves to its default. So
+                // is every bucket while a class has blocks under a former
+                // redundancy: they are re-encoded in the new one.
                 let pinned = b
                     .params()
                     .is_some_and(|p| p.allowed_storage_classes.get().is_some());
-                if (rules.is_empty() && !pinned) || !self.is_first_node_of(b) {
+                if (rules.is_empty() && !pinned && refresh.is_empty()) || !self.is_first_node_of(b)
+                {
                     continue;
                 }
                 let name = b
@@ -202,7 +207,7 @@ impl LifecycleWorker {
                     .into_iter()
                     .next()
                     .unwrap_or_else(|| b.id.hex());
-                match self.bucket_pass(b, &name, &rules).await {
+                match self.bucket_pass(b, &name, &rules, &refresh).await {
                     Ok(p) => {
                         p.count();
                         info!(
@@ -228,12 +233,36 @@ impl LifecycleWorker {
         layout.current().nodes_of(partition).first() == Some(&self.system.id())
     }
 
+    /// The classes whose redundancy changed while blocks were stored
+    /// under the former one (the layout keeps a ring for a placement of
+    /// their scope that is no longer theirs), with their placement now:
+    /// their data is re-encoded at each pass, once the cluster allows
+    /// `recoded-blocks`.
+    fn classes_to_refresh(&self) -> BTreeMap<String, Placement> {
+        if !self.garage.recode_allowed() {
+            return BTreeMap::new();
+        }
+        let layout = self.system.layout();
+        let v = layout.current();
+        v.placed
+            .iter()
+            .filter(|(_, p)| {
+                v.ec_rings
+                    .iter()
+                    .any(|r| r.placement().scope == p.scope && r.placement() != **p)
+            })
+            .map(|(n, p)| (n.clone(), *p))
+            .collect()
+    }
+
     async fn bucket_pass(
         &self,
         b: &Bucket,
         name: &str,
         rules: &[LifecycleRule],
+        refresh: &BTreeMap<String, Placement>,
     ) -> Result<BucketPass> {
+        let recode = self.garage.recode_allowed();
         let now = now_msec() + self.clock_offset_ms;
         let mut stats = BucketPass::default();
         let mut start: Option<String> = None;
@@ -267,8 +296,9 @@ impl LifecycleWorker {
                     Some(a) => todo
                         .transition
                         .filter(|(_, c)| a.contains(c))
-                        .or_else(|| placement_move(o, a, default.as_deref())),
-                };
+                        .or_else(|| placement_move(o, a, default.as_deref(), recode)),
+                }
+                .or_else(|| refresh_move(o, refresh));
                 if let Some((version, class)) = transition {
                     if self
                         .queue_transition(TransitionJob {
@@ -587,11 +617,11 @@ impl LifecycleWorker {
         if let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) =
             &job.version.state
         {
-            if let Some(from) = meta.first_ec {
-                // See `transition`: a coded block is never replaced by
-                // another coded form yet.
+            if let Some(from) = meta.first_ec.filter(|_| !self.garage.recode_allowed()) {
+                // See `transition`: before `recoded-blocks`, a coded block
+                // is never replaced by another coded form.
                 warn!(
-                    "lifecycle transition of {what} to {}: its data is erasure-coded or in a class with a place ({from}), and moving it to another such class is not supported yet; it stays where it is, readable",
+                    "lifecycle transition of {what} to {}: its data is erasure-coded or in a class with a place ({from}), and moving it to another such class waits for the cluster to be finalized at v0.3.0; it stays where it is, readable",
                     job.class
                 );
                 return Err(LifecycleError::CrossCoded {
@@ -804,21 +834,23 @@ fn not_yet_in(v: &ObjectVersion, class: &str) -> Option<String> {
 }
 
 /// For a bucket pinned to the classes `allowed`: the current data of `o`
-/// if it is kept in replicated blocks in another class, with the class to
-/// move it to, the bucket's `default` (none when the default is
-/// `STANDARD`, which is no transition's target). Data already
-/// erasure-coded or in a class with a place is not moved (see
-/// `transition`): it stays, readable, where it is.
+/// if it is kept in blocks of another class, with the class to move it
+/// to, the bucket's `default` (none when the default is `STANDARD`, which
+/// is no transition's target). Data already erasure-coded or in a class
+/// with a place moves only when `recode` (the cluster allows
+/// `recoded-blocks`, see `transition`); before, it stays, readable, where
+/// it is.
 pub fn placement_move(
     o: &Object,
     allowed: &[String],
     default: Option<&str>,
+    recode: bool,
 ) -> Option<(ObjectVersion, String)> {
     let v = o.last_data()?;
     let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
         return None;
     };
-    if meta.first_ec.is_some() {
+    if meta.first_ec.is_some() && !recode {
         return None;
     }
     let class = meta
@@ -830,6 +862,22 @@ pub fn placement_move(
     }
     let to = default.filter(|d| *d != garage_rpc::layout::classes::STANDARD)?;
     Some((v.clone(), to.to_string()))
+}
+
+/// The current data of `o` if its class is one of `refresh` (classes
+/// whose redundancy changed) and its blocks are kept in another placement
+/// than the class's now: it is re-encoded in the same class.
+pub fn refresh_move(
+    o: &Object,
+    refresh: &BTreeMap<String, Placement>,
+) -> Option<(ObjectVersion, String)> {
+    let v = o.last_data()?;
+    let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, _)) = &v.state else {
+        return None;
+    };
+    let class = meta.storage_class.as_ref()?;
+    let now = refresh.get(class)?;
+    (meta.first_ec.is_some() && meta.first_ec != Some(*now)).then(|| (v.clone(), class.clone()))
 }
 
 /// Applies the (enabled) `rules` to one object.
@@ -899,6 +947,7 @@ mod tests {
                     etag: "e".into(),
                     storage_class: None,
                     first_ec: None,
+                    recoded: 0,
                 },
                 vec![0; size as usize],
             )),
@@ -950,6 +999,7 @@ mod tests {
                 etag: "e".into(),
                 storage_class: class.map(String::from),
                 first_ec: None,
+                recoded: 0,
             },
             garage_util::data::Hash::from([1; 32]),
         ));
@@ -1169,29 +1219,65 @@ mod tests {
     }
 
     #[test]
+    fn data_of_a_class_whose_redundancy_changed_is_re_encoded_in_it() {
+        use garage_rpc::layout::EcCode;
+        let b = Uuid::from([1u8; 32]);
+        let o = |v: ObjectVersion| Object::new(b, "k".into(), vec![v]);
+        let scope = garage_rpc::layout::classes::scope_of("EU");
+        let two = Placement::new(EcCode::copies(2).unwrap(), scope);
+        let three = Placement::new(EcCode::copies(3).unwrap(), scope);
+        let in_eu = |p: Option<Placement>| {
+            let mut v = blocks(1, 10, Some("EU"));
+            if let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) = &mut v.state
+            {
+                m.first_ec = p;
+            }
+            o(v)
+        };
+        let refresh: BTreeMap<String, Placement> = [("EU".to_string(), three)].into();
+        let (_, to) = refresh_move(&in_eu(Some(two)), &refresh).expect("re-encoded");
+        assert_eq!(to, "EU");
+        // Already in the new redundancy, or written replicated (the
+        // catch-up's business), or in a class not changed: nothing.
+        assert!(refresh_move(&in_eu(Some(three)), &refresh).is_none());
+        assert!(refresh_move(&in_eu(None), &refresh).is_none());
+        assert!(refresh_move(&in_eu(Some(two)), &BTreeMap::new()).is_none());
+        assert!(refresh_move(&o(blocks(1, 10, None)), &refresh).is_none());
+    }
+
+    #[test]
     fn a_pinned_bucket_moves_data_of_other_classes_to_its_default() {
         let b = Uuid::from([1u8; 32]);
         let eu = vec!["EU".to_string()];
         let o = |v: ObjectVersion| Object::new(b, "k".into(), vec![v]);
         // STANDARD data moves to the default; data already in EU stays.
         let std = o(blocks(1, 1 << 20, None));
-        let (v, to) = placement_move(&std, &eu, Some("EU")).expect("moves");
+        let (v, to) = placement_move(&std, &eu, Some("EU"), false).expect("moves");
         assert_eq!((v.uuid, to.as_str()), (std.versions()[0].uuid, "EU"));
-        assert!(placement_move(&o(blocks(1, 10, Some("EU"))), &eu, Some("EU")).is_none());
-        assert!(placement_move(&o(blocks(1, 10, Some("STANDARD_IA"))), &eu, Some("EU")).is_some());
+        assert!(placement_move(&o(blocks(1, 10, Some("EU"))), &eu, Some("EU"), false).is_none());
+        assert!(placement_move(
+            &o(blocks(1, 10, Some("STANDARD_IA"))),
+            &eu,
+            Some("EU"),
+            false
+        )
+        .is_some());
         // Coded data is not moved to another coded class.
         let mut coded = blocks(1, 10, Some("ARCHIVE"));
         if let ObjectVersionState::Complete(ObjectVersionData::FirstBlock(m, _)) = &mut coded.state
         {
             m.first_ec = Some(garage_rpc::layout::EcCode::new(2, 1).unwrap().into());
         }
-        assert!(placement_move(&o(coded), &eu, Some("EU")).is_none());
+        assert!(placement_move(&o(coded.clone()), &eu, Some("EU"), false).is_none());
+        // It is once the cluster allows `recoded-blocks`.
+        let (_, to) = placement_move(&o(coded), &eu, Some("EU"), true).expect("moves");
+        assert_eq!(to, "EU");
         // Inline data lives in the metadata: nothing to move.
-        assert!(placement_move(&o(data(1, 10)), &eu, Some("EU")).is_none());
+        assert!(placement_move(&o(data(1, 10)), &eu, Some("EU"), false).is_none());
         // STANDARD is no transition's target.
         let both = vec!["STANDARD".to_string(), "EU".to_string()];
-        assert!(placement_move(&o(blocks(1, 10, Some("ARCHIVE"))), &both, None).is_none());
-        assert!(placement_move(&std, &both, None).is_none());
+        assert!(placement_move(&o(blocks(1, 10, Some("ARCHIVE"))), &both, None, false).is_none());
+        assert!(placement_move(&std, &both, None, false).is_none());
     }
 
     #[test]

@@ -80,6 +80,15 @@ pub const PLACEMENT_CLASSES: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Re-encoded blocks carry a count (`recoded`) in a version's block list
+/// and an object's metadata, so that the newest form wins every merge:
+/// data moves between two coded classes, and follows a class's new
+/// redundancy. v0.2.0 does not read the count.
+pub const RECODED_BLOCKS: Feature = Feature {
+    name: "recoded-blocks",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -90,6 +99,7 @@ pub const FEATURES: &[Feature] = &[
     MULTIPART_PARTS_APART,
     COMPRESSED_ENTRIES,
     PLACEMENT_CLASSES,
+    RECODED_BLOCKS,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is
