@@ -660,7 +660,7 @@ fn a_bucket_moved_from_standard_to_eu() {
 fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
     const EACH: usize = 20;
     const SIZE: usize = 300_000;
-    let c = five_zones(&[
+    let mut c = five_zones(&[
         ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
         ("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1"),
     ]);
@@ -710,6 +710,23 @@ fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
     );
     apply(&c);
     c.garage_ok(0, &["bucket", "set-placement", BUCKET, "--allow", "EU"]);
+    // Madrid (in both classes) killed once some objects are re-encoded:
+    // the moves pause (a node of the new copies is down; ARCHIVE reads
+    // from rome and oslo), and go on when it is back.
+    wait_until("some objects re-encoded", Duration::from_secs(120), || {
+        copies_over(&c, &[0, 1, 2]).values().any(|n| *n == 3)
+    });
+    c.kill(2);
+    wait_until("madrid seen down", CLUSTER_DEADLINE, || {
+        c.health(0).1.len() == 1
+    });
+    let moved_before_kill = copies_over(&c, &[0, 1, 2])
+        .values()
+        .filter(|n| **n == 3)
+        .count();
+    // The fault is held 3 s: a few lifecycle passes with madrid down.
+    std::thread::sleep(Duration::from_secs(3));
+    c.start(2);
 
     // In place: one address per object, three copies of each, in paris,
     // berlin and madrid; rome and oslo hold nothing (ARCHIVE's shards and
@@ -732,7 +749,7 @@ fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
         "reads failed during the moves: {failures:?}"
     );
     eprintln!(
-        "{} objects re-encoded (EU 2 -> 3 copies, ARCHIVE 2+1 -> EU) and former forms freed in {done:?} ({:?} from the change); {reads} GETs during, none failed",
+        "{} objects re-encoded (EU 2 -> 3 copies, ARCHIVE 2+1 -> EU), madrid killed after {moved_before_kill} of them, then restarted; former forms freed in {done:?} after the restart ({:?} from the change); {reads} GETs during, none failed",
         2 * EACH,
         start.elapsed()
     );
