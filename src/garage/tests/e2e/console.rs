@@ -173,12 +173,15 @@ fn console_in_a_browser_against_three_zones() {
         "the token is nowhere but in memory"
     );
     shot(&mut b, "cluster");
-    // The layout's storage classes, with their zones and what they survive.
+    // The layout's storage classes, with their zones and what they survive,
+    // and what the nodes store of each and have left to move.
     let classes = text_of(&mut b, "#layout");
     assert!(
         classes.contains("replication 3")
             && classes.contains("erasure 2+1")
-            && classes.contains("any 1 node(s) or a zone"),
+            && classes.contains("any 1 node(s) or a zone")
+            && classes.contains("Stored")
+            && classes.contains("Moving"),
         "{classes}"
     );
 

@@ -159,6 +159,17 @@ const EU_IN_PARIS_AND_BERLIN: [&str; 7] = [
     "paris,berlin",
 ];
 
+/// Defines `ARCHIVE`: erasure-coded 2+1 over madrid, rome and oslo.
+const ARCHIVE_IN_MADRID_ROME_OSLO: [&str; 7] = [
+    "layout",
+    "class",
+    "ARCHIVE",
+    "--erasure",
+    "2+1",
+    "--zones",
+    "madrid,rome,oslo",
+];
+
 /// Five nodes, one in each of [`ZONES`], in the layout; unreferenced blocks
 /// go after 2 s (not 10 min); `env` for every node too.
 fn five_zones(env: &[(&str, &str)]) -> Cluster {
@@ -425,18 +436,7 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
 
     // An erasure-coded class and a one-copy class with a place: ARCHIVE,
     // 2+1 over madrid, rome and oslo; LOCAL, one copy in oslo.
-    c.garage_ok(
-        0,
-        &[
-            "layout",
-            "class",
-            "ARCHIVE",
-            "--erasure",
-            "2+1",
-            "--zones",
-            "madrid,rome,oslo",
-        ],
-    );
+    c.garage_ok(0, &ARCHIVE_IN_MADRID_ROME_OSLO);
     c.garage_ok(
         0,
         &[
@@ -665,18 +665,7 @@ fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
         ("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1"),
     ]);
     c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
-    c.garage_ok(
-        0,
-        &[
-            "layout",
-            "class",
-            "ARCHIVE",
-            "--erasure",
-            "2+1",
-            "--zones",
-            "madrid,rome,oslo",
-        ],
-    );
+    c.garage_ok(0, &ARCHIVE_IN_MADRID_ROME_OSLO);
     apply(&c);
     let key = make_key(&c, "recoder");
     let cl = sdk_client(&c, 0, &key);
