@@ -80,28 +80,16 @@ fn shard_files(c: &Cluster, i: usize) -> Vec<std::path::PathBuf> {
 }
 
 async fn put(cl: &Client, key: &str, body: &[u8], class: Option<&str>) {
-    let mut req = cl
-        .put_object()
-        .bucket(BUCKET)
-        .key(key)
-        .body(ByteStream::from(body.to_vec()));
-    if let Some(c) = class {
-        req = req.storage_class(StorageClass::from(c));
-    }
-    req.send()
+    common::s3::put_object(cl, BUCKET, key, body, class)
         .await
-        .unwrap_or_else(|e| panic!("PutObject {key}: {e:?}"));
+        .unwrap_or_else(|e| panic!("{e}"));
 }
 
 async fn get(cl: &Client, key: &str) -> Vec<u8> {
-    let out = cl
-        .get_object()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
+    common::s3::get_object(cl, BUCKET, key)
         .await
-        .unwrap_or_else(|e| panic!("GetObject {key}: {e:?}"));
-    out.body.collect().await.unwrap().to_vec()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .0
 }
 
 async fn class_of(cl: &Client, key: &str) -> String {

@@ -82,30 +82,16 @@ fn nothing_outside(c: &Cluster, first: usize) {
 }
 
 async fn put(cl: &Client, key: &str, body: &[u8], class: Option<&str>) -> Result<(), String> {
-    let mut req = cl
-        .put_object()
-        .bucket(BUCKET)
-        .key(key)
-        .body(ByteStream::from(body.to_vec()));
-    if let Some(c) = class {
-        req = req.storage_class(StorageClass::from(c));
-    }
-    req.send()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("PutObject {key}: {:?}", e.into_service_error()))
+    common::s3::put_object(cl, BUCKET, key, body, class).await
 }
 
+/// The object's bytes; it must be in `EU`.
 async fn get(cl: &Client, key: &str) -> Vec<u8> {
-    let out = cl
-        .get_object()
-        .bucket(BUCKET)
-        .key(key)
-        .send()
+    let (body, class) = common::s3::get_object(cl, BUCKET, key)
         .await
-        .unwrap_or_else(|e| panic!("GetObject {key}: {e:?}"));
-    assert_eq!(out.storage_class().map(|c| c.as_str()), Some("EU"));
-    out.body.collect().await.unwrap().to_vec()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(class.as_deref(), Some("EU"), "{key}");
+    body
 }
 
 /// A reader on node `node` cycling over `objects` until `stop` is set (at
@@ -131,14 +117,10 @@ fn spawn_reader(
                     if stop.load(Ordering::Relaxed) {
                         break;
                     }
-                    let r = cl.get_object().bucket(BUCKET).key(k).send().await;
-                    match r {
-                        Ok(out) => match out.body.collect().await.map(|b| b.to_vec()) {
-                            Ok(b) if b == *body => reads += 1,
-                            Ok(_) => failures.push(format!("{k}: other bytes")),
-                            Err(e) => failures.push(format!("{k}: {e}")),
-                        },
-                        Err(e) => failures.push(format!("{k}: {:?}", e.into_service_error())),
+                    match common::s3::get_object(&cl, BUCKET, k).await {
+                        Ok((b, _)) if b == *body => reads += 1,
+                        Ok(_) => failures.push(format!("{k}: other bytes")),
+                        Err(e) => failures.push(e),
                     }
                 }
                 (reads, failures)

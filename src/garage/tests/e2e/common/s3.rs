@@ -144,3 +144,49 @@ pub fn sdk_client(c: &Cluster, i: usize, key: &(String, String)) -> aws_sdk_s3::
         .build();
     aws_sdk_s3::Client::from_conf(conf)
 }
+
+/// PutObject of `body` at `bucket`/`key` through the SDK, in storage class
+/// `class` when given; the error names the key and the S3 error.
+pub async fn put_object(
+    cl: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &[u8],
+    class: Option<&str>,
+) -> Result<(), String> {
+    let mut req = cl
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(aws_sdk_s3::primitives::ByteStream::from(body.to_vec()));
+    if let Some(c) = class {
+        req = req.storage_class(aws_sdk_s3::types::StorageClass::from(c));
+    }
+    req.send()
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("PutObject {key}: {:?}", e.into_service_error()))
+}
+
+/// GetObject of `bucket`/`key` through the SDK: the whole body, and the
+/// storage class the answer names.
+pub async fn get_object(
+    cl: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<(Vec<u8>, Option<String>), String> {
+    let out = cl
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| format!("GetObject {key}: {:?}", e.into_service_error()))?;
+    let class = out.storage_class().map(|c| c.as_str().to_string());
+    let body = out
+        .body
+        .collect()
+        .await
+        .map_err(|e| format!("GetObject {key}: body cut: {e}"))?;
+    Ok((body.to_vec(), class))
+}
