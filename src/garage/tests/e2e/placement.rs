@@ -519,14 +519,26 @@ fn a_bucket_moved_from_standard_to_eu() {
         BucketLifecycleConfiguration, ExpirationStatus, LifecycleRule, LifecycleRuleFilter,
         Transition, TransitionStorageClass,
     };
-    const OBJECTS: usize = 1000;
+    // `script/bench-move.sh` runs this test with fewer objects and a
+    // round-trip time between the nodes (the harness's delay proxy).
+    let knob = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .map(|v| {
+                v.parse::<usize>()
+                    .unwrap_or_else(|_| panic!("{name}={v:?}"))
+            })
+            .unwrap_or(default)
+    };
+    let objects_n = knob("GARAGE_TEST_MOVE_OBJECTS", 1000);
+    let rtt = Duration::from_millis(knob("GARAGE_TEST_MOVE_RTT_MS", 0) as u64);
     const SIZE: usize = 8 * 1024;
     let c = five_zones(&[("GARAGE_LIFECYCLE_INTERVAL_SECS", "1")]);
     c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
     apply(&c);
     let key = make_key(&c, "mover");
     let cl = sdk_client(&c, 0, &key);
-    let objects: BTreeMap<String, Vec<u8>> = (0..OBJECTS)
+    let objects: BTreeMap<String, Vec<u8>> = (0..objects_n)
         .map(|i| (format!("doc-{i:04}"), random_bytes(SIZE)))
         .collect();
     let written = std::time::Instant::now();
@@ -540,13 +552,16 @@ fn a_bucket_moved_from_standard_to_eu() {
         }
     });
     eprintln!(
-        "{OBJECTS} objects of {SIZE} B written in {:?}",
+        "{objects_n} objects of {SIZE} B written in {:?}",
         written.elapsed()
     );
     // STANDARD: three copies of every block, in three zones.
     let files: usize = (0..5).map(|i| files_of(&c, i)).sum();
-    assert_eq!(files, 3 * OBJECTS);
+    assert_eq!(files, 3 * objects_n);
 
+    if !rtt.is_zero() {
+        c.set_latency(rtt / 2);
+    }
     // A reader during the move: every GET must succeed with the bytes.
     let (stop, reader) = spawn_reader(&c, 3, &key, &objects);
     // Pinned to EU: the lifecycle worker moves what is elsewhere (no rule
@@ -584,7 +599,7 @@ fn a_bucket_moved_from_standard_to_eu() {
     let moved = wait_until("every object moved to EU", Duration::from_secs(600), || {
         run(async {
             let l = cl.list_objects_v2().bucket(BUCKET).send().await.unwrap();
-            l.contents().len() == OBJECTS
+            l.contents().len() == objects_n
                 && l.contents()
                     .iter()
                     .all(|o| o.storage_class().map(|s| s.as_str()) == Some("EU"))
@@ -606,24 +621,24 @@ fn a_bucket_moved_from_standard_to_eu() {
             (0..5).all(|i| {
                 let shards = shards_of(&c, i).len();
                 files_of(&c, i) == if i < 2 { shards } else { 0 }
-            }) && shards_of(&c, 0).len() == OBJECTS
+            }) && shards_of(&c, 0).len() == objects_n
         },
     );
-    assert_eq!(shards_of(&c, 1).len(), OBJECTS);
+    assert_eq!(shards_of(&c, 1).len(), objects_n);
     nothing_outside(&c, 2);
     // The bucket's bytes by class, and on disk: two copies.
     let expect = format!(
         "in EU: {} B ({} B on disk)",
-        OBJECTS * SIZE,
-        2 * OBJECTS * SIZE
+        objects_n * SIZE,
+        2 * objects_n * SIZE
     );
     wait_until("the bucket's counters say EU", CLUSTER_DEADLINE, || {
         c.garage_ok(0, &["bucket", "info", BUCKET])
             .contains(&expect)
     });
     eprintln!(
-        "{OBJECTS} objects moved from STANDARD to EU in {moved:?} ({:.0} objects/s from the pinning), STANDARD blocks freed {freed:?} later",
-        OBJECTS as f64 / moved.as_secs_f64(),
+        "{objects_n} objects moved from STANDARD to EU with {rtt:?} RTT between nodes in {moved:?} ({:.1} objects/s from the pinning), STANDARD blocks freed {freed:?} later",
+        objects_n as f64 / moved.as_secs_f64(),
     );
     run(async {
         for (k, body) in objects.iter() {

@@ -87,6 +87,9 @@ impl BucketPass {
 /// filter names a size (S3's default since 2024: the move costs more than
 /// it saves).
 pub const MIN_TRANSITION_SIZE: u64 = 128 * 1024;
+/// Transitions the transition worker runs at once (each holds up to 4
+/// blocks of 1 MiB in memory: `transition::IN_FLIGHT`).
+const TRANSITIONS_AT_ONCE: usize = 8;
 /// Transitions waiting for the transition worker, at most.
 const TRANSITION_QUEUE: usize = 1024;
 
@@ -752,22 +755,35 @@ impl Worker for TransitionWorker {
         if self.closed {
             return Ok(Step::Finished);
         }
-        let Some(job) = self.next.take() else {
+        let Some(first) = self.next.take() else {
             return Ok(Step::Idle);
         };
-        let res = self.lw.run_transition(&job).await;
-        match &res {
-            Ok(Transitioned::Done { .. }) => {
-                self.done.fetch_add(1, Ordering::Relaxed);
+        // The jobs queued now, up to TRANSITIONS_AT_ONCE, run together:
+        // each waits for round trips (across sites, tens of ms each), not
+        // for this node's CPU or disk.
+        let mut batch = vec![first];
+        while batch.len() < TRANSITIONS_AT_ONCE {
+            match self.rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
             }
-            Ok(_) => (),
-            Err(e) => handle.error(e),
         }
-        self.lw
-            .queued
-            .lock()
-            .expect("transition set lock")
-            .remove(&job.version.uuid);
+        let results =
+            futures::future::join_all(batch.iter().map(|job| self.lw.run_transition(job))).await;
+        for (job, res) in batch.iter().zip(results) {
+            match &res {
+                Ok(Transitioned::Done { .. }) => {
+                    self.done.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(_) => (),
+                Err(e) => handle.error(e),
+            }
+            self.lw
+                .queued
+                .lock()
+                .expect("transition set lock")
+                .remove(&job.version.uuid);
+        }
         Ok(Step::Idle)
     }
 
