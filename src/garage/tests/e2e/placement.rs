@@ -155,7 +155,16 @@ const ARCHIVE_IN_MADRID_ROME_OSLO: [&str; 7] = [
 /// Five nodes, one in each of [`ZONES`], in the layout; unreferenced blocks
 /// go after 2 s (not 10 min); `env` for every node too.
 fn five_zones(env: &[(&str, &str)]) -> Cluster {
+    five_zones_with_fake_clocks(env, &[])
+}
+
+/// [`five_zones`], the nodes `fake` with a wall clock the test moves
+/// ([`Cluster::set_clock_offset`]).
+fn five_zones_with_fake_clocks(env: &[(&str, &str)], fake: &[usize]) -> Cluster {
     let mut c = Cluster::new(5, 3);
+    for i in fake {
+        c.fake_clock(*i);
+    }
     c.env
         .push(("GARAGE_BLOCK_DELETE_DELAY_SECS".into(), "2".into()));
     for (k, v) in env {
@@ -651,16 +660,21 @@ fn a_bucket_moved_from_standard_to_eu() {
 /// `EU` goes from two copies in paris and berlin to three copies in paris,
 /// berlin and madrid, and the bucket, pinned to `EU`, gets its `ARCHIVE`
 /// (2+1 over madrid, rome and oslo) objects moved to `EU`. With a reader
-/// running: every object ends with three copies in the three zones, the
-/// former forms (two-copy `EU`, `ARCHIVE` shards) are freed, no GET fails.
+/// running, madrid killed in the middle and berlin's clock 10 min ahead
+/// meanwhile: every object ends with three copies in the three
+/// zones, the former forms (two-copy `EU`, `ARCHIVE` shards) are freed, no
+/// GET fails.
 #[test]
 fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
     const EACH: usize = 20;
     const SIZE: usize = 300_000;
-    let mut c = five_zones(&[
-        ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
-        ("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1"),
-    ]);
+    let mut c = five_zones_with_fake_clocks(
+        &[
+            ("GARAGE_LIFECYCLE_INTERVAL_SECS", "1"),
+            ("GARAGE_BLOCK_CENSUS_INTERVAL_SECS", "1"),
+        ],
+        &[1],
+    );
     c.garage_ok(0, &EU_IN_PARIS_AND_BERLIN);
     c.garage_ok(0, &ARCHIVE_IN_MADRID_ROME_OSLO);
     apply(&c);
@@ -710,9 +724,28 @@ fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
         .values()
         .filter(|n| **n == 3)
         .count();
-    // The fault is held 3 s: a few lifecycle passes with madrid down.
+    // Berlin's wall clock steps 10 minutes ahead meanwhile (its block
+    // deletions and resync queue count in it; were it the bucket's
+    // lifecycle node, its passes would wait, failing closed, until its
+    // clock is back).
+    c.set_clock_offset(1, 600_000);
+    wait_until("berlin's clock seen 10 min ahead", CLUSTER_DEADLINE, || {
+        let s = c.json_api(0, "GetClusterStatus", serde_json::json!({}));
+        s["nodes"].as_array().into_iter().flatten().any(|n| {
+            n["id"].as_str() == Some(c.nodes[1].id())
+                && n["clockOffsetMs"].as_i64().is_some_and(|o| o > 500_000)
+        })
+    });
+    // The faults are held: madrid down 3 s more, then berlin's skew 5 s
+    // more with madrid back, then berlin's clock steps back.
     std::thread::sleep(Duration::from_secs(3));
     c.start(2);
+    std::thread::sleep(Duration::from_secs(5));
+    let under_skew = copies_over(&c, &[0, 1, 2])
+        .values()
+        .filter(|n| **n == 3)
+        .count();
+    c.set_clock_offset(1, 0);
 
     // In place: one address per object, three copies of each, in paris,
     // berlin and madrid; rome and oslo hold nothing (ARCHIVE's shards and
@@ -735,7 +768,7 @@ fn a_class_that_changes_redundancy_and_coded_data_moved_to_it() {
         "reads failed during the moves: {failures:?}"
     );
     eprintln!(
-        "{} objects re-encoded (EU 2 -> 3 copies, ARCHIVE 2+1 -> EU), madrid killed after {moved_before_kill} of them, then restarted; former forms freed in {done:?} after the restart ({:?} from the change); {reads} GETs during, none failed",
+        "{} objects re-encoded (EU 2 -> 3 copies, ARCHIVE 2+1 -> EU), madrid killed after {moved_before_kill} of them, then restarted while berlin's clock was 10 min ahead, {under_skew} done when it stepped back; former forms freed {done:?} after that ({:?} from the change); {reads} GETs during, none failed",
         2 * EACH,
         start.elapsed()
     );
