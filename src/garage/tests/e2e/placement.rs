@@ -250,6 +250,20 @@ fn a_bucket_pinned_to_two_zones_keeps_its_blocks_there() {
     wait_until("berlin seen down", CLUSTER_DEADLINE, || {
         c.health(0).1.len() == 1
     });
+    // `garage status` still sums the censuses of the others, naming berlin.
+    let status = c.garage_ok(0, &["status"]);
+    let not_counted = status
+        .lines()
+        .find(|l| l.starts_with("Not counted:"))
+        .unwrap_or_else(|| panic!("berlin not named as not counted: {status}"));
+    assert!(
+        not_counted.contains(&format!("{} (down)", &c.nodes[1].id()[..16])),
+        "{status}"
+    );
+    assert!(
+        storage_rows(&status).iter().any(|r| r[0] == "EU"),
+        "{status}"
+    );
     run(async {
         for (k, body) in objects.iter() {
             assert_eq!(&get(&cl, k).await, body, "{k} with berlin down");
