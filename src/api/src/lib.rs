@@ -26,6 +26,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod logging;
 pub mod multipart;
+pub mod notify;
 pub mod objects;
 pub mod server;
 pub mod versions;

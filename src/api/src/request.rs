@@ -127,3 +127,30 @@ pub struct Owned {
 pub fn query_pairs(s: &str) -> impl Iterator<Item = (String, String)> + '_ {
     form_urlencoded::parse(s.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned()))
 }
+
+/// A request's id (`x-amz-request-id`), put in its extensions by the
+/// listener.
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// What led to an object write, for its bucket notification event: `op`,
+/// asked by `who` in the request of `extensions`.
+pub fn cause(
+    extensions: &hyper::http::Extensions,
+    who: &Requester,
+    op: garage_model::notify::Op,
+) -> garage_model::notify::Cause {
+    let facts = garage_model::notify::event::RequestFacts {
+        principal: who
+            .key
+            .as_ref()
+            .map(|k| k.key_id.clone())
+            .unwrap_or_default(),
+        source_ip: who.source_ip.map(|ip| ip.to_string()).unwrap_or_default(),
+        request_id: extensions
+            .get::<RequestId>()
+            .map(|r| r.0.clone())
+            .unwrap_or_default(),
+    };
+    garage_model::notify::Cause::new(op, Some(Arc::new(facts)))
+}

@@ -76,6 +76,10 @@ forward! {
         = Owner(&r.input.bucket);
     delete_bucket_lifecycle(r): DeleteBucketLifecycleInput => DeleteBucketLifecycleOutput
         = Owner(&r.input.bucket);
+    get_bucket_notification_configuration(r): GetBucketNotificationConfigurationInput => GetBucketNotificationConfigurationOutput
+        = Owner(&r.input.bucket);
+    put_bucket_notification_configuration(r): PutBucketNotificationConfigurationInput => PutBucketNotificationConfigurationOutput
+        = Owner(&r.input.bucket);
     put_object(r): PutObjectInput => PutObjectOutput
         = Put(r);
     get_object(r): GetObjectInput => GetObjectOutput

@@ -78,6 +78,22 @@ pub struct BucketParams {
     /// cluster allows `placement-classes`).
     #[serde(default = "no_class_limit", skip_serializing_if = "is_no_class_limit")]
     pub allowed_storage_classes: Lww<Option<Vec<String>>>,
+    /// Bucket notifications (PutBucketNotificationConfiguration). Left
+    /// out while never set, as `allowed_storage_classes` (set only once
+    /// the cluster allows `bucket-notifications`).
+    #[serde(
+        default = "no_notifications",
+        skip_serializing_if = "is_no_notifications"
+    )]
+    pub notifications: Lww<Option<crate::notify::config::NotificationConfig>>,
+}
+
+fn no_notifications() -> Lww<Option<crate::notify::config::NotificationConfig>> {
+    Lww::raw(0, None)
+}
+
+fn is_no_notifications(l: &Lww<Option<crate::notify::config::NotificationConfig>>) -> bool {
+    l.timestamp() == 0 && l.get().is_none()
 }
 
 fn no_class_limit() -> Lww<Option<Vec<String>>> {
@@ -372,6 +388,7 @@ impl Crdt for BucketParams {
         self.logging.merge(&other.logging);
         self.allowed_storage_classes
             .merge(&other.allowed_storage_classes);
+        self.notifications.merge(&other.notifications);
     }
 }
 
@@ -398,6 +415,7 @@ impl Bucket {
                 default_storage_class: no_default_class(),
                 logging: no_logging(),
                 allowed_storage_classes: no_class_limit(),
+                notifications: no_notifications(),
             }),
         }
     }

@@ -73,6 +73,8 @@ pub struct Garage {
     /// reference, upload and history tables: every object write goes
     /// through it.
     pub writer: crate::object_write::ObjectWriter,
+    /// Bucket notification topics.
+    pub topic_table: Arc<Table<crate::notify::topic_table::TopicTable>>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
@@ -177,6 +179,20 @@ impl Garage {
         let cas_registers = CasRegisters::new(db.clone(), system.clone())?;
         object_table.use_registers(cas_registers.clone());
         let ec_catch_up = crate::ec_catch_up::EcCatchUp::open(&db)?;
+        let topic_table = Table::new(
+            crate::notify::topic_table::TopicTable,
+            db.clone(),
+            system.clone(),
+        )?;
+        let notifier = Arc::new(crate::notify::Notifier::new(
+            crate::notify::outbox::Outbox::open(&db)?,
+            topic_table.clone(),
+            bucket_table.clone(),
+            config.s3_api.s3_region.clone(),
+            config
+                .notify_max_queued_events
+                .unwrap_or(crate::notify::DEFAULT_MAX_QUEUED),
+        ));
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
@@ -190,6 +206,7 @@ impl Garage {
             history_table.clone(),
             admin_token_table.clone(),
             kms_table,
+            topic_table.clone(),
         ];
         let writer = crate::object_write::ObjectWriter {
             objects: object_table.clone(),
@@ -198,6 +215,7 @@ impl Garage {
             mpus: mpu_table.clone(),
             parts: mpu_part_table.clone(),
             history: history_table.clone(),
+            notifier,
         };
         Ok(Arc::new(Self {
             writer,
@@ -220,6 +238,7 @@ impl Garage {
             history_table,
             cas_registers,
             ec_catch_up,
+            topic_table,
             tables,
         }))
     }

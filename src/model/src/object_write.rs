@@ -34,6 +34,7 @@ use crate::block_ref_table::{BlockRef, BlockRefTable};
 use crate::bucket_table::Versioning;
 use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
 use crate::mpu_table::{MpuPartTable, MpuTable, MultipartUpload};
+use crate::notify::{Cause, Notifier};
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
     MAX_RESTAMPS,
@@ -71,9 +72,30 @@ pub struct ObjectWriter {
     pub mpus: Arc<Table<MpuTable>>,
     pub parts: Arc<Table<MpuPartTable>>,
     pub history: Arc<Table<HistoryTable>>,
+    /// Bucket notifications: each write's event is queued here once the
+    /// write is done, before the caller answers its client.
+    pub notifier: Arc<Notifier>,
 }
 
 impl ObjectWriter {
+    /// Queues the event `cause` gives for version `v` of `key` (a version
+    /// written, or one removed when `removed`), if any.
+    async fn notify(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        v: &ObjectVersion,
+        removed: bool,
+        sequencer: u64,
+        cause: &Cause,
+    ) {
+        if let Some(name) = cause.event(v, removed) {
+            self.notifier
+                .emit(bucket, key, v, name, sequencer, cause.req.as_deref())
+                .await;
+        }
+    }
+
     /// A new delete marker, stamped now by this node's hybrid clock (the
     /// ordered write puts it after anything newer a replica holds).
     pub fn delete_marker(versioning: Versioning) -> ObjectVersion {
@@ -95,9 +117,10 @@ impl ObjectWriter {
         key: &str,
         v: &ObjectVersion,
         blocks: Option<&BlockList>,
+        cause: &Cause,
     ) -> Result<ObjectVersion, WriteError> {
         let mut out = self
-            .write_versions_with(bucket, vec![(key.to_string(), v.clone(), blocks)])
+            .write_versions_with(bucket, vec![(key.to_string(), v.clone(), blocks)], cause)
             .await?;
         Ok(out.pop().expect("one version in, one out").1)
     }
@@ -108,17 +131,32 @@ impl ObjectWriter {
         &self,
         bucket: Uuid,
         vs: &[(String, ObjectVersion)],
+        cause: &Cause,
     ) -> Result<Vec<(String, ObjectVersion)>, WriteError> {
         self.write_versions_with(
             bucket,
             vs.iter()
                 .map(|(k, v)| (k.clone(), v.clone(), None))
                 .collect(),
+            cause,
         )
         .await
     }
 
     async fn write_versions_with(
+        &self,
+        bucket: Uuid,
+        todo: Vec<(String, ObjectVersion, Option<&BlockList>)>,
+        cause: &Cause,
+    ) -> Result<Vec<(String, ObjectVersion)>, WriteError> {
+        let written = self.write_ordered(bucket, todo).await?;
+        for (key, v) in &written {
+            self.notify(bucket, key, v, false, v.timestamp, cause).await;
+        }
+        Ok(written)
+    }
+
+    async fn write_ordered(
         &self,
         bucket: Uuid,
         mut todo: Vec<(String, ObjectVersion, Option<&BlockList>)>,
@@ -262,18 +300,31 @@ impl ObjectWriter {
         bucket: Uuid,
         key: &str,
         versions: Vec<ObjectVersion>,
+        cause: &Cause,
     ) -> Result<(), garage_table::Error> {
         let hs: Vec<HistoryEntry> = versions
             .iter()
             .filter(|v| v.in_history() && v.is_complete())
             .map(|v| HistoryEntry::new(bucket, key, v.clone()))
             .collect();
+        // The event is the newest complete version's (a commit).
+        let newest = versions
+            .iter()
+            .filter(|v| v.is_complete())
+            .max_by_key(|v| v.sort_key())
+            .cloned();
         let obj = Object::new(bucket, key.to_string(), versions);
         if hs.is_empty() {
-            return self.objects.insert(&obj).await;
+            self.objects.insert(&obj).await?;
+        } else {
+            let (a, b) = tokio::join!(self.objects.insert(&obj), self.history.insert_many(&hs));
+            a.and(b)?;
         }
-        let (a, b) = tokio::join!(self.objects.insert(&obj), self.history.insert_many(&hs));
-        a.and(b)
+        if let Some(v) = newest {
+            self.notify(bucket, key, &v, false, v.timestamp, cause)
+                .await;
+        }
+        Ok(())
     }
 
     /// Writes an object entry and a history entry as given, either or
@@ -281,6 +332,34 @@ impl ObjectWriter {
     /// it is listed (its history entry carries its own stamps for them), a
     /// version no longer in its object entry marked deleted (purge).
     pub async fn update_entries(
+        &self,
+        obj: Option<&Object>,
+        history: Option<&HistoryEntry>,
+        cause: &Cause,
+    ) -> Result<(), garage_table::Error> {
+        self.write_entries(obj, history).await?;
+        // The version changed: the history entry's, else the object
+        // entry's only (or current) version.
+        let subject = match (history, obj) {
+            (Some(h), _) => Some((h.bucket_id, h.key.clone(), h.version.clone())),
+            (None, Some(o)) => {
+                let v = match o.versions() {
+                    [v] => Some(v),
+                    _ => o.last_complete(),
+                };
+                v.map(|v| (o.bucket_id, o.key.clone(), v.clone()))
+            }
+            (None, None) => None,
+        };
+        if let Some((bucket, key, v)) = subject {
+            let removed = history.is_some_and(|h| h.is_deleted());
+            let seq = garage_util::time::stamp();
+            self.notify(bucket, &key, &v, removed, seq, cause).await;
+        }
+        Ok(())
+    }
+
+    async fn write_entries(
         &self,
         obj: Option<&Object>,
         history: Option<&HistoryEntry>,
@@ -383,6 +462,7 @@ impl ObjectWriter {
         key: &str,
         vid: VersionId,
         bypass: bool,
+        cause: &Cause,
     ) -> Result<bool, WriteError> {
         let k = key.to_string();
         let (target, history) = match vid {
@@ -434,7 +514,8 @@ impl ObjectWriter {
             Some(h) => Some(h.delete(now, bypass).map_err(WriteError::Locked)?),
             None => None,
         };
-        self.remove_version(bucket, key, &v, gone.as_ref()).await?;
+        self.remove_version(bucket, key, &v, gone.as_ref(), cause)
+            .await?;
         Ok(was_marker)
     }
 
@@ -448,6 +529,7 @@ impl ObjectWriter {
         key: &str,
         v: &ObjectVersion,
         history: Option<&HistoryEntry>,
+        cause: &Cause,
     ) -> Result<(), garage_table::Error> {
         let removed = Object::new(
             bucket,
@@ -457,7 +539,10 @@ impl ObjectWriter {
                 ..v.clone()
             }],
         );
-        self.update_entries(Some(&removed), history).await
+        self.write_entries(Some(&removed), history).await?;
+        let seq = garage_util::time::stamp();
+        self.notify(bucket, key, v, true, seq, cause).await;
+        Ok(())
     }
 
     /// Writes `moved`, a version whose blocks moved to another storage
@@ -469,6 +554,7 @@ impl ObjectWriter {
         bucket: Uuid,
         key: &str,
         moved: &ObjectVersion,
+        cause: &Cause,
     ) -> Result<(), garage_table::Error> {
         let hkey = HistoryKey::of(key, moved.timestamp, moved.uuid);
         let key_s = key.to_string();
@@ -501,6 +587,11 @@ impl ObjectWriter {
             }
         };
         let (h, o) = tokio::join!(history, object);
-        h.and(o)
+        h.and(o)?;
+        if listed {
+            let seq = garage_util::time::stamp();
+            self.notify(bucket, key, moved, false, seq, cause).await;
+        }
+        Ok(())
     }
 }

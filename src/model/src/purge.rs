@@ -8,6 +8,7 @@
 //! over it (an upload in progress is aborted instead); if it belongs to a
 //! multipart upload, the upload is deleted.
 
+use crate::notify::Cause;
 use garage_table::EmptyKey;
 use garage_util::crdt::Crdt;
 use garage_util::data::Hash;
@@ -80,15 +81,22 @@ impl Purge {
                         // it, written in order.
                         let hidden = match (versioned, &v.state) {
                             (true, _) | (false, ObjectVersionState::Uploading { .. }) => {
-                                w.remove_version(*bucket_id, key, v, None).await?;
+                                w.remove_version(*bucket_id, key, v, None, &Cause::silent())
+                                    .await?;
                                 true
                             }
                             (
                                 false,
                                 ObjectVersionState::Complete(ObjectVersionData::FirstBlock(..)),
                             ) => {
-                                w.write_version(*bucket_id, key, &marker_over(v), None)
-                                    .await?;
+                                w.write_version(
+                                    *bucket_id,
+                                    key,
+                                    &marker_over(v),
+                                    None,
+                                    &Cause::silent(),
+                                )
+                                .await?;
                                 true
                             }
                             _ => false,
@@ -100,7 +108,8 @@ impl Purge {
                     if let Some(h) = history.filter(|h| !h.is_deleted()) {
                         match h.delete(now, false) {
                             Ok(gone) => {
-                                w.update_entries(None, Some(&gone)).await?;
+                                w.update_entries(None, Some(&gone), &Cause::silent())
+                                    .await?;
                                 count.objects_deleted += 1;
                             }
                             Err(_) => {

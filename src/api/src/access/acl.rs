@@ -555,6 +555,8 @@ impl Api {
         req: S3Request<PutObjectAclInput>,
         ctx: Ctx<KeyBucket>,
     ) -> ApiResult<S3Response<PutObjectAclOutput>> {
+        let cause =
+            crate::request::cause(&req.extensions, &ctx.who, garage_model::notify::Op::AclPut);
         let i = req.input;
         check_key(&i.key)?;
         let id = ctx.granted.bucket;
@@ -572,7 +574,7 @@ impl Api {
             .find_version(id, &i.key, i.version_id.as_deref())
             .await?;
         let version_id = found.version_id();
-        self.change_version(id, &i.key, found, |v| v.acl.update(acl))
+        self.change_version(id, &i.key, found, |v| v.acl.update(acl), &cause)
             .await?;
         let mut resp = S3Response::new(PutObjectAclOutput {
             request_charged: None,

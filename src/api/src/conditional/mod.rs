@@ -25,6 +25,7 @@
 //! The protocol and the argument of its correctness:
 //! `doc/conditional-writes.md`.
 
+use garage_model::notify::Cause;
 use std::time::Duration;
 
 use garage_model::object_register::{register_id, RegisterValue};
@@ -205,6 +206,7 @@ impl Api {
         mut version: ObjectVersion,
         cond: &WriteConditions,
         retimable: bool,
+        cause: &Cause,
     ) -> Result<ObjectVersion, Refused> {
         // Until the cluster is finalized at the release whose GC empties
         // registers, values are written in the format that readers ignore
@@ -293,7 +295,7 @@ impl Api {
                     }
                     let mut versions: Vec<ObjectVersion> = base.iter().cloned().collect();
                     versions.push(v.version.clone());
-                    self.write_in_time(bucket, key, versions, v, void_ms)
+                    self.write_in_time(bucket, key, versions, v, void_ms, cause)
                         .await?;
                     return Ok(v.version.clone());
                 }
@@ -328,7 +330,7 @@ impl Api {
                 }
                 if let Some(r) = reg.filter(|_| obj.as_ref() != Some(&state)) {
                     self.writer
-                        .update_versions(bucket, key, vec![r.version.clone()])
+                        .update_versions(bucket, key, vec![r.version.clone()], &Cause::silent())
                         .await
                         .map_err(|e| refuse(e.into(), false))?;
                 }
@@ -359,7 +361,7 @@ impl Api {
                 AcceptOutcome::Chosen => {
                     let mut versions: Vec<ObjectVersion> = base.into_iter().collect();
                     versions.push(version.clone());
-                    self.write_in_time(bucket, key, versions, &value, void_ms)
+                    self.write_in_time(bucket, key, versions, &value, void_ms, cause)
                         .await?;
                     return Ok(version);
                 }
@@ -397,6 +399,7 @@ impl Api {
         versions: Vec<ObjectVersion>,
         value: &RegisterValue,
         void_ms: u64,
+        cause: &Cause,
     ) -> Result<(), Refused> {
         let (aged, proposed_at) = (value.voids_by_age, value.proposed_at);
         // A clock that stepped is "late" too: its reading cannot tell.
@@ -415,7 +418,7 @@ impl Api {
             return Err(too_late());
         }
         self.writer
-            .update_versions(bucket, key, versions)
+            .update_versions(bucket, key, versions, cause)
             .await
             .map_err(|e| Refused {
                 error: e.into(),

@@ -262,6 +262,7 @@ async fn write_log_object(api: &Arc<Api>, t: &Target, key: &str, text: &str) -> 
         crate::objects::write::ObjectBody::made(body, text.len() as u64, sse.as_ref()),
         None,
         &place,
+        &garage_model::notify::Cause::silent(),
     )
     .await?;
     Ok(())

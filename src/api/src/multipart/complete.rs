@@ -2,6 +2,7 @@
 //! made current by one ordered write; a retried completion answers what
 //! the first one wrote.
 
+use garage_model::notify::Op;
 use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
@@ -29,6 +30,7 @@ impl Api {
         req: S3Request<CompleteMultipartUploadInput>,
         ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<CompleteMultipartUploadOutput>> {
+        let cause = crate::request::cause(&req.extensions, &ctx.who, Op::CompleteMultipartUpload);
         let i = req.input;
         let bucket = ctx.granted.bucket;
         let (mpu, obj) = tokio::join!(
@@ -277,13 +279,13 @@ impl Api {
         let version = match cond {
             None => {
                 self.writer
-                    .write_version(bucket, &i.key, &version, Some(&blocks))
+                    .write_version(bucket, &i.key, &version, Some(&blocks), &cause)
                     .await?
             }
             // A refused completion leaves the upload as it was (as S3
             // does): it can be completed again, or aborted.
             Some(c) => self
-                .commit_conditional(bucket, &i.key, version, &c, false)
+                .commit_conditional(bucket, &i.key, version, &c, false, &cause)
                 .await
                 .map_err(|r| r.error)?,
         };

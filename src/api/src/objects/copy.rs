@@ -3,6 +3,7 @@
 //! with SSE-C when the source and the destination are not sealed with the
 //! same key (or both not at all): the data is then read and written anew.
 
+use garage_model::notify::Op;
 use std::sync::Arc;
 
 use garage_model::block_ref_table::BlockRef;
@@ -31,6 +32,7 @@ impl Api {
         ctx: Ctx<CopyGrant>,
     ) -> ApiResult<S3Response<CopyObjectOutput>> {
         let who = ctx.who;
+        let cause = crate::request::cause(&req.extensions, &who, Op::Copy);
         let (src_access, dst) = (ctx.granted.source, ctx.granted.bucket);
         let i = req.input;
         check_key(&i.key)?;
@@ -171,6 +173,7 @@ impl Api {
                     crate::objects::write::ObjectBody::made(body, size, dst_sse.as_ref()),
                     None,
                     &place,
+                    &cause,
                 )
                 .await?;
             return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));
@@ -248,7 +251,7 @@ impl Api {
         place.apply(&mut v);
         let v = self
             .writer
-            .write_version(dst, &i.key, &v, blocks.as_deref())
+            .write_version(dst, &i.key, &v, blocks.as_deref(), &cause)
             .await?;
         Ok(S3Response::new(sse_out(cur.meta.etag.clone(), &v)))
     }

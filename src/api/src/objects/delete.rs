@@ -1,6 +1,7 @@
 //! DeleteObject and DeleteObjects: delete markers (one quorum write for
 //! a whole DeleteObjects), conditional deletes and deletes of a version.
 
+use garage_model::notify::{Cause, Op};
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -25,6 +26,7 @@ impl Api {
         ctx: Ctx<Access>,
     ) -> ApiResult<S3Response<DeleteObjectOutput>> {
         let (who, bucket) = (ctx.who, ctx.granted.bucket);
+        let cause = crate::request::cause(&req.extensions, &who, Op::Delete);
         let i = req.input;
         check_key(&i.key)?;
         let cond = WriteConditions::of_delete(
@@ -43,14 +45,16 @@ impl Api {
                 let bypass = self
                     .may_bypass(who.key.as_ref(), &i.bucket, i.bypass_governance_retention)
                     .await;
-                let was_marker = self.delete_version(bucket, &i.key, vid, bypass).await?;
+                let was_marker = self
+                    .delete_version(bucket, &i.key, vid, bypass, &cause)
+                    .await?;
                 out.version_id = Some(vid.to_string());
                 out.delete_marker = was_marker.then_some(true);
             }
             None => {
                 let versioning = self.versioning_of(bucket).await?;
                 let marker = self
-                    .delete_one(bucket, &i.key, cond.as_ref(), versioning)
+                    .delete_one(bucket, &i.key, cond.as_ref(), versioning, &cause)
                     .await?;
                 if versioning != Versioning::Off {
                     out.version_id = Some(marker.version_id().to_string());
@@ -73,17 +77,18 @@ impl Api {
         key: &str,
         cond: Option<&WriteConditions>,
         versioning: Versioning,
+        cause: &Cause,
     ) -> ApiResult<ObjectVersion> {
         let marker = ObjectWriter::delete_marker(versioning);
         match cond {
             None => Ok(self
                 .writer
-                .write_version(bucket, key, &marker, None)
+                .write_version(bucket, key, &marker, None, cause)
                 .await?),
             // Nothing to release when it is refused: a marker has no
             // blocks.
             Some(c) => self
-                .commit_conditional(bucket, key, marker, c, true)
+                .commit_conditional(bucket, key, marker, c, true, cause)
                 .await
                 .map_err(|r| r.error),
         }
@@ -95,6 +100,7 @@ impl Api {
         ctx: Ctx<Decider>,
     ) -> ApiResult<S3Response<DeleteObjectsOutput>> {
         let (who, decider) = (ctx.who, ctx.granted);
+        let cause = crate::request::cause(&req.extensions, &who, Op::Delete);
         let i = req.input;
         check_delete_count(i.delete.objects.len())?;
         // Each key is decided on its own (a policy may deny some), on
@@ -143,7 +149,7 @@ impl Api {
                 (c, vid) => one_by_one.push((o.key, c, vid)),
             }
         }
-        let this = &self;
+        let (this, cause) = (&self, &cause);
         let outcomes: Vec<(String, Option<String>, ApiResult<DeletedObject>)> =
             futures::stream::iter(one_by_one)
                 .map(|(k, c, vid)| async move {
@@ -152,18 +158,17 @@ impl Api {
                             "conditional deletes of a version named by its id are not supported"
                                 .into(),
                         )),
-                        (Some(v), None) => {
-                            this.delete_version(bucket, &k, v, bypass)
-                                .await
-                                .map(|was_marker| DeletedObject {
-                                    key: Some(k.clone()),
-                                    version_id: Some(v.clone()),
-                                    delete_marker: was_marker.then_some(true),
-                                    ..Default::default()
-                                })
-                        }
+                        (Some(v), None) => this
+                            .delete_version(bucket, &k, v, bypass, cause)
+                            .await
+                            .map(|was_marker| DeletedObject {
+                                key: Some(k.clone()),
+                                version_id: Some(v.clone()),
+                                delete_marker: was_marker.then_some(true),
+                                ..Default::default()
+                            }),
                         (None, c) => this
-                            .delete_one(bucket, &k, c.as_ref(), versioning)
+                            .delete_one(bucket, &k, c.as_ref(), versioning, cause)
                             .await
                             .map(|m| deleted_entry(k.clone(), None, &m)),
                     };
@@ -176,7 +181,7 @@ impl Api {
             // The markers as written (one may have been stamped again).
             match self
                 .writer
-                .write_versions(bucket, &markers)
+                .write_versions(bucket, &markers, &cause)
                 .await
                 .map_err(ApiError::from)
             {

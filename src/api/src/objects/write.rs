@@ -1,6 +1,7 @@
 //! PutObject (and PostObject): a whole object from a request body, inline
 //! or as blocks, made current by one ordered write or a conditional one.
 
+use garage_model::notify::{Cause, Op};
 use std::sync::Arc;
 
 use garage_model::bucket_table::Versioning;
@@ -101,6 +102,7 @@ impl Api {
         body: ObjectBody<'_>,
         cond: Option<&WriteConditions>,
         place: &Placement,
+        cause: &Cause,
     ) -> ApiResult<Written> {
         let ObjectBody {
             body,
@@ -159,7 +161,7 @@ impl Api {
             );
             place.apply(&mut v);
             let v = self
-                .finish_version(bucket, key, v, None, cond, true)
+                .finish_version(bucket, key, v, None, cond, true, cause)
                 .await?;
             return Ok(Written {
                 etag,
@@ -231,7 +233,7 @@ impl Api {
         );
         place.apply(&mut complete);
         let v = self
-            .finish_version(bucket, key, complete, Some(&w.blocks), cond, false)
+            .finish_version(bucket, key, complete, Some(&w.blocks), cond, false, cause)
             .await?;
         Ok(Written {
             etag,
@@ -254,16 +256,17 @@ impl Api {
         blocks: Option<&garage_model::object_write::BlockList>,
         cond: Option<&WriteConditions>,
         retimable: bool,
+        cause: &Cause,
     ) -> ApiResult<ObjectVersion> {
         let Some(cond) = cond else {
             return Ok(self
                 .writer
-                .write_version(bucket, key, &version, blocks)
+                .write_version(bucket, key, &version, blocks, cause)
                 .await?);
         };
         let (uuid, timestamp, versioning) = (version.uuid, version.timestamp, version.versioning);
         match self
-            .commit_conditional(bucket, key, version, cond, retimable)
+            .commit_conditional(bucket, key, version, cond, retimable, cause)
             .await
         {
             Ok(v) => Ok(v),
@@ -284,6 +287,11 @@ impl Api {
         ctx: Ctx<PutGrant>,
     ) -> ApiResult<S3Response<PutObjectOutput>> {
         let (who, PutGrant { access, key, form }) = (ctx.who, ctx.granted);
+        let op = match req.method == hyper::Method::POST {
+            true => Op::Post,
+            false => Op::Put,
+        };
+        let cause = crate::request::cause(&req.extensions, &who, op);
         let bucket = access.bucket;
         let mut i = req.input;
         i.key = key;
@@ -335,6 +343,7 @@ impl Api {
                 },
                 cond.as_ref(),
                 &place,
+                &cause,
             )
             .await?;
         let mut out = PutObjectOutput {

@@ -204,6 +204,8 @@ impl hyper::service::Service<Request<Incoming>> for CorsService {
         req.extensions_mut().insert(conditions);
         let method = req.method().clone();
         let request_id = garage_http::request_id::new_request_id();
+        req.extensions_mut()
+            .insert(crate::request::RequestId(request_id.clone()));
         let (bucket, kind) = self.bucket_of.target(req.uri(), req.headers());
         let span = telemetry::request_span(&method, kind, bucket.as_deref(), &request_id);
         let started = Instant::now();
@@ -372,6 +374,16 @@ impl CorsService {
             .is_some_and(|e| e.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         // The path is parsed once for both uses below.
         let path = self.bucket_of.path(req.uri(), req.headers());
+        let root = matches!(path, Some(s3s::path::S3Path::Root));
+        if crate::notify::topics::is_topic_request(&req, root) {
+            let api = self.api.clone();
+            return Box::pin(async move {
+                let mut resp = crate::notify::topics::serve(api, req).await;
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+                Ok(resp)
+            });
+        }
         let expected_owner = req
             .headers()
             .get("x-amz-expected-bucket-owner")

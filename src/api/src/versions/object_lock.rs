@@ -245,6 +245,7 @@ impl Api {
         key: &str,
         found: Found,
         change: impl Fn(&mut garage_model::object_table::ObjectVersion),
+        cause: &garage_model::notify::Cause,
     ) -> ApiResult<()> {
         let mut v = found.version;
         change(&mut v);
@@ -259,7 +260,9 @@ impl Api {
         change(&mut h.version);
         let obj = in_entry.then(|| Object::new(bucket, key.to_string(), vec![v.clone()]));
         let h = v.in_history().then_some(h);
-        self.writer.update_entries(obj.as_ref(), h.as_ref()).await?;
+        self.writer
+            .update_entries(obj.as_ref(), h.as_ref(), cause)
+            .await?;
         Ok(())
     }
 
@@ -296,8 +299,14 @@ impl Api {
     ) -> ApiResult<()> {
         let (found, mut lock) = self.version_lock(bucket, key, version_id).await?;
         change(&mut lock)?;
-        self.change_version(bucket, key, found, |v| v.lock = lock.clone())
-            .await
+        self.change_version(
+            bucket,
+            key,
+            found,
+            |v| v.lock = lock.clone(),
+            &garage_model::notify::Cause::silent(),
+        )
+        .await
     }
 
     pub async fn put_object_lock_configuration(

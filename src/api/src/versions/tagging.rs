@@ -8,6 +8,7 @@
 //! `garage_model::object_table`). A bucket's tags are a last-writer-wins
 //! register of the bucket entry. See `doc/tagging.md`.
 
+use garage_model::notify::{Cause, Op};
 use std::sync::Arc;
 
 use s3s::dto::*;
@@ -155,12 +156,12 @@ impl Api {
     /// object entry when it is there (one quorum write of the entry as
     /// read, with the new set, timestamped after the set read), else in
     /// its history entry.
-    async fn write_tags(&self, f: &Found, tags: Tags) -> ApiResult<()> {
+    async fn write_tags(&self, f: &Found, tags: Tags, cause: &Cause) -> ApiResult<()> {
         match (&f.history, &f.obj) {
             (Some(h), _) => {
                 let mut e = h.clone();
                 e.tags.update(Some(tags));
-                self.writer.update_entries(None, Some(&e)).await?;
+                self.writer.update_entries(None, Some(&e), cause).await?;
             }
             (None, Some(obj)) => {
                 let mut e = obj.clone();
@@ -181,9 +182,11 @@ impl Api {
                         .tags_stamp(&f.version.uuid)
                         .unwrap_or_else(garage_util::time::stamp);
                     h.tags = garage_util::crdt::Lww::raw(ts, Some(tags));
-                    self.writer.update_entries(Some(&e), Some(&h)).await?;
+                    self.writer
+                        .update_entries(Some(&e), Some(&h), cause)
+                        .await?;
                 } else {
-                    self.writer.update_entries(Some(&e), None).await?;
+                    self.writer.update_entries(Some(&e), None, cause).await?;
                 }
             }
             (None, None) => return Err(ApiError::NoSuchKey(String::new())),
@@ -201,7 +204,8 @@ impl Api {
         let f = self
             .tagged_object(ctx.granted.bucket, &i.key, i.version_id.as_deref())
             .await?;
-        self.write_tags(&f, tags).await?;
+        let cause = crate::request::cause(&req.extensions, &ctx.who, Op::TaggingPut);
+        self.write_tags(&f, tags, &cause).await?;
         Ok(S3Response::new(PutObjectTaggingOutput {
             version_id: f.version_id(),
         }))
@@ -231,7 +235,8 @@ impl Api {
         let f = self
             .tagged_object(ctx.granted.bucket, &i.key, i.version_id.as_deref())
             .await?;
-        self.write_tags(&f, Vec::new()).await?;
+        let cause = crate::request::cause(&req.extensions, &ctx.who, Op::TaggingDelete);
+        self.write_tags(&f, Vec::new(), &cause).await?;
         let mut resp = S3Response::new(DeleteObjectTaggingOutput {
             version_id: f.version_id(),
         });

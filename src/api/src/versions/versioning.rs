@@ -268,9 +268,13 @@ impl Api {
         key: &str,
         version_id: &str,
         bypass: bool,
+        cause: &garage_model::notify::Cause,
     ) -> ApiResult<bool> {
         let vid = parse_version_id(version_id)?;
-        Ok(self.writer.delete_version(bucket, key, vid, bypass).await?)
+        Ok(self
+            .writer
+            .delete_version(bucket, key, vid, bypass, cause)
+            .await?)
     }
 
     pub async fn put_bucket_versioning(

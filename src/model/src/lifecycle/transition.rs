@@ -29,6 +29,7 @@
 //! pass finds those blocks already in the code, reads them to learn their
 //! earlier addresses, and drops those references too.
 
+use crate::notify::{Cause, Op};
 use std::collections::HashSet;
 
 use crate::block_ref_table::BlockRef;
@@ -143,7 +144,9 @@ impl Garage {
             state: ObjectVersionState::Complete(ObjectVersionData::FirstBlock(meta, first.hash)),
             ..v.clone()
         };
-        self.writer.write_moved(bucket, key, &moved).await?;
+        self.writer
+            .write_moved(bucket, key, &moved, &Cause::node(Op::Transition))
+            .await?;
         // Step 4: the references to the replaced blocks: those replaced
         // now, and those an earlier run replaced before it stopped (blocks
         // already in the code while the object is not yet in the class).

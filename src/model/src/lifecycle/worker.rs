@@ -23,6 +23,7 @@
 //! `GARAGE_LIFECYCLE_CLOCK_OFFSET_SECS` moves the worker's clock forward
 //! (both for tests: rules count in whole days).
 
+use crate::notify::{Cause, Op};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -329,7 +330,10 @@ impl LifecycleWorker {
                 }
             }
             if !markers.is_empty() {
-                self.garage.writer.write_versions(b.id, &markers).await?;
+                self.garage
+                    .writer
+                    .write_versions(b.id, &markers, &Cause::node(Op::Lifecycle))
+                    .await?;
                 stats.expired += markers.len();
             }
             if page.len() < PAGE {
@@ -441,7 +445,13 @@ impl LifecycleWorker {
             match self
                 .garage
                 .writer
-                .delete_version(b.id, key, v.version_id(), false)
+                .delete_version(
+                    b.id,
+                    key,
+                    v.version_id(),
+                    false,
+                    &Cause::node(Op::Lifecycle),
+                )
                 .await
             {
                 Ok(_) => stats.versions_deleted += 1,

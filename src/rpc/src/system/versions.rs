@@ -89,6 +89,13 @@ pub const RECODED_BLOCKS: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Bucket notifications: the `notify_topic` table and a bucket's
+/// notification rules (a field of its entry), which v0.2.0 does not know.
+pub const BUCKET_NOTIFICATIONS: Feature = Feature {
+    name: "bucket-notifications",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -100,6 +107,7 @@ pub const FEATURES: &[Feature] = &[
     COMPRESSED_ENTRIES,
     PLACEMENT_CLASSES,
     RECODED_BLOCKS,
+    BUCKET_NOTIFICATIONS,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is

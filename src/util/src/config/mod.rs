@@ -163,6 +163,10 @@ pub struct Config {
     pub max_clock_offset_msec: Option<u64>,
     #[serde(default)]
     pub bootstrap_peers: Vec<String>,
+    /// Bucket notification events this node's outbox holds at most
+    /// before new ones are dropped (counted, logged); default 1 000 000.
+    #[serde(default)]
+    pub notify_max_queued_events: Option<u64>,
     #[serde(default)]
     pub allow_world_readable_secrets: bool,
     #[serde(default)]

@@ -1,0 +1,199 @@
+//! A topic's endpoint, parsed from its `push-endpoint` URL and
+//! attributes: a webhook (`http://`, `https://`), a NATS server
+//! (`nats://`) or an MQTT broker (`mqtt://`, `mqtts://`). Checked when a
+//! topic is made, so that a bad endpoint is refused then, with what is
+//! wrong, rather than found by the delivery worker.
+
+use std::collections::BTreeMap;
+
+/// Where a topic's events are sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    /// One POST per event, the record as a JSON body; any 2xx answer is
+    /// an acknowledgement.
+    Webhook {
+        url: String,
+        /// `verify-ssl` (default true): check the server's certificate.
+        verify_tls: bool,
+    },
+    /// A publish on `subject`, confirmed by a round trip to the server.
+    Nats {
+        /// `nats://[user:password@]host:port`.
+        server: String,
+        /// `nats-subject`; `None`: the topic's name.
+        subject: Option<String>,
+    },
+    /// A publish at QoS 1 (acknowledged by the broker), or 0 if asked.
+    Mqtt {
+        host: String,
+        port: u16,
+        tls: bool,
+        user: Option<(String, String)>,
+        /// `mqtt-topic`; `None`: the topic's name.
+        topic: Option<String>,
+        /// `mqtt-qos`: 0 or 1 (default 1).
+        qos: u8,
+    },
+}
+
+impl Endpoint {
+    /// Reads a `push-endpoint` URL and the attributes that go with it.
+    pub fn parse(url: &str, attrs: &BTreeMap<String, String>) -> Result<Self, String> {
+        let u = url::Url::parse(url)
+            .map_err(|e| format!("push-endpoint {:?} is not a URL: {e}", redact_url(url)))?;
+        let flag = |name: &str, default: bool| -> Result<bool, String> {
+            match attrs.get(name).map(|s| s.to_ascii_lowercase()) {
+                None => Ok(default),
+                Some(v) if v == "true" => Ok(true),
+                Some(v) if v == "false" => Ok(false),
+                Some(v) => Err(format!("attribute {name} is true or false, not {v:?}")),
+            }
+        };
+        let host = || {
+            u.host_str()
+                .filter(|h| !h.is_empty())
+                .map(str::to_string)
+                .ok_or_else(|| format!("push-endpoint {:?} names no host", redact_url(url)))
+        };
+        match u.scheme() {
+            "http" | "https" => {
+                host()?;
+                Ok(Endpoint::Webhook {
+                    url: url.to_string(),
+                    verify_tls: flag("verify-ssl", true)?,
+                })
+            }
+            "nats" => {
+                host()?;
+                Ok(Endpoint::Nats {
+                    server: url.to_string(),
+                    subject: attrs.get("nats-subject").cloned(),
+                })
+            }
+            "mqtt" | "mqtts" => {
+                let tls = u.scheme() == "mqtts";
+                let qos = match attrs.get("mqtt-qos").map(String::as_str) {
+                    None | Some("1") => 1,
+                    Some("0") => 0,
+                    Some(q) => return Err(format!("attribute mqtt-qos is 0 or 1, not {q:?}")),
+                };
+                let user = match (u.username(), u.password()) {
+                    ("", _) => None,
+                    (n, p) => Some((decode(n), p.map(decode).unwrap_or_default())),
+                };
+                Ok(Endpoint::Mqtt {
+                    host: host()?,
+                    port: u.port().unwrap_or(if tls { 8883 } else { 1883 }),
+                    tls,
+                    user,
+                    topic: attrs.get("mqtt-topic").cloned(),
+                    qos,
+                })
+            }
+            "amqp" | "amqps" | "kafka" => Err(format!(
+                "{} endpoints are not served yet: use http(s)://, nats:// or mqtt://",
+                u.scheme()
+            )),
+            s => Err(format!(
+                "push-endpoint scheme {s:?} is not known: use http(s)://, nats:// or mqtt://"
+            )),
+        }
+    }
+
+    /// The kind, for metrics and listings.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Endpoint::Webhook { .. } => "webhook",
+            Endpoint::Nats { .. } => "nats",
+            Endpoint::Mqtt { .. } => "mqtt",
+        }
+    }
+}
+
+fn decode(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// `url` with its password (if any) replaced by `****`: what logs,
+/// listings and errors show.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("****"));
+            u.to_string()
+        }
+        Ok(_) => url.to_string(),
+        // Not a URL: show nothing after a possible `user:password@`.
+        Err(_) => match url.rfind('@') {
+            Some(i) => format!("****{}", &url[i..]),
+            None => url.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(kv: &[(&str, &str)]) -> BTreeMap<String, String> {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn endpoints_are_read_from_their_url() {
+        let none = attrs(&[]);
+        assert_eq!(
+            Endpoint::parse("http://127.0.0.1:8080/hook", &none).unwrap(),
+            Endpoint::Webhook {
+                url: "http://127.0.0.1:8080/hook".into(),
+                verify_tls: true
+            }
+        );
+        assert!(matches!(
+            Endpoint::parse("https://h/x", &attrs(&[("verify-ssl", "false")])).unwrap(),
+            Endpoint::Webhook {
+                verify_tls: false,
+                ..
+            }
+        ));
+        assert_eq!(
+            Endpoint::parse("nats://127.0.0.1:4222", &attrs(&[("nats-subject", "s.a")])).unwrap(),
+            Endpoint::Nats {
+                server: "nats://127.0.0.1:4222".into(),
+                subject: Some("s.a".into())
+            }
+        );
+        assert_eq!(
+            Endpoint::parse("mqtt://u:p%40ss@127.0.0.1", &none).unwrap(),
+            Endpoint::Mqtt {
+                host: "127.0.0.1".into(),
+                port: 1883,
+                tls: false,
+                user: Some(("u".into(), "p@ss".into())),
+                topic: None,
+                qos: 1
+            }
+        );
+    }
+
+    #[test]
+    fn bad_endpoints_say_what_is_wrong_without_their_password() {
+        let none = attrs(&[]);
+        let e = Endpoint::parse("amqp://u:secret@h:5672", &none).unwrap_err();
+        assert!(e.contains("not served yet") && !e.contains("secret"), "{e}");
+        let e = Endpoint::parse("ftp://h", &none).unwrap_err();
+        assert!(e.contains("\"ftp\""), "{e}");
+        let e = Endpoint::parse("not a url with secret@", &none).unwrap_err();
+        assert!(!e.contains("secret"), "{e}");
+        let e = Endpoint::parse("http://h", &attrs(&[("verify-ssl", "maybe")])).unwrap_err();
+        assert!(e.contains("verify-ssl"), "{e}");
+        let e = Endpoint::parse("mqtt://h", &attrs(&[("mqtt-qos", "2")])).unwrap_err();
+        assert!(e.contains("mqtt-qos"), "{e}");
+        assert_eq!(redact_url("nats://u:pw@h:4222"), "nats://u:****@h:4222");
+        assert_eq!(redact_url("http://h/x"), "http://h/x");
+    }
+}
