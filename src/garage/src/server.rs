@@ -141,6 +141,11 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             crate::gauges::GaugesWorker::new(garage.clone()),
             exit_rx.clone(),
         ));
+        tasks.push(worker::runner::spawn(
+            &system.workers,
+            garage_notify::DeliveryWorker::new(garage.clone()),
+            exit_rx.clone(),
+        ));
         let admin_rpc =
             AdminRpcHandler::install(&system.netapp, garage.clone(), node_config(&config));
         // The handler holds the endpoint weakly; this keeps it for the

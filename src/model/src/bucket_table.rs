@@ -8,6 +8,7 @@ use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
 use crate::access::BucketAccess;
+use crate::notify::config::NotificationConfig;
 use crate::object_lock::DefaultRetention;
 use crate::permission::BucketKeyPerm;
 
@@ -17,7 +18,7 @@ pub struct Bucket {
     pub state: Deletable<BucketParams>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct BucketParams {
     /// Milliseconds since the epoch.
     pub creation_date: u64,
@@ -76,23 +77,83 @@ pub struct BucketParams {
     /// entries, and left out while never set, so that a bucket that does
     /// not use it is stored in the bytes v0.2.0 reads (set only once the
     /// cluster allows `placement-classes`).
-    #[serde(default = "no_class_limit", skip_serializing_if = "is_no_class_limit")]
+    #[serde(default = "no_class_limit")]
     pub allowed_storage_classes: Lww<Option<Vec<String>>>,
-    /// Bucket notifications (PutBucketNotificationConfiguration). Left
-    /// out while never set, as `allowed_storage_classes` (set only once
-    /// the cluster allows `bucket-notifications`).
-    #[serde(
-        default = "no_notifications",
-        skip_serializing_if = "is_no_notifications"
-    )]
-    pub notifications: Lww<Option<crate::notify::config::NotificationConfig>>,
+    /// Bucket notifications (PutBucketNotificationConfiguration). Absent
+    /// in older entries, and left out while never set (see
+    /// [`BucketParamsOut`]); set only once the cluster allows
+    /// `bucket-notifications`.
+    #[serde(default = "no_notifications")]
+    pub notifications: Lww<Option<NotificationConfig>>,
 }
 
-fn no_notifications() -> Lww<Option<crate::notify::config::NotificationConfig>> {
+/// How [`BucketParams`] is written: its fields in their order, the last
+/// ones left out while never set (from the end: a positional encoding
+/// cannot leave out a field before one it writes), so that a bucket that
+/// uses none of them is stored in the bytes v0.2.0 reads. They are set
+/// only once the cluster allows their features (`placement-classes`,
+/// `bucket-notifications`).
+#[derive(Serialize)]
+#[serde(rename = "BucketParams")]
+struct BucketParamsOut<'a> {
+    creation_date: &'a u64,
+    authorized_keys: &'a LwwMap<String, BucketKeyPerm>,
+    aliases: &'a LwwMap<String, bool>,
+    local_aliases: &'a LwwMap<(String, String), bool>,
+    website_config: &'a Lww<Option<WebsiteConfig>>,
+    website_access: &'a Lww<bool>,
+    cors_config: &'a Lww<Option<Vec<CorsRule>>>,
+    quotas: &'a Lww<BucketQuotas>,
+    lifecycle_config: &'a Lww<Option<Vec<LifecycleRule>>>,
+    tags: &'a Lww<Option<Vec<(String, String)>>>,
+    versioning: &'a Lww<Versioning>,
+    object_lock: &'a Bool,
+    default_retention: &'a Lww<Option<DefaultRetention>>,
+    encryption: &'a Lww<Option<DefaultEncryption>>,
+    access: &'a BucketAccess,
+    default_storage_class: &'a Lww<Option<String>>,
+    logging: &'a Lww<Option<BucketLogging>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_storage_classes: Option<&'a Lww<Option<Vec<String>>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notifications: Option<&'a Lww<Option<NotificationConfig>>>,
+}
+
+impl Serialize for BucketParams {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let tail_unset = is_no_class_limit(&self.allowed_storage_classes)
+            && is_no_notifications(&self.notifications);
+        BucketParamsOut {
+            creation_date: &self.creation_date,
+            authorized_keys: &self.authorized_keys,
+            aliases: &self.aliases,
+            local_aliases: &self.local_aliases,
+            website_config: &self.website_config,
+            website_access: &self.website_access,
+            cors_config: &self.cors_config,
+            quotas: &self.quotas,
+            lifecycle_config: &self.lifecycle_config,
+            tags: &self.tags,
+            versioning: &self.versioning,
+            object_lock: &self.object_lock,
+            default_retention: &self.default_retention,
+            encryption: &self.encryption,
+            access: &self.access,
+            default_storage_class: &self.default_storage_class,
+            logging: &self.logging,
+            allowed_storage_classes: (!tail_unset).then_some(&self.allowed_storage_classes),
+            notifications: (!is_no_notifications(&self.notifications))
+                .then_some(&self.notifications),
+        }
+        .serialize(s)
+    }
+}
+
+fn no_notifications() -> Lww<Option<NotificationConfig>> {
     Lww::raw(0, None)
 }
 
-fn is_no_notifications(l: &Lww<Option<crate::notify::config::NotificationConfig>>) -> bool {
+fn is_no_notifications(l: &Lww<Option<NotificationConfig>>) -> bool {
     l.timestamp() == 0 && l.get().is_none()
 }
 
@@ -540,6 +601,42 @@ mod tests {
 
     use super::*;
     use crate::testing::check_laws;
+
+    fn round_trip(b: &Bucket) -> Bucket {
+        let bytes = garage_table::encoding::encode(b);
+        garage_table::encoding::decode(&bytes).expect("decodes")
+    }
+
+    #[test]
+    fn the_trailing_fields_are_written_only_when_set_and_read_back() {
+        let mut b = Bucket::new(Uuid::from([2; 32]));
+        let plain = garage_table::encoding::encode(&b);
+        assert_eq!(round_trip(&b), b);
+        // Notifications without a class limit: the limit is written too
+        // (a positional encoding cannot leave it out before them).
+        let config = NotificationConfig {
+            rules: vec![crate::notify::config::NotificationRule {
+                id: "r".into(),
+                topic: "t".into(),
+                arn: "arn:aws:sns:garage::t".into(),
+                queue: false,
+                events: vec!["s3:ObjectCreated:*".into()],
+                prefix: None,
+                suffix: Some(".jpg".into()),
+            }],
+        };
+        b.params_mut().unwrap().notifications.update(Some(config));
+        let with = garage_table::encoding::encode(&b);
+        assert!(with.len() > plain.len());
+        assert_eq!(round_trip(&b), b);
+        // A class limit alone.
+        let mut c = Bucket::new(Uuid::from([3; 32]));
+        c.params_mut()
+            .unwrap()
+            .allowed_storage_classes
+            .update(Some(vec!["EU".into()]));
+        assert_eq!(round_trip(&c), c);
+    }
 
     fn bucket() -> impl Strategy<Value = Bucket> {
         (

@@ -109,7 +109,14 @@ pub fn record(
     obj: &RecordObject<'_>,
     req: &RequestFacts,
 ) -> serde_json::Value {
-    let key: String = form_urlencoded::byte_serialize(obj.key.as_bytes()).collect();
+    // URL-encoded as a form value (a space is `+`), slashes kept, as
+    // S3's records have it.
+    let key: String = obj
+        .key
+        .split('/')
+        .map(|part| form_urlencoded::byte_serialize(part.as_bytes()).collect::<String>())
+        .collect::<Vec<_>>()
+        .join("/");
     let mut object = json!({
         "key": key,
         "size": obj.size,
@@ -185,7 +192,7 @@ mod tests {
         );
         assert_eq!(r["eventName"], "ObjectCreated:Put");
         assert_eq!(r["eventTime"], "2023-11-14T22:13:20.123Z");
-        assert_eq!(r["s3"]["object"]["key"], "a+b%2F%C3%A9%2B.jpg");
+        assert_eq!(r["s3"]["object"]["key"], "a+b/%C3%A9%2B.jpg");
         assert_eq!(r["s3"]["object"]["sequencer"], "0000000000001234");
         assert_eq!(r["s3"]["object"]["versionId"], "v1");
         assert_eq!(r["s3"]["bucket"]["arn"], "arn:aws:s3:::photos");

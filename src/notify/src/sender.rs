@@ -1,0 +1,311 @@
+//! One topic's connection to its endpoint, and how a batch of events is
+//! sent on it and acknowledged.
+
+use std::time::Duration;
+
+use garage_model::notify::endpoint::Endpoint;
+use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
+use tokio::sync::mpsc;
+
+/// How long one send may take before it counts as failed.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The message of one event: AWS's `{"Records":[…]}` around its record.
+pub fn message(record: &str) -> String {
+    format!("{{\"Records\":[{record}]}}")
+}
+
+/// A connection to one topic's endpoint.
+pub enum Sender {
+    Webhook(Webhook),
+    Nats(Nats),
+    Mqtt(Mqtt),
+}
+
+impl Sender {
+    /// A sender for `endpoint` of topic `topic` (connections are made at
+    /// the first send).
+    pub fn new(endpoint: &Endpoint, topic: &str) -> Result<Self, String> {
+        Ok(match endpoint {
+            Endpoint::Webhook { url, verify_tls } => {
+                Sender::Webhook(Webhook::new(url, *verify_tls)?)
+            }
+            Endpoint::Nats { server, subject } => Sender::Nats(Nats {
+                server: server.clone(),
+                subject: subject.clone().unwrap_or_else(|| topic.to_string()),
+                client: None,
+            }),
+            Endpoint::Mqtt {
+                host,
+                port,
+                tls,
+                user,
+                topic: t,
+                qos,
+            } => Sender::Mqtt(Mqtt {
+                host: host.clone(),
+                port: *port,
+                tls: *tls,
+                user: user.clone(),
+                topic: t.clone().unwrap_or_else(|| topic.to_string()),
+                qos: *qos,
+                conn: None,
+                node: topic.to_string(),
+            }),
+        })
+    }
+
+    /// Sends `messages` in order; returns how many the endpoint
+    /// acknowledged (all of them, or the error after the first ones).
+    pub async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        match self {
+            Sender::Webhook(w) => w.send(messages).await,
+            Sender::Nats(n) => n.send(messages).await,
+            Sender::Mqtt(m) => m.send(messages).await,
+        }
+    }
+}
+
+/// A webhook: one POST per event, acknowledged by any 2xx answer.
+pub struct Webhook {
+    url: String,
+    client: reqwest::Client,
+}
+
+impl Webhook {
+    fn new(url: &str, verify_tls: bool) -> Result<Self, String> {
+        let client = reqwest::Client::builder()
+            .timeout(SEND_TIMEOUT)
+            .danger_accept_invalid_certs(!verify_tls)
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+        Ok(Self {
+            url: url.to_string(),
+            client,
+        })
+    }
+
+    async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        for (i, m) in messages.iter().enumerate() {
+            let r = self
+                .client
+                .post(&self.url)
+                .header("content-type", "application/json")
+                .body(m.clone())
+                .send()
+                .await;
+            match r {
+                Ok(resp) if resp.status().is_success() => {}
+                // The URL (which may hold a password) is not in these
+                // messages: reqwest's errors are stripped of it.
+                Ok(resp) => return (i, Some(format!("the webhook answered {}", resp.status()))),
+                Err(e) => {
+                    return (
+                        i,
+                        Some(format!("cannot reach the webhook: {}", e.without_url())),
+                    )
+                }
+            }
+        }
+        (messages.len(), None)
+    }
+}
+
+/// A NATS subject: a batch is published, then a round trip to the server
+/// (flush) confirms it got them.
+pub struct Nats {
+    server: String,
+    subject: String,
+    client: Option<async_nats::Client>,
+}
+
+impl Nats {
+    async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        let client = match &self.client {
+            Some(c) if c.connection_state() == async_nats::connection::State::Connected => {
+                c.clone()
+            }
+            _ => {
+                self.client = None;
+                let opts = async_nats::ConnectOptions::new()
+                    .connection_timeout(SEND_TIMEOUT)
+                    .max_reconnects(Some(1));
+                match tokio::time::timeout(SEND_TIMEOUT, opts.connect(self.server.as_str())).await {
+                    Ok(Ok(c)) => {
+                        self.client = Some(c.clone());
+                        c
+                    }
+                    Ok(Err(e)) => {
+                        return (
+                            0,
+                            Some(format!("cannot connect to the NATS server: {}", e.kind())),
+                        )
+                    }
+                    Err(_) => {
+                        return (
+                            0,
+                            Some("cannot connect to the NATS server: timed out".into()),
+                        )
+                    }
+                }
+            }
+        };
+        let sent = async {
+            for m in messages {
+                client
+                    .publish(self.subject.clone(), bytes::Bytes::from(m.clone()))
+                    .await
+                    .map_err(|e| format!("NATS publish: {e}"))?;
+            }
+            client.flush().await.map_err(|e| format!("NATS flush: {e}"))
+        };
+        match tokio::time::timeout(SEND_TIMEOUT, sent).await {
+            Ok(Ok(())) => (messages.len(), None),
+            Ok(Err(e)) => {
+                self.client = None;
+                (0, Some(e))
+            }
+            Err(_) => {
+                self.client = None;
+                (
+                    0,
+                    Some("the NATS server did not confirm the batch in time".into()),
+                )
+            }
+        }
+    }
+}
+
+/// An MQTT topic, published at QoS 1 (each acknowledged by the broker in
+/// order) or 0.
+pub struct Mqtt {
+    host: String,
+    port: u16,
+    tls: bool,
+    user: Option<(String, String)>,
+    topic: String,
+    qos: u8,
+    /// The client and what its event loop reports: an acknowledgement,
+    /// or an error (then the connection is dropped and made again).
+    conn: Option<(
+        AsyncClient,
+        mpsc::Receiver<Result<(), String>>,
+        tokio::task::JoinHandle<()>,
+    )>,
+    /// The topic's name, for the client id.
+    node: String,
+}
+
+impl Drop for Mqtt {
+    fn drop(&mut self) {
+        if let Some((_, _, task)) = self.conn.take() {
+            task.abort();
+        }
+    }
+}
+
+impl Mqtt {
+    fn connect(&mut self) -> Result<(), String> {
+        let id = format!("garage-{}-{}", self.node, std::process::id());
+        let mut opts = MqttOptions::new(id, self.host.clone(), self.port);
+        opts.set_keep_alive(Duration::from_secs(30));
+        opts.set_clean_session(true);
+        if let Some((u, p)) = &self.user {
+            opts.set_credentials(u.clone(), p.clone());
+        }
+        if self.tls {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            opts.set_transport(rumqttc::Transport::tls_with_config(
+                rumqttc::TlsConfiguration::Rustls(std::sync::Arc::new(config)),
+            ));
+        }
+        let (client, mut eventloop) = AsyncClient::new(opts, 64);
+        let (tx, rx) = mpsc::channel(1024);
+        let task = tokio::spawn(async move {
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Incoming::PubAck(_))) => {
+                        if tx.send(Ok(())).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Event::Incoming(Incoming::ConnAck(c))) => {
+                        if c.code != rumqttc::ConnectReturnCode::Success {
+                            let _ = tx
+                                .send(Err(format!(
+                                    "the MQTT broker refused the connection: {:?}",
+                                    c.code
+                                )))
+                                .await;
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("MQTT connection: {e}"))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        self.conn = Some((client, rx, task));
+        Ok(())
+    }
+
+    async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        if self.conn.is_none() {
+            if let Err(e) = self.connect() {
+                return (0, Some(e));
+            }
+        }
+        let qos = match self.qos {
+            0 => QoS::AtMostOnce,
+            _ => QoS::AtLeastOnce,
+        };
+        let (client, rx, _) = self.conn.as_mut().expect("connected above");
+        let mut acked = 0;
+        let mut failure = None;
+        for m in messages {
+            if let Err(e) = client
+                .publish(self.topic.clone(), qos, false, m.clone().into_bytes())
+                .await
+            {
+                failure = Some(format!("MQTT publish: {e}"));
+                break;
+            }
+            if qos == QoS::AtMostOnce {
+                acked += 1;
+                continue;
+            }
+            match tokio::time::timeout(SEND_TIMEOUT, rx.recv()).await {
+                Ok(Some(Ok(()))) => acked += 1,
+                Ok(Some(Err(e))) => {
+                    failure = Some(e);
+                    break;
+                }
+                Ok(None) => {
+                    failure = Some("the MQTT connection ended".into());
+                    break;
+                }
+                Err(_) => {
+                    failure = Some("the MQTT broker did not acknowledge in time".into());
+                    break;
+                }
+            }
+        }
+        if failure.is_some() {
+            if let Some((_, _, task)) = self.conn.take() {
+                task.abort();
+            }
+        }
+        (acked, failure)
+    }
+}
