@@ -30,9 +30,14 @@ impl Sender {
             Endpoint::Webhook { url, verify_tls } => {
                 Sender::Webhook(Webhook::new(url, *verify_tls)?)
             }
-            Endpoint::Nats { server, subject } => Sender::Nats(Nats {
+            Endpoint::Nats {
+                server,
+                subject,
+                jetstream,
+            } => Sender::Nats(Nats {
                 server: server.clone(),
                 subject: subject.clone().unwrap_or_else(|| topic.to_string()),
+                jetstream: *jetstream,
                 client: None,
             }),
             Endpoint::Mqtt {
@@ -116,6 +121,7 @@ impl Webhook {
 pub struct Nats {
     server: String,
     subject: String,
+    jetstream: bool,
     client: Option<async_nats::Client>,
 }
 
@@ -150,6 +156,9 @@ impl Nats {
                 }
             }
         };
+        if self.jetstream {
+            return self.send_jetstream(client, messages).await;
+        }
         let sent = async {
             for m in messages {
                 client
@@ -173,6 +182,49 @@ impl Nats {
                 )
             }
         }
+    }
+}
+
+impl Nats {
+    /// Publishes the batch, then waits for the stream's acknowledgement
+    /// of each, in order.
+    async fn send_jetstream(
+        &mut self,
+        client: async_nats::Client,
+        messages: &[String],
+    ) -> (usize, Option<String>) {
+        let js = async_nats::jetstream::new(client);
+        let mut acks = Vec::with_capacity(messages.len());
+        for m in messages {
+            match js
+                .publish(self.subject.clone(), bytes::Bytes::from(m.clone()))
+                .await
+            {
+                Ok(ack) => acks.push(ack),
+                Err(e) => {
+                    self.client = None;
+                    return (0, Some(format!("JetStream publish: {e}")));
+                }
+            }
+        }
+        let mut acked = 0;
+        for ack in acks {
+            match tokio::time::timeout(SEND_TIMEOUT, ack).await {
+                Ok(Ok(_)) => acked += 1,
+                Ok(Err(e)) => {
+                    self.client = None;
+                    return (
+                        acked,
+                        Some(format!("JetStream did not store an event: {e}")),
+                    );
+                }
+                Err(_) => {
+                    self.client = None;
+                    return (acked, Some("JetStream did not acknowledge in time".into()));
+                }
+            }
+        }
+        (acked, None)
     }
 }
 

@@ -87,18 +87,16 @@ impl Worker for DeliveryWorker {
     ) -> Result<Step, String> {
         let notifier = self.garage.writer.notifier.clone();
         let backlog = notifier.outbox.backlog();
-        // Topics with nothing waiting are forgotten (and their gauges
-        // zeroed).
-        let gone: Vec<String> = self
+        // Topics with nothing waiting keep their connection, wait for
+        // no retry, and their gauges are zeroed.
+        for (t, s) in self
             .topics
-            .keys()
-            .filter(|t| !backlog.contains_key(*t))
-            .cloned()
-            .collect();
-        for t in gone {
+            .iter_mut()
+            .filter(|(t, _)| !backlog.contains_key(*t))
+        {
+            s.retry_at = None;
             metrics::gauge!("notify_queued_events", "topic" => t.clone()).set(0.0);
             metrics::gauge!("notify_lag_seconds", "topic" => t.clone()).set(0.0);
-            self.topics.remove(&t);
         }
         if backlog.is_empty() {
             handle.set_progress(None);

@@ -22,6 +22,7 @@ mod erasure;
 mod lifecycle;
 mod metadata_replication;
 mod metrics;
+mod notifications;
 mod placement;
 mod s3;
 mod s3_access;

@@ -16,12 +16,17 @@ pub enum Endpoint {
         /// `verify-ssl` (default true): check the server's certificate.
         verify_tls: bool,
     },
-    /// A publish on `subject`, confirmed by a round trip to the server.
+    /// A publish on `subject`, confirmed by a round trip to the server,
+    /// or by the JetStream stream that stores it (`nats-jetstream`).
     Nats {
         /// `nats://[user:password@]host:port`.
         server: String,
         /// `nats-subject`; `None`: the topic's name.
         subject: Option<String>,
+        /// `nats-jetstream` (default false): each event is acknowledged
+        /// by the stream that stores its subject (which must exist), so
+        /// that a subscriber away meanwhile misses nothing.
+        jetstream: bool,
     },
     /// A publish at QoS 1 (acknowledged by the broker), or 0 if asked.
     Mqtt {
@@ -68,6 +73,7 @@ impl Endpoint {
                 Ok(Endpoint::Nats {
                     server: url.to_string(),
                     subject: attrs.get("nats-subject").cloned(),
+                    jetstream: flag("nats-jetstream", false)?,
                 })
             }
             "mqtt" | "mqtts" => {
@@ -164,7 +170,8 @@ mod tests {
             Endpoint::parse("nats://127.0.0.1:4222", &attrs(&[("nats-subject", "s.a")])).unwrap(),
             Endpoint::Nats {
                 server: "nats://127.0.0.1:4222".into(),
-                subject: Some("s.a".into())
+                subject: Some("s.a".into()),
+                jetstream: false,
             }
         );
         assert_eq!(

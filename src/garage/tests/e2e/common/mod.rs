@@ -3,6 +3,7 @@
 //! deadlines (never fixed sleeps) and cleans up after them.
 #![allow(dead_code)]
 
+pub mod brokers;
 pub mod browser;
 pub mod cluster;
 pub mod gateway;

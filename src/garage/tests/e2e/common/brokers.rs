@@ -1,0 +1,155 @@
+//! The brokers and receivers of the notification tests, as real
+//! processes on loopback: a webhook receiver (tests/clients/webhook, a
+//! Python HTTP server), a NATS server with JetStream built from its Go
+//! module (tests/clients/nats), and Mosquitto (Debian's package). Each
+//! can be stopped and started again on the same port, keeping its data.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use super::cluster::wait_until;
+
+/// A TCP port free on 127.0.0.1 now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_port(what: &str, port: u16) {
+    wait_until(what, Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+}
+
+/// A process killed when dropped or stopped.
+pub struct Service {
+    child: Option<Child>,
+    cmd: Box<dyn Fn() -> Command + Send>,
+    what: String,
+    pub port: u16,
+}
+
+impl Service {
+    fn new(what: &str, port: u16, cmd: impl Fn() -> Command + Send + 'static) -> Self {
+        let mut s = Service {
+            child: None,
+            cmd: Box::new(cmd),
+            what: what.to_string(),
+            port,
+        };
+        s.start();
+        s
+    }
+
+    /// Starts it (again), and waits for its port.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "{} runs already", self.what);
+        let child = (self.cmd)()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.what));
+        self.child = Some(child);
+        wait_port(&self.what, self.port);
+    }
+
+    /// Stops it (SIGTERM, then SIGKILL after 10 s).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            for _ in 0..100 {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A webhook receiver writing each message it gets as a line of `out`.
+pub fn webhook(port: u16, out: &Path) -> Service {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/webhook/receiver.py");
+    let out = out.to_path_buf();
+    Service::new("the webhook receiver", port, move || {
+        let mut c = Command::new("python3");
+        c.arg(&script).arg(port.to_string()).arg(&out);
+        c
+    })
+}
+
+/// The `nats-server` binary, built once per test process from its Go
+/// module into cargo's directory for integration tests' files.
+fn nats_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/nats");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nats-server");
+        let o = Command::new("go")
+            .args(["build", "-buildvcs=false", "-o"])
+            .arg(&out)
+            .arg("github.com/nats-io/nats-server/v2")
+            .current_dir(&src)
+            .output()
+            .expect("go runs (script/test checks it is installed)");
+        assert!(
+            o.status.success(),
+            "go build of nats-server (tests/clients/nats): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    })
+}
+
+/// A NATS server with JetStream, its store in `dir`.
+pub fn nats(port: u16, dir: &Path) -> Service {
+    let bin = nats_binary().to_path_buf();
+    let dir = dir.to_path_buf();
+    Service::new("nats-server", port, move || {
+        let mut c = Command::new(&bin);
+        c.args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+            .arg(&dir);
+        c
+    })
+}
+
+/// Mosquitto on `port`, its persistence file in `dir` (queued messages of
+/// persistent sessions survive a restart).
+pub fn mosquitto(port: u16, dir: &Path) -> Service {
+    let conf = dir.join("mosquitto.conf");
+    // Started as root, mosquitto would switch to the user `mosquitto`,
+    // which cannot write its persistence file here: it stays who we are.
+    let me = Command::new("id").arg("-un").output().unwrap();
+    let me = String::from_utf8_lossy(&me.stdout).trim().to_string();
+    std::fs::write(
+        &conf,
+        format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\nuser {me}\npersistence true\npersistence_location {}/\nmax_queued_messages 100000\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    Service::new("mosquitto", port, move || {
+        let mut c = Command::new("mosquitto");
+        c.arg("-c").arg(&conf);
+        c
+    })
+}

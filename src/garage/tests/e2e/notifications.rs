@@ -1,0 +1,544 @@
+//! Bucket notifications (issue 48) with real clients and real brokers
+//! against real `garage` processes: topics made with `aws sns`, rules with
+//! `aws s3api put-bucket-notification-configuration`, writes through the
+//! AWS SDK, and every event counted at a webhook receiver, a NATS
+//! JetStream stream and an MQTT subscriber, with the endpoint stopped and
+//! a node killed while events wait.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::common;
+
+use common::brokers::{free_port, mosquitto, nats, webhook};
+use common::cluster::{wait_until, Cluster};
+use common::s3::{aws, aws_ok, endpoint, make_key, put_object, sdk_client};
+
+/// One event as a subscriber got it.
+#[derive(Clone, Debug)]
+struct Got {
+    id: String,
+    name: String,
+    key: String,
+    sequencer: String,
+    etag: String,
+    size: u64,
+}
+
+/// The records of one message (`{"Records":[…]}`).
+fn records(message: &str) -> Vec<Got> {
+    let v: serde_json::Value = serde_json::from_str(message)
+        .unwrap_or_else(|e| panic!("a message is not JSON ({e}): {message}"));
+    v["Records"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no Records in {message}"))
+        .iter()
+        .map(|r| {
+            assert_eq!(r["eventSource"], "aws:s3", "{r}");
+            assert_eq!(r["eventVersion"], "2.2", "{r}");
+            assert_eq!(r["awsRegion"], "garage", "{r}");
+            let o = &r["s3"]["object"];
+            Got {
+                id: r["eventId"].as_str().unwrap().to_string(),
+                name: r["eventName"].as_str().unwrap().to_string(),
+                key: o["key"].as_str().unwrap().to_string(),
+                sequencer: o["sequencer"].as_str().unwrap().to_string(),
+                etag: o["eTag"].as_str().unwrap_or("").to_string(),
+                size: o["size"].as_u64().unwrap_or(0),
+            }
+        })
+        .collect()
+}
+
+/// What a subscriber got, checked: each event once at least, the events
+/// of each key first seen in the order of their writes. Returns the
+/// events (first copies) and the number of copies beyond the first.
+fn check(got: &[Got], expected: usize) -> (Vec<Got>, usize) {
+    let mut seen = HashSet::new();
+    let mut first = Vec::new();
+    for g in got {
+        if seen.insert(g.id.clone()) {
+            first.push(g.clone());
+        }
+    }
+    let dups = got.len() - first.len();
+    assert_eq!(
+        first.len(),
+        expected,
+        "{} distinct events for {expected} writes ({dups} copies)",
+        first.len()
+    );
+    let mut by_key: HashMap<&str, Vec<&str>> = HashMap::new();
+    for g in &first {
+        by_key.entry(&g.key).or_default().push(&g.sequencer);
+    }
+    for (k, seqs) in by_key {
+        let mut sorted = seqs.clone();
+        sorted.sort();
+        assert_eq!(seqs, sorted, "the events of {k} came out of order");
+    }
+    (first, dups)
+}
+
+fn lines(path: &Path) -> Vec<Got> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .flat_map(records)
+        .collect()
+}
+
+/// Writes `n` objects through node `node`, keys `prefix{i % keys}`, each
+/// an acknowledged PutObject; returns their ETags by key, in order.
+fn write(
+    c: &Cluster,
+    node: usize,
+    key: &(String, String),
+    bucket: &str,
+    prefix: &str,
+    n: usize,
+    keys: usize,
+) -> Vec<(String, String)> {
+    let cl = sdk_client(c, node, key);
+    common::run(async {
+        let mut out = Vec::new();
+        for i in 0..n {
+            let k = format!("{prefix}{}", i % keys);
+            let body = format!("{prefix} write {i}");
+            put_object(&cl, bucket, &k, body.as_bytes(), None)
+                .await
+                .unwrap();
+            out.push((k, md5_hex(body.as_bytes())));
+        }
+        out
+    })
+}
+
+/// An MD5 as lowercase hex (the ETag of a single-part object).
+fn md5_hex(b: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(b).iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Makes topic `name` sending to `url` (with `attrs`), and a rule on
+/// `bucket` for created and removed objects.
+fn subscribe(
+    key: &(String, String),
+    ep: &str,
+    dir: &Path,
+    bucket: &str,
+    name: &str,
+    url: &str,
+    attrs: &str,
+) {
+    let attributes = match attrs {
+        "" => format!("push-endpoint={url}"),
+        a => format!("push-endpoint={url},{a}"),
+    };
+    let out = aws_ok(
+        key,
+        ep,
+        dir,
+        &[
+            "sns",
+            "create-topic",
+            "--name",
+            name,
+            "--attributes",
+            &attributes,
+        ],
+    );
+    assert!(
+        out.contains(&format!("arn:aws:sns:garage::{name}")),
+        "{out}"
+    );
+    let config = serde_json::json!({
+        "TopicConfigurations": [{
+            "Id": format!("{name}-rule"),
+            "TopicArn": format!("arn:aws:sns:garage::{name}"),
+            "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
+        }]
+    });
+    aws_ok(
+        key,
+        ep,
+        dir,
+        &[
+            "s3api",
+            "put-bucket-notification-configuration",
+            "--bucket",
+            bucket,
+            "--notification-configuration",
+            &config.to_string(),
+        ],
+    );
+}
+
+#[test]
+fn webhook_events_arrive_in_order_through_an_outage_and_a_kill() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    let cli = |args: &[&str]| aws_ok(&key, &ep, &dir, args);
+    cli(&["s3", "mb", "s3://photos"]);
+    let out = dir.join("webhook.jsonl");
+    let port = free_port();
+    let mut hook = webhook(port, &out);
+    let url = format!("http://127.0.0.1:{port}/events");
+
+    // Refusals: a rule naming no topic, a topic with no endpoint, a
+    // scheme not served, an event type not served.
+    let bad = aws(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "sns",
+            "create-topic",
+            "--name",
+            "t",
+            "--attributes",
+            "push-endpoint=ftp://h/",
+        ],
+    );
+    assert!(
+        common::stderr(&bad).contains("InvalidParameter"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let bad = aws(&key, &ep, &dir, &["sns", "create-topic", "--name", "t"]);
+    assert!(
+        common::stderr(&bad).contains("push-endpoint"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let rule = |topic: &str, event: &str| {
+        serde_json::json!({"TopicConfigurations": [{
+            "TopicArn": format!("arn:aws:sns:garage::{topic}"), "Events": [event]}]})
+        .to_string()
+    };
+    let bad = aws(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3api",
+            "put-bucket-notification-configuration",
+            "--bucket",
+            "photos",
+            "--notification-configuration",
+            &rule("nosuch", "s3:ObjectCreated:*"),
+        ],
+    );
+    assert!(
+        common::stderr(&bad).contains("nosuch"),
+        "{}",
+        common::stderr(&bad)
+    );
+
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "photos",
+        "hook",
+        &url,
+        "OpaqueData=opaque-1",
+    );
+    let bad = aws(
+        &key,
+        &ep,
+        &dir,
+        &[
+            "s3api",
+            "put-bucket-notification-configuration",
+            "--bucket",
+            "photos",
+            "--notification-configuration",
+            &rule("hook", "s3:ObjectRestore:Post"),
+        ],
+    );
+    assert!(
+        common::stderr(&bad).contains("not served"),
+        "{}",
+        common::stderr(&bad)
+    );
+    let got = cli(&[
+        "s3api",
+        "get-bucket-notification-configuration",
+        "--bucket",
+        "photos",
+    ]);
+    assert!(
+        got.contains("arn:aws:sns:garage::hook") && got.contains("s3:ObjectRemoved:*"),
+        "{got}"
+    );
+    let attrs = cli(&[
+        "sns",
+        "get-topic-attributes",
+        "--topic-arn",
+        "arn:aws:sns:garage::hook",
+    ]);
+    assert!(
+        attrs.contains(&url) && attrs.contains("opaque-1"),
+        "{attrs}"
+    );
+
+    // 1. While the receiver is up: 40 writes of 8 keys, and one delete.
+    let mut written = write(&c, 0, &key, "photos", "a/k ", 40, 8);
+    cli(&["s3", "rm", "s3://photos/a/k 0"]);
+    let expected = written.len() + 1;
+    wait_until(
+        "the first events at the webhook",
+        Duration::from_secs(60),
+        || {
+            lines(&out)
+                .iter()
+                .map(|g| &g.id)
+                .collect::<HashSet<_>>()
+                .len()
+                >= expected
+        },
+    );
+    let (first, _) = check(&lines(&out), expected);
+    // Each write's record: its key (URL-encoded, slashes kept), size and
+    // ETag, in the order of the writes.
+    let puts: Vec<&Got> = first
+        .iter()
+        .filter(|g| g.name == "ObjectCreated:Put")
+        .collect();
+    assert_eq!(puts.len(), 40);
+    for (g, (k, etag)) in puts.iter().zip(&written) {
+        assert_eq!(g.key, k.replace(' ', "+"));
+        assert_eq!(&g.etag, etag);
+        assert!(g.size > 0);
+    }
+    assert_eq!(first.last().unwrap().name, "ObjectRemoved:Delete");
+
+    // 2. The receiver stops; 200 writes wait in the outbox; the node is
+    // killed right after the last one is acknowledged, and restarted.
+    hook.stop();
+    written.extend(write(&c, 0, &key, "photos", "b/", 200, 10));
+    c.kill(0);
+    c.start(0);
+    // 3. 50 more writes after the restart, still with no receiver.
+    written.extend(write(&c, 0, &key, "photos", "b/", 50, 10));
+    let status = cli(&[
+        "sns",
+        "get-topic-attributes",
+        "--topic-arn",
+        "arn:aws:sns:garage::hook",
+    ]);
+    assert!(status.contains("QueuedEventsOnThisNode"), "{status}");
+    // 4. The receiver comes back: everything arrives, in order per key.
+    hook.start();
+    let expected = written.len() + 1;
+    let took = wait_until(
+        "every event at the webhook",
+        Duration::from_secs(120),
+        || {
+            lines(&out)
+                .iter()
+                .map(|g| &g.id)
+                .collect::<HashSet<_>>()
+                .len()
+                >= expected
+        },
+    );
+    let (first, dups) = check(&lines(&out), expected);
+    eprintln!(
+        "webhook: {expected} events, {dups} delivered twice, the backlog of 250 sent {:.1} s after the receiver came back",
+        took.as_secs_f64()
+    );
+    let puts: Vec<&Got> = first
+        .iter()
+        .filter(|g| g.name == "ObjectCreated:Put")
+        .collect();
+    assert_eq!(puts.len(), written.len());
+    // The outbox is empty again.
+    wait_until("an empty outbox", Duration::from_secs(30), || {
+        cli(&[
+            "sns",
+            "get-topic-attributes",
+            "--topic-arn",
+            "arn:aws:sns:garage::hook",
+        ])
+        .contains("\"garage:QueuedEventsOnThisNode\": \"0\"")
+    });
+    // Deleting the topic: it is listed no more.
+    cli(&[
+        "sns",
+        "delete-topic",
+        "--topic-arn",
+        "arn:aws:sns:garage::hook",
+    ]);
+    let list = cli(&["sns", "list-topics"]);
+    assert!(!list.contains("hook"), "{list}");
+    c.assert_no_secret_logged();
+}
+
+/// The events of a NATS JetStream stream, read from its start.
+async fn jetstream_events(port: u16, stream: &str) -> Vec<Got> {
+    let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+        .await
+        .unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut s = js.get_stream(stream).await.unwrap();
+    let n = s.info().await.unwrap().state.messages;
+    let mut out = Vec::new();
+    for seq in 1..=n {
+        let m = s.get_raw_message(seq).await.unwrap();
+        out.extend(records(std::str::from_utf8(&m.payload).unwrap()));
+    }
+    out
+}
+
+#[test]
+fn nats_events_from_three_zones_with_a_node_killed_and_the_server_restarted() {
+    let mut c = Cluster::three_zones();
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://ingest"]);
+    let port = free_port();
+    let store = dir.join("nats-store");
+    let mut server = nats(port, &store);
+    common::run(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        async_nats::jetstream::new(client)
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: "EVENTS".into(),
+                subjects: vec!["garage.events".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    });
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "ingest",
+        "stream",
+        &format!("nats://127.0.0.1:{port}"),
+        "nats-subject=garage.events,nats-jetstream=true",
+    );
+    // Each key is written through one node (the order of one key's
+    // events is kept per node that served its writes).
+    let mut n = 0;
+    for i in 0..3 {
+        n += write(&c, i, &key, "ingest", &format!("n{i}/"), 30, 5).len();
+    }
+    wait_until(
+        "the first events in the stream",
+        Duration::from_secs(60),
+        || common::run(jetstream_events(port, "EVENTS")).len() >= n,
+    );
+    // Node 2 writes, then is killed at once: its events wait in its
+    // outbox. The server stops; nodes 0 and 1 write meanwhile.
+    n += write(&c, 2, &key, "ingest", "n2/", 30, 5).len();
+    c.kill(2);
+    server.stop();
+    for i in 0..2 {
+        n += write(&c, i, &key, "ingest", &format!("n{i}/"), 40, 5).len();
+    }
+    server.start();
+    c.start(2);
+    let took = wait_until(
+        "every event in the stream",
+        Duration::from_secs(120),
+        || {
+            let got = common::run(jetstream_events(port, "EVENTS"));
+            got.iter().map(|g| &g.id).collect::<HashSet<_>>().len() >= n
+        },
+    );
+    let got = common::run(jetstream_events(port, "EVENTS"));
+    let (_, dups) = check(&got, n);
+    eprintln!(
+        "nats: {n} events, {dups} stored twice, all in the stream {:.1} s after the server and node 2 came back",
+        took.as_secs_f64()
+    );
+    c.assert_no_secret_logged();
+}
+
+#[test]
+fn mqtt_events_survive_a_broker_restart() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://media"]);
+    let port = free_port();
+    let store = dir.join("mosquitto");
+    std::fs::create_dir_all(&store).unwrap();
+    let mut broker = mosquitto(port, &store);
+    // A subscriber with a persistent session at QoS 1: the broker keeps
+    // what it missed (across the broker's restart too).
+    let got: std::sync::Arc<std::sync::Mutex<Vec<Got>>> = Default::default();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (sub, mut events) = {
+        let mut o = rumqttc::MqttOptions::new("test-subscriber", "127.0.0.1", port);
+        o.set_clean_session(false);
+        o.set_keep_alive(Duration::from_secs(5));
+        rumqttc::AsyncClient::new(o, 100)
+    };
+    let g2 = got.clone();
+    rt.spawn(async move {
+        loop {
+            match events.poll().await {
+                Ok(rumqttc::Event::Incoming(rumqttc::Packet::Publish(p))) => {
+                    g2.lock()
+                        .unwrap()
+                        .extend(records(std::str::from_utf8(&p.payload).unwrap()));
+                }
+                Ok(_) => {}
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    });
+    rt.block_on(sub.subscribe("garage/media", rumqttc::QoS::AtLeastOnce))
+        .unwrap();
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "media",
+        "mq",
+        &format!("mqtt://127.0.0.1:{port}"),
+        "mqtt-topic=garage/media",
+    );
+    let count = |got: &std::sync::Mutex<Vec<Got>>| {
+        got.lock()
+            .unwrap()
+            .iter()
+            .map(|g| g.id.clone())
+            .collect::<HashSet<_>>()
+            .len()
+    };
+    let mut n = write(&c, 0, &key, "media", "m/", 30, 5).len();
+    wait_until(
+        "the first events at the subscriber",
+        Duration::from_secs(60),
+        || count(&got) >= n,
+    );
+    broker.stop();
+    n += write(&c, 0, &key, "media", "m/", 30, 5).len();
+    broker.start();
+    let took = wait_until(
+        "every event at the subscriber",
+        Duration::from_secs(120),
+        || count(&got) >= n,
+    );
+    let all = got.lock().unwrap().clone();
+    let (_, dups) = check(&all, n);
+    eprintln!(
+        "mqtt: {n} events, {dups} received twice, all in {:.1} s after the broker came back",
+        took.as_secs_f64()
+    );
+}
