@@ -147,8 +147,13 @@ pub fn mosquitto(port: u16, dir: &Path) -> Service {
         ),
     )
     .unwrap();
+    // Debian puts it in /usr/sbin, which a user's PATH may lack.
+    let bin = match Path::new("/usr/sbin/mosquitto").exists() {
+        true => PathBuf::from("/usr/sbin/mosquitto"),
+        false => PathBuf::from("mosquitto"),
+    };
     Service::new("mosquitto", port, move || {
-        let mut c = Command::new("mosquitto");
+        let mut c = Command::new(&bin);
         c.arg("-c").arg(&conf);
         c
     })
