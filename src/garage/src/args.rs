@@ -196,6 +196,10 @@ pub enum Command {
     /// create, rotate, disable, enable, alias, unalias, describe
     #[command(subcommand)]
     Kms(KmsOperation),
+    /// Bucket notification topics (where events go): list, info, create,
+    /// delete
+    #[command(subcommand)]
+    Topic(TopicOperation),
     /// Rolling upgrades: status (versions per node, the active cluster
     /// version), finalize (adopt this node's release for good)
     #[command(subcommand)]
@@ -237,6 +241,7 @@ impl Command {
             Command::Meta(_) => "meta",
             Command::AdminToken(_) => "admin-token",
             Command::Kms(_) => "kms",
+            Command::Topic(_) => "topic",
             Command::Upgrade(_) => "upgrade",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
@@ -632,6 +637,44 @@ pub enum KmsOperation {
     Unalias { key: String, alias: String },
     /// Change a key's description
     Describe { key: String, description: String },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TopicOperation {
+    /// Every notification topic
+    List,
+    /// One topic, and the events waiting for it on each node
+    Info { name: String },
+    /// A new topic (or a new configuration for an existing one, whoever
+    /// owns it)
+    Create {
+        /// Its name: 1 to 256 ASCII letters, digits, '-' and '_'
+        name: String,
+        /// Where its events go: http(s)://…, nats://[user:password@]host:port
+        /// or mqtt(s)://[user:password@]host:port
+        #[arg(long)]
+        endpoint: String,
+        /// An attribute (OpaqueData, verify-ssl, nats-subject,
+        /// nats-jetstream, mqtt-topic, mqtt-qos, time_to_live, max_retries);
+        /// repeat for several
+        #[arg(long = "attr", value_name = "KEY=VALUE", value_parser = parse_attr)]
+        attrs: Vec<(String, String)>,
+        /// The access key id that owns it (it may then change or delete it
+        /// through the S3 endpoint); none by default
+        #[arg(long)]
+        owner: Option<String>,
+    },
+    /// Delete a topic, whoever owns it (the events waiting for it are
+    /// dropped)
+    Delete { name: String },
+}
+
+/// A `KEY=VALUE` pair (the value may hold `=`).
+fn parse_attr(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 #[derive(Subcommand, Debug, Clone)]

@@ -54,6 +54,7 @@ fn main() -> ExitCode {
         | Command::Meta(_)
         | Command::AdminToken(_)
         | Command::Kms(_)
+        | Command::Topic(_)
         | Command::Upgrade(_)
         | Command::JsonApi { .. }
         | Command::Worker(_) => run_admin(&opt),

@@ -314,6 +314,35 @@ fn describe() {
         "Blocks the erasure-coding catch-up worker re-encoded in their class"
     );
     describe_counter!(
+        "notify_events_queued_total",
+        "Bucket notification events this node queued in its outbox"
+    );
+    describe_counter!(
+        "notify_events_sent_total",
+        "Bucket notification events acknowledged by their topic's endpoint"
+    );
+    describe_counter!(
+        "notify_send_errors_total",
+        "Failed sends of bucket notification events to a topic's endpoint"
+    );
+    describe_counter!(
+        "notify_events_expired_total",
+        "Bucket notification events dropped after their topic's time_to_live or max_retries"
+    );
+    describe_counter!(
+        "notify_events_dropped_total",
+        "Bucket notification events not queued or dropped (outbox full, topic missing or deleted, database error)"
+    );
+    describe_gauge!(
+        "notify_queued_events",
+        "Bucket notification events waiting in this node's outbox, per topic"
+    );
+    describe_gauge!(
+        "notify_lag_seconds",
+        Unit::Seconds,
+        "How long the oldest event waiting for a topic in this node's outbox has waited"
+    );
+    describe_counter!(
         "block_shards_handed_over_total",
         "Erasure-coded shards this node held for another node and handed over to it"
     );

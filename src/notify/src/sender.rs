@@ -228,6 +228,14 @@ impl Nats {
     }
 }
 
+/// An MQTT client, what its event loop reports (an acknowledgement, or
+/// an error), and the event loop's task.
+type MqttConn = (
+    AsyncClient,
+    mpsc::Receiver<Result<(), String>>,
+    tokio::task::JoinHandle<()>,
+);
+
 /// An MQTT topic, published at QoS 1 (each acknowledged by the broker in
 /// order) or 0.
 pub struct Mqtt {
@@ -239,11 +247,7 @@ pub struct Mqtt {
     qos: u8,
     /// The client and what its event loop reports: an acknowledgement,
     /// or an error (then the connection is dropped and made again).
-    conn: Option<(
-        AsyncClient,
-        mpsc::Receiver<Result<(), String>>,
-        tokio::task::JoinHandle<()>,
-    )>,
+    conn: Option<MqttConn>,
     /// The topic's name, for the client id.
     node: String,
 }

@@ -22,6 +22,7 @@ pub(crate) mod node;
 mod objects;
 mod openapi;
 pub(crate) mod token;
+pub(crate) mod topic;
 
 use std::sync::Arc;
 
@@ -67,6 +68,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = node::routes(r);
     let r = token::routes(r);
     let r = kms::routes(r);
+    let r = topic::routes(r);
     let r = objects::routes(r);
     r.split_for_parts()
 }

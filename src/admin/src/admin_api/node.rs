@@ -23,6 +23,7 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
     r.routes(routes!(get_node_info))
         .routes(routes!(get_node_metrics_history))
         .routes(routes!(get_node_storage))
+        .routes(routes!(get_notification_backlog))
         .routes(routes!(get_node_statistics))
         .routes(routes!(launch_repair_operation))
         .routes(routes!(list_workers))
@@ -70,6 +71,17 @@ pub async fn get_node_storage(
     Query(q): Query<NodeQuery>,
 ) -> Answer<MultiResponse<crate::ops::stats::NodeStorage>> {
     on_nodes(&st, &q.node, NodeRequest::GetNodeStorage).await
+}
+
+/// The events each node's notification outbox holds, per topic (the
+/// topics with events waiting only).
+#[utoipa::path(get, path = "/v2/GetNotificationBacklog", tag = "Notification topic", params(NodeQuery),
+    responses((status = 200, body = MultiResponse<Vec<crate::ops::topic::TopicBacklog>>), (status = 404, body = ErrorBody)))]
+pub async fn get_notification_backlog(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+) -> Answer<MultiResponse<Vec<crate::ops::topic::TopicBacklog>>> {
+    on_nodes(&st, &q.node, NodeRequest::GetNotificationBacklog).await
 }
 
 /// Version and metadata engine of nodes.

@@ -113,6 +113,11 @@ mod tests {
         ("POST", "/v2/PresignS3Request"),
         ("GET", "/v2/GetNodeMetricsHistory"),
         ("GET", "/v2/GetNodeStorage"),
+        ("GET", "/v2/ListTopics"),
+        ("GET", "/v2/GetTopicInfo"),
+        ("POST", "/v2/CreateTopic"),
+        ("POST", "/v2/DeleteTopic"),
+        ("GET", "/v2/GetNotificationBacklog"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {

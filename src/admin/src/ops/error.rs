@@ -32,6 +32,8 @@ pub enum ApiError {
     #[error("{0}")]
     NoSuchKmsKey(String),
     #[error("{0}")]
+    NoSuchTopic(String),
+    #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
     BucketAlreadyExists(String),
@@ -57,6 +59,7 @@ impl ApiError {
             ApiError::NoSuchAdminToken(_) => "NoSuchAdminToken",
             ApiError::NoSuchObject(_) => "NoSuchObject",
             ApiError::NoSuchKmsKey(_) => "NoSuchKmsKey",
+            ApiError::NoSuchTopic(_) => "NoSuchTopic",
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -78,6 +81,7 @@ impl ApiError {
             | ApiError::NoSuchAdminToken(_)
             | ApiError::NoSuchObject(_)
             | ApiError::NoSuchKmsKey(_)
+            | ApiError::NoSuchTopic(_)
             | ApiError::NotFound(_) => 404,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)

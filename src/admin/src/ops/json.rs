@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::kms::{KmsKeyQuery, KmsRequest, KmsResponse};
 use super::node::{MultiResponse, NodeRequest, NodeResponse};
 use super::token::{pattern, TokenQuery, TokenRequest, TokenResponse};
+use super::topic::{TopicQuery, TopicRequest, TopicResponse};
 use super::{AdminRequest, AdminResponse};
 
 /// What a `json-api` call runs.
@@ -127,6 +128,10 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
             R::Kms(KmsRequest::Update(k, body(take(f))?))
         }
         "RotateKmsKey" => R::Kms(KmsRequest::Rotate(kms_key(f)?)),
+        "ListTopics" => R::Topic(TopicRequest::List),
+        "GetTopicInfo" => R::Topic(TopicRequest::Info(topic(f)?)),
+        "CreateTopic" => R::Topic(TopicRequest::Create(body(take(f))?)),
+        "DeleteTopic" => R::Topic(TopicRequest::Delete(topic(f)?)),
         "PresignS3Request" => R::PresignS3Request(body(take(f))?),
         _ => {
             // A node-local operation: `node` is `self` unless given.
@@ -151,6 +156,8 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
                 "GetWorkerVariable" => N::GetWorkerVariable(body(take(f))?),
                 "SetWorkerVariable" => N::SetWorkerVariable(body(take(f))?),
                 "CreateMetadataSnapshot" => N::CreateMetadataSnapshot,
+                "GetNodeStorage" => N::GetNodeStorage,
+                "GetNotificationBacklog" => N::GetNotificationBacklog,
                 other => {
                     return Err(format!(
                         "no admin API endpoint {other}: see /v2/openapi.json for the list"
@@ -176,6 +183,10 @@ fn token(f: &mut Map<String, Value>) -> Result<String, String> {
 
 fn kms_key(f: &mut Map<String, Value>) -> Result<String, String> {
     Ok(query::<KmsKeyQuery>(f, &["id"])?.id)
+}
+
+fn topic(f: &mut Map<String, Value>) -> Result<String, String> {
+    Ok(query::<TopicQuery>(f, &["name"])?.name)
 }
 
 /// The JSON the HTTP API answers for `r`.
@@ -207,7 +218,9 @@ pub fn answer(r: AdminResponse) -> Value {
         A::Token(TokenResponse::Deleted(x)) => serde_json::to_value(x),
         A::Kms(KmsResponse::Keys(x)) => serde_json::to_value(x),
         A::Kms(KmsResponse::Key(x)) => serde_json::to_value(x),
-        A::Done => Ok(Value::Null),
+        A::Topic(TopicResponse::Topics(x)) => serde_json::to_value(x),
+        A::Topic(TopicResponse::Topic(x)) => serde_json::to_value(x),
+        A::Topic(TopicResponse::Deleted) | A::Done => Ok(Value::Null),
     };
     v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
 }
@@ -231,6 +244,7 @@ pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
             A::Snapshot(x) => serde_json::to_value(x),
             A::MetricsHistory(x) => serde_json::to_value(x),
             A::Storage(x) => serde_json::to_value(x),
+            A::NotificationBacklog(x) => serde_json::to_value(x),
         };
         v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
     };
@@ -267,6 +281,34 @@ mod tests {
         };
         assert_eq!(node, "self");
         assert!(matches!(req, NodeRequest::GetNodeStatistics));
+    }
+
+    #[test]
+    fn topic_requests_are_read() {
+        let Call::Op(AdminRequest::Topic(TopicRequest::Create(r))) = call(
+            "CreateTopic",
+            r#"{"name": "t1", "endpoint": "http://h/", "attributes": {"OpaqueData": "a"}}"#,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.name.as_str(), r.endpoint.as_str()), ("t1", "http://h/"));
+        assert_eq!(r.attributes["OpaqueData"], "a");
+        assert_eq!(r.owner, None);
+        let Call::Op(AdminRequest::Topic(TopicRequest::Delete(n))) =
+            call("DeleteTopic", r#"{"name": "t1"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(n, "t1");
+        let Call::OnNodes { node, req } =
+            call("GetNotificationBacklog", r#"{"node": "*"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(node, "*");
+        assert!(matches!(req, NodeRequest::GetNotificationBacklog));
+        assert!(call("GetTopicInfo", "{}").unwrap_err().contains("name"));
     }
 
     #[test]

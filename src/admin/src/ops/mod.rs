@@ -22,6 +22,7 @@ pub mod presign;
 pub mod repair;
 pub mod stats;
 pub mod token;
+pub mod topic;
 
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +41,7 @@ pub struct NodeConfig {
 }
 
 /// A cluster-wide admin operation (the cluster, its layout, buckets, keys,
-/// admin tokens), as the CLI sends it to a node. Node-local operations are
+/// admin tokens, KMS keys, notification topics), as the CLI sends it to a node. Node-local operations are
 /// [`node::NodeRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AdminRequest {
@@ -87,6 +88,9 @@ pub enum AdminRequest {
     Token(token::TokenRequest),
     Kms(kms::KmsRequest),
     PresignS3Request(presign::PresignS3Request),
+    /// Bucket notification topics (sent only to nodes of v0.3.0 and
+    /// later).
+    Topic(topic::TopicRequest),
 }
 
 /// The answer to an [`AdminRequest`].
@@ -113,6 +117,7 @@ pub enum AdminResponse {
     Kms(kms::KmsResponse),
     /// Done, nothing to say (deletions).
     Done,
+    Topic(topic::TopicResponse),
 }
 
 /// Runs one admin operation on this node.
@@ -174,5 +179,6 @@ pub async fn run(
         }
         R::Token(r) => A::Token(token::handle(g, r).await?),
         R::Kms(r) => A::Kms(kms::handle(g, r).await?),
+        R::Topic(r) => A::Topic(topic::handle(g, r).await?),
     })
 }

@@ -33,6 +33,9 @@ pub enum NodeRequest {
     /// What the node stores by storage class (its last census); not
     /// served by nodes of v0.3.0 and earlier.
     GetNodeStorage,
+    /// The events this node's notification outbox holds, per topic; not
+    /// served by nodes of earlier releases.
+    GetNotificationBacklog,
 }
 
 /// The answer to a [`NodeRequest`], one variant per request.
@@ -52,6 +55,7 @@ pub enum NodeResponse {
     Snapshot(MetadataSnapshot),
     MetricsHistory(super::history::MetricsHistory),
     Storage(stats::NodeStorage),
+    NotificationBacklog(Vec<super::topic::TopicBacklog>),
 }
 
 /// The answers of a node-local operation run on several nodes.
@@ -130,6 +134,7 @@ node_answer!(
     MetadataSnapshot => Snapshot,
     super::history::MetricsHistory => MetricsHistory,
     stats::NodeStorage => Storage,
+    Vec<super::topic::TopicBacklog> => NotificationBacklog,
 );
 
 /// Runs a node-local operation on this node.
@@ -152,6 +157,9 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
         }),
         NodeRequest::GetNodeMetricsHistory => A::MetricsHistory(super::history::history()),
         NodeRequest::GetNodeStorage => A::Storage(stats::node_storage(g)),
+        NodeRequest::GetNotificationBacklog => {
+            A::NotificationBacklog(super::topic::node_backlog(g))
+        }
         NodeRequest::GetNodeStatistics => {
             let stats = stats::node_stats(g).await;
             let stats = stats.map_err(ApiError::Internal)?;

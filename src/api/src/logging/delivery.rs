@@ -260,9 +260,11 @@ async fn write_log_object(api: &Arc<Api>, t: &Target, key: &str, text: &str) -> 
         key,
         vec![("content-type".into(), "text/plain".into())],
         crate::objects::write::ObjectBody::made(body, text.len() as u64, sse.as_ref()),
-        None,
+        crate::objects::write::Commit {
+            cond: None,
+            cause: &garage_model::notify::Cause::silent(),
+        },
         &place,
-        &garage_model::notify::Cause::silent(),
     )
     .await?;
     Ok(())

@@ -206,7 +206,7 @@ impl Api {
                     value: Some(s.clone()),
                 });
             }
-            (!rules.is_empty()).then(|| NotificationConfigurationFilter {
+            (!rules.is_empty()).then_some(NotificationConfigurationFilter {
                 key: Some(S3KeyFilter {
                     filter_rules: Some(rules),
                 }),

@@ -436,14 +436,18 @@ async fn authenticate(
         })
         .collect();
     let expected = compute_signature(
-        method,
-        uri,
-        &signed,
-        body,
-        &a.region,
-        &key.key_id,
-        &secret,
-        time,
+        &Signed {
+            method,
+            uri,
+            headers: &signed,
+            body,
+        },
+        &Signer {
+            region: &a.region,
+            key_id: &key.key_id,
+            secret: &secret,
+            time,
+        },
     )
     .ok_or_else(|| denied("cannot compute the request's signature"))?;
     let same = expected.len() == a.signature.len()
@@ -496,17 +500,37 @@ fn parse_authorization(h: &str) -> Option<Authorization> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-fn compute_signature(
-    method: &Method,
-    uri: &hyper::Uri,
-    headers: &[(String, String)],
-    body: &[u8],
-    region: &str,
-    key_id: &str,
-    secret: &str,
+/// What a request's signature covers: its method, path and query, the
+/// headers it signed, and its body.
+struct Signed<'a> {
+    method: &'a Method,
+    uri: &'a hyper::Uri,
+    headers: &'a [(String, String)],
+    body: &'a [u8],
+}
+
+/// Who signs, where and when.
+struct Signer<'a> {
+    region: &'a str,
+    key_id: &'a str,
+    secret: &'a str,
     time: SystemTime,
-) -> Option<String> {
+}
+
+/// The SigV4 signature (service `sns`) of `r` by `s`.
+fn compute_signature(r: &Signed<'_>, s: &Signer<'_>) -> Option<String> {
+    let Signed {
+        method,
+        uri,
+        headers,
+        body,
+    } = *r;
+    let Signer {
+        region,
+        key_id,
+        secret,
+        time,
+    } = *s;
     let identity: Identity = Credentials::new(key_id, secret, None, None, "garage-sns").into();
     let mut settings = SigningSettings::default();
     settings.percent_encoding_mode = PercentEncodingMode::Single;
@@ -617,39 +641,26 @@ mod tests {
             ),
         ];
         let uri: hyper::Uri = "/".parse().unwrap();
-        let s1 = compute_signature(
-            &Method::POST,
-            &uri,
-            &h,
-            b"Action=ListTopics",
-            "garage",
-            "GK1",
-            "s",
-            t,
-        )
-        .unwrap();
-        let s2 = compute_signature(
-            &Method::POST,
-            &uri,
-            &h,
-            b"Action=ListTopics",
-            "garage",
-            "GK1",
-            "s",
-            t,
-        )
-        .unwrap();
-        let s3 = compute_signature(
-            &Method::POST,
-            &uri,
-            &h,
-            b"Action=DeleteTopic",
-            "garage",
-            "GK1",
-            "s",
-            t,
-        )
-        .unwrap();
+        let signer = Signer {
+            region: "garage",
+            key_id: "GK1",
+            secret: "s",
+            time: t,
+        };
+        let sign = |body: &[u8]| {
+            let r = Signed {
+                method: &Method::POST,
+                uri: &uri,
+                headers: &h,
+                body,
+            };
+            compute_signature(&r, &signer).unwrap()
+        };
+        let (s1, s2, s3) = (
+            sign(b"Action=ListTopics"),
+            sign(b"Action=ListTopics"),
+            sign(b"Action=DeleteTopic"),
+        );
         assert_eq!(s1, s2);
         assert_ne!(s1, s3);
         assert_eq!(s1.len(), 64);

@@ -171,9 +171,11 @@ impl Api {
                     &i.key,
                     headers,
                     crate::objects::write::ObjectBody::made(body, size, dst_sse.as_ref()),
-                    None,
+                    crate::objects::write::Commit {
+                        cond: None,
+                        cause: &cause,
+                    },
                     &place,
-                    &cause,
                 )
                 .await?;
             return Ok(S3Response::new(sse_out(w.etag.clone(), &w.version)));

@@ -181,7 +181,7 @@ impl Api {
             // The markers as written (one may have been stamped again).
             match self
                 .writer
-                .write_versions(bucket, &markers, &cause)
+                .write_versions(bucket, &markers, cause)
                 .await
                 .map_err(ApiError::from)
             {

@@ -91,6 +91,14 @@ impl Written {
     }
 }
 
+/// How a new version is made current: under the request's conditions
+/// (if any), for its notification event's cause.
+#[derive(Clone, Copy)]
+pub struct Commit<'a> {
+    pub cond: Option<&'a WriteConditions>,
+    pub cause: &'a Cause,
+}
+
 impl Api {
     /// Writes a whole object from a request body: inline when it is at
     /// most [`INLINE_MAX`] bytes (one quorum write), else as blocks.
@@ -100,9 +108,8 @@ impl Api {
         key: &str,
         headers: Vec<(String, String)>,
         body: ObjectBody<'_>,
-        cond: Option<&WriteConditions>,
+        commit: Commit<'_>,
         place: &Placement,
-        cause: &Cause,
     ) -> ApiResult<Written> {
         let ObjectBody {
             body,
@@ -161,7 +168,7 @@ impl Api {
             );
             place.apply(&mut v);
             let v = self
-                .finish_version(bucket, key, v, None, cond, true, cause)
+                .finish_version(bucket, key, v, None, commit, true)
                 .await?;
             return Ok(Written {
                 etag,
@@ -233,7 +240,7 @@ impl Api {
         );
         place.apply(&mut complete);
         let v = self
-            .finish_version(bucket, key, complete, Some(&w.blocks), cond, false, cause)
+            .finish_version(bucket, key, complete, Some(&w.blocks), commit, false)
             .await?;
         Ok(Written {
             etag,
@@ -254,10 +261,10 @@ impl Api {
         key: &str,
         version: ObjectVersion,
         blocks: Option<&garage_model::object_write::BlockList>,
-        cond: Option<&WriteConditions>,
+        commit: Commit<'_>,
         retimable: bool,
-        cause: &Cause,
     ) -> ApiResult<ObjectVersion> {
+        let Commit { cond, cause } = commit;
         let Some(cond) = cond else {
             return Ok(self
                 .writer
@@ -341,9 +348,11 @@ impl Api {
                         sse: sse.as_ref(),
                     },
                 },
-                cond.as_ref(),
+                Commit {
+                    cond: cond.as_ref(),
+                    cause: &cause,
+                },
                 &place,
-                &cause,
             )
             .await?;
         let mut out = PutObjectOutput {

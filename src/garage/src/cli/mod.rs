@@ -15,6 +15,7 @@ mod layout;
 mod stats;
 mod status;
 mod tokens;
+mod topic;
 mod upgrade;
 
 use std::sync::Arc;
@@ -203,7 +204,7 @@ impl Admin {
 pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> {
     use crate::args::{
         AdminTokenOperation as T, BlockOperation as B, BucketOperation as Bu, KeyOperation as K,
-        KmsOperation as Km, LayoutOperation as L, WorkerOperation as W,
+        KmsOperation as Km, LayoutOperation as L, TopicOperation as To, WorkerOperation as W,
     };
     use serde_json::json;
     Some(match cmd {
@@ -239,6 +240,8 @@ pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> 
         Command::AdminToken(T::Info { token }) => ("GetAdminTokenInfo", json!({ "search": token })),
         Command::Kms(Km::List) => ("ListKmsKeys", json!({})),
         Command::Kms(Km::Info { key }) => ("GetKmsKeyInfo", json!({ "id": key })),
+        Command::Topic(To::List) => ("ListTopics", json!({})),
+        Command::Topic(To::Info { name }) => ("GetTopicInfo", json!({ "name": name })),
         _ => return None,
     })
 }
@@ -249,7 +252,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         let (endpoint, request) = json_request(&opt.cmd).ok_or_else(|| {
             anyhow!(
                 "--json is for read commands (status, layout show, bucket list/info, key list/info, stats, \
-                 worker list/info/get, block list-errors/info, admin-token list/info, kms list/info); `garage {}` with these \
+                 worker list/info/get, block list-errors/info, admin-token list/info, kms list/info, topic list/info); `garage {}` with these \
                  arguments changes something: call its admin API endpoint with `garage json-api` for a JSON answer",
                 opt.cmd.name()
             )
@@ -306,6 +309,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Repair(opt) => stats::repair(&admin, opt).await,
         Command::AdminToken(op) => tokens::run(&admin, op).await,
         Command::Kms(op) => kms::run(&admin, op).await,
+        Command::Topic(op) => topic::run(&admin, op).await,
         Command::Upgrade(op) => upgrade::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await

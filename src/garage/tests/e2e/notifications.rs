@@ -542,3 +542,145 @@ fn mqtt_events_survive_a_broker_restart() {
         took.as_secs_f64()
     );
 }
+
+/// A number from the environment (the benchmark's knobs).
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v:?}")))
+        .unwrap_or(default)
+}
+
+/// PUT latencies (ms) of `n` objects of 1 KiB through node 0.
+fn put_latencies(c: &Cluster, key: &(String, String), bucket: &str, n: usize) -> Vec<f64> {
+    let cl = sdk_client(c, 0, key);
+    let body = vec![7u8; 1024];
+    common::run(async {
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let t = std::time::Instant::now();
+            put_object(&cl, bucket, &format!("o{i}"), &body, None)
+                .await
+                .unwrap();
+            out.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        out
+    })
+}
+
+fn summary(mut v: Vec<f64>) -> String {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    format!(
+        "mean {:.1} ms, p50 {:.1} ms, p99 {:.1} ms",
+        v.iter().sum::<f64>() / v.len() as f64,
+        at(0.5),
+        at(0.99)
+    )
+}
+
+/// The notification benchmark (script/bench-notify.sh): on three zones,
+/// PUT latency without and with a rule, events/s delivered while
+/// writing, and the drain rate of a backlog of EVENTS events to a webhook
+/// and to NATS JetStream; `GARAGE_TEST_NOTIFY_RTT_MS` between nodes
+/// (the harness's delay proxy).
+#[test]
+#[ignore = "a benchmark: script/bench-notify.sh"]
+fn bench_notifications() {
+    let n = knob("GARAGE_TEST_NOTIFY_EVENTS", 2000);
+    let rtt = knob("GARAGE_TEST_NOTIFY_RTT_MS", 0) as u64;
+    let c = Cluster::three_zones();
+    if rtt > 0 {
+        c.set_latency(Duration::from_millis(rtt / 2));
+    }
+    let key = make_key(&c, "bench");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    for b in ["plain", "hooked", "drained", "streamed"] {
+        aws_ok(&key, &ep, &dir, &["s3", "mb", &format!("s3://{b}")]);
+    }
+    let out = dir.join("bench-hook.jsonl");
+    let port = free_port();
+    let mut hook = webhook(port, &out);
+    let url = format!("http://127.0.0.1:{port}/e");
+    subscribe(&key, &ep, &dir, "hooked", "bh", &url, "");
+    subscribe(&key, &ep, &dir, "drained", "bd", &url, "");
+    let nport = free_port();
+    let _nats = nats(nport, &dir.join("nats-bench"));
+    common::run(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{nport}"))
+            .await
+            .unwrap();
+        async_nats::jetstream::new(client)
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: "BENCH".into(),
+                subjects: vec!["bench".into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    });
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "streamed",
+        "bn",
+        &format!("nats://127.0.0.1:{nport}"),
+        "nats-subject=bench,nats-jetstream=true",
+    );
+    let distinct = |path: &Path| {
+        lines(path)
+            .iter()
+            .map(|g| g.id.clone())
+            .collect::<HashSet<_>>()
+            .len()
+    };
+
+    let plain = put_latencies(&c, &key, "plain", n);
+    let t = std::time::Instant::now();
+    let hooked = put_latencies(&c, &key, "hooked", n);
+    wait_until(
+        "the written events at the webhook",
+        Duration::from_secs(600),
+        || distinct(&out) >= n,
+    );
+    let live = t.elapsed();
+    eprintln!("bench: RTT {rtt} ms, {n} PUTs of 1 KiB through one node, one at a time");
+    eprintln!("bench: PUT without a rule: {}", summary(plain));
+    eprintln!("bench: PUT with a webhook rule: {}", summary(hooked));
+    eprintln!(
+        "bench: webhook, live: {n} events delivered {:.1} s after the first PUT ({:.0} events/s, bounded by the writes)",
+        live.as_secs_f64(),
+        n as f64 / live.as_secs_f64()
+    );
+    // A backlog, then its drain.
+    hook.stop();
+    put_latencies(&c, &key, "drained", n);
+    let before = distinct(&out);
+    hook.start();
+    let t = std::time::Instant::now();
+    wait_until(
+        "the backlog at the webhook",
+        Duration::from_secs(600),
+        || distinct(&out) >= before + n,
+    );
+    let d = t.elapsed();
+    eprintln!(
+        "bench: webhook, backlog: {n} events drained in {:.1} s ({:.0} events/s)",
+        d.as_secs_f64(),
+        n as f64 / d.as_secs_f64()
+    );
+    _ = std::fs::remove_file(&out);
+    let t = std::time::Instant::now();
+    put_latencies(&c, &key, "streamed", n);
+    let w = t.elapsed();
+    wait_until("the events in the stream", Duration::from_secs(600), || {
+        common::run(jetstream_events(nport, "BENCH")).len() >= n
+    });
+    let d = t.elapsed();
+    eprintln!(
+        "bench: NATS JetStream, live: {n} events stored {:.1} s after the first PUT (writes took {:.1} s)",
+        d.as_secs_f64(),
+        w.as_secs_f64()
+    );
+}

@@ -345,6 +345,41 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     && e.contains("finalized at v0.3.0"),
                 "{e}"
             );
+            // So are notification topics; an empty notification
+            // configuration (nothing to store) is accepted.
+            let out = aws(
+                &key,
+                &endpoint(&c, i),
+                dir.path(),
+                &[
+                    "sns",
+                    "create-topic",
+                    "--name",
+                    "gated-topic",
+                    "--attributes",
+                    "push-endpoint=http://127.0.0.1:9/",
+                ],
+            );
+            let e = stderr(&out);
+            assert!(
+                !out.status.success()
+                    && e.contains("bucket notifications")
+                    && e.contains("finalized at v0.3.0"),
+                "{e}"
+            );
+            aws_ok(
+                &key,
+                &endpoint(&c, i),
+                dir.path(),
+                &[
+                    "s3api",
+                    "put-bucket-notification-configuration",
+                    "--bucket",
+                    GATED,
+                    "--notification-configuration",
+                    "{}",
+                ],
+            );
             // So are classes with a place and pinned buckets.
             for args in [
                 &["layout", "class", "EU", "--replication", "2"][..],
@@ -427,6 +462,53 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
             })
         },
     );
+
+    // Notifications now: a topic, a rule, and a write's event at a
+    // webhook receiver.
+    let hook_out = dir.path().join("upgrade-hook.jsonl");
+    let port = crate::common::brokers::free_port();
+    let _hook = crate::common::brokers::webhook(port, &hook_out);
+    aws_ok(
+        &key,
+        &endpoint(&c, order[0]),
+        dir.path(),
+        &[
+            "sns",
+            "create-topic",
+            "--name",
+            "upgraded",
+            "--attributes",
+            &format!("push-endpoint=http://127.0.0.1:{port}/"),
+        ],
+    );
+    aws_ok(
+        &key,
+        &endpoint(&c, order[0]),
+        dir.path(),
+        &[
+            "s3api",
+            "put-bucket-notification-configuration",
+            "--bucket",
+            GATED,
+            "--notification-configuration",
+            r#"{"TopicConfigurations":[{"TopicArn":"arn:aws:sns:garage::upgraded","Events":["s3:ObjectCreated:*"]}]}"#,
+        ],
+    );
+    std::fs::write(dir.path().join("evt.txt"), b"event").unwrap();
+    aws_ok(
+        &key,
+        &endpoint(&c, order[1]),
+        dir.path(),
+        &[
+            "s3",
+            "cp",
+            "evt.txt",
+            &format!("s3://{GATED}/after-finalize.txt"),
+        ],
+    );
+    wait_until("the event of a write after finalizing", DEADLINE, || {
+        std::fs::read_to_string(&hook_out).is_ok_and(|t| t.contains("after-finalize.txt"))
+    });
 
     // The gated feature is used now: the rule is kept and read back
     // through every node.
