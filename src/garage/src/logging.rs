@@ -50,11 +50,21 @@ where
 /// PostObject forms (policies, SSE-C key fields) and, on a signature
 /// mismatch, the signature it computed, which is the correct one: a reader
 /// of the log could replay it. Its warnings and errors carry none of these.
+///
+/// The clients of the notification brokers (lapin and amq-protocol for
+/// AMQP, async-nats, rumqttc) are silenced: their lines may carry an
+/// endpoint's URL with its password, and each failure of theirs is
+/// already one `WARN` line of the delivery worker's, naming the topic.
 fn never_secrets() -> tracing_subscriber::filter::Targets {
     use tracing_subscriber::filter::{LevelFilter, Targets};
     Targets::new()
         .with_default(LevelFilter::TRACE)
         .with_target("s3s", LevelFilter::INFO)
+        .with_target("lapin", LevelFilter::OFF)
+        .with_target("amq_protocol", LevelFilter::OFF)
+        .with_target("amq_protocol_tcp", LevelFilter::OFF)
+        .with_target("async_nats", LevelFilter::OFF)
+        .with_target("rumqttc", LevelFilter::OFF)
 }
 
 /// Installs the log subscriber; with `traces`, also the layer that exports

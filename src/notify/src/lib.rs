@@ -1,7 +1,8 @@
 //! `garage_notify`: delivery of bucket notification events. Each node
 //! sends the events of the writes it served, from its outbox
 //! (`garage_model::notify::outbox`), to each topic's endpoint: a webhook
-//! ([`sender::Webhook`]), a NATS server or an MQTT broker. One worker,
+//! ([`sender::Webhook`]), a NATS server, an AMQP broker or an MQTT broker.
+//! One worker,
 //! "Notification delivery", serves every topic at once, each in order:
 //! a batch is taken off the outbox only once its endpoint acknowledged
 //! it. A topic whose endpoint fails waits (1 s, doubling up to 60 s) and

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use garage_model::notify::endpoint::Endpoint;
+use garage_model::notify::endpoint::{AmqpAck, Endpoint};
 use rumqttc::{AsyncClient, Event, Incoming, MqttOptions, QoS};
 use tokio::sync::mpsc;
 
@@ -19,6 +19,7 @@ pub fn message(record: &str) -> String {
 pub enum Sender {
     Webhook(Webhook),
     Nats(Nats),
+    Amqp(Box<Amqp>),
     Mqtt(Mqtt),
 }
 
@@ -40,6 +41,13 @@ impl Sender {
                 jetstream: *jetstream,
                 client: None,
             }),
+            Endpoint::Amqp { url, exchange, ack } => Sender::Amqp(Box::new(Amqp {
+                url: url.clone(),
+                exchange: exchange.clone(),
+                routing_key: topic.to_string(),
+                ack: *ack,
+                conn: None,
+            })),
             Endpoint::Mqtt {
                 host,
                 port,
@@ -66,6 +74,7 @@ impl Sender {
         match self {
             Sender::Webhook(w) => w.send(messages).await,
             Sender::Nats(n) => n.send(messages).await,
+            Sender::Amqp(a) => a.send(messages).await,
             Sender::Mqtt(m) => m.send(messages).await,
         }
     }
@@ -221,6 +230,119 @@ impl Nats {
                 Err(_) => {
                     self.client = None;
                     return (acked, Some("JetStream did not acknowledge in time".into()));
+                }
+            }
+        }
+        (acked, None)
+    }
+}
+
+/// An AMQP 0.9.1 exchange: a batch of persistent publishes on a channel
+/// in confirm mode, then the broker's confirmation of each, in order.
+pub struct Amqp {
+    url: String,
+    exchange: String,
+    routing_key: String,
+    ack: AmqpAck,
+    conn: Option<(lapin::Connection, lapin::Channel)>,
+}
+
+impl Amqp {
+    async fn channel(&mut self) -> Result<lapin::Channel, String> {
+        if let Some((c, ch)) = &self.conn {
+            if c.status().connected() && ch.status().connected() {
+                return Ok(ch.clone());
+            }
+        }
+        self.conn = None;
+        let connect = async {
+            let c = lapin::Connection::connect(&self.url, lapin::ConnectionProperties::default())
+                .await
+                .map_err(|e| format!("cannot connect to the AMQP broker: {e}"))?;
+            let ch = c
+                .create_channel()
+                .await
+                .map_err(|e| format!("AMQP channel: {e}"))?;
+            if self.ack != AmqpAck::None {
+                ch.confirm_select(lapin::options::ConfirmSelectOptions::default())
+                    .await
+                    .map_err(|e| format!("AMQP confirm mode: {e}"))?;
+            }
+            Ok::<_, String>((c, ch))
+        };
+        let (c, ch) = tokio::time::timeout(SEND_TIMEOUT, connect)
+            .await
+            .map_err(|_| "cannot connect to the AMQP broker: timed out".to_string())??;
+        self.conn = Some((c, ch.clone()));
+        Ok(ch)
+    }
+
+    async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        let ch = match self.channel().await {
+            Ok(ch) => ch,
+            Err(e) => return (0, Some(e)),
+        };
+        let props = lapin::BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_content_type("application/json".into());
+        let opts = lapin::options::BasicPublishOptions {
+            mandatory: self.ack == AmqpAck::Routable,
+            ..Default::default()
+        };
+        let mut confirms = Vec::with_capacity(messages.len());
+        for m in messages {
+            match ch
+                .basic_publish(
+                    self.exchange.as_str().into(),
+                    self.routing_key.as_str().into(),
+                    opts,
+                    m.as_bytes(),
+                    props.clone(),
+                )
+                .await
+            {
+                Ok(c) => confirms.push(c),
+                Err(e) => {
+                    self.conn = None;
+                    return (0, Some(format!("AMQP publish: {e}")));
+                }
+            }
+        }
+        if self.ack == AmqpAck::None {
+            return (messages.len(), None);
+        }
+        let mut acked = 0;
+        for c in confirms {
+            match tokio::time::timeout(SEND_TIMEOUT, c).await {
+                Ok(Ok(conf)) if conf.is_ack() => {
+                    if conf.take_message().is_some() {
+                        // Returned: no queue took it (`mandatory`).
+                        return (
+                            acked,
+                            Some(format!(
+                                "no queue is bound to exchange {} for routing key {}",
+                                self.exchange, self.routing_key
+                            )),
+                        );
+                    }
+                    acked += 1;
+                }
+                Ok(Ok(_)) => {
+                    return (
+                        acked,
+                        Some("the AMQP broker refused an event (nack)".into()),
+                    )
+                }
+                Ok(Err(e)) => {
+                    self.conn = None;
+                    return (acked, Some(format!("AMQP confirmation: {e}")));
+                }
+                Err(_) => {
+                    self.conn = None;
+                    return (
+                        acked,
+                        Some("the AMQP broker did not confirm in time".into()),
+                    );
                 }
             }
         }

@@ -214,6 +214,7 @@ fn kind(s: &TopicState) -> &'static str {
     match &s.sender {
         Sender::Webhook(_) => "webhook",
         Sender::Nats(_) => "nats",
+        Sender::Amqp(_) => "amqp",
         Sender::Mqtt(_) => "mqtt",
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common;
 
-use common::brokers::{free_port, mosquitto, nats, webhook};
+use common::brokers::{free_port, mosquitto, nats, rabbitmq, webhook};
 use common::cluster::{wait_until, Cluster};
 use common::s3::{aws, aws_ok, endpoint, make_key, put_object, sdk_client};
 
@@ -541,6 +541,116 @@ fn mqtt_events_survive_a_broker_restart() {
         "mqtt: {n} events, {dups} received twice, all in {:.1} s after the broker came back",
         took.as_secs_f64()
     );
+}
+
+/// Takes every message waiting in queue `queue` of the broker on `port`.
+async fn amqp_take(port: u16, queue: &str) -> Vec<Got> {
+    let c = lapin::Connection::connect(
+        &format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+        lapin::ConnectionProperties::default(),
+    )
+    .await
+    .unwrap();
+    let ch = c.create_channel().await.unwrap();
+    let mut out = Vec::new();
+    while let Some(m) = ch
+        .basic_get(
+            queue.into(),
+            lapin::options::BasicGetOptions { no_ack: true },
+        )
+        .await
+        .unwrap()
+    {
+        out.extend(records(std::str::from_utf8(&m.delivery.data).unwrap()));
+    }
+    let _ = c.close(200, "done".into()).await;
+    out
+}
+
+#[test]
+fn amqp_events_survive_a_broker_restart() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://uploads"]);
+    let port = free_port();
+    let mut broker = rabbitmq(port, &dir.join("rabbitmq"));
+    // A durable exchange, and a durable queue taking all its messages.
+    common::run(async {
+        let conn = lapin::Connection::connect(
+            &format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+            lapin::ConnectionProperties::default(),
+        )
+        .await
+        .unwrap();
+        let ch = conn.create_channel().await.unwrap();
+        let durable = |d| lapin::options::ExchangeDeclareOptions {
+            durable: d,
+            ..Default::default()
+        };
+        ch.exchange_declare(
+            "garage".into(),
+            lapin::ExchangeKind::Topic,
+            durable(true),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        ch.queue_declare(
+            "events".into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        ch.queue_bind(
+            "events".into(),
+            "garage".into(),
+            "#".into(),
+            Default::default(),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+        let _ = conn.close(200, "done".into()).await;
+    });
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "uploads",
+        "rabbit",
+        &format!("amqp://guest:guest@127.0.0.1:{port}/%2f"),
+        "amqp-exchange=garage,amqp-ack-level=routable",
+    );
+    let mut got = Vec::new();
+    let mut n = write(&c, 0, &key, "uploads", "u/", 30, 5).len();
+    wait_until(
+        "the first events in the queue",
+        Duration::from_secs(60),
+        || {
+            got.extend(common::run(amqp_take(port, "events")));
+            got.iter().map(|g| &g.id).collect::<HashSet<_>>().len() >= n
+        },
+    );
+    broker.stop();
+    n += write(&c, 0, &key, "uploads", "u/", 30, 5).len();
+    broker.start();
+    let took = wait_until("every event in the queue", Duration::from_secs(120), || {
+        got.extend(common::run(amqp_take(port, "events")));
+        got.iter().map(|g| &g.id).collect::<HashSet<_>>().len() >= n
+    });
+    let (_, dups) = check(&got, n);
+    eprintln!(
+        "amqp: {n} events, {dups} received twice, all in {:.1} s after the broker came back",
+        took.as_secs_f64()
+    );
+    c.assert_no_secret_logged();
 }
 
 /// A number from the environment (the benchmark's knobs).

@@ -28,6 +28,16 @@ pub enum Endpoint {
         /// that a subscriber away meanwhile misses nothing.
         jetstream: bool,
     },
+    /// A persistent publish to an AMQP 0.9.1 exchange (RabbitMQ), routed
+    /// by the topic's name, confirmed by the broker (publisher confirms).
+    Amqp {
+        /// `amqp://[user:password@]host:port[/vhost]` or `amqps://…`.
+        url: String,
+        /// `amqp-exchange`: the exchange, which must exist.
+        exchange: String,
+        /// `amqp-ack-level`.
+        ack: AmqpAck,
+    },
     /// A publish at QoS 1 (acknowledged by the broker), or 0 if asked.
     Mqtt {
         host: String,
@@ -39,6 +49,18 @@ pub enum Endpoint {
         /// `mqtt-qos`: 0 or 1 (default 1).
         qos: u8,
     },
+}
+
+/// What acknowledges an AMQP event (Ceph's `amqp-ack-level`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AmqpAck {
+    /// Sent is enough (`none`): an outage loses events.
+    None,
+    /// The broker confirmed it (`broker`, the default).
+    Broker,
+    /// The broker confirmed it and routed it to a queue (`routable`): an
+    /// event no queue takes is a failure, kept and sent again.
+    Routable,
 }
 
 impl Endpoint {
@@ -96,12 +118,35 @@ impl Endpoint {
                     qos,
                 })
             }
-            "amqp" | "amqps" | "kafka" => Err(format!(
-                "{} endpoints are not served yet: use http(s)://, nats:// or mqtt://",
-                u.scheme()
-            )),
+            "amqp" | "amqps" => {
+                host()?;
+                let exchange = attrs
+                    .get("amqp-exchange")
+                    .filter(|e| !e.is_empty())
+                    .cloned()
+                    .ok_or("an amqp:// endpoint needs the attribute amqp-exchange (an exchange that exists)")?;
+                let ack = match attrs.get("amqp-ack-level").map(String::as_str) {
+                    None | Some("broker") => AmqpAck::Broker,
+                    Some("none") => AmqpAck::None,
+                    Some("routable") => AmqpAck::Routable,
+                    Some(a) => {
+                        return Err(format!(
+                            "attribute amqp-ack-level is none, broker or routable, not {a:?}"
+                        ))
+                    }
+                };
+                Ok(Endpoint::Amqp {
+                    url: url.to_string(),
+                    exchange,
+                    ack,
+                })
+            }
+            "kafka" => Err(
+                "kafka endpoints are not served yet: use http(s)://, nats://, amqp:// or mqtt://"
+                    .to_string(),
+            ),
             s => Err(format!(
-                "push-endpoint scheme {s:?} is not known: use http(s)://, nats:// or mqtt://"
+                "push-endpoint scheme {s:?} is not known: use http(s)://, nats://, amqp:// or mqtt://"
             )),
         }
     }
@@ -111,6 +156,7 @@ impl Endpoint {
         match self {
             Endpoint::Webhook { .. } => "webhook",
             Endpoint::Nats { .. } => "nats",
+            Endpoint::Amqp { .. } => "amqp",
             Endpoint::Mqtt { .. } => "mqtt",
         }
     }
@@ -190,8 +236,24 @@ mod tests {
     #[test]
     fn bad_endpoints_say_what_is_wrong_without_their_password() {
         let none = attrs(&[]);
-        let e = Endpoint::parse("amqp://u:secret@h:5672", &none).unwrap_err();
+        let e = Endpoint::parse("kafka://u:secret@h:9092", &none).unwrap_err();
         assert!(e.contains("not served yet") && !e.contains("secret"), "{e}");
+        let e = Endpoint::parse("amqp://u:secret@h:5672", &none).unwrap_err();
+        assert!(e.contains("amqp-exchange") && !e.contains("secret"), "{e}");
+        let e = Endpoint::parse(
+            "amqp://h",
+            &attrs(&[("amqp-exchange", "x"), ("amqp-ack-level", "maybe")]),
+        )
+        .unwrap_err();
+        assert!(e.contains("amqp-ack-level"), "{e}");
+        assert_eq!(
+            Endpoint::parse("amqp://h/vh", &attrs(&[("amqp-exchange", "x")])).unwrap(),
+            Endpoint::Amqp {
+                url: "amqp://h/vh".into(),
+                exchange: "x".into(),
+                ack: AmqpAck::Broker
+            }
+        );
         let e = Endpoint::parse("ftp://h", &none).unwrap_err();
         assert!(e.contains("\"ftp\""), "{e}");
         let e = Endpoint::parse("not a url with secret@", &none).unwrap_err();

@@ -131,6 +131,32 @@ pub fn nats(port: u16, dir: &Path) -> Service {
     })
 }
 
+/// RabbitMQ (Debian's package, run as this user, not as a service) on
+/// `port`, its data in `dir` (durable queues and persistent messages
+/// survive a restart). Its Erlang distribution port is another free one.
+pub fn rabbitmq(port: u16, dir: &Path) -> Service {
+    let dir = dir.to_path_buf();
+    let dist = free_port();
+    std::fs::create_dir_all(&dir).unwrap();
+    Service::new("rabbitmq-server", port, move || {
+        // The package's /usr/sbin/rabbitmq-server switches to the user
+        // `rabbitmq`; the script it runs does not.
+        let mut c = Command::new("/usr/lib/rabbitmq/bin/rabbitmq-server");
+        let d = |name: &str| dir.join(name);
+        c.env("HOME", &dir)
+            .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+            .env("RABBITMQ_NODE_PORT", port.to_string())
+            .env("RABBITMQ_DIST_PORT", dist.to_string())
+            .env("RABBITMQ_NODENAME", format!("garage-test-{port}@localhost"))
+            .env("RABBITMQ_MNESIA_BASE", d("mnesia"))
+            .env("RABBITMQ_LOG_BASE", d("log"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", d("plugins"))
+            .env("RABBITMQ_FEATURE_FLAGS_FILE", d("feature_flags"))
+            .env("RABBITMQ_PID_FILE", d("pid"));
+        c
+    })
+}
+
 /// Mosquitto on `port`, its persistence file in `dir` (queued messages of
 /// persistent sessions survive a restart).
 pub fn mosquitto(port: u16, dir: &Path) -> Service {
