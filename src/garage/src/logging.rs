@@ -52,7 +52,7 @@ where
 /// of the log could replay it. Its warnings and errors carry none of these.
 ///
 /// The clients of the notification brokers (lapin and amq-protocol for
-/// AMQP, async-nats, rumqttc) are silenced: their lines may carry an
+/// AMQP, async-nats, rskafka, rumqttc) are silenced: their lines may carry an
 /// endpoint's URL with its password, and each failure of theirs is
 /// already one `WARN` line of the delivery worker's, naming the topic.
 fn never_secrets() -> tracing_subscriber::filter::Targets {
@@ -64,6 +64,7 @@ fn never_secrets() -> tracing_subscriber::filter::Targets {
         .with_target("amq_protocol", LevelFilter::OFF)
         .with_target("amq_protocol_tcp", LevelFilter::OFF)
         .with_target("async_nats", LevelFilter::OFF)
+        .with_target("rskafka", LevelFilter::OFF)
         .with_target("rumqttc", LevelFilter::OFF)
 }
 

@@ -1,7 +1,7 @@
 //! `garage_notify`: delivery of bucket notification events. Each node
 //! sends the events of the writes it served, from its outbox
 //! (`garage_model::notify::outbox`), to each topic's endpoint: a webhook
-//! ([`sender::Webhook`]), a NATS server, an AMQP broker or an MQTT broker.
+//! ([`sender::Webhook`]), a NATS server, an AMQP, Kafka or MQTT broker.
 //! One worker,
 //! "Notification delivery", serves every topic at once, each in order:
 //! a batch is taken off the outbox only once its endpoint acknowledged

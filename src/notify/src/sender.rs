@@ -20,6 +20,7 @@ pub enum Sender {
     Webhook(Webhook),
     Nats(Nats),
     Amqp(Box<Amqp>),
+    Kafka(Kafka),
     Mqtt(Mqtt),
 }
 
@@ -48,6 +49,11 @@ impl Sender {
                 ack: *ack,
                 conn: None,
             })),
+            Endpoint::Kafka { broker, topic: t } => Sender::Kafka(Kafka {
+                broker: broker.clone(),
+                topic: t.clone().unwrap_or_else(|| topic.to_string()),
+                partition: None,
+            }),
             Endpoint::Mqtt {
                 host,
                 port,
@@ -75,6 +81,7 @@ impl Sender {
             Sender::Webhook(w) => w.send(messages).await,
             Sender::Nats(n) => n.send(messages).await,
             Sender::Amqp(a) => a.send(messages).await,
+            Sender::Kafka(k) => k.send(messages).await,
             Sender::Mqtt(m) => m.send(messages).await,
         }
     }
@@ -347,6 +354,69 @@ impl Amqp {
             }
         }
         (acked, None)
+    }
+}
+
+/// A Kafka topic: each batch produced to its partition 0 in one request,
+/// acknowledged once every in-sync replica has it.
+pub struct Kafka {
+    broker: String,
+    topic: String,
+    partition: Option<rskafka::client::partition::PartitionClient>,
+}
+
+impl Kafka {
+    async fn send(&mut self, messages: &[String]) -> (usize, Option<String>) {
+        use rskafka::client::partition::{Compression, UnknownTopicHandling};
+        if self.partition.is_none() {
+            let connect = async {
+                let client = rskafka::client::ClientBuilder::new(vec![self.broker.clone()])
+                    .build()
+                    .await
+                    .map_err(|e| format!("cannot connect to the Kafka broker: {e}"))?;
+                client
+                    .partition_client(self.topic.clone(), 0, UnknownTopicHandling::Error)
+                    .await
+                    .map_err(|e| format!("Kafka topic {}, partition 0: {e}", self.topic))
+            };
+            match tokio::time::timeout(SEND_TIMEOUT, connect).await {
+                Ok(Ok(p)) => self.partition = Some(p),
+                Ok(Err(e)) => return (0, Some(e)),
+                Err(_) => {
+                    return (
+                        0,
+                        Some("cannot connect to the Kafka broker: timed out".into()),
+                    )
+                }
+            }
+        }
+        let p = self.partition.as_ref().expect("connected above");
+        let now = chrono::Utc::now();
+        let records = messages
+            .iter()
+            .map(|m| rskafka::record::Record {
+                key: None,
+                value: Some(m.clone().into_bytes()),
+                headers: Default::default(),
+                timestamp: now,
+            })
+            .collect();
+        match tokio::time::timeout(SEND_TIMEOUT, p.produce(records, Compression::NoCompression))
+            .await
+        {
+            Ok(Ok(_)) => (messages.len(), None),
+            Ok(Err(e)) => {
+                self.partition = None;
+                (0, Some(format!("Kafka produce: {e}")))
+            }
+            Err(_) => {
+                self.partition = None;
+                (
+                    0,
+                    Some("the Kafka broker did not acknowledge in time".into()),
+                )
+            }
+        }
     }
 }
 

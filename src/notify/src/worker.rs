@@ -215,6 +215,7 @@ fn kind(s: &TopicState) -> &'static str {
         Sender::Webhook(_) => "webhook",
         Sender::Nats(_) => "nats",
         Sender::Amqp(_) => "amqp",
+        Sender::Kafka(_) => "kafka",
         Sender::Mqtt(_) => "mqtt",
     }
 }

@@ -37,7 +37,7 @@ pub struct TopicInfo {
     pub arn: String,
     /// The `push-endpoint` URL, its password (if any) shown as `****`.
     pub endpoint: String,
-    /// `webhook`, `nats`, `amqp` or `mqtt` (`unknown` for an endpoint this node
+    /// `webhook`, `nats`, `amqp`, `kafka` or `mqtt` (`unknown` for an endpoint this node
     /// cannot read).
     pub kind: String,
     /// The access key id that owns it (empty when made by the admin
@@ -57,6 +57,7 @@ pub struct CreateTopicRequest {
     pub name: String,
     /// Where its events go (`push-endpoint`): `http(s)://…`,
     /// `nats://[user:password@]host:port`, `amqp(s)://[user:password@]host:port[/vhost]`,
+    /// `kafka://host:port`,
     /// `mqtt(s)://[user:password@]host:port`.
     pub endpoint: String,
     /// The other attributes, as the S3 endpoint's CreateTopic takes them.

@@ -51,7 +51,7 @@ impl Api {
         {
             return Err(ApiError::NotImplemented(
                 "CloudFunctionConfiguration (Lambda) targets are not served: use a topic \
-                 (TopicConfiguration) with a webhook, NATS, AMQP or MQTT endpoint"
+                 (TopicConfiguration) with a webhook, NATS, AMQP, Kafka or MQTT endpoint"
                     .into(),
             ));
         }

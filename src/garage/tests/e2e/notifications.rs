@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common;
 
-use common::brokers::{free_port, mosquitto, nats, rabbitmq, webhook};
+use common::brokers::{free_port, kafka, mosquitto, nats, rabbitmq, webhook};
 use common::cluster::{wait_until, Cluster};
 use common::s3::{aws, aws_ok, endpoint, make_key, put_object, sdk_client};
 
@@ -648,6 +648,87 @@ fn amqp_events_survive_a_broker_restart() {
     let (_, dups) = check(&got, n);
     eprintln!(
         "amqp: {n} events, {dups} received twice, all in {:.1} s after the broker came back",
+        took.as_secs_f64()
+    );
+    c.assert_no_secret_logged();
+}
+
+/// Every record of partition 0 of Kafka topic `topic`.
+async fn kafka_events(port: u16, topic: &str) -> Vec<Got> {
+    use rskafka::client::partition::UnknownTopicHandling;
+    let client = rskafka::client::ClientBuilder::new(vec![format!("127.0.0.1:{port}")])
+        .build()
+        .await
+        .unwrap();
+    let p = client
+        .partition_client(topic.to_string(), 0, UnknownTopicHandling::Retry)
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let (records, high) = p.fetch_records(offset, 1..1_000_000, 500).await.unwrap();
+        for r in &records {
+            let v = r.record.value.as_deref().unwrap_or_default();
+            out.extend(records_of(v));
+            offset = r.offset + 1;
+        }
+        if records.is_empty() || offset >= high {
+            return out;
+        }
+    }
+}
+
+fn records_of(v: &[u8]) -> Vec<Got> {
+    records(std::str::from_utf8(v).unwrap())
+}
+
+#[test]
+fn kafka_events_survive_a_broker_restart() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    aws_ok(&key, &ep, &dir, &["s3", "mb", "s3://logs"]);
+    let port = free_port();
+    let mut broker = kafka(port, &dir.join("kafka"));
+    common::run(async {
+        let client = rskafka::client::ClientBuilder::new(vec![format!("127.0.0.1:{port}")])
+            .build()
+            .await
+            .unwrap();
+        client
+            .controller_client()
+            .unwrap()
+            .create_topic("s3-events", 1, 1, 5_000)
+            .await
+            .unwrap();
+    });
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "logs",
+        "kafka-topic",
+        &format!("kafka://127.0.0.1:{port}"),
+        "kafka-topic=s3-events",
+    );
+    let distinct = |got: &[Got]| got.iter().map(|g| &g.id).collect::<HashSet<_>>().len();
+    let mut n = write(&c, 0, &key, "logs", "l/", 30, 5).len();
+    wait_until("the first events in Kafka", Duration::from_secs(60), || {
+        distinct(&common::run(kafka_events(port, "s3-events"))) >= n
+    });
+    broker.stop();
+    n += write(&c, 0, &key, "logs", "l/", 30, 5).len();
+    broker.start();
+    let took = wait_until("every event in Kafka", Duration::from_secs(120), || {
+        distinct(&common::run(kafka_events(port, "s3-events"))) >= n
+    });
+    let got = common::run(kafka_events(port, "s3-events"));
+    let (_, dups) = check(&got, n);
+    eprintln!(
+        "kafka: {n} events, {dups} stored twice, all in {:.1} s after the broker came back",
         took.as_secs_f64()
     );
     c.assert_no_secret_logged();

@@ -38,6 +38,16 @@ pub enum Endpoint {
         /// `amqp-ack-level`.
         ack: AmqpAck,
     },
+    /// A record produced to partition 0 of a Kafka topic (one partition:
+    /// the order of the events is kept), acknowledged by every in-sync
+    /// replica.
+    Kafka {
+        /// `host:port` of the bootstrap broker.
+        broker: String,
+        /// `kafka-topic`; `None`: the topic's name. The Kafka topic must
+        /// exist.
+        topic: Option<String>,
+    },
     /// A publish at QoS 1 (acknowledged by the broker), or 0 if asked.
     Mqtt {
         host: String,
@@ -141,12 +151,19 @@ impl Endpoint {
                     ack,
                 })
             }
-            "kafka" => Err(
-                "kafka endpoints are not served yet: use http(s)://, nats://, amqp:// or mqtt://"
-                    .to_string(),
-            ),
+            "kafka" => {
+                if !u.username().is_empty() {
+                    return Err(
+                        "kafka endpoints with a user name (SASL) are not served yet".to_string(),
+                    );
+                }
+                Ok(Endpoint::Kafka {
+                    broker: format!("{}:{}", host()?, u.port().unwrap_or(9092)),
+                    topic: attrs.get("kafka-topic").cloned(),
+                })
+            }
             s => Err(format!(
-                "push-endpoint scheme {s:?} is not known: use http(s)://, nats://, amqp:// or mqtt://"
+                "push-endpoint scheme {s:?} is not known: use http(s)://, nats://, amqp://, kafka:// or mqtt://"
             )),
         }
     }
@@ -157,6 +174,7 @@ impl Endpoint {
             Endpoint::Webhook { .. } => "webhook",
             Endpoint::Nats { .. } => "nats",
             Endpoint::Amqp { .. } => "amqp",
+            Endpoint::Kafka { .. } => "kafka",
             Endpoint::Mqtt { .. } => "mqtt",
         }
     }
@@ -238,6 +256,13 @@ mod tests {
         let none = attrs(&[]);
         let e = Endpoint::parse("kafka://u:secret@h:9092", &none).unwrap_err();
         assert!(e.contains("not served yet") && !e.contains("secret"), "{e}");
+        assert_eq!(
+            Endpoint::parse("kafka://127.0.0.1", &none).unwrap(),
+            Endpoint::Kafka {
+                broker: "127.0.0.1:9092".into(),
+                topic: None
+            }
+        );
         let e = Endpoint::parse("amqp://u:secret@h:5672", &none).unwrap_err();
         assert!(e.contains("amqp-exchange") && !e.contains("secret"), "{e}");
         let e = Endpoint::parse(

@@ -1,5 +1,5 @@
 //! The `notify_topic` table: where bucket notifications go. A topic is a
-//! named endpoint (a webhook URL, a NATS server, an AMQP or MQTT broker) with its
+//! named endpoint (a webhook URL, a NATS server, an AMQP, Kafka or MQTT broker) with its
 //! attributes, made through the SNS-compatible topic API on the S3
 //! endpoint (`CreateTopic`), the admin API or the CLI. One partition holds
 //! them all, replicated on every node: the node that serves a write finds

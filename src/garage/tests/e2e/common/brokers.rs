@@ -157,6 +157,77 @@ pub fn rabbitmq(port: u16, dir: &Path) -> Service {
     })
 }
 
+/// The class path of a Kafka broker, from its Maven artifacts
+/// (tests/clients/kafka), resolved once per test process.
+fn kafka_classpath() -> &'static str {
+    static CP: OnceLock<String> = OnceLock::new();
+    CP.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/kafka");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kafka-classpath.txt");
+        let o = Command::new("mvn")
+            .args(["-q", "-B", "dependency:build-classpath"])
+            .arg(format!("-Dmdep.outputFile={}", out.display()))
+            .current_dir(&src)
+            .output()
+            .expect("mvn runs (script/test installs it)");
+        assert!(
+            o.status.success(),
+            "mvn dependency:build-classpath (tests/clients/kafka): {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        std::fs::read_to_string(out).unwrap().trim().to_string()
+    })
+}
+
+/// A Kafka broker in KRaft mode (broker and controller in one JVM) on
+/// `port`, its log in `dir` (formatted at the first start; it keeps its
+/// records across restarts).
+pub fn kafka(port: u16, dir: &Path) -> Service {
+    let cp = kafka_classpath().to_string();
+    std::fs::create_dir_all(dir).unwrap();
+    let controller = free_port();
+    let props = dir.join("server.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "process.roles=broker,controller\nnode.id=1\n\
+             controller.quorum.voters=1@127.0.0.1:{controller}\n\
+             listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
+             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+             controller.listener.names=CONTROLLER\n\
+             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+             log.dirs={}\noffsets.topic.replication.factor=1\n\
+             transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+             num.partitions=1\n",
+            dir.join("data").display()
+        ),
+    )
+    .unwrap();
+    let o = Command::new("java")
+        .arg("-cp")
+        .arg(&cp)
+        .args([
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            "Z2FyYWdlLXRlc3Qta2ZrIQ",
+            "-c",
+        ])
+        .arg(&props)
+        .output()
+        .expect("java runs (script/test installs it)");
+    assert!(
+        o.status.success(),
+        "kafka storage format: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    Service::new("kafka", port, move || {
+        let mut c = Command::new("java");
+        c.args(["-Xmx512m", "-cp", &cp, "kafka.Kafka"]).arg(&props);
+        c
+    })
+}
+
 /// Mosquitto on `port`, its persistence file in `dir` (queued messages of
 /// persistent sessions survive a restart).
 pub fn mosquitto(port: u16, dir: &Path) -> Service {
