@@ -22,6 +22,12 @@
 //! stamps: an upload started or aborted, a version withdrawn by its id,
 //! its metadata updated (tags, object lock), a version moved to another
 //! storage class.
+//!
+//! Every write names its [`Cause`] (the S3 operation and its request, or
+//! the node's own work): once the write is done, and before the caller
+//! answers its client, the bucket notification event it makes (if the
+//! bucket has a rule for it) is committed to this node's outbox
+//! ([`crate::notify`]).
 
 use std::sync::Arc;
 

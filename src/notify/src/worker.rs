@@ -1,7 +1,7 @@
 //! The "Notification delivery" worker: empties this node's outbox, every
 //! topic at once, each in order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ pub struct DeliveryWorker {
     garage: Arc<Garage>,
     wake: Arc<Notify>,
     topics: HashMap<String, TopicState>,
+    /// Topics with events waiting that no node could tell of yet.
+    unknown: HashSet<String>,
 }
 
 impl DeliveryWorker {
@@ -47,6 +49,7 @@ impl DeliveryWorker {
             garage,
             wake,
             topics: HashMap::new(),
+            unknown: HashSet::new(),
         }
     }
 
@@ -105,14 +108,25 @@ impl Worker for DeliveryWorker {
         let mut turns = Vec::new();
         for (name, b) in &backlog {
             metrics::gauge!("notify_queued_events", "topic" => name.clone()).set(b.events as f64);
-            // This node's copy of the topic (every node holds them all).
-            let topic = self
-                .garage
-                .topic_table
+            // This node's copy of the topic (every node holds them all);
+            // one it has not heard of yet is asked of the others.
+            let table = &self.garage.topic_table;
+            let mut topic = table
                 .get_local(&EmptyKey, name)
                 .await
                 .map_err(|e| format!("cannot read topic {name}: {e}"))?;
-            let Some(config) = topic.as_ref().and_then(|t| t.live()).cloned() else {
+            if topic.is_none() {
+                topic = table.get(&EmptyKey, name).await.ok().flatten();
+            }
+            let Some(topic) = topic else {
+                // Not known anywhere yet: its events wait (logged once).
+                if self.unknown.insert(name.clone()) {
+                    warn!(topic = %name, "notification events wait for a topic this node does not know yet");
+                }
+                continue;
+            };
+            self.unknown.remove(name);
+            let Some(config) = topic.live().cloned() else {
                 // Deleted: its queue goes with it (as Ceph's).
                 drop_all(&self.garage, name).map_err(|e| e.to_string())?;
                 self.topics.remove(name);
@@ -199,7 +213,7 @@ impl Worker for DeliveryWorker {
                 }
             }
             None if self.garage.writer.notifier.outbox.is_empty() => notified.await,
-            // Events wait for topics not yet tried (a deleted one).
+            // Events wait for topics not yet tried, or not known yet.
             None => {
                 tokio::select! {
                     _ = notified => {}

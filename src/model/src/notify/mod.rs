@@ -193,20 +193,22 @@ impl Notifier {
         };
         let mut queued = Vec::with_capacity(rules.len());
         for r in rules {
-            let topic = match self.topics.get_local(&EmptyKey, &r.topic).await {
-                Ok(Some(t)) => t,
-                Ok(None) => {
-                    self.lost(name, 1, &format!("topic {} does not exist", r.topic));
-                    continue;
-                }
+            // A topic this node has not heard of yet (made a moment ago
+            // through another node) still gets the event: the delivery
+            // worker waits for it. A deleted one does not.
+            let opaque = match self.topics.get_local(&EmptyKey, &r.topic).await {
+                Ok(Some(t)) => match t.live() {
+                    Some(tc) => tc.opaque_data().to_string(),
+                    None => {
+                        self.lost(name, 1, &format!("topic {} was deleted", r.topic));
+                        continue;
+                    }
+                },
+                Ok(None) => String::new(),
                 Err(e) => {
                     self.lost(name, 1, &format!("cannot read topic {}: {e}", r.topic));
                     continue;
                 }
-            };
-            let Some(tc) = topic.live() else {
-                self.lost(name, 1, &format!("topic {} was deleted", r.topic));
-                continue;
             };
             let event_id = hex::encode(&gen_uuid().as_slice()[..16]);
             let rec = event::record(
@@ -216,7 +218,7 @@ impl Notifier {
                     bucket: &bucket_name,
                     bucket_owner: &owner,
                     configuration_id: &r.id,
-                    opaque_data: tc.opaque_data(),
+                    opaque_data: &opaque,
                     event_id: &event_id,
                     time_ms: now,
                 },

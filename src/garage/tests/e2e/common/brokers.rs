@@ -27,7 +27,9 @@ fn wait_port(what: &str, port: u16) {
     });
 }
 
-/// A process killed when dropped or stopped.
+/// A process, in a process group of its own, killed with all its
+/// children when dropped or stopped (`rabbitmq-server` is a script whose
+/// Erlang VM would outlive it, holding the test's output open).
 pub struct Service {
     child: Option<Child>,
     cmd: Box<dyn Fn() -> Command + Send>,
@@ -50,7 +52,9 @@ impl Service {
     /// Starts it (again), and waits for its port.
     pub fn start(&mut self) {
         assert!(self.child.is_none(), "{} runs already", self.what);
+        use std::os::unix::process::CommandExt;
         let child = (self.cmd)()
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -60,26 +64,38 @@ impl Service {
         wait_port(&self.what, self.port);
     }
 
-    /// Stops it (SIGTERM, then SIGKILL after 10 s).
+    /// Stops it and its children (SIGTERM to its group, then SIGKILL
+    /// after 10 s), and waits until its port is closed.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg(c.id().to_string()).status();
+            signal_group(c.id(), "TERM");
             for _ in 0..100 {
                 if c.try_wait().ok().flatten().is_some() {
-                    return;
+                    break;
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            let _ = c.kill();
+            signal_group(c.id(), "KILL");
             let _ = c.wait();
+            wait_until(&format!("{} stopped", self.what), Duration::from_secs(30), || {
+                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err()
+            });
         }
     }
+}
+
+/// Sends `SIG<sig>` to the process group `pgid`.
+fn signal_group(pgid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
+        .stderr(Stdio::null())
+        .status();
 }
 
 impl Drop for Service {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
+            signal_group(c.id(), "KILL");
             let _ = c.wait();
         }
     }
