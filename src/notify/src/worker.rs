@@ -38,7 +38,8 @@ pub struct DeliveryWorker {
     garage: Arc<Garage>,
     wake: Arc<Notify>,
     topics: HashMap<String, TopicState>,
-    /// Topics with events waiting that no node could tell of yet.
+    /// Topics with events waiting that no node could tell of yet, or
+    /// whose endpoint this node cannot use (each logged once).
     unknown: HashSet<String>,
 }
 
@@ -125,7 +126,6 @@ impl Worker for DeliveryWorker {
                 }
                 continue;
             };
-            self.unknown.remove(name);
             let Some(config) = topic.live().cloned() else {
                 // Deleted: its queue goes with it (as Ceph's).
                 drop_all(&self.garage, name).map_err(|e| e.to_string())?;
@@ -134,18 +134,27 @@ impl Worker for DeliveryWorker {
             };
             let state = match self.topics.remove(name) {
                 Some(s) if s.config == config => s,
-                _ => {
-                    let endpoint = config.endpoint()?;
-                    TopicState {
-                        sender: Sender::new(&endpoint, name)?,
+                _ => match config.endpoint().and_then(|e| Sender::new(&e, name)) {
+                    Ok(sender) => TopicState {
+                        sender,
                         config,
                         failures: 0,
                         retry_at: None,
                         head_attempts: 0,
                         head_seq: None,
+                    },
+                    // Checked when the topic was made: only an endpoint
+                    // this release does not know gets here. Its events
+                    // wait (logged once); the other topics go on.
+                    Err(e) => {
+                        if self.unknown.insert(name.clone()) {
+                            warn!(topic = %name, "notification events wait: this node cannot send to the topic's endpoint: {e}");
+                        }
+                        continue;
                     }
-                }
+                },
             };
+            self.unknown.remove(name);
             turns.push((name.clone(), state));
         }
         let garage = self.garage.clone();

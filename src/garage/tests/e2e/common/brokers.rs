@@ -77,9 +77,11 @@ impl Service {
             }
             signal_group(c.id(), "KILL");
             let _ = c.wait();
-            wait_until(&format!("{} stopped", self.what), Duration::from_secs(30), || {
-                std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err()
-            });
+            wait_until(
+                &format!("{} stopped", self.what),
+                Duration::from_secs(30),
+                || std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err(),
+            );
         }
     }
 }
