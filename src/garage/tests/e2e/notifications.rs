@@ -334,6 +334,24 @@ fn webhook_events_arrive_in_order_through_an_outage_and_a_kill() {
         "arn:aws:sns:garage::hook",
     ]);
     assert!(status.contains("QueuedEventsOnThisNode"), "{status}");
+    // The CLI: the topic, and the events waiting on the node.
+    let list = c.garage_ok(0, &["topic", "list"]);
+    assert!(
+        list.contains("hook") && list.contains("webhook") && list.contains(&url),
+        "{list}"
+    );
+    let info = c.garage_ok(0, &["topic", "info", "hook"]);
+    let node = &c.nodes[0].id()[..16];
+    let queued = info
+        .lines()
+        .find(|l| l.contains(node))
+        .unwrap_or_else(|| panic!("no line for node {node}: {info}"));
+    let n: u64 = queued
+        .split_whitespace()
+        .nth(1)
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("no count in {queued:?}"));
+    assert!(n > 0, "{info}");
     // 4. The receiver comes back: everything arrives, in order per key.
     hook.start();
     let expected = written.len() + 1;
