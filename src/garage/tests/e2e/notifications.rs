@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::common;
 
-use common::brokers::{free_port, kafka, mosquitto, nats, rabbitmq, webhook};
+use common::brokers::{free_port, kafka, mosquitto, nats, rabbitmq, webhook, webhook_tls};
 use common::cluster::{wait_until, Cluster};
 use common::s3::{aws, aws_ok, endpoint, make_key, put_object, sdk_client};
 
@@ -376,6 +376,53 @@ fn webhook_events_arrive_in_order_through_an_outage_and_a_kill() {
     ]);
     let list = cli(&["sns", "list-topics"]);
     assert!(!list.contains("hook"), "{list}");
+    c.assert_no_secret_logged();
+}
+
+#[test]
+fn https_webhooks_check_the_certificate_unless_told_not_to() {
+    let mut c = Cluster::new(1, 1);
+    c.start_all();
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "notify");
+    let (ep, dir) = (endpoint(&c, 0), c.nodes[0].dir.clone());
+    for b in ["lenient", "strict"] {
+        aws_ok(&key, &ep, &dir, &["s3", "mb", &format!("s3://{b}")]);
+    }
+    let out = dir.join("tls.jsonl");
+    let port = free_port();
+    let _hook = webhook_tls(port, &out, &dir);
+    let url = format!("https://127.0.0.1:{port}/events");
+    // A self-signed certificate: accepted with verify-ssl=false only.
+    subscribe(
+        &key,
+        &ep,
+        &dir,
+        "lenient",
+        "lenient",
+        &url,
+        "verify-ssl=false",
+    );
+    subscribe(&key, &ep, &dir, "strict", "strict", &url, "");
+    let n = write(&c, 0, &key, "lenient", "t/", 10, 3).len();
+    write(&c, 0, &key, "strict", "t/", 3, 3);
+    wait_until("the events over HTTPS", Duration::from_secs(60), || {
+        lines(&out)
+            .iter()
+            .map(|g| &g.id)
+            .collect::<HashSet<_>>()
+            .len()
+            >= n
+    });
+    wait_until(
+        "the strict topic's failed sends",
+        Duration::from_secs(60),
+        || c.counter(0, "notify_send_errors_total") > 0,
+    );
+    let (first, _) = check(&lines(&out), n);
+    assert!(first.iter().all(|g| g.key.starts_with("t/")));
+    let info = c.garage_ok(0, &["topic", "info", "strict"]);
+    assert!(info.contains("3 events"), "{info}");
     c.assert_no_secret_logged();
 }
 

@@ -1,9 +1,10 @@
 """A webhook receiver for the notification tests: appends the body of
 each POST (one JSON message) as a line to a file, and answers 200.
 
-usage: receiver.py PORT FILE
+usage: receiver.py PORT FILE [CERT KEY]   (with CERT and KEY: HTTPS)
 """
 import http.server
+import ssl
 import sys
 
 PORT, OUT = int(sys.argv[1]), sys.argv[2]
@@ -26,5 +27,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 
 server = http.server.ThreadingHTTPServer(("127.0.0.1", PORT), Handler)
+if len(sys.argv) == 5:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3], sys.argv[4])
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
 print("listening", flush=True)
 server.serve_forever()

@@ -105,11 +105,40 @@ impl Drop for Service {
 
 /// A webhook receiver writing each message it gets as a line of `out`.
 pub fn webhook(port: u16, out: &Path) -> Service {
+    webhook_with(port, out, None)
+}
+
+/// A webhook receiver over HTTPS, with a self-signed certificate for
+/// 127.0.0.1 made by openssl in `dir`.
+pub fn webhook_tls(port: u16, out: &Path, dir: &Path) -> Service {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let o = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=127.0.0.1", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        o.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    webhook_with(port, out, Some((cert, key)))
+}
+
+fn webhook_with(port: u16, out: &Path, tls: Option<(PathBuf, PathBuf)>) -> Service {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/webhook/receiver.py");
     let out = out.to_path_buf();
     Service::new("the webhook receiver", port, move || {
         let mut c = Command::new("python3");
         c.arg(&script).arg(port.to_string()).arg(&out);
+        if let Some((cert, key)) = &tls {
+            c.arg(cert).arg(key);
+        }
         c
     })
 }
