@@ -609,7 +609,15 @@ mod tests {
 
     #[test]
     fn the_trailing_fields_are_written_only_when_set_and_read_back() {
+        // The compact format: an array of v0.2.0's 17 fields (array16
+        // header 0xdc, then the count), whatever is left unset.
+        let fields = |p: &BucketParams| {
+            let v = rmp_serde::to_vec(p).unwrap();
+            assert_eq!(v[0], 0xdc, "an array16");
+            u16::from_be_bytes([v[1], v[2]])
+        };
         let mut b = Bucket::new(Uuid::from([2; 32]));
+        assert_eq!(fields(b.params().unwrap()), 17);
         let plain = garage_table::encoding::encode(&b);
         assert_eq!(round_trip(&b), b);
         // Notifications without a class limit: the limit is written too
@@ -626,15 +634,23 @@ mod tests {
             }],
         };
         b.params_mut().unwrap().notifications.update(Some(config));
+        assert_eq!(fields(b.params().unwrap()), 19);
         let with = garage_table::encoding::encode(&b);
         assert!(with.len() > plain.len());
         assert_eq!(round_trip(&b), b);
+        // Field names (format 1) round-trip too.
+        let named = rmp_serde::to_vec_named(b.params().unwrap()).unwrap();
+        assert_eq!(
+            &rmp_serde::from_slice::<BucketParams>(&named).unwrap(),
+            b.params().unwrap()
+        );
         // A class limit alone.
         let mut c = Bucket::new(Uuid::from([3; 32]));
         c.params_mut()
             .unwrap()
             .allowed_storage_classes
             .update(Some(vec!["EU".into()]));
+        assert_eq!(fields(c.params().unwrap()), 18);
         assert_eq!(round_trip(&c), c);
     }
 

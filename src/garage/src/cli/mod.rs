@@ -399,3 +399,60 @@ async fn json_api(admin: &Admin, endpoint: &str, request: Option<&str>) -> anyho
         },
     }
 }
+
+/// How long a command waits for a node's answer to a node-local
+/// question (`garage status`'s census, `garage topic info`'s backlog)
+/// before naming the node.
+pub const NODE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Asks every node `status` sees up for `req`, all at once, each for at
+/// most [`NODE_WAIT`] (such commands are run when something is wrong):
+/// the answers by node id, and the nodes without one, named with why.
+/// Nodes down are named too: every one when `every_down`, else those
+/// with a role in the layout.
+pub async fn ask_up_nodes(
+    admin: &Admin,
+    status: &garage_admin::ops::cluster::GetClusterStatusResponse,
+    req: NodeRequest,
+    every_down: bool,
+) -> (Vec<(String, NodeResponse)>, Vec<String>) {
+    let mut missing: Vec<String> = status
+        .nodes
+        .iter()
+        .filter(|n| !n.is_up && (every_down || n.role.is_some()))
+        .map(|n| format!("{:.16} (down)", n.id))
+        .collect();
+    let up = status
+        .nodes
+        .iter()
+        .filter(|n| n.is_up)
+        .map(|n| n.id.as_str());
+    let answers = futures::future::join_all(up.map(|id| {
+        let req = req.clone();
+        async move {
+            let asked = admin.on_nodes(id, req);
+            (id, tokio::time::timeout(NODE_WAIT, asked).await)
+        }
+    }))
+    .await;
+    let mut got = Vec::new();
+    for (id, answer) in answers {
+        match answer {
+            Err(_) => missing.push(format!(
+                "{id:.16} (no answer within {} s)",
+                NODE_WAIT.as_secs()
+            )),
+            Ok(Err(e)) => missing.push(format!("{id:.16} ({e:#})")),
+            Ok(Ok(mut m)) => match m.success.remove(id) {
+                Some(r) => got.push((id.to_string(), r)),
+                // An error: a node of an earlier release may not serve
+                // the operation.
+                None => missing.push(match m.error.remove(id) {
+                    Some(e) => format!("{id:.16} ({e})"),
+                    None => format!("{id:.16} (no answer)"),
+                }),
+            },
+        }
+    }
+    (got, missing)
+}

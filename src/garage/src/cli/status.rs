@@ -107,13 +107,10 @@ pub async fn show(admin: &Admin) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long `garage status` waits for a node's census before naming it.
-const STORAGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The STORAGE CLASSES section: every node's last census summed by class
 /// (bytes on disk, and what waits to be handed over while a class or the
 /// layout moves data). Only nodes seen up are asked, each for at most
-/// [`STORAGE_WAIT`] (the command is run when something is wrong); the
+/// [`super::NODE_WAIT`] (the command is run when something is wrong); the
 /// others are named; nothing is printed if no node answers.
 async fn print_storage(
     admin: &Admin,
@@ -121,33 +118,13 @@ async fn print_storage(
 ) {
     use garage_admin::ops::node::{NodeRequest, NodeResponse};
     use garage_admin::ops::stats::ClassStorage;
-    let mut missing: Vec<String> = status
-        .nodes
-        .iter()
-        .filter(|n| !n.is_up && n.role.is_some())
-        .map(|n| format!("{:.16} (down)", n.id))
-        .collect();
-    let up = status
-        .nodes
-        .iter()
-        .filter(|n| n.is_up)
-        .map(|n| n.id.as_str());
-    let answers = futures::future::join_all(up.map(|id| async move {
-        let asked = admin.on_nodes(id, NodeRequest::GetNodeStorage);
-        (id, tokio::time::timeout(STORAGE_WAIT, asked).await)
-    }))
-    .await;
+    let (answers, mut missing) =
+        super::ask_up_nodes(admin, status, NodeRequest::GetNodeStorage, false).await;
     let mut censuses = Vec::new();
     for (id, answer) in answers {
-        match answer.map(|r| r.ok().and_then(|mut m| m.success.remove(id))) {
-            Err(_) => missing.push(format!(
-                "{id:.16} (no answer within {} s)",
-                STORAGE_WAIT.as_secs()
-            )),
-            Ok(Some(NodeResponse::Storage(st))) => censuses.push((id, st)),
-            // An error: a node of an earlier release, which does not
-            // serve the census.
-            Ok(_) => missing.push(format!("{id:.16}")),
+        match answer {
+            NodeResponse::Storage(st) => censuses.push((id, st)),
+            _ => missing.push(format!("{id:.16} (answered another operation)")),
         }
     }
     let mut sum: std::collections::BTreeMap<(String, String), (ClassStorage, usize)> =

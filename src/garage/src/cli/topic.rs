@@ -90,50 +90,19 @@ pub async fn run(admin: &Admin, op: &Op) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long `topic info` waits for a node's backlog before naming it.
-const BACKLOG_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The events waiting for `topic` in each node's outbox: every node seen
-/// up is asked, each for at most [`BACKLOG_WAIT`]; the nodes down, or
-/// that did not answer, are named.
+/// up is asked (see [`super::ask_up_nodes`]); the nodes down, or that
+/// did not answer, are named.
 async fn print_backlog(admin: &Admin, topic: &str) -> anyhow::Result<()> {
     let status = admin.cluster_status().await?;
-    let mut missing: Vec<String> = status
-        .nodes
-        .iter()
-        .filter(|n| !n.is_up)
-        .map(|n| format!("{:.16} (down)", n.id))
-        .collect();
-    let up = status
-        .nodes
-        .iter()
-        .filter(|n| n.is_up)
-        .map(|n| n.id.as_str());
-    let answers = futures::future::join_all(up.map(|id| async move {
-        let asked = admin.on_nodes(id, NodeRequest::GetNotificationBacklog);
-        (id, tokio::time::timeout(BACKLOG_WAIT, asked).await)
-    }))
-    .await;
+    let (answers, mut missing) =
+        super::ask_up_nodes(admin, &status, NodeRequest::GetNotificationBacklog, true).await;
     let b = |n: u64| bytesize::ByteSize::b(n).display().si().to_string();
     let mut rows = Vec::new();
     let (mut events, mut bytes) = (0, 0);
     for (id, answer) in answers {
-        let mut m = match answer {
-            Err(_) => {
-                missing.push(format!(
-                    "{id:.16} (no answer within {} s)",
-                    BACKLOG_WAIT.as_secs()
-                ));
-                continue;
-            }
-            Ok(Err(e)) => {
-                missing.push(format!("{id:.16} ({e:#})"));
-                continue;
-            }
-            Ok(Ok(m)) => m,
-        };
-        match m.success.remove(id) {
-            Some(NodeResponse::NotificationBacklog(all)) => {
+        match answer {
+            NodeResponse::NotificationBacklog(all) => {
                 let (e, by) = all
                     .iter()
                     .find(|x| x.topic == topic)
@@ -142,13 +111,7 @@ async fn print_backlog(admin: &Admin, topic: &str) -> anyhow::Result<()> {
                 bytes += by;
                 rows.push(format!("  {id:.16}\t{e} events ({})", b(by)));
             }
-            Some(_) => missing.push(format!("{id:.16} (answered another operation)")),
-            // An error: a node of an earlier release does not serve
-            // the backlog.
-            None => missing.push(match m.error.remove(id) {
-                Some(e) => format!("{id:.16} ({e})"),
-                None => format!("{id:.16} (no answer)"),
-            }),
+            _ => missing.push(format!("{id:.16} (answered another operation)")),
         }
     }
     println!();

@@ -426,6 +426,24 @@ fn https_webhooks_check_the_certificate_unless_told_not_to() {
     c.assert_no_secret_logged();
 }
 
+/// Makes JetStream stream `name`, storing `subject`, on the server of
+/// `port`.
+fn create_stream(port: u16, name: &str, subject: &str) {
+    common::run(async {
+        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
+            .await
+            .unwrap();
+        async_nats::jetstream::new(client)
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: name.into(),
+                subjects: vec![subject.into()],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    });
+}
+
 /// The events of a NATS JetStream stream, read from its start.
 async fn jetstream_events(port: u16, stream: &str) -> Vec<Got> {
     let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
@@ -451,19 +469,7 @@ fn nats_events_from_three_zones_with_a_node_killed_and_the_server_restarted() {
     let port = free_port();
     let store = dir.join("nats-store");
     let mut server = nats(port, &store);
-    common::run(async {
-        let client = async_nats::connect(format!("nats://127.0.0.1:{port}"))
-            .await
-            .unwrap();
-        async_nats::jetstream::new(client)
-            .create_stream(async_nats::jetstream::stream::Config {
-                name: "EVENTS".into(),
-                subjects: vec!["garage.events".into()],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    });
+    create_stream(port, "EVENTS", "garage.events");
     subscribe(
         &key,
         &ep,
@@ -842,19 +848,7 @@ fn bench_notifications() {
     subscribe(&key, &ep, &dir, "drained", "bd", &url, "");
     let nport = free_port();
     let _nats = nats(nport, &dir.join("nats-bench"));
-    common::run(async {
-        let client = async_nats::connect(format!("nats://127.0.0.1:{nport}"))
-            .await
-            .unwrap();
-        async_nats::jetstream::new(client)
-            .create_stream(async_nats::jetstream::stream::Config {
-                name: "BENCH".into(),
-                subjects: vec!["bench".into()],
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-    });
+    create_stream(nport, "BENCH", "bench");
     subscribe(
         &key,
         &ep,
