@@ -63,6 +63,8 @@ pub enum ApiError {
     NoSuchWebsiteConfiguration,
     #[error("The lifecycle configuration does not exist")]
     NoSuchLifecycleConfiguration,
+    #[error("The replication configuration was not found")]
+    NoSuchReplicationConfiguration,
     #[error("{0}")]
     NotImplemented(String),
     /// A tag set S3 refuses: a key or value too long, a key twice, a
@@ -236,6 +238,7 @@ impl ApiError {
             NoSuchCorsConfiguration => S3ErrorCode::NoSuchCORSConfiguration,
             NoSuchWebsiteConfiguration => S3ErrorCode::NoSuchWebsiteConfiguration,
             NoSuchLifecycleConfiguration => S3ErrorCode::NoSuchLifecycleConfiguration,
+            NoSuchReplicationConfiguration => S3ErrorCode::ReplicationConfigurationNotFoundError,
             NotImplemented(_) => S3ErrorCode::NotImplemented,
             InvalidTag(_) => S3ErrorCode::InvalidTag,
             TooManyTags(_) => S3ErrorCode::Custom("BadRequest".into()),

@@ -28,6 +28,7 @@ pub mod logging;
 pub mod multipart;
 pub mod notify;
 pub mod objects;
+pub mod replication;
 pub mod server;
 pub mod versions;
 pub mod website;

@@ -80,6 +80,12 @@ forward! {
         = Owner(&r.input.bucket);
     put_bucket_notification_configuration(r): PutBucketNotificationConfigurationInput => PutBucketNotificationConfigurationOutput
         = Owner(&r.input.bucket);
+    put_bucket_replication(r): PutBucketReplicationInput => PutBucketReplicationOutput
+        = Owner(&r.input.bucket);
+    get_bucket_replication(r): GetBucketReplicationInput => GetBucketReplicationOutput
+        = Owner(&r.input.bucket);
+    delete_bucket_replication(r): DeleteBucketReplicationInput => DeleteBucketReplicationOutput
+        = Owner(&r.input.bucket);
     put_object(r): PutObjectInput => PutObjectOutput
         = Put(r);
     get_object(r): GetObjectInput => GetObjectOutput

@@ -157,7 +157,7 @@ pub enum Command {
     /// Cluster layout: which nodes store data, in which zones
     #[command(subcommand)]
     Layout(LayoutOperation),
-    /// Buckets: list, info, create, delete, alias, unalias, allow, deny, website, set-quotas
+    /// Buckets: list, info, create, delete, alias, unalias, allow, deny, website, set-quotas, replication
     #[command(subcommand)]
     Bucket(BucketOperation),
     /// Access keys: list, info, create, rename, delete, allow, deny, import
@@ -200,6 +200,10 @@ pub enum Command {
     /// delete
     #[command(subcommand)]
     Topic(TopicOperation),
+    /// Bucket replication remotes (the S3 endpoints buckets replicate
+    /// to): list, info, add, delete
+    #[command(subcommand)]
+    Remote(RemoteOperation),
     /// Rolling upgrades: status (versions per node, the active cluster
     /// version), finalize (adopt this node's release for good)
     #[command(subcommand)]
@@ -242,6 +246,7 @@ impl Command {
             Command::AdminToken(_) => "admin-token",
             Command::Kms(_) => "kms",
             Command::Topic(_) => "topic",
+            Command::Remote(_) => "remote",
             Command::Upgrade(_) => "upgrade",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",
@@ -453,6 +458,24 @@ pub enum BucketOperation {
         /// The class of writes that name none; the first allowed class if not given
         #[arg(long)]
         default: Option<String>,
+    },
+    /// Bucket replication: resync
+    #[command(subcommand)]
+    Replication(BucketReplicationOperation),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum BucketReplicationOperation {
+    /// Queue again, on the node reached, the bucket's versions that its
+    /// replication rules send somewhere and that the destination lacks
+    /// (pending, failed, or written before the rules)
+    Resync {
+        /// Global alias, id or unique id prefix
+        bucket: String,
+        /// Every version the rules send somewhere, even those the
+        /// destination has (for a destination that lost data)
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -669,6 +692,59 @@ pub enum TopicOperation {
     Delete { name: String },
 }
 
+#[derive(Subcommand, Debug, Clone)]
+pub enum RemoteOperation {
+    /// Every replication remote (never their secret key)
+    List,
+    /// One remote, and the versions waiting for its buckets on each node
+    Info { name: String },
+    /// A new remote (or a new configuration for an existing one): an S3
+    /// endpoint and an access key of it with write rights on the
+    /// destination buckets
+    #[command(group(clap::ArgGroup::new("secret").required(true).multiple(false)))]
+    Add {
+        /// Its name: 1 to 64 ASCII letters, digits, '-' and '_'
+        name: String,
+        /// Its S3 endpoint: http(s)://host[:port], without a path
+        #[arg(long)]
+        endpoint: String,
+        /// The region its requests are signed for
+        #[arg(long, default_value = "garage")]
+        region: String,
+        /// The remote's access key id
+        #[arg(long)]
+        access_key_id: String,
+        /// The remote's secret key (--secret-file keeps it out of the
+        /// shell's history and of the process list)
+        #[arg(long, group = "secret")]
+        secret_access_key: Option<Secret>,
+        /// A file holding the remote's secret key
+        #[arg(long, group = "secret")]
+        secret_file: Option<PathBuf>,
+    },
+    /// Delete a remote: the versions waiting for its buckets are marked
+    /// FAILED (`garage bucket replication resync` sends them once a
+    /// remote of that name is added again)
+    Delete { name: String },
+}
+
+/// A secret given on the command line: its `Debug` does not show it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_string()))
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("****")
+    }
+}
+
 /// A `KEY=VALUE` pair (the value may hold `=`).
 fn parse_attr(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
@@ -797,6 +873,90 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Opt::command().debug_assert();
+    }
+
+    #[test]
+    fn remote_add_takes_a_secret_or_a_secret_file() {
+        let opt = Opt::try_parse_from([
+            "garage",
+            "remote",
+            "add",
+            "dr",
+            "--endpoint",
+            "http://h:3900",
+            "--access-key-id",
+            "GK1",
+            "--secret-access-key",
+            "s3cr3t",
+        ])
+        .unwrap();
+        assert!(!format!("{opt:?}").contains("s3cr3t"));
+        match opt.cmd {
+            Command::Remote(RemoteOperation::Add {
+                region,
+                secret_access_key,
+                secret_file,
+                ..
+            }) => {
+                assert_eq!(region, "garage");
+                assert_eq!(secret_access_key.unwrap().0, "s3cr3t");
+                assert!(secret_file.is_none());
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        let base = [
+            "garage",
+            "remote",
+            "add",
+            "dr",
+            "--endpoint",
+            "http://h",
+            "--access-key-id",
+            "GK1",
+        ];
+        // One of the two is required, not both.
+        assert!(Opt::try_parse_from(base).is_err());
+        let both = [
+            &base[..],
+            &["--secret-access-key", "s", "--secret-file", "/f"],
+        ]
+        .concat();
+        assert!(Opt::try_parse_from(both).is_err());
+        let file = [&base[..], &["--secret-file", "/f", "--region", "eu"]].concat();
+        match Opt::try_parse_from(file).unwrap().cmd {
+            Command::Remote(RemoteOperation::Add {
+                region,
+                secret_file,
+                ..
+            }) => {
+                assert_eq!(region, "eu");
+                assert_eq!(secret_file, Some(PathBuf::from("/f")));
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bucket_replication_resync() {
+        let opt = Opt::try_parse_from([
+            "garage",
+            "bucket",
+            "replication",
+            "resync",
+            "photos",
+            "--all",
+        ])
+        .unwrap();
+        match opt.cmd {
+            Command::Bucket(BucketOperation::Replication(BucketReplicationOperation::Resync {
+                bucket,
+                all,
+            })) => {
+                assert_eq!(bucket, "photos");
+                assert!(all);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
     }
 
     #[test]

@@ -55,6 +55,7 @@ fn main() -> ExitCode {
         | Command::AdminToken(_)
         | Command::Kms(_)
         | Command::Topic(_)
+        | Command::Remote(_)
         | Command::Upgrade(_)
         | Command::JsonApi { .. }
         | Command::Worker(_) => run_admin(&opt),

@@ -146,6 +146,15 @@ pub fn run(opt: &Opt) -> anyhow::Result<()> {
             garage_notify::DeliveryWorker::new(garage.clone()),
             exit_rx.clone(),
         ));
+        let replication = garage_api::replication::worker::ReplicationWorker::new(s3_api(
+            &config, &garage,
+        ))
+        .map_err(|e| anyhow::anyhow!("bucket replication: {e}"))?;
+        tasks.push(worker::runner::spawn(
+            &system.workers,
+            replication,
+            exit_rx.clone(),
+        ));
         let admin_rpc =
             AdminRpcHandler::install(&system.netapp, garage.clone(), node_config(&config));
         // The handler holds the endpoint weakly; this keeps it for the

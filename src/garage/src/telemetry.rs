@@ -343,6 +343,40 @@ fn describe() {
         "How long the oldest event waiting for a topic in this node's outbox has waited"
     );
     describe_counter!(
+        "replication_versions_queued_total",
+        "Versions this node queued for a bucket replication destination (one per destination)"
+    );
+    describe_counter!(
+        "replication_versions_not_queued_total",
+        "Versions not queued for replication (queue full or database error); they stay PENDING until a resync"
+    );
+    describe_counter!(
+        "replication_versions_sent_total",
+        "Versions a replication destination accepted"
+    );
+    describe_counter!(
+        "replication_bytes_sent_total",
+        Unit::Bytes,
+        "Body bytes of the versions a replication destination accepted"
+    );
+    describe_counter!(
+        "replication_versions_failed_total",
+        "Versions a replication destination refused (marked FAILED)"
+    );
+    describe_counter!(
+        "replication_send_errors_total",
+        "Failed attempts to send versions to a replication destination (retried)"
+    );
+    describe_gauge!(
+        "replication_queued_versions",
+        "Versions waiting in this node's replication queue, per destination"
+    );
+    describe_gauge!(
+        "replication_lag_seconds",
+        Unit::Seconds,
+        "How long the oldest version waiting for a destination in this node's queue has waited"
+    );
+    describe_counter!(
         "block_shards_handed_over_total",
         "Erasure-coded shards this node held for another node and handed over to it"
     );

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::BucketAccess;
 use crate::notify::config::NotificationConfig;
+use crate::replication::config::ReplicationConfig;
 use crate::object_lock::DefaultRetention;
 use crate::permission::BucketKeyPerm;
 
@@ -85,6 +86,11 @@ pub struct BucketParams {
     /// `bucket-notifications`.
     #[serde(default = "no_notifications")]
     pub notifications: Lww<Option<NotificationConfig>>,
+    /// Bucket replication (PutBucketReplication). Absent in older entries,
+    /// and left out while never set (see [`BucketParamsOut`]); set only
+    /// once the cluster allows `bucket-replication`.
+    #[serde(default = "no_replication")]
+    pub replication: Lww<Option<ReplicationConfig>>,
 }
 
 /// How [`BucketParams`] is written: its fields in their order, the last
@@ -92,7 +98,7 @@ pub struct BucketParams {
 /// cannot leave out a field before one it writes), so that a bucket that
 /// uses none of them is stored in the bytes v0.2.0 reads. They are set
 /// only once the cluster allows their features (`placement-classes`,
-/// `bucket-notifications`).
+/// `bucket-notifications`, `bucket-replication`).
 #[derive(Serialize)]
 #[serde(rename = "BucketParams")]
 struct BucketParamsOut<'a> {
@@ -117,12 +123,16 @@ struct BucketParamsOut<'a> {
     allowed_storage_classes: Option<&'a Lww<Option<Vec<String>>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     notifications: Option<&'a Lww<Option<NotificationConfig>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replication: Option<&'a Lww<Option<ReplicationConfig>>>,
 }
 
 impl Serialize for BucketParams {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let tail_unset = is_no_class_limit(&self.allowed_storage_classes)
-            && is_no_notifications(&self.notifications);
+        // Each trailing field is written if it or one after it is set.
+        let no_replication = is_no_replication(&self.replication);
+        let no_notifications = no_replication && is_no_notifications(&self.notifications);
+        let tail_unset = no_notifications && is_no_class_limit(&self.allowed_storage_classes);
         BucketParamsOut {
             creation_date: &self.creation_date,
             authorized_keys: &self.authorized_keys,
@@ -142,11 +152,19 @@ impl Serialize for BucketParams {
             default_storage_class: &self.default_storage_class,
             logging: &self.logging,
             allowed_storage_classes: (!tail_unset).then_some(&self.allowed_storage_classes),
-            notifications: (!is_no_notifications(&self.notifications))
-                .then_some(&self.notifications),
+            notifications: (!no_notifications).then_some(&self.notifications),
+            replication: (!no_replication).then_some(&self.replication),
         }
         .serialize(s)
     }
+}
+
+fn no_replication() -> Lww<Option<ReplicationConfig>> {
+    Lww::raw(0, None)
+}
+
+fn is_no_replication(l: &Lww<Option<ReplicationConfig>>) -> bool {
+    l.timestamp() == 0 && l.get().is_none()
 }
 
 fn no_notifications() -> Lww<Option<NotificationConfig>> {
@@ -450,6 +468,7 @@ impl Crdt for BucketParams {
         self.allowed_storage_classes
             .merge(&other.allowed_storage_classes);
         self.notifications.merge(&other.notifications);
+        self.replication.merge(&other.replication);
     }
 }
 
@@ -477,6 +496,7 @@ impl Bucket {
                 logging: no_logging(),
                 allowed_storage_classes: no_class_limit(),
                 notifications: no_notifications(),
+                replication: no_replication(),
             }),
         }
     }
@@ -644,6 +664,14 @@ mod tests {
             &rmp_serde::from_slice::<BucketParams>(&named).unwrap(),
             b.params().unwrap()
         );
+        // Replication alone: the two fields before it are written too.
+        let mut r = Bucket::new(Uuid::from([4; 32]));
+        r.params_mut()
+            .unwrap()
+            .replication
+            .update(Some(ReplicationConfig::default()));
+        assert_eq!(fields(r.params().unwrap()), 20);
+        assert_eq!(round_trip(&r), r);
         // A class limit alone.
         let mut c = Bucket::new(Uuid::from([3; 32]));
         c.params_mut()

@@ -75,6 +75,8 @@ pub struct Garage {
     pub writer: crate::object_write::ObjectWriter,
     /// Bucket notification topics.
     pub topic_table: Arc<Table<crate::notify::topic_table::TopicTable>>,
+    /// Bucket replication remotes.
+    pub remote_table: Arc<Table<crate::replication::remote_table::RemoteTable>>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
@@ -193,6 +195,19 @@ impl Garage {
                 .notify_max_queued_events
                 .unwrap_or(crate::notify::DEFAULT_MAX_QUEUED),
         ));
+        let remote_table = Table::new(
+            crate::replication::remote_table::RemoteTable,
+            db.clone(),
+            system.clone(),
+        )?;
+        let replicator = Arc::new(crate::replication::Replicator::new(
+            crate::notify::outbox::Outbox::open_named(&db, "replication_queue")?,
+            remote_table.clone(),
+            bucket_table.clone(),
+            config
+                .replication_max_queued_versions
+                .unwrap_or(crate::replication::DEFAULT_MAX_QUEUED),
+        ));
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
@@ -207,6 +222,7 @@ impl Garage {
             admin_token_table.clone(),
             kms_table,
             topic_table.clone(),
+            remote_table.clone(),
         ];
         let writer = crate::object_write::ObjectWriter {
             objects: object_table.clone(),
@@ -216,6 +232,7 @@ impl Garage {
             parts: mpu_part_table.clone(),
             history: history_table.clone(),
             notifier,
+            replicator,
         };
         Ok(Arc::new(Self {
             writer,
@@ -239,6 +256,7 @@ impl Garage {
             cas_registers,
             ec_catch_up,
             topic_table,
+            remote_table,
             tables,
         }))
     }

@@ -26,6 +26,7 @@ use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
 use crate::object_lock::Locked;
+use crate::replication::state::ReplicationState;
 use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
 use crate::version_table::{Version, VersionBacklink, VersionTable};
 
@@ -91,6 +92,12 @@ pub struct HistoryEntry {
     /// Tags given after the version was written (`None`: the tags it was
     /// written with).
     pub tags: Lww<Option<Vec<(String, String)>>>,
+    /// Its replication state (see [`crate::replication::state`]). Absent
+    /// in older entries, and left out while empty, so that a version of a
+    /// bucket without replication is stored in the bytes v0.2.0 reads
+    /// (set only once the cluster allows `bucket-replication`).
+    #[serde(default, skip_serializing_if = "ReplicationState::is_empty")]
+    pub replication: ReplicationState,
 }
 
 impl HistoryEntry {
@@ -102,6 +109,7 @@ impl HistoryEntry {
             version,
             deleted: Bool::new(false),
             tags: Lww::raw(0, None),
+            replication: ReplicationState::default(),
         }
     }
 
@@ -148,6 +156,7 @@ impl Crdt for HistoryEntry {
         self.version.acl.merge(&other.version.acl);
         self.deleted.merge(&other.deleted);
         self.tags.merge(&other.tags);
+        self.replication.merge(&other.replication);
     }
 }
 

@@ -43,6 +43,7 @@ pub mod object_table;
 pub mod object_write;
 pub mod permission;
 pub mod purge;
+pub mod replication;
 pub mod tags;
 pub mod upload_parts;
 pub mod version_table;

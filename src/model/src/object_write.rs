@@ -27,7 +27,11 @@
 //! the node's own work): once the write is done, and before the caller
 //! answers its client, the bucket notification event it makes (if the
 //! bucket has a rule for it) is committed to this node's outbox
-//! ([`crate::notify`]).
+//! ([`crate::notify`]). A new version that the bucket's replication rules
+//! send somewhere is written with those destinations pending in its
+//! history entry, and queued for them at the same point
+//! ([`crate::replication`]). A replica's write (`Cause::replica`) is
+//! marked so in its history entry, and sent nowhere.
 
 use std::sync::Arc;
 
@@ -41,6 +45,8 @@ use crate::bucket_table::Versioning;
 use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
 use crate::mpu_table::{MpuPartTable, MpuTable, MultipartUpload};
 use crate::notify::{Cause, Notifier};
+use crate::replication::state::ReplicationState;
+use crate::replication::{Replicator, Task};
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
     MAX_RESTAMPS,
@@ -81,6 +87,9 @@ pub struct ObjectWriter {
     /// Bucket notifications: each write's event is queued here once the
     /// write is done, before the caller answers its client.
     pub notifier: Arc<Notifier>,
+    /// Bucket replication: each new version's destinations are pending in
+    /// its history entry, and queued here once it is written.
+    pub replicator: Arc<Replicator>,
 }
 
 impl ObjectWriter {
@@ -155,17 +164,27 @@ impl ObjectWriter {
         todo: Vec<(String, ObjectVersion, Option<&BlockList>)>,
         cause: &Cause,
     ) -> Result<Vec<(String, ObjectVersion)>, WriteError> {
-        let written = self.write_ordered(bucket, todo).await?;
-        for (key, v) in &written {
+        let mut plans = Vec::with_capacity(todo.len());
+        for (key, v, _) in &todo {
+            plans.push(self.replicator.plan(bucket, key, v, cause).await);
+        }
+        let written = self.write_ordered(bucket, todo, &plans).await?;
+        for ((key, v), dests) in written.iter().zip(&plans) {
+            self.replicator
+                .enqueue(&Task::of(bucket, key, v), dests)
+                .await;
             self.notify(bucket, key, v, false, v.timestamp, cause).await;
         }
         Ok(written)
     }
 
+    /// `plans[i]`: the replication destinations of `todo[i]`, pending in
+    /// its history entry.
     async fn write_ordered(
         &self,
         bucket: Uuid,
         mut todo: Vec<(String, ObjectVersion, Option<&BlockList>)>,
+        plans: &[Vec<String>],
     ) -> Result<Vec<(String, ObjectVersion)>, WriteError> {
         let mut done: Vec<Option<ObjectVersion>> = vec![None; todo.len()];
         // Indices in `todo` still to write.
@@ -178,7 +197,11 @@ impl ObjectWriter {
             let hs: Vec<HistoryEntry> = left
                 .iter()
                 .filter(|&&i| todo[i].1.in_history() && todo[i].1.is_complete())
-                .map(|&i| HistoryEntry::new(bucket, &todo[i].0, todo[i].1.clone()))
+                .map(|&i| {
+                    let mut h = HistoryEntry::new(bucket, &todo[i].0, todo[i].1.clone());
+                    h.replication = ReplicationState::pending(plans[i].iter().cloned());
+                    h
+                })
                 .collect();
             let history = async {
                 match hs.is_empty() {
@@ -308,17 +331,30 @@ impl ObjectWriter {
         versions: Vec<ObjectVersion>,
         cause: &Cause,
     ) -> Result<(), garage_table::Error> {
-        let hs: Vec<HistoryEntry> = versions
-            .iter()
-            .filter(|v| v.in_history() && v.is_complete())
-            .map(|v| HistoryEntry::new(bucket, key, v.clone()))
-            .collect();
-        // The event is the newest complete version's (a commit).
+        // The event is the newest complete version's (a commit); it is
+        // the one replicated, unless the write is a replica's.
         let newest = versions
             .iter()
             .filter(|v| v.is_complete())
             .max_by_key(|v| v.sort_key())
             .cloned();
+        let dests = match &newest {
+            Some(v) => self.replicator.plan(bucket, key, v, cause).await,
+            None => Vec::new(),
+        };
+        let hs: Vec<HistoryEntry> = versions
+            .iter()
+            .filter(|v| v.in_history() && v.is_complete())
+            .map(|v| {
+                let mut h = HistoryEntry::new(bucket, key, v.clone());
+                if cause.replica {
+                    h.replication = ReplicationState::replica();
+                } else if newest.as_ref().is_some_and(|n| n.uuid == v.uuid) {
+                    h.replication = ReplicationState::pending(dests.iter().cloned());
+                }
+                h
+            })
+            .collect();
         let obj = Object::new(bucket, key.to_string(), versions);
         if hs.is_empty() {
             self.objects.insert(&obj).await?;
@@ -327,6 +363,9 @@ impl ObjectWriter {
             a.and(b)?;
         }
         if let Some(v) = newest {
+            self.replicator
+                .enqueue(&Task::of(bucket, key, &v), &dests)
+                .await;
             self.notify(bucket, key, &v, false, v.timestamp, cause)
                 .await;
         }

@@ -21,6 +21,7 @@ mod layout;
 pub(crate) mod node;
 mod objects;
 mod openapi;
+pub(crate) mod remote;
 pub(crate) mod token;
 pub(crate) mod topic;
 
@@ -69,6 +70,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = token::routes(r);
     let r = kms::routes(r);
     let r = topic::routes(r);
+    let r = remote::routes(r);
     let r = objects::routes(r);
     r.split_for_parts()
 }

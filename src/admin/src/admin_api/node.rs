@@ -24,6 +24,7 @@ pub fn routes(r: OpenApiRouter<St>) -> OpenApiRouter<St> {
         .routes(routes!(get_node_metrics_history))
         .routes(routes!(get_node_storage))
         .routes(routes!(get_notification_backlog))
+        .routes(routes!(get_replication_backlog))
         .routes(routes!(get_node_statistics))
         .routes(routes!(launch_repair_operation))
         .routes(routes!(list_workers))
@@ -82,6 +83,18 @@ pub async fn get_notification_backlog(
     Query(q): Query<NodeQuery>,
 ) -> Answer<MultiResponse<Vec<crate::ops::topic::TopicBacklog>>> {
     on_nodes(&st, &q.node, NodeRequest::GetNotificationBacklog).await
+}
+
+/// The versions each node's replication queue holds, per destination
+/// (`REMOTE/BUCKET`, those with versions waiting only), and when the
+/// oldest was queued.
+#[utoipa::path(get, path = "/v2/GetReplicationBacklog", tag = "Bucket replication", params(NodeQuery),
+    responses((status = 200, body = MultiResponse<Vec<crate::ops::remote::ReplicationBacklog>>), (status = 404, body = ErrorBody)))]
+pub async fn get_replication_backlog(
+    State(st): State<St>,
+    Query(q): Query<NodeQuery>,
+) -> Answer<MultiResponse<Vec<crate::ops::remote::ReplicationBacklog>>> {
+    on_nodes(&st, &q.node, NodeRequest::GetReplicationBacklog).await
 }
 
 /// Version and metadata engine of nodes.

@@ -118,6 +118,12 @@ mod tests {
         ("POST", "/v2/CreateTopic"),
         ("POST", "/v2/DeleteTopic"),
         ("GET", "/v2/GetNotificationBacklog"),
+        ("GET", "/v2/ListRemotes"),
+        ("GET", "/v2/GetRemoteInfo"),
+        ("POST", "/v2/AddRemote"),
+        ("POST", "/v2/DeleteRemote"),
+        ("POST", "/v2/ResyncBucketReplication"),
+        ("GET", "/v2/GetReplicationBacklog"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {
@@ -178,6 +184,9 @@ mod tests {
             "GetClusterLayoutResponse",
             "GetKeyInfoResponse",
             "GetBucketInfoResponse",
+            "RemoteInfo",
+            "AddRemoteRequest",
+            "ReplicationBacklog",
             "ErrorBody",
         ] {
             assert!(schemas.contains_key(s), "schema {s} missing");

@@ -114,6 +114,10 @@ pub struct GetBucketInfoResponse {
     /// order (empty: none).
     #[serde(default)]
     pub lifecycle_rules: Vec<GetBucketInfoLifecycleRule>,
+    /// The replication rules PutBucketReplication set, in their order
+    /// (empty: none).
+    #[serde(default)]
+    pub replication_rules: Vec<GetBucketInfoReplicationRule>,
 }
 
 fn standard() -> String {
@@ -143,6 +147,45 @@ pub struct GetBucketInfoLifecycleRule {
     pub filter: String,
     /// What it does, e.g. `expire 30 days after creation`.
     pub actions: Vec<String>,
+}
+
+/// One replication rule of a bucket.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GetBucketInfoReplicationRule {
+    pub id: String,
+    /// Among the rules of one destination that take a version, the
+    /// highest decides.
+    pub priority: i32,
+    pub enabled: bool,
+    /// The keys it takes (none: every key).
+    pub prefix: Option<String>,
+    /// The tags a version must have, as `KEY=VALUE`.
+    pub tags: Vec<String>,
+    /// Its `Destination.Bucket`: `arn:garage:s3:::REMOTE/BUCKET`.
+    pub destination: String,
+    /// The storage class the destination's writes name.
+    pub storage_class: Option<String>,
+    /// Delete markers are replicated too.
+    pub delete_markers: bool,
+    /// Versions written before the rule are queued when it is set.
+    pub existing_objects: bool,
+}
+
+impl From<&garage_model::replication::config::ReplicationRule> for GetBucketInfoReplicationRule {
+    fn from(r: &garage_model::replication::config::ReplicationRule) -> Self {
+        GetBucketInfoReplicationRule {
+            id: r.id.clone(),
+            priority: r.priority,
+            enabled: r.enabled,
+            prefix: r.prefix.clone(),
+            tags: r.tags.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            destination: r.destination.arn(),
+            storage_class: r.destination.storage_class.clone(),
+            delete_markers: r.delete_markers,
+            existing_objects: r.existing_objects,
+        }
+    }
 }
 
 impl From<&garage_model::bucket_table::CorsRule> for GetBucketInfoCorsRule {
@@ -384,6 +427,13 @@ pub async fn bucket_info(g: &Garage, b: &Bucket) -> Result<GetBucketInfoResponse
             .flatten()
             .map(Into::into)
             .collect(),
+        replication_rules: p
+            .replication
+            .get()
+            .iter()
+            .flat_map(|c| c.rules.iter())
+            .map(Into::into)
+            .collect(),
     })
 }
 
@@ -454,6 +504,13 @@ pub async fn get_bucket_info(
     g: &Garage,
     q: GetBucketInfoQuery,
 ) -> Result<GetBucketInfoResponse, ApiError> {
+    let b = find_bucket(g, q).await?;
+    bucket_info(g, &b).await
+}
+
+/// The bucket `q` names: by `id`, `globalAlias` or `search` (exactly
+/// one).
+pub async fn find_bucket(g: &Garage, q: GetBucketInfoQuery) -> Result<Bucket, ApiError> {
     let m = g.metadata();
     let b = match (q.id, q.global_alias, q.search) {
         (Some(id), None, None) => bucket_by_id(&m, &id).await?,
@@ -471,7 +528,7 @@ pub async fn get_bucket_info(
             ))
         }
     };
-    bucket_info(g, &b).await
+    Ok(b)
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
@@ -1195,4 +1252,37 @@ pub async fn bucket_counts(g: &Garage, id: &Uuid) -> Result<Counts, ApiError> {
         }
         None => Default::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use garage_model::replication::config::{Destination, ReplicationRule};
+
+    #[test]
+    fn replication_rules_are_shown_with_their_destination_arn() {
+        let rule = ReplicationRule {
+            id: "to-dr".into(),
+            priority: 2,
+            enabled: true,
+            prefix: Some("logs/".into()),
+            tags: vec![("k".into(), "v".into())],
+            destination: Destination {
+                remote: "dr".into(),
+                bucket: "photos".into(),
+                storage_class: None,
+            },
+            delete_markers: true,
+            existing_objects: false,
+        };
+        let shown = GetBucketInfoReplicationRule::from(&rule);
+        assert_eq!(shown.destination, "arn:garage:s3:::dr/photos");
+        assert_eq!(shown.tags, ["k=v"]);
+        assert_eq!(shown.prefix.as_deref(), Some("logs/"));
+        assert_eq!((shown.priority, shown.enabled), (2, true));
+        assert!(shown.delete_markers && !shown.existing_objects);
+        let json = serde_json::to_value(&shown).unwrap();
+        assert_eq!(json["deleteMarkers"], true);
+        assert_eq!(json["destination"], "arn:garage:s3:::dr/photos");
+    }
 }

@@ -34,6 +34,8 @@ pub enum ApiError {
     #[error("{0}")]
     NoSuchTopic(String),
     #[error("{0}")]
+    NoSuchRemote(String),
+    #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
     BucketAlreadyExists(String),
@@ -60,6 +62,7 @@ impl ApiError {
             ApiError::NoSuchObject(_) => "NoSuchObject",
             ApiError::NoSuchKmsKey(_) => "NoSuchKmsKey",
             ApiError::NoSuchTopic(_) => "NoSuchTopic",
+            ApiError::NoSuchRemote(_) => "NoSuchRemote",
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -82,6 +85,7 @@ impl ApiError {
             | ApiError::NoSuchObject(_)
             | ApiError::NoSuchKmsKey(_)
             | ApiError::NoSuchTopic(_)
+            | ApiError::NoSuchRemote(_)
             | ApiError::NotFound(_) => 404,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)
@@ -153,5 +157,7 @@ mod tests {
         assert_eq!(e.status(), 409);
         let e: ApiError = HelperError::BadName("B!".into()).into();
         assert_eq!((e.status(), e.code()), (400, "InvalidBucketName"));
+        let e = ApiError::NoSuchRemote("r".into());
+        assert_eq!((e.status(), e.code()), (404, "NoSuchRemote"));
     }
 }

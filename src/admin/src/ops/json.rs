@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::kms::{KmsKeyQuery, KmsRequest, KmsResponse};
 use super::node::{MultiResponse, NodeRequest, NodeResponse};
+use super::remote::{RemoteQuery, RemoteRequest, RemoteResponse};
 use super::token::{pattern, TokenQuery, TokenRequest, TokenResponse};
 use super::topic::{TopicQuery, TopicRequest, TopicResponse};
 use super::{AdminRequest, AdminResponse};
@@ -132,6 +133,11 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
         "GetTopicInfo" => R::Topic(TopicRequest::Info(topic(f)?)),
         "CreateTopic" => R::Topic(TopicRequest::Create(body(take(f))?)),
         "DeleteTopic" => R::Topic(TopicRequest::Delete(topic(f)?)),
+        "ListRemotes" => R::Remote(RemoteRequest::List),
+        "GetRemoteInfo" => R::Remote(RemoteRequest::Info(remote(f)?)),
+        "AddRemote" => R::Remote(RemoteRequest::Add(body(take(f))?)),
+        "DeleteRemote" => R::Remote(RemoteRequest::Delete(remote(f)?)),
+        "ResyncBucketReplication" => R::ResyncBucketReplication(body(take(f))?),
         "PresignS3Request" => R::PresignS3Request(body(take(f))?),
         _ => {
             // A node-local operation: `node` is `self` unless given.
@@ -158,6 +164,7 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
                 "CreateMetadataSnapshot" => N::CreateMetadataSnapshot,
                 "GetNodeStorage" => N::GetNodeStorage,
                 "GetNotificationBacklog" => N::GetNotificationBacklog,
+                "GetReplicationBacklog" => N::GetReplicationBacklog,
                 other => {
                     return Err(format!(
                         "no admin API endpoint {other}: see /v2/openapi.json for the list"
@@ -187,6 +194,10 @@ fn kms_key(f: &mut Map<String, Value>) -> Result<String, String> {
 
 fn topic(f: &mut Map<String, Value>) -> Result<String, String> {
     Ok(query::<TopicQuery>(f, &["name"])?.name)
+}
+
+fn remote(f: &mut Map<String, Value>) -> Result<String, String> {
+    Ok(query::<RemoteQuery>(f, &["name"])?.name)
 }
 
 /// The JSON the HTTP API answers for `r`.
@@ -220,7 +231,12 @@ pub fn answer(r: AdminResponse) -> Value {
         A::Kms(KmsResponse::Key(x)) => serde_json::to_value(x),
         A::Topic(TopicResponse::Topics(x)) => serde_json::to_value(x),
         A::Topic(TopicResponse::Topic(x)) => serde_json::to_value(x),
-        A::Topic(TopicResponse::Deleted) | A::Done => Ok(Value::Null),
+        A::Remote(RemoteResponse::Remotes(x)) => serde_json::to_value(x),
+        A::Remote(RemoteResponse::Remote(x)) => serde_json::to_value(x),
+        A::ReplicationResynced(x) => serde_json::to_value(x),
+        A::Topic(TopicResponse::Deleted) | A::Remote(RemoteResponse::Deleted) | A::Done => {
+            Ok(Value::Null)
+        }
     };
     v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
 }
@@ -245,6 +261,7 @@ pub fn node_answer(m: MultiResponse<NodeResponse>) -> Value {
             A::MetricsHistory(x) => serde_json::to_value(x),
             A::Storage(x) => serde_json::to_value(x),
             A::NotificationBacklog(x) => serde_json::to_value(x),
+            A::ReplicationBacklog(x) => serde_json::to_value(x),
         };
         v.unwrap_or_else(|e| Value::String(format!("cannot write the answer as JSON: {e}")))
     };
@@ -309,6 +326,86 @@ mod tests {
         assert_eq!(node, "*");
         assert!(matches!(req, NodeRequest::GetNotificationBacklog));
         assert!(call("GetTopicInfo", "{}").unwrap_err().contains("name"));
+    }
+
+    #[test]
+    fn remote_requests_are_read() {
+        let Call::Op(AdminRequest::Remote(RemoteRequest::Add(r))) = call(
+            "AddRemote",
+            r#"{"name": "dr", "endpoint": "http://h:3900", "accessKeyId": "GK1", "secretAccessKey": "s3cr3t"}"#,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (r.name.as_str(), r.endpoint.as_str()),
+            ("dr", "http://h:3900")
+        );
+        assert_eq!(r.region, "garage");
+        assert_eq!(r.access_key_id, "GK1");
+        assert_eq!(r.secret_access_key, "s3cr3t");
+        let Call::Op(AdminRequest::Remote(RemoteRequest::Add(r))) = call(
+            "AddRemote",
+            r#"{"name": "dr", "endpoint": "https://s3.example.org", "region": "eu-west-1", "accessKeyId": "AK", "secretAccessKey": "s"}"#,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.region, "eu-west-1");
+        let e = call("AddRemote", r#"{"name": "dr", "endpoint": "http://h"}"#).unwrap_err();
+        assert!(e.contains("accessKeyId"), "{e}");
+        let Call::Op(AdminRequest::Remote(RemoteRequest::Info(n))) =
+            call("GetRemoteInfo", r#"{"name": "dr"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(n, "dr");
+        let Call::Op(AdminRequest::Remote(RemoteRequest::Delete(n))) =
+            call("DeleteRemote", r#"{"name": "dr"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(n, "dr");
+        assert!(matches!(
+            call("ListRemotes", "").unwrap(),
+            Call::Op(AdminRequest::Remote(RemoteRequest::List))
+        ));
+        assert!(call("DeleteRemote", "{}").unwrap_err().contains("name"));
+        let Call::OnNodes { node, req } =
+            call("GetReplicationBacklog", r#"{"node": "*"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(node, "*");
+        assert!(matches!(req, NodeRequest::GetReplicationBacklog));
+    }
+
+    #[test]
+    fn resync_requests_are_read() {
+        let Call::Op(AdminRequest::ResyncBucketReplication(r)) =
+            call("ResyncBucketReplication", r#"{"globalAlias": "photos"}"#).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(r.global_alias.as_deref(), Some("photos"));
+        assert_eq!(r.bucket_id, None);
+        assert!(!r.all);
+        let Call::Op(AdminRequest::ResyncBucketReplication(r)) = call(
+            "ResyncBucketReplication",
+            r#"{"bucketId": "0123", "all": true}"#,
+        )
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.bucket_id.as_deref(), Some("0123"));
+        assert!(r.all);
+        let a = answer(AdminResponse::ReplicationResynced(
+            super::super::remote::ResyncBucketReplicationResponse {
+                versions: 3,
+                queued: 2,
+            },
+        ));
+        assert_eq!(a, serde_json::json!({"versions": 3, "queued": 2}));
     }
 
     #[test]

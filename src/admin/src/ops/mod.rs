@@ -19,6 +19,7 @@ pub mod kms;
 pub mod layout;
 pub mod node;
 pub mod presign;
+pub mod remote;
 pub mod repair;
 pub mod stats;
 pub mod token;
@@ -41,7 +42,7 @@ pub struct NodeConfig {
 }
 
 /// A cluster-wide admin operation (the cluster, its layout, buckets, keys,
-/// admin tokens, KMS keys, notification topics), as the CLI sends it to a node. Node-local operations are
+/// admin tokens, KMS keys, notification topics, replication remotes), as the CLI sends it to a node. Node-local operations are
 /// [`node::NodeRequest`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum AdminRequest {
@@ -91,6 +92,12 @@ pub enum AdminRequest {
     /// Bucket notification topics (sent only to nodes of v0.3.0 and
     /// later).
     Topic(topic::TopicRequest),
+    /// Bucket replication remotes (sent only to nodes of v0.3.0 and
+    /// later).
+    Remote(remote::RemoteRequest),
+    /// Queues a bucket's versions for replication again, on the node
+    /// reached.
+    ResyncBucketReplication(remote::ResyncBucketReplicationRequest),
 }
 
 /// The answer to an [`AdminRequest`].
@@ -118,6 +125,8 @@ pub enum AdminResponse {
     /// Done, nothing to say (deletions).
     Done,
     Topic(topic::TopicResponse),
+    Remote(remote::RemoteResponse),
+    ReplicationResynced(remote::ResyncBucketReplicationResponse),
 }
 
 /// Runs one admin operation on this node.
@@ -180,5 +189,7 @@ pub async fn run(
         R::Token(r) => A::Token(token::handle(g, r).await?),
         R::Kms(r) => A::Kms(kms::handle(g, r).await?),
         R::Topic(r) => A::Topic(topic::handle(g, r).await?),
+        R::Remote(r) => A::Remote(remote::handle(g, r).await?),
+        R::ResyncBucketReplication(r) => A::ReplicationResynced(remote::resync(g, r).await?),
     })
 }

@@ -36,6 +36,9 @@ pub enum NodeRequest {
     /// The events this node's notification outbox holds, per topic; not
     /// served by nodes of earlier releases.
     GetNotificationBacklog,
+    /// The versions this node's replication queue holds, per destination;
+    /// not served by nodes of earlier releases.
+    GetReplicationBacklog,
 }
 
 /// The answer to a [`NodeRequest`], one variant per request.
@@ -56,6 +59,7 @@ pub enum NodeResponse {
     MetricsHistory(super::history::MetricsHistory),
     Storage(stats::NodeStorage),
     NotificationBacklog(Vec<super::topic::TopicBacklog>),
+    ReplicationBacklog(Vec<super::remote::ReplicationBacklog>),
 }
 
 /// The answers of a node-local operation run on several nodes.
@@ -135,6 +139,7 @@ node_answer!(
     super::history::MetricsHistory => MetricsHistory,
     stats::NodeStorage => Storage,
     Vec<super::topic::TopicBacklog> => NotificationBacklog,
+    Vec<super::remote::ReplicationBacklog> => ReplicationBacklog,
 );
 
 /// Runs a node-local operation on this node.
@@ -160,6 +165,7 @@ pub async fn run(g: &Arc<Garage>, req: NodeRequest) -> Result<NodeResponse, ApiE
         NodeRequest::GetNotificationBacklog => {
             A::NotificationBacklog(super::topic::node_backlog(g))
         }
+        NodeRequest::GetReplicationBacklog => A::ReplicationBacklog(super::remote::node_backlog(g)),
         NodeRequest::GetNodeStatistics => {
             let stats = stats::node_stats(g).await;
             let stats = stats.map_err(ApiError::Internal)?;

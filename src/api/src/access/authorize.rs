@@ -110,6 +110,9 @@ pub struct Access {
     /// The bucket's enabled lifecycle rules with an Expiration (for
     /// `x-amz-expiration`; usually none).
     pub expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
+    /// The bucket has replication rules (reads then show a version's
+    /// replication state, one more read).
+    pub replicated: bool,
 }
 
 impl Access {
@@ -255,8 +258,12 @@ impl Api {
                 })
                 .unwrap_or_default(),
         );
+        let replicated = bucket
+            .params()
+            .is_some_and(|p| p.replication.get().is_some());
         Ok(Decider {
             expiration_rules,
+            replicated,
             bucket: id,
             name: name.to_string(),
             by_key,
@@ -279,6 +286,7 @@ pub struct Decider {
     access: BucketAccess,
     policy: Option<Policy>,
     expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
+    replicated: bool,
 }
 
 impl Decider {
@@ -322,6 +330,7 @@ impl Decider {
             grant: Grant::Granted,
             signed,
             expiration_rules: self.expiration_rules.clone(),
+            replicated: self.replicated,
         };
         let decision = self.policy.as_ref().map(|p| {
             p.evaluate(&crate::access::policy::Request {
@@ -364,6 +373,7 @@ impl Decider {
                 grant: Grant::IfObjectAcl(Box::new(access.clone())),
                 signed,
                 expiration_rules: self.expiration_rules.clone(),
+                replicated: self.replicated,
             });
         }
         Err(match &self.refusal {

@@ -263,6 +263,7 @@ async fn write_log_object(api: &Arc<Api>, t: &Target, key: &str, text: &str) -> 
         crate::objects::write::Commit {
             cond: None,
             cause: &garage_model::notify::Cause::silent(),
+            replica: None,
         },
         &place,
     )

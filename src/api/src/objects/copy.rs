@@ -105,6 +105,8 @@ impl Api {
         } else {
             without_sse(&cur.meta.headers)
         };
+        // A copy of a replica is no replica.
+        headers.retain(|(k, _)| k != garage_model::replication::STATUS_HEADER);
         // Tags: the source's current ones (directive COPY, the default),
         // or the request's (REPLACE).
         let tags = match i.tagging_directive.as_ref().map(|d| d.as_str()) {
@@ -174,6 +176,7 @@ impl Api {
                     crate::objects::write::Commit {
                         cond: None,
                         cause: &cause,
+                        replica: None,
                     },
                     &place,
                 )

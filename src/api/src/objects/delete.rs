@@ -51,6 +51,13 @@ impl Api {
                 out.version_id = Some(vid.to_string());
                 out.delete_marker = was_marker.then_some(true);
             }
+            None if req.headers.contains_key(crate::objects::replica::REPLICA_HEADER) => {
+                let marker = self
+                    .delete_as_replica(&req.headers, &who, bucket, &i.key, cause)
+                    .await?;
+                out.version_id = Some(marker.to_string());
+                out.delete_marker = Some(true);
+            }
             None => {
                 let versioning = self.versioning_of(bucket).await?;
                 let marker = self

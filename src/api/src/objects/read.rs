@@ -101,6 +101,7 @@ macro_rules! read_output {
             metadata: stored.user(),
             parts_count: a.parts_count,
             version_id: a.cur.version_id.clone(),
+            replication_status: a.replication.map(|s| ReplicationStatus::from(s.to_string())),
             ..Default::default()
         };
         crate::set_sse!(out, SseFields::of(a.sse.as_ref(), $region));
@@ -136,6 +137,8 @@ pub struct ReadAnswer {
     pub expiration: Option<String>,
     pub range: Option<std::ops::Range<u64>>,
     pub parts_count: Option<i32>,
+    /// `x-amz-replication-status`.
+    pub replication: Option<&'static str>,
 }
 
 impl ReadAnswer {
@@ -462,7 +465,9 @@ impl Api {
             cur.timestamp,
         );
         let (range, parts_count) = self.requested_range(&cur, r.range, r.part_number).await?;
+        let replication = self.replication_status(&access, r.key, &cur).await;
         Ok(ReadAnswer {
+            replication,
             cur,
             sse,
             expiration,

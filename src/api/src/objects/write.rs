@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use garage_model::bucket_table::Versioning;
 use garage_model::object_table::{
-    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState,
+    ObjectVersion, ObjectVersionData, ObjectVersionMeta, ObjectVersionState, VersionId,
 };
 use garage_model::version_table::VersionBacklink;
 use garage_util::data::{gen_uuid, Uuid};
@@ -23,6 +23,7 @@ use crate::objects::block_writer::{
     md5_of, parse_content_md5, write_blocks, BlockTarget, BodyChecks, Chunker, BLOCK_SIZE,
     INLINE_MAX,
 };
+use crate::objects::replica::Replica;
 use crate::request::Ctx;
 use crate::versions::object_lock::Placement;
 
@@ -97,6 +98,9 @@ impl Written {
 pub struct Commit<'a> {
     pub cond: Option<&'a WriteConditions>,
     pub cause: &'a Cause,
+    /// Written by another cluster's replication, under the source's
+    /// version id and stamp (see [`crate::objects::replica`]).
+    pub replica: Option<&'a Replica>,
 }
 
 impl Api {
@@ -127,8 +131,10 @@ impl Api {
         if let Some(k) = sse {
             headers.extend(k.stored_pairs());
         }
-        let uuid = gen_uuid();
-        let timestamp = stamp();
+        let (uuid, timestamp) = match commit.replica {
+            Some(r) => (r.uuid, r.timestamp),
+            None => (gen_uuid(), stamp()),
+        };
         let mut chunker = Chunker::new(body);
         let first = chunker.next(BLOCK_SIZE).await?.unwrap_or_default();
         if first.len() <= INLINE_MAX {
@@ -144,7 +150,8 @@ impl Api {
                 }
                 None => None,
             };
-            let etag = crate::encryption::sse::etag_of(sse, &md5);
+            let etag = replica_etag(commit)
+                .unwrap_or_else(|| crate::encryption::sse::etag_of(sse, &md5));
             let size = first.len() as u64;
             let data = match sse {
                 Some(k) => k.seal(&first),
@@ -214,13 +221,18 @@ impl Api {
         let (w, sum) = match checked {
             Ok(w) => w,
             Err(e) => {
-                self.writer
-                    .abort_version(bucket, key, uuid, timestamp, versioning)
-                    .await;
+                // A replica's version id is the source's: it is written
+                // again by the next try (an aborted version stays so).
+                if commit.replica.is_none() {
+                    self.writer
+                        .abort_version(bucket, key, uuid, timestamp, versioning)
+                        .await;
+                }
                 return Err(e);
             }
         };
-        let etag = crate::encryption::sse::etag_of(sse, &w.md5);
+        let etag =
+            replica_etag(commit).unwrap_or_else(|| crate::encryption::sse::etag_of(sse, &w.md5));
         headers.extend(sum.clone());
         let mut complete = ObjectVersion::new(
             uuid,
@@ -264,7 +276,18 @@ impl Api {
         commit: Commit<'_>,
         retimable: bool,
     ) -> ApiResult<ObjectVersion> {
-        let Commit { cond, cause } = commit;
+        let Commit {
+            cond,
+            cause,
+            replica,
+        } = commit;
+        if replica.is_some() {
+            // Unordered: the source ordered it among its key's writes.
+            self.writer
+                .update_versions(bucket, key, vec![version.clone()], cause)
+                .await?;
+            return Ok(version);
+        }
         let Some(cond) = cond else {
             return Ok(self
                 .writer
@@ -298,11 +321,22 @@ impl Api {
             true => Op::Post,
             false => Op::Put,
         };
-        let cause = crate::request::cause(&req.extensions, &who, op);
+        let mut cause = crate::request::cause(&req.extensions, &who, op);
         let bucket = access.bucket;
         let mut i = req.input;
         i.key = key;
         check_key(&i.key)?;
+        let replica = self.replica_of(&req.headers, &who, bucket).await?;
+        if let Some(r) = &replica {
+            if let Some(etag) = self.replica_written(bucket, &i.key, r).await? {
+                return Ok(S3Response::new(PutObjectOutput {
+                    version_id: Some(VersionId::Id(r.timestamp, r.uuid).to_string()),
+                    e_tag: Some(ETag::Strong(etag)),
+                    ..Default::default()
+                }));
+            }
+            cause = cause.as_replica();
+        }
         let md5 = i
             .content_md5
             .as_deref()
@@ -331,6 +365,9 @@ impl Api {
         if let Some(t) = tags {
             crate::versions::tagging::set_in_headers(&mut headers, &t);
         }
+        if replica.is_some() {
+            headers.push(Replica::stored_header());
+        }
         let expected = crate::objects::checksum::expected(&req.headers)?;
         let (place, sse) = crate::new_version_placement!(self, bucket, i, who, customer);
         let w = self
@@ -351,6 +388,7 @@ impl Api {
                 Commit {
                     cond: cond.as_ref(),
                     cause: &cause,
+                    replica: replica.as_ref(),
                 },
                 &place,
             )
@@ -369,6 +407,11 @@ impl Api {
         );
         Ok(S3Response::new(out))
     }
+}
+
+/// The ETag a replica keeps: its source's.
+fn replica_etag(commit: Commit<'_>) -> Option<String> {
+    commit.replica.and_then(|r| r.etag.clone())
 }
 
 fn check_body(

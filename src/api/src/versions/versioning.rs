@@ -312,6 +312,11 @@ impl Api {
                 "An Object Lock configuration is present on this bucket, so the versioning state cannot be changed.".into(),
             ));
         }
+        if v != Versioning::Enabled && b.params().is_some_and(|p| p.replication.get().is_some()) {
+            return Err(ApiError::InvalidBucketState(
+                "A replication configuration is present on this bucket, so you cannot change the versioning state. To change the versioning state, first delete the replication configuration.".into(),
+            ));
+        }
         self.update_bucket(b, |p| p.versioning.update(v)).await?;
         Ok(S3Response::new(PutBucketVersioningOutput::default()))
     }

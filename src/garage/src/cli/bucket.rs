@@ -6,7 +6,7 @@ use std::fmt::Write;
 use anyhow::{anyhow, bail};
 
 use super::{expect, Admin};
-use crate::args::{BucketOperation, PermOpt, WebsiteOpt};
+use crate::args::{BucketOperation, BucketReplicationOperation, PermOpt, WebsiteOpt};
 use garage_admin::columns::format as columns;
 use garage_admin::ops::bucket::{
     ApiBucketQuotas, BucketAliasRequest, BucketKeyPermChangeRequest,
@@ -15,6 +15,7 @@ use garage_admin::ops::bucket::{
     UpdateBucketWebsiteAccess,
 };
 use garage_admin::ops::key::ApiBucketKeyPerm;
+use garage_admin::ops::remote::ResyncBucketReplicationRequest;
 use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
@@ -248,6 +249,30 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
                 )
             })
         }
+        BucketOperation::Replication(BucketReplicationOperation::Resync { bucket, all }) => {
+            let b = find(admin, bucket).await?;
+            let r = expect!(
+                admin
+                    .op(R::ResyncBucketReplication(ResyncBucketReplicationRequest {
+                        bucket_id: Some(b.id.clone()),
+                        global_alias: None,
+                        all: *all,
+                    }))
+                    .await?,
+                A::ReplicationResynced(r) => r
+            )?;
+            let mut out = format!(
+                "queued {} (version, destination) pairs out of {} versions\n",
+                r.queued, r.versions
+            );
+            if b.replication_rules.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "(bucket {bucket} has no replication rules: PutBucketReplication sets them)"
+                );
+            }
+            Ok(out)
+        }
         BucketOperation::CleanupIncompleteUploads {
             older_than,
             buckets,
@@ -477,6 +502,30 @@ fn info_text(i: &GetBucketInfoResponse) -> String {
             if r.enabled { "" } else { " (disabled)" },
             format_args!(", {}", r.filter),
             r.actions.join("; ")
+        );
+    }
+    if i.replication_rules.is_empty() {
+        let _ = writeln!(out, "Replication:     none");
+    }
+    for r in &i.replication_rules {
+        let _ = writeln!(
+            out,
+            "Replication:     {}{} (priority {}), {} -> {}{}",
+            r.id,
+            if r.enabled { "" } else { " (disabled)" },
+            r.priority,
+            match (&r.prefix, r.tags.is_empty()) {
+                (None, true) => "every key".to_string(),
+                (Some(p), true) => format!("prefix {p:?}"),
+                (None, false) => format!("tags {}", r.tags.join(" ")),
+                (Some(p), false) => format!("prefix {p:?}, tags {}", r.tags.join(" ")),
+            },
+            r.destination,
+            if r.delete_markers {
+                ", with delete markers"
+            } else {
+                ""
+            }
         );
     }
     let _ = writeln!(out);

@@ -12,6 +12,7 @@ mod bucket;
 mod key;
 mod kms;
 mod layout;
+mod remote;
 mod stats;
 mod status;
 mod tokens;
@@ -204,7 +205,8 @@ impl Admin {
 pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> {
     use crate::args::{
         AdminTokenOperation as T, BlockOperation as B, BucketOperation as Bu, KeyOperation as K,
-        KmsOperation as Km, LayoutOperation as L, TopicOperation as To, WorkerOperation as W,
+        KmsOperation as Km, LayoutOperation as L, RemoteOperation as Re, TopicOperation as To,
+        WorkerOperation as W,
     };
     use serde_json::json;
     Some(match cmd {
@@ -242,6 +244,8 @@ pub fn json_request(cmd: &Command) -> Option<(&'static str, serde_json::Value)> 
         Command::Kms(Km::Info { key }) => ("GetKmsKeyInfo", json!({ "id": key })),
         Command::Topic(To::List) => ("ListTopics", json!({})),
         Command::Topic(To::Info { name }) => ("GetTopicInfo", json!({ "name": name })),
+        Command::Remote(Re::List) => ("ListRemotes", json!({})),
+        Command::Remote(Re::Info { name }) => ("GetRemoteInfo", json!({ "name": name })),
         _ => return None,
     })
 }
@@ -252,7 +256,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         let (endpoint, request) = json_request(&opt.cmd).ok_or_else(|| {
             anyhow!(
                 "--json is for read commands (status, layout show, bucket list/info, key list/info, stats, \
-                 worker list/info/get, block list-errors/info, admin-token list/info, kms list/info, topic list/info); `garage {}` with these \
+                 worker list/info/get, block list-errors/info, admin-token list/info, kms list/info, topic list/info, remote list/info); `garage {}` with these \
                  arguments changes something: call its admin API endpoint with `garage json-api` for a JSON answer",
                 opt.cmd.name()
             )
@@ -310,6 +314,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::AdminToken(op) => tokens::run(&admin, op).await,
         Command::Kms(op) => kms::run(&admin, op).await,
         Command::Topic(op) => topic::run(&admin, op).await,
+        Command::Remote(op) => remote::run(&admin, op).await,
         Command::Upgrade(op) => upgrade::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await

@@ -24,6 +24,7 @@ mod metadata_replication;
 mod metrics;
 mod notifications;
 mod placement;
+mod replication;
 mod s3;
 mod s3_access;
 mod s3_features;

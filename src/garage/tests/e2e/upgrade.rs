@@ -380,6 +380,49 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     "{}",
                 ],
             );
+            // So are replication remotes and rules (the bucket is
+            // versioned first: the check comes after the gate's).
+            let out = c.garage(
+                i,
+                &[
+                    "remote",
+                    "add",
+                    "gated-remote",
+                    "--endpoint",
+                    "http://127.0.0.1:9",
+                    "--access-key-id",
+                    "GK0",
+                    "--secret-access-key",
+                    "s",
+                ],
+            );
+            let e = stderr(&out);
+            assert!(
+                !out.status.success()
+                    && e.contains("bucket replication")
+                    && e.contains("finalized at v0.3.0"),
+                "{e}"
+            );
+            let out = aws(
+                &key,
+                &endpoint(&c, i),
+                dir.path(),
+                &[
+                    "s3api",
+                    "put-bucket-replication",
+                    "--bucket",
+                    GATED,
+                    "--replication-configuration",
+                    r#"{"Role":"r","Rules":[{"Status":"Enabled","Priority":1,"Filter":{"Prefix":""},"DeleteMarkerReplication":{"Status":"Disabled"},"Destination":{"Bucket":"arn:garage:s3:::x/y"}}]}"#,
+                ],
+            );
+            let e = stderr(&out);
+            assert!(
+                !out.status.success()
+                    && e.contains("bucket replication")
+                    && e.contains("finalized at v0.3.0"),
+                "{e}"
+            );
             // So are classes with a place and pinned buckets.
             for args in [
                 &["layout", "class", "EU", "--replication", "2"][..],

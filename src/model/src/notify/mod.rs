@@ -41,6 +41,9 @@ pub const DEFAULT_MAX_QUEUED: u64 = 1_000_000;
 pub struct Cause {
     pub op: Op,
     pub req: Option<Arc<RequestFacts>>,
+    /// Written by another cluster's replication: sent to no replication
+    /// destination (see [`crate::replication`]).
+    pub replica: bool,
 }
 
 /// The operations that write objects.
@@ -65,19 +68,26 @@ pub enum Op {
 
 impl Cause {
     pub fn new(op: Op, req: Option<Arc<RequestFacts>>) -> Self {
-        Self { op, req }
+        Self {
+            op,
+            req,
+            replica: false,
+        }
+    }
+
+    /// The same cause, for a replica's write.
+    pub fn as_replica(mut self) -> Self {
+        self.replica = true;
+        self
     }
 
     /// The node's own work that sends no event.
     pub fn silent() -> Self {
-        Self {
-            op: Op::Silent,
-            req: None,
-        }
+        Self::new(Op::Silent, None)
     }
 
     pub fn node(op: Op) -> Self {
-        Self { op, req: None }
+        Self::new(op, None)
     }
 
     /// The event of writing version `v` (a new version, or one removed

@@ -65,8 +65,14 @@ fn split_key(k: &[u8]) -> Option<(&str, u64)> {
 
 impl Outbox {
     pub fn open(db: &db::Db) -> db::Result<Self> {
-        let tree = db.open_tree("notify_outbox")?;
-        let meta = db.open_tree("notify_outbox_meta")?;
+        Self::open_named(db, "notify_outbox")
+    }
+
+    /// A queue of its own in trees `name` and `name_meta` (the replication
+    /// queue is one, its "topics" being destinations).
+    pub fn open_named(db: &db::Db, name: &str) -> db::Result<Self> {
+        let tree = db.open_tree(name)?;
+        let meta = db.open_tree(&format!("{name}_meta"))?;
         let mut backlog: BTreeMap<String, Backlog> = BTreeMap::new();
         for kv in tree.iter() {
             let (k, v) = kv?;

@@ -96,6 +96,14 @@ pub const BUCKET_NOTIFICATIONS: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Bucket replication: the `replication_remote` table, a bucket's
+/// replication rules (a field of its entry) and each version's replication
+/// state (a field of its history entry), which v0.2.0 does not know.
+pub const BUCKET_REPLICATION: Feature = Feature {
+    name: "bucket-replication",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -108,6 +116,7 @@ pub const FEATURES: &[Feature] = &[
     PLACEMENT_CLASSES,
     RECODED_BLOCKS,
     BUCKET_NOTIFICATIONS,
+    BUCKET_REPLICATION,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is

@@ -167,6 +167,11 @@ pub struct Config {
     /// before new ones are dropped (counted, logged); default 1 000 000.
     #[serde(default)]
     pub notify_max_queued_events: Option<u64>,
+    /// Versions this node's replication queue holds at most (default
+    /// 10 000 000); past it, new versions are not queued (an error line
+    /// each time; they stay PENDING until a resync).
+    #[serde(default)]
+    pub replication_max_queued_versions: Option<u64>,
     #[serde(default)]
     pub allow_world_readable_secrets: bool,
     #[serde(default)]

@@ -1,0 +1,193 @@
+//! Versions written here by another cluster's replication: a PutObject
+//! or DeleteObject with the header [`REPLICA_HEADER`], which names the
+//! version (its id: stamp and uuid) as the source wrote it. The version is
+//! written under that id and stamp, unordered (it may be older than the
+//! key's current version: it then goes into the history only), marked a
+//! replica (`x-amz-replication-status: REPLICA`, and in its history entry,
+//! so that it is never sent on: two clusters may replicate to each other).
+//! Writing the same version twice is harmless: a version this bucket has
+//! already is answered without a write.
+//!
+//! Only a key with the owner permission on the bucket may write replicas
+//! (it chooses version ids and stamps), and only when the bucket has
+//! versioning enabled and the cluster allows `bucket-replication`; a
+//! stamp more than [`MAX_AHEAD_MS`] ahead of this node's clock is refused
+//! (a replica must not win over every later write of the key).
+
+use garage_model::bucket_table::Versioning;
+use garage_model::history_table::HistoryKey;
+use garage_model::notify::Cause;
+use garage_model::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId};
+use garage_model::replication::STATUS_HEADER;
+use garage_rpc::system::versions::BUCKET_REPLICATION;
+use garage_table::EmptyKey;
+use garage_util::data::Uuid;
+
+use crate::ctx::Api;
+use crate::error::{ApiError, ApiResult};
+use crate::request::Requester;
+
+/// The request header of a replica's write: the source's version id.
+pub const REPLICA_HEADER: &str = "x-garage-replica";
+/// With it, on PutObject: the source's ETag, kept (a multipart object's
+/// ETag, `…-N`, cannot be computed again from a single body).
+pub const REPLICA_ETAG_HEADER: &str = "x-garage-replica-etag";
+
+/// How far ahead of this node's clock a replica's stamp may be.
+pub const MAX_AHEAD_MS: u64 = 3600 * 1000;
+
+/// The version a replica's write is to have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replica {
+    pub timestamp: u64,
+    pub uuid: Uuid,
+    /// The source's ETag (PutObject).
+    pub etag: Option<String>,
+}
+
+impl Replica {
+    /// The pair stored among a replica's headers.
+    pub fn stored_header() -> (String, String) {
+        (STATUS_HEADER.to_string(), "REPLICA".to_string())
+    }
+}
+
+impl Api {
+    /// The replica a request writes (none without [`REPLICA_HEADER`]),
+    /// checked: see the module.
+    pub async fn replica_of(
+        &self,
+        headers: &hyper::HeaderMap,
+        who: &Requester,
+        bucket: Uuid,
+    ) -> ApiResult<Option<Replica>> {
+        let Some(h) = headers.get(REPLICA_HEADER) else {
+            return Ok(None);
+        };
+        let given = h.to_str().unwrap_or_default();
+        let (timestamp, uuid) = match given.parse::<VersionId>() {
+            Ok(VersionId::Id(ts, uuid)) => (ts, uuid),
+            _ => {
+                return Err(ApiError::InvalidArgument(format!(
+                    "{REPLICA_HEADER} is a version id (80 hexadecimal digits), not {given:?}"
+                )))
+            }
+        };
+        if !self.blocks.system.feature_allowed(&BUCKET_REPLICATION) {
+            // The source retries: this cluster is being upgraded.
+            return Err(ApiError::Unavailable(format!(
+                "this cluster takes replicas once finalized at v{} (it is at v{})",
+                BUCKET_REPLICATION.since,
+                self.blocks.system.active_version()
+            )));
+        }
+        let b = self
+            .metadata
+            .buckets
+            .get(&EmptyKey, &bucket)
+            .await?
+            .and_then(|b| b.params().cloned())
+            .ok_or_else(|| ApiError::NoSuchBucket(bucket.to_string()))?;
+        let owner = who.key.as_ref().is_some_and(|k| {
+            b.authorized_keys
+                .get(&k.key_id)
+                .is_some_and(|p| p.allow_owner)
+        });
+        if !owner {
+            return Err(ApiError::AccessDenied(
+                "writing replicas needs the owner permission on the bucket".into(),
+            ));
+        }
+        if *b.versioning.get() != Versioning::Enabled {
+            return Err(ApiError::InvalidRequest(
+                "a replication destination bucket has versioning enabled".into(),
+            ));
+        }
+        let now = garage_util::time::now_msec();
+        if timestamp > now + MAX_AHEAD_MS {
+            return Err(ApiError::InvalidArgument(format!(
+                "the replica's version is stamped {} ms ahead of this node's clock (at most {MAX_AHEAD_MS})",
+                timestamp - now
+            )));
+        }
+        let etag = headers
+            .get(REPLICA_ETAG_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim_matches('"').to_string());
+        Ok(Some(Replica {
+            timestamp,
+            uuid,
+            etag,
+        }))
+    }
+
+    /// The ETag of the replica's version if this bucket has it already
+    /// (an empty one for a delete marker).
+    pub async fn replica_written(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        r: &Replica,
+    ) -> ApiResult<Option<String>> {
+        let hk = HistoryKey::of(key, r.timestamp, r.uuid);
+        let h = self.history.get(&bucket, &hk).await?;
+        Ok(h.filter(|h| !h.is_deleted() && h.version.is_complete())
+            .map(|h| match &h.version.state {
+                ObjectVersionState::Complete(
+                    ObjectVersionData::Inline(m, _) | ObjectVersionData::FirstBlock(m, _),
+                ) => m.etag.clone(),
+                _ => String::new(),
+            }))
+    }
+
+    /// A DeleteObject with [`REPLICA_HEADER`]: the source's delete marker,
+    /// written here under its id (once). Returns its version id.
+    pub async fn delete_as_replica(
+        &self,
+        headers: &hyper::HeaderMap,
+        who: &Requester,
+        bucket: Uuid,
+        key: &str,
+        cause: Cause,
+    ) -> ApiResult<VersionId> {
+        let r = self
+            .replica_of(headers, who, bucket)
+            .await?
+            .ok_or_else(|| ApiError::InvalidRequest(format!("no {REPLICA_HEADER}")))?;
+        if self.replica_written(bucket, key, &r).await?.is_none() {
+            let v = ObjectVersion::new(
+                r.uuid,
+                r.timestamp,
+                ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+                Versioning::Enabled,
+            );
+            self.writer
+                .update_versions(bucket, key, vec![v], &cause.as_replica())
+                .await?;
+        }
+        Ok(VersionId::Id(r.timestamp, r.uuid))
+    }
+
+    /// A version's `x-amz-replication-status`: `REPLICA` for a replica
+    /// (its headers say so); in a bucket with replication rules, the state
+    /// its history entry holds (one more read; none if it cannot be read:
+    /// the object is still served).
+    pub async fn replication_status(
+        &self,
+        access: &crate::access::authorize::Access,
+        key: &str,
+        cur: &crate::objects::read::Current,
+    ) -> Option<&'static str> {
+        if cur.meta.headers.iter().any(|(k, v)| k == STATUS_HEADER && v == "REPLICA") {
+            return Some("REPLICA");
+        }
+        if !access.replicated || cur.version_id.is_none() {
+            return None;
+        }
+        let hk = HistoryKey::of(key, cur.timestamp, cur.uuid);
+        match self.history.get(&access.bucket, &hk).await {
+            Ok(Some(h)) => h.replication.s3_status(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! Bucket replication (issue 48) between real clusters: remotes added with
+//! `garage remote add`, rules set with `aws s3api put-bucket-replication`,
+//! writes through the AWS SDK, and the destination's versions compared
+//! with the source's (ids, ETags, bodies, `REPLICA`), with the link
+//! between the clusters cut, a source node killed, and writes on both
+//! sides of two clusters that replicate to each other.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common;
+
+use common::cluster::{fresh_subnet, wait_until, Cluster};
+use common::proxy::{Net, Proxy};
+use common::s3::{aws_ok, endpoint, make_key, put_object, sdk_client};
+
+/// One cluster in a replication test: its key and a client per node.
+struct Site {
+    c: Cluster,
+    key: (String, String),
+}
+
+impl Site {
+    fn one_node() -> Self {
+        let mut c = Cluster::new(1, 1);
+        c.start_all();
+        c.apply_layout(&["dc1"], "1G");
+        let key = make_key(&c, "repl");
+        Self { c, key }
+    }
+
+    fn three_zones() -> Self {
+        let c = Cluster::three_zones();
+        let key = make_key(&c, "repl");
+        Self { c, key }
+    }
+
+    fn cli(&self, args: &[&str]) -> String {
+        aws_ok(&self.key, &endpoint(&self.c, 0), &self.c.nodes[0].dir, args)
+    }
+
+    /// A bucket with versioning enabled.
+    fn versioned_bucket(&self, name: &str) {
+        self.cli(&["s3api", "create-bucket", "--bucket", name]);
+        self.cli(&[
+            "s3api",
+            "put-bucket-versioning",
+            "--bucket",
+            name,
+            "--versioning-configuration",
+            "Status=Enabled",
+        ]);
+    }
+
+    /// Adds remote `name` (the S3 endpoint `url` with `key`) with the
+    /// CLI; returns the ARN of its bucket `bucket`.
+    fn add_remote(&self, name: &str, url: &str, key: &(String, String), bucket: &str) -> String {
+        self.c.note_secret(&key.1);
+        let out = self.c.garage_ok(
+            0,
+            &[
+                "remote",
+                "add",
+                name,
+                "--endpoint",
+                url,
+                "--access-key-id",
+                &key.0,
+                "--secret-access-key",
+                &key.1,
+            ],
+        );
+        let arn = format!("arn:garage:s3:::{name}/{bucket}");
+        assert!(out.contains(&format!("arn:garage:s3:::{name}/")), "{out}");
+        assert!(!out.contains(&key.1), "the secret is shown: {out}");
+        arn
+    }
+
+    /// Replicates `bucket` to `arn`: every key, delete markers too.
+    fn replicate(&self, bucket: &str, arn: &str) {
+        let config = serde_json::json!({
+            "Role": "arn:aws:iam::000000000000:role/replication",
+            "Rules": [{
+                "ID": "all", "Priority": 1, "Status": "Enabled",
+                "Filter": {"Prefix": ""},
+                "DeleteMarkerReplication": {"Status": "Enabled"},
+                "Destination": {"Bucket": arn},
+            }]
+        });
+        self.cli(&[
+            "s3api",
+            "put-bucket-replication",
+            "--bucket",
+            bucket,
+            "--replication-configuration",
+            &config.to_string(),
+        ]);
+    }
+}
+
+/// A version as listed: (key, version id) -> (ETag, delete marker).
+type Versions = BTreeMap<(String, String), (String, bool)>;
+
+async fn versions(cl: &aws_sdk_s3::Client, bucket: &str) -> Versions {
+    let mut out = Versions::new();
+    let (mut key_marker, mut vid_marker): (Option<String>, Option<String>) = (None, None);
+    for _ in 0..1000 {
+        let r = cl
+            .list_object_versions()
+            .bucket(bucket)
+            .set_key_marker(key_marker.clone())
+            .set_version_id_marker(vid_marker.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("ListObjectVersions: {:?}", e.into_service_error()));
+        for v in r.versions() {
+            out.insert(
+                (v.key().unwrap().into(), v.version_id().unwrap().into()),
+                (v.e_tag().unwrap_or("").into(), false),
+            );
+        }
+        for m in r.delete_markers() {
+            out.insert(
+                (m.key().unwrap().into(), m.version_id().unwrap().into()),
+                (String::new(), true),
+            );
+        }
+        if r.is_truncated() != Some(true) {
+            return out;
+        }
+        key_marker = r.next_key_marker().map(String::from);
+        vid_marker = r.next_version_id_marker().map(String::from);
+    }
+    panic!("ListObjectVersions did not end");
+}
+
+/// `x-amz-replication-status` of a version.
+async fn status(cl: &aws_sdk_s3::Client, bucket: &str, key: &str, vid: &str) -> Option<String> {
+    let r = cl
+        .head_object()
+        .bucket(bucket)
+        .key(key)
+        .version_id(vid)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("HeadObject {key} {vid}: {:?}", e.into_service_error()));
+    r.replication_status().map(|s| s.as_str().to_string())
+}
+
+/// A TCP proxy in front of `target`'s S3 endpoint, on an address of its
+/// own: the link between two clusters, which a test cuts or slows.
+fn link_to(target: &Cluster) -> (Arc<Net>, Proxy, String) {
+    let (a, b) = fresh_subnet();
+    let listen = SocketAddr::new(Ipv4Addr::new(127, a, b, 1).into(), 3900);
+    let to: SocketAddr = format!("{}:3900", target.nodes[0].ip).parse().unwrap();
+    let net = Net::new();
+    let proxy = Proxy::start(net.clone(), listen, to);
+    (net, proxy, format!("http://{listen}"))
+}
+
+/// A body of `n` bytes, different for each `seed`.
+fn body(seed: usize, n: usize) -> Vec<u8> {
+    (0..n).map(|i| ((i * 31 + seed * 7) % 251) as u8).collect()
+}
+
+#[test]
+fn versions_reach_another_cluster_through_a_cut_link_and_a_killed_node() {
+    let mut src = Site::three_zones();
+    let dst = Site::one_node();
+    dst.versioned_bucket("copy");
+    let (link, _proxy, url) = link_to(&dst.c);
+    let arn = src.add_remote("dr", &url, &dst.key, "copy");
+    src.versioned_bucket("photos");
+    // Versioning is required, and the remote must exist.
+    src.cli(&["s3api", "create-bucket", "--bucket", "plain"]);
+    let bad = common::s3::aws(
+        &src.key,
+        &endpoint(&src.c, 0),
+        &src.c.nodes[0].dir,
+        &[
+            "s3api",
+            "put-bucket-replication",
+            "--bucket",
+            "plain",
+            "--replication-configuration",
+            &serde_json::json!({"Role": "r", "Rules": [{"Status": "Enabled", "Priority": 1,
+                "Filter": {"Prefix": ""}, "DeleteMarkerReplication": {"Status": "Disabled"},
+                "Destination": {"Bucket": arn}}]})
+            .to_string(),
+        ],
+    );
+    assert!(
+        common::stderr(&bad).contains("Versioning must be 'Enabled'"),
+        "{}",
+        common::stderr(&bad)
+    );
+    src.replicate("photos", &arn);
+    let got = src.cli(&["s3api", "get-bucket-replication", "--bucket", "photos"]);
+    assert!(got.contains(&arn) && got.contains("\"all\""), "{got}");
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let clients: Vec<_> = (0..3).map(|i| sdk_client(&src.c, i, &src.key)).collect();
+    let dcl = sdk_client(&dst.c, 0, &dst.key);
+    // Sizes: inline, one block, several blocks.
+    let size = |i: usize| match i % 3 {
+        0 => 100 + i,
+        1 => 200_000 + i,
+        _ => 2_500_000 + i,
+    };
+    // Writes through the first `nodes` nodes in turn.
+    let write = |from: std::ops::Range<usize>, nodes: usize| {
+        for i in from {
+            let k = format!("p/{:03}", i % 40);
+            rt.block_on(put_object(&clients[i % nodes], "photos", &k, &body(i, size(i)), None))
+                .unwrap();
+        }
+    };
+    write(0..30, 3);
+    // The link is cut: writes go on, their versions wait.
+    link.set_isolated(dst.c.nodes[0].ip.into(), true);
+    write(30..60, 3);
+    rt.block_on(clients[0].delete_object().bucket("photos").key("p/001").send())
+        .unwrap();
+    // Node 2 dies with versions queued, and comes back.
+    src.c.kill(2);
+    write(60..70, 2);
+    src.c.start(2);
+    link.set_isolated(dst.c.nodes[0].ip.into(), false);
+
+    let want = rt.block_on(versions(&clients[0], "photos"));
+    assert_eq!(want.len(), 71, "70 versions and a delete marker");
+    wait_until(
+        "the destination has every version",
+        Duration::from_secs(180),
+        || rt.block_on(versions(&dcl, "copy")) == want,
+    );
+    // Every source version is COMPLETED, every replica is REPLICA, and
+    // the current bodies are the same.
+    for ((k, vid), (_, marker)) in &want {
+        if *marker {
+            continue;
+        }
+        assert_eq!(
+            rt.block_on(status(&clients[1], "photos", k, vid)).as_deref(),
+            Some("COMPLETED"),
+            "{k} {vid}"
+        );
+        assert_eq!(
+            rt.block_on(status(&dcl, "copy", k, vid)).as_deref(),
+            Some("REPLICA"),
+            "{k} {vid}"
+        );
+    }
+    for i in [2usize, 44, 65] {
+        let k = format!("p/{:03}", i % 40);
+        let (got, _) = rt
+            .block_on(common::s3::get_object(&dcl, "copy", &k))
+            .unwrap();
+        let (here, _) = rt
+            .block_on(common::s3::get_object(&clients[0], "photos", &k))
+            .unwrap();
+        assert!(got == here, "{k}: the replica's body differs");
+    }
+    // Nothing waits any more on any node (the admin API's backlog), and
+    // the metrics count versions sent (node 2's since its restart).
+    let backlog = src.c.json_api(0, "GetReplicationBacklog", serde_json::json!({"node": "*"}));
+    let nodes = backlog["success"].as_object().expect("per node");
+    assert_eq!(nodes.len(), 3, "{backlog}");
+    for (n, b) in nodes {
+        assert_eq!(b.as_array().map(|a| a.len()), Some(0), "{n}: {b}");
+    }
+    let sent: u64 = (0..2)
+        .map(|i| src.c.counter(i, "replication_versions_sent_total"))
+        .sum();
+    assert!(sent > 0, "{sent} versions sent");
+}
+
+#[test]
+fn two_clusters_replicating_to_each_other_converge_without_loops() {
+    let a = Site::one_node();
+    let b = Site::one_node();
+    a.versioned_bucket("shared");
+    b.versioned_bucket("shared");
+    let (_la, _pa, url_a) = link_to(&a.c);
+    let (_lb, _pb, url_b) = link_to(&b.c);
+    let to_b = a.add_remote("b", &url_b, &b.key, "shared");
+    let to_a = b.add_remote("a", &url_a, &a.key, "shared");
+    a.replicate("shared", &to_b);
+    b.replicate("shared", &to_a);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (ca, cb) = (sdk_client(&a.c, 0, &a.key), sdk_client(&b.c, 0, &b.key));
+    for i in 0..20 {
+        let (cl, n) = if i % 2 == 0 { (&ca, 10) } else { (&cb, 5_000) };
+        rt.block_on(put_object(cl, "shared", &format!("k{}", i % 7), &body(i, n), None))
+            .unwrap();
+    }
+    rt.block_on(cb.delete_object().bucket("shared").key("k3").send())
+        .unwrap();
+    wait_until(
+        "both clusters hold the same versions",
+        Duration::from_secs(120),
+        || {
+            let (va, vb) = (
+                rt.block_on(versions(&ca, "shared")),
+                rt.block_on(versions(&cb, "shared")),
+            );
+            va.len() == 21 && va == vb
+        },
+    );
+    // No version came back: each side sent its own 10 (and the marker),
+    // and the same key is current on both sides.
+    let sent_a = a.c.counter(0, "replication_versions_sent_total");
+    let sent_b = b.c.counter(0, "replication_versions_sent_total");
+    assert_eq!((sent_a, sent_b), (10, 11));
+    for k in ["k0", "k1", "k5"] {
+        let (x, _) = rt.block_on(common::s3::get_object(&ca, "shared", k)).unwrap();
+        let (y, _) = rt.block_on(common::s3::get_object(&cb, "shared", k)).unwrap();
+        assert!(x == y, "{k} differs between the clusters");
+    }
+}
+
+#[test]
+fn a_multipart_object_keeps_its_etag_and_a_refusal_is_failed() {
+    let src = Site::one_node();
+    let dst = Site::one_node();
+    dst.versioned_bucket("copy");
+    let (_l, _p, url) = link_to(&dst.c);
+    let arn = src.add_remote("dr", &url, &dst.key, "copy");
+    // A rule to a bucket the destination does not have: refused there.
+    let missing = "arn:garage:s3:::dr/nosuch".to_string();
+    src.versioned_bucket("big");
+    let config = serde_json::json!({
+        "Role": "r",
+        "Rules": [
+            {"ID": "ok", "Priority": 2, "Status": "Enabled", "Filter": {"Prefix": "ok/"},
+             "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": arn}},
+            {"ID": "ko", "Priority": 1, "Status": "Enabled", "Filter": {"Prefix": "ko/"},
+             "DeleteMarkerReplication": {"Status": "Disabled"}, "Destination": {"Bucket": missing}},
+        ]
+    });
+    src.cli(&[
+        "s3api",
+        "put-bucket-replication",
+        "--bucket",
+        "big",
+        "--replication-configuration",
+        &config.to_string(),
+    ]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let cl = sdk_client(&src.c, 0, &src.key);
+    let dcl = sdk_client(&dst.c, 0, &dst.key);
+    let up = rt
+        .block_on(cl.create_multipart_upload().bucket("big").key("ok/mp").send())
+        .unwrap();
+    let id = up.upload_id().unwrap();
+    let mut parts = Vec::new();
+    for n in 1..=2 {
+        let p = rt
+            .block_on(
+                cl.upload_part()
+                    .bucket("big")
+                    .key("ok/mp")
+                    .upload_id(id)
+                    .part_number(n)
+                    .body(body(n as usize, 5 * 1024 * 1024 + n as usize).into())
+                    .send(),
+            )
+            .unwrap();
+        parts.push(
+            aws_sdk_s3::types::CompletedPart::builder()
+                .part_number(n)
+                .e_tag(p.e_tag().unwrap())
+                .build(),
+        );
+    }
+    let done = rt
+        .block_on(
+            cl.complete_multipart_upload()
+                .bucket("big")
+                .key("ok/mp")
+                .upload_id(id)
+                .multipart_upload(
+                    aws_sdk_s3::types::CompletedMultipartUpload::builder()
+                        .set_parts(Some(parts))
+                        .build(),
+                )
+                .send(),
+        )
+        .unwrap();
+    let etag = done.e_tag().unwrap().to_string();
+    assert!(etag.ends_with("-2\""), "{etag}");
+    let vid = done.version_id().unwrap().to_string();
+    rt.block_on(put_object(&cl, "big", "ko/x", b"refused", None))
+        .unwrap();
+    wait_until("the multipart object is replicated", Duration::from_secs(60), || {
+        rt.block_on(dcl.head_object().bucket("copy").key("ok/mp").version_id(&vid).send())
+            .is_ok_and(|h| h.e_tag() == Some(etag.as_str()))
+    });
+    let ko = rt.block_on(cl.head_object().bucket("big").key("ko/x").send()).unwrap();
+    let ko_vid = ko.version_id().unwrap().to_string();
+    wait_until("the refused version is FAILED", Duration::from_secs(60), || {
+        rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("FAILED")
+    });
+    assert_eq!(src.c.counter(0, "replication_versions_failed_total"), 1);
+    // Once the destination bucket exists, a resync sends it.
+    dst.versioned_bucket("nosuch");
+    let out = src.c.garage_ok(0, &["bucket", "replication", "resync", "big"]);
+    assert!(out.contains("queued 1 "), "{out}");
+    wait_until("the resync sends the FAILED version", Duration::from_secs(60), || {
+        rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("COMPLETED")
+    });
+    // Deleting the configuration: new versions are not sent.
+    src.cli(&["s3api", "delete-bucket-replication", "--bucket", "big"]);
+    let none = common::s3::aws(
+        &src.key,
+        &endpoint(&src.c, 0),
+        &src.c.nodes[0].dir,
+        &["s3api", "get-bucket-replication", "--bucket", "big"],
+    );
+    assert!(
+        common::stderr(&none).contains("ReplicationConfigurationNotFoundError"),
+        "{}",
+        common::stderr(&none)
+    );
+}
