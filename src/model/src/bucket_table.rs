@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::access::BucketAccess;
 use crate::notify::config::NotificationConfig;
-use crate::replication::config::ReplicationConfig;
 use crate::object_lock::DefaultRetention;
 use crate::permission::BucketKeyPerm;
+use crate::replication::config::ReplicationConfig;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Bucket {

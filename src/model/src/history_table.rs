@@ -26,8 +26,8 @@ use garage_util::data::Uuid;
 use serde::{Deserialize, Serialize};
 
 use crate::object_lock::Locked;
-use crate::replication::state::ReplicationState;
 use crate::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState};
+use crate::replication::state::ReplicationState;
 use crate::version_table::{Version, VersionBacklink, VersionTable};
 
 /// Sort key of a history entry: the object key, then the version's

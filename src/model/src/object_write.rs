@@ -45,12 +45,12 @@ use crate::bucket_table::Versioning;
 use crate::history_table::{HistoryEntry, HistoryKey, HistoryTable};
 use crate::mpu_table::{MpuPartTable, MpuTable, MultipartUpload};
 use crate::notify::{Cause, Notifier};
-use crate::replication::state::ReplicationState;
-use crate::replication::{Replicator, Task};
 use crate::object_table::{
     Object, ObjectTable, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
     MAX_RESTAMPS,
 };
+use crate::replication::state::ReplicationState;
+use crate::replication::{Replicator, Task};
 use crate::version_table::{Version, VersionBacklink, VersionBlock, VersionBlockKey, VersionTable};
 
 /// The blocks of a version with data in blocks, by position: what writing

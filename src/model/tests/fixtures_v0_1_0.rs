@@ -243,6 +243,7 @@ fn full_bucket() -> Bucket {
             ),
             allowed_storage_classes: Lww::raw(0, None),
             notifications: Lww::raw(0, None),
+            replication: Lww::raw(0, None),
         }),
     }
 }

@@ -51,7 +51,10 @@ impl Api {
                 out.version_id = Some(vid.to_string());
                 out.delete_marker = was_marker.then_some(true);
             }
-            None if req.headers.contains_key(crate::objects::replica::REPLICA_HEADER) => {
+            None if req
+                .headers
+                .contains_key(crate::objects::replica::REPLICA_HEADER) =>
+            {
                 let marker = self
                     .delete_as_replica(&req.headers, &who, bucket, &i.key, cause)
                     .await?;

@@ -101,7 +101,9 @@ macro_rules! read_output {
             metadata: stored.user(),
             parts_count: a.parts_count,
             version_id: a.cur.version_id.clone(),
-            replication_status: a.replication.map(|s| ReplicationStatus::from(s.to_string())),
+            replication_status: a
+                .replication
+                .map(|s| ReplicationStatus::from(s.to_string())),
             ..Default::default()
         };
         crate::set_sse!(out, SseFields::of(a.sse.as_ref(), $region));

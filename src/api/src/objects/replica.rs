@@ -178,7 +178,12 @@ impl Api {
         key: &str,
         cur: &crate::objects::read::Current,
     ) -> Option<&'static str> {
-        if cur.meta.headers.iter().any(|(k, v)| k == STATUS_HEADER && v == "REPLICA") {
+        if cur
+            .meta
+            .headers
+            .iter()
+            .any(|(k, v)| k == STATUS_HEADER && v == "REPLICA")
+        {
             return Some("REPLICA");
         }
         if !access.replicated || cur.version_id.is_none() {

@@ -150,8 +150,8 @@ impl Api {
                 }
                 None => None,
             };
-            let etag = replica_etag(commit)
-                .unwrap_or_else(|| crate::encryption::sse::etag_of(sse, &md5));
+            let etag =
+                replica_etag(commit).unwrap_or_else(|| crate::encryption::sse::etag_of(sse, &md5));
             let size = first.len() as u64;
             let data = match sse {
                 Some(k) => k.seal(&first),

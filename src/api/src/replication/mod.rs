@@ -129,7 +129,8 @@ impl Api {
     ) -> ApiResult<S3Response<DeleteBucketReplicationOutput>> {
         let b = ctx.granted.bucket;
         if b.params().is_some_and(|p| p.replication.get().is_some()) {
-            self.update_bucket(b, |p| p.replication.update(None)).await?;
+            self.update_bucket(b, |p| p.replication.update(None))
+                .await?;
         }
         Ok(S3Response::new(DeleteBucketReplicationOutput::default()))
     }
@@ -328,11 +329,7 @@ fn rule_to_dto(r: &Rule) -> ReplicationRule {
         }),
         destination: Destination {
             bucket: r.destination.arn(),
-            storage_class: r
-                .destination
-                .storage_class
-                .clone()
-                .map(StorageClass::from),
+            storage_class: r.destination.storage_class.clone().map(StorageClass::from),
             ..Default::default()
         },
         prefix: None,

@@ -29,9 +29,9 @@ use garage_model::replication::Task;
 use garage_util::crdt::Crdt;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use crate::objects::replica::{REPLICA_ETAG_HEADER, REPLICA_HEADER};
 use crate::ctx::Api;
 use crate::meta;
+use crate::objects::replica::{REPLICA_ETAG_HEADER, REPLICA_HEADER};
 
 /// What a key's path segment encodes (all but RFC 3986's unreserved
 /// characters; `/` separates segments).

@@ -246,7 +246,11 @@ async fn turn(
         }
     }
     if !undecodable.is_empty() {
-        warn!(destination = dest, "{} unreadable queued version(s) dropped", undecodable.len());
+        warn!(
+            destination = dest,
+            "{} unreadable queued version(s) dropped",
+            undecodable.len()
+        );
         if let Err(e) = queue.remove(dest, &undecodable) {
             return Outcome::Failed(format!("cannot update the queue: {e}"));
         }

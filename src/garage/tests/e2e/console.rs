@@ -968,3 +968,297 @@ fn the_chart_history_survives_a_restart() {
         },
     );
 }
+
+/// Waits until `ready` (a script expression, false while the page loads)
+/// holds, showing the current page again every second meanwhile: for what
+/// a page reads once, such as a backlog.
+fn wait_reloading(b: &mut Browser, what: &str, ready: &str) {
+    b.wait_for(
+        what,
+        &format!(
+            "(() => {{ if ({ready}) {{ clearTimeout(window.__reload); window.__reload = null; return true; }} \
+             if (!window.__reload) {{ window.__reload = setTimeout(() => {{ window.__reload = null; \
+             window.dispatchEvent(new HashChangeEvent('hashchange')); }}, 1000); }} return false; }})()"
+        ),
+        CLUSTER_DEADLINE,
+    );
+}
+
+/// Notification topics and replication remotes from their pages, on one
+/// node. A topic is made through the form (a bad endpoint refused with the
+/// API's words), listed, shown with the event a bucket's rule left in the
+/// outbox (its endpoint does not answer), and deleted. A remote is added
+/// through the form (a bad endpoint refused), listed with the ARN its
+/// buckets go by, its secret nowhere in the page, the API's answers or the
+/// node's log; a bucket's replication rule to it is shown on the bucket's
+/// page, the version it queued on the remote's page; the remote is
+/// deleted (its queue with it).
+#[test]
+fn topics_and_remotes_from_the_console() {
+    use common::s3::{aws_ok, make_key};
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    let key = make_key(&c, "events");
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("f"), b"an event and a version").unwrap();
+    let cli = |args: &[&str]| aws_ok(&key, &ep, dir.path(), args);
+
+    let mut b = Browser::start(1280, 800);
+    b.goto(&format!("{base}/ui/"));
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    fill(&mut b, "#token", TOKEN);
+    click(&mut b, "#login");
+    b.wait_for(
+        "the nodes",
+        "document.querySelectorAll('section.zone').length === 1",
+        PAGE,
+    );
+    b.eval("window.confirm = () => true");
+
+    // A topic. An AMQP endpoint without its exchange is refused, with the
+    // API's words, and nothing is made.
+    open(
+        &mut b,
+        "#/topics",
+        "the topics page",
+        "document.getElementById('create-topic')",
+    );
+    fill(&mut b, "#topic-name", "console-hook");
+    fill(&mut b, "#topic-endpoint", "amqp://127.0.0.1:9");
+    click(&mut b, "#create-topic button[type=submit]");
+    b.wait_for(
+        "the refusal",
+        "(document.querySelector('#topics-msg .msg.error') || {}).textContent?.includes('amqp-exchange')",
+        PAGE,
+    );
+    assert_eq!(admin_get(&base, "ListTopics"), serde_json::json!([]));
+    fill(&mut b, "#topic-endpoint", "http://127.0.0.1:9/x");
+    fill(&mut b, "#topic-attributes", "OpaqueData=from-the-console");
+    click(&mut b, "#create-topic button[type=submit]");
+    b.wait_for(
+        "the topic listed",
+        "document.querySelector(\"a[data-topic='console-hook']\")",
+        PAGE,
+    );
+    let listed = text_of(&mut b, "#view table");
+    assert!(
+        listed.contains("webhook")
+            && listed.contains("127.0.0.1:9/x")
+            && listed.contains("arn:aws:sns:garage::console-hook"),
+        "{listed}"
+    );
+    let said = text_of(&mut b, "#topics-msg");
+    assert!(said.contains("Topic console-hook created"), "{said}");
+    let t = admin_get(&base, "GetTopicInfo?name=console-hook");
+    assert_eq!(t["attributes"]["OpaqueData"], "from-the-console", "{t}");
+    shot(&mut b, "topics");
+
+    // A bucket's rule sends its events there: the endpoint does not
+    // answer, so the event waits in the node's outbox, and the topic's
+    // page shows it.
+    cli(&["s3", "mb", "s3://watched"]);
+    let rule = serde_json::json!({"TopicConfigurations": [{
+        "Id": "all", "TopicArn": "arn:aws:sns:garage::console-hook",
+        "Events": ["s3:ObjectCreated:*"]}]});
+    cli(&[
+        "s3api",
+        "put-bucket-notification-configuration",
+        "--bucket",
+        "watched",
+        "--notification-configuration",
+        &rule.to_string(),
+    ]);
+    cli(&["s3", "cp", "f", "s3://watched/f"]);
+    click(&mut b, "a[data-topic='console-hook']");
+    b.wait_for(
+        "the topic's page",
+        "document.getElementById('delete-topic')",
+        PAGE,
+    );
+    assert_eq!(
+        text_of(&mut b, "dd[data-fact='ARN']"),
+        "arn:aws:sns:garage::console-hook"
+    );
+    assert!(text_of(&mut b, "#view table").contains("from-the-console"));
+    wait_reloading(
+        &mut b,
+        "the event in the topic's backlog",
+        "[...document.querySelectorAll('#topic-backlog tbody tr')].some(r => r.children.length === 3 && Number(r.children[1].textContent) >= 1)",
+    );
+    let node = &c.nodes[0].id()[..16];
+    let backlog = text_of(&mut b, "#topic-backlog");
+    assert!(backlog.contains(node), "{backlog}");
+    shot(&mut b, "topic");
+
+    // Deleted from its page: listed no more, and its page says so.
+    click(&mut b, "#delete-topic");
+    b.wait_for(
+        "the topic list without it",
+        "location.hash === '#/topics' && document.getElementById('create-topic') && !document.querySelector(\"a[data-topic='console-hook']\")",
+        PAGE,
+    );
+    assert_eq!(admin_get(&base, "ListTopics"), serde_json::json!([]));
+    open(
+        &mut b,
+        "#/topic/console-hook",
+        "the API's refusal",
+        "(document.querySelector('.msg.error') || {}).textContent?.includes('no notification topic console-hook')",
+    );
+
+    // A remote. An endpoint with a path is refused, with the API's words.
+    let secret = "remote-secret-5f0e8c21d7a94b36";
+    c.note_secret(secret);
+    open(
+        &mut b,
+        "#/remotes",
+        "the remotes page",
+        "document.getElementById('add-remote')",
+    );
+    assert_eq!(
+        b.eval("document.getElementById('remote-secret').type"),
+        "password"
+    );
+    fill(&mut b, "#remote-name", "dr");
+    fill(&mut b, "#remote-endpoint", "http://127.0.0.1:9/a-path");
+    fill(&mut b, "#remote-key-id", "GK0123456789abcdef01234567");
+    fill(&mut b, "#remote-secret", secret);
+    click(&mut b, "#add-remote button[type=submit]");
+    b.wait_for(
+        "the refusal",
+        "(document.querySelector('#remotes-msg .msg.error') || {}).textContent?.includes('has a path')",
+        PAGE,
+    );
+    assert_eq!(admin_get(&base, "ListRemotes"), serde_json::json!([]));
+    fill(&mut b, "#remote-endpoint", "http://127.0.0.1:9");
+    click(&mut b, "#add-remote button[type=submit]");
+    b.wait_for(
+        "the remote listed",
+        "document.querySelector(\"a[data-remote='dr']\")",
+        PAGE,
+    );
+    assert_eq!(
+        text_of(&mut b, "code[data-arn='dr']"),
+        "arn:garage:s3:::dr/<bucket>"
+    );
+    let said = text_of(&mut b, "#remotes-msg");
+    assert!(said.contains("arn:garage:s3:::dr/<bucket>"), "{said}");
+    // The secret is nowhere in the page (markup, text or field values),
+    // nor in the API's answers.
+    let no_secret = format!(
+        "!(document.documentElement.outerHTML + document.body.innerText + \
+         [...document.querySelectorAll('input, textarea')].map(e => e.value).join(' ')).includes({})",
+        js(secret)
+    );
+    assert_eq!(
+        b.eval(&no_secret),
+        Value::Bool(true),
+        "the secret is in the page"
+    );
+    let r = admin_get(&base, "GetRemoteInfo?name=dr");
+    assert!(
+        r["endpoint"].as_str().unwrap().contains("127.0.0.1:9")
+            && r["accessKeyId"] == "GK0123456789abcdef01234567"
+            && !r.to_string().contains(secret),
+        "{r}"
+    );
+    assert!(!admin_get(&base, "ListRemotes").to_string().contains(secret));
+    shot(&mut b, "remotes");
+
+    // A bucket replicated to the remote: its rule on the bucket's page,
+    // and the version it queued (the remote does not answer) on the
+    // remote's page.
+    cli(&["s3api", "create-bucket", "--bucket", "replicated"]);
+    cli(&[
+        "s3api",
+        "put-bucket-versioning",
+        "--bucket",
+        "replicated",
+        "--versioning-configuration",
+        "Status=Enabled",
+    ]);
+    let config = serde_json::json!({
+        "Role": "arn:aws:iam::000000000000:role/replication",
+        "Rules": [{
+            "ID": "to-dr", "Priority": 3, "Status": "Enabled",
+            "Filter": {"Prefix": "docs/"},
+            "DeleteMarkerReplication": {"Status": "Enabled"},
+            "Destination": {"Bucket": "arn:garage:s3:::dr/copy"},
+        }]
+    });
+    cli(&[
+        "s3api",
+        "put-bucket-replication",
+        "--bucket",
+        "replicated",
+        "--replication-configuration",
+        &config.to_string(),
+    ]);
+    cli(&["s3", "cp", "f", "s3://replicated/docs/f"]);
+    let id = admin_get(&base, "GetBucketInfo?globalAlias=replicated")["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    open(
+        &mut b,
+        &format!("#/bucket/{id}"),
+        "the bucket's replication rules",
+        "document.querySelector('#replication tbody tr')",
+    );
+    let rules = text_of(&mut b, "#replication tbody");
+    for want in [
+        "to-dr",
+        "3",
+        "enabled",
+        "docs/",
+        "arn:garage:s3:::dr/copy",
+        "replicated",
+    ] {
+        assert!(rules.contains(want), "{want} in {rules}");
+    }
+    shot_at(&mut b, "bucket-replication", "#replication");
+    click(&mut b, "#replication a[data-remote='dr']");
+    b.wait_for(
+        "the remote's page",
+        "document.getElementById('delete-remote')",
+        PAGE,
+    );
+    assert_eq!(
+        text_of(&mut b, "#remote-arn"),
+        "arn:garage:s3:::dr/<bucket>"
+    );
+    wait_reloading(
+        &mut b,
+        "the version in the remote's backlog",
+        "[...document.querySelectorAll('#remote-backlog tbody tr')].some(r => r.children.length === 5 && r.children[1].textContent === 'dr/copy' && Number(r.children[2].textContent) >= 1)",
+    );
+    assert_eq!(
+        b.eval(&no_secret),
+        Value::Bool(true),
+        "the secret is in the page"
+    );
+    shot(&mut b, "remote");
+
+    // Deleted from the list: gone, and its queue with it.
+    open(
+        &mut b,
+        "#/remotes",
+        "the remotes page",
+        "document.querySelector(\"button[data-remote-delete='dr']\")",
+    );
+    click(&mut b, "button[data-remote-delete='dr']");
+    b.wait_for(
+        "the remote list without it",
+        "document.getElementById('add-remote') && !document.querySelector(\"a[data-remote='dr']\")",
+        PAGE,
+    );
+    assert_eq!(admin_get(&base, "ListRemotes"), serde_json::json!([]));
+    wait_until("the remote's queue emptied", CLUSTER_DEADLINE, || {
+        !admin_get(&base, "GetReplicationBacklog?node=*")
+            .to_string()
+            .contains("dr/copy")
+    });
+    c.assert_no_secret_logged();
+}

@@ -786,7 +786,7 @@ fn kafka_events_survive_a_broker_restart() {
 }
 
 /// A number from the environment (the benchmark's knobs).
-fn knob(name: &str, default: usize) -> usize {
+pub(crate) fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}={v:?}")))
@@ -810,7 +810,7 @@ fn put_latencies(c: &Cluster, key: &(String, String), bucket: &str, n: usize) ->
     })
 }
 
-fn summary(mut v: Vec<f64>) -> String {
+pub(crate) fn summary(mut v: Vec<f64>) -> String {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     let at = |q: f64| v[((v.len() - 1) as f64 * q) as usize];
     format!(

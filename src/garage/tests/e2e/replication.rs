@@ -2,8 +2,9 @@
 //! `garage remote add`, rules set with `aws s3api put-bucket-replication`,
 //! writes through the AWS SDK, and the destination's versions compared
 //! with the source's (ids, ETags, bodies, `REPLICA`), with the link
-//! between the clusters cut, a source node killed, and writes on both
-//! sides of two clusters that replicate to each other.
+//! between the clusters slowed (50 ms round trips) and cut, a source node
+//! killed, the destination killed, and writes on both sides of two
+//! clusters that replicate to each other.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -104,6 +105,13 @@ impl Site {
 type Versions = BTreeMap<(String, String), (String, bool)>;
 
 async fn versions(cl: &aws_sdk_s3::Client, bucket: &str) -> Versions {
+    try_versions(cl, bucket)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`versions`], or the error of a node that does not answer.
+async fn try_versions(cl: &aws_sdk_s3::Client, bucket: &str) -> Result<Versions, String> {
     let mut out = Versions::new();
     let (mut key_marker, mut vid_marker): (Option<String>, Option<String>) = (None, None);
     for _ in 0..1000 {
@@ -114,7 +122,7 @@ async fn versions(cl: &aws_sdk_s3::Client, bucket: &str) -> Versions {
             .set_version_id_marker(vid_marker.clone())
             .send()
             .await
-            .unwrap_or_else(|e| panic!("ListObjectVersions: {:?}", e.into_service_error()));
+            .map_err(|e| format!("ListObjectVersions: {:?}", e.into_service_error()))?;
         for v in r.versions() {
             out.insert(
                 (v.key().unwrap().into(), v.version_id().unwrap().into()),
@@ -128,7 +136,7 @@ async fn versions(cl: &aws_sdk_s3::Client, bucket: &str) -> Versions {
             );
         }
         if r.is_truncated() != Some(true) {
-            return out;
+            return Ok(out);
         }
         key_marker = r.next_key_marker().map(String::from);
         vid_marker = r.next_version_id_marker().map(String::from);
@@ -166,11 +174,13 @@ fn body(seed: usize, n: usize) -> Vec<u8> {
 }
 
 #[test]
-fn versions_reach_another_cluster_through_a_cut_link_and_a_killed_node() {
+fn versions_reach_another_cluster_through_a_slow_cut_link_and_killed_nodes() {
     let mut src = Site::three_zones();
-    let dst = Site::one_node();
+    let mut dst = Site::one_node();
     dst.versioned_bucket("copy");
     let (link, _proxy, url) = link_to(&dst.c);
+    // 50 ms round trips between the clusters.
+    link.set_delay(Duration::from_millis(25));
     let arn = src.add_remote("dr", &url, &dst.key, "copy");
     src.versioned_bucket("photos");
     // Versioning is required, and the remote must exist.
@@ -213,28 +223,47 @@ fn versions_reach_another_cluster_through_a_cut_link_and_a_killed_node() {
     let write = |from: std::ops::Range<usize>, nodes: usize| {
         for i in from {
             let k = format!("p/{:03}", i % 40);
-            rt.block_on(put_object(&clients[i % nodes], "photos", &k, &body(i, size(i)), None))
-                .unwrap();
+            rt.block_on(put_object(
+                &clients[i % nodes],
+                "photos",
+                &k,
+                &body(i, size(i)),
+                None,
+            ))
+            .unwrap();
         }
     };
     write(0..30, 3);
     // The link is cut: writes go on, their versions wait.
     link.set_isolated(dst.c.nodes[0].ip.into(), true);
     write(30..60, 3);
-    rt.block_on(clients[0].delete_object().bucket("photos").key("p/001").send())
-        .unwrap();
+    rt.block_on(
+        clients[0]
+            .delete_object()
+            .bucket("photos")
+            .key("p/001")
+            .send(),
+    )
+    .unwrap();
     // Node 2 dies with versions queued, and comes back.
     src.c.kill(2);
     write(60..70, 2);
     src.c.start(2);
     link.set_isolated(dst.c.nodes[0].ip.into(), false);
+    // The destination dies while the source catches up, and comes back.
+    wait_until("the catch-up starts", Duration::from_secs(60), || {
+        rt.block_on(versions(&dcl, "copy")).len() > 35
+    });
+    dst.c.kill(0);
+    write(70..80, 3);
+    dst.c.start(0);
 
     let want = rt.block_on(versions(&clients[0], "photos"));
-    assert_eq!(want.len(), 71, "70 versions and a delete marker");
+    assert_eq!(want.len(), 81, "80 versions and a delete marker");
     wait_until(
         "the destination has every version",
         Duration::from_secs(180),
-        || rt.block_on(versions(&dcl, "copy")) == want,
+        || rt.block_on(try_versions(&dcl, "copy")).as_ref() == Ok(&want),
     );
     // Every source version is COMPLETED, every replica is REPLICA, and
     // the current bodies are the same.
@@ -243,7 +272,8 @@ fn versions_reach_another_cluster_through_a_cut_link_and_a_killed_node() {
             continue;
         }
         assert_eq!(
-            rt.block_on(status(&clients[1], "photos", k, vid)).as_deref(),
+            rt.block_on(status(&clients[1], "photos", k, vid))
+                .as_deref(),
             Some("COMPLETED"),
             "{k} {vid}"
         );
@@ -265,7 +295,9 @@ fn versions_reach_another_cluster_through_a_cut_link_and_a_killed_node() {
     }
     // Nothing waits any more on any node (the admin API's backlog), and
     // the metrics count versions sent (node 2's since its restart).
-    let backlog = src.c.json_api(0, "GetReplicationBacklog", serde_json::json!({"node": "*"}));
+    let backlog = src
+        .c
+        .json_api(0, "GetReplicationBacklog", serde_json::json!({"node": "*"}));
     let nodes = backlog["success"].as_object().expect("per node");
     assert_eq!(nodes.len(), 3, "{backlog}");
     for (n, b) in nodes {
@@ -293,8 +325,14 @@ fn two_clusters_replicating_to_each_other_converge_without_loops() {
     let (ca, cb) = (sdk_client(&a.c, 0, &a.key), sdk_client(&b.c, 0, &b.key));
     for i in 0..20 {
         let (cl, n) = if i % 2 == 0 { (&ca, 10) } else { (&cb, 5_000) };
-        rt.block_on(put_object(cl, "shared", &format!("k{}", i % 7), &body(i, n), None))
-            .unwrap();
+        rt.block_on(put_object(
+            cl,
+            "shared",
+            &format!("k{}", i % 7),
+            &body(i, n),
+            None,
+        ))
+        .unwrap();
     }
     rt.block_on(cb.delete_object().bucket("shared").key("k3").send())
         .unwrap();
@@ -315,8 +353,12 @@ fn two_clusters_replicating_to_each_other_converge_without_loops() {
     let sent_b = b.c.counter(0, "replication_versions_sent_total");
     assert_eq!((sent_a, sent_b), (10, 11));
     for k in ["k0", "k1", "k5"] {
-        let (x, _) = rt.block_on(common::s3::get_object(&ca, "shared", k)).unwrap();
-        let (y, _) = rt.block_on(common::s3::get_object(&cb, "shared", k)).unwrap();
+        let (x, _) = rt
+            .block_on(common::s3::get_object(&ca, "shared", k))
+            .unwrap();
+        let (y, _) = rt
+            .block_on(common::s3::get_object(&cb, "shared", k))
+            .unwrap();
         assert!(x == y, "{k} differs between the clusters");
     }
 }
@@ -352,7 +394,12 @@ fn a_multipart_object_keeps_its_etag_and_a_refusal_is_failed() {
     let cl = sdk_client(&src.c, 0, &src.key);
     let dcl = sdk_client(&dst.c, 0, &dst.key);
     let up = rt
-        .block_on(cl.create_multipart_upload().bucket("big").key("ok/mp").send())
+        .block_on(
+            cl.create_multipart_upload()
+                .bucket("big")
+                .key("ok/mp")
+                .send(),
+        )
         .unwrap();
     let id = up.upload_id().unwrap();
     let mut parts = Vec::new();
@@ -394,23 +441,41 @@ fn a_multipart_object_keeps_its_etag_and_a_refusal_is_failed() {
     let vid = done.version_id().unwrap().to_string();
     rt.block_on(put_object(&cl, "big", "ko/x", b"refused", None))
         .unwrap();
-    wait_until("the multipart object is replicated", Duration::from_secs(60), || {
-        rt.block_on(dcl.head_object().bucket("copy").key("ok/mp").version_id(&vid).send())
+    wait_until(
+        "the multipart object is replicated",
+        Duration::from_secs(60),
+        || {
+            rt.block_on(
+                dcl.head_object()
+                    .bucket("copy")
+                    .key("ok/mp")
+                    .version_id(&vid)
+                    .send(),
+            )
             .is_ok_and(|h| h.e_tag() == Some(etag.as_str()))
-    });
-    let ko = rt.block_on(cl.head_object().bucket("big").key("ko/x").send()).unwrap();
+        },
+    );
+    let ko = rt
+        .block_on(cl.head_object().bucket("big").key("ko/x").send())
+        .unwrap();
     let ko_vid = ko.version_id().unwrap().to_string();
-    wait_until("the refused version is FAILED", Duration::from_secs(60), || {
-        rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("FAILED")
-    });
+    wait_until(
+        "the refused version is FAILED",
+        Duration::from_secs(60),
+        || rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("FAILED"),
+    );
     assert_eq!(src.c.counter(0, "replication_versions_failed_total"), 1);
     // Once the destination bucket exists, a resync sends it.
     dst.versioned_bucket("nosuch");
-    let out = src.c.garage_ok(0, &["bucket", "replication", "resync", "big"]);
+    let out = src
+        .c
+        .garage_ok(0, &["bucket", "replication", "resync", "big"]);
     assert!(out.contains("queued 1 "), "{out}");
-    wait_until("the resync sends the FAILED version", Duration::from_secs(60), || {
-        rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("COMPLETED")
-    });
+    wait_until(
+        "the resync sends the FAILED version",
+        Duration::from_secs(60),
+        || rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("COMPLETED"),
+    );
     // Deleting the configuration: new versions are not sent.
     src.cli(&["s3api", "delete-bucket-replication", "--bucket", "big"]);
     let none = common::s3::aws(
@@ -423,5 +488,113 @@ fn a_multipart_object_keeps_its_etag_and_a_refusal_is_failed() {
         common::stderr(&none).contains("ReplicationConfigurationNotFoundError"),
         "{}",
         common::stderr(&none)
+    );
+}
+
+/// The replication benchmark (script/bench-replicate.sh): a source of
+/// three zones and a destination of one node, joined by a link with
+/// `GARAGE_TEST_REPL_RTT_MS` round trips. PUT latency through one node
+/// without and with a rule; then `GARAGE_TEST_REPL_OBJECTS` objects of
+/// `GARAGE_TEST_REPL_SIZE` bytes written while the link is cut for
+/// `GARAGE_TEST_REPL_CUT_SECS` (at least the writes' time), the time
+/// the destination takes to hold every version once it is back
+/// (versions/s and MB/s), and every version's status checked (COMPLETED
+/// on the source, REPLICA on the destination). With the link up, the lag
+/// of a live stream: how long after the last PUT the destination holds
+/// every version.
+#[test]
+#[ignore = "a benchmark: script/bench-replicate.sh"]
+fn bench_replication() {
+    use crate::notifications::{knob, summary};
+    let n = knob("GARAGE_TEST_REPL_OBJECTS", 2000);
+    let size = knob("GARAGE_TEST_REPL_SIZE", 1024);
+    let rtt = knob("GARAGE_TEST_REPL_RTT_MS", 0) as u64;
+    let cut_secs = knob("GARAGE_TEST_REPL_CUT_SECS", 0) as u64;
+    let src = Site::three_zones();
+    let dst = Site::one_node();
+    dst.versioned_bucket("copy");
+    dst.versioned_bucket("live-copy");
+    let (link, _proxy, url) = link_to(&dst.c);
+    if rtt > 0 {
+        link.set_delay(Duration::from_millis(rtt / 2));
+    }
+    src.add_remote("dr", &url, &dst.key, "copy");
+    for b in ["plain", "bulk", "live"] {
+        src.versioned_bucket(b);
+    }
+    src.replicate("bulk", "arn:garage:s3:::dr/copy");
+    src.replicate("live", "arn:garage:s3:::dr/live-copy");
+    let cl = sdk_client(&src.c, 0, &src.key);
+    let dcl = sdk_client(&dst.c, 0, &dst.key);
+    let puts = |bucket: &str, count: usize| -> Vec<f64> {
+        common::run(async {
+            let mut out = Vec::with_capacity(count);
+            for i in 0..count {
+                let t = std::time::Instant::now();
+                put_object(&cl, bucket, &format!("o{i:06}"), &body(i, size), None)
+                    .await
+                    .unwrap();
+                out.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            out
+        })
+    };
+    let mb = (n * size) as f64 / 1e6;
+    eprintln!("bench: RTT {rtt} ms between the clusters, {n} PUTs of {size} B through one node, one at a time");
+    eprintln!("bench: PUT without a rule: {}", summary(puts("plain", n)));
+
+    // Live: the link up.
+    let t = std::time::Instant::now();
+    let live = puts("live", n);
+    let written = t.elapsed();
+    wait_until(
+        "the live stream replicated",
+        Duration::from_secs(1800),
+        || common::run(try_versions(&dcl, "live-copy")).is_ok_and(|v| v.len() >= n),
+    );
+    let all = t.elapsed();
+    eprintln!("bench: PUT with a replication rule: {}", summary(live));
+    eprintln!(
+        "bench: live: every version at the destination {:.2} s after the last PUT ({:.0} versions/s, {:.1} MB/s over the whole run)",
+        (all - written).as_secs_f64(),
+        n as f64 / all.as_secs_f64(),
+        mb / all.as_secs_f64()
+    );
+
+    // Cut: a backlog, then its drain.
+    link.set_isolated(dst.c.nodes[0].ip.into(), true);
+    let t = std::time::Instant::now();
+    puts("bulk", n);
+    let left = Duration::from_secs(cut_secs).saturating_sub(t.elapsed());
+    std::thread::sleep(left);
+    eprintln!(
+        "bench: link cut {:.0} s while {n} versions were written",
+        t.elapsed().as_secs_f64()
+    );
+    let want = common::run(versions(&cl, "bulk"));
+    link.set_isolated(dst.c.nodes[0].ip.into(), false);
+    let t = std::time::Instant::now();
+    wait_until("the backlog replicated", Duration::from_secs(3600), || {
+        common::run(try_versions(&dcl, "copy")).is_ok_and(|v| v == want)
+    });
+    let drain = t.elapsed().as_secs_f64();
+    eprintln!(
+        "bench: backlog of {n} versions at the destination {drain:.1} s after the link came back: {:.0} versions/s, {:.1} MB/s (the first retry waits up to 30 s)",
+        n as f64 / drain,
+        mb / drain
+    );
+    let mut statuses: BTreeMap<(String, String), usize> = BTreeMap::new();
+    common::run(async {
+        for (k, vid) in want.keys() {
+            let s = status(&cl, "bulk", k, vid).await.unwrap_or_default();
+            let d = status(&dcl, "copy", k, vid).await.unwrap_or_default();
+            *statuses.entry((s, d)).or_default() += 1;
+        }
+    });
+    eprintln!("bench: statuses (source, destination): {statuses:?}");
+    assert_eq!(
+        statuses.get(&("COMPLETED".to_string(), "REPLICA".to_string())),
+        Some(&n),
+        "{statuses:?}"
     );
 }

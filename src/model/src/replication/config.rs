@@ -115,7 +115,9 @@ impl ReplicationConfig {
 
     /// The rules that ask for versions written before them.
     pub fn existing_objects(&self) -> impl Iterator<Item = &ReplicationRule> {
-        self.rules.iter().filter(|r| r.enabled && r.existing_objects)
+        self.rules
+            .iter()
+            .filter(|r| r.enabled && r.existing_objects)
     }
 }
 
@@ -179,7 +181,11 @@ mod tests {
         let arn = destination_arn("dr-site", "photos");
         assert_eq!(arn, "arn:garage:s3:::dr-site/photos");
         assert_eq!(parse_destination_arn(&arn), Some(("dr-site", "photos")));
-        for bad in ["arn:aws:s3:::photos", "arn:garage:s3:::x", "arn:garage:s3:::a b/c"] {
+        for bad in [
+            "arn:aws:s3:::photos",
+            "arn:garage:s3:::x",
+            "arn:garage:s3:::a b/c",
+        ] {
             assert_eq!(parse_destination_arn(bad), None, "{bad}");
         }
     }

@@ -97,7 +97,13 @@ impl Replicator {
     /// The destinations (`REMOTE/BUCKET`) version `v` of `key` goes to,
     /// from this node's copy of the bucket's rules: none for a write that
     /// is not replicated (see the module).
-    pub async fn plan(&self, bucket: Uuid, key: &str, v: &ObjectVersion, cause: &Cause) -> Vec<String> {
+    pub async fn plan(
+        &self,
+        bucket: Uuid,
+        key: &str,
+        v: &ObjectVersion,
+        cause: &Cause,
+    ) -> Vec<String> {
         let sent = matches!(
             cause.op,
             Op::Put | Op::Post | Op::Copy | Op::CompleteMultipartUpload | Op::Delete

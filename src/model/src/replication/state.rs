@@ -107,8 +107,11 @@ mod tests {
                 dests: m
                     .into_iter()
                     .map(|(d, s)| {
-                        let s = [DestStatus::Pending, DestStatus::Failed, DestStatus::Completed]
-                            [s as usize];
+                        let s = [
+                            DestStatus::Pending,
+                            DestStatus::Failed,
+                            DestStatus::Completed,
+                        ][s as usize];
                         (format!("r/{d}"), s)
                     })
                     .collect(),

@@ -613,9 +613,21 @@ async function bucket(id) {
     ])),
     allow,
     s3Settings(b, () => bucket(id)),
+    replicationRules(b),
     h("div", { class: "actions" }, website, del),
     out,
   );
+}
+
+// A bucket's replication rules (set with PutBucketReplication), if it has any.
+function replicationRules(b) {
+  const rules = b.replicationRules || [];
+  if (!rules.length) return null;
+  return h("section", { id: "replication" }, h("h2", {}, "Replication"),
+    table("Replication rules: where this bucket's new versions are copied (set with an S3 client's PutBucketReplication)",
+      ["Rule", "Priority", "Status", "Prefix", "Tags", "Destination", "Delete markers"],
+      rules.map((r) => [r.id, String(r.priority), r.enabled ? "enabled" : "disabled", r.prefix || "(every key)",
+        (r.tags || []).join(", "), destination(r.destination), r.deleteMarkers ? "replicated" : "not replicated"])));
 }
 
 // ---- A bucket's S3 settings: versioning, object lock, CORS, lifecycle ----
@@ -1005,6 +1017,201 @@ async function key(id) {
     ])));
 }
 
+// ---- Notification topics: where buckets' events go ----
+
+// A node's id as the tables show it.
+const nodeCell = (id) => h("code", { title: id }, id.slice(0, 16));
+
+// The rows of a `Get…Backlog?node=*` answer: per node, a row for each of
+// its entries that `mine` keeps (`row` makes its cells), or one row of
+// `empty` cells; and a message per node that did not answer.
+function perNode(caption, head, multi, mine, row, empty) {
+  const rows = [];
+  for (const [id, list] of Object.entries(multi.success || {}).sort()) {
+    const kept = (list || []).filter(mine);
+    if (!kept.length) rows.push([nodeCell(id), ...empty]);
+    for (const x of kept) rows.push([nodeCell(id), ...row(x)]);
+  }
+  return [table(caption, head, rows),
+    Object.entries(multi.error || {}).map(([id, e]) => message(`Node ${id.slice(0, 16)}: ${e}`, "error"))];
+}
+
+// A topic's attributes, one KEY=VALUE a line.
+function parseAttributes(text) {
+  const out = {};
+  for (const line of String(text || "").split("\n").map((l) => l.trim()).filter(Boolean)) {
+    const i = line.indexOf("=");
+    if (i < 1) throw new Error(`attributes: give one KEY=VALUE a line ("${line}" is not one)`);
+    out[line.slice(0, i).trim()] = line.slice(i + 1).trim();
+  }
+  return out;
+}
+
+const when = (t) => (t || "").replace("T", " ").slice(0, 19);
+
+async function deleteTopic(name) {
+  if (!confirm(`Delete topic ${name}? The events waiting for it are dropped.`)) return false;
+  await post("DeleteTopic?name=" + encodeURIComponent(name));
+  return true;
+}
+
+async function topics() {
+  const view = guardedView();
+  const list = await get("ListTopics");
+  const out = h("div", { id: "topics-msg" });
+  const form = h("form", { id: "create-topic", class: "inline" },
+    field("Name", h("input", { name: "name", id: "topic-name", required: true })),
+    field("Endpoint: a webhook, NATS, AMQP, Kafka or MQTT URL", h("input", { name: "endpoint", id: "topic-endpoint", required: true, autocomplete: "off" })),
+    field("Attributes (optional; one KEY=VALUE a line)", h("textarea", { name: "attributes", id: "topic-attributes", rows: 1 })),
+    field("Owner access key id (optional)", h("input", { name: "owner", id: "topic-owner" })),
+    h("button", { type: "submit" }, "Create topic"));
+  onSubmit(form, out, async (fd) => {
+    const owner = String(fd.get("owner")).trim();
+    const t = await post("CreateTopic", {
+      name: String(fd.get("name")).trim(),
+      endpoint: String(fd.get("endpoint")).trim(),
+      attributes: parseAttributes(fd.get("attributes")),
+      owner: owner || null,
+    });
+    await topics();
+    const msg = document.getElementById("topics-msg");
+    if (msg) msg.replaceChildren(message(`Topic ${t.name} created: notification rules name it ${t.arn}.`, "ok"));
+  });
+  view(
+    h("h1", {}, "Notification topics"),
+    h("p", {}, "A bucket's notification rules (PutBucketNotificationConfiguration) send its events to topics, " +
+      "named by their ARN. Each node keeps the events it has not sent yet in its outbox. " +
+      "Creating a topic with the name of one that exists replaces its configuration."),
+    form, out,
+    table("Notification topics (endpoint passwords are never shown)", ["Topic", "Kind", "Endpoint", "ARN", "Owner", "Created", ""],
+      list.map((t) => [
+        h("a", { href: "#/topic/" + t.name, "data-topic": t.name }, t.name),
+        t.kind, h("code", {}, t.endpoint), h("code", {}, t.arn), t.owner || "", when(t.created),
+        h("button", { type: "button", class: "small danger", "data-topic-delete": t.name, "aria-label": "Delete topic " + t.name,
+          onclick: async () => {
+            try { if (await deleteTopic(t.name)) await topics(); } catch (e) { out.replaceChildren(message(e.message, "error")); }
+          } }, "Delete"),
+      ])),
+  );
+}
+
+async function topic(name) {
+  const view = guardedView();
+  const [t, backlogR] = await Promise.all([
+    get("GetTopicInfo?name=" + encodeURIComponent(name)),
+    soft(get("GetNotificationBacklog?node=*")),
+  ]);
+  const out = h("div", {});
+  const del = h("button", { type: "button", id: "delete-topic", class: "danger", onclick: async () => {
+    try { if (await deleteTopic(t.name)) location.hash = "#/topics"; } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  } }, "Delete topic");
+  view(
+    h("h1", {}, "Topic " + t.name),
+    h("p", {}, h("a", { href: "#/topics" }, "All topics")),
+    h("dl", { class: "facts" },
+      [["ARN", t.arn], ["Kind", t.kind], ["Endpoint", t.endpoint], ["Owner", t.owner || "none"], ["Created", when(t.created)]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("h2", {}, "Attributes"),
+    table("The topic's other attributes", ["Attribute", "Value"], Object.entries(t.attributes || {})),
+    h("section", { id: "topic-backlog" }, h("h2", {}, "Backlog"),
+      backlogR.e ? refusal(backlogR) : perNode("Events for this topic waiting in each node's outbox",
+        ["Node", "Events", "Bytes"], backlogR.v, (x) => x.topic === t.name,
+        (x) => [String(x.events), bytes(x.bytes)], ["0", bytes(0)])),
+    h("div", { class: "actions" }, del), out,
+  );
+}
+
+// ---- Replication remotes: other S3 endpoints that buckets replicate to ----
+
+// The destination ARN (arn:garage:s3:::REMOTE/BUCKET) of a replication
+// rule, linked to its remote's page.
+function destination(arn) {
+  const m = /^arn:garage:s3:::([A-Za-z0-9_-]+)\//.exec(arn || "");
+  const code = h("code", {}, arn);
+  return m ? h("a", { href: "#/remote/" + m[1], "data-remote": m[1] }, code) : code;
+}
+
+async function deleteRemote(name) {
+  if (!confirm(`Delete remote ${name}? The versions waiting for its buckets are marked FAILED ` +
+    "(a resync sends them once a remote of that name is added again).")) return false;
+  await post("DeleteRemote?name=" + encodeURIComponent(name));
+  return true;
+}
+
+async function remotes() {
+  const view = guardedView();
+  const list = await get("ListRemotes");
+  const out = h("div", { id: "remotes-msg" });
+  const secret = h("input", { name: "secretAccessKey", id: "remote-secret", type: "password", autocomplete: "new-password", required: true });
+  const form = h("form", { id: "add-remote", class: "inline" },
+    field("Name", h("input", { name: "name", id: "remote-name", required: true })),
+    field("S3 endpoint (scheme, host and port)", h("input", { name: "endpoint", id: "remote-endpoint", required: true })),
+    field("Region", h("input", { name: "region", id: "remote-region", value: "garage", required: true })),
+    field("Access key id", h("input", { name: "accessKeyId", id: "remote-key-id", required: true, autocomplete: "off" })),
+    field("Secret key (stored, never shown)", secret),
+    h("button", { type: "submit" }, "Add remote"));
+  onSubmit(form, out, async (fd) => {
+    const r = await post("AddRemote", {
+      name: String(fd.get("name")).trim(),
+      endpoint: String(fd.get("endpoint")).trim(),
+      region: String(fd.get("region")).trim(),
+      accessKeyId: String(fd.get("accessKeyId")).trim(),
+      secretAccessKey: String(fd.get("secretAccessKey")),
+    });
+    // The secret is the cluster's now: the page keeps no copy of it.
+    secret.value = "";
+    await remotes();
+    const msg = document.getElementById("remotes-msg");
+    if (msg) msg.replaceChildren(message(`Remote ${r.name} added: replication rules name its buckets ${r.destinationArnPattern}.`, "ok"));
+  });
+  view(
+    h("h1", {}, "Replication remotes"),
+    h("p", {}, "A bucket's replication rules (PutBucketReplication, on a bucket with versioning enabled) copy its new " +
+      "versions to a bucket of a remote: another S3 endpoint, with an access key that may write there. A rule names " +
+      "bucket BUCKET of remote NAME as its destination ", h("code", {}, "arn:garage:s3:::NAME/BUCKET"), ". " +
+      "Adding a remote with the name of one that exists replaces its configuration."),
+    form, out,
+    table("Replication remotes (their secret keys are never shown)",
+      ["Remote", "Endpoint", "Region", "Access key id", "Rules name its buckets", "Created", ""],
+      list.map((r) => [
+        h("a", { href: "#/remote/" + r.name, "data-remote": r.name }, r.name),
+        h("code", {}, r.endpoint), r.region, h("code", {}, r.accessKeyId),
+        h("code", { "data-arn": r.name }, r.destinationArnPattern), when(r.created),
+        h("button", { type: "button", class: "small danger", "data-remote-delete": r.name, "aria-label": "Delete remote " + r.name,
+          onclick: async () => {
+            try { if (await deleteRemote(r.name)) await remotes(); } catch (e) { out.replaceChildren(message(e.message, "error")); }
+          } }, "Delete"),
+      ])),
+  );
+}
+
+async function remote(name) {
+  const view = guardedView();
+  const [r, backlogR] = await Promise.all([
+    get("GetRemoteInfo?name=" + encodeURIComponent(name)),
+    soft(get("GetReplicationBacklog?node=*")),
+  ]);
+  const out = h("div", {});
+  const del = h("button", { type: "button", id: "delete-remote", class: "danger", onclick: async () => {
+    try { if (await deleteRemote(r.name)) location.hash = "#/remotes"; } catch (e) { out.replaceChildren(message(e.message, "error")); }
+  } }, "Delete remote");
+  view(
+    h("h1", {}, "Remote " + r.name),
+    h("p", {}, h("a", { href: "#/remotes" }, "All remotes")),
+    h("dl", { class: "facts" },
+      [["Endpoint", r.endpoint], ["Region", r.region], ["Access key id", r.accessKeyId],
+        ["Secret key", "stored, never shown"], ["Rules name its buckets", h("code", { id: "remote-arn" }, r.destinationArnPattern)],
+        ["Created", when(r.created)]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("section", { id: "remote-backlog" }, h("h2", {}, "Backlog"),
+      backlogR.e ? refusal(backlogR) : perNode("Versions waiting in each node's replication queue for this remote's buckets",
+        ["Node", "Destination", "Versions", "Queue bytes", "Oldest queued"], backlogR.v,
+        (x) => x.destination.startsWith(r.name + "/"),
+        (x) => [x.destination, String(x.versions), bytes(x.bytes), when(x.oldestQueued)], ["—", "0", bytes(0), ""])),
+    h("div", { class: "actions" }, del), out,
+  );
+}
+
 // ---- Routing ----
 
 const routes = [
@@ -1014,6 +1221,10 @@ const routes = [
   [/^#\/objects\/([0-9a-f]{64})$/, objects, "nav-buckets"],
   [/^#\/keys$/, keys, "nav-keys"],
   [/^#\/key\/(GK[0-9a-f]+)$/, key, "nav-keys"],
+  [/^#\/topics$/, topics, "nav-topics"],
+  [/^#\/topic\/([A-Za-z0-9_-]{1,256})$/, topic, "nav-topics"],
+  [/^#\/remotes$/, remotes, "nav-remotes"],
+  [/^#\/remote\/([A-Za-z0-9_-]{1,64})$/, remote, "nav-remotes"],
   [/^#\/activity$/, activity, "nav-activity"],
 ];
 
