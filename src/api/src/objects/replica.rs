@@ -9,7 +9,8 @@
 //! already is answered without a write.
 //!
 //! Only a key with the owner permission on the bucket may write replicas
-//! (it chooses version ids and stamps), and only when the bucket has
+//! (it chooses version ids and stamps), never under an id another object
+//! uses here (ids name blocks in the version table), and only when the bucket has
 //! versioning enabled and the cluster allows `bucket-replication`; a
 //! stamp more than [`MAX_AHEAD_MS`] ahead of this node's clock is refused
 //! (a replica must not win over every later write of the key).
@@ -17,8 +18,11 @@
 use garage_model::bucket_table::Versioning;
 use garage_model::history_table::HistoryKey;
 use garage_model::notify::Cause;
-use garage_model::object_table::{ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId};
+use garage_model::object_table::{
+    is_upload_id, ObjectVersion, ObjectVersionData, ObjectVersionState, VersionId,
+};
 use garage_model::replication::STATUS_HEADER;
+use garage_model::version_table::VersionBacklink;
 use garage_rpc::system::versions::BUCKET_REPLICATION;
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
@@ -60,6 +64,7 @@ impl Api {
         headers: &hyper::HeaderMap,
         who: &Requester,
         bucket: Uuid,
+        key: &str,
     ) -> ApiResult<Option<Replica>> {
         let Some(h) = headers.get(REPLICA_HEADER) else {
             return Ok(None);
@@ -110,6 +115,24 @@ impl Api {
                 timestamp - now
             )));
         }
+        // Version ids name blocks cluster-wide (the version table): an id
+        // already used by another object, or released, is refused, so a
+        // replica's data never lands in another object's version.
+        if is_upload_id(&uuid) {
+            return Err(ApiError::InvalidArgument(format!(
+                "{REPLICA_HEADER} names a multipart upload's id"
+            )));
+        }
+        let used = self.versions.get_range(&uuid, None, None, 1, false).await?;
+        if let Some(v) = used.first() {
+            let ours = matches!(&v.backlink,
+                VersionBacklink::Object { bucket_id, key: k } if *bucket_id == bucket && k == key);
+            if !ours || v.deleted.get() {
+                return Err(ApiError::InvalidArgument(format!(
+                    "{REPLICA_HEADER}: version {given} is used by another object here, or was deleted"
+                )));
+            }
+        }
         let etag = headers
             .get(REPLICA_ETAG_HEADER)
             .and_then(|v| v.to_str().ok())
@@ -151,7 +174,7 @@ impl Api {
         cause: Cause,
     ) -> ApiResult<VersionId> {
         let r = self
-            .replica_of(headers, who, bucket)
+            .replica_of(headers, who, bucket, key)
             .await?
             .ok_or_else(|| ApiError::InvalidRequest(format!("no {REPLICA_HEADER}")))?;
         if self.replica_written(bucket, key, &r).await?.is_none() {

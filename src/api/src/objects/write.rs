@@ -326,7 +326,7 @@ impl Api {
         let mut i = req.input;
         i.key = key;
         check_key(&i.key)?;
-        let replica = self.replica_of(&req.headers, &who, bucket).await?;
+        let replica = self.replica_of(&req.headers, &who, bucket, &i.key).await?;
         if let Some(r) = &replica {
             if let Some(etag) = self.replica_written(bucket, &i.key, r).await? {
                 return Ok(S3Response::new(PutObjectOutput {
