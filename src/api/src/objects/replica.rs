@@ -145,22 +145,31 @@ impl Api {
     }
 
     /// The ETag of the replica's version if this bucket has it already
-    /// (an empty one for a delete marker).
+    /// (an empty one for a delete marker). The version is then written
+    /// again as the history holds it, with `cause` (a replica's): a try
+    /// cut short after its history entry and before its object entry
+    /// leaves the object entry whole once the source tries again.
     pub async fn replica_written(
         &self,
         bucket: Uuid,
         key: &str,
         r: &Replica,
+        cause: &Cause,
     ) -> ApiResult<Option<String>> {
         let hk = HistoryKey::of(key, r.timestamp, r.uuid);
         let h = self.history.get(&bucket, &hk).await?;
-        Ok(h.filter(|h| !h.is_deleted() && h.version.is_complete())
-            .map(|h| match &h.version.state {
-                ObjectVersionState::Complete(
-                    ObjectVersionData::Inline(m, _) | ObjectVersionData::FirstBlock(m, _),
-                ) => m.etag.clone(),
-                _ => String::new(),
-            }))
+        let Some(h) = h.filter(|h| !h.is_deleted() && h.version.is_complete()) else {
+            return Ok(None);
+        };
+        self.writer
+            .update_versions(bucket, key, vec![h.version.clone()], cause)
+            .await?;
+        Ok(Some(match &h.version.state {
+            ObjectVersionState::Complete(
+                ObjectVersionData::Inline(m, _) | ObjectVersionData::FirstBlock(m, _),
+            ) => m.etag.clone(),
+            _ => String::new(),
+        }))
     }
 
     /// A DeleteObject with [`REPLICA_HEADER`]: the source's delete marker,
@@ -177,7 +186,12 @@ impl Api {
             .replica_of(headers, who, bucket, key)
             .await?
             .ok_or_else(|| ApiError::InvalidRequest(format!("no {REPLICA_HEADER}")))?;
-        if self.replica_written(bucket, key, &r).await?.is_none() {
+        let cause = cause.as_replica();
+        if self
+            .replica_written(bucket, key, &r, &cause)
+            .await?
+            .is_none()
+        {
             let v = ObjectVersion::new(
                 r.uuid,
                 r.timestamp,
@@ -185,7 +199,7 @@ impl Api {
                 Versioning::Enabled,
             );
             self.writer
-                .update_versions(bucket, key, vec![v], &cause.as_replica())
+                .update_versions(bucket, key, vec![v], &cause)
                 .await?;
         }
         Ok(VersionId::Id(r.timestamp, r.uuid))

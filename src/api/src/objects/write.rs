@@ -328,14 +328,14 @@ impl Api {
         check_key(&i.key)?;
         let replica = self.replica_of(&req.headers, &who, bucket, &i.key).await?;
         if let Some(r) = &replica {
-            if let Some(etag) = self.replica_written(bucket, &i.key, r).await? {
+            cause = cause.as_replica();
+            if let Some(etag) = self.replica_written(bucket, &i.key, r, &cause).await? {
                 return Ok(S3Response::new(PutObjectOutput {
                     version_id: Some(VersionId::Id(r.timestamp, r.uuid).to_string()),
                     e_tag: Some(ETag::Strong(etag)),
                     ..Default::default()
                 }));
             }
-            cause = cause.as_replica();
         }
         let md5 = i
             .content_md5

@@ -1,6 +1,7 @@
 //! `garage bucket …`: builds the bucket requests of [`garage_admin::ops`] and
 //! prints their answers.
 
+use super::date;
 use std::fmt::Write;
 
 use anyhow::{anyhow, bail};
@@ -19,14 +20,6 @@ use garage_admin::ops::remote::ResyncBucketReplicationRequest;
 use garage_admin::ops::{AdminRequest as R, AdminResponse as A};
 use garage_model::permission::BucketKeyPerm;
 use garage_util::config::parse_size;
-
-/// An RFC 3339 date as the CLI prints dates.
-pub fn date(rfc3339: &str) -> String {
-    rfc3339
-        .parse::<jiff::Timestamp>()
-        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_else(|_| rfc3339.to_string())
-}
 
 fn bucket_of(a: A) -> anyhow::Result<GetBucketInfoResponse> {
     expect!(a, A::Bucket(b) => *b)
@@ -74,7 +67,21 @@ async fn text(admin: &Admin, op: &BucketOperation) -> anyhow::Result<String> {
             }
             Ok(columns(&rows))
         }
-        BucketOperation::Info { name } => Ok(info_text(&find(admin, name).await?)),
+        BucketOperation::Info { name } => {
+            let b = find(admin, name).await?;
+            let mut text = info_text(&b);
+            if !b.replication_rules.is_empty() {
+                // What waits for the rules' destinations (also other
+                // buckets' versions sent to the same destination).
+                let dests: Vec<&str> = b
+                    .replication_rules
+                    .iter()
+                    .filter_map(|r| r.destination.strip_prefix("arn:garage:s3:::"))
+                    .collect();
+                text.push_str(&super::remote::backlog_text(admin, |d| dests.contains(&d)).await?);
+            }
+            Ok(text)
+        }
         BucketOperation::Create { name } => {
             admin
                 .op(R::CreateBucket(CreateBucketRequest {

@@ -461,3 +461,10 @@ pub async fn ask_up_nodes(
     }
     (got, missing)
 }
+/// An RFC 3339 date as the CLI prints dates.
+pub fn date(rfc3339: &str) -> String {
+    rfc3339
+        .parse::<jiff::Timestamp>()
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_else(|_| rfc3339.to_string())
+}

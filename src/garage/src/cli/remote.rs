@@ -26,7 +26,7 @@ fn show(r: &RemoteInfo) {
     println!("Endpoint:       {}", r.endpoint);
     println!("Region:         {}", r.region);
     println!("Access key id:  {}", r.access_key_id);
-    println!("Created:        {}", super::bucket::date(&r.created));
+    println!("Created:        {}", super::date(&r.created));
     println!("Destination:    {}", r.destination_arn_pattern);
 }
 
@@ -74,7 +74,8 @@ pub async fn run(admin: &Admin, op: &Op) -> anyhow::Result<()> {
         Op::Info { name } => {
             let r = one(call(admin, RemoteRequest::Info(name.clone())).await?)?;
             show(&r);
-            print_backlog(admin, &r.name).await?;
+            let prefix = format!("{}/", r.name);
+            print!("{}", backlog_text(admin, |d| d.starts_with(&prefix)).await?);
         }
         Op::Add {
             name,
@@ -107,25 +108,22 @@ pub async fn run(admin: &Admin, op: &Op) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The versions waiting for the destinations of `remote` in each node's
-/// replication queue: every node seen up is asked (see
-/// [`super::ask_up_nodes`]); the nodes down, or that did not answer, are
-/// named.
-async fn print_backlog(admin: &Admin, remote: &str) -> anyhow::Result<()> {
+/// The versions waiting in each node's replication queue for the
+/// destinations (`REMOTE/BUCKET`) `keep` takes: every node seen up is
+/// asked (see [`super::ask_up_nodes`]); the nodes down, or that did not
+/// answer, are named.
+pub async fn backlog_text(admin: &Admin, keep: impl Fn(&str) -> bool) -> anyhow::Result<String> {
+    use std::fmt::Write;
     let status = admin.cluster_status().await?;
     let (answers, mut missing) =
         super::ask_up_nodes(admin, &status, NodeRequest::GetReplicationBacklog, true).await;
     let b = |n: u64| bytesize::ByteSize::b(n).display().si().to_string();
-    let prefix = format!("{remote}/");
     let mut rows = Vec::new();
     let (mut versions, mut bytes) = (0, 0);
     for (id, answer) in answers {
         match answer {
             NodeResponse::ReplicationBacklog(all) => {
-                let mine: Vec<_> = all
-                    .iter()
-                    .filter(|x| x.destination.starts_with(&prefix))
-                    .collect();
+                let mine: Vec<_> = all.iter().filter(|x| keep(&x.destination)).collect();
                 if mine.is_empty() {
                     rows.push(format!("  {id:.16}\t-\t0 versions"));
                 }
@@ -134,12 +132,12 @@ async fn print_backlog(admin: &Admin, remote: &str) -> anyhow::Result<()> {
                     bytes += x.bytes;
                     rows.push(format!(
                         "  {id:.16}\t{}\t{} versions ({}){}",
-                        &x.destination[prefix.len()..],
+                        x.destination,
                         x.versions,
                         b(x.bytes),
                         x.oldest_queued
                             .as_deref()
-                            .map(|t| format!(", oldest queued {}", super::bucket::date(t)))
+                            .map(|t| format!(", oldest queued {}", super::date(t)))
                             .unwrap_or_default()
                     ));
                 }
@@ -147,15 +145,19 @@ async fn print_backlog(admin: &Admin, remote: &str) -> anyhow::Result<()> {
             _ => missing.push(format!("{id:.16} (answered another operation)")),
         }
     }
-    println!();
-    println!("Queued on each node (node, destination bucket, versions):");
+    let mut out = String::new();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "Queued for replication on each node (node, destination, versions):"
+    );
     rows.sort();
-    table::print(&rows);
+    out.push_str(&table::format(&rows));
     if rows.len() > 1 {
-        println!("  total: {versions} versions ({})", b(bytes));
+        let _ = writeln!(out, "  total: {versions} versions ({})", b(bytes));
     }
     if !missing.is_empty() {
-        println!("Not answered: {}", missing.join(", "));
+        let _ = writeln!(out, "Not answered: {}", missing.join(", "));
     }
-    Ok(())
+    Ok(out)
 }

@@ -237,6 +237,12 @@ fn versions_reach_another_cluster_through_a_slow_cut_link_and_killed_nodes() {
     // The link is cut: writes go on, their versions wait.
     link.set_isolated(dst.c.nodes[0].ip.into(), true);
     write(30..60, 3);
+    // `garage bucket info` shows the rule and what waits on each node.
+    let info = src.c.garage_ok(0, &["bucket", "info", "photos"]);
+    assert!(
+        info.contains("Replication:") && info.contains("dr/copy") && info.contains("oldest queued"),
+        "{info}"
+    );
     rt.block_on(
         clients[0]
             .delete_object()
