@@ -482,6 +482,62 @@ fn a_multipart_object_keeps_its_etag_and_a_refusal_is_failed() {
         Duration::from_secs(60),
         || rt.block_on(status(&cl, "big", "ko/x", &ko_vid)).as_deref() == Some("COMPLETED"),
     );
+    // Replica writes are the owner's only, under an id of their own.
+    let put_replica = |cl: &aws_sdk_s3::Client, key: &str, vid: String| {
+        let r = rt.block_on(
+            cl.put_object()
+                .bucket("copy")
+                .key(key)
+                .body(b"forged".to_vec().into())
+                .customize()
+                .mutate_request(move |r| {
+                    r.headers_mut().insert("x-garage-replica", vid.clone());
+                })
+                .send(),
+        );
+        r.map(|_| ()).map_err(|e| {
+            let e = e.into_service_error();
+            format!(
+                "{} {}",
+                e.meta().code().unwrap_or(""),
+                e.meta().message().unwrap_or("")
+            )
+        })
+    };
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let fresh = |ts: u64| format!("{ts:016x}{}", "ab".repeat(32));
+    let writer = make_key(&dst.c, "writer-only");
+    dst.c.garage_ok(
+        0,
+        &[
+            "bucket", "allow", "copy", "--read", "--write", "--key", &writer.0,
+        ],
+    );
+    let wcl = sdk_client(&dst.c, 0, &writer);
+    let e = put_replica(&wcl, "f1", fresh(now_ms)).unwrap_err();
+    assert!(e.starts_with("AccessDenied"), "{e}");
+    let e = put_replica(&dcl, "f1", "zz".into()).unwrap_err();
+    assert!(e.starts_with("InvalidArgument"), "{e}");
+    let e = put_replica(&dcl, "f1", fresh(now_ms + 3 * 3600 * 1000)).unwrap_err();
+    assert!(
+        e.starts_with("InvalidArgument") && e.contains("ahead"),
+        "{e}"
+    );
+    // The multipart object's version id, for another key.
+    let e = put_replica(&dcl, "f1", vid.clone()).unwrap_err();
+    assert!(
+        e.starts_with("InvalidArgument") && e.contains("another object"),
+        "{e}"
+    );
+    put_replica(&dcl, "f1", fresh(now_ms)).unwrap();
+    let h = rt
+        .block_on(dcl.head_object().bucket("copy").key("f1").send())
+        .unwrap();
+    assert_eq!(h.version_id(), Some(fresh(now_ms).as_str()));
+    assert_eq!(h.replication_status().map(|s| s.as_str()), Some("REPLICA"));
     // Deleting the configuration: new versions are not sent.
     src.cli(&["s3api", "delete-bucket-replication", "--bucket", "big"]);
     let none = common::s3::aws(
