@@ -239,7 +239,11 @@ impl Api {
         Ok(cur)
     }
 
-    fn current_of(found: crate::versions::versioning::Found, key: &str) -> ApiResult<Current> {
+    /// The version `found` names, as a reader takes it.
+    pub(crate) fn current_of(
+        found: crate::versions::versioning::Found,
+        key: &str,
+    ) -> ApiResult<Current> {
         let v = &found.version;
         let (meta, data) = match &v.state {
             ObjectVersionState::Complete(ObjectVersionData::Inline(m, d)) => {

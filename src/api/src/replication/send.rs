@@ -102,7 +102,7 @@ impl Api {
                 ("DELETE", reqwest::Body::from(Vec::new()), 0)
             }
             _ => {
-                let (body, len) = self.version_body(task, &vid, h, &mut headers).await?;
+                let (body, len) = self.version_body(task, h, &mut headers).await?;
                 if let Some(c) = to.storage_class {
                     headers.push(("x-amz-storage-class".into(), c.to_string()));
                 }
@@ -136,13 +136,16 @@ impl Api {
     async fn version_body(
         self: &Arc<Self>,
         task: &Task,
-        vid: &str,
         h: &HistoryEntry,
         headers: &mut Vec<(String, String)>,
     ) -> Result<(reqwest::Body, u64), SendError> {
-        let cur = self
-            .current(task.bucket, &task.key, Some(vid))
-            .await
+        // The history entry read already is the version (no second read).
+        let found = crate::versions::versioning::Found {
+            obj: None,
+            version: h.version.clone(),
+            history: Some(h.clone()),
+        };
+        let cur = Self::current_of(found, &task.key)
             .map_err(|e| SendError::Transient(format!("cannot read the version: {e}")))?;
         let sse = crate::encryption::sse::check_read(&self.kms, &cur.meta.headers, None)
             .await

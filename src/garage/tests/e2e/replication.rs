@@ -626,7 +626,11 @@ fn bench_replication() {
     // Cut: a backlog, then its drain.
     link.set_isolated(dst.c.nodes[0].ip.into(), true);
     let t = std::time::Instant::now();
-    puts("bulk", n);
+    let queued_only = puts("bulk", n);
+    eprintln!(
+        "bench: PUT with a replication rule, link cut (queued, nothing sent meanwhile): {}",
+        summary(queued_only)
+    );
     let left = Duration::from_secs(cut_secs).saturating_sub(t.elapsed());
     std::thread::sleep(left);
     eprintln!(
