@@ -13,7 +13,8 @@
 //! uses here (ids name blocks in the version table), and only when the bucket has
 //! versioning enabled and the cluster allows `bucket-replication`; a
 //! stamp more than [`MAX_AHEAD_MS`] ahead of this node's clock is refused
-//! (a replica must not win over every later write of the key).
+//! (a replica must not win over every later write of the key) with a 503,
+//! so that the source tries again once the clocks agree.
 
 use garage_model::bucket_table::Versioning;
 use garage_model::history_table::HistoryKey;
@@ -110,8 +111,10 @@ impl Api {
         }
         let now = garage_util::time::now_msec();
         if timestamp > now + MAX_AHEAD_MS {
-            return Err(ApiError::InvalidArgument(format!(
-                "the replica's version is stamped {} ms ahead of this node's clock (at most {MAX_AHEAD_MS})",
+            // A clock off on either side: the source tries again later
+            // (503), rather than give the version up.
+            return Err(ApiError::Unavailable(format!(
+                "the replica's version is stamped {} ms ahead of this node's clock (at most {MAX_AHEAD_MS}): one of the clusters' clocks is off",
                 timestamp - now
             )));
         }

@@ -125,7 +125,10 @@ impl Api {
         let code = xml_field(&text, "Code").unwrap_or_default();
         let message = xml_field(&text, "Message").unwrap_or_default();
         let what = format!("{method} answered {status} {code}: {message}");
-        if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+        // A clock off on either side (SigV4's 15 minutes) is waited out,
+        // as are timeouts and throttling; other 4xx are refusals.
+        let transient = matches!(status.as_u16(), 408 | 429) || code == "RequestTimeTooSkewed";
+        if status.is_client_error() && !transient {
             Err(SendError::Refused(what))
         } else {
             Err(SendError::Transient(what))
