@@ -36,6 +36,7 @@ pub mod key_table;
 pub mod kms;
 pub mod lifecycle;
 pub mod mpu_table;
+pub mod named_table;
 pub mod notify;
 pub mod object_lock;
 pub mod object_register;

@@ -9,6 +9,7 @@ use garage_model::garage::Garage;
 use garage_model::notify::outbox::Queued;
 use garage_model::notify::topic_table::TopicConfig;
 use garage_table::EmptyKey;
+use garage_util::worker::backoff::Backoff;
 use garage_util::worker::{Step, Worker, WorkerHandle, WorkerSpec};
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -27,8 +28,7 @@ struct TopicState {
     /// one).
     config: TopicConfig,
     sender: Sender,
-    failures: u32,
-    retry_at: Option<Instant>,
+    backoff: Backoff,
     /// Failed sends of the oldest event waiting (for `max_retries`).
     head_attempts: u32,
     head_seq: Option<u64>,
@@ -56,7 +56,10 @@ impl DeliveryWorker {
 
     /// The earliest time a waiting topic may be tried again.
     fn next_retry(&self) -> Option<Instant> {
-        self.topics.values().filter_map(|t| t.retry_at).min()
+        self.topics
+            .values()
+            .filter_map(|t| t.backoff.retry_at())
+            .min()
     }
 }
 
@@ -98,7 +101,7 @@ impl Worker for DeliveryWorker {
             .iter_mut()
             .filter(|(t, _)| !backlog.contains_key(*t))
         {
-            s.retry_at = None;
+            s.backoff.idle();
             metrics::gauge!("notify_queued_events", "topic" => t.clone()).set(0.0);
             metrics::gauge!("notify_lag_seconds", "topic" => t.clone()).set(0.0);
         }
@@ -138,8 +141,7 @@ impl Worker for DeliveryWorker {
                     Ok(sender) => TopicState {
                         sender,
                         config,
-                        failures: 0,
-                        retry_at: None,
+                        backoff: Backoff::new(RETRY_MIN, RETRY_MAX),
                         head_attempts: 0,
                         head_seq: None,
                     },
@@ -177,25 +179,19 @@ impl Worker for DeliveryWorker {
             match out {
                 Outcome::Sent(n) => {
                     sent += n;
-                    if state.failures > 0 {
+                    if state.backoff.succeeded() {
                         info!(topic = %name, "notification endpoint reachable again");
                     }
-                    state.failures = 0;
-                    state.retry_at = None;
                 }
                 Outcome::Nothing => waiting += 1,
                 Outcome::Failed(e) => {
                     waiting += 1;
-                    state.failures += 1;
-                    let wait = RETRY_MIN
-                        .saturating_mul(1 << state.failures.min(7).saturating_sub(1))
-                        .min(RETRY_MAX);
-                    state.retry_at = Some(Instant::now() + wait);
+                    let wait = state.backoff.failed();
                     metrics::counter!("notify_send_errors_total", "topic" => name.clone(), "kind" => kind(&state))
                         .increment(1);
                     warn!(
                         topic = %name,
-                        failures = state.failures,
+                        failures = state.backoff.failures(),
                         retry_in_ms = wait.as_millis() as u64,
                         "cannot deliver notification events: {e}"
                     );
@@ -245,7 +241,7 @@ fn kind(s: &TopicState) -> &'static str {
 
 /// One topic's turn: its next batch, sent in order.
 async fn turn(garage: &Garage, name: &str, state: &mut TopicState) -> Outcome {
-    if state.retry_at.is_some_and(|at| Instant::now() < at) {
+    if state.backoff.waiting() {
         return Outcome::Nothing;
     }
     let outbox = &garage.writer.notifier.outbox;

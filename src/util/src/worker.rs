@@ -20,6 +20,7 @@
 //! and holds it to the contract: state, errors and back-off kept here,
 //! and an exit within [`EXIT_DEADLINE`].
 
+pub mod backoff;
 pub mod runner;
 
 pub use runner::{Step, Worker, EXIT_DEADLINE};

@@ -19,6 +19,7 @@ use garage_model::replication::state::{DestStatus, ReplicationState};
 use garage_model::replication::{decode, Task};
 use garage_table::EmptyKey;
 use garage_util::data::Uuid;
+use garage_util::worker::backoff::Backoff;
 use garage_util::worker::{Step, Worker, WorkerHandle, WorkerSpec};
 use tokio::sync::{watch, Notify};
 use tracing::{info, warn};
@@ -36,12 +37,19 @@ const KEYS_AT_ONCE: usize = 32;
 const RETRY_MIN: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-#[derive(Default)]
 struct DestState {
-    failures: u32,
-    retry_at: Option<Instant>,
+    backoff: Backoff,
     /// Logged once while it waits for a remote this node does not know.
     unknown_logged: bool,
+}
+
+impl Default for DestState {
+    fn default() -> Self {
+        Self {
+            backoff: Backoff::new(RETRY_MIN, RETRY_MAX),
+            unknown_logged: false,
+        }
+    }
 }
 
 pub struct ReplicationWorker {
@@ -63,7 +71,10 @@ impl ReplicationWorker {
     }
 
     fn next_retry(&self) -> Option<Instant> {
-        self.dests.values().filter_map(|d| d.retry_at).min()
+        self.dests
+            .values()
+            .filter_map(|d| d.backoff.retry_at())
+            .min()
     }
 
     /// The remote `name` (this node's copy, else the cluster's): `None`
@@ -110,7 +121,7 @@ impl Worker for ReplicationWorker {
             .iter_mut()
             .filter(|(d, _)| !backlog.contains_key(*d))
         {
-            s.retry_at = None;
+            s.backoff.idle();
             metrics::gauge!("replication_queued_versions", "destination" => d.clone()).set(0.0);
             metrics::gauge!("replication_lag_seconds", "destination" => d.clone()).set(0.0);
         }
@@ -123,7 +134,7 @@ impl Worker for ReplicationWorker {
             metrics::gauge!("replication_queued_versions", "destination" => dest.clone())
                 .set(b.events as f64);
             let state = self.dests.entry(dest.clone()).or_default();
-            if state.retry_at.is_some_and(|at| Instant::now() < at) {
+            if state.backoff.waiting() {
                 continue;
             }
             let Some((remote, bucket)) = dest.split_once('/') else {
@@ -163,24 +174,18 @@ impl Worker for ReplicationWorker {
             match out {
                 Outcome::Sent(n) => {
                     sent += n;
-                    if state.failures > 0 {
+                    if state.backoff.succeeded() {
                         info!(destination = %dest, "replication destination reachable again");
                     }
-                    state.failures = 0;
-                    state.retry_at = None;
                 }
                 Outcome::Nothing => {}
                 Outcome::Failed(e) => {
-                    state.failures += 1;
-                    let wait = RETRY_MIN
-                        .saturating_mul(1 << state.failures.min(6).saturating_sub(1))
-                        .min(RETRY_MAX);
-                    state.retry_at = Some(Instant::now() + wait);
+                    let wait = state.backoff.failed();
                     metrics::counter!("replication_send_errors_total", "destination" => dest.clone())
                         .increment(1);
                     warn!(
                         destination = %dest,
-                        failures = state.failures,
+                        failures = state.backoff.failures(),
                         retry_in_ms = wait.as_millis() as u64,
                         "cannot replicate versions: {e}"
                     );

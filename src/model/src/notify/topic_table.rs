@@ -12,23 +12,19 @@
 
 use std::collections::BTreeMap;
 
-use garage_table::{EmptyKey, Entry, Replication, TableSchema};
-use garage_util::crdt::{Crdt, Lww};
+use garage_table::{EmptyKey, Replication, TableSchema};
 use serde::{Deserialize, Serialize};
+
+use crate::named_table::{check_name, LiveFilter, Named};
 
 use super::endpoint::Endpoint;
 
 /// Longest topic name (SNS's limit).
 pub const MAX_TOPIC_NAME: usize = 256;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topic {
-    pub name: String,
-    /// Milliseconds since the epoch (merge keeps the earliest).
-    pub created: u64,
-    /// The current configuration; `None`: deleted.
-    pub config: Lww<Option<TopicConfig>>,
-}
+/// A topic: its name, when it was made, and its configuration (see
+/// [`crate::named_table`]).
+pub type Topic = Named<TopicConfig>;
 
 /// What a topic sends to, as given at its creation.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -58,47 +54,11 @@ impl TopicConfig {
     }
 }
 
-impl Crdt for Topic {
-    fn merge(&mut self, other: &Self) {
-        self.created = self.created.min(other.created);
-        self.config.merge(&other.config);
-    }
-}
-
-impl Topic {
-    pub fn new(name: String, config: TopicConfig, now: u64) -> Self {
-        Self {
-            name,
-            created: now,
-            config: Lww::new(Some(config)),
-        }
-    }
-
-    /// Its configuration, unless deleted.
-    pub fn live(&self) -> Option<&TopicConfig> {
-        self.config.get().as_ref()
-    }
-}
-
 /// Whether `name` may name a topic: 1 to 256 ASCII letters, digits,
 /// hyphens and underscores (SNS's rule, which also keeps names out of the
 /// byte that separates them from sequence numbers in the outbox).
 pub fn check_topic_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_TOPIC_NAME {
-        return Err(format!(
-            "a topic name has 1 to {MAX_TOPIC_NAME} characters; {name:?} has {}",
-            name.len()
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        return Err(format!(
-            "a topic name has only ASCII letters, digits, '-' and '_'; {name:?} has {c:?}"
-        ));
-    }
-    Ok(())
+    check_name("topic", name, MAX_TOPIC_NAME)
 }
 
 /// The ARN of topic `name` in `region`: what notification configurations
@@ -117,24 +77,8 @@ pub fn topic_of_arn(arn: &str) -> Option<&str> {
     Some(name)
 }
 
-impl Entry<EmptyKey, String> for Topic {
-    fn partition_key(&self) -> &EmptyKey {
-        &EmptyKey
-    }
-    fn sort_key(&self) -> &String {
-        &self.name
-    }
-    fn is_tombstone(&self) -> bool {
-        false
-    }
-}
-
 /// Which topics a range read returns.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum TopicFilter {
-    /// Those not deleted.
-    Live,
-}
+pub type TopicFilter = LiveFilter;
 
 pub struct TopicTable;
 
@@ -149,42 +93,13 @@ impl TableSchema for TopicTable {
     type Filter = TopicFilter;
 
     fn matches_filter(entry: &Topic, filter: &TopicFilter) -> bool {
-        match filter {
-            TopicFilter::Live => entry.live().is_some(),
-        }
+        filter.matches(entry)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::check_laws;
-
-    fn config(url: &str) -> TopicConfig {
-        TopicConfig {
-            owner: "GK1".into(),
-            endpoint: url.into(),
-            attributes: BTreeMap::new(),
-        }
-    }
-
-    #[test]
-    fn a_deleted_topic_stays_deleted_until_made_again() {
-        let a = Topic::new("t".into(), config("http://127.0.0.1:1/"), 10);
-        let mut b = a.clone();
-        b.config.update(None);
-        let mut c = b.clone();
-        c.config.update(Some(config("http://127.0.0.1:2/")));
-        check_laws(&a, &b, &c);
-        let mut m = a.clone();
-        m.merge(&b);
-        assert!(
-            m.live().is_none(),
-            "the deletion wins over the older config"
-        );
-        m.merge(&c);
-        assert_eq!(m.live().unwrap().endpoint, "http://127.0.0.1:2/");
-    }
 
     #[test]
     fn names_and_arns() {

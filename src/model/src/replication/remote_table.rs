@@ -10,21 +10,17 @@
 //! configuration (a last-writer-wins register), so a node that did not
 //! hear of the deletion cannot bring it back.
 
-use garage_table::{EmptyKey, Entry, Replication, TableSchema};
-use garage_util::crdt::{Crdt, Lww};
+use garage_table::{EmptyKey, Replication, TableSchema};
 use serde::{Deserialize, Serialize};
+
+use crate::named_table::{check_name, LiveFilter, Named};
 
 /// Longest remote name.
 pub const MAX_REMOTE_NAME: usize = 64;
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Remote {
-    pub name: String,
-    /// Milliseconds since the epoch (merge keeps the earliest).
-    pub created: u64,
-    /// The current configuration; `None`: deleted.
-    pub config: Lww<Option<RemoteConfig>>,
-}
+/// A remote: its name, when it was added, and its configuration (see
+/// [`crate::named_table`]).
+pub type Remote = Named<RemoteConfig>;
 
 /// How to reach a remote.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -81,66 +77,14 @@ impl RemoteConfig {
     }
 }
 
-impl Crdt for Remote {
-    fn merge(&mut self, other: &Self) {
-        self.created = self.created.min(other.created);
-        self.config.merge(&other.config);
-    }
-}
-
-impl Remote {
-    pub fn new(name: String, config: RemoteConfig, now: u64) -> Self {
-        Self {
-            name,
-            created: now,
-            config: Lww::new(Some(config)),
-        }
-    }
-
-    /// Its configuration, unless deleted.
-    pub fn live(&self) -> Option<&RemoteConfig> {
-        self.config.get().as_ref()
-    }
-}
-
 /// Whether `name` may name a remote: 1 to 64 ASCII letters, digits,
 /// hyphens and underscores (it is part of ARNs and of queue keys).
 pub fn check_remote_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > MAX_REMOTE_NAME {
-        return Err(format!(
-            "a remote name has 1 to {MAX_REMOTE_NAME} characters; {name:?} has {}",
-            name.len()
-        ));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-    {
-        return Err(format!(
-            "a remote name has only ASCII letters, digits, '-' and '_'; {name:?} has {c:?}"
-        ));
-    }
-    Ok(())
-}
-
-impl Entry<EmptyKey, String> for Remote {
-    fn partition_key(&self) -> &EmptyKey {
-        &EmptyKey
-    }
-    fn sort_key(&self) -> &String {
-        &self.name
-    }
-    fn is_tombstone(&self) -> bool {
-        false
-    }
+    check_name("remote", name, MAX_REMOTE_NAME)
 }
 
 /// Which remotes a range read returns.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum RemoteFilter {
-    /// Those not deleted.
-    Live,
-}
+pub type RemoteFilter = LiveFilter;
 
 pub struct RemoteTable;
 
@@ -154,16 +98,13 @@ impl TableSchema for RemoteTable {
     type Filter = RemoteFilter;
 
     fn matches_filter(entry: &Remote, filter: &RemoteFilter) -> bool {
-        match filter {
-            RemoteFilter::Live => entry.live().is_some(),
-        }
+        filter.matches(entry)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::check_laws;
 
     fn config(url: &str) -> RemoteConfig {
         RemoteConfig {
@@ -172,21 +113,6 @@ mod tests {
             access_key_id: "GK1".into(),
             secret_access_key: "s3cr3t".into(),
         }
-    }
-
-    #[test]
-    fn a_deleted_remote_stays_deleted_until_added_again() {
-        let a = Remote::new("dr".into(), config("http://127.0.0.1:1"), 10);
-        let mut b = a.clone();
-        b.config.update(None);
-        let mut c = b.clone();
-        c.config.update(Some(config("http://127.0.0.1:2")));
-        check_laws(&a, &b, &c);
-        let mut m = a.clone();
-        m.merge(&b);
-        assert!(m.live().is_none());
-        m.merge(&c);
-        assert_eq!(m.live().unwrap().endpoint, "http://127.0.0.1:2");
     }
 
     #[test]
