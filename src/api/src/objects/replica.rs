@@ -210,8 +210,10 @@ impl Api {
 
     /// A version's `x-amz-replication-status`: `REPLICA` for a replica
     /// (its headers say so); in a bucket with replication rules, the state
-    /// its history entry holds (one more read; none if it cannot be read:
-    /// the object is still served).
+    /// its history entry holds (one more read, only there: this node's
+    /// copy when it has the entry, else a quorum read; none if it cannot
+    /// be read: the object is still served). This node's copy may lag the
+    /// quorum by a moment (`PENDING` just after `COMPLETED` was written).
     pub async fn replication_status(
         &self,
         access: &crate::access::authorize::Access,
@@ -229,10 +231,13 @@ impl Api {
         if !access.replicated || cur.version_id.is_none() {
             return None;
         }
+        // This node's copy when it has the entry (every node does in a
+        // cluster of three zones): no round trip; else a quorum read.
         let hk = HistoryKey::of(key, cur.timestamp, cur.uuid);
-        match self.history.get(&access.bucket, &hk).await {
-            Ok(Some(h)) => h.replication.s3_status(),
-            _ => None,
-        }
+        let h = match self.history.get_local(&access.bucket, &hk).await {
+            Ok(Some(h)) => Some(h),
+            _ => self.history.get(&access.bucket, &hk).await.ok().flatten(),
+        };
+        h.and_then(|h| h.replication.s3_status())
     }
 }

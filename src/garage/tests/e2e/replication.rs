@@ -157,6 +157,16 @@ async fn status(cl: &aws_sdk_s3::Client, bucket: &str, key: &str, vid: &str) -> 
     r.replication_status().map(|s| s.as_str().to_string())
 }
 
+/// Whether every version of `want` but delete markers shows `COMPLETED`.
+async fn all_completed(cl: &aws_sdk_s3::Client, bucket: &str, want: &Versions) -> bool {
+    for ((k, vid), (_, marker)) in want {
+        if !*marker && status(cl, bucket, k, vid).await.as_deref() != Some("COMPLETED") {
+            return false;
+        }
+    }
+    true
+}
+
 /// A TCP proxy in front of `target`'s S3 endpoint, on an address of its
 /// own: the link between two clusters, which a test cuts or slows.
 fn link_to(target: &Cluster) -> (Arc<Net>, Proxy, String) {
@@ -271,18 +281,18 @@ fn versions_reach_another_cluster_through_a_slow_cut_link_and_killed_nodes() {
         Duration::from_secs(180),
         || rt.block_on(try_versions(&dcl, "copy")).as_ref() == Ok(&want),
     );
-    // Every source version is COMPLETED, every replica is REPLICA, and
-    // the current bodies are the same.
+    // Every source version is COMPLETED (as soon as node 1's copy of its
+    // state has the write), every replica is REPLICA, and the current
+    // bodies are the same.
+    wait_until(
+        "every version COMPLETED on the source",
+        Duration::from_secs(60),
+        || rt.block_on(all_completed(&clients[1], "photos", &want)),
+    );
     for ((k, vid), (_, marker)) in &want {
         if *marker {
             continue;
         }
-        assert_eq!(
-            rt.block_on(status(&clients[1], "photos", k, vid))
-                .as_deref(),
-            Some("COMPLETED"),
-            "{k} {vid}"
-        );
         assert_eq!(
             rt.block_on(status(&dcl, "copy", k, vid)).as_deref(),
             Some("REPLICA"),
@@ -649,6 +659,11 @@ fn bench_replication() {
         n as f64 / drain,
         mb / drain
     );
+    wait_until(
+        "every version COMPLETED on the source",
+        Duration::from_secs(120),
+        || common::run(all_completed(&cl, "bulk", &want)),
+    );
     let mut statuses: BTreeMap<(String, String), usize> = BTreeMap::new();
     common::run(async {
         for (k, vid) in want.keys() {
@@ -730,11 +745,9 @@ fn versions_wait_out_a_destination_clock_stepped_back() {
     wait_until("the versions arrive", Duration::from_secs(90), || {
         rt.block_on(try_versions(&dcl, "copy")).as_ref() == Ok(&want)
     });
-    for (k, vid) in want.keys() {
-        assert_eq!(
-            rt.block_on(status(&cl, "src", k, vid)).as_deref(),
-            Some("COMPLETED"),
-            "{k}"
-        );
-    }
+    wait_until(
+        "every version COMPLETED on the source",
+        Duration::from_secs(30),
+        || rt.block_on(all_completed(&cl, "src", &want)),
+    );
 }
