@@ -831,6 +831,7 @@ pub(crate) fn summary(mut v: Vec<f64>) -> String {
 fn bench_notifications() {
     let n = knob("GARAGE_TEST_NOTIFY_EVENTS", 2000);
     let rtt = knob("GARAGE_TEST_NOTIFY_RTT_MS", 0) as u64;
+    let outage_secs = knob("GARAGE_TEST_NOTIFY_OUTAGE_SECS", 0) as u64;
     let c = Cluster::three_zones();
     if rtt > 0 {
         c.set_latency(Duration::from_millis(rtt / 2));
@@ -883,9 +884,16 @@ fn bench_notifications() {
         live.as_secs_f64(),
         n as f64 / live.as_secs_f64()
     );
-    // A backlog, then its drain.
+    // A backlog, then its drain: the receiver down for the writes' time,
+    // or `GARAGE_TEST_NOTIFY_OUTAGE_SECS` if longer.
     hook.stop();
+    let down = std::time::Instant::now();
     put_latencies(&c, &key, "drained", n);
+    std::thread::sleep(Duration::from_secs(outage_secs).saturating_sub(down.elapsed()));
+    eprintln!(
+        "bench: webhook receiver down {:.0} s while {n} objects were written",
+        down.elapsed().as_secs_f64()
+    );
     let before = distinct(&out);
     hook.start();
     // From the first event of the backlog to arrive (the topic waits out
