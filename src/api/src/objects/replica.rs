@@ -87,13 +87,15 @@ impl Api {
                 self.blocks.system.active_version()
             )));
         }
-        let b = self
-            .metadata
-            .buckets
-            .get(&EmptyKey, &bucket)
-            .await?
-            .and_then(|b| b.params().cloned())
-            .ok_or_else(|| ApiError::NoSuchBucket(bucket.to_string()))?;
+        // This node's copy (every node holds the bucket table), else the
+        // cluster's (a bucket made a moment ago elsewhere).
+        let buckets = &self.metadata.buckets;
+        let b = match buckets.get_local(&EmptyKey, &bucket).await? {
+            Some(b) => Some(b),
+            None => buckets.get(&EmptyKey, &bucket).await?,
+        }
+        .and_then(|b| b.params().cloned())
+        .ok_or_else(|| ApiError::NoSuchBucket(bucket.to_string()))?;
         let owner = who.key.as_ref().is_some_and(|k| {
             b.authorized_keys
                 .get(&k.key_id)
@@ -106,7 +108,7 @@ impl Api {
         }
         if *b.versioning.get() != Versioning::Enabled {
             return Err(ApiError::InvalidRequest(
-                "a replication destination bucket has versioning enabled".into(),
+                "a bucket takes replicas only with versioning enabled: enable it (PutBucketVersioning Status=Enabled)".into(),
             ));
         }
         let now = garage_util::time::now_msec();
