@@ -338,13 +338,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                 &["s3api", "create-bucket", "--bucket", GATED],
             );
             let out = put_noncurrent_transition(&c, &key, i, dir.path());
-            let e = stderr(&out);
-            assert!(
-                !out.status.success()
-                    && e.contains("NotImplemented")
-                    && e.contains("finalized at v0.3.0"),
-                "{e}"
-            );
+            refused_until_finalized(&out, "NotImplemented");
             // So are notification topics; an empty notification
             // configuration (nothing to store) is accepted.
             let out = aws(
@@ -360,13 +354,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     "push-endpoint=http://127.0.0.1:9/",
                 ],
             );
-            let e = stderr(&out);
-            assert!(
-                !out.status.success()
-                    && e.contains("bucket notifications")
-                    && e.contains("finalized at v0.3.0"),
-                "{e}"
-            );
+            refused_until_finalized(&out, "bucket notifications");
             aws_ok(
                 &key,
                 &endpoint(&c, i),
@@ -396,13 +384,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     "s",
                 ],
             );
-            let e = stderr(&out);
-            assert!(
-                !out.status.success()
-                    && e.contains("bucket replication")
-                    && e.contains("finalized at v0.3.0"),
-                "{e}"
-            );
+            refused_until_finalized(&out, "bucket replication");
             let out = aws(
                 &key,
                 &endpoint(&c, i),
@@ -416,13 +398,7 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                     r#"{"Role":"r","Rules":[{"Status":"Enabled","Priority":1,"Filter":{"Prefix":""},"DeleteMarkerReplication":{"Status":"Disabled"},"Destination":{"Bucket":"arn:garage:s3:::x/y"}}]}"#,
                 ],
             );
-            let e = stderr(&out);
-            assert!(
-                !out.status.success()
-                    && e.contains("bucket replication")
-                    && e.contains("finalized at v0.3.0"),
-                "{e}"
-            );
+            refused_until_finalized(&out, "bucket replication");
             // So are classes with a place and pinned buckets.
             for args in [
                 &["layout", "class", "EU", "--replication", "2"][..],
@@ -680,5 +656,15 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
         "upgrade test: {:.0} s from the first start to the last check; restarts until every node saw the node up again (s): {}",
         took.as_secs_f64(),
         secs.join(", ")
+    );
+}
+
+/// `out` is a refusal of a gated feature by an upgraded node: it names
+/// `what` and the release to finalize at.
+fn refused_until_finalized(out: &std::process::Output, what: &str) {
+    let e = stderr(out);
+    assert!(
+        !out.status.success() && e.contains(what) && e.contains("finalized at v0.3.0"),
+        "{e}"
     );
 }
