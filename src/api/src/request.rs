@@ -8,7 +8,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use garage_model::bucket_table::Bucket;
+use garage_model::iam::identity::Identity;
 use garage_model::key_table::Key;
+use garage_model::policy::{Decision, Principal, Request as PolicyRequest, Resource, Values};
 use garage_util::data::Uuid;
 
 /// What a handler receives: who asked, and what its operation's rule
@@ -22,9 +24,9 @@ pub struct Ctx<G> {
 #[derive(Clone, Copy, Debug)]
 pub struct Peer(pub SocketAddr);
 
-/// The values of a request's string policy condition keys (see
-/// `access::policy::STRING_KEYS`), put in its extensions by the
-/// listener.
+/// The values of a request's policy condition keys taken from its
+/// headers and query (see `garage_model::policy::values::HEADER_KEYS`),
+/// put in its extensions by the listener.
 #[derive(Clone, Debug, Default)]
 pub struct ConditionValues(pub Arc<HashMap<String, String>>);
 
@@ -47,6 +49,25 @@ impl ConditionValues {
             ("s3:x-amz-content-sha256", "x-amz-content-sha256"),
             ("s3:x-amz-copy-source", "x-amz-copy-source"),
             ("s3:x-amz-metadata-directive", "x-amz-metadata-directive"),
+            (
+                "s3:x-amz-server-side-encryption-customer-algorithm",
+                "x-amz-server-side-encryption-customer-algorithm",
+            ),
+            (
+                "s3:x-amz-website-redirect-location",
+                "x-amz-website-redirect-location",
+            ),
+            ("s3:x-amz-grant-read", "x-amz-grant-read"),
+            ("s3:x-amz-grant-write", "x-amz-grant-write"),
+            ("s3:x-amz-grant-read-acp", "x-amz-grant-read-acp"),
+            ("s3:x-amz-grant-write-acp", "x-amz-grant-write-acp"),
+            ("s3:x-amz-grant-full-control", "x-amz-grant-full-control"),
+            ("s3:object-lock-mode", "x-amz-object-lock-mode"),
+            (
+                "s3:object-lock-retain-until-date",
+                "x-amz-object-lock-retain-until-date",
+            ),
+            ("s3:object-lock-legal-hold", "x-amz-object-lock-legal-hold"),
             ("aws:useragent", "user-agent"),
             ("aws:referer", "referer"),
         ] {
@@ -91,12 +112,68 @@ impl ConditionValues {
 pub struct Requester {
     /// The key that signed it; `None`: anonymous.
     pub key: Option<Key>,
+    /// Its key's IAM user and identity policies (a key made by IAM).
+    pub identity: Option<Identity>,
+    /// Who it is, as policies see it.
+    pub principal: Principal,
     pub source_ip: Option<IpAddr>,
     /// Its values of the policy condition keys.
     pub conditions: ConditionValues,
+    /// The policy action of its operation (`s3:PutBucketPolicy`, …).
+    pub action: &'static str,
+    /// The cluster's region (`aws:RequestedRegion`).
+    pub region: Arc<str>,
 }
 
 impl Requester {
+    /// The values of its condition keys (`prefix`: a listing's
+    /// `s3:prefix`; `existing_tags`: the object's, when read).
+    pub fn values<'a>(
+        &'a self,
+        prefix: Option<&'a str>,
+        existing_tags: Option<&'a [(String, String)]>,
+    ) -> Values<'a> {
+        Values {
+            headers: Some(&self.conditions.0),
+            existing_tags,
+            source_ip: self.source_ip,
+            secure: false,
+            prefix,
+            source_arn: None,
+            region: Some(&self.region),
+            now_msec: None,
+        }
+    }
+
+    /// What its identity policies say of `action` on `bucket` (and
+    /// `object`): nothing for a key not made by IAM, whose permissions
+    /// are its per-bucket flags.
+    pub fn identity_decision(
+        &self,
+        action: &str,
+        bucket: &str,
+        object: Option<&str>,
+        values: Values<'_>,
+    ) -> Decision {
+        let Some(id) = &self.identity else {
+            return Decision::NotApplicable;
+        };
+        let r = PolicyRequest {
+            who: &self.principal,
+            action,
+            resource: Resource::S3 { bucket, object },
+            values,
+        };
+        id.policies
+            .iter()
+            .fold(Decision::NotApplicable, |d, p| d.combine(p.evaluate(&r)))
+    }
+
+    /// The IAM user's name, for messages.
+    pub fn user_name(&self) -> Option<&str> {
+        self.identity.as_ref().map(|i| i.user.name.as_str())
+    }
+
     /// The owner shown in listings: the key that asked (none when
     /// anonymous).
     pub fn owner(&self) -> Option<s3s::dto::Owner> {

@@ -204,6 +204,20 @@ pub enum Command {
     /// to): list, info, add, delete
     #[command(subcommand)]
     Remote(RemoteOperation),
+    /// IAM users, groups and policies: any action of `aws iam`, with its
+    /// parameters, as the operator (`garage iam create-user --user-name
+    /// alice`, `garage iam attach-user-policy --user-name alice
+    /// --policy-arn arn:aws:iam::aws:policy/AmazonS3FullAccess`); a
+    /// value `file://PATH` is read from the file
+    Iam {
+        /// The action, as aws-cli names it (`create-user`) or as AWS does
+        /// (`CreateUser`)
+        action: String,
+        /// `--param-name value` pairs (`--user-name alice`), or AWS's
+        /// names (`--Tags.member.1.Key team`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        params: Vec<String>,
+    },
     /// Rolling upgrades: status (versions per node, the active cluster
     /// version), finalize (adopt this node's release for good)
     #[command(subcommand)]
@@ -247,6 +261,7 @@ impl Command {
             Command::Kms(_) => "kms",
             Command::Topic(_) => "topic",
             Command::Remote(_) => "remote",
+            Command::Iam { .. } => "iam",
             Command::Upgrade(_) => "upgrade",
             Command::JsonApi { .. } => "json-api",
             Command::ConvertDb(_) => "convert-db",

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         | Command::Kms(_)
         | Command::Topic(_)
         | Command::Remote(_)
+        | Command::Iam { .. }
         | Command::Upgrade(_)
         | Command::JsonApi { .. }
         | Command::Worker(_) => run_admin(&opt),

@@ -77,6 +77,8 @@ pub struct Garage {
     pub topic_table: Arc<Table<crate::notify::topic_table::TopicTable>>,
     /// Bucket replication remotes.
     pub remote_table: Arc<Table<crate::replication::remote_table::RemoteTable>>,
+    /// IAM users, groups, policies and their access keys.
+    pub iam: Arc<crate::iam::Iam>,
     /// Every table, for statistics, repairs and workers.
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
@@ -208,6 +210,18 @@ impl Garage {
                 .replication_max_queued_versions
                 .unwrap_or(crate::replication::DEFAULT_MAX_QUEUED),
         ));
+        let iam = Arc::new(crate::iam::Iam {
+            users: Table::new(crate::iam::tables::UserTable, db.clone(), system.clone())?,
+            groups: Table::new(crate::iam::tables::GroupTable, db.clone(), system.clone())?,
+            policies: Table::new(crate::iam::tables::PolicyTable, db.clone(), system.clone())?,
+            access_keys: Table::new(
+                crate::iam::tables::AccessKeyTable,
+                db.clone(),
+                system.clone(),
+            )?,
+            keys: key_table.clone(),
+            system: system.clone(),
+        });
         let tables: Vec<Arc<dyn AnyTable>> = vec![
             bucket_table.clone(),
             bucket_alias_table.clone(),
@@ -223,6 +237,10 @@ impl Garage {
             kms_table,
             topic_table.clone(),
             remote_table.clone(),
+            iam.users.clone(),
+            iam.groups.clone(),
+            iam.policies.clone(),
+            iam.access_keys.clone(),
         ];
         let writer = crate::object_write::ObjectWriter {
             objects: object_table.clone(),
@@ -257,6 +275,7 @@ impl Garage {
             ec_catch_up,
             topic_table,
             remote_table,
+            iam,
             tables,
         }))
     }

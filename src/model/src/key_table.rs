@@ -72,6 +72,12 @@ impl Key {
         Ok(Self::with_secret(key_id.into(), secret_key.into(), name))
     }
 
+    /// The key IAM makes for user `user` (its id and secret already
+    /// drawn, see `iam::Iam::create_access_key`).
+    pub fn for_user(key_id: &str, secret_key: &str, user: &str) -> Self {
+        Self::with_secret(key_id.into(), secret_key.into(), user)
+    }
+
     fn with_secret(key_id: String, secret_key: String, name: &str) -> Self {
         Self {
             key_id,

@@ -138,6 +138,7 @@ pub fn call(endpoint: &str, request: &str) -> Result<Call, String> {
         "AddRemote" => R::Remote(RemoteRequest::Add(body(take(f))?)),
         "DeleteRemote" => R::Remote(RemoteRequest::Delete(remote(f)?)),
         "ResyncBucketReplication" => R::ResyncBucketReplication(body(take(f))?),
+        "IamCall" => R::Iam(body(take(f))?),
         "PresignS3Request" => R::PresignS3Request(body(take(f))?),
         _ => {
             // A node-local operation: `node` is `self` unless given.
@@ -234,6 +235,7 @@ pub fn answer(r: AdminResponse) -> Value {
         A::Remote(RemoteResponse::Remotes(x)) => serde_json::to_value(x),
         A::Remote(RemoteResponse::Remote(x)) => serde_json::to_value(x),
         A::ReplicationResynced(x) => serde_json::to_value(x),
+        A::Iam(x) => serde_json::from_str(&x),
         A::Topic(TopicResponse::Deleted) | A::Remote(RemoteResponse::Deleted) | A::Done => {
             Ok(Value::Null)
         }

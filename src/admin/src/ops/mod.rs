@@ -13,6 +13,7 @@ pub mod bucket;
 pub mod cluster;
 pub mod error;
 pub mod history;
+pub mod iam;
 pub mod json;
 pub mod key;
 pub mod kms;
@@ -98,6 +99,8 @@ pub enum AdminRequest {
     /// Queues a bucket's versions for replication again, on the node
     /// reached.
     ResyncBucketReplication(remote::ResyncBucketReplicationRequest),
+    /// An IAM action (sent only to nodes of v0.3.0 and later).
+    Iam(iam::IamCallRequest),
 }
 
 /// The answer to an [`AdminRequest`].
@@ -127,6 +130,8 @@ pub enum AdminResponse {
     Topic(topic::TopicResponse),
     Remote(remote::RemoteResponse),
     ReplicationResynced(remote::ResyncBucketReplicationResponse),
+    /// An IAM action's answer, as JSON text.
+    Iam(String),
 }
 
 /// Runs one admin operation on this node.
@@ -191,5 +196,6 @@ pub async fn run(
         R::Topic(r) => A::Topic(topic::handle(g, r).await?),
         R::Remote(r) => A::Remote(remote::handle(g, r).await?),
         R::ResyncBucketReplication(r) => A::ReplicationResynced(remote::resync(g, r).await?),
+        R::Iam(r) => A::Iam(iam::call(g, r).await?),
     })
 }

@@ -24,10 +24,10 @@ use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
-use crate::access::policy::Policy;
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{Ctx, KeyBucket, Owned};
+use garage_model::policy::Policy;
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
 const AUTHENTICATED_USERS: &str = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers";

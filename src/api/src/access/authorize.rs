@@ -14,10 +14,12 @@ use garage_model::access::{BucketAccess, CannedAcl};
 use garage_util::data::Uuid;
 use s3s::S3Request;
 
-use crate::access::policy::{Decision, Policy};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{ConditionValues, Peer, Requester};
+use garage_model::iam::identity::Identity;
+use garage_model::iam::IamError;
+use garage_model::policy::{Decision, Policy, Principal, Request as PolicyRequest, Resource};
 
 /// The S3 actions decided here (the names bucket policies use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,18 +154,40 @@ fn denied() -> ApiError {
 }
 
 impl Api {
+    /// The IAM identity of key `key_id` (see
+    /// `garage_model::iam::identity`); a revoked key is AccessDenied.
+    pub async fn identity(&self, key_id: &str) -> ApiResult<Option<Identity>> {
+        match self.garage.iam.identity(key_id).await {
+            Ok(i) => Ok(i),
+            Err(IamError::Denied(m)) => Err(ApiError::AccessDenied(m)),
+            Err(IamError::Table(e)) => Err(e.into()),
+            Err(e) => Err(ApiError::Internal(e.to_string())),
+        }
+    }
+
     /// Who sent `req`: the key that signed it (anonymous: none), its TCP
     /// peer's address and its condition values. The first thing the
     /// authorization step (`access::step`) does.
-    pub async fn requester<T>(&self, req: &S3Request<T>) -> ApiResult<Requester> {
+    pub async fn requester<T>(&self, req: &S3Request<T>, op: &'static str) -> ApiResult<Requester> {
         let key = match &req.credentials {
             Some(c) => Some(self.fetch_key(&c.access_key).await?.ok_or_else(|| {
                 ApiError::AccessDenied(format!("no access key {}", c.access_key))
             })?),
             None => None,
         };
+        let identity = match &key {
+            Some(k) => self.identity(&k.key_id).await?,
+            None => None,
+        };
         Ok(Requester {
+            principal: Principal {
+                key_id: key.as_ref().map(|k| k.key_id.clone()),
+                user: identity.as_ref().map(|i| i.user.clone()),
+            },
+            identity,
             key,
+            action: crate::access::actions::of_operation(op),
+            region: std::sync::Arc::from(self.region()),
             source_ip: req.extensions.get::<Peer>().map(|p| p.0.ip()),
             conditions: req
                 .extensions
@@ -209,7 +233,7 @@ impl Api {
     ) -> ApiResult<Access> {
         let decider = self.decider(who, name, action.need()).await?;
         let tags = match object {
-            Some(o) => decider.existing_tags(self, o).await?,
+            Some(o) => decider.existing_tags(self, who, o).await?,
             None => None,
         };
         decider.decide(who, action, object, prefix, tags.as_ref())
@@ -296,13 +320,18 @@ impl Decider {
     pub async fn existing_tags(
         &self,
         api: &Api,
+        who: &Requester,
         object: &str,
     ) -> ApiResult<Option<Vec<(String, String)>>> {
-        if !self
+        let tested = self
             .policy
             .as_ref()
             .is_some_and(|p| p.tests_existing_tags())
-        {
+            || who
+                .identity
+                .as_ref()
+                .is_some_and(|i| i.policies.iter().any(|p| p.tests_existing_tags()));
+        if !tested {
             return Ok(None);
         }
         match api.find_current(self.bucket, object).await {
@@ -332,18 +361,25 @@ impl Decider {
             expiration_rules: self.expiration_rules.clone(),
             replicated: self.replicated,
         };
+        let values = who.values(prefix, existing_tags.map(|t| t.as_slice()));
         let decision = self.policy.as_ref().map(|p| {
-            p.evaluate(&crate::access::policy::Request {
-                context: Some(&who.conditions.0),
-                existing_tags: existing_tags.map(|t| t.as_slice()),
-                key_id: key.map(|k| k.key_id.as_str()),
+            p.evaluate(&PolicyRequest {
+                who: &who.principal,
                 action: action.name(),
-                object,
-                source_ip: who.source_ip,
-                secure: false,
-                prefix,
+                resource: Resource::S3 {
+                    bucket: &self.name,
+                    object,
+                },
+                values,
             })
         });
+        let identity = who.identity_decision(action.name(), &self.name, object, values);
+        if identity == Decision::Deny {
+            return Err(ApiError::AccessDenied(format!(
+                "Access Denied: explicitly denied by an identity policy of user {}",
+                who.user_name().unwrap_or_default()
+            )));
+        }
         match decision {
             Some(Decision::Deny) => {
                 return Err(ApiError::AccessDenied(format!(
@@ -351,7 +387,7 @@ impl Decider {
                     self.name
                 )))
             }
-            _ if self.by_key => return Ok(granted),
+            _ if self.by_key || identity == Decision::Allow => return Ok(granted),
             Some(Decision::Allow) => {
                 // RestrictPublicBuckets: a public policy grants only to
                 // keys with some permission on the bucket.

@@ -4,8 +4,8 @@
 //! cluster's region, dated within 15 minutes of the cluster's time).
 
 pub mod acl;
+pub mod actions;
 pub mod auth_scope;
 pub mod authorize;
-pub mod policy;
 pub mod request_time;
 pub mod step;

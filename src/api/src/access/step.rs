@@ -15,6 +15,7 @@
 //! - [`Copy`]: reading a copy's source and writing its destination.
 
 use garage_model::key_table::Key;
+use garage_model::policy::Decision;
 use garage_util::data::Uuid;
 use s3s::dto::{CopySource, PutObjectInput};
 use s3s::S3Request;
@@ -42,27 +43,59 @@ impl Signed {
     }
 }
 
-/// A key permission on the bucket a name designates.
+/// The bucket a name designates, once the key's permission `need` on it
+/// or the requester's identity policies allow the operation's action
+/// (on `object` of it, for an object's sub-resource); an explicit deny
+/// of an identity policy refuses whatever the key's permissions.
+async fn key_or_identity(
+    api: &Api,
+    who: &Requester,
+    bucket: &str,
+    object: Option<&str>,
+    need: Need,
+) -> ApiResult<(Key, Uuid)> {
+    let key = signed_key(who)?;
+    let decision = who.identity_decision(who.action, bucket, object, who.values(None, None));
+    if decision == Decision::Deny {
+        return Err(ApiError::AccessDenied(format!(
+            "Access Denied: {} is explicitly denied by an identity policy of user {}",
+            who.action,
+            who.user_name().unwrap_or_default()
+        )));
+    }
+    match api.bucket_id(&key, bucket, need).await {
+        Ok(id) => Ok((key, id)),
+        Err(ApiError::AccessDenied(_)) if decision == Decision::Allow => {
+            let id = api.resolve_bucket(Some(&key), bucket).await?;
+            Ok((key, id))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A key permission on the bucket a name designates, or an identity
+/// policy allowing the operation.
 pub struct ByKey<'a> {
     pub bucket: &'a str,
     pub need: Need,
+    /// The object, for an object's sub-resource (tags, ACL, retention).
+    pub object: Option<&'a str>,
 }
 
 impl ByKey<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<KeyBucket> {
-        let key = signed_key(who)?;
-        let bucket = api.bucket_id(&key, self.bucket, self.need).await?;
+        let (key, bucket) = key_or_identity(api, who, self.bucket, self.object, self.need).await?;
         Ok(KeyBucket { key, bucket })
     }
 }
 
-/// The owner permission on the bucket a name designates.
+/// The owner permission on the bucket a name designates, or an identity
+/// policy allowing the operation.
 pub struct Owner<'a>(pub &'a str);
 
 impl Owner<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Owned> {
-        let key = signed_key(who)?;
-        let id = api.bucket_id(&key, self.0, Need::Owner).await?;
+        let (key, id) = key_or_identity(api, who, self.0, None, Need::Owner).await?;
         let bucket = api.bucket(id, self.0).await?;
         Ok(Owned { key, id, bucket })
     }

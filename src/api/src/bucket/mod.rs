@@ -1,6 +1,7 @@
 //! ListBuckets, CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation,
 //! GetBucketVersioning.
 
+use garage_model::policy::Decision;
 use std::sync::Arc;
 
 use garage_model::bucket_table::check_bucket_name;
@@ -25,10 +26,15 @@ impl Api {
     ) -> ApiResult<S3Response<ListBucketsOutput>> {
         let key = ctx.granted;
         let all = self.metadata.list_buckets().await?;
+        // An identity policy allowing s3:ListAllMyBuckets lists them all.
+        let every =
+            ctx.who
+                .identity_decision(ctx.who.action, "*", None, ctx.who.values(None, None))
+                == Decision::Allow;
         let mut out = Vec::new();
         for b in all.iter() {
             let Some(p) = b.params() else { continue };
-            if !key.bucket_permissions(&b.id).is_any() {
+            if !every && !key.bucket_permissions(&b.id).is_any() {
                 continue;
             }
             let mut names = b.global_aliases();
@@ -89,11 +95,18 @@ impl Api {
                 ApiError::BucketAlreadyExists(i.bucket)
             });
         }
-        if !key.params().is_some_and(|p| *p.allow_create_bucket.get()) {
-            return Err(ApiError::AccessDenied(format!(
-                "key {} may not create buckets (garage key allow --create-bucket)",
-                key.key_id
-            )));
+        let by_identity =
+            ctx.who
+                .identity_decision(ctx.who.action, &i.bucket, None, ctx.who.values(None, None));
+        let by_flag = key.params().is_some_and(|p| *p.allow_create_bucket.get());
+        if by_identity == Decision::Deny || !(by_flag || by_identity == Decision::Allow) {
+            return Err(ApiError::AccessDenied(match ctx.who.user_name() {
+                Some(u) => format!("user {u} may not create bucket {} (its identity policies do not allow s3:CreateBucket)", i.bucket),
+                None => format!(
+                    "key {} may not create buckets (garage key allow --create-bucket)",
+                    key.key_id
+                ),
+            }));
         }
         let bucket = match self.metadata.create_bucket(&i.bucket).await {
             Ok(b) => b,

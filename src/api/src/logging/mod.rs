@@ -98,8 +98,14 @@ impl Api {
                 let policy_allows = tb
                     .params()
                     .and_then(|p| p.access.policy.get().as_deref())
-                    .and_then(|text| crate::access::policy::Policy::parse(text, None).ok())
-                    .is_some_and(|p| p.allows_log_delivery(&format!("{prefix}x")));
+                    .and_then(|text| garage_model::policy::Policy::parse(text, None).ok())
+                    .is_some_and(|p| {
+                        p.allows_log_delivery(
+                            &l.target_bucket,
+                            &format!("{prefix}x"),
+                            &format!("arn:aws:s3:::{}", i.bucket),
+                        )
+                    });
                 if !may_write && !policy_allows {
                     return Err(invalid_target(
                         "You must have write permission on the target bucket, or its policy must \

@@ -124,7 +124,7 @@ impl Api {
                 continue;
             }
             let action = Action::delete(&o.version_id);
-            let tags = decider.existing_tags(&self, &o.key).await?;
+            let tags = decider.existing_tags(&self, &who, &o.key).await?;
             match decider.decide(&who, action, Some(&o.key), None, tags.as_ref()) {
                 Ok(_) => allowed.push(o),
                 Err(e) => errors.push(key_error(o.key, o.version_id, &e)),

@@ -375,10 +375,10 @@ impl CorsService {
         // The path is parsed once for both uses below.
         let path = self.bucket_of.path(req.uri(), req.headers());
         let root = matches!(path, Some(s3s::path::S3Path::Root));
-        if crate::notify::topics::is_topic_request(&req, root) {
+        if crate::query::is_query_request(&req, root) {
             let api = self.api.clone();
             return Box::pin(async move {
-                let mut resp = crate::notify::topics::serve(api, req).await;
+                let mut resp = crate::query::serve(api, req).await;
                 resp.headers_mut()
                     .insert(CONNECTION, HeaderValue::from_static("close"));
                 Ok(resp)

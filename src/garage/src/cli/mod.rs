@@ -9,6 +9,7 @@
 
 mod blocks;
 mod bucket;
+mod iam;
 mod key;
 mod kms;
 mod layout;
@@ -315,6 +316,7 @@ pub async fn run(opt: &Opt) -> anyhow::Result<()> {
         Command::Kms(op) => kms::run(&admin, op).await,
         Command::Topic(op) => topic::run(&admin, op).await,
         Command::Remote(op) => remote::run(&admin, op).await,
+        Command::Iam { action, params } => iam::run(&admin, action, params).await,
         Command::Upgrade(op) => upgrade::run(&admin, op).await,
         Command::JsonApi { endpoint, request } => {
             json_api(&admin, endpoint, request.as_deref()).await

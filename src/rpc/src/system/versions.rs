@@ -104,6 +104,13 @@ pub const BUCKET_REPLICATION: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// IAM users, groups and policies: the `iam_user`, `iam_group`,
+/// `iam_policy` and `iam_access_key` tables, which v0.2.0 does not know.
+pub const IAM: Feature = Feature {
+    name: "iam",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -117,6 +124,7 @@ pub const FEATURES: &[Feature] = &[
     RECODED_BLOCKS,
     BUCKET_NOTIFICATIONS,
     BUCKET_REPLICATION,
+    IAM,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is

@@ -1,0 +1,561 @@
+//! The IAM actions by name, with AWS's parameters and the shape of AWS's
+//! answers: one dispatcher that both the IAM API on the S3 endpoint
+//! (form parameters in, XML out) and the admin API (`garage iam …`: JSON
+//! in and out) serve. Who may call an action is decided by the caller of
+//! [`call`], on the action's name and [`resource`].
+
+use std::collections::BTreeMap;
+
+use super::tables::{GroupConfig, PolicyConfig};
+use super::{arn, builtin, Iam, IamError, IamResult, UserInfo};
+
+/// An answer: text, a structure of named fields, or a list (`member`
+/// elements in XML, an array in JSON).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    Text(String),
+    Struct(Vec<(&'static str, Out)>),
+    List(Vec<Out>),
+}
+
+fn t(s: impl Into<String>) -> Out {
+    Out::Text(s.into())
+}
+
+/// The parameters of a call (`Tags.member.1.Key`, … kept flat).
+pub type Params = BTreeMap<String, String>;
+
+/// The actions served.
+pub const ACTIONS: &[&str] = &[
+    "CreateUser",
+    "GetUser",
+    "ListUsers",
+    "DeleteUser",
+    "TagUser",
+    "UntagUser",
+    "ListUserTags",
+    "CreateAccessKey",
+    "ListAccessKeys",
+    "DeleteAccessKey",
+    "UpdateAccessKey",
+    "CreateGroup",
+    "GetGroup",
+    "ListGroups",
+    "DeleteGroup",
+    "AddUserToGroup",
+    "RemoveUserFromGroup",
+    "ListGroupsForUser",
+    "PutUserPolicy",
+    "GetUserPolicy",
+    "DeleteUserPolicy",
+    "ListUserPolicies",
+    "PutGroupPolicy",
+    "GetGroupPolicy",
+    "DeleteGroupPolicy",
+    "ListGroupPolicies",
+    "CreatePolicy",
+    "GetPolicy",
+    "GetPolicyVersion",
+    "ListPolicies",
+    "DeletePolicy",
+    "AttachUserPolicy",
+    "DetachUserPolicy",
+    "ListAttachedUserPolicies",
+    "AttachGroupPolicy",
+    "DetachGroupPolicy",
+    "ListAttachedGroupPolicies",
+];
+
+fn need<'p>(p: &'p Params, name: &str) -> IamResult<&'p str> {
+    p.get(name)
+        .map(String::as_str)
+        .ok_or_else(|| IamError::InvalidInput(format!("the parameter {name} is required")))
+}
+
+/// The user an action is about: `UserName`, or the caller's own (AWS's
+/// default for GetUser and the access key actions).
+fn user_param<'p>(p: &'p Params, caller: Option<&'p str>) -> IamResult<&'p str> {
+    match p.get("UserName") {
+        Some(u) => Ok(u),
+        None => caller.ok_or_else(|| {
+            IamError::InvalidInput(
+                "the parameter UserName is required (the caller is not an IAM user)".into(),
+            )
+        }),
+    }
+}
+
+/// The `Prefix.member.N.suffix` values of `p`, in N's order.
+fn members(p: &Params, prefix: &str, suffix: &str) -> Vec<(usize, String)> {
+    let mut out: Vec<(usize, String)> = p
+        .iter()
+        .filter_map(|(k, v)| {
+            let rest = k.strip_prefix(prefix)?.strip_prefix(".member.")?;
+            let n = match suffix {
+                "" => rest,
+                s => rest.strip_suffix(s)?.strip_suffix('.')?,
+            };
+            Some((n.parse().ok()?, v.clone()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn tags_param(p: &Params) -> IamResult<BTreeMap<String, String>> {
+    let keys = members(p, "Tags", "Key");
+    let values: BTreeMap<usize, String> = members(p, "Tags", "Value").into_iter().collect();
+    keys.into_iter()
+        .map(|(n, k)| Ok((k, values.get(&n).cloned().unwrap_or_default())))
+        .collect()
+}
+
+/// The resource an action is about, for the caller's policies.
+pub fn resource(action: &str, p: &Params, caller: Option<&str>) -> String {
+    let user = || user_param(p, caller).unwrap_or_default().to_string();
+    let name = |k: &str| p.get(k).cloned().unwrap_or_default();
+    match action {
+        "ListUsers" => arn("user", "/", ""),
+        "ListGroups" => arn("group", "/", ""),
+        "ListPolicies" => arn("policy", "/", ""),
+        "CreatePolicy" => arn("policy", "/", &name("PolicyName")),
+        a if a.contains("Group") && !a.ends_with("ForUser") => {
+            arn("group", "/", &name("GroupName"))
+        }
+        "GetPolicy" | "GetPolicyVersion" | "DeletePolicy" => name("PolicyArn"),
+        _ => arn("user", "/", &user()),
+    }
+}
+
+fn date(ms: u64) -> Out {
+    let ts = jiff::Timestamp::from_millisecond(ms as i64).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+    t(ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+}
+
+fn user_out((u, c): &UserInfo) -> Out {
+    let mut f = vec![
+        ("Path", t(&c.path)),
+        ("UserName", t(&u.name)),
+        ("UserId", t(&c.id)),
+        ("Arn", t(arn("user", &c.path, &u.name))),
+        ("CreateDate", date(u.created)),
+    ];
+    if !c.tags.is_empty() {
+        f.push(("Tags", tags_out(&c.tags)));
+    }
+    Out::Struct(f)
+}
+
+fn tags_out(tags: &BTreeMap<String, String>) -> Out {
+    Out::List(
+        tags.iter()
+            .map(|(k, v)| Out::Struct(vec![("Key", t(k)), ("Value", t(v))]))
+            .collect(),
+    )
+}
+
+fn group_out(name: &str, created: u64, c: &GroupConfig) -> Out {
+    Out::Struct(vec![
+        ("Path", t(&c.path)),
+        ("GroupName", t(name)),
+        ("GroupId", t(&c.id)),
+        ("Arn", t(arn("group", &c.path, name))),
+        ("CreateDate", date(created)),
+    ])
+}
+
+fn policy_out(
+    name: &str,
+    policy_arn: &str,
+    created: u64,
+    c: &PolicyConfig,
+    attached: usize,
+) -> Out {
+    Out::Struct(vec![
+        ("PolicyName", t(name)),
+        ("PolicyId", t(&c.id)),
+        ("Arn", t(policy_arn)),
+        ("Path", t(&c.path)),
+        ("DefaultVersionId", t("v1")),
+        ("AttachmentCount", t(attached.to_string())),
+        ("IsAttachable", t("true")),
+        ("Description", t(&c.description)),
+        ("CreateDate", date(created)),
+        ("UpdateDate", date(created)),
+    ])
+}
+
+/// A policy document as AWS gives it back: URL-encoded (the SDKs decode
+/// it).
+fn document(d: &str) -> Out {
+    t(percent_encoding::utf8_percent_encode(d, percent_encoding::NON_ALPHANUMERIC).to_string())
+}
+
+fn names(v: impl IntoIterator<Item = String>) -> Out {
+    Out::List(v.into_iter().map(Out::Text).collect())
+}
+
+fn untruncated(mut f: Vec<(&'static str, Out)>) -> Out {
+    f.push(("IsTruncated", t("false")));
+    Out::Struct(f)
+}
+
+async fn attached_out(iam: &Iam, arns: &std::collections::BTreeSet<String>) -> IamResult<Out> {
+    let mut out = Vec::new();
+    for a in arns {
+        let name = match iam.policy(a).await {
+            Ok((n, _)) => n,
+            Err(IamError::NoSuchEntity(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        out.push(Out::Struct(vec![
+            ("PolicyName", t(name)),
+            ("PolicyArn", t(a)),
+        ]));
+    }
+    Ok(Out::List(out))
+}
+
+/// Runs `action` with parameters `p` for a caller whose IAM user is
+/// `caller` (`None`: an operator, or a key of its own). `Ok(None)`: an
+/// action with no result.
+pub async fn call(
+    iam: &Iam,
+    action: &str,
+    p: &Params,
+    caller: Option<&str>,
+) -> IamResult<Option<Out>> {
+    let one = |name: &'static str, o: Out| Ok(Some(Out::Struct(vec![(name, o)])));
+    match action {
+        "CreateUser" => {
+            let u = iam
+                .create_user(
+                    need(p, "UserName")?,
+                    p.get("Path").map(String::as_str),
+                    tags_param(p)?,
+                )
+                .await?;
+            one("User", user_out(&u))
+        }
+        "GetUser" => one("User", user_out(&iam.user(user_param(p, caller)?).await?)),
+        "ListUsers" => {
+            let all = iam
+                .list_users(p.get("PathPrefix").map_or("/", String::as_str))
+                .await?;
+            Ok(Some(untruncated(vec![(
+                "Users",
+                Out::List(all.iter().map(user_out).collect()),
+            )])))
+        }
+        "DeleteUser" => iam.delete_user(need(p, "UserName")?).await.map(|_| None),
+        "TagUser" => iam
+            .tag_user(need(p, "UserName")?, tags_param(p)?)
+            .await
+            .map(|_| None),
+        "UntagUser" => {
+            let keys: Vec<String> = members(p, "TagKeys", "")
+                .into_iter()
+                .map(|(_, k)| k)
+                .collect();
+            iam.untag_user(need(p, "UserName")?, &keys)
+                .await
+                .map(|_| None)
+        }
+        "ListUserTags" => {
+            let (_, c) = iam.user(need(p, "UserName")?).await?;
+            Ok(Some(untruncated(vec![("Tags", tags_out(&c.tags))])))
+        }
+        "CreateAccessKey" => {
+            let user = user_param(p, caller)?;
+            let (id, secret) = iam.create_access_key(user).await?;
+            one(
+                "AccessKey",
+                Out::Struct(vec![
+                    ("UserName", t(user)),
+                    ("AccessKeyId", t(id)),
+                    ("Status", t("Active")),
+                    ("SecretAccessKey", t(secret)),
+                    ("CreateDate", date(garage_util::time::now_msec())),
+                ]),
+            )
+        }
+        "ListAccessKeys" => {
+            let user = user_param(p, caller)?;
+            iam.user(user).await?;
+            let keys = iam.list_access_keys(user).await?;
+            let list = keys
+                .into_iter()
+                .map(|(id, active, created)| {
+                    Out::Struct(vec![
+                        ("UserName", t(user)),
+                        ("AccessKeyId", t(id)),
+                        ("Status", t(if active { "Active" } else { "Inactive" })),
+                        ("CreateDate", date(created)),
+                    ])
+                })
+                .collect();
+            Ok(Some(untruncated(vec![(
+                "AccessKeyMetadata",
+                Out::List(list),
+            )])))
+        }
+        "DeleteAccessKey" => iam
+            .delete_access_key(user_param(p, caller)?, need(p, "AccessKeyId")?)
+            .await
+            .map(|_| None),
+        "UpdateAccessKey" => {
+            let active = match need(p, "Status")? {
+                "Active" => true,
+                "Inactive" => false,
+                s => {
+                    return Err(IamError::InvalidInput(format!(
+                        "Status {s:?}: Active or Inactive"
+                    )))
+                }
+            };
+            iam.update_access_key(user_param(p, caller)?, need(p, "AccessKeyId")?, active)
+                .await
+                .map(|_| None)
+        }
+        "CreateGroup" => {
+            let (g, c) = iam
+                .create_group(need(p, "GroupName")?, p.get("Path").map(String::as_str))
+                .await?;
+            one("Group", group_out(&g.name, g.created, &c))
+        }
+        "GetGroup" => {
+            let (g, c) = iam.group(need(p, "GroupName")?).await?;
+            let users = iam.members(&g.name).await?;
+            Ok(Some(untruncated(vec![
+                ("Group", group_out(&g.name, g.created, &c)),
+                ("Users", Out::List(users.iter().map(user_out).collect())),
+            ])))
+        }
+        "ListGroups" => {
+            let all = iam
+                .list_groups(p.get("PathPrefix").map_or("/", String::as_str))
+                .await?;
+            let list = all
+                .iter()
+                .map(|(g, c)| group_out(&g.name, g.created, c))
+                .collect();
+            Ok(Some(untruncated(vec![("Groups", Out::List(list))])))
+        }
+        "DeleteGroup" => iam.delete_group(need(p, "GroupName")?).await.map(|_| None),
+        "AddUserToGroup" => iam
+            .add_user_to_group(need(p, "GroupName")?, need(p, "UserName")?)
+            .await
+            .map(|_| None),
+        "RemoveUserFromGroup" => iam
+            .remove_user_from_group(need(p, "GroupName")?, need(p, "UserName")?)
+            .await
+            .map(|_| None),
+        "ListGroupsForUser" => {
+            let (_, c) = iam.user(need(p, "UserName")?).await?;
+            let mut list = Vec::new();
+            for g in &c.groups {
+                if let Ok((e, gc)) = iam.group(g).await {
+                    list.push(group_out(&e.name, e.created, &gc));
+                }
+            }
+            Ok(Some(untruncated(vec![("Groups", Out::List(list))])))
+        }
+        "PutUserPolicy" => iam
+            .put_user_policy(
+                need(p, "UserName")?,
+                need(p, "PolicyName")?,
+                need(p, "PolicyDocument")?,
+            )
+            .await
+            .map(|_| None),
+        "GetUserPolicy" => {
+            let (user, name) = (need(p, "UserName")?, need(p, "PolicyName")?);
+            let (_, c) = iam.user(user).await?;
+            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
+            Ok(Some(Out::Struct(vec![
+                ("UserName", t(user)),
+                ("PolicyName", t(name)),
+                ("PolicyDocument", document(d)),
+            ])))
+        }
+        "DeleteUserPolicy" => iam
+            .delete_user_policy(need(p, "UserName")?, need(p, "PolicyName")?)
+            .await
+            .map(|_| None),
+        "ListUserPolicies" => {
+            let (_, c) = iam.user(need(p, "UserName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "PolicyNames",
+                names(c.policies.into_keys()),
+            )])))
+        }
+        "PutGroupPolicy" => iam
+            .put_group_policy(
+                need(p, "GroupName")?,
+                need(p, "PolicyName")?,
+                need(p, "PolicyDocument")?,
+            )
+            .await
+            .map(|_| None),
+        "GetGroupPolicy" => {
+            let (group, name) = (need(p, "GroupName")?, need(p, "PolicyName")?);
+            let (_, c) = iam.group(group).await?;
+            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
+            Ok(Some(Out::Struct(vec![
+                ("GroupName", t(group)),
+                ("PolicyName", t(name)),
+                ("PolicyDocument", document(d)),
+            ])))
+        }
+        "DeleteGroupPolicy" => iam
+            .delete_group_policy(need(p, "GroupName")?, need(p, "PolicyName")?)
+            .await
+            .map(|_| None),
+        "ListGroupPolicies" => {
+            let (_, c) = iam.group(need(p, "GroupName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "PolicyNames",
+                names(c.policies.into_keys()),
+            )])))
+        }
+        "CreatePolicy" => {
+            let (e, c) = iam
+                .create_policy(
+                    need(p, "PolicyName")?,
+                    p.get("Path").map(String::as_str),
+                    p.get("Description").map_or("", String::as_str),
+                    need(p, "PolicyDocument")?,
+                )
+                .await?;
+            let a = arn("policy", &c.path, &e.name);
+            one("Policy", policy_out(&e.name, &a, e.created, &c, 0))
+        }
+        "GetPolicy" => {
+            let a = need(p, "PolicyArn")?;
+            let (name, c) = iam.policy(a).await?;
+            let n = iam.attachments(a).await?;
+            one("Policy", policy_out(&name, a, 0, &c, n))
+        }
+        "GetPolicyVersion" => {
+            let a = need(p, "PolicyArn")?;
+            if need(p, "VersionId")? != "v1" {
+                return Err(IamError::NoSuchEntity(format!(
+                    "Policy {a} has one version, v1"
+                )));
+            }
+            let (_, c) = iam.policy(a).await?;
+            one(
+                "PolicyVersion",
+                Out::Struct(vec![
+                    ("Document", document(&c.document)),
+                    ("VersionId", t("v1")),
+                    ("IsDefaultVersion", t("true")),
+                ]),
+            )
+        }
+        "ListPolicies" => {
+            let scope = p.get("Scope").map_or("All", String::as_str);
+            let mut list = Vec::new();
+            if scope != "Local" {
+                for b in builtin::BUILTIN {
+                    let a = b.arn();
+                    let n = iam.attachments(&a).await?;
+                    list.push(policy_out(b.name, &a, 0, &b.config(), n));
+                }
+            }
+            if scope != "AWS" {
+                for (e, c) in iam.list_policies().await? {
+                    let a = arn("policy", &c.path, &e.name);
+                    let n = iam.attachments(&a).await?;
+                    list.push(policy_out(&e.name, &a, e.created, &c, n));
+                }
+            }
+            Ok(Some(untruncated(vec![("Policies", Out::List(list))])))
+        }
+        "DeletePolicy" => iam.delete_policy(need(p, "PolicyArn")?).await.map(|_| None),
+        "AttachUserPolicy" => iam
+            .attach_user_policy(need(p, "UserName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "DetachUserPolicy" => iam
+            .detach_user_policy(need(p, "UserName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "ListAttachedUserPolicies" => {
+            let (_, c) = iam.user(need(p, "UserName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "AttachedPolicies",
+                attached_out(iam, &c.attached).await?,
+            )])))
+        }
+        "AttachGroupPolicy" => iam
+            .attach_group_policy(need(p, "GroupName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "DetachGroupPolicy" => iam
+            .detach_group_policy(need(p, "GroupName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "ListAttachedGroupPolicies" => {
+            let (_, c) = iam.group(need(p, "GroupName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "AttachedPolicies",
+                attached_out(iam, &c.attached).await?,
+            )])))
+        }
+        other => Err(IamError::InvalidAction(format!(
+            "action {other:?} is not served (served: {})",
+            ACTIONS.join(", ")
+        ))),
+    }
+}
+
+impl Out {
+    /// As JSON (the admin API's answer).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Out::Text(s) => serde_json::Value::String(s.clone()),
+            Out::List(l) => serde_json::Value::Array(l.iter().map(Out::to_json).collect()),
+            Out::Struct(f) => serde_json::Value::Object(
+                f.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_json()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_and_tags_are_read_in_order() {
+        let p: Params = [
+            ("Tags.member.2.Key", "b"),
+            ("Tags.member.2.Value", "2"),
+            ("Tags.member.1.Key", "a"),
+            ("Tags.member.1.Value", "1"),
+            ("TagKeys.member.1", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let tags = tags_param(&p).unwrap();
+        assert_eq!(tags.get("a").map(String::as_str), Some("1"));
+        assert_eq!(tags.get("b").map(String::as_str), Some("2"));
+        assert_eq!(members(&p, "TagKeys", ""), vec![(1, "x".to_string())]);
+        assert_eq!(resource("GetUser", &p, Some("me")), "arn:aws:iam:::user/me");
+        assert_eq!(resource("ListUsers", &p, None), "arn:aws:iam:::user/");
+        let mut g = p.clone();
+        g.insert("GroupName".into(), "staff".into());
+        assert_eq!(
+            resource("AttachGroupPolicy", &g, None),
+            "arn:aws:iam:::group/staff"
+        );
+        assert_eq!(
+            resource("ListGroupsForUser", &g, Some("me")),
+            "arn:aws:iam:::user/me"
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! The four IAM tables, each one partition held by every node (every
+//! request reads them, locally): users (`iam_user`), groups
+//! (`iam_group`), managed policies (`iam_policy`), and which user each
+//! access key made by IAM belongs to (`iam_access_key`, by key id; the
+//! key itself, with its secret, is in the key table).
+//!
+//! Each entry is a [`Named`] configuration: a last-writer-wins register
+//! that deletion clears, so a node that missed a deletion cannot bring it
+//! back and making the entry again sets a new one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use garage_table::{EmptyKey, Replication, TableSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::named_table::{LiveFilter, Named};
+
+/// An IAM user: its name, when it was made, its configuration.
+pub type User = Named<UserConfig>;
+/// An IAM group.
+pub type Group = Named<GroupConfig>;
+/// A managed policy (attached to users and groups by ARN).
+pub type ManagedPolicy = Named<PolicyConfig>;
+/// An access key made by IAM, by its id.
+pub type AccessKey = Named<AccessKeyConfig>;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UserConfig {
+    /// `aws:userid`: `AIDA` and 17 characters, fixed at creation.
+    pub id: String,
+    /// `/` or `/division/team/` (part of its ARN).
+    pub path: String,
+    /// A disabled user's keys are refused (garage's revocation switch:
+    /// `garage iam user disable`).
+    pub enabled: bool,
+    /// Inline policies: name → document.
+    pub policies: BTreeMap<String, String>,
+    /// Managed policies attached, by ARN.
+    pub attached: BTreeSet<String>,
+    /// The groups it is in, by name.
+    pub groups: BTreeSet<String>,
+    /// `aws:PrincipalTag/…`.
+    pub tags: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupConfig {
+    /// `AGPA` and 17 characters, fixed at creation.
+    pub id: String,
+    pub path: String,
+    pub policies: BTreeMap<String, String>,
+    pub attached: BTreeSet<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PolicyConfig {
+    /// `ANPA` and 17 characters, fixed at creation.
+    pub id: String,
+    pub path: String,
+    pub description: String,
+    /// The policy document (one version: `v1`).
+    pub document: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct AccessKeyConfig {
+    /// The user it belongs to.
+    pub user: String,
+    /// `Inactive` keys are refused (UpdateAccessKey).
+    pub active: bool,
+}
+
+macro_rules! named_table {
+    ($schema:ident, $name:literal, $entry:ty, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $schema;
+
+        impl TableSchema for $schema {
+            const TABLE_NAME: &'static str = $name;
+            /// Read by every request on every node.
+            const REPLICATION: Replication = Replication::Full;
+            type P = EmptyKey;
+            type S = String;
+            type E = $entry;
+            type Filter = LiveFilter;
+
+            fn matches_filter(entry: &$entry, filter: &LiveFilter) -> bool {
+                filter.matches(entry)
+            }
+        }
+    };
+}
+
+named_table!(UserTable, "iam_user", User, "The IAM users, by name.");
+named_table!(GroupTable, "iam_group", Group, "The IAM groups, by name.");
+named_table!(
+    PolicyTable,
+    "iam_policy",
+    ManagedPolicy,
+    "The managed policies, by name."
+);
+named_table!(
+    AccessKeyTable,
+    "iam_access_key",
+    AccessKey,
+    "The owners of the access keys made by IAM, by key id."
+);
