@@ -19,6 +19,7 @@ mod console;
 mod convert_db;
 mod cors;
 mod erasure;
+mod iam;
 mod lifecycle;
 mod metadata_replication;
 mod metrics;
