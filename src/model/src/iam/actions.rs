@@ -31,6 +31,7 @@ pub const ACTIONS: &[&str] = &[
     "GetUser",
     "ListUsers",
     "DeleteUser",
+    "SetUserEnabled",
     "TagUser",
     "UntagUser",
     "ListUserTags",

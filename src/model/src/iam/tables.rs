@@ -31,7 +31,7 @@ pub struct UserConfig {
     /// `/` or `/division/team/` (part of its ARN).
     pub path: String,
     /// A disabled user's keys are refused (garage's revocation switch:
-    /// `garage iam user disable`).
+    /// `garage iam set-user-enabled --user-name NAME --enabled false`).
     pub enabled: bool,
     /// Inline policies: name → document.
     pub policies: BTreeMap<String, String>,

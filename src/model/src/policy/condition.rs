@@ -295,7 +295,7 @@ impl Test {
             Op::Date(cmp, cs) => parse_date(v).is_some_and(|d| cs.iter().any(|c| cmp.holds(d, *c))),
             Op::Bool(cs) => {
                 let b = v.eq_ignore_ascii_case("true");
-                cs.iter().any(|c| *c == b)
+                cs.contains(&b)
             }
             Op::Binary(cs) => cs.iter().any(|c| c == v),
             Op::Ip(nets) => v

@@ -552,10 +552,7 @@ impl Statement {
                     .key_id
                     .as_ref()
                     .is_some_and(|k| keys.iter().any(|i| i == k))
-                    || r.who
-                        .user
-                        .as_ref()
-                        .is_some_and(|u| users.iter().any(|n| *n == u.name))
+                    || r.who.user.as_ref().is_some_and(|u| users.contains(&u.name))
             }
         };
         named != self.not_principal && self.matches_action_and_resource(kind, r)
