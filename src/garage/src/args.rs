@@ -660,6 +660,14 @@ pub enum KmsOperation {
         /// An alias name (used as alias/NAME)
         #[arg(long)]
         alias: Option<String>,
+        /// The key's id, chosen (`my-app-key`), as a configuration carried
+        /// from Ceph or Vault names it; by default a new one
+        #[arg(long)]
+        id: Option<String>,
+        /// Import existing key material from this file: the 32 bytes of
+        /// an AES-256 key, raw or in base64 (needs --id)
+        #[arg(long)]
+        material_file: Option<std::path::PathBuf>,
     },
     /// Make a new version of a key's material wrap new data keys (the
     /// earlier versions still open what they wrapped)

@@ -83,6 +83,8 @@ pub struct Garage {
     pub tables: Vec<Arc<dyn AnyTable>>,
     /// `s3_api.encrypt_new_buckets`.
     pub encrypt_new_buckets: bool,
+    /// `s3_api.new_bucket_object_ownership`.
+    pub new_bucket_ownership: crate::access::ObjectOwnership,
     /// Where metadata snapshots go (`metadata_snapshots_dir`).
     pub metadata_snapshots_dir: std::path::PathBuf,
 }
@@ -256,6 +258,15 @@ impl Garage {
             writer,
             metadata_snapshots_dir: config.metadata_snapshots_dir(),
             encrypt_new_buckets: config.s3_api.encrypt_new_buckets,
+            new_bucket_ownership: {
+                use crate::access::ObjectOwnership as O;
+                use garage_util::config::NewBucketOwnership as N;
+                match config.s3_api.new_bucket_object_ownership {
+                    N::BucketOwnerEnforced => O::BucketOwnerEnforced,
+                    N::BucketOwnerPreferred => O::BucketOwnerPreferred,
+                    N::ObjectWriter => O::ObjectWriter,
+                }
+            },
             db,
             block_manager,
             system,
@@ -287,6 +298,7 @@ impl Garage {
             aliases: self.bucket_alias_table.clone(),
             keys: self.key_table.clone(),
             encrypt_new_buckets: self.encrypt_new_buckets,
+            new_bucket_ownership: self.new_bucket_ownership,
         }
     }
 }

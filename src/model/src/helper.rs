@@ -54,6 +54,8 @@ pub struct Metadata {
     /// `s3_api.encrypt_new_buckets`: new buckets get SSE-S3 as their
     /// default encryption.
     pub encrypt_new_buckets: bool,
+    /// `s3_api.new_bucket_object_ownership`.
+    pub new_bucket_ownership: crate::access::ObjectOwnership,
 }
 
 /// Entries read per range request when listing.
@@ -121,9 +123,15 @@ impl Metadata {
     }
 
     /// A new bucket, with SSE-S3 as its default encryption if
-    /// `encrypt_new_buckets`.
+    /// `encrypt_new_buckets`, and the ownership setting of
+    /// `new_bucket_object_ownership`.
     fn new_bucket(&self) -> Bucket {
         let mut b = Bucket::new(gen_uuid());
+        b.params_mut()
+            .expect("new bucket")
+            .access
+            .ownership
+            .update(Some(self.new_bucket_ownership));
         if self.encrypt_new_buckets {
             b.params_mut().expect("new bucket").encryption.update(Some(
                 crate::bucket_table::DefaultEncryption {

@@ -33,7 +33,7 @@ pub struct KmsKeyInfo {
     pub sse_s3: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[derive(Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateKmsKeyRequest {
     #[serde(default)]
@@ -41,6 +41,49 @@ pub struct CreateKmsKeyRequest {
     /// An alias name (without `alias/`).
     #[serde(default)]
     pub alias: Option<String>,
+    /// The key's id, chosen (`my-app-key`: what a configuration carried
+    /// from Ceph or Vault names); by default a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The key's material, imported: 32 bytes in base64 (an existing
+    /// AES-256 key); by default new material. Needs `id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub material: Option<String>,
+}
+
+/// The material is never shown.
+impl std::fmt::Debug for CreateKmsKeyRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CreateKmsKeyRequest")
+            .field("description", &self.description)
+            .field("alias", &self.alias)
+            .field("id", &self.id)
+            .field("material", &self.material.as_ref().map(|_| "****"))
+            .finish()
+    }
+}
+
+/// The material of a request: 32 bytes in base64.
+fn material(r: &CreateKmsKeyRequest) -> Result<Option<[u8; 32]>, ApiError> {
+    use base64::Engine;
+    let Some(m) = &r.material else {
+        return Ok(None);
+    };
+    if r.id.is_none() {
+        return Err(ApiError::BadRequest(
+            "imported material needs the key's id (--id / \"id\")".into(),
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(m.trim())
+        .map_err(|_| ApiError::BadRequest("the key material is not base64".into()))?;
+    let arr: [u8; 32] = bytes.try_into().map_err(|b: Vec<u8>| {
+        ApiError::BadRequest(format!(
+            "the key material has {} bytes: an AES-256 key has 32",
+            b.len()
+        ))
+    })?;
+    Ok(Some(arr))
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
@@ -119,7 +162,12 @@ pub async fn handle(g: &Garage, req: KmsRequest) -> Result<KmsResponse, ApiError
         }
         KmsRequest::Info(name) => one(kms.find(&name).await?),
         KmsRequest::Create(r) => one(kms
-            .create(&r.description.unwrap_or_default(), r.alias.as_deref())
+            .create_with(
+                r.description.as_deref().unwrap_or_default(),
+                r.alias.as_deref(),
+                r.id.as_deref(),
+                material(&r)?,
+            )
             .await?),
         KmsRequest::Update(name, r) => one(kms
             .update(

@@ -88,6 +88,17 @@ impl Api {
             }
         }
         check_bucket_name(&i.bucket).map_err(ApiError::InvalidBucketName)?;
+        let ownership = match &i.object_ownership {
+            Some(o) => Some(
+                garage_model::access::ObjectOwnership::parse(o.as_str()).ok_or_else(|| {
+                    ApiError::InvalidArgument(format!(
+                        "x-amz-object-ownership {:?} is not BucketOwnerEnforced, BucketOwnerPreferred or ObjectWriter",
+                        o.as_str()
+                    ))
+                })?,
+            ),
+            None => None,
+        };
         if let Some(existing) = self.metadata.resolve_global_alias(&i.bucket).await? {
             return Err(if key.bucket_permissions(&existing).allow_owner {
                 ApiError::BucketAlreadyOwnedByYou(i.bucket)
@@ -113,12 +124,19 @@ impl Api {
             Err(HelperError::AliasTaken(n)) => return Err(ApiError::BucketAlreadyExists(n)),
             Err(e) => return Err(e.into()),
         };
-        // Before the creator may use it: object lock from the first write.
-        if i.object_lock_enabled_for_bucket == Some(true) {
+        // Before the creator may use it: object lock from the first write,
+        // the ownership setting asked for.
+        let lock = i.object_lock_enabled_for_bucket == Some(true);
+        if lock || ownership.is_some() {
             self.update_bucket(bucket.clone(), |p| {
-                p.versioning
-                    .update(garage_model::bucket_table::Versioning::Enabled);
-                p.object_lock.set();
+                if lock {
+                    p.versioning
+                        .update(garage_model::bucket_table::Versioning::Enabled);
+                    p.object_lock.set();
+                }
+                if let Some(o) = ownership {
+                    p.access.ownership.update(Some(o));
+                }
             })
             .await?;
         }

@@ -108,7 +108,7 @@ impl Api {
         uploads.truncate(max);
         // Each upload's storage class is in its upload entry: read them
         // (32 at a time), as the object entry does not carry it.
-        let classes: Vec<Option<String>> = {
+        let classes: Vec<(Option<String>, Option<garage_model::mpu_table::MpuChecksum>)> = {
             use futures::StreamExt;
             let ids: Vec<Uuid> = uploads.iter().map(|u| u.upload_id).collect();
             futures::stream::iter(ids.into_iter().map(|id| {
@@ -116,7 +116,7 @@ impl Api {
                 async move {
                     mpus.get(&id, &EmptyKey)
                         .await
-                        .map(|m| m.and_then(|m| m.storage_class))
+                        .map(|m| m.map(|m| (m.storage_class, m.checksum)).unwrap_or_default())
                 }
             }))
             .buffered(32)
@@ -134,13 +134,21 @@ impl Api {
                 uploads
                     .into_iter()
                     .zip(classes)
-                    .map(|(u, class)| s3s::dto::MultipartUpload {
+                    .map(|(u, (class, checksum))| s3s::dto::MultipartUpload {
                         key: Some(u.key),
                         upload_id: Some(u.upload_id.hex()),
                         initiated: Some(meta::timestamp(u.initiated)),
                         storage_class: Some(StorageClass::from(
                             crate::storage_class::reported(class.as_deref()).to_string(),
                         )),
+                        checksum_algorithm: checksum
+                            .as_ref()
+                            .map(|c| ChecksumAlgorithm::from(c.algorithm.clone())),
+                        checksum_type: checksum.as_ref().map(|c| {
+                            ChecksumType::from_static(crate::objects::checksum::type_name(
+                                c.full_object,
+                            ))
+                        }),
                         ..Default::default()
                     })
                     .collect(),

@@ -1,10 +1,10 @@
 //! The AWS query protocol on the S3 endpoint: `POST /` with a form body
 //! (`Action=…&…`), signed with SigV4 for another service than `s3`, and
-//! answered in XML. Served: the SNS-compatible topic API (service `sns`,
-//! `notify::topics`) and the IAM API (service `iam`, `iam_api`). The
-//! service is the one of the request's credential scope.
+//! answered in XML: the plumbing (signature, form, XML) of the
+//! SNS-compatible topic API (service `sns`, `notify::topics`) and the IAM
+//! API (service `iam`, `iam_api`). The server sends each call to the
+//! service of its credential scope (`server::query`).
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
@@ -59,77 +59,6 @@ impl Call {
     }
 }
 
-/// Serves one query API call: the service of its credential scope
-/// answers.
-pub async fn serve(api: Arc<Api>, req: Request<Incoming>) -> HttpResponse {
-    let request_id = req
-        .extensions()
-        .get::<crate::request::RequestId>()
-        .map(|r| r.0.clone())
-        .unwrap_or_default();
-    let service = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(parse_authorization)
-        .map(|a| a.service)
-        .unwrap_or_default();
-    let xmlns = match service.as_str() {
-        "iam" => crate::iam_api::XMLNS,
-        _ => crate::notify::topics::XMLNS,
-    };
-    let result = async {
-        let (parts, body) = req.into_parts();
-        let body = read_body(body).await?;
-        let key = authenticate(&api, &parts.method, &parts.uri, &parts.headers, &body).await?;
-        let form: Vec<(String, String)> = crate::request::query_pairs(
-            std::str::from_utf8(&body).map_err(|_| invalid("the form is not UTF-8"))?,
-        )
-        .collect();
-        let call = Call {
-            key,
-            form,
-            request_id: request_id.clone(),
-        };
-        match service.as_str() {
-            "sns" => crate::notify::topics::handle(&api, call).await,
-            "iam" => crate::iam_api::handle(&api, call).await,
-            other => Err(QueryError {
-                code: "InvalidAction",
-                status: StatusCode::BAD_REQUEST,
-                message: format!(
-                    "the credential scope's service is {other:?}: this endpoint serves s3, sns and iam"
-                ),
-            }),
-        }
-    }
-    .await;
-    match result {
-        Ok(body) => xml_response(StatusCode::OK, body),
-        Err(e) => {
-            let body = xml(|w| {
-                elem(w, "ErrorResponse", Some(xmlns), |w| {
-                    elem(w, "Error", None, |w| {
-                        text(
-                            w,
-                            "Type",
-                            if e.status.is_server_error() {
-                                "Receiver"
-                            } else {
-                                "Sender"
-                            },
-                        );
-                        text(w, "Code", e.code);
-                        text(w, "Message", &e.message);
-                    });
-                    text(w, "RequestId", &request_id);
-                });
-            });
-            xml_response(e.status, body)
-        }
-    }
-}
-
 /// A query API error: its code, HTTP status and message.
 #[derive(Debug)]
 pub struct QueryError {
@@ -171,7 +100,7 @@ pub fn xml_response(status: StatusCode, body: String) -> HttpResponse {
     );
     resp
 }
-async fn read_body(body: Incoming) -> Result<Bytes, QueryError> {
+pub async fn read_body(body: Incoming) -> Result<Bytes, QueryError> {
     let limited = http_body_util::Limited::new(body, MAX_BODY);
     match limited.collect().await {
         Ok(c) => Ok(c.to_bytes()),
@@ -182,7 +111,7 @@ async fn read_body(body: Incoming) -> Result<Bytes, QueryError> {
 }
 /// Checks the request's SigV4 signature (of its credential scope: `sns` or `iam`): the signature is
 /// computed again with the key's secret over the headers it signed.
-async fn authenticate(
+pub async fn authenticate(
     api: &Api,
     method: &Method,
     uri: &hyper::Uri,
@@ -282,15 +211,15 @@ async fn authenticate(
     Ok(key)
 }
 
-struct Authorization {
-    key_id: String,
-    region: String,
-    service: String,
-    signed_headers: Vec<String>,
-    signature: String,
+pub struct Authorization {
+    pub key_id: String,
+    pub region: String,
+    pub service: String,
+    pub signed_headers: Vec<String>,
+    pub signature: String,
 }
 
-fn parse_authorization(h: &str) -> Option<Authorization> {
+pub fn parse_authorization(h: &str) -> Option<Authorization> {
     let rest = h.strip_prefix("AWS4-HMAC-SHA256")?.trim();
     let (mut cred, mut signed, mut sig) = (None, None, None);
     for part in rest.split(',') {

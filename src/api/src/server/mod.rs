@@ -10,6 +10,7 @@
 //! The S3 endpoint as a whole: this module and [`telemetry`] (request
 //! metrics and spans) sit above every family of operations.
 
+pub mod query;
 pub mod rechunk;
 pub mod telemetry;
 
@@ -378,7 +379,7 @@ impl CorsService {
         if crate::query::is_query_request(&req, root) {
             let api = self.api.clone();
             return Box::pin(async move {
-                let mut resp = crate::query::serve(api, req).await;
+                let mut resp = query::serve(api, req).await;
                 resp.headers_mut()
                     .insert(CONNECTION, HeaderValue::from_static("close"));
                 Ok(resp)

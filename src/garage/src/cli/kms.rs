@@ -2,7 +2,7 @@
 //! ([`garage_admin::ops::kms::handle`], reached over the admin RPC),
 //! formatting their answers.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 
 use super::Admin;
 use crate::args::KmsOperation as Op;
@@ -66,10 +66,39 @@ pub async fn run(admin: &Admin, op: &Op) -> anyhow::Result<()> {
             return Ok(());
         }
         Op::Info { key } => KmsRequest::Info(key.clone()),
-        Op::Create { description, alias } => KmsRequest::Create(CreateKmsKeyRequest {
-            description: Some(description.clone()),
-            alias: alias.clone(),
-        }),
+        Op::Create {
+            description,
+            alias,
+            id,
+            material_file,
+        } => {
+            let material = match material_file {
+                Some(path) => {
+                    if id.is_none() {
+                        bail!("--material-file needs --id: an imported key keeps the id it had");
+                    }
+                    let raw = std::fs::read(path).with_context(|| {
+                        format!("--material-file: cannot read {}", path.display())
+                    })?;
+                    // 32 raw bytes, or their base64 (with a newline).
+                    use base64::Engine;
+                    let b64 = base64::engine::general_purpose::STANDARD;
+                    Some(match raw.len() {
+                        32 => b64.encode(&raw),
+                        _ => String::from_utf8(raw)
+                            .map(|s| s.trim().to_string())
+                            .context("--material-file: neither 32 raw bytes nor base64")?,
+                    })
+                }
+                None => None,
+            };
+            KmsRequest::Create(CreateKmsKeyRequest {
+                description: Some(description.clone()),
+                alias: alias.clone(),
+                id: id.clone(),
+                material,
+            })
+        }
         Op::Rotate { key } => KmsRequest::Rotate(key.clone()),
         Op::Disable { key } | Op::Enable { key } => {
             let enabled = Some(matches!(op, Op::Enable { .. }));

@@ -87,7 +87,14 @@ fn access_control_on_one_node() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let s3 = |args: &[&str]| aws_ok(&key, &ep, d, args);
-    s3(&["s3api", "create-bucket", "--bucket", "site"]);
+    s3(&[
+        "s3api",
+        "create-bucket",
+        "--bucket",
+        "site",
+        "--object-ownership",
+        "ObjectWriter",
+    ]);
     std::fs::write(d.join("index.html"), b"<h1>public</h1>").unwrap();
     s3(&[
         "s3",

@@ -247,6 +247,39 @@ fn sse_on_three_zones_then_disable_rotate_and_kill() {
         assert!(get(&c, i, "after-rotation").status.success());
         assert!(get(&c, i, "kms-id").status.success());
     }
+    // A key whose id the operator chose, its material imported (a
+    // configuration carried from Ceph or Vault names its keys).
+    let material = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(material.path(), [42u8; 32]).unwrap();
+    let mpath = material.path().to_str().unwrap();
+    let args = [
+        "kms",
+        "create",
+        "--id",
+        "my-app-key",
+        "--material-file",
+        mpath,
+    ];
+    let out = c.garage(0, &args);
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let info = c.garage_json(1, &["kms", "info", "my-app-key"]);
+    assert_eq!(info["id"], "my-app-key", "{info}");
+    assert!(put(&c, 1, "imported", "my-app-key").status.success());
+    for i in 0..3 {
+        assert!(get(&c, i, "imported").status.success());
+    }
+    let again = c.garage(2, &args);
+    assert!(
+        !again.status.success() && common::stderr(&again).contains("exists"),
+        "{}",
+        common::stderr(&again)
+    );
+    let no_id = c.garage(2, &["kms", "create", "--material-file", mpath]);
+    assert!(
+        common::stderr(&no_id).contains("needs --id"),
+        "{}",
+        common::stderr(&no_id)
+    );
     // A node down: keys are still made, rotated and used (a majority of
     // the nodes holds the key table).
     c.kill(2);

@@ -399,6 +399,9 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                 ],
             );
             refused_until_finalized(&out, "bucket replication");
+            // So are IAM users (their tables are new).
+            let out = c.garage(i, &["iam", "create-user", "--user-name", "gated-user"]);
+            refused_until_finalized(&out, "IAM");
             // So are classes with a place and pinned buckets.
             for args in [
                 &["layout", "class", "EU", "--replication", "2"][..],

@@ -67,7 +67,17 @@ def main():
         the checking node."""
         wait_for(what, lambda: status(f, *args, **kw) == want)
 
-    s.create_bucket(Bucket=B)
+    # New buckets have AWS's default ownership setting: ACLs disabled.
+    s.create_bucket(Bucket=B + "-default")
+    got = s.get_bucket_ownership_controls(Bucket=B + "-default")["OwnershipControls"]["Rules"]
+    assert got == [{"ObjectOwnership": "BucketOwnerEnforced"}], got
+    expect_error("AccessControlListNotSupported", 400, s.put_object, Bucket=B + "-default",
+                 Key="x", Body=b"x", ACL="public-read")
+    s.put_object(Bucket=B + "-default", Key="x", Body=b"x", ACL="bucket-owner-full-control")
+    s.delete_object(Bucket=B + "-default", Key="x")
+    s.delete_bucket(Bucket=B + "-default")
+    # This one keeps ACLs, asked for at creation.
+    s.create_bucket(Bucket=B, ObjectOwnership="ObjectWriter")
     s.put_object(Bucket=B, Key="private.txt", Body=b"private")
     s.put_object(Bucket=B, Key="public.txt", Body=b"public", ACL="public-read")
     s.put_object(Bucket=B, Key="auth.txt", Body=b"auth", ACL="authenticated-read")
@@ -286,7 +296,7 @@ def main():
                  "Resource": "arn:aws:s3:::another-bucket/*"}), "invalid resource"),
         (policy({"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
                  "Resource": f"arn:aws:s3:::{B}/*",
-                 "Condition": {"StringEquals": {"aws:PrincipalTag/team": "x"}}}), "not served"),
+                 "Condition": {"StringEquals": {"aws:SourceVpc": "vpc-1"}}}), "aws:SourceVpc"),
         (json.dumps({"Version": "2012-10-17"}), "Statement"),
     ]:
         e = expect_error("MalformedPolicy", 400, s.put_bucket_policy, Bucket=B, Policy=bad)
@@ -297,8 +307,8 @@ def main():
     eventually("the policy's removal", o.get_object, Bucket=B, Key="pub/page.html", want=403)
 
     # --- Ownership controls --------------------------------------------
-    expect_error("OwnershipControlsNotFoundError", 404, c.get_bucket_ownership_controls,
-                 Bucket=B)
+    got = c.get_bucket_ownership_controls(Bucket=B)["OwnershipControls"]["Rules"]
+    assert got == [{"ObjectOwnership": "ObjectWriter"}], got
     enforced = {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
     s.put_bucket_acl(Bucket=B, ACL="public-read")
     expect_error("InvalidBucketAclWithObjectOwnership", 400, s.put_bucket_ownership_controls,

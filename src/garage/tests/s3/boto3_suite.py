@@ -303,6 +303,9 @@ for ctype, want_sum in [("COMPOSITE", composite), ("FULL_OBJECT", b64crc32(ck_wh
     lp = w.list_parts(Bucket=bucket, Key=k, UploadId=u)
     assert [p["ChecksumCRC32"] for p in lp["Parts"]] == part_crcs, lp
     assert lp["ChecksumAlgorithm"] == "CRC32" and lp["ChecksumType"] == ctype, lp
+    mu = [x for x in w.list_multipart_uploads(Bucket=bucket, Prefix=k)["Uploads"]
+          if x["UploadId"] == u]
+    assert mu and mu[0]["ChecksumAlgorithm"] == "CRC32" and mu[0]["ChecksumType"] == ctype, mu
     cparts = [{"PartNumber": p["PartNumber"], "ETag": p["ETag"], "ChecksumCRC32": p["ChecksumCRC32"]}
               for p in lp["Parts"]]
     bad = [dict(p) for p in cparts]

@@ -26,7 +26,7 @@ s3 = boto3.client(
 )
 http = urllib3.PoolManager()
 BUCKET = "post-bucket"
-s3.create_bucket(Bucket=BUCKET)
+s3.create_bucket(Bucket=BUCKET, ObjectOwnership="ObjectWriter")
 
 
 def form(key, fields=None, conditions=None, expires=300):

@@ -170,6 +170,22 @@ fn parse_name(name: &str) -> Name<'_> {
     }
 }
 
+/// Checks a key id chosen by an operator: 1 to 250 letters, digits,
+/// `_` and `-` (no `/`: `alias/` and `key/` prefixes name the kind).
+pub fn check_key_id(id: &str) -> Result<(), KmsError> {
+    let ok = !id.is_empty()
+        && id.len() <= 250
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-".contains(c));
+    match ok {
+        true => Ok(()),
+        false => Err(KmsError::Invalid(format!(
+            "key id {id:?}: 1 to 250 letters, digits, '_' or '-'"
+        ))),
+    }
+}
+
 /// Checks an alias name (without `alias/`): AWS's characters, and not
 /// `aws/` (reserved for the keys the cluster makes).
 pub fn check_alias(alias: &str) -> Result<(), KmsError> {
@@ -242,30 +258,37 @@ impl Kms {
 
     /// A new key with its first material version, and `alias` if given.
     pub async fn create(&self, description: &str, alias: Option<&str>) -> Result<KmsKey, KmsError> {
+        self.create_with(description, alias, None, None).await
+    }
+
+    /// A new key: with id `id` chosen by the operator (a configuration
+    /// carried from Ceph or Vault names its keys) or a new one, and with
+    /// `material` (the 32 bytes of an existing AES-256 key, imported) or
+    /// new material; `alias` if given.
+    pub async fn create_with(
+        &self,
+        description: &str,
+        alias: Option<&str>,
+        id: Option<&str>,
+        material: Option<[u8; 32]>,
+    ) -> Result<KmsKey, KmsError> {
         if let Some(a) = alias {
             check_alias(a)?;
             self.alias_is_free(a).await?;
         }
-        let k = KmsKey::new(
-            new_key_id(),
-            description.to_string(),
-            garage_util::time::now_msec(),
-        );
-        self.write_with_material(k, alias).await
-    }
-
-    /// Writes `k` with `alias` set and a new material version.
-    async fn write_with_material(
-        &self,
-        mut k: KmsKey,
-        alias: Option<&str>,
-    ) -> Result<KmsKey, KmsError> {
-        if let Some(a) = alias {
-            k.aliases.update(a.to_string(), true);
-        }
-        self.add_material(&mut k);
-        self.table.insert(&k).await?;
-        Ok(k)
+        let id = match id {
+            Some(id) => {
+                check_key_id(id)?;
+                let existing = self.table.get(&EmptyKey, &id.to_string()).await?;
+                if existing.is_some() {
+                    return Err(KmsError::AlreadyExists(format!("a KMS key {id} exists")));
+                }
+                id.to_string()
+            }
+            None => new_key_id(),
+        };
+        let k = KmsKey::new(id, description.to_string(), garage_util::time::now_msec());
+        self.write_with_material(k, alias, material).await
     }
 
     async fn alias_is_free(&self, alias: &str) -> Result<(), KmsError> {
@@ -278,10 +301,34 @@ impl Kms {
         }
     }
 
+    /// Writes `k` with `alias` set and a material version: `material`,
+    /// or new material.
+    async fn write_with_material(
+        &self,
+        mut k: KmsKey,
+        alias: Option<&str>,
+        material: Option<[u8; 32]>,
+    ) -> Result<KmsKey, KmsError> {
+        if let Some(a) = alias {
+            k.aliases.update(a.to_string(), true);
+        }
+        match material {
+            Some(m) => self.add_given_material(&mut k, m),
+            None => self.add_material(&mut k),
+        }
+        self.table.insert(&k).await?;
+        Ok(k)
+    }
+
     /// Adds a material version, stamped after every existing one.
     fn add_material(&self, k: &mut KmsKey) {
-        let version = gen_uuid();
         let material: [u8; 32] = Aes256Gcm::generate_key(&mut OsRng).into();
+        self.add_given_material(k, material)
+    }
+
+    /// Adds `material` as a version, stamped after every existing one.
+    fn add_given_material(&self, k: &mut KmsKey, material: [u8; 32]) {
+        let version = gen_uuid();
         let m = Material {
             created: k.next_material_stamp(),
             sealed: seal(&self.kek, &material, &material_aad(&k.id, &version)),
@@ -374,7 +421,7 @@ impl Kms {
                 garage_util::time::now_msec(),
             )
         });
-        let k = self.write_with_material(k, alias).await?;
+        let k = self.write_with_material(k, alias, None).await?;
         tracing::info!(key = %id, "made KMS key");
         Ok(k)
     }
@@ -546,6 +593,9 @@ mod tests {
         assert!(check_alias("aws/s3").is_err());
         assert!(check_alias("").is_err() && check_alias("a b").is_err());
         let id = new_key_id();
+        assert!(check_key_id(&id).is_ok());
+        assert!(check_key_id("my-app-key").is_ok());
+        assert!(check_key_id("a/b").is_err() && check_key_id("").is_err());
         assert_eq!(id.len(), 36);
         assert_eq!(id.matches('-').count(), 4);
     }

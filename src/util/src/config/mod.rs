@@ -270,6 +270,22 @@ pub struct S3ApiConfig {
     /// created through decides.
     #[serde(default)]
     pub encrypt_new_buckets: bool,
+    /// The object ownership setting of new buckets (as AWS's since 2023:
+    /// `BucketOwnerEnforced`, ACLs disabled); a CreateBucket's
+    /// `x-amz-object-ownership` wins. `ObjectWriter` keeps ACLs working on
+    /// new buckets as before v0.3.0 (Mastodon's `public-read` uploads).
+    /// See doc/access-control.md "Ownership controls".
+    #[serde(default)]
+    pub new_bucket_object_ownership: NewBucketOwnership,
+}
+
+/// `s3_api.new_bucket_object_ownership`.
+#[derive(Deserialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NewBucketOwnership {
+    #[default]
+    BucketOwnerEnforced,
+    BucketOwnerPreferred,
+    ObjectWriter,
 }
 
 #[derive(Deserialize, Debug, Clone)]

@@ -92,6 +92,7 @@ impl Gateway {
                 .unwrap(),
                 keys: Table::new(key_table::KeyTable, db.clone(), system.clone()).unwrap(),
                 encrypt_new_buckets: false,
+                new_bucket_ownership: garage_model::access::ObjectOwnership::BucketOwnerEnforced,
             };
             m.buckets.spawn_workers(&exit);
             m.aliases.spawn_workers(&exit);

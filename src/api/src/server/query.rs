@@ -1,0 +1,85 @@
+//! Sends each AWS query protocol call (`crate::query`) to the service of
+//! its credential scope: `sns` (topics) or `iam`.
+
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::{Request, StatusCode};
+use s3s::HttpResponse;
+
+use crate::ctx::Api;
+use crate::query::{
+    authenticate, elem, invalid, parse_authorization, read_body, text, xml, xml_response, Call,
+    QueryError,
+};
+
+/// Serves one query API call: the service of its credential scope
+/// answers.
+pub async fn serve(api: Arc<Api>, req: Request<Incoming>) -> HttpResponse {
+    let request_id = req
+        .extensions()
+        .get::<crate::request::RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_default();
+    let service = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(parse_authorization)
+        .map(|a| a.service)
+        .unwrap_or_default();
+    let xmlns = match service.as_str() {
+        "iam" => crate::iam_api::XMLNS,
+        _ => crate::notify::topics::XMLNS,
+    };
+    let result = async {
+        let (parts, body) = req.into_parts();
+        let body = read_body(body).await?;
+        let key = authenticate(&api, &parts.method, &parts.uri, &parts.headers, &body).await?;
+        let form: Vec<(String, String)> = crate::request::query_pairs(
+            std::str::from_utf8(&body).map_err(|_| invalid("the form is not UTF-8"))?,
+        )
+        .collect();
+        let call = Call {
+            key,
+            form,
+            request_id: request_id.clone(),
+        };
+        match service.as_str() {
+            "sns" => crate::notify::topics::handle(&api, call).await,
+            "iam" => crate::iam_api::handle(&api, call).await,
+            other => Err(QueryError {
+                code: "InvalidAction",
+                status: StatusCode::BAD_REQUEST,
+                message: format!(
+                    "the credential scope's service is {other:?}: this endpoint serves s3, sns and iam"
+                ),
+            }),
+        }
+    }
+    .await;
+    match result {
+        Ok(body) => xml_response(StatusCode::OK, body),
+        Err(e) => {
+            let body = xml(|w| {
+                elem(w, "ErrorResponse", Some(xmlns), |w| {
+                    elem(w, "Error", None, |w| {
+                        text(
+                            w,
+                            "Type",
+                            if e.status.is_server_error() {
+                                "Receiver"
+                            } else {
+                                "Sender"
+                            },
+                        );
+                        text(w, "Code", e.code);
+                        text(w, "Message", &e.message);
+                    });
+                    text(w, "RequestId", &request_id);
+                });
+            });
+            xml_response(e.status, body)
+        }
+    }
+}
