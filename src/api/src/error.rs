@@ -13,6 +13,12 @@ pub enum ApiError {
     NoSuchUpload(String),
     #[error("Access denied: {0}")]
     AccessDenied(String),
+    /// A session's credentials, past their expiry.
+    #[error("{0}")]
+    ExpiredToken(String),
+    /// A session's key without its token, or with another.
+    #[error("{0}")]
+    InvalidToken(String),
     #[error("The bucket you tried to delete is not empty")]
     BucketNotEmpty(String),
     #[error("The requested bucket name is not available")]
@@ -216,6 +222,8 @@ impl ApiError {
             NoSuchKey(_) => S3ErrorCode::NoSuchKey,
             NoSuchUpload(_) => S3ErrorCode::NoSuchUpload,
             AccessDenied(_) | CorsNotAllowed => S3ErrorCode::AccessDenied,
+            ExpiredToken(_) => S3ErrorCode::ExpiredToken,
+            InvalidToken(_) => S3ErrorCode::InvalidToken,
             BucketNotEmpty(_) => S3ErrorCode::BucketNotEmpty,
             BucketAlreadyExists(_) => S3ErrorCode::BucketAlreadyExists,
             BucketAlreadyOwnedByYou(_) => S3ErrorCode::BucketAlreadyOwnedByYou,
@@ -293,6 +301,9 @@ impl From<ApiError> for S3Error {
             ApiError::QuotaExceeded(_) => Some(hyper::StatusCode::FORBIDDEN),
             ApiError::NotModified => Some(hyper::StatusCode::NOT_MODIFIED),
             ApiError::TooManyTags(_) => Some(hyper::StatusCode::BAD_REQUEST),
+            ApiError::ExpiredToken(_) | ApiError::InvalidToken(_) => {
+                Some(hyper::StatusCode::BAD_REQUEST)
+            }
             ApiError::InvalidPartNumber(_) => Some(hyper::StatusCode::RANGE_NOT_SATISFIABLE),
             ApiError::NoSuchEncryptionConfiguration
             | ApiError::NoSuchPublicAccessBlockConfiguration => Some(hyper::StatusCode::NOT_FOUND),

@@ -18,7 +18,7 @@ use crate::query::{elem, text, xml, Call, QueryError, W};
 /// The XML namespace of IAM answers.
 pub const XMLNS: &str = "https://iam.amazonaws.com/doc/2010-05-08/";
 
-fn error(e: IamError) -> QueryError {
+pub fn error(e: IamError) -> QueryError {
     let (code, status) = match &e {
         IamError::NoSuchEntity(_) => ("NoSuchEntity", StatusCode::NOT_FOUND),
         IamError::EntityAlreadyExists(_) => ("EntityAlreadyExists", StatusCode::CONFLICT),
@@ -30,6 +30,7 @@ fn error(e: IamError) -> QueryError {
         IamError::LimitExceeded(_) => ("LimitExceeded", StatusCode::CONFLICT),
         IamError::InvalidAction(_) => ("InvalidAction", StatusCode::BAD_REQUEST),
         IamError::Denied(_) => ("AccessDenied", StatusCode::FORBIDDEN),
+        IamError::Expired(_) => ("ExpiredToken", StatusCode::BAD_REQUEST),
         IamError::NotFinalized { .. } => ("ClusterNotFinalized", StatusCode::BAD_REQUEST),
         IamError::Table(_) => ("ServiceFailure", StatusCode::INTERNAL_SERVER_ERROR),
     };
@@ -78,39 +79,44 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, QueryError> {
         .filter(|(k, _)| k != "Action" && k != "Version")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let identity = api
-        .garage
-        .iam
-        .identity(&call.key.key_id)
-        .await
-        .map_err(error)?;
-    let caller = identity.as_ref().map(|i| i.user.name.as_str());
+    let identity = match api.garage.iam.identity(&call.key.key_id).await {
+        Ok(i) => i,
+        Err(e) => return Err(error(e)),
+    };
+    if let Some(i) = &identity {
+        crate::access::authorize::check_session_token(i, &call.headers, &call.uri).map_err(
+            |e| QueryError {
+                code: "InvalidClientTokenId",
+                status: StatusCode::FORBIDDEN,
+                message: e.to_string(),
+            },
+        )?;
+    }
+    let caller = identity
+        .as_ref()
+        .and_then(|i| i.user.as_ref())
+        .map(|u| u.name.as_str());
     let resource = actions::resource(&action, &params, caller);
     let iam_action = format!("iam:{action}");
     let decision = match &identity {
         None => Decision::NotApplicable,
-        Some(id) => {
-            let who = Principal {
+        Some(id) => id.decision(&PolicyRequest {
+            who: &Principal {
                 key_id: Some(call.key.key_id.clone()),
-                user: Some(id.user.clone()),
-            };
-            let r = PolicyRequest {
-                who: &who,
-                action: &iam_action,
-                resource: Resource::Arn(&resource),
-                values: Values {
-                    region: Some(api.region()),
-                    ..Values::default()
-                },
-            };
-            id.policies
-                .iter()
-                .fold(Decision::NotApplicable, |d, p| d.combine(p.evaluate(&r)))
-        }
+                user: id.user.clone(),
+                session: id.session.clone(),
+            },
+            action: &iam_action,
+            resource: Resource::Arn(&resource),
+            values: Values {
+                region: Some(api.region()),
+                ..Values::default()
+            },
+        }),
     };
     if decision != Decision::Allow {
-        let who = match caller {
-            Some(u) => format!("User: arn:aws:iam:::user/{u}"),
+        let who = match &identity {
+            Some(i) => i.describe(),
             None => format!(
                 "Access key {} (made by `garage key create`, it has no identity policy: manage IAM with `garage iam …` or an IAM user's key)",
                 call.key.key_id

@@ -32,6 +32,7 @@ pub mod objects;
 pub mod query;
 pub mod replication;
 pub mod server;
+pub mod sts;
 pub mod versions;
 pub mod website;
 

@@ -158,20 +158,17 @@ impl Requester {
         let Some(id) = &self.identity else {
             return Decision::NotApplicable;
         };
-        let r = PolicyRequest {
+        id.decision(&PolicyRequest {
             who: &self.principal,
             action,
             resource: Resource::S3 { bucket, object },
             values,
-        };
-        id.policies
-            .iter()
-            .fold(Decision::NotApplicable, |d, p| d.combine(p.evaluate(&r)))
+        })
     }
 
-    /// The IAM user's name, for messages.
-    pub fn user_name(&self) -> Option<&str> {
-        self.identity.as_ref().map(|i| i.user.name.as_str())
+    /// Its IAM identity, for messages (`user alice`, a role's session).
+    pub fn user_name(&self) -> Option<String> {
+        self.identity.as_ref().map(|i| i.describe())
     }
 
     /// The owner shown in listings: the key that asked (none when

@@ -221,6 +221,13 @@ impl Garage {
                 db.clone(),
                 system.clone(),
             )?,
+            roles: Table::new(crate::iam::tables::RoleTable, db.clone(), system.clone())?,
+            providers: Table::new(
+                crate::iam::tables::OidcProviderTable,
+                db.clone(),
+                system.clone(),
+            )?,
+            sessions: Table::new(crate::iam::tables::SessionTable, db.clone(), system.clone())?,
             keys: key_table.clone(),
             system: system.clone(),
         });
@@ -243,6 +250,9 @@ impl Garage {
             iam.groups.clone(),
             iam.policies.clone(),
             iam.access_keys.clone(),
+            iam.roles.clone(),
+            iam.providers.clone(),
+            iam.sessions.clone(),
         ];
         let writer = crate::object_write::ObjectWriter {
             objects: object_table.clone(),

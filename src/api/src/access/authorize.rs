@@ -149,6 +149,38 @@ impl Access {
     }
 }
 
+/// A session's requests carry its token (`x-amz-security-token`, or
+/// `X-Amz-Security-Token` in a presigned URL), compared by digest.
+pub fn check_session_token(
+    identity: &Identity,
+    headers: &hyper::HeaderMap,
+    uri: &hyper::Uri,
+) -> ApiResult<()> {
+    let Some(want) = &identity.token_sha256 else {
+        return Ok(());
+    };
+    let given = headers
+        .get("x-amz-security-token")
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
+        .or_else(|| {
+            uri.query().and_then(|q| {
+                crate::request::query_pairs(q)
+                    .find(|(k, _)| k == "X-Amz-Security-Token")
+                    .map(|(_, v)| v)
+            })
+        });
+    match given {
+        Some(t) if garage_model::iam::sts::token_digest(&t) == *want => Ok(()),
+        Some(_) => Err(ApiError::InvalidToken(
+            "The security token included in the request is invalid".into(),
+        )),
+        None => Err(ApiError::InvalidToken(
+            "a session's key needs its session token (x-amz-security-token)".into(),
+        )),
+    }
+}
+
 fn denied() -> ApiError {
     ApiError::AccessDenied("Access Denied".into())
 }
@@ -160,6 +192,7 @@ impl Api {
         match self.garage.iam.identity(key_id).await {
             Ok(i) => Ok(i),
             Err(IamError::Denied(m)) => Err(ApiError::AccessDenied(m)),
+            Err(IamError::Expired(m)) => Err(ApiError::ExpiredToken(m)),
             Err(IamError::Table(e)) => Err(e.into()),
             Err(e) => Err(ApiError::Internal(e.to_string())),
         }
@@ -179,10 +212,14 @@ impl Api {
             Some(k) => self.identity(&k.key_id).await?,
             None => None,
         };
+        if let Some(i) = &identity {
+            check_session_token(i, &req.headers, &req.uri)?;
+        }
         Ok(Requester {
             principal: Principal {
                 key_id: key.as_ref().map(|k| k.key_id.clone()),
-                user: identity.as_ref().map(|i| i.user.clone()),
+                user: identity.as_ref().and_then(|i| i.user.clone()),
+                session: identity.as_ref().and_then(|i| i.session.clone()),
             },
             identity,
             key,
@@ -376,7 +413,7 @@ impl Decider {
         let identity = who.identity_decision(action.name(), &self.name, object, values);
         if identity == Decision::Deny {
             return Err(ApiError::AccessDenied(format!(
-                "Access Denied: explicitly denied by an identity policy of user {}",
+                "Access Denied: explicitly denied by an identity policy of {}",
                 who.user_name().unwrap_or_default()
             )));
         }

@@ -58,7 +58,7 @@ async fn key_or_identity(
     let decision = who.identity_decision(who.action, bucket, object, who.values(None, None));
     if decision == Decision::Deny {
         return Err(ApiError::AccessDenied(format!(
-            "Access Denied: {} is explicitly denied by an identity policy of user {}",
+            "Access Denied: {} is explicitly denied by an identity policy of {}",
             who.action,
             who.user_name().unwrap_or_default()
         )));

@@ -112,7 +112,7 @@ impl Api {
         let by_flag = key.params().is_some_and(|p| *p.allow_create_bucket.get());
         if by_identity == Decision::Deny || !(by_flag || by_identity == Decision::Allow) {
             return Err(ApiError::AccessDenied(match ctx.who.user_name() {
-                Some(u) => format!("user {u} may not create bucket {} (its identity policies do not allow s3:CreateBucket)", i.bucket),
+                Some(u) => format!("{u} may not create bucket {} (its identity policies do not allow s3:CreateBucket)", i.bucket),
                 None => format!(
                     "key {} may not create buckets (garage key allow --create-bucket)",
                     key.key_id

@@ -41,6 +41,7 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, SnsError> {
         key,
         form,
         request_id,
+        ..
     } = call;
     let request_id = request_id.as_str();
     let get = |name: &str| {

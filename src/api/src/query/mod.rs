@@ -1,8 +1,8 @@
 //! The AWS query protocol on the S3 endpoint: `POST /` with a form body
 //! (`Action=…&…`), signed with SigV4 for another service than `s3`, and
 //! answered in XML: the plumbing (signature, form, XML) of the
-//! SNS-compatible topic API (service `sns`, `notify::topics`) and the IAM
-//! API (service `iam`, `iam_api`). The server sends each call to the
+//! SNS-compatible topic API (service `sns`, `notify::topics`), the IAM
+//! API (service `iam`, `iam_api`) and STS (service `sts`, `sts`). The server sends each call to the
 //! service of its credential scope (`server::query`).
 
 use std::time::{Duration, SystemTime};
@@ -42,11 +42,14 @@ pub fn is_query_request(req: &Request<Incoming>, path_is_root: bool) -> bool {
             .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"))
 }
 
-/// A query API call, authenticated: its key, its form, its request id.
+/// A query API call, authenticated: its key, its form, its request id,
+/// and its headers and URI (for a session's token).
 pub struct Call {
     pub key: Key,
     pub form: Vec<(String, String)>,
     pub request_id: String,
+    pub headers: HeaderMap,
+    pub uri: hyper::Uri,
 }
 
 impl Call {
@@ -109,7 +112,8 @@ pub async fn read_body(body: Incoming) -> Result<Bytes, QueryError> {
         ))),
     }
 }
-/// Checks the request's SigV4 signature (of its credential scope: `sns` or `iam`): the signature is
+/// Checks the request's SigV4 signature (for its credential scope's
+/// service: `sns`, `iam` or `sts`): the signature is
 /// computed again with the key's secret over the headers it signed.
 pub async fn authenticate(
     api: &Api,
@@ -123,9 +127,9 @@ pub async fn authenticate(
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| denied("the query API needs a SigV4 Authorization header"))?;
     let a = parse_authorization(auth).ok_or_else(|| denied("malformed Authorization header"))?;
-    if !matches!(a.service.as_str(), "sns" | "iam") {
+    if !matches!(a.service.as_str(), "sns" | "iam" | "sts") {
         return Err(denied(format!(
-            "the credential scope's service is {:?}; this endpoint's query APIs are signed for sns or iam",
+            "the credential scope's service is {:?}; this endpoint's query APIs are signed for sns, iam or sts",
             a.service
         )));
     }
@@ -260,7 +264,7 @@ struct Signer<'a> {
     time: SystemTime,
 }
 
-/// The SigV4 signature (of its credential scope: `sns` or `iam`) of `r` by `s`.
+/// The SigV4 signature of `r` by `s`.
 fn compute_signature(r: &Signed<'_>, s: &Signer<'_>) -> Option<String> {
     let Signed {
         method,

@@ -1,5 +1,6 @@
 //! Sends each AWS query protocol call (`crate::query`) to the service of
-//! its credential scope: `sns` (topics) or `iam`.
+//! its credential scope: `sns` (topics), `iam` or `sts`; an unsigned call
+//! only to STS's AssumeRoleWithWebIdentity (its token is its credential).
 
 use std::sync::Arc;
 
@@ -30,29 +31,40 @@ pub async fn serve(api: Arc<Api>, req: Request<Incoming>) -> HttpResponse {
         .unwrap_or_default();
     let xmlns = match service.as_str() {
         "iam" => crate::iam_api::XMLNS,
-        _ => crate::notify::topics::XMLNS,
+        "sns" => crate::notify::topics::XMLNS,
+        _ => crate::sts::XMLNS,
     };
     let result = async {
         let (parts, body) = req.into_parts();
         let body = read_body(body).await?;
-        let key = authenticate(&api, &parts.method, &parts.uri, &parts.headers, &body).await?;
         let form: Vec<(String, String)> = crate::request::query_pairs(
             std::str::from_utf8(&body).map_err(|_| invalid("the form is not UTF-8"))?,
         )
         .collect();
+        if service.is_empty()
+            && form
+                .iter()
+                .any(|(k, v)| k == "Action" && v == "AssumeRoleWithWebIdentity")
+        {
+            return crate::sts::web_identity(&api, &form, &request_id).await;
+        }
+        let key = authenticate(&api, &parts.method, &parts.uri, &parts.headers, &body).await?;
         let call = Call {
             key,
             form,
             request_id: request_id.clone(),
+            headers: parts.headers,
+            uri: parts.uri,
         };
         match service.as_str() {
             "sns" => crate::notify::topics::handle(&api, call).await,
             "iam" => crate::iam_api::handle(&api, call).await,
+            "sts" => crate::sts::handle(&api, call).await,
             other => Err(QueryError {
                 code: "InvalidAction",
                 status: StatusCode::BAD_REQUEST,
                 message: format!(
-                    "the credential scope's service is {other:?}: this endpoint serves s3, sns and iam"
+                    "the credential scope's service is {other:?}: this endpoint serves s3, sns, iam and sts"
                 ),
             }),
         }

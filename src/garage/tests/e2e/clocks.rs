@@ -34,7 +34,7 @@ fn measured_offset(c: &Cluster, from: usize, of: usize) -> Option<i64> {
 /// `ms`. Each node measures on its own pings: one node seeing the new
 /// offset says nothing of the others (CI once read node 2's status while
 /// it still showed the old offset).
-fn wait_offset(c: &Cluster, of: usize, ms: i64) {
+pub(crate) fn wait_offset(c: &Cluster, of: usize, ms: i64) {
     wait_until(
         &format!("node {of}'s clock offset measured near {ms} ms by every node"),
         CLUSTER_DEADLINE,

@@ -15,10 +15,10 @@ use common::cluster::{wait_until, Cluster};
 use common::s3::{aws, aws_ok, endpoint, make_key};
 use common::{stderr, stdout};
 
-type Key = (String, String);
+pub(crate) type Key = (String, String);
 
 /// `garage iam ACTION ARGS…` on node `i`, its JSON answer.
-fn garage_iam(c: &Cluster, i: usize, args: &[&str]) -> serde_json::Value {
+pub(crate) fn garage_iam(c: &Cluster, i: usize, args: &[&str]) -> serde_json::Value {
     let mut all = vec!["iam"];
     all.extend_from_slice(args);
     let out = c.garage_ok(i, &all);
@@ -29,7 +29,7 @@ fn garage_iam(c: &Cluster, i: usize, args: &[&str]) -> serde_json::Value {
 }
 
 /// The key of an `AccessKey` answer (`garage iam` or `aws iam`).
-fn key_of(c: &Cluster, v: &serde_json::Value) -> Key {
+pub(crate) fn key_of(c: &Cluster, v: &serde_json::Value) -> Key {
     let k = &v["AccessKey"];
     let id = k["AccessKeyId"].as_str().unwrap_or_else(|| panic!("{v}"));
     let secret = k["SecretAccessKey"]
@@ -41,7 +41,7 @@ fn key_of(c: &Cluster, v: &serde_json::Value) -> Key {
 }
 
 /// The operator's first IAM user, with AWS's AdministratorAccess.
-fn admin(c: &Cluster) -> Key {
+pub(crate) fn admin(c: &Cluster) -> Key {
     garage_iam(c, 0, &["create-user", "--user-name", "admin"]);
     garage_iam(
         c,
@@ -58,7 +58,7 @@ fn admin(c: &Cluster) -> Key {
     key_of(c, &k)
 }
 
-fn refused(key: &Key, ep: &str, d: &Path, args: &[&str], code: &str) -> String {
+pub(crate) fn refused(key: &Key, ep: &str, d: &Path, args: &[&str], code: &str) -> String {
     let o = aws(key, ep, d, args);
     let err = stderr(&o);
     assert!(

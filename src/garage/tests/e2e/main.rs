@@ -36,6 +36,7 @@ mod sdk;
 mod security;
 mod server;
 mod structure;
+mod sts;
 mod tables;
 mod traces;
 mod upgrade;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::tables::{GroupConfig, PolicyConfig};
+use super::tables::{GroupConfig, PolicyConfig, RoleConfig};
 use super::{arn, builtin, Iam, IamError, IamResult, UserInfo};
 
 /// An answer: text, a structure of named fields, or a list (`member`
@@ -65,6 +65,23 @@ pub const ACTIONS: &[&str] = &[
     "AttachGroupPolicy",
     "DetachGroupPolicy",
     "ListAttachedGroupPolicies",
+    "CreateRole",
+    "GetRole",
+    "ListRoles",
+    "DeleteRole",
+    "UpdateAssumeRolePolicy",
+    "SetRoleEnabled",
+    "PutRolePolicy",
+    "GetRolePolicy",
+    "DeleteRolePolicy",
+    "ListRolePolicies",
+    "AttachRolePolicy",
+    "DetachRolePolicy",
+    "ListAttachedRolePolicies",
+    "CreateOpenIDConnectProvider",
+    "GetOpenIDConnectProvider",
+    "ListOpenIDConnectProviders",
+    "DeleteOpenIDConnectProvider",
 ];
 
 fn need<'p>(p: &'p Params, name: &str) -> IamResult<&'p str> {
@@ -119,6 +136,14 @@ pub fn resource(action: &str, p: &Params, caller: Option<&str>) -> String {
         "ListUsers" => arn("user", "/", ""),
         "ListGroups" => arn("group", "/", ""),
         "ListPolicies" => arn("policy", "/", ""),
+        "ListRoles" => arn("role", "/", ""),
+        "ListOpenIDConnectProviders" | "CreateOpenIDConnectProvider" => {
+            arn("oidc-provider", "/", "")
+        }
+        "GetOpenIDConnectProvider" | "DeleteOpenIDConnectProvider" => {
+            name("OpenIDConnectProviderArn")
+        }
+        a if a.contains("Role") => arn("role", "/", &name("RoleName")),
         "CreatePolicy" => arn("policy", "/", &name("PolicyName")),
         a if a.contains("Group") && !a.ends_with("ForUser") => {
             arn("group", "/", &name("GroupName"))
@@ -163,6 +188,43 @@ fn group_out(name: &str, created: u64, c: &GroupConfig) -> Out {
         ("Arn", t(arn("group", &c.path, name))),
         ("CreateDate", date(created)),
     ])
+}
+
+fn role_out(name: &str, created: u64, c: &RoleConfig) -> Out {
+    Out::Struct(vec![
+        ("Path", t(&c.path)),
+        ("RoleName", t(name)),
+        ("RoleId", t(&c.id)),
+        ("Arn", t(arn("role", &c.path, name))),
+        ("CreateDate", date(created)),
+        ("AssumeRolePolicyDocument", document(&c.trust)),
+        ("Description", t(&c.description)),
+        ("MaxSessionDuration", t(c.max_session_secs.to_string())),
+    ])
+}
+
+/// An OpenID Connect provider's ARN.
+pub fn provider_arn(name: &str) -> String {
+    format!("arn:aws:iam:::oidc-provider/{name}")
+}
+
+fn provider_of_arn(a: &str) -> IamResult<&str> {
+    a.strip_prefix("arn:aws:iam::")
+        .and_then(|r| r.split_once(":oidc-provider/"))
+        .map(|(_, n)| n)
+        .ok_or_else(|| {
+            IamError::InvalidInput(format!("{a:?} is not an OpenID Connect provider's ARN"))
+        })
+}
+
+fn enabled_param(p: &Params) -> IamResult<bool> {
+    match need(p, "Enabled")? {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        e => Err(IamError::InvalidInput(format!(
+            "Enabled {e:?}: true or false"
+        ))),
+    }
 }
 
 fn policy_out(
@@ -504,6 +566,126 @@ pub async fn call(
                 attached_out(iam, &c.attached).await?,
             )])))
         }
+        "CreateRole" => {
+            let max = match p.get("MaxSessionDuration") {
+                Some(m) => Some(m.parse().map_err(|_| {
+                    IamError::InvalidInput(format!("MaxSessionDuration {m:?} is not a number"))
+                })?),
+                None => None,
+            };
+            let (r, c) = iam
+                .create_role(
+                    need(p, "RoleName")?,
+                    p.get("Path").map(String::as_str),
+                    p.get("Description").map_or("", String::as_str),
+                    need(p, "AssumeRolePolicyDocument")?,
+                    max,
+                )
+                .await?;
+            one("Role", role_out(&r.name, r.created, &c))
+        }
+        "GetRole" => {
+            let (r, c) = iam.role(need(p, "RoleName")?).await?;
+            one("Role", role_out(&r.name, r.created, &c))
+        }
+        "ListRoles" => {
+            let all = iam
+                .list_roles(p.get("PathPrefix").map_or("/", String::as_str))
+                .await?;
+            let list = all
+                .iter()
+                .map(|(r, c)| role_out(&r.name, r.created, c))
+                .collect();
+            Ok(Some(untruncated(vec![("Roles", Out::List(list))])))
+        }
+        "DeleteRole" => iam.delete_role(need(p, "RoleName")?).await.map(|_| None),
+        "UpdateAssumeRolePolicy" => iam
+            .update_trust(need(p, "RoleName")?, need(p, "PolicyDocument")?)
+            .await
+            .map(|_| None),
+        // garage's own: disabling a role refuses its sessions at once.
+        "SetRoleEnabled" => iam
+            .set_role_enabled(need(p, "RoleName")?, enabled_param(p)?)
+            .await
+            .map(|_| None),
+        "PutRolePolicy" => iam
+            .put_role_policy(
+                need(p, "RoleName")?,
+                need(p, "PolicyName")?,
+                need(p, "PolicyDocument")?,
+            )
+            .await
+            .map(|_| None),
+        "GetRolePolicy" => {
+            let (role, name) = (need(p, "RoleName")?, need(p, "PolicyName")?);
+            let (_, c) = iam.role(role).await?;
+            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
+            Ok(Some(Out::Struct(vec![
+                ("RoleName", t(role)),
+                ("PolicyName", t(name)),
+                ("PolicyDocument", document(d)),
+            ])))
+        }
+        "DeleteRolePolicy" => iam
+            .delete_role_policy(need(p, "RoleName")?, need(p, "PolicyName")?)
+            .await
+            .map(|_| None),
+        "ListRolePolicies" => {
+            let (_, c) = iam.role(need(p, "RoleName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "PolicyNames",
+                names(c.policies.into_keys()),
+            )])))
+        }
+        "AttachRolePolicy" => iam
+            .attach_role_policy(need(p, "RoleName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "DetachRolePolicy" => iam
+            .detach_role_policy(need(p, "RoleName")?, need(p, "PolicyArn")?)
+            .await
+            .map(|_| None),
+        "ListAttachedRolePolicies" => {
+            let (_, c) = iam.role(need(p, "RoleName")?).await?;
+            Ok(Some(untruncated(vec![(
+                "AttachedPolicies",
+                attached_out(iam, &c.attached).await?,
+            )])))
+        }
+        "CreateOpenIDConnectProvider" => {
+            let ids = members(p, "ClientIDList", "")
+                .into_iter()
+                .map(|(_, v)| v)
+                .collect();
+            let name = iam.create_provider(need(p, "Url")?, ids).await?;
+            one("OpenIDConnectProviderArn", t(provider_arn(&name)))
+        }
+        "GetOpenIDConnectProvider" => {
+            let (e, c) = iam
+                .provider(provider_of_arn(need(p, "OpenIDConnectProviderArn")?)?)
+                .await?;
+            Ok(Some(Out::Struct(vec![
+                ("Url", t(&c.url)),
+                ("ClientIDList", names(c.client_ids.into_iter())),
+                ("ThumbprintList", Out::List(vec![])),
+                ("CreateDate", date(e.created)),
+            ])))
+        }
+        "ListOpenIDConnectProviders" => {
+            let all = iam.list_providers().await?;
+            let list = all
+                .iter()
+                .map(|(e, _)| Out::Struct(vec![("Arn", t(provider_arn(&e.name)))]))
+                .collect();
+            Ok(Some(Out::Struct(vec![(
+                "OpenIDConnectProviderList",
+                Out::List(list),
+            )])))
+        }
+        "DeleteOpenIDConnectProvider" => iam
+            .delete_provider(provider_of_arn(need(p, "OpenIDConnectProviderArn")?)?)
+            .await
+            .map(|_| None),
         other => Err(IamError::InvalidAction(format!(
             "action {other:?} is not served (served: {})",
             ACTIONS.join(", ")

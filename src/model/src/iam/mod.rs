@@ -16,6 +16,8 @@
 pub mod actions;
 pub mod builtin;
 pub mod identity;
+pub mod roles;
+pub mod sts;
 pub mod tables;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,9 +57,12 @@ pub enum IamError {
     #[error("{0}")]
     InvalidAction(String),
     /// The credentials may not be used (a deleted or inactive key, a
-    /// disabled user).
+    /// disabled user or role).
     #[error("{0}")]
     Denied(String),
+    /// A session's credentials, past their expiry.
+    #[error("{0}")]
+    Expired(String),
     #[error("IAM needs the cluster finalized at v{since} or later (it is at v{active}): upgrade every node, then run `garage upgrade finalize`")]
     NotFinalized { since: String, active: String },
     #[error("metadata: {0}")]
@@ -83,7 +88,7 @@ pub fn policy_name_of_arn(arn: &str) -> Option<&str> {
 }
 
 /// A new id: `prefix` and 17 characters of AWS's alphabet.
-fn new_id(prefix: &str, len: usize) -> String {
+pub(crate) fn new_id(prefix: &str, len: usize) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
     let mut s = String::from(prefix);
     for _ in 0..len {
@@ -97,7 +102,7 @@ pub fn is_iam_key(key_id: &str) -> bool {
     key_id.starts_with("AKIA")
 }
 
-fn check_path(path: &str) -> IamResult<()> {
+pub(crate) fn check_path(path: &str) -> IamResult<()> {
     let ok = path.starts_with('/')
         && path.ends_with('/')
         && path.len() <= 512
@@ -111,7 +116,7 @@ fn check_path(path: &str) -> IamResult<()> {
 }
 
 /// IAM names: 1 to `max` letters, digits and `+=,.@_-`.
-fn check_iam_name(what: &str, name: &str, max: usize) -> IamResult<()> {
+pub(crate) fn check_iam_name(what: &str, name: &str, max: usize) -> IamResult<()> {
     let ok = !name.is_empty()
         && name.len() <= max
         && name
@@ -125,7 +130,7 @@ fn check_iam_name(what: &str, name: &str, max: usize) -> IamResult<()> {
     }
 }
 
-fn check_document(doc: &str) -> IamResult<()> {
+pub(crate) fn check_document(doc: &str) -> IamResult<()> {
     Policy::parse_identity(doc)
         .map(|_| ())
         .map_err(IamError::MalformedPolicyDocument)
@@ -137,6 +142,9 @@ pub struct Iam {
     pub groups: Arc<Table<GroupTable>>,
     pub policies: Arc<Table<PolicyTable>>,
     pub access_keys: Arc<Table<AccessKeyTable>>,
+    pub roles: Arc<Table<RoleTable>>,
+    pub providers: Arc<Table<OidcProviderTable>>,
+    pub sessions: Arc<Table<SessionTable>>,
     pub keys: Arc<Table<KeyTable>>,
     pub system: Arc<System>,
 }
@@ -145,7 +153,7 @@ pub struct Iam {
 pub type UserInfo = (User, UserConfig);
 
 impl Iam {
-    fn gate(&self) -> IamResult<()> {
+    pub(crate) fn gate(&self) -> IamResult<()> {
         match self.system.feature_allowed(&IAM) {
             true => Ok(()),
             false => Err(IamError::NotFinalized {
@@ -155,7 +163,11 @@ impl Iam {
         }
     }
 
-    async fn live<S, C>(table: &Table<S>, what: &str, name: &str) -> IamResult<(Named<C>, C)>
+    pub(crate) async fn live<S, C>(
+        table: &Table<S>,
+        what: &str,
+        name: &str,
+    ) -> IamResult<(Named<C>, C)>
     where
         S: TableSchema<P = EmptyKey, S = String, E = Named<C>>,
         C: Clone + Ord,
@@ -174,7 +186,7 @@ impl Iam {
         }
     }
 
-    async fn all<S, C>(table: &Table<S>) -> IamResult<Vec<(Named<C>, C)>>
+    pub(crate) async fn all<S, C>(table: &Table<S>) -> IamResult<Vec<(Named<C>, C)>>
     where
         S: TableSchema<P = EmptyKey, S = String, E = Named<C>, Filter = LiveFilter>,
         C: Clone + Ord,
@@ -189,7 +201,7 @@ impl Iam {
     }
 
     /// Reads `name`, changes its configuration with `f`, writes it back.
-    async fn change<S, C>(
+    pub(crate) async fn change<S, C>(
         &self,
         table: &Table<S>,
         what: &str,
@@ -208,7 +220,13 @@ impl Iam {
         Ok(c)
     }
 
-    async fn create<S, C>(&self, table: &Table<S>, what: &str, name: &str, c: C) -> IamResult<()>
+    pub(crate) async fn create<S, C>(
+        &self,
+        table: &Table<S>,
+        what: &str,
+        name: &str,
+        c: C,
+    ) -> IamResult<()>
     where
         S: TableSchema<P = EmptyKey, S = String, E = Named<C>>,
         C: Clone + Ord,
@@ -231,7 +249,7 @@ impl Iam {
         Ok(())
     }
 
-    async fn clear<S, C>(&self, table: &Table<S>, mut e: Named<C>) -> IamResult<()>
+    pub(crate) async fn clear<S, C>(&self, table: &Table<S>, mut e: Named<C>) -> IamResult<()>
     where
         S: TableSchema<P = EmptyKey, S = String, E = Named<C>>,
         C: Clone + Ord,
@@ -575,18 +593,17 @@ impl Iam {
         Self::all(&self.policies).await
     }
 
-    /// How many users and groups `arn` is attached to.
+    /// How many users, groups and roles `arn` is attached to.
     pub async fn attachments(&self, arn: &str) -> IamResult<usize> {
         let users = Self::all(&self.users).await?;
         let groups = Self::all(&self.groups).await?;
-        Ok(users
-            .iter()
-            .filter(|(_, c)| c.attached.contains(arn))
-            .count()
-            + groups
-                .iter()
-                .filter(|(_, c)| c.attached.contains(arn))
-                .count())
+        let roles = Self::all(&self.roles).await?;
+        let n = |attached: &mut dyn Iterator<Item = &BTreeSet<String>>| {
+            attached.filter(|a| a.contains(arn)).count()
+        };
+        Ok(n(&mut users.iter().map(|(_, c)| &c.attached))
+            + n(&mut groups.iter().map(|(_, c)| &c.attached))
+            + n(&mut roles.iter().map(|(_, c)| &c.attached)))
     }
 
     pub async fn delete_policy(&self, arn: &str) -> IamResult<()> {
@@ -637,11 +654,11 @@ impl Iam {
     }
 }
 
-fn no_policy(name: &str) -> IamError {
+pub(crate) fn no_policy(name: &str) -> IamError {
     IamError::NoSuchEntity(format!("The policy with name {name} cannot be found."))
 }
 
-fn attach(set: &mut BTreeSet<String>, arn: &str) -> IamResult<()> {
+pub(crate) fn attach(set: &mut BTreeSet<String>, arn: &str) -> IamResult<()> {
     set.insert(arn.to_string());
     match set.len() > MAX_ATTACHED {
         true => Err(IamError::LimitExceeded(format!(
@@ -651,7 +668,7 @@ fn attach(set: &mut BTreeSet<String>, arn: &str) -> IamResult<()> {
     }
 }
 
-fn detach(set: &mut BTreeSet<String>, arn: &str) -> IamResult<()> {
+pub(crate) fn detach(set: &mut BTreeSet<String>, arn: &str) -> IamResult<()> {
     match set.remove(arn) {
         true => Ok(()),
         false => Err(IamError::NoSuchEntity(format!(

@@ -1,8 +1,11 @@
-//! The four IAM tables, each one partition held by every node (every
+//! The IAM tables, each one partition held by every node (every
 //! request reads them, locally): users (`iam_user`), groups
-//! (`iam_group`), managed policies (`iam_policy`), and which user each
+//! (`iam_group`), managed policies (`iam_policy`), which user each
 //! access key made by IAM belongs to (`iam_access_key`, by key id; the
-//! key itself, with its secret, is in the key table).
+//! key itself, with its secret, is in the key table), roles
+//! (`iam_role`), OpenID Connect providers (`iam_oidc_provider`) and the
+//! sessions of roles (`iam_session`, by the session key's id; its key and
+//! secret are in the key table too).
 //!
 //! Each entry is a [`Named`] configuration: a last-writer-wins register
 //! that deletion clears, so a node that missed a deletion cannot bring it
@@ -23,6 +26,12 @@ pub type Group = Named<GroupConfig>;
 pub type ManagedPolicy = Named<PolicyConfig>;
 /// An access key made by IAM, by its id.
 pub type AccessKey = Named<AccessKeyConfig>;
+/// A role (assumed through STS).
+pub type Role = Named<RoleConfig>;
+/// An OpenID Connect provider, by name (its URL without `https://`).
+pub type OidcProvider = Named<OidcProviderConfig>;
+/// A session of a role: temporary credentials, by access key id.
+pub type Session = Named<SessionConfig>;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct UserConfig {
@@ -70,6 +79,52 @@ pub struct AccessKeyConfig {
     pub active: bool,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RoleConfig {
+    /// `AROA` and 17 characters, fixed at creation.
+    pub id: String,
+    pub path: String,
+    pub description: String,
+    /// Who may assume it (AssumeRolePolicyDocument).
+    pub trust: String,
+    pub policies: BTreeMap<String, String>,
+    pub attached: BTreeSet<String>,
+    /// The longest session, in seconds (3600 to 43200; 3600 by default).
+    pub max_session_secs: u64,
+    /// A disabled role's sessions are refused, and it cannot be assumed
+    /// (garage's revocation switch: `SetRoleEnabled`).
+    pub enabled: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OidcProviderConfig {
+    /// The issuer's URL (`https://auth.example.org/realms/x`): tokens'
+    /// `iss`, and where discovery starts.
+    pub url: String,
+    /// The audiences (`aud`) taken: OAuth client ids.
+    pub client_ids: BTreeSet<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SessionConfig {
+    pub role: String,
+    pub session_name: String,
+    /// Cluster time (ms) it was issued at and expires at.
+    pub issued: u64,
+    pub expires: u64,
+    /// SHA-256 of its session token (hex): requests carry the token.
+    pub token_sha256: String,
+    /// A session policy given to AssumeRole…: it can only narrow the
+    /// role's.
+    pub policy: Option<String>,
+    /// The IAM user that assumed the role (AssumeRole).
+    pub user: Option<String>,
+    /// The OpenID Connect provider that vouched for the web identity
+    /// (AssumeRoleWithWebIdentity), and the token's text claims.
+    pub provider: Option<String>,
+    pub claims: BTreeMap<String, String>,
+}
+
 macro_rules! named_table {
     ($schema:ident, $name:literal, $entry:ty, $doc:literal) => {
         #[doc = $doc]
@@ -98,6 +153,19 @@ named_table!(
     "iam_policy",
     ManagedPolicy,
     "The managed policies, by name."
+);
+named_table!(RoleTable, "iam_role", Role, "The IAM roles, by name.");
+named_table!(
+    OidcProviderTable,
+    "iam_oidc_provider",
+    OidcProvider,
+    "The OpenID Connect providers, by name."
+);
+named_table!(
+    SessionTable,
+    "iam_session",
+    Session,
+    "The sessions of roles (temporary credentials), by access key id."
 );
 named_table!(
     AccessKeyTable,

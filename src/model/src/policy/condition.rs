@@ -465,6 +465,7 @@ mod tests {
                 arn: "arn:aws:iam:::user/alice".into(),
                 tags: vec![("team".into(), "blue".into())],
             }),
+            session: None,
         };
         let at = |p| Values {
             prefix: Some(p),

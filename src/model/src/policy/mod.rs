@@ -19,7 +19,7 @@ pub mod values;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-pub use values::{Principal, UserPrincipal, Values};
+pub use values::{Principal, SessionPrincipal, UserPrincipal, Values};
 
 /// AWS's limit on a bucket policy's size (identity policies: see
 /// [`MAX_IDENTITY_POLICY_SIZE`]).
@@ -112,6 +112,8 @@ enum Principals {
         users: Vec<String>,
         /// The log delivery service.
         logging: bool,
+        /// OpenID Connect providers, by name (trust policies).
+        federated: Vec<String>,
     },
 }
 
@@ -124,9 +126,13 @@ pub enum Kind {
     /// A bucket policy: each statement names its principals; resources
     /// are its bucket's.
     Bucket,
-    /// An identity policy (of a user, a group, or managed): no principal
-    /// (it is whoever the policy is attached to); any resource.
+    /// An identity policy (of a user, a group, a role, or managed): no
+    /// principal (it is whoever the policy is attached to); any resource.
     Identity,
+    /// A role's trust policy: who may assume it (principals: users, `*`,
+    /// OpenID Connect providers as `Federated`); `sts:` actions; no
+    /// resource (it is the role).
+    Trust,
 }
 
 /// A resource pattern: relative to the bucket for a bucket policy (`""`
@@ -242,13 +248,40 @@ pub fn user_of_arn(arn: &str) -> Option<&str> {
     (!name.is_empty()).then_some(name)
 }
 
-fn parse_principal(v: &Value) -> Result<Principals, String> {
+/// The provider name of a `Federated` principal: its IAM ARN
+/// (`arn:aws:iam::ACCOUNT:oidc-provider/NAME`) or its name.
+pub fn provider_of_principal(p: &str) -> &str {
+    match p.strip_prefix("arn:aws:iam::") {
+        Some(rest) => rest
+            .split_once(":oidc-provider/")
+            .map(|(_, n)| n)
+            .unwrap_or(p),
+        None => p,
+    }
+}
+
+fn parse_principal(v: &Value, kind: Kind) -> Result<Principals, String> {
+    let federated =
+        match v.get("Federated") {
+            Some(f) if kind == Kind::Trust => strings(f, "Principal.Federated")?
+                .iter()
+                .map(|p| provider_of_principal(p).trim_end_matches('/').to_string())
+                .collect(),
+            Some(_) => return Err(
+                "Invalid principal in policy: Federated principals are for a role's trust policy"
+                    .into(),
+            ),
+            None => Vec::new(),
+        };
     let (ids, services) = match v {
         Value::String(s) if s == "*" => return Ok(Principals::Anyone),
         Value::Object(m) => {
-            if m.is_empty() || m.keys().any(|k| k != "AWS" && k != "Service") {
+            if m.is_empty()
+                || m.keys()
+                    .any(|k| k != "AWS" && k != "Service" && k != "Federated")
+            {
                 return Err(
-                    "Invalid principal in policy: only \"*\", {\"AWS\": …} with \"*\", access key ids or IAM user ARNs, and {\"Service\": \"logging.s3.amazonaws.com\"} are served".into(),
+                    "Invalid principal in policy: only \"*\", {\"AWS\": …} with \"*\", access key ids or IAM user ARNs, {\"Service\": \"logging.s3.amazonaws.com\"} and, in a trust policy, {\"Federated\": …} are served".into(),
                 );
             }
             let ids = match m.get("AWS") {
@@ -287,6 +320,7 @@ fn parse_principal(v: &Value) -> Result<Principals, String> {
         keys,
         users,
         logging: !services.is_empty(),
+        federated,
     })
 }
 
@@ -299,6 +333,7 @@ fn parse_action(a: &str, kind: Kind) -> Result<WildMatch, String> {
                 let svc = svc.to_ascii_lowercase();
                 (svc == "s3" && name.contains(['*', '?']))
                     || (kind == Kind::Identity && matches!(svc.as_str(), "iam" | "sts"))
+                    || (kind == Kind::Trust && svc == "sts")
             }
             _ => false,
         };
@@ -310,7 +345,7 @@ fn parse_action(a: &str, kind: Kind) -> Result<WildMatch, String> {
 
 fn parse_resource(r: &str, kind: Kind, bucket: Option<&str>) -> Result<Pattern, String> {
     let invalid = || format!("Policy has invalid resource: {r:?}");
-    if kind == Kind::Identity {
+    if kind != Kind::Bucket {
         if r != "*" && !r.starts_with("arn:") {
             return Err(invalid());
         }
@@ -376,22 +411,27 @@ fn parse_statement(v: &Value, kind: Kind, bucket: Option<&str>) -> Result<Statem
         Some("Deny") => Effect::Deny,
         _ => return Err("Statement Effect must be \"Allow\" or \"Deny\"".into()),
     };
-    let (principals, not_principal) =
-        match (kind, one_of(m, "Principal", false)?) {
-            (Kind::Bucket, Some((v, not))) => (Some(parse_principal(v)?), not),
-            (Kind::Bucket, None) => return Err("Missing required field Principal".into()),
-            (Kind::Identity, Some(_)) => return Err(
+    let (principals, not_principal) = match (kind, one_of(m, "Principal", false)?) {
+        (Kind::Bucket | Kind::Trust, Some((v, not))) => (Some(parse_principal(v, kind)?), not),
+        (Kind::Bucket | Kind::Trust, None) => return Err("Missing required field Principal".into()),
+        (Kind::Identity, Some(_)) => {
+            return Err(
                 "an identity policy names no Principal (it applies to whoever it is attached to)"
                     .into(),
-            ),
-            (Kind::Identity, None) => (None, false),
-        };
+            )
+        }
+        (Kind::Identity, None) => (None, false),
+    };
     let (actions, not_action) = one_of(m, "Action", true)?.expect("required");
     let actions = strings(actions, "Action")?
         .iter()
         .map(|a| parse_action(a, kind))
         .collect::<Result<_, _>>()?;
-    let (resources, not_resource) = one_of(m, "Resource", true)?.expect("required");
+    let (resources, not_resource) = match one_of(m, "Resource", kind != Kind::Trust)? {
+        Some(r) => r,
+        // A trust policy's statements are about the role itself.
+        None => (&Value::String("*".into()), false),
+    };
     let resources = strings(resources, "Resource")?
         .iter()
         .map(|r| parse_resource(r, kind, bucket))
@@ -422,6 +462,11 @@ impl Policy {
     /// managed one); the error is the `MalformedPolicyDocument` message.
     pub fn parse_identity(text: &str) -> Result<Self, String> {
         Self::parse_kind(text, Kind::Identity, None, MAX_IDENTITY_POLICY_SIZE)
+    }
+
+    /// Parses and checks a role's trust policy.
+    pub fn parse_trust(text: &str) -> Result<Self, String> {
+        Self::parse_kind(text, Kind::Trust, None, MAX_IDENTITY_POLICY_SIZE)
     }
 
     fn parse_kind(
@@ -547,12 +592,22 @@ impl Statement {
         let named = match &self.principals {
             None => true,
             Some(Principals::Anyone) => true,
-            Some(Principals::Named { keys, users, .. }) => {
+            Some(Principals::Named {
+                keys,
+                users,
+                federated,
+                ..
+            }) => {
                 r.who
                     .key_id
                     .as_ref()
                     .is_some_and(|k| keys.iter().any(|i| i == k))
                     || r.who.user.as_ref().is_some_and(|u| users.contains(&u.name))
+                    || r.who
+                        .session
+                        .as_ref()
+                        .and_then(|s| s.provider.as_ref())
+                        .is_some_and(|p| federated.iter().any(|f| f.eq_ignore_ascii_case(p)))
             }
         };
         named != self.not_principal && self.matches_action_and_resource(kind, r)
@@ -572,11 +627,11 @@ impl Statement {
                 },
             ) => format!("/{o}"),
             (Kind::Bucket, Resource::Arn(_)) => return false,
-            (Kind::Identity, Resource::S3 { bucket, object }) => match object {
+            (_, Resource::S3 { bucket, object }) => match object {
                 None => format!("arn:aws:s3:::{bucket}"),
                 Some(o) => format!("arn:aws:s3:::{bucket}/{o}"),
             },
-            (Kind::Identity, Resource::Arn(a)) => a.to_string(),
+            (_, Resource::Arn(a)) => a.to_string(),
         };
         let in_resources = self.resources.iter().any(|p| p.matches(&resource, r));
         in_resources != self.not_resource && self.tests.iter().all(|t| t.holds(&r.values, r.who))

@@ -14,6 +14,7 @@ fn eval<'a>(
     let who = Principal {
         key_id: key.map(String::from),
         user: None,
+        session: None,
     };
     let mut values = Values {
         source_ip: Some("192.0.2.7".parse().unwrap()),
@@ -295,6 +296,7 @@ fn alice() -> Principal {
             arn: "arn:aws:iam:::user/alice".into(),
             tags: vec![],
         }),
+        session: None,
     }
 }
 
@@ -365,6 +367,7 @@ fn identity_policies_name_any_resource_and_take_variables() {
     let key = Principal {
         key_id: Some("GK1".into()),
         user: None,
+        session: None,
     };
     let r = Request {
         who: &key,

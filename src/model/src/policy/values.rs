@@ -15,8 +15,25 @@ pub struct Principal {
     /// The access key id that signed the request; `None`: anonymous.
     pub key_id: Option<String>,
     /// The IAM user the key belongs to (`None`: a key of its own, made
-    /// before users existed, or anonymous).
+    /// before users existed, a role's session, or anonymous).
     pub user: Option<UserPrincipal>,
+    /// A role's session (temporary credentials from STS), or a web
+    /// identity asking to assume a role.
+    pub session: Option<SessionPrincipal>,
+}
+
+/// A session of a role, as `aws:userid` (`ROLEID:SESSION`),
+/// `aws:PrincipalArn` (the role's ARN) and the web identity's claims
+/// (`PROVIDER:sub`, `PROVIDER:aud`, …) show it.
+#[derive(Clone, Debug, Default)]
+pub struct SessionPrincipal {
+    pub role_arn: String,
+    pub role_id: String,
+    pub session_name: String,
+    /// The OpenID Connect provider that vouched for it, by name.
+    pub provider: Option<String>,
+    /// The web identity token's claims (text values).
+    pub claims: Vec<(String, String)>,
 }
 
 /// An IAM user, as `aws:username`, `aws:userid`, `aws:PrincipalArn` and
@@ -115,6 +132,16 @@ pub fn known_key(k: &str) -> bool {
         || TAG_FAMILIES
             .iter()
             .any(|f| k.strip_prefix(f).is_some_and(|t| !t.is_empty()))
+        || claim_key(k).is_some()
+}
+
+/// A web identity claim key, `PROVIDER:CLAIM` (`auth.example.org:sub`):
+/// the provider's name is a host, with a `.` or a port (not a service
+/// prefix such as `ec2`).
+pub fn claim_key(k: &str) -> Option<(&str, &str)> {
+    let (provider, claim) = k.rsplit_once(':')?;
+    let host_like = provider.contains(['.', '/']) && !provider.starts_with("aws:");
+    (host_like && !claim.is_empty()).then_some((provider, claim))
 }
 
 /// The served keys, for error messages.
@@ -125,6 +152,7 @@ pub fn served_keys() -> String {
         .map(|k| k.to_string())
         .collect();
     all.extend(TAG_FAMILIES.iter().map(|f| format!("{f}<tag>")));
+    all.push("<OpenID Connect provider>:<claim>".into());
     all.join(", ")
 }
 
@@ -152,17 +180,23 @@ impl Values<'_> {
             }
             "aws:epochtime" => Some(vec![(self.now() / 1000).to_string()]),
             "aws:username" => who.user.as_ref().map(|u| vec![u.name.clone()]),
-            "aws:userid" => match (&who.user, &who.key_id) {
-                (Some(u), _) => one(&u.id),
-                (None, Some(k)) => one(k),
-                (None, None) => one("anonymous"),
+            "aws:userid" => match (&who.user, &who.session, &who.key_id) {
+                (Some(u), _, _) => one(&u.id),
+                (None, Some(s), _) => Some(vec![format!("{}:{}", s.role_id, s.session_name)]),
+                (None, None, Some(k)) => one(k),
+                (None, None, None) => one("anonymous"),
             },
-            "aws:principaltype" => one(match (&who.user, &who.key_id) {
-                (_, None) => "Anonymous",
-                (Some(_), _) => "User",
-                (None, Some(_)) => "Account",
+            "aws:principaltype" => one(match (&who.user, &who.session, &who.key_id) {
+                (Some(_), _, _) => "User",
+                (None, Some(_), _) => "AssumedRole",
+                (None, None, None) => "Anonymous",
+                (None, None, Some(_)) => "Account",
             }),
-            "aws:principalarn" => who.user.as_ref().map(|u| vec![u.arn.clone()]),
+            "aws:principalarn" => match (&who.user, &who.session) {
+                (Some(u), _) => one(&u.arn),
+                (None, Some(s)) => one(&s.role_arn),
+                (None, None) => None,
+            },
             "aws:sourcearn" => self.source_arn.and_then(one),
             "aws:requestedregion" => self.region.and_then(one),
             "s3:requestobjecttagkeys" => {
@@ -180,6 +214,17 @@ impl Values<'_> {
                 }
                 if let Some(tag) = k.strip_prefix("aws:principaltag/") {
                     return find_tag(&who.user.as_ref()?.tags, tag);
+                }
+                if let Some((provider, claim)) = claim_key(k) {
+                    let s = who.session.as_ref()?;
+                    if !s
+                        .provider
+                        .as_deref()
+                        .is_some_and(|p| p.eq_ignore_ascii_case(provider))
+                    {
+                        return None;
+                    }
+                    return find_tag(&s.claims, claim);
                 }
                 // The header keys; the keys no request of ours carries
                 // (MFA, TLS, …) have no value.

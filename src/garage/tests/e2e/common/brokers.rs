@@ -302,3 +302,83 @@ pub fn mosquitto(port: u16, dir: &Path) -> Service {
         c
     })
 }
+
+/// Ory Hydra (an OpenID Connect provider), built once per test process
+/// from its Go module (`tests/clients/hydra`; SQLite for its in-memory
+/// store, as Hydra's own build does).
+fn hydra_binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/hydra");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hydra");
+        let o = Command::new("go")
+            .args([
+                "build",
+                "-buildvcs=false",
+                "-tags",
+                "sqlite,sqlite_omit_load_extension",
+                "-o",
+            ])
+            .arg(&out)
+            .arg("github.com/ory/hydra/v2")
+            .current_dir(&src)
+            .output()
+            .expect("go runs (script/test checks it is installed)");
+        assert!(
+            o.status.success(),
+            "go build of hydra (tests/clients/hydra): {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    })
+}
+
+/// An OpenID Connect provider (Ory Hydra, in memory, development mode
+/// for its http:// issuer) on 127.0.0.1: its public port (the issuer
+/// `http://127.0.0.1:PUBLIC/`) and its admin port. Tokens last `ttl`.
+pub fn hydra(public: u16, admin: u16, ttl: &str) -> Service {
+    let bin = hydra_binary().to_path_buf();
+    let ttl = ttl.to_string();
+    let s = Service::new("hydra", public, move || {
+        let mut c = Command::new(&bin);
+        c.args(["serve", "all", "--dev", "--sqa-opt-out"])
+            .env("DSN", "memory")
+            .env("URLS_SELF_ISSUER", format!("http://127.0.0.1:{public}/"))
+            .env("URLS_LOGIN", "http://127.0.0.1:9/login")
+            .env("URLS_CONSENT", "http://127.0.0.1:9/consent")
+            .env("SERVE_PUBLIC_HOST", "127.0.0.1")
+            .env("SERVE_PUBLIC_PORT", public.to_string())
+            .env("SERVE_ADMIN_HOST", "127.0.0.1")
+            .env("SERVE_ADMIN_PORT", admin.to_string())
+            .env("STRATEGIES_ACCESS_TOKEN", "jwt")
+            .env("SECRETS_SYSTEM", "a-test-secret-of-more-than-32-characters")
+            .env("TTL_ID_TOKEN", &ttl)
+            .env("TTL_ACCESS_TOKEN", &ttl)
+            .env("LOG_LEVEL", "warn");
+        c
+    });
+    wait_port("hydra's admin port", admin);
+    s
+}
+
+/// An ID token of `subject` (its `preferred_username` too) from the
+/// Hydra on `public`/`admin`: the authorization code flow, its login and
+/// consent accepted through Hydra's admin API
+/// (`tests/clients/hydra/idtoken.py`). Its audience: client
+/// `garage-oidc`.
+pub fn id_token(public: u16, admin: u16, subject: &str) -> String {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/hydra/idtoken.py");
+    let o = Command::new("python3")
+        .arg(&script)
+        .args(["--public", &format!("http://127.0.0.1:{public}")])
+        .args(["--admin", &format!("http://127.0.0.1:{admin}")])
+        .args(["--subject", subject])
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "idtoken.py: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
