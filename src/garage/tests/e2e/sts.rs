@@ -272,9 +272,9 @@ fn temporary_credentials_from_an_openid_connect_provider() {
         "garbage",
     );
     fails_with(
-        assume_web(&admin, &ep, d, "photographer", &token, "60"),
+        assume_web(&admin, &ep, d, "photographer", &token, "7200"),
         "ValidationError",
-        "60 s",
+        "longer than the role's MaxSessionDuration",
     );
 
     // boto3's web identity credential provider, as in a CI job: a token
@@ -402,7 +402,7 @@ fn temporary_credentials_from_an_openid_connect_provider() {
             "--role-arn",
             "arn:aws:iam:::role/editor",
             "--role-session-name",
-            "x",
+            "admin-edit",
         ],
         "AccessDenied",
     );

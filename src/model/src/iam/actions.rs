@@ -311,6 +311,11 @@ pub async fn call(
             )])))
         }
         "DeleteUser" => iam.delete_user(need(p, "UserName")?).await.map(|_| None),
+        // garage's own: disabling a user refuses all its keys at once.
+        "SetUserEnabled" => iam
+            .set_user_enabled(need(p, "UserName")?, enabled_param(p)?)
+            .await
+            .map(|_| None),
         "TagUser" => iam
             .tag_user(need(p, "UserName")?, tags_param(p)?)
             .await
