@@ -8,7 +8,7 @@
 
 use garage_model::iam::actions::{self, Out, Params};
 use garage_model::iam::IamError;
-use garage_model::policy::{Decision, Principal, Request as PolicyRequest, Resource, Values};
+use garage_model::policy::Decision;
 use hyper::StatusCode;
 use tracing::info;
 
@@ -79,41 +79,14 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, QueryError> {
         .filter(|(k, _)| k != "Action" && k != "Version")
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
-    let identity = match api.garage.iam.identity(&call.key.key_id).await {
-        Ok(i) => i,
-        Err(e) => return Err(error(e)),
-    };
-    if let Some(i) = &identity {
-        crate::access::authorize::check_session_token(i, &call.headers, &call.uri).map_err(
-            |e| QueryError {
-                code: "InvalidClientTokenId",
-                status: StatusCode::FORBIDDEN,
-                message: e.to_string(),
-            },
-        )?;
-    }
+    let identity = &call.identity;
     let caller = identity
         .as_ref()
         .and_then(|i| i.user.as_ref())
         .map(|u| u.name.as_str());
-    let resource = actions::resource(&action, &params, caller);
+    let resource = actions::resource(&api.garage.iam, &action, &params, caller).await;
     let iam_action = format!("iam:{action}");
-    let decision = match &identity {
-        None => Decision::NotApplicable,
-        Some(id) => id.decision(&PolicyRequest {
-            who: &Principal {
-                key_id: Some(call.key.key_id.clone()),
-                user: id.user.clone(),
-                session: id.session.clone(),
-            },
-            action: &iam_action,
-            resource: Resource::Arn(&resource),
-            values: Values {
-                region: Some(api.region()),
-                ..Values::default()
-            },
-        }),
-    };
+    let decision = call.identity_decision(&iam_action, &resource, api.region());
     if decision != Decision::Allow {
         let who = match &identity {
             Some(i) => i.describe(),

@@ -166,6 +166,21 @@ impl Requester {
         })
     }
 
+    /// [`Requester::identity_decision`] under each of `names` (a
+    /// bucket's names): a deny under any of them denies, an allow under
+    /// any allows.
+    pub fn identity_decision_names(
+        &self,
+        action: &str,
+        names: &[String],
+        object: Option<&str>,
+        values: Values<'_>,
+    ) -> Decision {
+        names.iter().fold(Decision::NotApplicable, |d, n| {
+            d.combine(self.identity_decision(action, n, object, values))
+        })
+    }
+
     /// Its IAM identity, for messages (`user alice`, a role's session).
     pub fn user_name(&self) -> Option<String> {
         self.identity.as_ref().map(|i| i.describe())

@@ -181,6 +181,18 @@ pub fn check_session_token(
     }
 }
 
+/// The names a bucket is known by: the one a request used, and its
+/// global aliases (an identity policy about any of them holds).
+pub fn bucket_names(b: &garage_model::bucket_table::Bucket, requested: &str) -> Vec<String> {
+    let mut names = vec![requested.to_string()];
+    for a in b.global_aliases() {
+        if a != requested {
+            names.push(a);
+        }
+    }
+    names
+}
+
 fn denied() -> ApiError {
     ApiError::AccessDenied("Access Denied".into())
 }
@@ -323,6 +335,7 @@ impl Api {
             .params()
             .is_some_and(|p| p.replication.get().is_some());
         Ok(Decider {
+            names: bucket_names(&bucket, name),
             expiration_rules,
             replicated,
             bucket: id,
@@ -340,6 +353,8 @@ impl Api {
 pub struct Decider {
     pub bucket: Uuid,
     name: String,
+    /// Every name of the bucket (identity policies are asked under each).
+    names: Vec<String>,
     /// The key has the permission needed.
     by_key: bool,
     /// Why the key's permissions refuse, if they do.
@@ -364,10 +379,10 @@ impl Decider {
             .policy
             .as_ref()
             .is_some_and(|p| p.tests_existing_tags())
-            || who
-                .identity
-                .as_ref()
-                .is_some_and(|i| i.policies.iter().any(|p| p.tests_existing_tags()));
+            || who.identity.as_ref().is_some_and(|i| {
+                i.policies.iter().any(|p| p.tests_existing_tags())
+                    || i.boundary.as_ref().is_some_and(|b| b.tests_existing_tags())
+            });
         if !tested {
             return Ok(None);
         }
@@ -410,7 +425,7 @@ impl Decider {
                 values,
             })
         });
-        let identity = who.identity_decision(action.name(), &self.name, object, values);
+        let identity = who.identity_decision_names(action.name(), &self.names, object, values);
         if identity == Decision::Deny {
             return Err(ApiError::AccessDenied(format!(
                 "Access Denied: explicitly denied by an identity policy of {}",

@@ -14,8 +14,9 @@
 //! - [`EachObject`]: the state to decide each object of DeleteObjects on;
 //! - [`Copy`]: reading a copy's source and writing its destination.
 
+use garage_model::bucket_table::Bucket;
 use garage_model::key_table::Key;
-use garage_model::policy::Decision;
+use garage_model::policy::{Decision, Policy, Request as PolicyRequest, Resource};
 use garage_util::data::Uuid;
 use s3s::dto::{CopySource, PutObjectInput};
 use s3s::S3Request;
@@ -45,17 +46,32 @@ impl Signed {
 
 /// The bucket a name designates, once the key's permission `need` on it
 /// or the requester's identity policies allow the operation's action
-/// (on `object` of it, for an object's sub-resource); an explicit deny
-/// of an identity policy refuses whatever the key's permissions.
+/// (on `object` of it, for an object's sub-resource; under every name of
+/// the bucket). An explicit deny of an identity policy refuses whatever
+/// the key's permissions; a grant by an identity policy alone is still
+/// refused by the bucket policy's explicit deny. The bucket's entry is
+/// returned when it was read.
 async fn key_or_identity(
     api: &Api,
     who: &Requester,
     bucket: &str,
     object: Option<&str>,
     need: Need,
-) -> ApiResult<(Key, Uuid)> {
+) -> ApiResult<(Key, Uuid, Option<Bucket>)> {
     let key = signed_key(who)?;
-    let decision = who.identity_decision(who.action, bucket, object, who.values(None, None));
+    let by_key = api.bucket_id(&key, bucket, need).await;
+    if who.identity.is_none() {
+        return by_key.map(|id| (key, id, None));
+    }
+    let id = match &by_key {
+        Ok(id) => *id,
+        Err(ApiError::AccessDenied(_)) => api.resolve_bucket(Some(&key), bucket).await?,
+        Err(_) => return by_key.map(|id| (key, id, None)),
+    };
+    let b = api.bucket(id, bucket).await?;
+    let names = crate::access::authorize::bucket_names(&b, bucket);
+    let values = who.values(None, None);
+    let decision = who.identity_decision_names(who.action, &names, object, values);
     if decision == Decision::Deny {
         return Err(ApiError::AccessDenied(format!(
             "Access Denied: {} is explicitly denied by an identity policy of {}",
@@ -63,14 +79,31 @@ async fn key_or_identity(
             who.user_name().unwrap_or_default()
         )));
     }
-    match api.bucket_id(&key, bucket, need).await {
-        Ok(id) => Ok((key, id)),
-        Err(ApiError::AccessDenied(_)) if decision == Decision::Allow => {
-            let id = api.resolve_bucket(Some(&key), bucket).await?;
-            Ok((key, id))
-        }
-        Err(e) => Err(e),
+    if by_key.is_ok() {
+        return Ok((key, id, Some(b)));
     }
+    if decision != Decision::Allow {
+        return by_key.map(|id| (key, id, None));
+    }
+    let policy = b
+        .params()
+        .and_then(|p| p.access.policy.get().as_deref())
+        .and_then(|t| Policy::parse(t, None).ok());
+    if let Some(p) = policy {
+        let r = PolicyRequest {
+            who: &who.principal,
+            action: who.action,
+            resource: Resource::S3 { bucket, object },
+            values,
+        };
+        if p.evaluate(&r) == Decision::Deny {
+            return Err(ApiError::AccessDenied(format!(
+                "Access Denied: {} is explicitly denied by the policy of bucket {bucket}",
+                who.action
+            )));
+        }
+    }
+    Ok((key, id, Some(b)))
 }
 
 /// A key permission on the bucket a name designates, or an identity
@@ -84,7 +117,8 @@ pub struct ByKey<'a> {
 
 impl ByKey<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<KeyBucket> {
-        let (key, bucket) = key_or_identity(api, who, self.bucket, self.object, self.need).await?;
+        let (key, bucket, _) =
+            key_or_identity(api, who, self.bucket, self.object, self.need).await?;
         Ok(KeyBucket { key, bucket })
     }
 }
@@ -95,8 +129,11 @@ pub struct Owner<'a>(pub &'a str);
 
 impl Owner<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<Owned> {
-        let (key, id) = key_or_identity(api, who, self.0, None, Need::Owner).await?;
-        let bucket = api.bucket(id, self.0).await?;
+        let (key, id, read) = key_or_identity(api, who, self.0, None, Need::Owner).await?;
+        let bucket = match read {
+            Some(b) => b,
+            None => api.bucket(id, self.0).await?,
+        };
         Ok(Owned { key, id, bucket })
     }
 }

@@ -37,6 +37,26 @@ fn not_found(name: &str) -> SnsError {
 
 /// Serves one topic API call (see `crate::query`).
 pub async fn handle(api: &Api, call: Call) -> Result<String, SnsError> {
+    let action = call
+        .get("Action")
+        .ok_or_else(|| invalid("the form names no Action"))?
+        .to_string();
+    let region = api.garage.writer.notifier.region().to_string();
+    // An IAM identity's policies must allow `sns:<Action>` on the topic
+    // (keys of their own: any key may make topics, owners change them).
+    if call.identity.is_some() {
+        let topic = match (call.get("Name"), call.get("TopicArn")) {
+            (Some(n), _) => topic_arn(&region, n),
+            (None, Some(a)) => a.to_string(),
+            (None, None) => topic_arn(&region, "*"),
+        };
+        let d = call.identity_decision(&format!("sns:{action}"), &topic, &region);
+        if d != garage_model::policy::Decision::Allow {
+            return Err(denied(format!(
+                "not authorized to perform sns:{action} on {topic} (identity policies)"
+            )));
+        }
+    }
     let Call {
         key,
         form,
@@ -44,13 +64,12 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, SnsError> {
         ..
     } = call;
     let request_id = request_id.as_str();
+    let action = action.as_str();
     let get = |name: &str| {
         form.iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     };
-    let action = get("Action").ok_or_else(|| invalid("the form names no Action"))?;
-    let region = api.garage.writer.notifier.region().to_string();
     let result = match action {
         "CreateTopic" => {
             let name = get("Name").ok_or_else(|| invalid("CreateTopic needs Name"))?;

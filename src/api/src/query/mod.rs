@@ -14,7 +14,9 @@ use aws_sigv4::http_request::{
 };
 use aws_smithy_runtime_api::client::identity::Identity;
 use bytes::Bytes;
+use garage_model::iam::identity::Identity as IamIdentity;
 use garage_model::key_table::Key;
+use garage_model::policy::{Decision, Principal, Request as PolicyRequest, Resource, Values};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{HeaderMap, Method, Request, StatusCode};
@@ -42,17 +44,42 @@ pub fn is_query_request(req: &Request<Incoming>, path_is_root: bool) -> bool {
             .is_some_and(|c| c.starts_with("application/x-www-form-urlencoded"))
 }
 
-/// A query API call, authenticated: its key, its form, its request id,
-/// and its headers and URI (for a session's token).
+/// A query API call, authenticated: its key and the key's IAM identity
+/// (its session token checked), its form, its request id, and what its
+/// identity's policies may test (its peer, its headers' values).
 pub struct Call {
     pub key: Key,
+    pub identity: Option<IamIdentity>,
     pub form: Vec<(String, String)>,
     pub request_id: String,
-    pub headers: HeaderMap,
-    pub uri: hyper::Uri,
+    pub source_ip: Option<std::net::IpAddr>,
+    pub conditions: crate::request::ConditionValues,
 }
 
 impl Call {
+    /// What the caller's identity policies say of `action` on ARN
+    /// `resource`: nothing for a key of its own (not made by IAM).
+    pub fn identity_decision(&self, action: &str, resource: &str, region: &str) -> Decision {
+        let Some(id) = &self.identity else {
+            return Decision::NotApplicable;
+        };
+        id.decision(&PolicyRequest {
+            who: &Principal {
+                key_id: Some(self.key.key_id.clone()),
+                user: id.user.clone(),
+                session: id.session.clone(),
+            },
+            action,
+            resource: Resource::Arn(resource),
+            values: Values {
+                headers: Some(&self.conditions.0),
+                source_ip: self.source_ip,
+                region: Some(region),
+                ..Values::default()
+            },
+        })
+    }
+
     /// The first value of form field `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.form

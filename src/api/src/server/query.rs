@@ -49,12 +49,34 @@ pub async fn serve(api: Arc<Api>, req: Request<Incoming>) -> HttpResponse {
             return crate::sts::web_identity(&api, &form, &request_id).await;
         }
         let key = authenticate(&api, &parts.method, &parts.uri, &parts.headers, &body).await?;
+        // The key's identity, for every service: a revoked key or an
+        // expired session is refused here, a session's token checked.
+        let identity = api
+            .garage
+            .iam
+            .identity(&key.key_id)
+            .await
+            .map_err(crate::iam_api::error)?;
+        if let Some(i) = &identity {
+            crate::access::authorize::check_session_token(i, &parts.headers, &parts.uri).map_err(
+                |e| QueryError {
+                    code: "InvalidClientTokenId",
+                    status: StatusCode::FORBIDDEN,
+                    message: e.to_string(),
+                },
+            )?;
+        }
         let call = Call {
             key,
+            identity,
             form,
             request_id: request_id.clone(),
-            headers: parts.headers,
-            uri: parts.uri,
+            source_ip: parts.extensions.get::<crate::request::Peer>().map(|p| p.0.ip()),
+            conditions: parts
+                .extensions
+                .get::<crate::request::ConditionValues>()
+                .cloned()
+                .unwrap_or_default(),
         };
         match service.as_str() {
             "sns" => crate::notify::topics::handle(&api, call).await,

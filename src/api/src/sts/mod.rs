@@ -8,7 +8,7 @@ pub mod oidc;
 
 use garage_model::iam::sts::{Asker, Credentials};
 use garage_model::iam::tables::RoleConfig;
-use garage_model::policy::{Decision, Principal, Request as PolicyRequest, Resource, Values};
+use garage_model::policy::{Decision, Principal};
 use garage_util::clock::cluster_now_msec;
 use hyper::StatusCode;
 use tracing::info;
@@ -103,16 +103,7 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, QueryError> {
     if action == "AssumeRoleWithWebIdentity" {
         return web_identity(api, &call.form, &call.request_id).await;
     }
-    let identity = api
-        .garage
-        .iam
-        .identity(&call.key.key_id)
-        .await
-        .map_err(iam_error)?;
-    if let Some(i) = &identity {
-        crate::access::authorize::check_session_token(i, &call.headers, &call.uri)
-            .map_err(|e| err("InvalidClientTokenId", StatusCode::FORBIDDEN, e.to_string()))?;
-    }
+    let identity = &call.identity;
     match action.as_str() {
         "GetCallerIdentity" => {
             let (arn, id) = match &identity {
@@ -154,15 +145,7 @@ pub async fn handle(api: &Api, call: Call) -> Result<String, QueryError> {
                 session: None,
             };
             // The user's own policies may deny it.
-            let own = identity.as_ref().map(|i| {
-                i.decision(&PolicyRequest {
-                    who: &who,
-                    action: "sts:AssumeRole",
-                    resource: Resource::Arn(role_arn),
-                    values: Values::default(),
-                })
-            });
-            if own == Some(Decision::Deny) {
+            if call.identity_decision("sts:AssumeRole", role_arn, api.region()) == Decision::Deny {
                 return Err(err(
                     "AccessDenied",
                     StatusCode::FORBIDDEN,

@@ -93,7 +93,8 @@ impl Verifier {
         Self {
             http: reqwest::Client::builder()
                 .timeout(FETCH_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::limited(3))
+                // No redirects: a provider's documents are where it says.
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
                 .expect("an HTTP client with rustls"),
             keys: Mutex::new(HashMap::new()),
@@ -228,8 +229,9 @@ impl Verifier {
             )));
         }
         let peeked = peek_claims(token)?;
-        let iss = peeked["iss"]
-            .as_str()
+        let iss = peeked
+            .get("iss")
+            .and_then(Value::as_str)
             .ok_or_else(|| invalid("the web identity token has no issuer (iss)"))?;
         let (name, provider) = providers
             .iter()
@@ -262,8 +264,9 @@ impl Verifier {
             .map_err(|e| invalid(format!("the web identity token is refused: {e}")))?;
         let claims = data.claims;
         let now = now_ms / 1000;
-        let exp = claims["exp"]
-            .as_u64()
+        let exp = claims
+            .get("exp")
+            .and_then(Value::as_u64)
             .ok_or_else(|| invalid("exp is not a number"))?;
         if exp <= now {
             return Err(TokenError::Expired(format!(
@@ -278,7 +281,7 @@ impl Verifier {
         {
             return Err(invalid("the web identity token is not valid yet (nbf)"));
         }
-        let audience = match &claims["aud"] {
+        let audience = match claims.get("aud").unwrap_or(&Value::Null) {
             Value::String(a) => a.clone(),
             Value::Array(a) => a
                 .iter()
@@ -322,5 +325,14 @@ mod tests {
         assert_eq!(peek_claims(&t).unwrap()["iss"], "https://i");
         assert!(peek_claims("nodots").is_err());
         assert!(peek_claims(&format!("a.{}.c", b64("[1]"))).is_err());
+        // No issuer: refused, not a panic.
+        let no_iss = format!("{}.{}.sig", b64(r#"{"alg":"RS256"}"#), b64("{}"));
+        let v = Verifier::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let r = rt.block_on(v.verify(&no_iss, &[], 0));
+        assert!(matches!(r, Err(TokenError::Invalid(m)) if m.contains("iss")));
     }
 }

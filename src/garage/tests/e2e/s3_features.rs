@@ -276,7 +276,7 @@ fn sse_on_three_zones_then_disable_rotate_and_kill() {
     );
     let no_id = c.garage(2, &["kms", "create", "--material-file", mpath]);
     assert!(
-        common::stderr(&no_id).contains("needs --id"),
+        !no_id.status.success() && common::stderr(&no_id).contains("needs --id"),
         "{}",
         common::stderr(&no_id)
     );

@@ -242,6 +242,51 @@ fn temporary_credentials_from_an_openid_connect_provider() {
         "a session key without its token",
     );
 
+    // The topic API refuses a session key without its token as well.
+    fails_with(
+        aws_session(&s, false, &ep, d, 0, &["sns", "list-topics"]),
+        "InvalidClientTokenId",
+        "the topic API with a session key without its token",
+    );
+    // A claim holding a wildcard does not widen the role's pattern: a
+    // user named `*` owns no folder, not every folder.
+    let o = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/hydra/idtoken.py"))
+        .args([
+            "--public",
+            &format!("http://127.0.0.1:{public}"),
+            "--admin",
+            &format!("http://127.0.0.1:{adm}"),
+        ])
+        .args(["--subject", "mallory", "--username", "*"])
+        .output()
+        .unwrap();
+    let star_token = ok(o, "idtoken.py for a user named *").trim().to_string();
+    let star = creds_of(
+        &c,
+        &ok(
+            assume_web(&admin, &ep, d, "photographer", &star_token, "900"),
+            "assume as *",
+        ),
+    );
+    fails_with(
+        aws_session(
+            &star,
+            true,
+            &ep,
+            d,
+            0,
+            &["s3", "cp", "p.jpg", "s3://photos/alice/x.jpg"],
+        ),
+        "AccessDenied",
+        "a wildcard claim",
+    );
+    // A role named by another spelling of its ARN is not assumed.
+    fails_with(
+        assume_web(&admin, &ep, d, "x/photographer", &token, "900"),
+        "AccessDenied",
+        "another path of the role's ARN",
+    );
     // Refused: a trust policy whose conditions the token does not meet,
     // a token for another audience, a token that is not one.
     fails_with(

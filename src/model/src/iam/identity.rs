@@ -149,12 +149,18 @@ impl Iam {
                 s.role
             ))
         })?;
+        if c.id != s.role_id {
+            return Err(IamError::Denied(format!(
+                "the role {} of session {key_id} was deleted (a role of that name was made since)",
+                s.role
+            )));
+        }
         if !c.enabled {
             return Err(IamError::Denied(format!("role {} is disabled", s.role)));
         }
         if let Some(u) = &s.user {
             match self.user(u).await {
-                Ok((_, uc)) if uc.enabled => (),
+                Ok((_, uc)) if uc.enabled && Some(&uc.id) == s.user_id.as_ref() => (),
                 _ => {
                     return Err(IamError::Denied(format!(
                         "user {u}, who assumed role {} in session {key_id}, is disabled or deleted",

@@ -583,9 +583,14 @@ impl Iam {
                 "{arn:?} is not a policy's ARN (arn:aws:iam:::policy/NAME)"
             ))
         })?;
-        let (e, c) = self.policy_by_name(name).await.map_err(|_| {
-            IamError::NoSuchEntity(format!("Policy {arn} does not exist or is not attachable."))
-        })?;
+        let missing =
+            || IamError::NoSuchEntity(format!("Policy {arn} does not exist or is not attachable."));
+        let (e, c) = self.policy_by_name(name).await.map_err(|_| missing())?;
+        // Only its own ARN names it (not another path or account): a
+        // policy about that ARN must hold for every way of naming it.
+        if arn != self::arn("policy", &c.path, &e.name) {
+            return Err(missing());
+        }
         Ok((e.name, c))
     }
 

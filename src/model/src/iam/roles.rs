@@ -27,9 +27,18 @@ fn check_trust(doc: &str) -> IamResult<()> {
 pub fn provider_name(url: &str) -> IamResult<String> {
     let u = url::Url::parse(url)
         .map_err(|e| IamError::InvalidInput(format!("Url {url:?} is not a URL: {e}")))?;
-    if !matches!(u.scheme(), "https" | "http") || u.host_str().is_none() || u.query().is_some() {
+    // http:// only on this machine (tests): elsewhere, anyone on the path
+    // could swap the provider's keys.
+    let loopback = match u.host() {
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => false,
+    };
+    let scheme_ok = u.scheme() == "https" || (u.scheme() == "http" && loopback);
+    if !scheme_ok || u.host_str().is_none() || u.query().is_some() {
         return Err(IamError::InvalidInput(format!(
-            "Url {url:?}: an issuer is https://host[:port][/path] (http:// only for tests on this machine)"
+            "Url {url:?}: an issuer is https://host[:port][/path] (http:// only on 127.0.0.1 or localhost)"
         )));
     }
     let rest = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
@@ -192,6 +201,7 @@ mod tests {
             "127.0.0.1:4444"
         );
         assert!(provider_name("ftp://x").is_err());
+        assert!(provider_name("http://auth.example.org").is_err());
         assert!(provider_name("nothing").is_err());
         assert!(check_trust(r#"{"Statement":{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam:::oidc-provider/127.0.0.1:4444"},"Action":"sts:AssumeRoleWithWebIdentity","Condition":{"StringEquals":{"127.0.0.1:4444:aud":"garage"}}}}"#).is_ok());
         assert!(

@@ -121,6 +121,11 @@ impl Iam {
             ))
         };
         let (role, c) = self.role(name).await.map_err(|_| not_authorized())?;
+        // Only its own ARN names it (not another path or account): the
+        // caller's policies were asked about that text.
+        if role_arn != super::arn("role", &c.path, &role.name) {
+            return Err(not_authorized());
+        }
         if !c.enabled {
             return Err(IamError::Denied(format!("role {name} is disabled")));
         }
@@ -136,7 +141,10 @@ impl Iam {
         }
         let arn = super::arn("role", &c.path, &role.name);
         let (action, who, user, provider, claims) = match asker {
-            Asker::User(u, who) => ("sts:AssumeRole", *who, Some(u), None, BTreeMap::new()),
+            Asker::User(u, who) => {
+                let id = who.user.as_ref().map(|p| p.id.clone());
+                ("sts:AssumeRole", *who, Some((u, id)), None, BTreeMap::new())
+            }
             Asker::WebIdentity { provider, claims } => {
                 let who = Principal {
                     key_id: None,
@@ -181,8 +189,14 @@ impl Iam {
             session_token: random_text(96),
             expires: now + duration * 1000,
         };
+        let (user, user_id) = match user {
+            Some((u, id)) => (Some(u), id),
+            None => (None, None),
+        };
         let session = SessionConfig {
             role: role.name.clone(),
+            role_id: c.id.clone(),
+            user_id,
             session_name: session_name.to_string(),
             issued: now,
             expires: creds.expires,

@@ -108,6 +108,9 @@ pub struct OidcProviderConfig {
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SessionConfig {
     pub role: String,
+    /// The role's id: a role deleted and made again under the same name
+    /// is another role, whose sessions these are not.
+    pub role_id: String,
     pub session_name: String,
     /// Cluster time (ms) it was issued at and expires at.
     pub issued: u64,
@@ -117,8 +120,9 @@ pub struct SessionConfig {
     /// A session policy given to AssumeRole…: it can only narrow the
     /// role's.
     pub policy: Option<String>,
-    /// The IAM user that assumed the role (AssumeRole).
+    /// The IAM user that assumed the role (AssumeRole), and its id.
     pub user: Option<String>,
+    pub user_id: Option<String>,
     /// The OpenID Connect provider that vouched for the web identity
     /// (AssumeRoleWithWebIdentity), and the token's text claims.
     pub provider: Option<String>,

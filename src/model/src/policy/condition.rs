@@ -17,7 +17,9 @@ use ipnet::IpNet;
 use serde_json::Value;
 use wildmatch::WildMatch;
 
-use super::values::{check_variables, known_key, served_keys, substitute, Principal, Values};
+use super::values::{
+    check_variables, known_key, served_keys, substitute, substitute_pattern, Principal, Values,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cmp {
@@ -280,6 +282,7 @@ impl Test {
     /// Whether one value of the request matches one of the condition's.
     fn matches(&self, v: &str, values: &Values<'_>, who: &Principal) -> bool {
         let subst = |c: &String| substitute(c, values, who);
+        let subst_pattern = |c: &String| substitute_pattern(c, values, who);
         match &self.op {
             Op::StringEquals { ci, values: cs } => cs.iter().filter_map(subst).any(|c| match ci {
                 true => c.eq_ignore_ascii_case(v),
@@ -287,7 +290,7 @@ impl Test {
             }),
             Op::StringLike(cs) => cs
                 .iter()
-                .filter_map(subst)
+                .filter_map(subst_pattern)
                 .any(|c| WildMatch::new(&c).matches(v)),
             Op::Numeric(cmp, cs) => v
                 .parse::<f64>()
@@ -301,7 +304,7 @@ impl Test {
             Op::Ip(nets) => v
                 .parse::<IpAddr>()
                 .is_ok_and(|ip| nets.iter().any(|n| n.contains(&ip))),
-            Op::Arn(cs) => cs.iter().filter_map(subst).any(|c| arn_like(&c, v)),
+            Op::Arn(cs) => cs.iter().filter_map(subst_pattern).any(|c| arn_like(&c, v)),
             Op::Null(_) => false,
         }
     }
@@ -477,6 +480,10 @@ mod tests {
             !t.holds(&at("home//x"), &Principal::default()),
             "no user name: the value matches nothing"
         );
+        // A value with a wildcard cannot widen the pattern.
+        let mut star = alice.clone();
+        star.user.as_mut().unwrap().name = "*".into();
+        assert!(!t.holds(&at("home/bob/x"), &star));
         let tag = test(r#"{"StringEquals":{"aws:PrincipalTag/team":"blue"}}"#);
         assert!(tag.holds(&Values::default(), &alice));
         assert!(!tag.holds(&Values::default(), &Principal::default()));

@@ -86,6 +86,15 @@ const KNOWN_ACTIONS: &[&str] = &[
     "s3:PutEncryptionConfiguration",
     "s3:GetBucketObjectLockConfiguration",
     "s3:PutBucketObjectLockConfiguration",
+    "s3:GetBucketLogging",
+    "s3:PutBucketLogging",
+    "s3:GetBucketNotification",
+    "s3:PutBucketNotification",
+    "s3:GetReplicationConfiguration",
+    "s3:PutReplicationConfiguration",
+    "s3:GetObjectVersionForReplication",
+    "s3:ReplicateObject",
+    "s3:ReplicateDelete",
     "s3:GetBucketOwnershipControls",
     "s3:PutBucketOwnershipControls",
     "s3:GetBucketPublicAccessBlock",
@@ -155,7 +164,7 @@ impl Pattern {
     fn matches(&self, s: &str, r: &Request<'_>) -> bool {
         match &self.compiled {
             Some(w) => w.matches(s),
-            None => values::substitute(&self.text, &r.values, r.who)
+            None => values::substitute_pattern(&self.text, &r.values, r.who)
                 .is_some_and(|t| WildMatch::new(&t).matches(s)),
         }
     }
@@ -332,7 +341,7 @@ fn parse_action(a: &str, kind: Kind) -> Result<WildMatch, String> {
             Some((svc, name)) if !name.is_empty() => {
                 let svc = svc.to_ascii_lowercase();
                 (svc == "s3" && name.contains(['*', '?']))
-                    || (kind == Kind::Identity && matches!(svc.as_str(), "iam" | "sts"))
+                    || (kind == Kind::Identity && matches!(svc.as_str(), "iam" | "sts" | "sns"))
                     || (kind == Kind::Trust && svc == "sts")
             }
             _ => false,

@@ -248,6 +248,22 @@ fn find_tag(tags: &[(String, String)], tag: &str) -> Option<Vec<String>> {
 /// key) of `text`; `None` when one has no value (the text then matches
 /// nothing, as on AWS).
 pub fn substitute(text: &str, values: &Values<'_>, who: &Principal) -> Option<String> {
+    substitute_with(text, values, who, false)
+}
+
+/// [`substitute`] for a pattern (`*` and `?` are wildcards): a value
+/// holding one of them makes the text match nothing, so that a user name,
+/// a tag or a token's claim cannot widen the pattern (`${…:email}` = `*`).
+pub fn substitute_pattern(text: &str, values: &Values<'_>, who: &Principal) -> Option<String> {
+    substitute_with(text, values, who, true)
+}
+
+fn substitute_with(
+    text: &str,
+    values: &Values<'_>,
+    who: &Principal,
+    pattern: bool,
+) -> Option<String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -256,7 +272,11 @@ pub fn substitute(text: &str, values: &Values<'_>, who: &Principal) -> Option<St
         let end = after.find('}')?;
         let key = after[..end].trim().to_ascii_lowercase();
         let v = values.get(who, &key)?;
-        out.push_str(v.first()?);
+        let v = v.first()?;
+        if pattern && v.contains(['*', '?']) {
+            return None;
+        }
+        out.push_str(v);
         rest = &after[end + 1..];
     }
     out.push_str(rest);
