@@ -55,8 +55,6 @@ pub struct Api {
     /// Versions with blocks written replicated for an erasure-coded
     /// class, for the catch-up worker (`lifecycle::catch_up`).
     pub ec_catch_up: EcCatchUp,
-    /// The keys of OpenID Connect providers, for STS.
-    pub oidc: crate::sts::oidc::Verifier,
 }
 
 /// The region AWS's global endpoint signs for, and SDKs default to.
@@ -115,7 +113,6 @@ impl Api {
             regions,
             kms: garage.kms.clone(),
             ec_catch_up: garage.ec_catch_up.clone(),
-            oidc: crate::sts::oidc::Verifier::new(),
         })
     }
 

@@ -16,6 +16,13 @@ use tracing::info;
 use crate::ctx::Api;
 use crate::query::{elem, text, xml, Call, QueryError, W};
 
+/// The keys of OpenID Connect providers, kept for the process (one
+/// cache for every listener).
+fn verifier() -> &'static oidc::Verifier {
+    static V: std::sync::OnceLock<oidc::Verifier> = std::sync::OnceLock::new();
+    V.get_or_init(oidc::Verifier::new)
+}
+
 /// The XML namespace of STS answers.
 pub const XMLNS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
 
@@ -197,8 +204,7 @@ pub async fn web_identity(
         .into_iter()
         .map(|(e, c)| (e.name, c))
         .collect();
-    let checked = api
-        .oidc
+    let checked = verifier()
         .verify(token, &providers, cluster_now_msec())
         .await
         .map_err(|e| match e {

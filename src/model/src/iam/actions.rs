@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use super::holders::HolderKind;
 use super::tables::{GroupConfig, PolicyConfig, RoleConfig};
 use super::{arn, builtin, Iam, IamError, IamResult, UserInfo};
 
@@ -447,62 +448,62 @@ pub async fn call(
             }
             Ok(Some(untruncated(vec![("Groups", Out::List(list))])))
         }
-        "PutUserPolicy" => iam
-            .put_user_policy(
-                need(p, "UserName")?,
+        a @ ("PutUserPolicy" | "PutGroupPolicy" | "PutRolePolicy") => {
+            let (kind, param) = HolderKind::of_action(a);
+            iam.put_inline(
+                kind,
+                need(p, param)?,
                 need(p, "PolicyName")?,
                 need(p, "PolicyDocument")?,
             )
             .await
-            .map(|_| None),
-        "GetUserPolicy" => {
-            let (user, name) = (need(p, "UserName")?, need(p, "PolicyName")?);
-            let (_, c) = iam.user(user).await?;
-            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
+            .map(|_| None)
+        }
+        a @ ("GetUserPolicy" | "GetGroupPolicy" | "GetRolePolicy") => {
+            let (kind, param) = HolderKind::of_action(a);
+            let (holder, name) = (need(p, param)?, need(p, "PolicyName")?);
+            let (inline, _) = iam.holder_policies(kind, holder).await?;
+            let d = inline.get(name).ok_or_else(|| super::no_policy(name))?;
             Ok(Some(Out::Struct(vec![
-                ("UserName", t(user)),
+                (param, t(holder)),
                 ("PolicyName", t(name)),
                 ("PolicyDocument", document(d)),
             ])))
         }
-        "DeleteUserPolicy" => iam
-            .delete_user_policy(need(p, "UserName")?, need(p, "PolicyName")?)
-            .await
-            .map(|_| None),
-        "ListUserPolicies" => {
-            let (_, c) = iam.user(need(p, "UserName")?).await?;
+        a @ ("DeleteUserPolicy" | "DeleteGroupPolicy" | "DeleteRolePolicy") => {
+            let (kind, param) = HolderKind::of_action(a);
+            iam.delete_inline(kind, need(p, param)?, need(p, "PolicyName")?)
+                .await
+                .map(|_| None)
+        }
+        a @ ("ListUserPolicies" | "ListGroupPolicies" | "ListRolePolicies") => {
+            let (kind, param) = HolderKind::of_action(a);
+            let (inline, _) = iam.holder_policies(kind, need(p, param)?).await?;
             Ok(Some(untruncated(vec![(
                 "PolicyNames",
-                names(c.policies.into_keys()),
+                names(inline.into_keys()),
             )])))
         }
-        "PutGroupPolicy" => iam
-            .put_group_policy(
-                need(p, "GroupName")?,
-                need(p, "PolicyName")?,
-                need(p, "PolicyDocument")?,
-            )
-            .await
-            .map(|_| None),
-        "GetGroupPolicy" => {
-            let (group, name) = (need(p, "GroupName")?, need(p, "PolicyName")?);
-            let (_, c) = iam.group(group).await?;
-            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
-            Ok(Some(Out::Struct(vec![
-                ("GroupName", t(group)),
-                ("PolicyName", t(name)),
-                ("PolicyDocument", document(d)),
-            ])))
+        a @ ("AttachUserPolicy" | "AttachGroupPolicy" | "AttachRolePolicy") => {
+            let (kind, param) = HolderKind::of_action(a);
+            iam.attach(kind, need(p, param)?, need(p, "PolicyArn")?)
+                .await
+                .map(|_| None)
         }
-        "DeleteGroupPolicy" => iam
-            .delete_group_policy(need(p, "GroupName")?, need(p, "PolicyName")?)
-            .await
-            .map(|_| None),
-        "ListGroupPolicies" => {
-            let (_, c) = iam.group(need(p, "GroupName")?).await?;
+        a @ ("DetachUserPolicy" | "DetachGroupPolicy" | "DetachRolePolicy") => {
+            let (kind, param) = HolderKind::of_action(a);
+            iam.detach(kind, need(p, param)?, need(p, "PolicyArn")?)
+                .await
+                .map(|_| None)
+        }
+        a @ ("ListAttachedUserPolicies"
+        | "ListAttachedGroupPolicies"
+        | "ListAttachedRolePolicies") => {
+            let (kind, param) = HolderKind::of_action(a);
+            let (_, attached) = iam.holder_policies(kind, need(p, param)?).await?;
             Ok(Some(untruncated(vec![(
-                "PolicyNames",
-                names(c.policies.into_keys()),
+                "AttachedPolicies",
+                attached_out(iam, &attached).await?,
             )])))
         }
         "CreatePolicy" => {
@@ -560,36 +561,6 @@ pub async fn call(
             Ok(Some(untruncated(vec![("Policies", Out::List(list))])))
         }
         "DeletePolicy" => iam.delete_policy(need(p, "PolicyArn")?).await.map(|_| None),
-        "AttachUserPolicy" => iam
-            .attach_user_policy(need(p, "UserName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "DetachUserPolicy" => iam
-            .detach_user_policy(need(p, "UserName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "ListAttachedUserPolicies" => {
-            let (_, c) = iam.user(need(p, "UserName")?).await?;
-            Ok(Some(untruncated(vec![(
-                "AttachedPolicies",
-                attached_out(iam, &c.attached).await?,
-            )])))
-        }
-        "AttachGroupPolicy" => iam
-            .attach_group_policy(need(p, "GroupName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "DetachGroupPolicy" => iam
-            .detach_group_policy(need(p, "GroupName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "ListAttachedGroupPolicies" => {
-            let (_, c) = iam.group(need(p, "GroupName")?).await?;
-            Ok(Some(untruncated(vec![(
-                "AttachedPolicies",
-                attached_out(iam, &c.attached).await?,
-            )])))
-        }
         "CreateRole" => {
             let max = match p.get("MaxSessionDuration") {
                 Some(m) => Some(m.parse().map_err(|_| {
@@ -632,50 +603,6 @@ pub async fn call(
             .set_role_enabled(need(p, "RoleName")?, enabled_param(p)?)
             .await
             .map(|_| None),
-        "PutRolePolicy" => iam
-            .put_role_policy(
-                need(p, "RoleName")?,
-                need(p, "PolicyName")?,
-                need(p, "PolicyDocument")?,
-            )
-            .await
-            .map(|_| None),
-        "GetRolePolicy" => {
-            let (role, name) = (need(p, "RoleName")?, need(p, "PolicyName")?);
-            let (_, c) = iam.role(role).await?;
-            let d = c.policies.get(name).ok_or_else(|| super::no_policy(name))?;
-            Ok(Some(Out::Struct(vec![
-                ("RoleName", t(role)),
-                ("PolicyName", t(name)),
-                ("PolicyDocument", document(d)),
-            ])))
-        }
-        "DeleteRolePolicy" => iam
-            .delete_role_policy(need(p, "RoleName")?, need(p, "PolicyName")?)
-            .await
-            .map(|_| None),
-        "ListRolePolicies" => {
-            let (_, c) = iam.role(need(p, "RoleName")?).await?;
-            Ok(Some(untruncated(vec![(
-                "PolicyNames",
-                names(c.policies.into_keys()),
-            )])))
-        }
-        "AttachRolePolicy" => iam
-            .attach_role_policy(need(p, "RoleName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "DetachRolePolicy" => iam
-            .detach_role_policy(need(p, "RoleName")?, need(p, "PolicyArn")?)
-            .await
-            .map(|_| None),
-        "ListAttachedRolePolicies" => {
-            let (_, c) = iam.role(need(p, "RoleName")?).await?;
-            Ok(Some(untruncated(vec![(
-                "AttachedPolicies",
-                attached_out(iam, &c.attached).await?,
-            )])))
-        }
         "CreateOpenIDConnectProvider" => {
             let ids = members(p, "ClientIDList", "")
                 .into_iter()

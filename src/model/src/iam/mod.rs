@@ -15,6 +15,7 @@
 
 pub mod actions;
 pub mod builtin;
+pub mod holders;
 pub mod identity;
 pub mod roles;
 pub mod sts;
@@ -499,52 +500,6 @@ impl Iam {
         .map(|_| ())
     }
 
-    // ---- inline policies ----
-
-    pub async fn put_user_policy(&self, user: &str, name: &str, doc: &str) -> IamResult<()> {
-        check_iam_name("policy", name, 128)?;
-        check_document(doc)?;
-        self.change(&self.users, "user", user, |c| {
-            c.policies.insert(name.to_string(), doc.to_string());
-            Ok(())
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn delete_user_policy(&self, user: &str, name: &str) -> IamResult<()> {
-        self.change(&self.users, "user", user, |c| {
-            match c.policies.remove(name) {
-                Some(_) => Ok(()),
-                None => Err(no_policy(name)),
-            }
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn put_group_policy(&self, group: &str, name: &str, doc: &str) -> IamResult<()> {
-        check_iam_name("policy", name, 128)?;
-        check_document(doc)?;
-        self.change(&self.groups, "group", group, |c| {
-            c.policies.insert(name.to_string(), doc.to_string());
-            Ok(())
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn delete_group_policy(&self, group: &str, name: &str) -> IamResult<()> {
-        self.change(&self.groups, "group", group, |c| {
-            match c.policies.remove(name) {
-                Some(_) => Ok(()),
-                None => Err(no_policy(name)),
-            }
-        })
-        .await
-        .map(|_| ())
-    }
-
     // ---- managed policies ----
 
     pub async fn create_policy(
@@ -626,36 +581,6 @@ impl Iam {
         }
         let (e, _) = self.policy_by_name(&name).await?;
         self.clear(&self.policies, e).await
-    }
-
-    pub async fn attach_user_policy(&self, user: &str, arn: &str) -> IamResult<()> {
-        self.policy(arn).await?;
-        self.change(&self.users, "user", user, |c| attach(&mut c.attached, arn))
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn detach_user_policy(&self, user: &str, arn: &str) -> IamResult<()> {
-        self.change(&self.users, "user", user, |c| detach(&mut c.attached, arn))
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn attach_group_policy(&self, group: &str, arn: &str) -> IamResult<()> {
-        self.policy(arn).await?;
-        self.change(&self.groups, "group", group, |c| {
-            attach(&mut c.attached, arn)
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn detach_group_policy(&self, group: &str, arn: &str) -> IamResult<()> {
-        self.change(&self.groups, "group", group, |c| {
-            detach(&mut c.attached, arn)
-        })
-        .await
-        .map(|_| ())
     }
 }
 

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::tables::{OidcProvider, OidcProviderConfig, Role, RoleConfig};
-use super::{attach, check_document, check_iam_name, check_path, detach, new_id, no_policy};
+use super::{check_iam_name, check_path, new_id};
 use super::{Iam, IamError, IamResult};
 use crate::policy::Policy;
 
@@ -118,41 +118,6 @@ impl Iam {
         })
         .await
         .map(|_| ())
-    }
-
-    pub async fn put_role_policy(&self, role: &str, name: &str, doc: &str) -> IamResult<()> {
-        check_iam_name("policy", name, 128)?;
-        check_document(doc)?;
-        self.change(&self.roles, "role", role, |c| {
-            c.policies.insert(name.to_string(), doc.to_string());
-            Ok(())
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn delete_role_policy(&self, role: &str, name: &str) -> IamResult<()> {
-        self.change(&self.roles, "role", role, |c| {
-            match c.policies.remove(name) {
-                Some(_) => Ok(()),
-                None => Err(no_policy(name)),
-            }
-        })
-        .await
-        .map(|_| ())
-    }
-
-    pub async fn attach_role_policy(&self, role: &str, arn: &str) -> IamResult<()> {
-        self.policy(arn).await?;
-        self.change(&self.roles, "role", role, |c| attach(&mut c.attached, arn))
-            .await
-            .map(|_| ())
-    }
-
-    pub async fn detach_role_policy(&self, role: &str, arn: &str) -> IamResult<()> {
-        self.change(&self.roles, "role", role, |c| detach(&mut c.attached, arn))
-            .await
-            .map(|_| ())
     }
 
     // ---- OpenID Connect providers ----
