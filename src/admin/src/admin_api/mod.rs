@@ -15,6 +15,7 @@ pub(crate) mod bucket;
 mod cluster;
 pub mod error;
 mod extract;
+pub(crate) mod iam;
 pub(crate) mod key;
 pub(crate) mod kms;
 mod layout;
@@ -71,6 +72,7 @@ fn operations() -> (Router<St>, utoipa::openapi::OpenApi) {
     let r = kms::routes(r);
     let r = topic::routes(r);
     let r = remote::routes(r);
+    let r = iam::routes(r);
     let r = objects::routes(r);
     r.split_for_parts()
 }

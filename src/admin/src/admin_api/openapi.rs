@@ -124,6 +124,7 @@ mod tests {
         ("POST", "/v2/DeleteRemote"),
         ("POST", "/v2/ResyncBucketReplication"),
         ("GET", "/v2/GetReplicationBacklog"),
+        ("POST", "/v2/IamCall"),
     ];
 
     fn method(m: &HttpMethod) -> &'static str {

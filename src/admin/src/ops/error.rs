@@ -35,6 +35,13 @@ pub enum ApiError {
     NoSuchTopic(String),
     #[error("{0}")]
     NoSuchRemote(String),
+    /// An IAM action's entity (user, group, role, policy, provider).
+    #[error("{0}")]
+    NoSuchEntity(String),
+    /// An IAM action refused by the state (`DeleteConflict`,
+    /// `EntityAlreadyExists`, `LimitExceeded`): AWS's code.
+    #[error("{1}")]
+    IamConflict(&'static str, String),
     #[error("{0}")]
     KeyAlreadyExists(String),
     #[error("{0}")]
@@ -63,6 +70,8 @@ impl ApiError {
             ApiError::NoSuchKmsKey(_) => "NoSuchKmsKey",
             ApiError::NoSuchTopic(_) => "NoSuchTopic",
             ApiError::NoSuchRemote(_) => "NoSuchRemote",
+            ApiError::NoSuchEntity(_) => "NoSuchEntity",
+            ApiError::IamConflict(code, _) => code,
             ApiError::KeyAlreadyExists(_) => "KeyAlreadyExists",
             ApiError::BucketAlreadyExists(_) => "BucketAlreadyExists",
             ApiError::BucketNotEmpty(_) => "BucketNotEmpty",
@@ -86,10 +95,12 @@ impl ApiError {
             | ApiError::NoSuchKmsKey(_)
             | ApiError::NoSuchTopic(_)
             | ApiError::NoSuchRemote(_)
+            | ApiError::NoSuchEntity(_)
             | ApiError::NotFound(_) => 404,
             ApiError::KeyAlreadyExists(_)
             | ApiError::BucketAlreadyExists(_)
-            | ApiError::BucketNotEmpty(_) => 409,
+            | ApiError::BucketNotEmpty(_)
+            | ApiError::IamConflict(..) => 409,
             ApiError::Internal(_) => 500,
         }
     }

@@ -28,7 +28,12 @@ pub async fn call(g: &Garage, r: IamCallRequest) -> Result<String, ApiError> {
         Ok(Some(out)) => Ok(out.to_json().to_string()),
         Ok(None) => Ok("null".into()),
         Err(IamError::Table(e)) => Err(ApiError::Internal(e.to_string())),
-        Err(e @ IamError::NoSuchEntity(_)) => Err(ApiError::NotFound(e.to_string())),
+        Err(IamError::NoSuchEntity(m)) => Err(ApiError::NoSuchEntity(m)),
+        Err(IamError::DeleteConflict(m)) => Err(ApiError::IamConflict("DeleteConflict", m)),
+        Err(IamError::EntityAlreadyExists(m)) => {
+            Err(ApiError::IamConflict("EntityAlreadyExists", m))
+        }
+        Err(IamError::LimitExceeded(m)) => Err(ApiError::IamConflict("LimitExceeded", m)),
         Err(e) => Err(ApiError::BadRequest(e.to_string())),
     }
 }

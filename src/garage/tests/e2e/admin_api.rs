@@ -192,6 +192,39 @@ fn layout_keys_buckets_and_s3_through_the_admin_api() {
     assert_eq!(status, 200, "{text}");
     // The refused CreateKey made nothing.
     assert_eq!(api(&base, "GET", "/v2/ListKeys", None), json!([]));
+    // IAM through the admin API: any action by name, AWS's answer and
+    // AWS's error codes.
+    let u = api(
+        &base,
+        "POST",
+        "/v2/IamCall",
+        Some(json!({"action": "CreateUser", "params": {"UserName": "http-user"}})),
+    );
+    assert_eq!(u["User"]["UserName"], "http-user", "{u}");
+    assert_eq!(u["User"]["Arn"], "arn:aws:iam:::user/http-user", "{u}");
+    api_err(
+        &base,
+        "POST",
+        "/v2/IamCall",
+        Some(json!({"action": "CreateUser", "params": {"UserName": "http-user"}})),
+        409,
+        "EntityAlreadyExists",
+    );
+    api_err(
+        &base,
+        "POST",
+        "/v2/IamCall",
+        Some(json!({"action": "GetUser", "params": {"UserName": "nobody"}})),
+        404,
+        "NoSuchEntity",
+    );
+    let done = api(
+        &base,
+        "POST",
+        "/v2/IamCall",
+        Some(json!({"action": "DeleteUser", "params": {"UserName": "http-user"}})),
+    );
+    assert_eq!(done, Value::Null);
 
     // A key and a bucket, made and linked through the API...
     let key = api(
