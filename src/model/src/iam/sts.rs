@@ -29,8 +29,11 @@ use crate::policy::{Decision, Policy, Principal, Request, Resource, SessionPrinc
 /// AWS's bounds on a session's duration, in seconds.
 pub const MIN_DURATION_SECS: u64 = 900;
 pub const DEFAULT_DURATION_SECS: u64 = 3600;
-/// Expired sessions removed per session made.
+/// Expired sessions removed per cleanup.
 pub const CLEANUP_BATCH: usize = 100;
+/// How often (ms) a node looks for expired sessions, when sessions are
+/// made.
+pub const CLEANUP_EVERY_MS: u64 = 60_000;
 /// How long an expired session is kept (its requests then say it
 /// expired, rather than that the key does not exist).
 const KEEP_EXPIRED_MS: u64 = 15 * 60 * 1000;
@@ -221,8 +224,20 @@ impl Iam {
         Ok((creds, arn, c))
     }
 
-    /// Removes sessions expired for a while (at most [`CLEANUP_BATCH`]).
+    /// Removes sessions expired for a while (at most [`CLEANUP_BATCH`]),
+    /// at most once per [`CLEANUP_EVERY_MS`] on this node: it reads the
+    /// whole session table, which AssumeRole… need not do each time.
     async fn cleanup_sessions(&self, now: u64) -> IamResult<()> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static LAST: AtomicU64 = AtomicU64::new(0);
+        let last = LAST.load(Ordering::Relaxed);
+        if now < last + CLEANUP_EVERY_MS
+            || LAST
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return Ok(());
+        }
         let all = Self::all(&self.sessions).await?;
         for (e, _) in all
             .into_iter()
