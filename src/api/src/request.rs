@@ -186,6 +186,16 @@ impl Requester {
         self.identity.as_ref().map(|i| i.describe())
     }
 
+    /// Its canonical ids, which object ACL grants name: its key's id and
+    /// its IAM user's id (none when anonymous).
+    pub fn canonical_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.key.iter().map(|k| k.key_id.clone()).collect();
+        if let Some(u) = self.identity.as_ref().and_then(|i| i.user.as_ref()) {
+            ids.push(u.id.clone());
+        }
+        ids
+    }
+
     /// The owner shown in listings: the key that asked (none when
     /// anonymous).
     pub fn owner(&self) -> Option<s3s::dto::Owner> {

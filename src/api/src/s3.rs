@@ -9,9 +9,10 @@ use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 
 use crate::access::authorize::Action;
-use crate::access::step::{ByKey, Copy, Decide, EachObject, Owner, Put, Signed};
+use crate::access::step::{ByKey, Copy, Decide, EachObject, ObjectAcp, Owner, Put, Signed};
 use crate::ctx::{Api, Need};
 use crate::request::Ctx;
+use garage_model::access::ObjectPerm;
 
 #[derive(Clone)]
 pub struct GarageS3(pub Arc<Api>);
@@ -159,9 +160,9 @@ forward! {
     put_bucket_acl(r): PutBucketAclInput => PutBucketAclOutput
         = Owner(&r.input.bucket);
     get_object_acl(r): GetObjectAclInput => GetObjectAclOutput
-        = ByKey { bucket: &r.input.bucket, need: Need::Read, object: Some(&r.input.key) };
+        = ObjectAcp { bucket: &r.input.bucket, object: &r.input.key, need: Need::Read, perm: ObjectPerm::READ_ACP };
     put_object_acl(r): PutObjectAclInput => PutObjectAclOutput
-        = ByKey { bucket: &r.input.bucket, need: Need::Write, object: Some(&r.input.key) };
+        = ObjectAcp { bucket: &r.input.bucket, object: &r.input.key, need: Need::Write, perm: ObjectPerm::WRITE_ACP };
     put_bucket_policy(r): PutBucketPolicyInput => PutBucketPolicyOutput
         = Owner(&r.input.bucket);
     get_bucket_policy(r): GetBucketPolicyInput => GetBucketPolicyOutput

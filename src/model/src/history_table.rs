@@ -153,7 +153,7 @@ impl Crdt for HistoryEntry {
         self.version.state.merge(&other.version.state);
         self.version.versioning = self.version.versioning.max(other.version.versioning);
         self.version.lock.merge(&other.version.lock);
-        self.version.acl.merge(&other.version.acl);
+        self.version.merge_acl(&other.version);
         self.deleted.merge(&other.deleted);
         self.tags.merge(&other.tags);
         self.replication.merge(&other.replication);

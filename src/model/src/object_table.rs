@@ -32,7 +32,7 @@ use garage_util::crdt::{Crdt, LwwMap};
 use garage_util::data::{Hash, Uuid};
 use serde::{Deserialize, Serialize};
 
-use crate::access::VersionAcl;
+use crate::access::{ObjectAcl, VersionAcl, VersionGrants};
 use crate::bucket_table::Versioning;
 use crate::counter_table::{
     class_bytes_key, CounterTable, Counts, LocalCounters, BYTES, OBJECTS, UNFINISHED_UPLOADS,
@@ -95,9 +95,15 @@ pub struct ObjectVersion {
     #[serde(default)]
     pub lock: ObjectLock,
     /// Its ACL (see [`crate::access`]), kept in the history entry too.
-    /// Absent in older entries: private.
+    /// Absent in older entries: private. Read and set it with
+    /// [`ObjectVersion::object_acl`] and [`ObjectVersion::set_object_acl`]:
+    /// grants to users are in `acl_grants`.
     #[serde(default)]
     pub acl: VersionAcl,
+    /// Its ACL when it grants to users (see [`VersionGrants`]; gated by
+    /// `object-acl-grants`, absent otherwise).
+    #[serde(default, skip_serializing_if = "VersionGrants::is_unset")]
+    pub acl_grants: VersionGrants,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -253,7 +259,41 @@ impl ObjectVersion {
             versioning,
             lock: ObjectLock::default(),
             acl: VersionAcl::default(),
+            acl_grants: VersionGrants::default(),
         }
+    }
+
+    /// Its ACL: the canned one, or its grants to users when newer.
+    pub fn object_acl(&self) -> ObjectAcl {
+        crate::access::version_acl(&self.acl, &self.acl_grants)
+    }
+
+    /// The time after which a change of its ACL must come.
+    pub fn acl_stamp(&self) -> u64 {
+        crate::access::version_acl_stamp(&self.acl, &self.acl_grants)
+    }
+
+    /// Changes its ACL (PutObjectAcl) at `ts`, after [`Self::acl_stamp`]
+    /// of every copy of it seen.
+    pub fn set_object_acl(&mut self, ts: u64, acl: ObjectAcl) {
+        crate::access::write_version_acl(&mut self.acl, &mut self.acl_grants, ts, acl)
+    }
+
+    /// Gives it the ACL it is written with (at its own time).
+    pub fn write_object_acl(&mut self, acl: ObjectAcl) {
+        crate::access::write_version_acl(&mut self.acl, &mut self.acl_grants, self.timestamp, acl)
+    }
+
+    /// Takes the ACL of `other` (a completed upload's, from its upload).
+    pub fn copy_acl_from(&mut self, other: &ObjectVersion) {
+        self.acl = other.acl.clone();
+        self.acl_grants = other.acl_grants.clone();
+    }
+
+    /// Merges the ACL registers of another copy of it.
+    pub fn merge_acl(&mut self, other: &ObjectVersion) {
+        self.acl.merge(&other.acl);
+        self.acl_grants.merge(&other.acl_grants);
     }
 
     /// Whether this version has a version id of its own (written with
@@ -512,7 +552,7 @@ impl Object {
                 // copies ever disagreed, the larger wins everywhere.
                 x.versioning = x.versioning.max(v.versioning);
                 x.lock.merge(&v.lock);
-                x.acl.merge(&v.acl);
+                x.merge_acl(v);
             }
             Err(i) => self.versions.insert(i, v.clone()),
         }

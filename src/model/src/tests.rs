@@ -51,6 +51,23 @@ fn state(kind: u8, size: u64) -> ObjectVersionState {
     }
 }
 
+/// Grants to a user: none, on a tie with the canned ACL, or newer.
+fn grants_of(size: u64) -> crate::access::VersionGrants {
+    let acl = crate::access::ObjectAcl {
+        canned: crate::access::CannedAcl::Private,
+        grants: [(
+            "GKreader".to_string(),
+            crate::access::ObjectPerm::FULL_CONTROL,
+        )]
+        .into(),
+    };
+    match size {
+        0 => Default::default(),
+        1 => crate::access::VersionGrants::raw(1, acl),
+        _ => crate::access::VersionGrants::raw(5, acl),
+    }
+}
+
 fn object() -> impl Strategy<Value = Object> {
     (
         proptest::collection::vec((0u8..4, 0u8..5, 0u64..3), 0..4),
@@ -92,6 +109,9 @@ fn object() -> impl Strategy<Value = Object> {
                                 crate::access::CannedAcl::AuthenticatedRead,
                             ][(size % 3) as usize],
                         ),
+                        // Some with grants to a user, older or newer
+                        // than their canned ACL.
+                        acl_grants: grants_of(size),
                     })
                     .collect(),
             );

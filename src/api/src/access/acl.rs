@@ -7,26 +7,29 @@
 //!
 //! ACLs are canned here for groups: the group grants of a grant list (a
 //! request body or `x-amz-grant-*` headers) must amount to a canned ACL.
-//! Grants to keys (canonical user ids are access key ids) are key
-//! permissions (as `garage bucket allow` gives them): on a bucket they
-//! are applied (READ, WRITE, FULL_CONTROL = read, write and owner), on an
-//! object only the bucket's owner keys may be named. GetBucketAcl shows
-//! them, with each key's name as its display name.
+//! Grants to users name canonical ids: access key ids, and IAM users' ids
+//! (`AIDA…`, for every key of the user). On a bucket they are key
+//! permissions (as `garage bucket allow` gives them: READ, WRITE,
+//! FULL_CONTROL = read, write and owner); on an object they are kept in
+//! the version's ACL (READ, READ_ACP, WRITE_ACP, FULL_CONTROL; feature
+//! gate `object-acl-grants`). Get*Acl show them, with each key's or
+//! user's name as its display name.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use garage_model::access::{
-    BucketAccess, CannedAcl, ObjectOwnership as Ownership, PublicAccessBlock,
+    BucketAccess, CannedAcl, ObjectAcl, ObjectOwnership as Ownership, ObjectPerm, PublicAccessBlock,
 };
 use garage_model::bucket_table::Bucket;
 use garage_model::permission::BucketKeyPerm;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response};
 
+use crate::access::step::AcpGrant;
 use crate::ctx::{check_key, Api};
 use crate::error::{ApiError, ApiResult};
-use crate::request::{Ctx, KeyBucket, Owned};
+use crate::request::{Ctx, Owned};
 use garage_model::policy::Policy;
 
 const ALL_USERS: &str = "http://acs.amazonaws.com/groups/global/AllUsers";
@@ -76,46 +79,48 @@ pub fn written_acl(access: &BucketAccess, given: Option<&str>) -> ApiResult<Opti
 
 /// The ACL a new version is written with, from `x-amz-acl` or the
 /// `x-amz-grant-*` headers of the write (`grants`: permission and header
-/// value); grants to keys may name only the writing key (`writer`: an
-/// object's ACL here is canned).
+/// value); a grant to the writing key (`writer`) is dropped (it wrote the
+/// object), grants to other users are kept, to be checked by
+/// [`Api::checked_object_acl`].
 pub fn written_acl_with_grants(
     access: &BucketAccess,
     given: Option<&str>,
     grants: &[(&str, Option<&String>)],
     writer: Option<&str>,
-) -> ApiResult<Option<CannedAcl>> {
+) -> ApiResult<Option<ObjectAcl>> {
     let mut g = Vec::new();
     for (perm, value) in grants {
         header_grants(perm, *value, &mut g);
     }
     if g.is_empty() {
-        return written_acl(access, given);
+        return Ok(written_acl(access, given)?.map(ObjectAcl::canned));
     }
     if given.is_some() {
         return Err(ApiError::InvalidRequest(
             "Specifying both Canned ACLs and Header Grants is not allowed".into(),
         ));
     }
-    if let Some(other) = key_grants_of(&g)
-        .keys()
-        .find(|k| Some(k.as_str()) != writer)
-    {
-        return Err(ApiError::NotImplemented(format!(
-            "object ACLs here are canned: a grant to key {other} has no equivalent (give it a \
-             permission on the bucket with PutBucketAcl or `garage bucket allow`)"
-        )));
+    let mut users = object_grants_of(&g)?;
+    users.retain(|id, _| Some(id.as_str()) != writer);
+    if !users.is_empty() && !access.acls_enabled() {
+        return Err(ApiError::AccessControlListNotSupported);
     }
-    allowed_acl(access, canned_of_grants(&g)?).map(Some)
+    Ok(Some(ObjectAcl {
+        canned: allowed_acl(access, canned_of_grants(&g)?)?,
+        grants: users,
+    }))
 }
 
-/// [`written_acl_with_grants`] of an object write's input `$i`
-/// (PutObject, CopyObject, CreateMultipartUpload: `x-amz-acl` and the
-/// grant headers, no WRITE grant on an object) into `$place`, by
-/// requester `$who`.
+/// The ACL a new version is written with, from an object write's input
+/// `$i` (PutObject, CopyObject, CreateMultipartUpload: `x-amz-acl` and
+/// the grant headers, no WRITE grant on an object) into `$place` of
+/// bucket `$bucket`, by requester `$who`, checked by `$api`
+/// ([`written_acl_with_grants`], [`Api::checked_object_acl`]). Returns
+/// on a refusal.
 #[macro_export]
 macro_rules! written_acl {
-    ($place:expr, $i:expr, $who:expr) => {
-        $crate::access::acl::written_acl_with_grants(
+    ($api:expr, $place:expr, $bucket:expr, $i:expr, $who:expr) => {
+        match $crate::access::acl::written_acl_with_grants(
             &$place.access,
             $i.acl.as_ref().map(|a| a.as_str()),
             &[
@@ -125,7 +130,10 @@ macro_rules! written_acl {
                 ("WRITE_ACP", $i.grant_write_acp.as_ref()),
             ],
             $who.key.as_ref().map(|k| k.key_id.as_str()),
-        )
+        )? {
+            Some(acl) => Some($api.checked_object_acl($bucket, acl).await?),
+            None => None,
+        }
     };
 }
 
@@ -207,6 +215,24 @@ fn key_grants_of(grants: &[(String, String)]) -> BTreeMap<String, KeyGrant> {
     out
 }
 
+/// What a grant list gives each user it names (`id:…`) on an object: READ,
+/// READ_ACP, WRITE_ACP, FULL_CONTROL (WRITE is a bucket's permission).
+fn object_grants_of(grants: &[(String, String)]) -> ApiResult<BTreeMap<String, ObjectPerm>> {
+    let mut out: BTreeMap<String, ObjectPerm> = BTreeMap::new();
+    for (grantee, perm) in grants {
+        let Some(id) = grantee.strip_prefix("id:") else {
+            continue;
+        };
+        if !out.entry(id.to_string()).or_default().add(perm) {
+            return Err(ApiError::InvalidArgument(format!(
+                "{perm} is not a permission of an object: grant READ, READ_ACP, WRITE_ACP or \
+                 FULL_CONTROL to {id}"
+            )));
+        }
+    }
+    Ok(out)
+}
+
 /// The permissions a grant list gives one key.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct KeyGrant {
@@ -219,6 +245,8 @@ struct KeyGrant {
 struct Requested {
     canned: CannedAcl,
     keys: BTreeMap<String, KeyGrant>,
+    /// The grant list, as given (empty for a canned ACL).
+    list: Vec<(String, String)>,
     /// A grant list (headers or body), which replaces the keys' grants;
     /// a canned ACL (`x-amz-acl`) leaves them as they are.
     grant_list: bool,
@@ -286,6 +314,7 @@ macro_rules! requested_acl {
             Ok(Requested {
                 canned: canned_of_grants(&g)?,
                 keys: key_grants_of(&g),
+                list: g,
                 grant_list: true,
             })
         };
@@ -293,6 +322,7 @@ macro_rules! requested_acl {
             [true, false, false] => Ok(Requested {
                 canned: parse_canned($i.acl.as_ref().unwrap().as_str())?,
                 keys: BTreeMap::new(),
+                list: Vec::new(),
                 grant_list: false,
             }),
             [false, true, false] => of_grants(grants),
@@ -527,22 +557,32 @@ impl Api {
     pub async fn get_object_acl(
         self: Arc<Self>,
         req: S3Request<GetObjectAclInput>,
-        ctx: Ctx<KeyBucket>,
+        ctx: Ctx<AcpGrant>,
     ) -> ApiResult<S3Response<GetObjectAclOutput>> {
         let i = req.input;
         check_key(&i.key)?;
         let id = ctx.granted.bucket;
         let b = self.bucket(id, &i.bucket).await?;
-        let found = self
-            .find_version(id, &i.key, i.version_id.as_deref())
-            .await?;
+        let found = ctx
+            .granted
+            .hide(self.find_version(id, &i.key, i.version_id.as_deref()).await)?;
         let acl = match &found.history {
-            Some(h) => h.version.acl.get(),
-            None => found.version.acl.get(),
+            Some(h) => h.version.object_acl(),
+            None => found.version.object_acl(),
         };
-        let names = self.key_names(&b).await;
+        ctx.granted.check(&acl)?;
+        let mut names = self.key_names(&b).await;
         let mut grants = key_grants(&b, false, &names);
-        grants.extend(canned_grants(access_of(&b).effective(acl)));
+        if access_of(&b).acls_enabled() {
+            self.add_grantee_names(acl.grants.keys(), &mut names).await;
+            for (who, perm) in &acl.grants {
+                let name = names.get(who).map(|n| n.as_str());
+                for p in perm.names() {
+                    grants.push(user(who, name, p));
+                }
+            }
+        }
+        grants.extend(canned_grants(access_of(&b).effective(acl.canned)));
         Ok(S3Response::new(GetObjectAclOutput {
             grants: Some(grants),
             owner: owner_of(&b, &names),
@@ -553,7 +593,7 @@ impl Api {
     pub async fn put_object_acl(
         self: Arc<Self>,
         req: S3Request<PutObjectAclInput>,
-        ctx: Ctx<KeyBucket>,
+        ctx: Ctx<AcpGrant>,
     ) -> ApiResult<S3Response<PutObjectAclOutput>> {
         let cause =
             crate::request::cause(&req.extensions, &ctx.who, garage_model::notify::Op::AclPut);
@@ -562,20 +602,45 @@ impl Api {
         let id = ctx.granted.bucket;
         let b = self.bucket(id, &i.bucket).await?;
         let asked = requested_acl!(i)?;
-        let owners = owner_keys(&b);
-        if let Some(other) = asked.keys.keys().find(|k| !owners.contains(k)) {
-            return Err(ApiError::NotImplemented(format!(
-                "object ACLs here are canned: a grant to key {other} has no equivalent (give \
-                 it a permission on the bucket with PutBucketAcl or `garage bucket allow`)"
-            )));
+        let canned = allowed_acl(&access_of(&b), asked.canned)?;
+        let users = object_grants_of(&asked.list)?;
+        if !users.is_empty() && !access_of(&b).acls_enabled() {
+            return Err(ApiError::AccessControlListNotSupported);
         }
-        let acl = allowed_acl(&access_of(&b), asked.canned)?;
-        let found = self
-            .find_version(id, &i.key, i.version_id.as_deref())
+        let acl = self
+            .checked_object_acl(
+                id,
+                ObjectAcl {
+                    canned,
+                    grants: users,
+                },
+            )
             .await?;
+        let found = ctx
+            .granted
+            .hide(self.find_version(id, &i.key, i.version_id.as_deref()).await)?;
+        let current = match &found.history {
+            Some(h) => h.version.object_acl(),
+            None => found.version.object_acl(),
+        };
+        ctx.granted.check(&current)?;
         let version_id = found.version_id();
-        self.change_version(id, &i.key, found, |v| v.acl.update(acl), &cause)
-            .await?;
+        // One time for both copies (object and history entries), after
+        // both.
+        let last = found
+            .history
+            .as_ref()
+            .map_or(0, |h| h.version.acl_stamp())
+            .max(found.version.acl_stamp());
+        let ts = garage_util::time::increment_after(last);
+        self.change_version(
+            id,
+            &i.key,
+            found,
+            |v| v.set_object_acl(ts, acl.clone()),
+            &cause,
+        )
+        .await?;
         let mut resp = S3Response::new(PutObjectAclOutput {
             request_charged: None,
         });
@@ -583,6 +648,76 @@ impl Api {
             resp.headers.insert("x-amz-version-id", v);
         }
         Ok(resp)
+    }
+
+    /// An object ACL's grants to users, checked: each names a live access
+    /// key or an IAM user (by its id), or it is refused; grants to the
+    /// bucket's owner keys are dropped (they have full control); any
+    /// other needs the cluster finalized at the release that brought
+    /// them (older nodes cannot read them).
+    pub(crate) async fn checked_object_acl(
+        &self,
+        bucket: garage_util::data::Uuid,
+        mut acl: ObjectAcl,
+    ) -> ApiResult<ObjectAcl> {
+        acl.grants.retain(|_, p| !p.is_none());
+        if acl.grants.is_empty() {
+            return Ok(acl);
+        }
+        let b = self.bucket(bucket, "").await?;
+        let owners = owner_keys(&b);
+        acl.grants.retain(|id, _| !owners.contains(id));
+        if acl.grants.is_empty() {
+            return Ok(acl);
+        }
+        let gate = &garage_rpc::system::versions::OBJECT_ACL_GRANTS;
+        if !self.blocks.system.feature_allowed(gate) {
+            return Err(ApiError::NotImplemented(format!(
+                "object ACL grants to users need the cluster finalized at v{} or later (it is at \
+                 v{}): upgrade every node, then run `garage upgrade finalize`",
+                gate.since,
+                self.blocks.system.active_version()
+            )));
+        }
+        let mut names = KeyNames::new();
+        self.add_grantee_names(acl.grants.keys(), &mut names).await;
+        if let Some(unknown) = acl.grants.keys().find(|id| !names.contains_key(*id)) {
+            return Err(ApiError::InvalidArgument(format!(
+                "Invalid id: {unknown} is neither an access key nor an IAM user's id (canonical \
+                 user ids are access key ids, or IAM user ids: AIDA…)"
+            )));
+        }
+        Ok(acl)
+    }
+
+    /// Adds the names of the grantees `ids` (access keys, IAM users by
+    /// id) to `names`; an id that is neither is left out.
+    async fn add_grantee_names(&self, ids: impl Iterator<Item = &String>, names: &mut KeyNames) {
+        let mut users = None;
+        for id in ids {
+            if names.contains_key(id) {
+                continue;
+            }
+            if id.starts_with("AIDA") {
+                if users.is_none() {
+                    users = Some(self.garage.iam.list_users("").await.unwrap_or_default());
+                }
+                let found = users
+                    .iter()
+                    .flatten()
+                    .find(|(_, c)| c.id == *id)
+                    .map(|(u, _)| u.name.clone());
+                if let Some(n) = found {
+                    names.insert(id.clone(), n);
+                }
+                continue;
+            }
+            if let Ok(Some(k)) = self.metadata.keys.get(&garage_table::EmptyKey, id).await {
+                if k.params().is_some() {
+                    names.insert(id.clone(), k.name().to_string());
+                }
+            }
+        }
     }
 
     pub async fn put_bucket_policy(

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use garage_model::access::{BucketAccess, CannedAcl};
+use garage_model::access::{BucketAccess, CannedAcl, ObjectAcl, ObjectPerm};
 use garage_util::data::Uuid;
 use s3s::S3Request;
 
@@ -98,9 +98,36 @@ pub enum Grant {
     /// check.
     Granted,
     /// Only if the version read has an ACL that grants it (checked by
-    /// [`Access::check_version`] once the version is found); the bucket's
-    /// access settings, to apply to that ACL.
-    IfObjectAcl(Box<BucketAccess>),
+    /// [`Access::check_version`] once the version is found).
+    IfObjectAcl(Box<AclCheck>),
+}
+
+/// A check left for the version's ACL, once the version is found: what
+/// it must grant, the bucket's access settings to apply to it, and the
+/// requester's canonical ids (its grants to users name them).
+#[derive(Clone, Debug)]
+pub struct AclCheck {
+    pub access: BucketAccess,
+    pub ids: Vec<String>,
+    /// Whether the request was signed.
+    pub signed: bool,
+}
+
+impl AclCheck {
+    /// Whether `acl` grants `need` to the requester: its canned part
+    /// (READ only), or a grant to one of its ids; none when the bucket
+    /// disables ACLs.
+    pub fn grants(&self, acl: &ObjectAcl, need: ObjectPerm) -> bool {
+        if !self.access.acls_enabled() {
+            return false;
+        }
+        let canned =
+            need == ObjectPerm::READ && self.access.effective(acl.canned).grants_read(self.signed);
+        canned
+            || acl
+                .granted_to(self.ids.iter().map(|s| s.as_str()))
+                .covers(need)
+    }
 }
 
 /// An allowed request on a bucket.
@@ -108,7 +135,6 @@ pub enum Grant {
 pub struct Access {
     pub bucket: Uuid,
     pub grant: Grant,
-    signed: bool,
     /// The bucket's enabled lifecycle rules with an Expiration (for
     /// `x-amz-expiration`; usually none).
     pub expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
@@ -121,11 +147,11 @@ impl Access {
     /// For a read allowed only by the object's ACL: whether `v`'s ACL
     /// grants it. A missing object is AccessDenied too (the requester may
     /// not list the bucket, so it may not learn which keys exist).
-    pub fn check_version(&self, acl: Option<CannedAcl>) -> ApiResult<()> {
+    pub fn check_version(&self, acl: Option<&ObjectAcl>) -> ApiResult<()> {
         match &self.grant {
             Grant::Granted => Ok(()),
-            Grant::IfObjectAcl(access) => match acl {
-                Some(a) if access.effective(a).grants_read(self.signed) => Ok(()),
+            Grant::IfObjectAcl(check) => match acl {
+                Some(a) if check.grants(a, ObjectPerm::READ) => Ok(()),
                 _ => Err(denied()),
             },
         }
@@ -193,7 +219,7 @@ pub fn bucket_names(b: &garage_model::bucket_table::Bucket, requested: &str) -> 
     names
 }
 
-fn denied() -> ApiError {
+pub(crate) fn denied() -> ApiError {
     ApiError::AccessDenied("Access Denied".into())
 }
 
@@ -409,7 +435,6 @@ impl Decider {
         let granted = Access {
             bucket: id,
             grant: Grant::Granted,
-            signed,
             expiration_rules: self.expiration_rules.clone(),
             replicated: self.replicated,
         };
@@ -458,8 +483,11 @@ impl Decider {
         if action.reads_object() && access.acls_enabled() {
             return Ok(Access {
                 bucket: id,
-                grant: Grant::IfObjectAcl(Box::new(access.clone())),
-                signed,
+                grant: Grant::IfObjectAcl(Box::new(AclCheck {
+                    access: access.clone(),
+                    ids: who.canonical_ids(),
+                    signed,
+                })),
                 expiration_rules: self.expiration_rules.clone(),
                 replicated: self.replicated,
             });

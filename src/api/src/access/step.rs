@@ -14,6 +14,7 @@
 //! - [`EachObject`]: the state to decide each object of DeleteObjects on;
 //! - [`Copy`]: reading a copy's source and writing its destination.
 
+use garage_model::access::{ObjectAcl, ObjectPerm};
 use garage_model::bucket_table::Bucket;
 use garage_model::key_table::Key;
 use garage_model::policy::{Decision, Policy, Request as PolicyRequest, Resource};
@@ -21,7 +22,7 @@ use garage_util::data::Uuid;
 use s3s::dto::{CopySource, PutObjectInput};
 use s3s::S3Request;
 
-use crate::access::authorize::{Access, Action, Decider};
+use crate::access::authorize::{Access, AclCheck, Action, Decider};
 use crate::ctx::{Api, Need};
 use crate::error::{ApiError, ApiResult};
 use crate::request::{KeyBucket, Owned, Requester};
@@ -58,16 +59,51 @@ async fn key_or_identity(
     object: Option<&str>,
     need: Need,
 ) -> ApiResult<(Key, Uuid, Option<Bucket>)> {
+    match key_or_identity_says(api, who, bucket, object, need).await? {
+        Says::Allowed(key, id, b) => Ok((key, id, b.map(|b| *b))),
+        Says::NotAllowed { refusal, .. } => Err(refusal),
+    }
+}
+
+/// What key permissions and identity policies say of an operation,
+/// explicit denies aside (those are errors).
+enum Says {
+    Allowed(Key, Uuid, Option<Box<Bucket>>),
+    /// Neither allows it (`refusal` says why); the bucket it names.
+    NotAllowed {
+        key: Key,
+        bucket: Uuid,
+        refusal: ApiError,
+    },
+}
+
+/// [`key_or_identity`], telling a refusal by key permissions (which an
+/// object's ACL may still overcome) from an explicit deny.
+async fn key_or_identity_says(
+    api: &Api,
+    who: &Requester,
+    bucket: &str,
+    object: Option<&str>,
+    need: Need,
+) -> ApiResult<Says> {
     let key = signed_key(who)?;
     let by_key = api.bucket_id(&key, bucket, need).await;
-    if who.identity.is_none() {
-        return by_key.map(|id| (key, id, None));
-    }
+    let not_allowed = |key: Key, id: Uuid, by_key: ApiResult<Uuid>| match by_key {
+        Err(refusal) => Says::NotAllowed {
+            key,
+            bucket: id,
+            refusal,
+        },
+        Ok(id) => Says::Allowed(key, id, None),
+    };
     let id = match &by_key {
         Ok(id) => *id,
         Err(ApiError::AccessDenied(_)) => api.resolve_bucket(Some(&key), bucket).await?,
-        Err(_) => return by_key.map(|id| (key, id, None)),
+        Err(_) => return by_key.map(|id| Says::Allowed(key, id, None)),
     };
+    if who.identity.is_none() {
+        return Ok(not_allowed(key, id, by_key));
+    }
     let b = api.bucket(id, bucket).await?;
     let names = crate::access::authorize::bucket_names(&b, bucket);
     let values = who.values(None, None);
@@ -80,11 +116,22 @@ async fn key_or_identity(
         )));
     }
     if by_key.is_ok() {
-        return Ok((key, id, Some(b)));
+        return Ok(Says::Allowed(key, id, Some(Box::new(b))));
     }
     if decision != Decision::Allow {
-        return by_key.map(|id| (key, id, None));
+        return Ok(not_allowed(key, id, by_key));
     }
+    bucket_policy_deny(who, &b, bucket, object)?;
+    Ok(Says::Allowed(key, id, Some(Box::new(b))))
+}
+
+/// Refuses when the bucket's policy explicitly denies the operation.
+fn bucket_policy_deny(
+    who: &Requester,
+    b: &Bucket,
+    bucket: &str,
+    object: Option<&str>,
+) -> ApiResult<()> {
     let policy = b
         .params()
         .and_then(|p| p.access.policy.get().as_deref())
@@ -94,7 +141,7 @@ async fn key_or_identity(
             who: &who.principal,
             action: who.action,
             resource: Resource::S3 { bucket, object },
-            values,
+            values: who.values(None, None),
         };
         if p.evaluate(&r) == Decision::Deny {
             return Err(ApiError::AccessDenied(format!(
@@ -103,7 +150,7 @@ async fn key_or_identity(
             )));
         }
     }
-    Ok((key, id, Some(b)))
+    Ok(())
 }
 
 /// A key permission on the bucket a name designates, or an identity
@@ -120,6 +167,115 @@ impl ByKey<'_> {
         let (key, bucket, _) =
             key_or_identity(api, who, self.bucket, self.object, self.need).await?;
         Ok(KeyBucket { key, bucket })
+    }
+}
+
+/// GetObjectAcl and PutObjectAcl: as [`ByKey`]; or else, when neither
+/// the key's permissions nor its identity policies allow it and nothing
+/// denies it explicitly, the version's ACL granting `perm` (READ_ACP,
+/// WRITE_ACP) to the requester, checked once the version is found
+/// ([`AcpGrant::check`]).
+pub struct ObjectAcp<'a> {
+    pub bucket: &'a str,
+    pub object: &'a str,
+    pub need: Need,
+    pub perm: ObjectPerm,
+}
+
+/// What [`ObjectAcp`] grants: the bucket, and the check left for the
+/// version's ACL, if any.
+pub struct AcpGrant {
+    pub key: Key,
+    pub bucket: Uuid,
+    pending: Option<Pending>,
+}
+
+/// An [`AcpGrant`]'s check left for the version's ACL.
+struct Pending {
+    check: AclCheck,
+    perm: ObjectPerm,
+    refusal: ApiError,
+}
+
+impl ObjectAcp<'_> {
+    pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<AcpGrant> {
+        let (key, bucket, refusal) = match key_or_identity_says(
+            api,
+            who,
+            self.bucket,
+            Some(self.object),
+            self.need,
+        )
+        .await?
+        {
+            Says::Allowed(key, bucket, _) => {
+                return Ok(AcpGrant {
+                    key,
+                    bucket,
+                    pending: None,
+                })
+            }
+            Says::NotAllowed {
+                key,
+                bucket,
+                refusal,
+            } => (key, bucket, refusal),
+        };
+        let b = api.bucket(bucket, self.bucket).await?;
+        bucket_policy_deny(who, &b, self.bucket, Some(self.object))?;
+        let access = b.params().map(|p| p.access.clone()).unwrap_or_default();
+        if !access.acls_enabled() {
+            return Err(refusal);
+        }
+        Ok(AcpGrant {
+            key,
+            bucket,
+            pending: Some(Pending {
+                check: AclCheck {
+                    access,
+                    ids: who.canonical_ids(),
+                    signed: true,
+                },
+                perm: self.perm,
+                refusal,
+            }),
+        })
+    }
+}
+
+impl AcpGrant {
+    /// Whether the version's ACL `acl` grants what is left to check.
+    pub fn check(&self, acl: &ObjectAcl) -> ApiResult<()> {
+        match &self.pending {
+            None => Ok(()),
+            Some(p) if p.check.grants(acl, p.perm) => Ok(()),
+            Some(p) => Err(refusal_of(&p.refusal)),
+        }
+    }
+
+    /// A lookup's result when the version's ACL is left to check: a
+    /// missing key or version is the refusal (the requester may not
+    /// learn which keys exist).
+    pub fn hide<T>(&self, r: ApiResult<T>) -> ApiResult<T> {
+        match (&self.pending, r) {
+            (
+                Some(p),
+                Err(
+                    ApiError::NoSuchKey(_)
+                    | ApiError::NoSuchVersion(_)
+                    | ApiError::DeleteMarker { .. },
+                ),
+            ) => Err(refusal_of(&p.refusal)),
+            (_, r) => r,
+        }
+    }
+}
+
+/// A copy of a refusal by key permissions (always AccessDenied).
+fn refusal_of(e: &ApiError) -> ApiError {
+    match e {
+        ApiError::AccessDenied(m) => ApiError::AccessDenied(m.clone()),
+        _ => crate::access::authorize::denied(),
     }
 }
 

@@ -501,6 +501,7 @@ mod tests {
             versioning: Default::default(),
             lock: Default::default(),
             acl: Default::default(),
+            acl_grants: Default::default(),
         }
     }
 

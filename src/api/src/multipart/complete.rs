@@ -60,12 +60,12 @@ impl Api {
             // Fails early; decided at the end.
             c.check(obj.as_ref().and_then(|o| o.last_data()), &i.key)?;
         }
-        let (headers, lock, acl) = obj
+        let (headers, lock, upload) = obj
             .and_then(|o| {
                 o.version(mpu.timestamp, mpu.upload_id)
                     .and_then(|v| match &v.state {
                         ObjectVersionState::Uploading { headers, .. } => {
-                            Some((headers.clone(), v.lock.clone(), v.acl.clone()))
+                            Some((headers.clone(), v.lock.clone(), v.clone()))
                         }
                         _ => None,
                     })
@@ -272,7 +272,7 @@ impl Api {
             self.versioning_of(bucket).await?,
         );
         version.lock = lock;
-        version.acl = acl;
+        version.copy_acl_from(&upload);
         let blocks: Vec<_> = fin.blocks.items().map(|(k, b)| (*k, *b)).collect();
         let refs_written = refs_started.elapsed();
         let commit_started = std::time::Instant::now();

@@ -125,7 +125,7 @@ impl Api {
             src_access.hide(crate::objects::copy::copy_source_missing(cur))?,
             mpu?,
         );
-        src_access.check_version(Some(cur.acl))?;
+        src_access.check_version(Some(&cur.acl))?;
         let src_sse = crate::objects::copy::open_source(
             &self.kms,
             &cur,

@@ -45,8 +45,8 @@ impl Api {
             self.placement(dst, crate::lock_headers!(i))
         );
         let (cur, mut place) = (src_access.hide(copy_source_missing(cur))?, place?);
-        src_access.check_version(Some(cur.acl))?;
-        place.acl = crate::written_acl!(place, i, who)?;
+        src_access.check_version(Some(&cur.acl))?;
+        place.acl = crate::written_acl!(self, place, dst, i, who);
         // The copy gets the request's storage class (STANDARD by default,
         // as in S3); another class than the source's rewrites the data.
         place.class = self.write_class(

@@ -175,7 +175,7 @@ pub struct Current {
     /// Its object lock.
     pub lock: garage_model::object_lock::ObjectLock,
     /// Its ACL.
-    pub acl: garage_model::access::CannedAcl,
+    pub acl: garage_model::access::ObjectAcl,
     /// A fetch of the first block already under way (taken by the first
     /// [`Api::content`] call).
     prefetch: std::sync::Mutex<Option<Prefetch>>,
@@ -262,7 +262,7 @@ impl Api {
             tags: found.tags(),
             version_id: found.version_id(),
             lock: found.lock(),
-            acl: v.acl.get(),
+            acl: v.object_acl(),
             prefetch: Default::default(),
         })
     }
@@ -461,7 +461,7 @@ impl Api {
             true => self.current_for_get(id, r.key, r.version_id).await,
             false => self.current(id, r.key, r.version_id).await,
         })?;
-        access.check_version(Some(cur.acl))?;
+        access.check_version(Some(&cur.acl))?;
         let sse = check_version(&self.kms, &cur, r.conditions, r.sse_given).await?;
         let expiration = crate::lifecycle::expiration_of(
             &access.expiration_rules,

@@ -41,7 +41,7 @@ macro_rules! new_version_placement {
                 $crate::write_ask!($i, $customer),
             )
             .await?;
-        place.acl = $crate::written_acl!(place, $i, $who)?;
+        place.acl = $crate::written_acl!($api, place, $bucket, $i, $who);
         place.class = $api.write_class(
             $i.storage_class.as_ref().map(|c| c.as_str()),
             place.default_class.as_deref(),

@@ -34,7 +34,7 @@ pub struct Placement {
     /// The bucket's default encryption.
     pub encryption: Option<garage_model::bucket_table::DefaultEncryption>,
     pub access: garage_model::access::BucketAccess,
-    pub acl: Option<garage_model::access::CannedAcl>,
+    pub acl: Option<garage_model::access::ObjectAcl>,
     /// `x-amz-storage-class` (set by the caller; `STANDARD` by default).
     pub class: crate::storage_class::StorageChoice,
     /// The bucket's class for writes that name none (`None`: `STANDARD`).
@@ -47,8 +47,8 @@ impl Placement {
     /// Gives a new version its lock and ACL.
     pub fn apply(&self, v: &mut garage_model::object_table::ObjectVersion) {
         v.lock = self.lock.clone();
-        if let Some(a) = self.acl {
-            v.acl = garage_model::access::VersionAcl::written(v.timestamp, a);
+        if let Some(a) = &self.acl {
+            v.write_object_acl(a.clone());
         }
     }
 }

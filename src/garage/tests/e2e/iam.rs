@@ -236,6 +236,80 @@ fn users_groups_and_policies_with_aws_cli() {
     );
     refused(alice, &ep, d, &["iam", "list-users"], "AccessDenied");
 
+    // An object's ACL grants to a user by its id, for every key of the
+    // user (the bucket keeps ACLs, asked for at creation).
+    iam(&[
+        "s3api",
+        "create-bucket",
+        "--bucket",
+        "shared",
+        "--object-ownership",
+        "ObjectWriter",
+    ]);
+    iam(&["s3", "cp", "a.jpg", "s3://shared/for-bob.jpg"]);
+    let get_shared = [
+        "s3api",
+        "get-object",
+        "--bucket",
+        "shared",
+        "--key",
+        "for-bob.jpg",
+        "got.jpg",
+    ];
+    refused(bob, &ep, d, &get_shared, "AccessDenied");
+    let u: serde_json::Value =
+        serde_json::from_str(&iam(&["iam", "get-user", "--user-name", "bob"])).unwrap();
+    let bob_id = u["User"]["UserId"].as_str().unwrap().to_string();
+    assert!(bob_id.starts_with("AIDA"), "{u}");
+    iam(&[
+        "s3api",
+        "put-object-acl",
+        "--bucket",
+        "shared",
+        "--key",
+        "for-bob.jpg",
+        "--grant-read",
+        &format!("id={bob_id}"),
+    ]);
+    aws_ok(bob, &ep, d, &get_shared);
+    assert_eq!(std::fs::read(d.join("got.jpg")).unwrap(), b"alice's photo");
+    refused(alice, &ep, d, &get_shared, "AccessDenied");
+    let acl: serde_json::Value = serde_json::from_str(&iam(&[
+        "s3api",
+        "get-object-acl",
+        "--bucket",
+        "shared",
+        "--key",
+        "for-bob.jpg",
+    ]))
+    .unwrap();
+    assert!(
+        acl["Grants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["Grantee"]["ID"] == bob_id.as_str()
+                && g["Grantee"]["DisplayName"] == "bob"
+                && g["Permission"] == "READ"),
+        "{acl}"
+    );
+    refused(
+        &admin,
+        &ep,
+        d,
+        &[
+            "s3api",
+            "put-object-acl",
+            "--bucket",
+            "shared",
+            "--key",
+            "for-bob.jpg",
+            "--grant-read",
+            "id=AIDANOSUCHUSER0000000",
+        ],
+        "InvalidArgument",
+    );
+
     // An explicit deny in an inline policy wins over the group's allow.
     let deny = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"s3:DeleteObject","Resource":"*"}]}"#;
     iam(&[

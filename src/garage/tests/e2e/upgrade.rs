@@ -251,6 +251,8 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
     wait_all_up(&c, "the previous release's nodes see each other");
     c.apply_layout(&["dc1", "dc2", "dc3"], "1G");
     let key = make_key(&c, "upgrade");
+    // A key with no permission, that object ACLs grant to.
+    let grantee = make_key(&c, "upgrade-grantee");
     let kms = c.json_api(0, "CreateKmsKey", serde_json::json!({}));
     let kms_id = kms["id"].as_str().expect("a KMS key id").to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -335,7 +337,14 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                 &key,
                 &endpoint(&c, i),
                 dir.path(),
-                &["s3api", "create-bucket", "--bucket", GATED],
+                &[
+                    "s3api",
+                    "create-bucket",
+                    "--bucket",
+                    GATED,
+                    "--object-ownership",
+                    "ObjectWriter",
+                ],
             );
             let out = put_noncurrent_transition(&c, &key, i, dir.path());
             refused_until_finalized(&out, "NotImplemented");
@@ -399,6 +408,29 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                 ],
             );
             refused_until_finalized(&out, "bucket replication");
+            // So are object ACL grants to another key (a field of the
+            // version the previous release cannot read); a canned ACL is
+            // not.
+            std::fs::write(dir.path().join("granted.txt"), b"for the grantee").unwrap();
+            let grant = format!("id={}", grantee.0);
+            let put_granted = |acl: &[&str]| {
+                let mut args = vec![
+                    "s3api",
+                    "put-object",
+                    "--bucket",
+                    GATED,
+                    "--key",
+                    "granted.txt",
+                    "--body",
+                    "granted.txt",
+                ];
+                args.extend_from_slice(acl);
+                aws(&key, &endpoint(&c, i), dir.path(), &args)
+            };
+            refused_until_finalized(&put_granted(&["--grant-read", &grant]), "object ACL grants");
+            assert!(put_granted(&["--acl", "authenticated-read"])
+                .status
+                .success());
             // So are IAM users (their tables are new).
             let out = c.garage(i, &["iam", "create-user", "--user-name", "gated-user"]);
             refused_until_finalized(&out, "IAM");
@@ -483,6 +515,50 @@ fn rolling_upgrade_from_the_previous_release_under_traffic() {
                         .all(|n| n["clusterVersion"] == series.as_str())
             })
         },
+    );
+
+    // Object ACL grants to another key now: read through a node that
+    // ran the previous release.
+    aws_ok(
+        &key,
+        &endpoint(&c, order[0]),
+        dir.path(),
+        &[
+            "s3api",
+            "put-object-acl",
+            "--bucket",
+            GATED,
+            "--key",
+            "granted.txt",
+            "--grant-read",
+            &format!("id={}", grantee.0),
+        ],
+    );
+    wait_until(
+        "the grantee reads the object granted to it",
+        DEADLINE,
+        || {
+            aws(
+                &grantee,
+                &endpoint(&c, order[1]),
+                dir.path(),
+                &[
+                    "s3api",
+                    "get-object",
+                    "--bucket",
+                    GATED,
+                    "--key",
+                    "granted.txt",
+                    "granted-copy.txt",
+                ],
+            )
+            .status
+            .success()
+        },
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("granted-copy.txt")).unwrap(),
+        b"for the grantee"
     );
 
     // Notifications now: a topic, a rule, and a write's event at a

@@ -197,15 +197,11 @@ def main():
     expect_error("InvalidArgument", 400, s.put_bucket_acl, Bucket=B, GrantRead='id="GKnosuchkey"')
     expect_error("UnresolvableGrantByEmailAddress", 400, s.put_bucket_acl, Bucket=B,
                  GrantRead='emailAddress="nobody@example.com"')
-    expect_error("NotImplemented", 501, s.put_object_acl, Bucket=B, Key="private.txt",
-                 GrantRead=f'id="{other_id}"')
     # Grant headers on object writes.
     s.put_object(Bucket=B, Key="granted.txt", Body=b"g", GrantRead=f'uri="{ALL_USERS}"',
                  GrantFullControl=f'id="{key_id}"')
     eventually("an object made public by a grant header", a.get_object, Bucket=B,
                Key="granted.txt")
-    expect_error("NotImplemented", 501, s.put_object, Bucket=B, Key="g2.txt", Body=b"g",
-                 GrantRead=f'id="{other_id}"')
     expect_error("InvalidRequest", 400, s.put_object, Bucket=B, Key="g3.txt", Body=b"g",
                  ACL="public-read", GrantRead=f'uri="{ALL_USERS}"')
     c.delete_object(Bucket=B, Key="granted.txt")
@@ -219,6 +215,73 @@ def main():
                want=403)
     c.delete_object(Bucket=B, Key="o2.txt")
     c.delete_object(Bucket=B, Key="o.txt")
+
+    # --- Grants to other keys on objects (kept in the version's ACL) ----
+    # The other key has no permission on the bucket now.
+    s.put_object_acl(Bucket=B, Key="private.txt", GrantRead=f'id="{other_id}"')
+    eventually("a READ grant on an object", o.get_object, Bucket=B, Key="private.txt")
+    assert o.get_object(Bucket=B, Key="private.txt")["Body"].read() == b"private"
+    o.head_object(Bucket=B, Key="private.txt")
+    expect_error("AccessDenied", 403, a.get_object, Bucket=B, Key="private.txt")
+    expect_error("AccessDenied", 403, o.get_object, Bucket=B, Key="auth-not-granted.txt")
+    expect_error("AccessDenied", 403, o.list_objects_v2, Bucket=B)
+    expect_error("AccessDenied", 403, o.get_object_acl, Bucket=B, Key="private.txt")
+    expect_error("AccessDenied", 403, o.put_object_acl, Bucket=B, Key="private.txt",
+                 ACL="public-read")
+    expect_error("AccessDenied", 403, o.put_object, Bucket=B, Key="private.txt", Body=b"x")
+    acl = c.get_object_acl(Bucket=B, Key="private.txt")
+    got = {(g["Grantee"].get("ID"), g["Grantee"].get("DisplayName"), g["Permission"])
+           for g in acl["Grants"]}
+    assert got == {(key_id, "acl-owner", "FULL_CONTROL"), (other_id, "acl-other", "READ")}, got
+    # READ_ACP and WRITE_ACP: the other key reads the ACL and replaces it.
+    s.put_object_acl(Bucket=B, Key="private.txt", AccessControlPolicy={
+        "Owner": {"ID": key_id},
+        "Grants": [
+            {"Grantee": {"Type": "CanonicalUser", "ID": other_id}, "Permission": "READ_ACP"},
+            {"Grantee": {"Type": "CanonicalUser", "ID": other_id}, "Permission": "WRITE_ACP"},
+        ]})
+    eventually("READ_ACP on an object", o.get_object_acl, Bucket=B, Key="private.txt")
+    got = {(g["Grantee"].get("ID"), g["Permission"])
+           for g in o.get_object_acl(Bucket=B, Key="private.txt")["Grants"]}
+    assert got == {(key_id, "FULL_CONTROL"), (other_id, "READ_ACP"), (other_id, "WRITE_ACP")}, got
+    expect_error("AccessDenied", 403, o.get_object, Bucket=B, Key="private.txt")
+    o.put_object_acl(Bucket=B, Key="private.txt", GrantRead=f'id="{other_id}"')
+    eventually("a READ grant the other key gave itself", o.get_object, Bucket=B,
+               Key="private.txt")
+    # Its grant list replaced the ACP grants.
+    expect_error("AccessDenied", 403, o.put_object_acl, Bucket=B, Key="private.txt",
+                 ACL="public-read")
+    # FULL_CONTROL on a write's grant header: read, and change the ACL.
+    s.put_object(Bucket=B, Key="for-other.txt", Body=b"for you",
+                 GrantFullControl=f'id="{other_id}"')
+    eventually("FULL_CONTROL on a new object", o.get_object, Bucket=B, Key="for-other.txt")
+    o.put_object_acl(Bucket=B, Key="for-other.txt", ACL="public-read")
+    eventually("an object made public by a grantee", a.get_object, Bucket=B,
+               Key="for-other.txt")
+    # A copy or an upload takes its own grants.
+    s.copy_object(Bucket=B, Key="copy-other.txt", GrantRead=f'id="{other_id}"',
+                  CopySource={"Bucket": B, "Key": "public.txt"})
+    up = s.create_multipart_upload(Bucket=B, Key="mpu-other.txt", GrantRead=f'id="{other_id}"')
+    p1 = s.upload_part(Bucket=B, Key="mpu-other.txt", UploadId=up["UploadId"], PartNumber=1,
+                       Body=b"multipart for you")
+    s.complete_multipart_upload(Bucket=B, Key="mpu-other.txt", UploadId=up["UploadId"],
+                                MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": p1["ETag"]}]})
+    eventually("a copy granted to the other key", o.get_object, Bucket=B, Key="copy-other.txt")
+    eventually("an upload granted to the other key", o.get_object, Bucket=B,
+               Key="mpu-other.txt")
+    assert o.get_object(Bucket=B, Key="mpu-other.txt")["Body"].read() == b"multipart for you"
+    expect_error("InvalidArgument", 400, s.put_object_acl, Bucket=B, Key="private.txt",
+                 GrantRead='id="GKnosuchkey"')
+    expect_error("InvalidArgument", 400, s.put_object, Bucket=B, Key="g2.txt", Body=b"g",
+                 GrantRead='id="GKnosuchkey"')
+    expect_error("InvalidArgument", 400, s.put_object_acl, Bucket=B, Key="private.txt",
+                 GrantWrite=f'id="{other_id}"')
+    # A canned ACL replaces the grants.
+    s.put_object_acl(Bucket=B, Key="private.txt", ACL="private")
+    eventually("an object's grants taken back", o.get_object, Bucket=B, Key="private.txt",
+               want=403)
+    for k in ["for-other.txt", "copy-other.txt", "mpu-other.txt"]:
+        c.delete_object(Bucket=B, Key=k)
 
     # --- Bucket policies ------------------------------------------------
     expect_error("NoSuchBucketPolicy", 404, c.get_bucket_policy, Bucket=B)

@@ -980,6 +980,7 @@ mod tests {
             versioning: Default::default(),
             lock: Default::default(),
             acl: Default::default(),
+            acl_grants: Default::default(),
         }
     }
 
@@ -994,6 +995,7 @@ mod tests {
             versioning: Default::default(),
             lock: Default::default(),
             acl: Default::default(),
+            acl_grants: Default::default(),
         }
     }
 

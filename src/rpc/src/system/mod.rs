@@ -205,6 +205,9 @@ pub struct System {
     clock_alarms: Mutex<std::collections::BTreeSet<NodeId>>,
     /// Held while the cluster version is raised and saved.
     cluster_version_save: Mutex<()>,
+    /// Wakes the ping loop before its interval (the cluster was just
+    /// finalized: the peers learn it from the next ping).
+    ping_now: tokio::sync::Notify,
 }
 
 /// A peer as the configuration (`bootstrap_peers`) or the CLI names it.
@@ -315,6 +318,7 @@ impl System {
             saved_peers: Mutex::new(Vec::new()),
             clock_alarms: Mutex::new(Default::default()),
             cluster_version_save: Mutex::new(()),
+            ping_now: tokio::sync::Notify::new(),
         });
         sys.endpoint.set_handler(sys.clone());
         let weak = Arc::downgrade(&sys);
@@ -586,6 +590,7 @@ impl System {
             self.save_peer_list();
             tokio::select! {
                 _ = tokio::time::sleep(PING_INTERVAL) => (),
+                _ = self.ping_now.notified() => (),
                 _ = must_exit.changed() => (),
             }
         }

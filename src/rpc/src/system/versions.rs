@@ -111,6 +111,13 @@ pub const IAM: Feature = Feature {
     since: Version::new(0, 3, 0),
 };
 
+/// Object ACLs that grant to users (a field at the end of a version in
+/// the object and history entries), which v0.2.0 cannot decode.
+pub const OBJECT_ACL_GRANTS: Feature = Feature {
+    name: "object-acl-grants",
+    since: Version::new(0, 3, 0),
+};
+
 /// Every gated feature, oldest first, for `garage --version` and the docs.
 /// v0.2.0 changed no stored format and no RPC that v0.1.0 reads (its
 /// handshake and ping additions are read by v0.1.0 as before): its
@@ -125,6 +132,7 @@ pub const FEATURES: &[Feature] = &[
     BUCKET_NOTIFICATIONS,
     BUCKET_REPLICATION,
     IAM,
+    OBJECT_ACL_GRANTS,
 ];
 
 /// Whether `feature` may be used by a cluster whose active version is
@@ -347,8 +355,13 @@ impl System {
         {
             return;
         }
-        if let Err(e) = self.raise_cluster_version(target) {
-            warn!("{e}");
+        match self.raise_cluster_version(target) {
+            // The peers learn it from a ping at once, not in up to
+            // PING_INTERVAL: a client may use a gated feature through
+            // any node right after the first layout.
+            Ok(true) => self.ping_now.notify_one(),
+            Ok(false) => (),
+            Err(e) => warn!("{e}"),
         }
     }
 
