@@ -1262,3 +1262,431 @@ fn topics_and_remotes_from_the_console() {
     });
     c.assert_no_secret_logged();
 }
+
+/// A policy letting each user of its group keep its own folder of the
+/// `photos` bucket.
+const OWN_FOLDER: &str = r#"{"Version": "2012-10-17", "Statement": [
+  {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+   "Resource": "arn:aws:s3:::photos/${aws:username}/*"},
+  {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "arn:aws:s3:::photos",
+   "Condition": {"StringLike": {"s3:prefix": ["${aws:username}/*"]}}}]}"#;
+
+/// IamCall with the admin token: its answer.
+fn iam_call(base: &str, action: &str, params: Value) -> Value {
+    let body = serde_json::json!({"action": action, "params": params}).to_string();
+    let (status, text) = admin_post(base, "IamCall", &body);
+    assert_eq!(status, 200, "{action}: {text}");
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The identities pages, on one node: a group, a managed policy (a
+/// condition not served is refused first, with the server's words naming
+/// it), attached to the group; a user added to the group, with an access
+/// key made in the page whose secret is shown once. aws-cli then writes
+/// with that key under the user's own folder and is refused elsewhere; an
+/// inline policy put in the page denies deletes; the key made inactive,
+/// then the user disabled in the page, are refused. Deleting a user with
+/// a key shows the API's DeleteConflict. An OpenID Connect provider and a
+/// role trusting it are made and the role disabled; the user's page fits
+/// a phone; a token whose scope does not allow IamCall sees "Not shown".
+/// The secret is in neither the node's log nor the page once it is
+/// shown again.
+#[test]
+fn identities_from_the_console() {
+    use crate::iam::refused;
+    use common::s3::aws_ok;
+    let mut c = Cluster::new(1, 1);
+    let base = enable_admin(&c);
+    c.start(0);
+    c.apply_layout(&["dc1"], "1G");
+    // A bucket with no key allowed on it: the identity policy alone
+    // decides.
+    c.garage_ok(0, &["bucket", "create", "photos"]);
+    let ep = endpoint(&c, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("f"), b"alice's photo").unwrap();
+
+    let mut b = Browser::start(1280, 800);
+    b.goto(&format!("{base}/ui/"));
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    fill(&mut b, "#token", TOKEN);
+    click(&mut b, "#login");
+    b.wait_for(
+        "the nodes",
+        "document.querySelectorAll('section.zone').length === 1",
+        PAGE,
+    );
+    b.eval("window.confirm = () => true");
+
+    // A group.
+    click(&mut b, "#nav-iam");
+    b.wait_for(
+        "the users page",
+        "document.getElementById('create-user')",
+        PAGE,
+    );
+    open(
+        &mut b,
+        "#/groups",
+        "the groups page",
+        "document.getElementById('create-group')",
+    );
+    fill(&mut b, "#group-name", "photographers");
+    click(&mut b, "#create-group button[type=submit]");
+    b.wait_for(
+        "the group listed",
+        "document.querySelector(\"a[data-group='photographers']\")",
+        PAGE,
+    );
+
+    // A managed policy. A condition key not served is refused, with the
+    // server's words naming it, and nothing is made.
+    open(
+        &mut b,
+        "#/policies",
+        "the policies page with AWS's built-ins",
+        "document.querySelector(\"a[data-policy='AdministratorAccess']\")",
+    );
+    let bad = r#"{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*", "Condition": {"StringEquals": {"ec2:Vpc": "vpc-1"}}}]}"#;
+    fill(&mut b, "#policy-name", "own-folder");
+    fill(&mut b, "#policy-document", bad);
+    click(&mut b, "#create-policy button[type=submit]");
+    b.wait_for(
+        "the refusal naming the condition",
+        "(document.querySelector('#create-policy-msg .msg.error') || {}).textContent?.includes('ec2:Vpc')",
+        PAGE,
+    );
+    let said = text_of(&mut b, "#create-policy-msg");
+    let local = iam_call(&base, "ListPolicies", serde_json::json!({"Scope": "Local"}));
+    assert_eq!(local["Policies"], serde_json::json!([]), "{said}: {local}");
+    fill(&mut b, "#policy-document", OWN_FOLDER);
+    click(&mut b, "#create-policy button[type=submit]");
+    b.wait_for(
+        "the policy listed",
+        "document.querySelector(\"a[data-policy='own-folder']\")",
+        PAGE,
+    );
+    let said = text_of(&mut b, "#create-policy-msg");
+    assert!(said.contains("arn:aws:iam:::policy/own-folder"), "{said}");
+    shot(&mut b, "iam-policies");
+    click(&mut b, "a[data-policy='own-folder']");
+    b.wait_for(
+        "the policy's document",
+        "(document.getElementById('policy-document-view') || {}).textContent?.includes('photos/${aws:username}/*')",
+        PAGE,
+    );
+    shot(&mut b, "iam-policy");
+
+    // Attached to the group from the group's page.
+    open(
+        &mut b,
+        "#/group/photographers",
+        "the group's page",
+        "document.getElementById('attach-arn')",
+    );
+    fill(&mut b, "#attach-arn", "arn:aws:iam:::policy/own-folder");
+    click(&mut b, "#attach-policy button[type=submit]");
+    b.wait_for(
+        "the policy attached",
+        "document.querySelector(\"a[data-attached='own-folder']\")",
+        PAGE,
+    );
+    let attached = iam_call(
+        &base,
+        "ListAttachedGroupPolicies",
+        serde_json::json!({"GroupName": "photographers"}),
+    );
+    assert_eq!(
+        attached["AttachedPolicies"][0]["PolicyArn"], "arn:aws:iam:::policy/own-folder",
+        "{attached}"
+    );
+
+    // A user, added to the group, with an access key whose secret the
+    // page shows once.
+    open(
+        &mut b,
+        "#/users",
+        "the users page",
+        "document.getElementById('create-user')",
+    );
+    fill(&mut b, "#user-name", "alice");
+    click(&mut b, "#create-user button[type=submit]");
+    b.wait_for(
+        "the user listed",
+        "document.querySelector(\"a[data-user='alice']\")",
+        PAGE,
+    );
+    click(&mut b, "a[data-user='alice']");
+    b.wait_for(
+        "the user's page",
+        "document.getElementById('create-access-key') && document.getElementById('user-add-group')",
+        PAGE,
+    );
+    fill(&mut b, "#user-add-group", "photographers");
+    click(&mut b, "#add-to-group button[type=submit]");
+    b.wait_for(
+        "the user in the group",
+        "(document.querySelector('#user-groups tbody') || {}).textContent?.includes('photographers')",
+        PAGE,
+    );
+    open(
+        &mut b,
+        "#/group/photographers",
+        "the group's page with alice",
+        "(document.querySelector('#members tbody') || {}).textContent?.includes('alice')",
+    );
+    assert!(text_of(&mut b, "#policies-of").contains("own-folder"));
+    shot(&mut b, "iam-group");
+    open(
+        &mut b,
+        "#/user/alice",
+        "the user's page",
+        "document.getElementById('create-access-key')",
+    );
+    click(&mut b, "#create-access-key");
+    b.wait_for(
+        "the new key's secret",
+        "document.getElementById('new-access-key-secret')",
+        PAGE,
+    );
+    let id = text_of(&mut b, "#new-access-key-id");
+    let secret = text_of(&mut b, "#new-access-key-secret");
+    assert!(
+        id.starts_with("AKIA") && secret.len() == 40,
+        "{id} {secret}"
+    );
+    c.note_secret(&secret);
+    assert!(text_of(&mut b, "#iam-secret").contains("shown this once"));
+    assert!(text_of(&mut b, "#access-keys tbody").contains(&id));
+    shot(&mut b, "iam-user");
+    let alice = (id.clone(), secret.clone());
+
+    // The key writes in alice's folder only.
+    aws_ok(&alice, &ep, d, &["s3", "cp", "f", "s3://photos/alice/x"]);
+    refused(
+        &alice,
+        &ep,
+        d,
+        &["s3", "cp", "f", "s3://photos/bob/x"],
+        "AccessDenied",
+    );
+
+    // The secret is shown once: the page shown again has it nowhere, nor
+    // has any answer of the API.
+    open(
+        &mut b,
+        "#/users",
+        "the user list with alice's group",
+        "(document.querySelector(\"td[data-user-groups='alice']\") || {}).textContent === 'photographers'",
+    );
+    open(
+        &mut b,
+        "#/user/alice",
+        "the user's page",
+        "document.getElementById('create-access-key')",
+    );
+    let no_secret = format!(
+        "!(document.documentElement.outerHTML + document.body.innerText + \
+         [...document.querySelectorAll('input, textarea')].map(e => e.value).join(' ')).includes({})",
+        js(&secret)
+    );
+    assert_eq!(
+        b.eval(&no_secret),
+        Value::Bool(true),
+        "the secret is shown again"
+    );
+    let keys = iam_call(
+        &base,
+        "ListAccessKeys",
+        serde_json::json!({"UserName": "alice"}),
+    );
+    assert!(!keys.to_string().contains(&secret), "{keys}");
+
+    // Deleting a user who has a key: the API's DeleteConflict, as it is.
+    click(&mut b, "#delete-user");
+    b.wait_for(
+        "the delete conflict",
+        "(document.querySelector('#user-msg .msg.error') || {}).textContent?.includes('must remove access keys first')",
+        PAGE,
+    );
+
+    // An inline policy put in the page: deletes are denied (an explicit
+    // deny wins over the group's allow); viewed, then deleted.
+    let no_deletes = r#"{"Version": "2012-10-17", "Statement": [{"Effect": "Deny", "Action": "s3:DeleteObject", "Resource": "arn:aws:s3:::photos/*"}]}"#;
+    fill(&mut b, "#inline-name", "no-deletes");
+    fill(&mut b, "#inline-doc", no_deletes);
+    click(&mut b, "#put-inline button[type=submit]");
+    b.wait_for(
+        "the inline policy listed",
+        "document.querySelector(\"button[data-inline-view='no-deletes']\")",
+        PAGE,
+    );
+    click(&mut b, "button[data-inline-view='no-deletes']");
+    b.wait_for(
+        "the inline policy's document",
+        "(document.getElementById('inline-document') || {}).textContent?.includes('s3:DeleteObject')",
+        PAGE,
+    );
+    refused(
+        &alice,
+        &ep,
+        d,
+        &["s3", "rm", "s3://photos/alice/x"],
+        "AccessDenied",
+    );
+    click(&mut b, "button[data-inline-delete='no-deletes']");
+    b.wait_for(
+        "the inline policy deleted",
+        "(document.querySelector('#inline-msg .msg.ok') || {}).textContent?.includes('no-deletes deleted')",
+        PAGE,
+    );
+    let inline = iam_call(
+        &base,
+        "ListUserPolicies",
+        serde_json::json!({"UserName": "alice"}),
+    );
+    assert_eq!(inline["PolicyNames"], serde_json::json!([]), "{inline}");
+
+    // The key made inactive, then active again, from the page.
+    click(&mut b, &format!("button[data-key-toggle='{id}']"));
+    b.wait_for(
+        "the key inactive",
+        &format!("(document.querySelector(\"span[data-key-status='{id}']\") || {{}}).textContent === 'Inactive'"),
+        PAGE,
+    );
+    refused(
+        &alice,
+        &ep,
+        d,
+        &["s3", "cp", "f", "s3://photos/alice/y"],
+        "AccessDenied",
+    );
+    click(&mut b, &format!("button[data-key-toggle='{id}']"));
+    b.wait_for(
+        "the key active",
+        &format!("(document.querySelector(\"span[data-key-status='{id}']\") || {{}}).textContent === 'Active'"),
+        PAGE,
+    );
+    aws_ok(&alice, &ep, d, &["s3", "cp", "f", "s3://photos/alice/y"]);
+
+    // The user disabled from the page: the key is refused.
+    click(&mut b, "#disable-user");
+    b.wait_for(
+        "the user disabled",
+        "(document.querySelector('#user-msg .msg.ok') || {}).textContent?.includes('alice disabled')",
+        PAGE,
+    );
+    let state = text_of(&mut b, "dd[data-fact='Enabled']");
+    assert_eq!(state, "no");
+    assert!(
+        b.eval("document.querySelector('#disable-user') === null && document.querySelector('#enable-user') !== null")
+            == serde_json::json!(true),
+        "a disabled user offers Enable only"
+    );
+    refused(
+        &alice,
+        &ep,
+        d,
+        &["s3", "cp", "f", "s3://photos/alice/z"],
+        "AccessDenied",
+    );
+
+    // An OpenID Connect provider, and a role its tokens may assume.
+    open(
+        &mut b,
+        "#/oidc-providers",
+        "the providers page",
+        "document.getElementById('create-provider')",
+    );
+    fill(&mut b, "#provider-url", "http://127.0.0.1:4444");
+    fill(&mut b, "#provider-clients", "garage console");
+    click(&mut b, "#create-provider button[type=submit]");
+    b.wait_for(
+        "the provider listed",
+        "document.querySelector(\"code[data-provider='arn:aws:iam:::oidc-provider/127.0.0.1:4444']\")",
+        PAGE,
+    );
+    let listed = text_of(&mut b, "#view table");
+    assert!(
+        listed.contains("console, garage") && listed.contains("127.0.0.1:4444"),
+        "{listed}"
+    );
+    let trust = r#"{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Federated": "arn:aws:iam:::oidc-provider/127.0.0.1:4444"}, "Action": "sts:AssumeRoleWithWebIdentity", "Condition": {"StringEquals": {"127.0.0.1:4444:aud": "garage"}}}]}"#;
+    open(
+        &mut b,
+        "#/roles",
+        "the roles page",
+        "document.getElementById('create-role')",
+    );
+    fill(&mut b, "#role-name", "photographer");
+    fill(&mut b, "#role-trust", trust);
+    click(&mut b, "#create-role button[type=submit]");
+    b.wait_for(
+        "the role listed",
+        "document.querySelector(\"a[data-role='photographer']\")",
+        PAGE,
+    );
+    click(&mut b, "a[data-role='photographer']");
+    b.wait_for(
+        "the role's page",
+        "(document.getElementById('role-trust-edit') || {}).value?.includes('127.0.0.1:4444:aud')",
+        PAGE,
+    );
+    assert_eq!(
+        text_of(&mut b, "#role-arn"),
+        "arn:aws:iam:::role/photographer"
+    );
+    click(&mut b, "#disable-role");
+    b.wait_for(
+        "the role disabled",
+        "(document.querySelector('#role-msg .msg.ok') || {}).textContent?.includes('photographer disabled')",
+        PAGE,
+    );
+    shot(&mut b, "iam-role");
+
+    // The user's page on a phone: no horizontal scrolling.
+    b.viewport(390, 844, true);
+    open(
+        &mut b,
+        "#/user/alice",
+        "the user's page",
+        "document.getElementById('create-access-key')",
+    );
+    assert!(
+        b.eval("document.documentElement.scrollWidth <= window.innerWidth + 1")
+            == Value::Bool(true),
+        "no horizontal scrolling on a phone (user page)"
+    );
+    shot_at(&mut b, "iam-user-phone", "#access-keys");
+    b.viewport(1280, 800, false);
+
+    // A token whose scope does not allow IamCall: the pages say so, and
+    // the operator stays logged in.
+    let (status, text) = admin_post(
+        &base,
+        "CreateAdminToken",
+        r#"{"name": "no-iam", "scope": ["GetCluster*"]}"#,
+    );
+    assert_eq!(status, 200, "{text}");
+    let scoped: Value = serde_json::from_str(&text).unwrap();
+    click(&mut b, "#logout");
+    b.wait_for("the login form", "document.getElementById('token')", PAGE);
+    fill(&mut b, "#token", scoped["secretToken"].as_str().unwrap());
+    click(&mut b, "#login");
+    b.wait_for(
+        "the nodes",
+        "document.querySelectorAll('section.zone').length === 1",
+        PAGE,
+    );
+    for page in ["#/users", "#/policies", "#/roles"] {
+        open(
+            &mut b,
+            page,
+            "the scope's refusal",
+            "(document.querySelector('#view .msg.error') || {}).textContent?.includes('Not shown: this admin token\\'s scope does not allow IamCall')",
+        );
+        assert_eq!(b.eval("document.getElementById('top').hidden"), false);
+    }
+    c.assert_no_secret_logged();
+}

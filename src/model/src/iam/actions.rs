@@ -185,6 +185,8 @@ fn user_out((u, c): &UserInfo) -> Out {
         ("UserId", t(&c.id)),
         ("Arn", t(arn("user", &c.path, &u.name))),
         ("CreateDate", date(u.created)),
+        // garage's: whether its keys work (`SetUserEnabled`).
+        ("Enabled", t(if c.enabled { "true" } else { "false" })),
     ];
     if !c.tags.is_empty() {
         f.push(("Tags", tags_out(&c.tags)));
@@ -220,6 +222,8 @@ fn role_out(name: &str, created: u64, c: &RoleConfig) -> Out {
         ("AssumeRolePolicyDocument", document(&c.trust)),
         ("Description", t(&c.description)),
         ("MaxSessionDuration", t(c.max_session_secs.to_string())),
+        // garage's: whether it may be assumed (`SetRoleEnabled`).
+        ("Enabled", t(if c.enabled { "true" } else { "false" })),
     ])
 }
 
@@ -287,7 +291,7 @@ async fn attached_out(iam: &Iam, arns: &std::collections::BTreeSet<String>) -> I
     let mut out = Vec::new();
     for a in arns {
         let name = match iam.policy(a).await {
-            Ok((n, _)) => n,
+            Ok((n, _, _)) => n,
             Err(IamError::NoSuchEntity(_)) => continue,
             Err(e) => return Err(e),
         };
@@ -520,9 +524,9 @@ pub async fn call(
         }
         "GetPolicy" => {
             let a = need(p, "PolicyArn")?;
-            let (name, c) = iam.policy(a).await?;
+            let (name, created, c) = iam.policy(a).await?;
             let n = iam.attachments(a).await?;
-            one("Policy", policy_out(&name, a, 0, &c, n))
+            one("Policy", policy_out(&name, a, created, &c, n))
         }
         "GetPolicyVersion" => {
             let a = need(p, "PolicyArn")?;
@@ -531,7 +535,7 @@ pub async fn call(
                     "Policy {a} has one version, v1"
                 )));
             }
-            let (_, c) = iam.policy(a).await?;
+            let (_, _, c) = iam.policy(a).await?;
             one(
                 "PolicyVersion",
                 Out::Struct(vec![

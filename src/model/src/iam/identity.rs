@@ -212,7 +212,7 @@ impl Iam {
             let doc = match builtin::by_arn(a) {
                 Some(b) => b.document.to_string(),
                 None => match self.policy(a).await {
-                    Ok((_, pc)) => pc.document,
+                    Ok((_, _, pc)) => pc.document,
                     // A deleted managed policy grants nothing.
                     Err(IamError::NoSuchEntity(_)) => continue,
                     Err(e) => return Err(e),

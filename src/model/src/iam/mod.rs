@@ -529,9 +529,9 @@ impl Iam {
 
     /// A managed policy by ARN: a built-in one (`arn:aws:iam::aws:policy/…`)
     /// or one of the table. Built-in ones have no table entry.
-    pub async fn policy(&self, arn: &str) -> IamResult<(String, PolicyConfig)> {
+    pub async fn policy(&self, arn: &str) -> IamResult<(String, u64, PolicyConfig)> {
         if let Some(b) = builtin::by_arn(arn) {
-            return Ok((b.name.to_string(), b.config()));
+            return Ok((b.name.to_string(), 0, b.config()));
         }
         let name = policy_name_of_arn(arn).ok_or_else(|| {
             IamError::InvalidInput(format!(
@@ -546,7 +546,7 @@ impl Iam {
         if arn != self::arn("policy", &c.path, &e.name) {
             return Err(missing());
         }
-        Ok((e.name, c))
+        Ok((e.name, e.created, c))
     }
 
     pub async fn list_policies(&self) -> IamResult<Vec<(ManagedPolicy, PolicyConfig)>> {
@@ -573,7 +573,7 @@ impl Iam {
                 "{arn} is built in and cannot be deleted"
             )));
         }
-        let (name, _) = self.policy(arn).await?;
+        let (name, _, _) = self.policy(arn).await?;
         if self.attachments(arn).await? > 0 {
             return Err(IamError::DeleteConflict(format!(
                 "Cannot delete a policy attached to entities ({arn})."

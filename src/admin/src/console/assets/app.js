@@ -1212,6 +1212,561 @@ async function remote(name) {
   );
 }
 
+// ---- Identities: IAM users, groups, managed policies, roles, OpenID Connect providers ----
+// Every action is one IamCall: AWS's IAM action by name with AWS's
+// parameters, answered with AWS's result structure (errors with AWS's
+// codes and words, shown as they are).
+
+const iam = (action, params) => post("IamCall", { action, params: params || {} });
+
+const IAM_PAGES = [
+  ["#/users", "Users"], ["#/groups", "Groups"], ["#/policies", "Policies"],
+  ["#/roles", "Roles"], ["#/oidc-providers", "OpenID Connect providers"],
+];
+
+// The identities pages' own navigation.
+const iamNav = (current) => h("nav", { class: "subnav", "aria-label": "Identities" },
+  IAM_PAGES.map(([href, label]) => h("a", { href, "aria-current": href === current ? "page" : null }, label)));
+
+// The route of an IAM entity's page (names may hold + = , . @ and, for
+// ARNs, / and :).
+const iamHref = (kind, name) => `#/${kind}/${encodeURIComponent(name)}`;
+const iamLink = (kind, name, attrs, text) => h("a", Object.assign({ href: iamHref(kind, name) }, attrs || {}), text ?? name);
+
+// The first answer of an identities page: its value, or, when the token's
+// scope does not allow IamCall, the page saying so (null).
+async function iamFirst(view, title, current, p) {
+  const r = await soft(p);
+  if (!r.e) return r.v;
+  if (!outOfScope(r.e)) throw r.e;
+  view(h("h1", {}, title), iamNav(current), refusal(r));
+  return null;
+}
+
+// A policy document as IAM answers it (URL-encoded), as indented JSON.
+function policyText(encoded) {
+  let text = encoded || "";
+  try { text = decodeURIComponent(text); } catch (_) { /* not encoded */ }
+  try { return JSON.stringify(JSON.parse(text), null, 2); } catch (_) { return text; }
+}
+
+const isBuiltin = (arn) => arn.startsWith("arn:aws:iam::aws:policy/");
+
+// Whether a user or role is enabled, when the answer says so (garage's
+// own `Enabled`); "unknown" otherwise.
+function enabledText(x) {
+  if (x.Enabled === undefined || x.Enabled === null) return "unknown";
+  return x.Enabled === true || x.Enabled === "true" ? "yes" : "no";
+}
+
+// Says `m` in the message line `id` of the page shown now.
+function say(id, m) {
+  const el = document.getElementById(id);
+  if (el) el.replaceChildren(m);
+}
+
+// Runs the IAM change `f` from a page, shows the page again (`reload`)
+// and says `said` in its message line `id`; a refusal is shown there as
+// the API words it (a DeleteConflict names what is left).
+async function iamChange(id, reload, f, said) {
+  try {
+    await f();
+    await reload();
+    if (said) say(id, message(said, "ok"));
+  } catch (e) {
+    say(id, message(e.message, "error"));
+  }
+}
+
+// A form whose submission is one IAM change: a refusal shows in `out`
+// (a message line, or its id in the page shown); `f` returns what to say
+// in the same line once the page is shown again.
+function iamForm(form, out, reload, f) {
+  if (typeof out === "string") out = document.getElementById(out) || msgLine(out);
+  onSubmit(form, out, async (fd) => {
+    const said = await f(fd);
+    await reload();
+    if (said) say(out.id, message(said, "ok"));
+  });
+}
+
+// A section's message line.
+const msgLine = (id) => h("div", { id, class: "msg-line" });
+
+// A field for a JSON policy document.
+const docField = (label, id, value) => field(label, h("textarea", {
+  name: "document", id, class: "doc", rows: 8, required: true, spellcheck: "false",
+  placeholder: '{"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::BUCKET/*"}]}',
+}, value || ""));
+
+// The inline and attached policies of a user, group or role (`kind`:
+// "User", "Group" or "Role"): view, put and delete inline ones; attach
+// (from the managed ones, AWS's built-ins included) and detach.
+async function holderPolicies(kind, name, reload) {
+  const who = kind.toLowerCase();
+  const p = { [kind + "Name"]: name };
+  const [inline, attached, all] = await Promise.all([
+    iam(`List${kind}Policies`, p), iam(`ListAttached${kind}Policies`, p), iam("ListPolicies"),
+  ]);
+  const shown = h("div", { id: "inline-view" });
+  const inlineRows = (inline.PolicyNames || []).map((n) => [
+    n,
+    h("span", { class: "actions" },
+      h("button", { type: "button", class: "small secondary", "data-inline-view": n, "aria-label": "View inline policy " + n,
+        onclick: async () => {
+          try {
+            const d = await iam(`Get${kind}Policy`, Object.assign({ PolicyName: n }, p));
+            shown.replaceChildren(h("h3", {}, `Inline policy ${n}`), h("pre", { id: "inline-document" }, policyText(d.PolicyDocument)));
+          } catch (e) { say("inline-msg", message(e.message, "error")); }
+        } }, "View"),
+      h("button", { type: "button", class: "small danger", "data-inline-delete": n, "aria-label": "Delete inline policy " + n,
+        onclick: () => confirm(`Delete inline policy ${n} of ${who} ${name}?`) &&
+          iamChange("inline-msg", reload, () => iam(`Delete${kind}Policy`, Object.assign({ PolicyName: n }, p)),
+            `Inline policy ${n} deleted.`) }, "Delete")),
+  ]);
+  const putForm = h("form", { id: "put-inline", class: "stack" },
+    field("Policy name (an existing name is replaced)", h("input", { name: "name", id: "inline-name", required: true })),
+    docField("Policy document (JSON)", "inline-doc"),
+    h("div", {}, h("button", { type: "submit" }, "Put inline policy")));
+
+  const have = new Set((attached.AttachedPolicies || []).map((a) => a.PolicyArn));
+  const attachable = (all.Policies || []).filter((x) => !have.has(x.Arn));
+  const attachRows = (attached.AttachedPolicies || []).map((a) => [
+    iamLink("policy", a.PolicyArn, { "data-attached": a.PolicyName }, a.PolicyName), h("code", {}, a.PolicyArn),
+    h("button", { type: "button", class: "small danger", "data-detach": a.PolicyName, "aria-label": "Detach policy " + a.PolicyName,
+      onclick: () => iamChange("attached-msg", reload, () => iam(`Detach${kind}Policy`, Object.assign({ PolicyArn: a.PolicyArn }, p)),
+        `Policy ${a.PolicyName} detached.`) }, "Detach"),
+  ]);
+  const attachForm = attachable.length ? h("form", { id: "attach-policy", class: "inline" },
+    field("Managed policy", h("select", { name: "arn", id: "attach-arn", required: true },
+      attachable.map((x) => h("option", { value: x.Arn }, isBuiltin(x.Arn) ? `${x.PolicyName} (AWS built-in)` : x.PolicyName)))),
+    h("button", { type: "submit" }, "Attach")) : message("Every managed policy is attached.");
+
+  const inlineMsg = msgLine("inline-msg");
+  const attachedMsg = msgLine("attached-msg");
+  iamForm(putForm, inlineMsg, reload, async (fd) => {
+    const n = String(fd.get("name")).trim();
+    await iam(`Put${kind}Policy`, Object.assign({ PolicyName: n, PolicyDocument: String(fd.get("document")) }, p));
+    return `Inline policy ${n} put.`;
+  });
+  if (attachable.length) iamForm(attachForm, attachedMsg, reload, async (fd) => {
+    const arn = String(fd.get("arn"));
+    await iam(`Attach${kind}Policy`, Object.assign({ PolicyArn: arn }, p));
+    return `Policy ${arn} attached.`;
+  });
+  return h("section", { id: "policies-of" },
+    h("h2", {}, "Inline policies"),
+    table(`Policies of ${who} ${name} alone`, ["Policy", ""], inlineRows),
+    inlineMsg, shown, putForm,
+    h("h2", {}, "Attached managed policies"),
+    table(`Managed policies attached to ${who} ${name}`, ["Policy", "ARN", ""], attachRows),
+    attachedMsg, attachForm);
+}
+
+// ---- Users ----
+
+async function users() {
+  const view = guardedView();
+  const r = await iamFirst(view, "Users", "#/users", iam("ListUsers"));
+  if (!r) return;
+  const list = r.Users || [];
+  const form = h("form", { id: "create-user", class: "inline" },
+    field("User name", h("input", { name: "name", id: "user-name", required: true, autocomplete: "off" })),
+    h("button", { type: "submit" }, "Create user"));
+  // Each user's groups, read for the users shown, a few at a time.
+  const groupCells = new Map(list.map((u) => [u.UserName, h("td", { "data-user-groups": u.UserName }, "…")]));
+  const rows = list.map((u) => h("tr", {},
+    h("td", {}, iamLink("user", u.UserName, { "data-user": u.UserName })),
+    h("td", {}, h("code", {}, u.UserId)), h("td", {}, when(u.CreateDate)),
+    h("td", { "data-user-enabled": u.UserName }, enabledText(u)),
+    groupCells.get(u.UserName),
+    h("td", {}, h("button", { type: "button", class: "small danger", "data-user-delete": u.UserName, "aria-label": "Delete user " + u.UserName,
+      onclick: () => confirm(`Delete user ${u.UserName}? Its keys, policies and groups must be removed first.`) &&
+        iamChange("users-msg", users, () => iam("DeleteUser", { UserName: u.UserName }), `User ${u.UserName} deleted.`) }, "Delete"))));
+  view(
+    h("h1", {}, "Users"), iamNav("#/users"),
+    h("p", {}, "IAM users: each acts with its access keys (AKIA…), by the policies of its own and of its groups. " +
+      "Keys of their own (the Keys page) are not IAM users."),
+    form, msgLine("users-msg"),
+    h("div", { class: "scroll" }, h("table", { id: "user-list" },
+      h("caption", {}, "IAM users"),
+      h("thead", {}, h("tr", {}, ["User", "Id", "Created", "Enabled", "Groups", ""].map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 6 }, "none"))))),
+  );
+  iamForm(form, "users-msg", users, async (fd) => {
+    const n = String(fd.get("name")).trim();
+    await iam("CreateUser", { UserName: n });
+    return `User ${n} created: give it policies or groups, then an access key.`;
+  });
+  const queue = [...list];
+  const worker = async () => {
+    for (let u = queue.shift(); u; u = queue.shift()) {
+      const cell = groupCells.get(u.UserName);
+      if (!cell.isConnected) return; // the page was left
+      try {
+        const g = await iam("ListGroupsForUser", { UserName: u.UserName });
+        cell.replaceChildren(...(g.Groups || []).flatMap((x, i) => [i ? ", " : "", iamLink("group", x.GroupName)]));
+        if (!(g.Groups || []).length) cell.textContent = "none";
+      } catch (e) {
+        cell.textContent = "?";
+        cell.title = e.message;
+      }
+    }
+  };
+  await Promise.all([1, 2, 3, 4].map(worker));
+}
+
+// Enable and disable buttons for a user or role (`kind`); both while its
+// state is unknown.
+function switchButtons(kind, name, state, msgId, reload) {
+  const who = kind.toLowerCase();
+  const set = (on) => () => {
+    if (!on && !confirm(kind === "User"
+      ? `Disable user ${name}? Its keys and sessions are refused at once, until it is enabled again.`
+      : `Disable role ${name}? Its sessions are refused at once, and it cannot be assumed, until it is enabled again.`)) return;
+    return iamChange(msgId, reload, () => iam(`Set${kind}Enabled`, { [kind + "Name"]: name, Enabled: String(on) }),
+      on ? `${kind} ${name} enabled.` : `${kind} ${name} disabled: ${kind === "User" ? "its keys are" : "its sessions are"} refused.`);
+  };
+  return [
+    state !== "yes" ? h("button", { type: "button", id: `enable-${who}`, onclick: set(true) }, `Enable ${who}`) : null,
+    state !== "no" ? h("button", { type: "button", id: `disable-${who}`, class: "danger", onclick: set(false) }, `Disable ${who}`) : null,
+  ];
+}
+
+async function user(enc) {
+  const name = decodeURIComponent(enc);
+  const view = guardedView();
+  const reload = () => user(enc);
+  const p = { UserName: name };
+  const first = await iamFirst(view, "User " + name, "#/users", Promise.all([
+    iam("GetUser", p), iam("ListAccessKeys", p), iam("ListGroupsForUser", p), iam("ListGroups"),
+  ]));
+  if (!first) return;
+  const [{ User: u }, keys, groups, allGroups] = first;
+  const policies = await holderPolicies("User", name, reload);
+  const state = enabledText(u);
+
+  const keyRows = (keys.AccessKeyMetadata || []).map((k) => [
+    h("code", {}, k.AccessKeyId), h("span", { "data-key-status": k.AccessKeyId }, k.Status), when(k.CreateDate),
+    h("span", { class: "actions" },
+      h("button", { type: "button", class: "small secondary", "data-key-toggle": k.AccessKeyId,
+        "aria-label": (k.Status === "Active" ? "Make inactive key " : "Make active key ") + k.AccessKeyId,
+        onclick: () => iamChange("keys-msg", reload, () => iam("UpdateAccessKey", Object.assign({
+          AccessKeyId: k.AccessKeyId, Status: k.Status === "Active" ? "Inactive" : "Active" }, p)),
+        `Key ${k.AccessKeyId} made ${k.Status === "Active" ? "inactive: it is refused" : "active"}.`) },
+      k.Status === "Active" ? "Make inactive" : "Make active"),
+      h("button", { type: "button", class: "small danger", "data-key-delete": k.AccessKeyId, "aria-label": "Delete key " + k.AccessKeyId,
+        onclick: () => confirm(`Delete access key ${k.AccessKeyId} of user ${name}?`) &&
+          iamChange("keys-msg", reload, () => iam("DeleteAccessKey", Object.assign({ AccessKeyId: k.AccessKeyId }, p)),
+            `Key ${k.AccessKeyId} deleted.`) }, "Delete")),
+  ]);
+  const newKey = h("button", { type: "button", id: "create-access-key", onclick: async () => {
+    newKey.disabled = true;
+    try {
+      const k = (await iam("CreateAccessKey", p)).AccessKey;
+      await reload();
+      // Shown this once: no answer carries the secret again, and the page
+      // forgets it when it is shown again.
+      say("iam-secret", h("div", { class: "card secret", role: "status" },
+        h("p", {}, "Access key created. Copy the secret now: it is shown this once, never again."),
+        h("dl", { class: "facts" },
+          h("dt", {}, "Access key id"), h("dd", {}, h("code", { id: "new-access-key-id" }, k.AccessKeyId)),
+          h("dt", {}, "Secret access key"), h("dd", {}, h("code", { id: "new-access-key-secret" }, k.SecretAccessKey)))));
+    } catch (e) {
+      newKey.disabled = false;
+      say("keys-msg", message(e.message, "error"));
+    }
+  } }, "Create access key");
+
+  const mine = new Set((groups.Groups || []).map((g) => g.GroupName));
+  const others = (allGroups.Groups || []).filter((g) => !mine.has(g.GroupName));
+  const groupRows = (groups.Groups || []).map((g) => [
+    iamLink("group", g.GroupName),
+    h("button", { type: "button", class: "small secondary", "data-group-remove": g.GroupName, "aria-label": "Remove from group " + g.GroupName,
+      onclick: () => iamChange("groups-msg", reload, () => iam("RemoveUserFromGroup", Object.assign({ GroupName: g.GroupName }, p)),
+        `Removed from group ${g.GroupName}.`) }, "Remove"),
+  ]);
+  const addForm = others.length ? h("form", { id: "add-to-group", class: "inline" },
+    field("Group", h("select", { name: "group", id: "user-add-group", required: true },
+      others.map((g) => h("option", { value: g.GroupName }, g.GroupName)))),
+    h("button", { type: "submit" }, "Add to group")) : message((allGroups.Groups || []).length ? "The user is in every group." : "No group yet: groups are made on the Groups page.");
+
+  const del = h("button", { type: "button", id: "delete-user", class: "danger", onclick: async () => {
+    if (!confirm(`Delete user ${name}? Its keys, policies and groups must be removed first.`)) return;
+    try {
+      await iam("DeleteUser", p);
+      location.hash = "#/users";
+    } catch (e) { say("user-msg", message(e.message, "error")); }
+  } }, "Delete user");
+
+  view(
+    h("h1", {}, "User " + name), iamNav("#/users"),
+    h("dl", { class: "facts" },
+      [["ARN", h("code", {}, u.Arn)], ["Id", h("code", {}, u.UserId)], ["Path", u.Path], ["Created", when(u.CreateDate)],
+        ["Enabled", state], ["Tags", (u.Tags || []).map((t) => `${t.Key}=${t.Value}`).join(", ") || "none"]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("div", { class: "actions" }, switchButtons("User", name, state, "user-msg", reload), del),
+    msgLine("user-msg"),
+    h("section", { id: "access-keys" }, h("h2", {}, "Access keys"),
+      table(`Access keys of user ${name} (at most 2)`, ["Access key id", "Status", "Created", ""], keyRows),
+      h("div", { class: "actions" }, newKey), msgLine("keys-msg"), h("div", { id: "iam-secret" })),
+    h("section", { id: "user-groups" }, h("h2", {}, "Groups"),
+      table(`Groups of user ${name}`, ["Group", ""], groupRows), msgLine("groups-msg"), addForm),
+    policies,
+  );
+  if (others.length) iamForm(addForm, "groups-msg", reload, async (fd) => {
+    const g = String(fd.get("group"));
+    await iam("AddUserToGroup", Object.assign({ GroupName: g }, p));
+    return `Added to group ${g}.`;
+  });
+}
+
+// ---- Groups ----
+
+async function groups() {
+  const view = guardedView();
+  const r = await iamFirst(view, "Groups", "#/groups", iam("ListGroups"));
+  if (!r) return;
+  const form = h("form", { id: "create-group", class: "inline" },
+    field("Group name", h("input", { name: "name", id: "group-name", required: true, autocomplete: "off" })),
+    h("button", { type: "submit" }, "Create group"));
+  view(
+    h("h1", {}, "Groups"), iamNav("#/groups"),
+    h("p", {}, "A group's policies apply to each of its users."),
+    form, msgLine("groups-msg"),
+    table("IAM groups", ["Group", "Id", "Created", ""], (r.Groups || []).map((g) => [
+      iamLink("group", g.GroupName, { "data-group": g.GroupName }), h("code", {}, g.GroupId), when(g.CreateDate),
+      h("button", { type: "button", class: "small danger", "data-group-delete": g.GroupName, "aria-label": "Delete group " + g.GroupName,
+        onclick: () => confirm(`Delete group ${g.GroupName}? Its users and policies must be removed first.`) &&
+          iamChange("groups-msg", groups, () => iam("DeleteGroup", { GroupName: g.GroupName }), `Group ${g.GroupName} deleted.`) }, "Delete"),
+    ])),
+  );
+  iamForm(form, "groups-msg", groups, async (fd) => {
+    const n = String(fd.get("name")).trim();
+    await iam("CreateGroup", { GroupName: n });
+    return `Group ${n} created.`;
+  });
+}
+
+async function group(enc) {
+  const name = decodeURIComponent(enc);
+  const view = guardedView();
+  const reload = () => group(enc);
+  const p = { GroupName: name };
+  const first = await iamFirst(view, "Group " + name, "#/groups", Promise.all([iam("GetGroup", p), iam("ListUsers")]));
+  if (!first) return;
+  const [{ Group: g, Users: members }, all] = first;
+  const policies = await holderPolicies("Group", name, reload);
+  const inIt = new Set((members || []).map((u) => u.UserName));
+  const others = (all.Users || []).filter((u) => !inIt.has(u.UserName));
+  const addForm = others.length ? h("form", { id: "add-member", class: "inline" },
+    field("User", h("select", { name: "user", id: "group-add-user", required: true },
+      others.map((u) => h("option", { value: u.UserName }, u.UserName)))),
+    h("button", { type: "submit" }, "Add user"))
+    : message((all.Users || []).length ? "Every user is in this group." : "No user yet: users are made on the Users page.");
+  const del = h("button", { type: "button", id: "delete-group", class: "danger", onclick: async () => {
+    if (!confirm(`Delete group ${name}? Its users and policies must be removed first.`)) return;
+    try {
+      await iam("DeleteGroup", p);
+      location.hash = "#/groups";
+    } catch (e) { say("group-msg", message(e.message, "error")); }
+  } }, "Delete group");
+  view(
+    h("h1", {}, "Group " + name), iamNav("#/groups"),
+    h("dl", { class: "facts" },
+      [["ARN", h("code", {}, g.Arn)], ["Id", h("code", {}, g.GroupId)], ["Path", g.Path], ["Created", when(g.CreateDate)]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("section", { id: "members" }, h("h2", {}, "Members"),
+      table(`Users in group ${name}`, ["User", ""], (members || []).map((u) => [
+        iamLink("user", u.UserName),
+        h("button", { type: "button", class: "small secondary", "data-member-remove": u.UserName, "aria-label": "Remove user " + u.UserName,
+          onclick: () => iamChange("members-msg", reload, () => iam("RemoveUserFromGroup", { GroupName: name, UserName: u.UserName }),
+            `User ${u.UserName} removed.`) }, "Remove"),
+      ])),
+      msgLine("members-msg"), addForm),
+    policies,
+    h("div", { class: "actions" }, del), msgLine("group-msg"),
+  );
+  if (others.length) iamForm(addForm, "members-msg", reload, async (fd) => {
+    const u = String(fd.get("user"));
+    await iam("AddUserToGroup", { GroupName: name, UserName: u });
+    return `User ${u} added.`;
+  });
+}
+
+// ---- Managed policies ----
+
+async function policies() {
+  const view = guardedView();
+  const r = await iamFirst(view, "Policies", "#/policies", iam("ListPolicies"));
+  if (!r) return;
+  const form = h("form", { id: "create-policy", class: "stack" },
+    field("Policy name", h("input", { name: "name", id: "policy-name", required: true, autocomplete: "off" })),
+    field("Description (optional)", h("input", { name: "description", id: "policy-description" })),
+    docField("Policy document (JSON)", "policy-document"),
+    h("div", {}, h("button", { type: "submit" }, "Create policy")));
+  view(
+    h("h1", {}, "Managed policies"), iamNav("#/policies"),
+    h("p", {}, "A managed policy is attached to users, groups and roles by its ARN. AWS's built-in ones are served " +
+      "under their AWS ARN. A policy has one version: to change one, delete it and create it again."),
+    table("Managed policies", ["Policy", "Kind", "ARN", "Attachments", "Created", ""], (r.Policies || []).map((x) => {
+      const builtin = isBuiltin(x.Arn);
+      return [iamLink("policy", x.Arn, { "data-policy": x.PolicyName }, x.PolicyName), builtin ? "AWS built-in" : "customer", h("code", {}, x.Arn), x.AttachmentCount,
+        builtin ? "" : when(x.CreateDate),
+        builtin ? "" : h("button", { type: "button", class: "small danger", "data-policy-delete": x.PolicyName,
+          "aria-label": "Delete policy " + x.PolicyName,
+          onclick: () => confirm(`Delete policy ${x.PolicyName}? It must be detached everywhere first.`) &&
+            iamChange("policies-msg", policies, () => iam("DeletePolicy", { PolicyArn: x.Arn }), `Policy ${x.PolicyName} deleted.`) }, "Delete")];
+    })),
+    msgLine("policies-msg"),
+    h("h2", {}, "Create a policy"), form, msgLine("create-policy-msg"),
+  );
+  iamForm(form, "create-policy-msg", policies, async (fd) => {
+    const params = { PolicyName: String(fd.get("name")).trim(), PolicyDocument: String(fd.get("document")) };
+    const d = String(fd.get("description")).trim();
+    if (d) params.Description = d;
+    const made = (await iam("CreatePolicy", params)).Policy;
+    return `Policy ${made.PolicyName} created: attach it by its ARN ${made.Arn}.`;
+  });
+}
+
+async function policy(enc) {
+  const arn = decodeURIComponent(enc);
+  const view = guardedView();
+  const first = await iamFirst(view, "Policy", "#/policies", Promise.all([
+    iam("GetPolicy", { PolicyArn: arn }), iam("GetPolicyVersion", { PolicyArn: arn, VersionId: "v1" }),
+  ]));
+  if (!first) return;
+  const [{ Policy: x }, { PolicyVersion: v }] = first;
+  const builtin = isBuiltin(arn);
+  const del = builtin ? null : h("button", { type: "button", id: "delete-policy", class: "danger", onclick: async () => {
+    if (!confirm(`Delete policy ${x.PolicyName}? It must be detached everywhere first.`)) return;
+    try {
+      await iam("DeletePolicy", { PolicyArn: arn });
+      location.hash = "#/policies";
+    } catch (e) { say("policy-msg", message(e.message, "error")); }
+  } }, "Delete policy");
+  view(
+    h("h1", {}, "Policy " + x.PolicyName), iamNav("#/policies"),
+    h("dl", { class: "facts" },
+      [["ARN", h("code", {}, x.Arn)], ["Id", h("code", {}, x.PolicyId)], ["Kind", builtin ? "AWS built-in" : "customer"],
+        ["Description", x.Description || "none"], ["Attachments", x.AttachmentCount]]
+        .map(([k, val]) => [h("dt", {}, k), h("dd", { "data-fact": k }, val)])),
+    h("h2", {}, "Document"),
+    h("pre", { id: "policy-document-view" }, policyText(v.Document)),
+    h("div", { class: "actions" }, del), msgLine("policy-msg"),
+  );
+}
+
+// ---- Roles ----
+
+async function roles() {
+  const view = guardedView();
+  const r = await iamFirst(view, "Roles", "#/roles", iam("ListRoles"));
+  if (!r) return;
+  const form = h("form", { id: "create-role", class: "stack" },
+    field("Role name", h("input", { name: "name", id: "role-name", required: true, autocomplete: "off" })),
+    field("Description (optional)", h("input", { name: "description", id: "role-description" })),
+    field("Longest session in seconds (optional; 3600 to 43200)", h("input", { name: "max", id: "role-max-session", inputmode: "numeric" })),
+    docField("Trust policy (JSON): who may assume the role", "role-trust"),
+    h("div", {}, h("button", { type: "submit" }, "Create role")));
+  view(
+    h("h1", {}, "Roles"), iamNav("#/roles"),
+    h("p", {}, "A role gives temporary credentials (STS AssumeRole, AssumeRoleWithWebIdentity) to those its trust " +
+      "policy names; its sessions act with its policies."),
+    table("IAM roles", ["Role", "Id", "Created", "Longest session", "Enabled", ""], (r.Roles || []).map((x) => [
+      iamLink("role", x.RoleName, { "data-role": x.RoleName }), h("code", {}, x.RoleId), when(x.CreateDate),
+      `${x.MaxSessionDuration} s`, enabledText(x),
+      h("button", { type: "button", class: "small danger", "data-role-delete": x.RoleName, "aria-label": "Delete role " + x.RoleName,
+        onclick: () => confirm(`Delete role ${x.RoleName}? Its policies must be removed first.`) &&
+          iamChange("roles-msg", roles, () => iam("DeleteRole", { RoleName: x.RoleName }), `Role ${x.RoleName} deleted.`) }, "Delete"),
+    ])),
+    msgLine("roles-msg"),
+    h("h2", {}, "Create a role"), form, msgLine("create-role-msg"),
+  );
+  iamForm(form, "create-role-msg", roles, async (fd) => {
+    const params = { RoleName: String(fd.get("name")).trim(), AssumeRolePolicyDocument: String(fd.get("document")) };
+    const d = String(fd.get("description")).trim();
+    const max = String(fd.get("max")).trim();
+    if (max && !/^\d+$/.test(max)) throw new Error("longest session: give a whole number of seconds, or nothing");
+    if (d) params.Description = d;
+    if (max) params.MaxSessionDuration = max;
+    const made = (await iam("CreateRole", params)).Role;
+    return `Role ${made.RoleName} created: it is assumed as ${made.Arn}.`;
+  });
+}
+
+async function role(enc) {
+  const name = decodeURIComponent(enc);
+  const view = guardedView();
+  const reload = () => role(enc);
+  const got = await iamFirst(view, "Role " + name, "#/roles", iam("GetRole", { RoleName: name }));
+  if (!got) return;
+  const x = got.Role;
+  const policiesOf = await holderPolicies("Role", name, reload);
+  const state = enabledText(x);
+  const trust = policyText(x.AssumeRolePolicyDocument);
+  const trustForm = h("form", { id: "update-trust", class: "stack" },
+    docField("Trust policy (JSON)", "role-trust-edit", trust),
+    h("div", {}, h("button", { type: "submit" }, "Replace trust policy")));
+  const del = h("button", { type: "button", id: "delete-role", class: "danger", onclick: async () => {
+    if (!confirm(`Delete role ${name}? Its policies must be removed first.`)) return;
+    try {
+      await iam("DeleteRole", { RoleName: name });
+      location.hash = "#/roles";
+    } catch (e) { say("role-msg", message(e.message, "error")); }
+  } }, "Delete role");
+  view(
+    h("h1", {}, "Role " + name), iamNav("#/roles"),
+    h("dl", { class: "facts" },
+      [["ARN", h("code", { id: "role-arn" }, x.Arn)], ["Id", h("code", {}, x.RoleId)], ["Path", x.Path],
+        ["Description", x.Description || "none"], ["Created", when(x.CreateDate)],
+        ["Longest session", `${x.MaxSessionDuration} s`], ["Enabled", state]]
+        .map(([k, v]) => [h("dt", {}, k), h("dd", { "data-fact": k }, v)])),
+    h("div", { class: "actions" }, switchButtons("Role", name, state, "role-msg", reload), del),
+    msgLine("role-msg"),
+    h("section", { id: "trust" }, h("h2", {}, "Trust policy"), msgLine("trust-msg"), trustForm),
+    policiesOf,
+  );
+  iamForm(trustForm, "trust-msg", reload, async (fd) => {
+    await iam("UpdateAssumeRolePolicy", { RoleName: name, PolicyDocument: String(fd.get("document")) });
+    return "Trust policy replaced.";
+  });
+}
+
+// ---- OpenID Connect providers ----
+
+async function providers() {
+  const view = guardedView();
+  const r = await iamFirst(view, "OpenID Connect providers", "#/oidc-providers", iam("ListOpenIDConnectProviders"));
+  if (!r) return;
+  const list = await Promise.all((r.OpenIDConnectProviderList || []).map(async (x) =>
+    Object.assign({ Arn: x.Arn }, await iam("GetOpenIDConnectProvider", { OpenIDConnectProviderArn: x.Arn }))));
+  const form = h("form", { id: "create-provider", class: "inline" },
+    field("Issuer URL (https; the tokens' iss)", h("input", { name: "url", id: "provider-url", required: true, autocomplete: "off" })),
+    field("Client ids (the tokens' aud; space-separated)", h("input", { name: "clients", id: "provider-clients", required: true })),
+    h("button", { type: "submit" }, "Add provider"));
+  view(
+    h("h1", {}, "OpenID Connect providers"), iamNav("#/oidc-providers"),
+    h("p", {}, "The holders of a token of a provider get temporary credentials for a role whose trust policy names the " +
+      "provider's ARN (STS AssumeRoleWithWebIdentity). The provider's signing keys are found by OpenID Connect discovery."),
+    form, msgLine("providers-msg"),
+    table("OpenID Connect providers", ["Provider ARN", "Issuer URL", "Client ids", "Created", ""], list.map((x) => [
+      h("code", { "data-provider": x.Arn }, x.Arn), h("code", {}, x.Url), (x.ClientIDList || []).join(", "), when(x.CreateDate),
+      h("button", { type: "button", class: "small danger", "data-provider-delete": x.Arn, "aria-label": "Delete provider " + x.Url,
+        onclick: () => confirm(`Delete provider ${x.Url}? Its tokens are refused from then on.`) &&
+          iamChange("providers-msg", providers, () => iam("DeleteOpenIDConnectProvider", { OpenIDConnectProviderArn: x.Arn }),
+            `Provider ${x.Url} deleted.`) }, "Delete"),
+    ])),
+  );
+  iamForm(form, "providers-msg", providers, async (fd) => {
+    const params = { Url: String(fd.get("url")).trim() };
+    words(fd.get("clients")).forEach((c, i) => { params[`ClientIDList.member.${i + 1}`] = c; });
+    const made = await iam("CreateOpenIDConnectProvider", params);
+    return `Provider added: trust policies name it ${made.OpenIDConnectProviderArn}.`;
+  });
+}
+
 // ---- Routing ----
 
 const routes = [
@@ -1226,6 +1781,15 @@ const routes = [
   [/^#\/remotes$/, remotes, "nav-remotes"],
   [/^#\/remote\/([A-Za-z0-9_-]{1,64})$/, remote, "nav-remotes"],
   [/^#\/activity$/, activity, "nav-activity"],
+  [/^#\/users$/, users, "nav-iam"],
+  [/^#\/user\/([^/]+)$/, user, "nav-iam"],
+  [/^#\/groups$/, groups, "nav-iam"],
+  [/^#\/group\/([^/]+)$/, group, "nav-iam"],
+  [/^#\/policies$/, policies, "nav-iam"],
+  [/^#\/policy\/([^/]+)$/, policy, "nav-iam"],
+  [/^#\/roles$/, roles, "nav-iam"],
+  [/^#\/role\/([^/]+)$/, role, "nav-iam"],
+  [/^#\/oidc-providers$/, providers, "nav-iam"],
 ];
 
 async function route() {
