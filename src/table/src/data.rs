@@ -196,6 +196,22 @@ impl<F: TableSchema> TableData<F> {
         Ok(out)
     }
 
+    /// The partition key of the first entry stored at or after tree key
+    /// `from` (from the first entry when `None`).
+    pub(crate) fn first_partition_from(&self, from: Option<&[u8]>) -> Result<Option<F::P>> {
+        let mut iter = match from {
+            Some(k) => self.store.range(k.to_vec()..),
+            None => self.store.iter(),
+        };
+        match iter.next() {
+            Some(item) => {
+                let (k, v) = item?;
+                Ok(Some(self.decode_stored(&k, &v)?.partition_key().clone()))
+            }
+            None => Ok(None),
+        }
+    }
+
     pub fn update_entry_with(&self, entry: &F::E) -> Result<Option<F::E>> {
         let changed = self.db.transaction(|tx| self.merge_in_tx(tx, entry))?;
         if changed.is_some() {

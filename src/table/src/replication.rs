@@ -14,7 +14,8 @@
 //! Anti-entropy and the GC use the same node sets, so a node that was down
 //! or cut off when a fully replicated entry was written gets it from the
 //! first sync pass after it comes back (a pass runs when a peer comes
-//! back up).
+//! back up). A node that restarts does not wait for that: its reads ask a
+//! quorum until its copy has caught up with one ([`crate::Table::get`]).
 
 use garage_net::NodeId;
 use garage_rpc::layout::{LayoutHistory, LayoutVersion};

@@ -106,6 +106,21 @@ impl<F: TableSchema> Worker for SyncWorker<F> {
         _: &watch::Receiver<bool>,
     ) -> std::result::Result<Step, String> {
         let t = &self.table;
+        // Pull first, once after start: until this copy caught up with a
+        // quorum, reads of it ask a quorum (see `Table::catch_up`).
+        if !t.caught_up() {
+            match t.catch_up().await {
+                Ok(0) => (),
+                Ok(n) => info!(
+                    table = F::TABLE_NAME,
+                    "caught up with a read quorum after start ({n} entries read): reads answer from this node's copy again"
+                ),
+                Err(e) => debug!(
+                    table = F::TABLE_NAME,
+                    "cannot catch up with a read quorum yet (reads ask a quorum meanwhile): {e}"
+                ),
+            }
+        }
         let layout = t.system.layout();
         let target = sync_target(&layout);
         let stats = match t.sync_pass_resuming(&layout, &mut self.resume).await {
@@ -142,8 +157,9 @@ impl<F: TableSchema> Worker for SyncWorker<F> {
         t.system.table_synced(F::TABLE_NAME, target);
         self.last_synced_layout = target;
         self.last_min_live = layout.min_live_version();
-        self.delay = if target < layout.current().version {
-            // Not every node has acked the newest version yet.
+        self.delay = if target < layout.current().version || !t.caught_up() {
+            // Not every node has acked the newest version yet, or no
+            // quorum answered the catch-up.
             RETRY_DELAY
         } else {
             t.tuning.sync_interval

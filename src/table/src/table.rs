@@ -2,6 +2,7 @@
 //! handler that serves the other replicas.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,7 +41,15 @@ pub struct Table<F: TableSchema> {
     pub data: Arc<TableData<F>>,
     pub tuning: crate::tuning::Tuning,
     pub(crate) endpoint: Arc<Endpoint<TableRpc<F>, Table<F>>>,
+    /// A fully replicated table's copy here was brought up to a read
+    /// quorum's since this process started ([`Table::catch_up`]); until
+    /// then its reads go to a quorum. Always true for a sharded table.
+    caught_up: AtomicBool,
 }
+
+/// How long a read of a fully replicated table not yet caught up waits
+/// for a quorum before answering from this node's copy.
+const UNCAUGHT_READ_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl<F: TableSchema> Table<F> {
     /// Opens the table's trees and registers its endpoint. Its workers are
@@ -75,6 +84,7 @@ impl<F: TableSchema> Table<F> {
             data,
             tuning,
             endpoint,
+            caught_up: AtomicBool::new(F::REPLICATION != Replication::Full),
         });
         table.endpoint.set_handler(table.clone());
         system.register_table(F::TABLE_NAME);
@@ -370,14 +380,72 @@ impl<F: TableSchema> Table<F> {
     /// local answer may lag behind a change acknowledged elsewhere, by the
     /// time the change takes to reach this node (see
     /// [`Replication::Full`]); callers that must not lag use
-    /// [`Table::get_quorum`].
+    /// [`Table::get_quorum`]. Until this node's copy has caught up with a
+    /// quorum after a start ([`Table::catch_up`]), it asks a quorum first:
+    /// a node restarted after being down does not answer with an entry
+    /// changed meanwhile (a revoked key) for the seconds before
+    /// anti-entropy reaches it. With no quorum answering within
+    /// [`UNCAUGHT_READ_TIMEOUT`], it answers from its copy.
     pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
         if F::REPLICATION == Replication::Full {
+            if !self.caught_up() {
+                let fresh =
+                    tokio::time::timeout(UNCAUGHT_READ_TIMEOUT, self.get_quorum(p, s)).await;
+                match fresh {
+                    Ok(Ok(e)) => return Ok(e),
+                    Ok(Err(e)) => debug!(
+                        table = F::TABLE_NAME,
+                        "no quorum before catching up, answering from this node's copy: {e}"
+                    ),
+                    Err(_) => debug!(
+                        table = F::TABLE_NAME,
+                        "no quorum within {UNCAUGHT_READ_TIMEOUT:?} before catching up, answering from this node's copy"
+                    ),
+                }
+            }
             if let Some(e) = self.get_local(p, s).await? {
                 return Ok(Some(e));
             }
         }
         self.get_quorum(p, s).await
+    }
+
+    /// Whether this node's copy may answer reads alone (see
+    /// [`Table::catch_up`]).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Brings this node's copy of a fully replicated table up to a read
+    /// quorum's, once after start: every partition it holds is read from
+    /// a quorum, tombstones included, and read repair writes here what
+    /// another replica has newer. Until it succeeds, reads go to a quorum
+    /// ([`Table::get`]). Run by the table's sync worker before its pass
+    /// (anti-entropy pushes what a replica lacks; this pulls). Returns
+    /// how many entries were read.
+    pub(crate) async fn catch_up(&self) -> Result<usize> {
+        if self.caught_up() {
+            return Ok(0);
+        }
+        let mut read = 0;
+        let mut from: Option<Vec<u8>> = None;
+        // One round per partition key held (fully replicated tables have
+        // one); bounded like the range loop.
+        for _ in 0..1_000_000 {
+            let Some(p) = self.data.first_partition_from(from.as_deref())? else {
+                break;
+            };
+            read += self
+                .range_of(&p, None, None, usize::MAX, false, true, true)
+                .await?
+                .len();
+            match crate::data::prefix_end(p.hash().as_slice()) {
+                Some(end) => from = Some(end),
+                None => break,
+            }
+        }
+        self.caught_up.store(true, Ordering::Release);
+        Ok(read)
     }
 
     /// This node's copy of an entry, if it has one.
@@ -590,6 +658,19 @@ impl<F: TableSchema> Table<F> {
         self.range(p, start, filter, limit, reverse, false).await
     }
 
+    async fn range(
+        &self,
+        p: &F::P,
+        start: Option<F::S>,
+        filter: Option<F::Filter>,
+        limit: usize,
+        reverse: bool,
+        tombstones: bool,
+    ) -> Result<Vec<F::E>> {
+        self.range_of(p, start, filter, limit, reverse, tombstones, false)
+            .await
+    }
+
     /// Every entry of partition key `p` in sort-key order, tombstones
     /// included, merged over a read quorum with read repair: for items
     /// split over several entries of one partition key (see
@@ -658,7 +739,12 @@ impl<F: TableSchema> Table<F> {
         .await
     }
 
-    async fn range(
+    /// The range reads' loop; `quorum`: read a quorum even where this
+    /// node holds everything (see [`Table::catch_up`]). A fully
+    /// replicated table not caught up yet reads a quorum too, and this
+    /// node's copy when no quorum answers.
+    #[allow(clippy::too_many_arguments)]
+    async fn range_of(
         &self,
         p: &F::P,
         start: Option<F::S>,
@@ -666,12 +752,15 @@ impl<F: TableSchema> Table<F> {
         limit: usize,
         reverse: bool,
         tombstones: bool,
+        quorum: bool,
     ) -> Result<Vec<F::E>> {
         let mut out = Vec::new();
         let mut start = start;
         let mut skip_first = false;
         let batch = limit.clamp(1, RANGE_BATCH);
-        let local = self.holds_everything();
+        let holds = self.holds_everything();
+        let local = holds && !quorum && self.caught_up();
+        let fallback = holds && !quorum && !local;
         // Each round moves past at least one entry, and the partition is
         // finite: the loop ends. The round count bound is a safety net.
         for _ in 0..1_000_000 {
@@ -681,6 +770,16 @@ impl<F: TableSchema> Table<F> {
             let n = batch + skip_first as usize;
             let round = if local {
                 self.get_range_local(p, start.as_ref(), n, reverse).await?
+            } else if fallback {
+                let fresh = tokio::time::timeout(
+                    UNCAUGHT_READ_TIMEOUT,
+                    self.get_range_round(p, start.as_ref(), n, reverse),
+                )
+                .await;
+                match fresh {
+                    Ok(Ok(r)) => r,
+                    _ => self.get_range_local(p, start.as_ref(), n, reverse).await?,
+                }
             } else {
                 self.get_range_round(p, start.as_ref(), n, reverse).await?
             };
