@@ -54,8 +54,13 @@ const RETRY_DELAY: Duration = Duration::from_secs(5);
 /// one pass.
 const DEBOUNCE: Duration = Duration::from_secs(1);
 
-/// A table's anti-entropy (`garage worker list`: "<table> sync"): a pass
-/// at start, then every `sync_interval`, after a layout change that needs
+/// The wait before another pass when the catch-up after start failed.
+const CATCH_UP_RETRY: Duration = Duration::from_secs(1);
+
+/// A table's anti-entropy (`garage worker list`: "<table> sync"): for a
+/// fully replicated table, first the catch-up with a read quorum after
+/// start (`Table::catch_up`, tried every [`CATCH_UP_RETRY`] until it
+/// succeeds); a pass at start, then every `sync_interval`, after a layout change that needs
 /// one, and [`DEBOUNCE`] after a peer comes back. A failed pass is tried
 /// again after [`RETRY_DELAY`], resuming from the partitions it
 /// completed; a pass that keeps failing holds a layout change: said at
@@ -115,10 +120,16 @@ impl<F: TableSchema> Worker for SyncWorker<F> {
                     table = F::TABLE_NAME,
                     "caught up with a read quorum after start ({n} entries read): reads answer from this node's copy again"
                 ),
-                Err(e) => debug!(
-                    table = F::TABLE_NAME,
-                    "cannot catch up with a read quorum yet (reads ask a quorum meanwhile): {e}"
-                ),
+                Err(e) => {
+                    debug!(
+                        table = F::TABLE_NAME,
+                        "cannot catch up with a read quorum yet (reads ask a quorum meanwhile): {e}"
+                    );
+                    // Peers are likely still connecting (the sync pass
+                    // needs them too): again soon, or when one comes up.
+                    self.delay = CATCH_UP_RETRY;
+                    return Ok(Step::Idle);
+                }
             }
         }
         let layout = t.system.layout();
@@ -157,9 +168,8 @@ impl<F: TableSchema> Worker for SyncWorker<F> {
         t.system.table_synced(F::TABLE_NAME, target);
         self.last_synced_layout = target;
         self.last_min_live = layout.min_live_version();
-        self.delay = if target < layout.current().version || !t.caught_up() {
-            // Not every node has acked the newest version yet, or no
-            // quorum answered the catch-up.
+        self.delay = if target < layout.current().version {
+            // Not every node has acked the newest version yet.
             RETRY_DELAY
         } else {
             t.tuning.sync_interval

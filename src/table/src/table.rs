@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use garage_net::{Endpoint, EndpointHandler, NetError, NodeId, Priority};
@@ -45,11 +45,33 @@ pub struct Table<F: TableSchema> {
     /// quorum's since this process started ([`Table::catch_up`]); until
     /// then its reads go to a quorum. Always true for a sharded table.
     caught_up: AtomicBool,
+    /// When this process opened the table (see [`CATCH_UP_WAIT`]).
+    opened: Instant,
 }
 
-/// How long a read of a fully replicated table not yet caught up waits
-/// for a quorum before answering from this node's copy.
+/// How long after a start reads of a fully replicated table not yet
+/// caught up wait for a quorum (its peers may still be connecting),
+/// retrying; past it, a read asks a quorum once and answers from this
+/// node's copy when none answers (a node cut off since its start).
+const CATCH_UP_WAIT: Duration = Duration::from_secs(10);
+
+/// How long one quorum attempt of a read not yet caught up may take.
 const UNCAUGHT_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The pause between two quorum attempts of a read not yet caught up.
+const UNCAUGHT_RETRY: Duration = Duration::from_millis(100);
+
+/// What a range read returns, and from where.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ranged {
+    /// Live entries.
+    Live,
+    /// Tombstones too.
+    WithTombstones,
+    /// Tombstones too, from a quorum even where this node holds
+    /// everything ([`Table::catch_up`]).
+    CatchUp,
+}
 
 impl<F: TableSchema> Table<F> {
     /// Opens the table's trees and registers its endpoint. Its workers are
@@ -85,6 +107,7 @@ impl<F: TableSchema> Table<F> {
             tuning,
             endpoint,
             caught_up: AtomicBool::new(F::REPLICATION != Replication::Full),
+            opened: Instant::now(),
         });
         table.endpoint.set_handler(table.clone());
         system.register_table(F::TABLE_NAME);
@@ -384,23 +407,13 @@ impl<F: TableSchema> Table<F> {
     /// quorum after a start ([`Table::catch_up`]), it asks a quorum first:
     /// a node restarted after being down does not answer with an entry
     /// changed meanwhile (a revoked key) for the seconds before
-    /// anti-entropy reaches it. With no quorum answering within
-    /// [`UNCAUGHT_READ_TIMEOUT`], it answers from its copy.
+    /// anti-entropy reaches it. Without a quorum (see [`CATCH_UP_WAIT`]),
+    /// it answers from its copy.
     pub async fn get(&self, p: &F::P, s: &F::S) -> Result<Option<F::E>> {
         if F::REPLICATION == Replication::Full {
             if !self.caught_up() {
-                let fresh =
-                    tokio::time::timeout(UNCAUGHT_READ_TIMEOUT, self.get_quorum(p, s)).await;
-                match fresh {
-                    Ok(Ok(e)) => return Ok(e),
-                    Ok(Err(e)) => debug!(
-                        table = F::TABLE_NAME,
-                        "no quorum before catching up, answering from this node's copy: {e}"
-                    ),
-                    Err(_) => debug!(
-                        table = F::TABLE_NAME,
-                        "no quorum within {UNCAUGHT_READ_TIMEOUT:?} before catching up, answering from this node's copy"
-                    ),
+                if let Some(e) = self.until_caught_up(|| self.get_quorum(p, s)).await {
+                    return Ok(e);
                 }
             }
             if let Some(e) = self.get_local(p, s).await? {
@@ -408,6 +421,34 @@ impl<F: TableSchema> Table<F> {
             }
         }
         self.get_quorum(p, s).await
+    }
+
+    /// A quorum's answer to `read`, for a fully replicated table not
+    /// caught up yet: tried again while [`CATCH_UP_WAIT`] after the start
+    /// has not passed (peers still connecting) and the copy has not caught
+    /// up meanwhile; once past it, tried once. `None`: no quorum
+    /// answered, the caller answers from this node's copy.
+    async fn until_caught_up<T, Fut>(&self, read: impl Fn() -> Fut) -> Option<T>
+    where
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let deadline = self.opened + CATCH_UP_WAIT;
+        // Bounded by the deadline: at most CATCH_UP_WAIT / UNCAUGHT_RETRY
+        // attempts, each at most UNCAUGHT_READ_TIMEOUT.
+        loop {
+            match tokio::time::timeout(UNCAUGHT_READ_TIMEOUT, read()).await {
+                Ok(Ok(v)) => return Some(v),
+                Ok(Err(e)) => debug!(table = F::TABLE_NAME, "no quorum before catching up: {e}"),
+                Err(_) => debug!(
+                    table = F::TABLE_NAME,
+                    "no quorum within {UNCAUGHT_READ_TIMEOUT:?} before catching up"
+                ),
+            }
+            if Instant::now() >= deadline || self.caught_up() {
+                return None;
+            }
+            tokio::time::sleep(UNCAUGHT_RETRY).await;
+        }
     }
 
     /// Whether this node's copy may answer reads alone (see
@@ -435,10 +476,14 @@ impl<F: TableSchema> Table<F> {
             let Some(p) = self.data.first_partition_from(from.as_deref())? else {
                 break;
             };
-            read += self
-                .range_of(&p, None, None, usize::MAX, false, true, true)
-                .await?
-                .len();
+            let merged = self
+                .range(&p, None, None, usize::MAX, false, Ranged::CatchUp)
+                .await?;
+            read += merged.len();
+            // Here before this copy answers alone (read repair is sent
+            // in the background).
+            let encoded: Vec<Vec<u8>> = merged.iter().map(encoding::encode).collect();
+            self.data.update_many_grouped(&encoded).await?;
             match crate::data::prefix_end(p.hash().as_slice()) {
                 Some(end) => from = Some(end),
                 None => break,
@@ -655,19 +700,7 @@ impl<F: TableSchema> Table<F> {
         limit: usize,
         reverse: bool,
     ) -> Result<Vec<F::E>> {
-        self.range(p, start, filter, limit, reverse, false).await
-    }
-
-    async fn range(
-        &self,
-        p: &F::P,
-        start: Option<F::S>,
-        filter: Option<F::Filter>,
-        limit: usize,
-        reverse: bool,
-        tombstones: bool,
-    ) -> Result<Vec<F::E>> {
-        self.range_of(p, start, filter, limit, reverse, tombstones, false)
+        self.range(p, start, filter, limit, reverse, Ranged::Live)
             .await
     }
 
@@ -679,7 +712,14 @@ impl<F: TableSchema> Table<F> {
     /// never a silently cut item.
     pub async fn get_partition(&self, p: &F::P, limit: usize) -> Result<Vec<F::E>> {
         let all = self
-            .range(p, None, None, limit.saturating_add(1), false, true)
+            .range(
+                p,
+                None,
+                None,
+                limit.saturating_add(1),
+                false,
+                Ranged::WithTombstones,
+            )
             .await?;
         if all.len() > limit {
             return Err(Error::TooManyEntries { limit });
@@ -739,21 +779,19 @@ impl<F: TableSchema> Table<F> {
         .await
     }
 
-    /// The range reads' loop; `quorum`: read a quorum even where this
-    /// node holds everything (see [`Table::catch_up`]). A fully
-    /// replicated table not caught up yet reads a quorum too, and this
-    /// node's copy when no quorum answers.
-    #[allow(clippy::too_many_arguments)]
-    async fn range_of(
+    /// The range reads' loop. A fully replicated table not caught up yet
+    /// reads a quorum, and this node's copy when no quorum answers.
+    async fn range(
         &self,
         p: &F::P,
         start: Option<F::S>,
         filter: Option<F::Filter>,
         limit: usize,
         reverse: bool,
-        tombstones: bool,
-        quorum: bool,
+        what: Ranged,
     ) -> Result<Vec<F::E>> {
+        let tombstones = what != Ranged::Live;
+        let quorum = what == Ranged::CatchUp;
         let mut out = Vec::new();
         let mut start = start;
         let mut skip_first = false;
@@ -771,14 +809,12 @@ impl<F: TableSchema> Table<F> {
             let round = if local {
                 self.get_range_local(p, start.as_ref(), n, reverse).await?
             } else if fallback {
-                let fresh = tokio::time::timeout(
-                    UNCAUGHT_READ_TIMEOUT,
-                    self.get_range_round(p, start.as_ref(), n, reverse),
-                )
-                .await;
+                let fresh = self
+                    .until_caught_up(|| self.get_range_round(p, start.as_ref(), n, reverse))
+                    .await;
                 match fresh {
-                    Ok(Ok(r)) => r,
-                    _ => self.get_range_local(p, start.as_ref(), n, reverse).await?,
+                    Some(r) => r,
+                    None => self.get_range_local(p, start.as_ref(), n, reverse).await?,
                 }
             } else {
                 self.get_range_round(p, start.as_ref(), n, reverse).await?

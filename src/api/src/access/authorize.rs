@@ -343,7 +343,7 @@ impl Api {
             .policy
             .get()
             .as_deref()
-            .and_then(|t| Policy::parse(t, None).ok());
+            .and_then(|t| Policy::parse_stored(t).ok());
         let expiration_rules = Arc::new(
             bucket
                 .params()
@@ -386,7 +386,7 @@ pub struct Decider {
     /// Why the key's permissions refuse, if they do.
     refusal: Option<ApiError>,
     access: BucketAccess,
-    policy: Option<Policy>,
+    policy: Option<Arc<Policy>>,
     expiration_rules: Arc<Vec<garage_model::bucket_table::LifecycleRule>>,
     replicated: bool,
 }

@@ -8,4 +8,5 @@ pub mod actions;
 pub mod auth_scope;
 pub mod authorize;
 pub mod request_time;
+pub mod settings;
 pub mod step;

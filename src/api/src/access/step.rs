@@ -135,7 +135,7 @@ fn bucket_policy_deny(
     let policy = b
         .params()
         .and_then(|p| p.access.policy.get().as_deref())
-        .and_then(|t| Policy::parse(t, None).ok());
+        .and_then(|t| Policy::parse_stored(t).ok());
     if let Some(p) = policy {
         let r = PolicyRequest {
             who: &who.principal,

@@ -27,8 +27,8 @@ pub struct Identity {
     pub user: Option<UserPrincipal>,
     /// A role's session.
     pub session: Option<SessionPrincipal>,
-    /// Its identity policies.
-    pub policies: Arc<Vec<Policy>>,
+    /// Its identity policies (parsed once per process, shared).
+    pub policies: Arc<Vec<Arc<Policy>>>,
     /// A session's policy: it only narrows `policies`.
     pub boundary: Option<Arc<Policy>>,
     /// A session's token (SHA-256, hex): its requests must carry it.
@@ -181,9 +181,9 @@ impl Iam {
             .collect();
         let policies = self.policies_of(docs, &c.attached).await?;
         let boundary = match &s.policy {
-            Some(p) => Some(Arc::new(Policy::parse_identity(p).map_err(|e| {
+            Some(p) => Some(Policy::parse_identity_stored(p).map_err(|e| {
                 IamError::Denied(format!("the session policy cannot be read: {e}"))
-            })?)),
+            })?),
             None => None,
         };
         Ok(Identity {
@@ -207,7 +207,7 @@ impl Iam {
         &self,
         mut docs: Vec<(String, String)>,
         attached: &BTreeSet<String>,
-    ) -> IamResult<Vec<Policy>> {
+    ) -> IamResult<Vec<Arc<Policy>>> {
         for a in attached {
             let doc = match builtin::by_arn(a) {
                 Some(b) => b.document.to_string(),
@@ -224,7 +224,7 @@ impl Iam {
             .map(|(what, d)| {
                 // Checked when put: a failure here is a document this
                 // release cannot read; refusing is the safe answer.
-                Policy::parse_identity(d)
+                Policy::parse_identity_stored(d)
                     .map_err(|e| IamError::Denied(format!("{what} cannot be read: {e}")))
             })
             .collect()
