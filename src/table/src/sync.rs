@@ -60,8 +60,9 @@ const CATCH_UP_RETRY: Duration = Duration::from_secs(1);
 /// A table's anti-entropy (`garage worker list`: "<table> sync"): for a
 /// fully replicated table, first the catch-up with a read quorum after
 /// start (`Table::catch_up`, tried every [`CATCH_UP_RETRY`] until it
-/// succeeds); a pass at start, then every `sync_interval`, after a layout change that needs
-/// one, and [`DEBOUNCE`] after a peer comes back. A failed pass is tried
+/// succeeds); a pass at start, then every `sync_interval`, after a
+/// layout change that needs one, and [`DEBOUNCE`] after a peer comes
+/// back. A failed pass is tried
 /// again after [`RETRY_DELAY`], resuming from the partitions it
 /// completed; a pass that keeps failing holds a layout change: said at
 /// the 3rd failure in a row, then every 20th.
