@@ -598,6 +598,16 @@ impl Api {
         let id = ctx.granted.bucket;
         let b = self.bucket(id, &i.bucket).await?;
         let asked = requested_acl!(i)?;
+        let found = ctx
+            .granted
+            .hide(self.find_version(id, &i.key, i.version_id.as_deref()).await)?;
+        let current = match &found.history {
+            Some(h) => h.version.object_acl(),
+            None => found.version.object_acl(),
+        };
+        ctx.granted.check(&current)?;
+        // The grantees are checked only once the requester may change the
+        // ACL: a refusal must not tell which access keys exist.
         let canned = allowed_acl(&access_of(&b), asked.canned)?;
         let users = object_grants_of(&asked.list)?;
         if !users.is_empty() && !access_of(&b).acls_enabled() {
@@ -612,14 +622,6 @@ impl Api {
                 },
             )
             .await?;
-        let found = ctx
-            .granted
-            .hide(self.find_version(id, &i.key, i.version_id.as_deref()).await)?;
-        let current = match &found.history {
-            Some(h) => h.version.object_acl(),
-            None => found.version.object_acl(),
-        };
-        ctx.granted.check(&current)?;
         let version_id = found.version_id();
         // One time for both copies (object and history entries), after
         // both.

@@ -228,6 +228,9 @@ def main():
     expect_error("AccessDenied", 403, o.get_object_acl, Bucket=B, Key="private.txt")
     expect_error("AccessDenied", 403, o.put_object_acl, Bucket=B, Key="private.txt",
                  ACL="public-read")
+    # A refusal tells nothing of which keys exist.
+    expect_error("AccessDenied", 403, o.put_object_acl, Bucket=B, Key="private.txt",
+                 GrantRead='id="GKnosuchkey"')
     expect_error("AccessDenied", 403, o.put_object, Bucket=B, Key="private.txt", Body=b"x")
     acl = c.get_object_acl(Bucket=B, Key="private.txt")
     got = {(g["Grantee"].get("ID"), g["Grantee"].get("DisplayName"), g["Permission"])
