@@ -447,3 +447,44 @@ async fn a_failed_sync_pass_is_resumed_not_restarted() {
     // None of node 3's pairs is done: a full pass still fails on it.
     assert!(nodes[0].table.sync_pass(&layout).await.is_err());
 }
+
+/// A fully replicated table's copy that missed a write (a node down
+/// then): until it caught up, its reads ask a quorum and see the write;
+/// the catch-up writes the newer entry into the copy before the copy
+/// answers alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_copy_that_missed_a_write_reads_a_quorum_until_caught_up() {
+    let nodes = cluster(3, 3).await;
+    let (p, s): (String, String) = ("".into(), "key".into());
+    let v1 = TestEntry::raw("", "key", 1, Some("active"));
+    nodes[0].full.insert(&v1).await.unwrap();
+    for n in &nodes {
+        let got = n.full.get_local(&p, &s).await.unwrap();
+        assert_eq!(got.as_ref(), Some(&v1));
+    }
+    // A revocation node 2 missed: only nodes 0 and 1 have it.
+    let v2 = TestEntry::raw("", "key", 2, Some("revoked"));
+    for n in &nodes[..2] {
+        n.full.data.update_entry_with(&v2).unwrap();
+    }
+    assert_eq!(
+        nodes[2].full.get_local(&p, &s).await.unwrap(),
+        Some(v1.clone())
+    );
+    // Caught up, node 2 answers from its copy: the old value.
+    assert!(nodes[2].full.caught_up());
+    assert_eq!(nodes[2].full.get(&p, &s).await.unwrap(), Some(v1));
+    // As after a restart: its reads ask a quorum.
+    nodes[2].full.forget_catch_up();
+    assert_eq!(nodes[2].full.get(&p, &s).await.unwrap(), Some(v2.clone()));
+    let listed = nodes[2]
+        .full
+        .get_range(&p, None, None, 10, false)
+        .await
+        .unwrap();
+    assert_eq!(listed, vec![v2.clone()]);
+    // The catch-up leaves the newer entry in its copy when it returns.
+    assert!(nodes[2].full.catch_up().await.unwrap() >= 1);
+    assert!(nodes[2].full.caught_up());
+    assert_eq!(nodes[2].full.get_local(&p, &s).await.unwrap(), Some(v2));
+}

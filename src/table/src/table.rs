@@ -457,6 +457,12 @@ impl<F: TableSchema> Table<F> {
         self.caught_up.load(Ordering::Acquire)
     }
 
+    /// Makes this copy not caught up, as after a start (tests).
+    #[cfg(test)]
+    pub(crate) fn forget_catch_up(&self) {
+        self.caught_up.store(false, Ordering::Release)
+    }
+
     /// Brings this node's copy of a fully replicated table up to a read
     /// quorum's, once after start: every partition it holds is read from
     /// a quorum, tombstones included, and read repair writes here what

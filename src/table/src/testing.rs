@@ -93,6 +93,22 @@ impl TableSchema for TestTable {
     }
 }
 
+/// The same entries in a fully replicated table (every node with a role
+/// holds every entry; reads answer from the local copy once caught up).
+pub struct FullTestTable;
+
+impl TableSchema for FullTestTable {
+    const TABLE_NAME: &'static str = "test_full";
+    const REPLICATION: crate::replication::Replication = crate::replication::Replication::Full;
+    type P = String;
+    type S = String;
+    type E = TestEntry;
+    type Filter = ();
+    fn matches_filter(_: &TestEntry, _: &()) -> bool {
+        true
+    }
+}
+
 pub fn temp_db() -> (tempfile::TempDir, garage_db::Db) {
     let dir = tempfile::tempdir().unwrap();
     let engine = garage_db::Engine::Lmdb;
@@ -108,6 +124,8 @@ pub fn temp_db() -> (tempfile::TempDir, garage_db::Db) {
 pub struct Node {
     pub system: Arc<System>,
     pub table: Arc<Table<TestTable>>,
+    /// A fully replicated table on the same node.
+    pub full: Arc<Table<FullTestTable>>,
     exit: watch::Sender<bool>,
     _dir: tempfile::TempDir,
     _db_dir: tempfile::TempDir,
@@ -164,16 +182,19 @@ pub async fn start_node(rf: usize, bootstrap: Option<String>) -> (Node, String) 
         },
     )
     .unwrap();
-    let table = Table::with_tuning(TestTable, db, system.clone(), tuning).unwrap();
+    let table = Table::with_tuning(TestTable, db.clone(), system.clone(), tuning).unwrap();
+    let full = Table::with_tuning(FullTestTable, db, system.clone(), tuning).unwrap();
     let (exit, rx) = watch::channel(false);
     tokio::spawn(listener.run(rx.clone()));
     tokio::spawn(system.clone().run(rx.clone()));
     table.spawn_workers(&rx);
+    full.spawn_workers(&rx);
     let me = format!("{}@{}", netapp.id(), addr);
     (
         Node {
             system,
             table,
+            full,
             exit,
             _dir: dir,
             _db_dir: db_dir,
