@@ -986,6 +986,54 @@ mod tests {
 
     const NODE: u8 = 7;
 
+    /// An object version as the previous release (v0.2.0) encodes it:
+    /// without `acl_grants`.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct PreviousVersion {
+        uuid: Uuid,
+        timestamp: u64,
+        state: ObjectVersionState,
+        versioning: Versioning,
+        lock: ObjectLock,
+        acl: VersionAcl,
+    }
+
+    #[test]
+    fn a_version_without_user_grants_keeps_the_previous_bytes() {
+        let mut v = ObjectVersion::new(
+            id(1),
+            5,
+            ObjectVersionState::Complete(ObjectVersionData::DeleteMarker),
+            Versioning::Enabled,
+        );
+        v.write_object_acl(crate::access::ObjectAcl::canned(
+            crate::access::CannedAcl::PublicRead,
+        ));
+        let previous = PreviousVersion {
+            uuid: v.uuid,
+            timestamp: v.timestamp,
+            state: v.state.clone(),
+            versioning: v.versioning,
+            lock: v.lock.clone(),
+            acl: v.acl.clone(),
+        };
+        assert_eq!(encode(&v), encode(&previous));
+        // The previous release's bytes decode, without grants.
+        let back: ObjectVersion = garage_table::encoding::decode(&encode(&previous)).unwrap();
+        assert_eq!(back, v);
+        // With a grant to a user, the version has one more field, which
+        // the previous release cannot decode (hence the gate).
+        v.set_object_acl(
+            v.acl_stamp() + 1,
+            crate::access::ObjectAcl {
+                canned: crate::access::CannedAcl::Private,
+                grants: [("GKreader".into(), crate::access::ObjectPerm::READ)].into(),
+            },
+        );
+        assert_ne!(encode(&v), encode(&previous));
+        assert!(garage_table::encoding::decode::<PreviousVersion>(&encode(&v)).is_err());
+    }
+
     fn id(n: u8) -> Uuid {
         Uuid::from([n; 32])
     }

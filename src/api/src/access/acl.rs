@@ -658,7 +658,6 @@ impl Api {
         bucket: garage_util::data::Uuid,
         mut acl: ObjectAcl,
     ) -> ApiResult<ObjectAcl> {
-        acl.grants.retain(|_, p| !p.is_none());
         if acl.grants.is_empty() {
             return Ok(acl);
         }

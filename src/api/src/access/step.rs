@@ -71,7 +71,6 @@ enum Says {
     Allowed(Key, Uuid, Option<Box<Bucket>>),
     /// Neither allows it (`refusal` says why); the bucket it names.
     NotAllowed {
-        key: Key,
         bucket: Uuid,
         refusal: ApiError,
     },
@@ -90,7 +89,6 @@ async fn key_or_identity_says(
     let by_key = api.bucket_id(&key, bucket, need).await;
     let not_allowed = |key: Key, id: Uuid, by_key: ApiResult<Uuid>| match by_key {
         Err(refusal) => Says::NotAllowed {
-            key,
             bucket: id,
             refusal,
         },
@@ -185,7 +183,6 @@ pub struct ObjectAcp<'a> {
 /// What [`ObjectAcp`] grants: the bucket, and the check left for the
 /// version's ACL, if any.
 pub struct AcpGrant {
-    pub key: Key,
     pub bucket: Uuid,
     pending: Option<Pending>,
 }
@@ -199,7 +196,7 @@ struct Pending {
 
 impl ObjectAcp<'_> {
     pub async fn check(self, api: &Api, who: &Requester) -> ApiResult<AcpGrant> {
-        let (key, bucket, refusal) = match key_or_identity_says(
+        let (bucket, refusal) = match key_or_identity_says(
             api,
             who,
             self.bucket,
@@ -208,18 +205,13 @@ impl ObjectAcp<'_> {
         )
         .await?
         {
-            Says::Allowed(key, bucket, _) => {
+            Says::Allowed(_, bucket, _) => {
                 return Ok(AcpGrant {
-                    key,
                     bucket,
                     pending: None,
                 })
             }
-            Says::NotAllowed {
-                key,
-                bucket,
-                refusal,
-            } => (key, bucket, refusal),
+            Says::NotAllowed { bucket, refusal } => (bucket, refusal),
         };
         let b = api.bucket(bucket, self.bucket).await?;
         bucket_policy_deny(who, &b, self.bucket, Some(self.object))?;
@@ -228,7 +220,6 @@ impl ObjectAcp<'_> {
             return Err(refusal);
         }
         Ok(AcpGrant {
-            key,
             bucket,
             pending: Some(Pending {
                 check: AclCheck {
